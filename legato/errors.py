@@ -1,0 +1,48 @@
+"""Errors users meet. Each names the problem and the place (Python file:line:col or IR op)."""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    file: str
+    line: int
+    col: int  # 1-based
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+class LegatoError(Exception):
+    """Base of every error Legato raises on purpose."""
+
+
+class CompileError(LegatoError):
+    """A kernel cannot be compiled. Shows `file:line:col: error: msg`, the source line and a caret."""
+
+    def __init__(self, message: str, location: SourceLocation | None = None, note: str | None = None):
+        self.message = message
+        self.location = location
+        self.note = note
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if self.location is None:
+            text = f"error: {self.message}"
+        else:
+            loc = self.location
+            text = f"{loc}: error: {self.message}"
+            src = linecache.getline(loc.file, loc.line)
+            if src:
+                src = src.rstrip("\n")
+                text += f"\n    {src}\n    {' ' * max(loc.col - 1, 0)}^"
+        if self.note:
+            text += f"\nnote: {self.note}"
+        return text
+
+
+class LegatoRuntimeError(LegatoError):
+    """A compiled kernel cannot run (bad arguments, refused binary, emulator fault)."""
