@@ -1,0 +1,199 @@
+"""The value semantics of Legato's tensor ops, on numpy arrays: the one definition every level
+(legato, core, backend interpreters, and the emulator's VPU) calls, so all compute the same bits.
+
+Rules (they match torch on CPU for the arithmetic ops, and stay within a bf16 ulp of it for the
+transcendental ones):
+
+* **Floating elementwise** (`bf16`, `f16`, `f32` operands): operands are widened to fp32 and the
+  op is evaluated in fp32, then the result is rounded once (nearest even) to the result dtype.
+  - `add sub mul div max min neg abs`: one IEEE fp32 operation (exact, platform independent).
+  - `exp log sqrt rsqrt tanh sigmoid silu gelu`: evaluated in float64 from the fp32 operands,
+    rounded to fp32 (the VPU's result), then to the result dtype. `gelu` is the exact (erf) form,
+    torch's default. `rsqrt(x) = 1/sqrt(x)`, `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`.
+  - `max`/`min` propagate NaN (torch.maximum semantics).
+* **Integer elementwise** (`i8 i32 i64`): wrap-around `add sub mul neg abs`, `max min`, and `div`
+  as floor division (torch's `//`).
+* **Reductions** (`sum mean max min` over one axis): `sum` accumulates in fp32 over the axis in
+  increasing index order (the order a tiled lowering keeps by carrying an fp32 accumulator),
+  `mean = sum / n` in fp32; both round once to the result dtype. `max`/`min` are exact.
+* **Matmul**: `legato.numerics.matmul_acc` (fp32, k increasing), then one rounding.
+* **Cast**: float -> float rounds to nearest even; float -> int truncates toward zero and
+  saturates (NaN -> 0); int -> float rounds to nearest; int -> int wraps.
+
+Broadcasting follows numpy/torch. Every function returns a fresh array of the result dtype.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import ml_dtypes
+import numpy as np
+
+from legato import numerics
+
+FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
+
+UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
+REDUCTIONS = ("sum", "mean", "max", "min")
+TRANSCENDENTAL = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in FLOAT_DTYPES
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).astype(np.float32)
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _transcendental_f64(name: str, x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if name == "exp":
+            return np.exp(x)
+        if name == "log":
+            return np.log(x)
+        if name == "sqrt":
+            return np.sqrt(x)
+        if name == "rsqrt":
+            return 1.0 / np.sqrt(x)
+        if name == "tanh":
+            return np.tanh(x)
+        if name == "sigmoid":
+            return 1.0 / (1.0 + np.exp(-x))
+        if name == "silu":
+            return x / (1.0 + np.exp(-x))
+        if name == "gelu":
+            return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+    raise KeyError(name)
+
+
+def unary(name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
+    """Elementwise `name(x)` rounded to `out_dtype` (default: x's dtype)."""
+    x = np.asarray(x)
+    out_dtype = np.dtype(out_dtype if out_dtype is not None else x.dtype)
+    if name not in UNARY_OPS:
+        raise KeyError(f"unknown unary op {name!r}")
+    if is_float(x.dtype):
+        a = _f32(x)
+        with np.errstate(all="ignore"):
+            if name == "neg":
+                r = -a
+            elif name == "abs":
+                r = np.abs(a)
+            else:
+                r = _transcendental_f64(name, a.astype(np.float64)).astype(np.float32)
+        return numerics.round_to(r, out_dtype)
+    if name == "neg":
+        return (-x).astype(out_dtype)
+    if name == "abs":
+        return np.abs(x).astype(out_dtype)
+    # integer operands of a transcendental op: computed like torch (as float) then cast
+    return cast(unary(name, x.astype(np.float32), np.float32), out_dtype)
+
+
+def binary(name: str, a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarray:
+    """Elementwise `a name b` (numpy broadcasting), rounded to `out_dtype` (default: a's)."""
+    a = np.asarray(a)
+    b = np.asarray(b)
+    out_dtype = np.dtype(out_dtype if out_dtype is not None else a.dtype)
+    if name not in BINARY_OPS:
+        raise KeyError(f"unknown binary op {name!r}")
+    if is_float(a.dtype) or is_float(b.dtype):
+        x, y = _f32(a), _f32(b)
+        with np.errstate(all="ignore"):
+            r = {
+                "add": np.add,
+                "sub": np.subtract,
+                "mul": np.multiply,
+                "div": np.divide,
+                "max": np.maximum,
+                "min": np.minimum,
+            }[name](x, y)
+        return numerics.round_to(r, out_dtype)
+    with np.errstate(all="ignore"):
+        if name == "div":
+            if np.any(b == 0):
+                raise ZeroDivisionError("integer division by zero")
+            r = np.floor_divide(a, b)
+        else:
+            r = {
+                "add": np.add,
+                "sub": np.subtract,
+                "mul": np.multiply,
+                "max": np.maximum,
+                "min": np.minimum,
+            }[name](a, b)
+    return r.astype(out_dtype)
+
+
+def reduce(name: str, x: np.ndarray, axis: int, keepdims: bool = False, out_dtype=None):
+    """Reduce `x` over `axis` (see the module rules), rounded to `out_dtype` (default x's)."""
+    x = np.asarray(x)
+    out_dtype = np.dtype(out_dtype if out_dtype is not None else x.dtype)
+    axis = axis % x.ndim if x.ndim else 0
+    if name not in REDUCTIONS:
+        raise KeyError(f"unknown reduction {name!r}")
+    n = x.shape[axis]
+    if name in ("max", "min"):
+        if n == 0:
+            raise ValueError(f"{name} over an empty axis")
+        r = (np.maximum if name == "max" else np.minimum).reduce(x, axis=axis, keepdims=keepdims)
+        return cast(r, out_dtype)
+    if is_float(x.dtype) or is_float(out_dtype):
+        acc_dtype = np.float32
+    else:
+        acc_dtype = np.int64
+    moved = np.moveaxis(x, axis, 0).astype(acc_dtype)
+    acc = np.zeros(moved.shape[1:], acc_dtype)
+    with np.errstate(all="ignore"):
+        for i in range(n):  # sequential, increasing index: the order tiling preserves
+            acc += moved[i]
+        if name == "mean":
+            if acc_dtype is np.float32:
+                acc = (acc / np.float32(n)).astype(np.float32)
+            else:
+                acc = np.floor_divide(acc, n)
+    if keepdims:
+        acc = np.expand_dims(acc, axis)
+    return cast(acc, out_dtype)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarray:
+    """`a @ b` for 2-D operands: fp32 accumulation in k order, one rounding to `out_dtype`."""
+    a = np.asarray(a)
+    out_dtype = np.dtype(out_dtype if out_dtype is not None else a.dtype)
+    return numerics.round_to(numerics.matmul_acc(a, b), out_dtype)
+
+
+def cast(x: np.ndarray, out_dtype) -> np.ndarray:
+    """Convert to `out_dtype` by the module's cast rules."""
+    x = np.asarray(x)
+    out_dtype = np.dtype(out_dtype)
+    if x.dtype == out_dtype:
+        return x.copy()
+    if is_float(x.dtype) and not is_float(out_dtype):
+        if out_dtype == np.bool_:
+            return x.astype(np.float32) != 0
+        info = np.iinfo(out_dtype)
+        f = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
+        return np.clip(f, info.min, info.max).astype(out_dtype)
+    return x.astype(out_dtype)
+
+
+def full(shape, value, dtype) -> np.ndarray:
+    """A constant tensor: `value` rounded to `dtype` and broadcast to `shape`."""
+    return np.full(tuple(shape), cast(np.asarray(value, np.float64 if isinstance(value, float)
+                                                 else np.int64), dtype), dtype=np.dtype(dtype))
+
+
+ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
+    **{n: (lambda n: lambda x, out_dtype=None: unary(n, x, out_dtype))(n) for n in UNARY_OPS},
+    **{n: (lambda n: lambda a, b, out_dtype=None: binary(n, a, b, out_dtype))(n)
+       for n in BINARY_OPS},
+}
