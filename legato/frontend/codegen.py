@@ -1,0 +1,1317 @@
+"""Python AST -> `legato` dialect.
+
+The decorated function is never run as Python. `CodeGenerator` walks its AST once, folding every
+expression over compile-time values (ints, strings, TensorSpecs, the device, legato API objects)
+with Python itself, and emitting IR for the rest:
+
+  * `with <execution context>:`                 -> `legato.on <ctx> { ... legato.yield }`
+  * `legato.tensor.request_load/receive/...`     -> the data-movement ops
+  * `a @ b`, `a + b`, `legato.tensor.exp(x)` ... -> tensor ops
+  * `yield x` inside a region                    -> operand of the region's `legato.yield`; `x`
+                                                    becomes visible to later regions of the same
+                                                    context (as a `legato.on` input)
+  * `if` on a static condition, `for` over a static range, `assert` on static values: resolved
+    at compile time. `@legato.function` helpers are inlined.
+
+Values are either static (plain Python objects) or `IRValue`s (an SSA value with its TensorSpec
+and the region that defined it). Every op gets the `FileLineColLoc` of the Python node it came
+from; every error is a `CompileError` naming the Python file:line:col.
+
+Extending: a new `legato.tensor.X` needs one `_op_X(self, node, args)` method (see
+`_call_legato_op`); a new statement kind one `_stmt_<AstClass>` method; a new operator one entry
+in `_BINARY_OPS` / `_UNARY_OPS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import inspect
+import io
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+import legato.dialects.legato as L
+from legato.context import CompileContext, ExecContext, compiling
+from legato.errors import CompileError, LegatoError
+from legato.frontend.source import FunctionSource, LegatoFunction
+from legato.types import CORE_SPACES, MEMORY_SPACES, SHARED_SPACES, DType, Dim, TensorSpec
+
+# --------------------------------------------------------------------------------------------
+# Values
+
+
+@dataclass(eq=False)
+class IRValue:
+    """A tensor value of the kernel: an SSA value, its type, and where it was made.
+
+    `region` is the `RegionState` that defined it (None for kernel arguments, which every region
+    may use). A value yielded out of a region is an `IRValue` with `yielded_from` set to the
+    context it may be used in (later regions of that context receive it as an input).
+    """
+
+    ssa: SSAValue
+    spec: TensorSpec
+    region: RegionState | None = None
+    name: str | None = None
+    yielded_from: ExecContext | None = None
+    defined_at: ast.AST | None = None
+    source: FunctionSource | None = None
+
+    @property
+    def type(self) -> L.TensorType:
+        return self.ssa.type  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return f"<tensor {self.name or '?'}: {self.spec}>"
+
+
+@dataclass(eq=False)
+class RegionState:
+    """A `with <ctx>:` region being emitted."""
+
+    ctx: ExecContext
+    block: Block
+    node: ast.With
+    source: FunctionSource
+    inputs: list[SSAValue] = field(default_factory=list)  # operands of the legato.on
+    input_args: dict[int, IRValue] = field(default_factory=dict)  # id(outer ssa) -> block arg
+    yields: list[tuple[str, IRValue]] = field(default_factory=list)
+    yield_node: ast.AST | None = None
+
+
+@dataclass(eq=False)
+class Frame:
+    """One function being visited: the kernel, or an inlined `@legato.function`."""
+
+    source: FunctionSource
+    env: dict  # local names
+    scope: dict  # globals + closure
+    returned: bool = False
+    return_value: object = None
+    is_kernel: bool = False
+
+
+class _Unbound:
+    pass
+
+
+_UNBOUND = _Unbound()
+
+# Builtins a kernel may use (all at compile time).
+_BUILTINS = {
+    name: getattr(builtins, name)
+    for name in (
+        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "int", "isinstance",
+        "len", "list", "max", "min", "pow", "range", "reversed", "round", "set", "slice",
+        "sorted", "str", "sum", "tuple", "zip", "True", "False", "None", "ValueError",
+        "TypeError", "AssertionError",
+    )
+}
+
+_BINARY_OPS: dict[type, tuple[Callable, type | None]] = {
+    ast.Add: (operator.add, L.AddOp),
+    ast.Sub: (operator.sub, L.SubOp),
+    ast.Mult: (operator.mul, L.MulOp),
+    ast.Div: (operator.truediv, L.DivOp),
+    ast.FloorDiv: (operator.floordiv, None),
+    ast.Mod: (operator.mod, None),
+    ast.Pow: (operator.pow, None),
+    ast.LShift: (operator.lshift, None),
+    ast.RShift: (operator.rshift, None),
+    ast.BitOr: (operator.or_, None),
+    ast.BitAnd: (operator.and_, None),
+    ast.BitXor: (operator.xor, None),
+    ast.MatMult: (operator.matmul, L.MatmulOp),
+}
+_UNARY_OPS: dict[type, tuple[Callable, type | None]] = {
+    ast.USub: (operator.neg, L.NegOp),
+    ast.UAdd: (operator.pos, None),
+    ast.Not: (operator.not_, None),
+    ast.Invert: (operator.invert, None),
+}
+_COMPARE_OPS = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
+    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+}
+_UNARY_TENSOR_OPS = {
+    "neg": L.NegOp, "exp": L.ExpOp, "log": L.LogOp, "sqrt": L.SqrtOp, "rsqrt": L.RsqrtOp,
+    "tanh": L.TanhOp, "sigmoid": L.SigmoidOp, "silu": L.SiluOp, "gelu": L.GeluOp,
+}
+_BINARY_TENSOR_OPS = {
+    "add": L.AddOp, "sub": L.SubOp, "mul": L.MulOp, "div": L.DivOp,
+    "maximum": L.MaximumOp, "minimum": L.MinimumOp, "matmul": L.MatmulOp,
+}
+
+_STATEMENT_NAMES = {
+    ast.While: "a `while` loop",
+    ast.Try: "`try`",
+    ast.Raise: "`raise`",
+    ast.Import: "`import`",
+    ast.ImportFrom: "`import`",
+    ast.FunctionDef: "a nested function definition",
+    ast.AsyncFunctionDef: "a nested function definition",
+    ast.ClassDef: "a class definition",
+    ast.Global: "`global`",
+    ast.Nonlocal: "`nonlocal`",
+    ast.Delete: "`del`",
+    ast.AsyncWith: "`async with`",
+    ast.AsyncFor: "`async for`",
+}
+if hasattr(ast, "TryStar"):
+    _STATEMENT_NAMES[ast.TryStar] = "`try`"
+if hasattr(ast, "Match"):
+    _STATEMENT_NAMES[ast.Match] = "`match`"
+
+
+def location(src: FunctionSource, node: ast.AST | None) -> FileLineColLoc:
+    loc = src.loc(node)
+    return FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col))
+
+
+def _is_static(value) -> bool:
+    if isinstance(value, IRValue):
+        return False
+    if isinstance(value, (tuple, list)):
+        return all(_is_static(v) for v in value)
+    return True
+
+
+def _scope_of(fn) -> dict:
+    fn = inspect.unwrap(fn)
+    scope = dict(getattr(fn, "__globals__", {}))
+    try:
+        scope.update(inspect.getclosurevars(fn).nonlocals)
+    except (TypeError, ValueError):
+        pass
+    return scope
+
+
+def _legato_op_name(value) -> str | None:
+    return getattr(value, "_legato_op", None) if callable(value) else None
+
+
+# --------------------------------------------------------------------------------------------
+# Signature
+
+
+def _is_constexpr_annotation(ann) -> bool:
+    from legato.jit import constexpr
+
+    return ann is constexpr or isinstance(ann, constexpr)
+
+
+def kernel_params(src: FunctionSource, ctx: CompileContext) -> list:
+    """The kernel's parameters: evaluated annotations (def-time objects, or strings under
+    `from __future__ import annotations` evaluated in the function's globals now)."""
+    from legato.jit import Param
+
+    fn = inspect.unwrap(src.fn)
+    args = src.tree.args
+    if args.vararg is not None or args.kwarg is not None:
+        node = args.vararg or args.kwarg
+        raise src.error(node, "*args and **kwargs are not supported in a Legato kernel signature")
+    annotations = getattr(fn, "__annotations__", {})
+    signature = inspect.signature(fn)
+    scope = _scope_of(fn)
+    params = []
+    with compiling(ctx):
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+            name = arg.arg
+            if name not in annotations:
+                raise src.error(
+                    arg,
+                    f"parameter '{name}' has no type annotation; annotate it with a tensor type "
+                    "(legato.get_model().tensor_type(dtype, shape, memory)) or legato.constexpr",
+                )
+            ann = annotations[name]
+            if isinstance(ann, str):
+                try:
+                    ann = eval(ann, scope)  # noqa: S307 - the user's own annotation
+                except Exception as e:  # noqa: BLE001
+                    raise src.error(
+                        arg.annotation or arg,
+                        f"cannot evaluate the annotation of parameter '{name}': "
+                        f"{type(e).__name__}: {e}",
+                    ) from None
+            default = signature.parameters[name].default
+            if _is_constexpr_annotation(ann):
+                params.append(Param(name, "constexpr", None, default))
+            elif isinstance(ann, TensorSpec):
+                params.append(Param(name, "tensor", ann, default))
+            else:
+                raise src.error(
+                    arg.annotation or arg,
+                    f"the annotation of parameter '{name}' must be a tensor type "
+                    f"(legato.get_model().tensor_type(...)) or legato.constexpr, got {ann!r}",
+                )
+    return params
+
+
+# --------------------------------------------------------------------------------------------
+# Code generator
+
+
+class CodeGenerator:
+    """Emits one `legato.kernel` for a kernel's AST (see the module docstring)."""
+
+    def __init__(self, src: FunctionSource, params: list, constexprs: dict, ctx: CompileContext):
+        self.ctx = ctx
+        self.model = ctx.get_model()
+        self.src = src
+        self.params = params
+        self.constexprs = constexprs
+        self.region: RegionState | None = None
+        self.frames: list[Frame] = []
+        self.inline_stack: list[object] = []
+        # (core index, memory, queue) -> nodes, to check that every receive has a sender.
+        self.sends: dict[tuple, list] = {}
+        self.receives: dict[tuple, list] = {}
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @property
+    def frame(self) -> Frame:
+        return self.frames[-1]
+
+    def error(self, node: ast.AST | None, message: str, note: str | None = None) -> CompileError:
+        return self.frame.source.error(node, message, note)
+
+    def loc(self, node: ast.AST | None) -> FileLineColLoc:
+        return location(self.frame.source, node)
+
+    def emit(self, op: Operation, node: ast.AST) -> Operation:
+        """Check `op` (its own verifier, as a CompileError at `node`) and append it."""
+        op.location = self.loc(node)
+        try:
+            op.verify_()
+        except VerifyException as e:
+            raise self.error(node, str(e)) from None
+        if self.region is None:
+            raise self.error(
+                node,
+                f"{op.name} must run in an execution context; put it inside "
+                "`with device.get_top():`, `with device.get_core(i):` or "
+                "`with device.get_all_cores():`",
+            )
+        self.region.block.add_op(op)
+        return op
+
+    def new_value(self, ssa: SSAValue, node: ast.AST, name: str | None = None) -> IRValue:
+        t = ssa.type
+        assert isinstance(t, L.TensorType)
+        return IRValue(ssa, t.to_spec(), self.region, name, None, node, self.frame.source)
+
+    # -- entry ---------------------------------------------------------------------------------
+
+    def generate(self) -> ModuleOp:
+        src = self.src
+        tensor_params = [p for p in self.params if p.kind == "tensor"]
+        kernel = L.KernelOp(
+            src.tree.name,
+            [L.TensorType.from_spec(p.spec) for p in tensor_params],
+            target=self.model.name,
+        )
+        kernel.location = location(src, src.tree)
+        env: dict = {}
+        arg_nodes = {a.arg: a for a in [*src.tree.args.posonlyargs, *src.tree.args.args,
+                                          *src.tree.args.kwonlyargs]}
+        for p, barg in zip(tensor_params, kernel.body.block.args):
+            barg.name_hint = p.name
+            barg.location = location(src, arg_nodes.get(p.name))
+            env[p.name] = IRValue(barg, p.spec, None, p.name, None, arg_nodes.get(p.name), src)
+        for p in self.params:
+            if p.kind == "constexpr":
+                if p.name in self.constexprs:
+                    env[p.name] = self.constexprs[p.name]
+                elif p.default is not inspect.Parameter.empty:
+                    env[p.name] = p.default
+                else:
+                    raise src.error(
+                        arg_nodes.get(p.name), f"no value given for constexpr parameter '{p.name}'"
+                    )
+        self.kernel_block = kernel.body.block
+        self.frames.append(Frame(src, env, _scope_of(src.fn), is_kernel=True))
+        with compiling(self.ctx):
+            self.visit_body(src.tree.body)
+        self.check_transfers()
+        ret = L.ReturnOp()
+        ret.location = location(src, src.tree)
+        kernel.body.block.add_op(ret)
+        module = ModuleOp([kernel])
+        module.location = location(src, src.tree)
+        return module
+
+    def check_transfers(self) -> None:
+        """A receive on (core, memory, queue) with no request_load to it would block forever."""
+        for key, nodes in self.receives.items():
+            sent = len(self.sends.get(key, []))
+            if len(nodes) > sent:
+                node, source = nodes[sent]
+                core, memory, queue = key
+                raise source.error(
+                    node,
+                    f"this receive on core({core}) queue {queue} memory {memory} would wait "
+                    f"forever: only {sent} request_load(s) send to core({core}) memory "
+                    f"{memory} queue {queue}, and this is receive number {sent + 1}",
+                )
+
+    # -- statements ----------------------------------------------------------------------------
+
+    def visit_body(self, stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            if self.frame.returned:
+                return
+            self.visit_stmt(stmt)
+
+    def visit_stmt(self, node: ast.stmt) -> None:
+        method = getattr(self, f"_stmt_{type(node).__name__}", None)
+        if method is None:
+            what = _STATEMENT_NAMES.get(type(node), f"`{type(node).__name__}` statement")
+            raise self.error(node, f"{what} is not supported in a Legato kernel")
+        method(node)
+
+    def _stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def _stmt_Expr(self, node: ast.Expr) -> None:
+        value = node.value
+        if isinstance(value, ast.Yield):
+            self.visit_yield(value)
+            return
+        if isinstance(value, ast.YieldFrom):
+            raise self.error(value, "`yield from` is not supported in a Legato kernel")
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return  # docstring / comment string
+        self.eval(value)
+
+    def _stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.eval(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value)
+
+    def _stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is None:
+            return
+        self.assign(node.target, self.eval(node.value), node.value)
+
+    def _stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(node.target, "augmented assignment needs a plain name on the left")
+        load = ast.copy_location(ast.Name(node.target.id, ast.Load()), node.target)
+        current = self.eval(load)
+        value = self.binary(node, node.op, current, self.eval(node.value), node.target, node.value)
+        self.assign(node.target, value, node)
+
+    def assign(self, target: ast.expr, value, value_node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, IRValue) and value.name is None:
+                value.name = target.id
+                if value.ssa.name_hint is None and _valid_hint(target.id):
+                    value.ssa.name_hint = target.id
+            self.frame.env[target.id] = value
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, (tuple, list)):
+                raise self.error(value_node, f"cannot unpack {_describe(value)} into names")
+            if len(value) != len(target.elts):
+                raise self.error(
+                    value_node,
+                    f"cannot unpack {len(value)} values into {len(target.elts)} names",
+                )
+            for t, v in zip(target.elts, value):
+                self.assign(t, v, value_node)
+            return
+        raise self.error(
+            target,
+            "only names can be assigned in a Legato kernel (tensors are values; write into a "
+            "tensor with legato.tensor.memcpy)",
+        )
+
+    def _stmt_With(self, node: ast.With) -> None:
+        if len(node.items) != 1:
+            raise self.error(node, "a `with` statement takes exactly one execution context")
+        item = node.items[0]
+        ctx = self.eval(item.context_expr)
+        if not isinstance(ctx, ExecContext):
+            raise self.error(
+                item.context_expr,
+                f"`with` needs an execution context (device.get_top(), device.get_core(i) or "
+                f"device.get_all_cores()), got {_describe(ctx)}",
+            )
+        if item.optional_vars is not None:
+            raise self.error(item.optional_vars, "`with <context> as name` is not supported")
+        if self.region is not None:
+            raise self.error(
+                node,
+                f"execution contexts cannot be nested: this `with {ctx}` is inside the "
+                f"`with {self.region.ctx}` region at line {self.region.source.loc(self.region.node).line}",
+            )
+        region = RegionState(ctx, Block(), node, self.frame.source)
+        self.region = region
+        try:
+            self.visit_body(node.body)
+        finally:
+            self.region = None
+        yields = region.yields
+        yield_op = L.YieldOp(*[v.ssa for _, v in yields])
+        yield_op.location = self.loc(region.yield_node or node)
+        region.block.add_op(yield_op)
+        on = L.OnOp(
+            L.context_from_str(str(ctx)),
+            region.inputs,
+            [v.type for _, v in yields],
+            Region(region.block),
+        )
+        on.location = self.loc(node)
+        self.kernel_block.add_op(on)
+        for (name, v), result in zip(yields, on.res):
+            if _valid_hint(name):
+                result.name_hint = name
+            self.frame.env[name] = IRValue(
+                result, v.spec, None, name, ctx, v.defined_at, self.frame.source
+            )
+
+    def visit_yield(self, node: ast.Yield) -> None:
+        if self.region is None:
+            raise self.error(
+                node, "`yield` is only allowed inside a `with <execution context>:` region"
+            )
+        self.region.yield_node = node
+        if node.value is None:
+            return
+        names = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        for n in names:
+            if not isinstance(n, ast.Name):
+                raise self.error(
+                    n,
+                    "yield names of tensor values (e.g. `yield q`): a yielded name is what "
+                    "later regions of the same context see",
+                )
+            value = self.eval(n)
+            if not isinstance(value, IRValue):
+                raise self.error(
+                    n,
+                    f"'{n.id}' is a compile-time value ({_describe(value)}); only tensors are "
+                    "yielded (compile-time values are visible everywhere already)",
+                )
+            self.region.yields = [(k, v) for k, v in self.region.yields if k != n.id]
+            self.region.yields.append((n.id, value))
+
+    def _stmt_If(self, node: ast.If) -> None:
+        cond = self.eval(node.test)
+        if not _is_static(cond):
+            raise self.error(
+                node.test,
+                "`if` on a runtime tensor value is not supported; the condition must be a "
+                "compile-time value",
+            )
+        try:
+            taken = bool(cond)
+        except Exception as e:  # noqa: BLE001
+            raise self.error(node.test, f"cannot evaluate this condition: {e}") from None
+        self.visit_body(node.body if taken else node.orelse)
+
+    def _stmt_For(self, node: ast.For) -> None:
+        iterable = self.eval(node.iter)
+        if isinstance(iterable, IRValue) or not _iterable(iterable):
+            raise self.error(
+                node.iter,
+                "a `for` loop must iterate over a compile-time range or sequence "
+                "(legato.static_range(n), range(n), a tuple); loops over runtime values are not "
+                "supported yet",
+            )
+        if node.orelse:
+            raise self.error(node.orelse[0], "`for ... else` is not supported in a Legato kernel")
+        for item in iterable:
+            self.assign(node.target, item, node.iter)
+            self.visit_body(node.body)
+            if self.frame.returned:
+                return
+
+    def _stmt_Break(self, node):
+        raise self.error(node, "`break` is not supported in a Legato kernel (loops are unrolled)")
+
+    def _stmt_Continue(self, node):
+        raise self.error(node, "`continue` is not supported in a Legato kernel")
+
+    def _stmt_Assert(self, node: ast.Assert) -> None:
+        cond = self.eval(node.test)
+        if not _is_static(cond):
+            raise self.error(node.test, "`assert` needs a compile-time condition")
+        if not cond:
+            msg = self.eval(node.msg) if node.msg is not None else None
+            text = f"assertion failed: {ast.unparse(node.test)}"
+            if msg is not None:
+                text += f": {msg}"
+            raise self.error(node, text)
+
+    def _stmt_Return(self, node: ast.Return) -> None:
+        if self.frame.is_kernel:
+            if node.value is not None:
+                raise self.error(
+                    node,
+                    "a Legato kernel returns nothing: write results into an output argument "
+                    "with legato.tensor.memcpy",
+                )
+            self.frame.returned = True
+            return
+        self.frame.return_value = self.eval(node.value) if node.value is not None else None
+        self.frame.returned = True
+
+    # -- expressions ---------------------------------------------------------------------------
+
+    def eval(self, node: ast.expr):
+        method = getattr(self, f"_expr_{type(node).__name__}", None)
+        if method is None:
+            raise self.error(
+                node, f"`{type(node).__name__}` expressions are not supported in a Legato kernel"
+            )
+        return method(node)
+
+    def _expr_Constant(self, node: ast.Constant):
+        return node.value
+
+    def _expr_Name(self, node: ast.Name):
+        name = node.id
+        frame = self.frame
+        if name in frame.env:
+            value = frame.env[name]
+        elif name in frame.scope:
+            value = frame.scope[name]
+        elif name in _BUILTINS:
+            value = _BUILTINS[name]
+        elif hasattr(builtins, name):
+            raise self.error(node, f"the builtin '{name}' cannot be used in a Legato kernel")
+        else:
+            raise self.error(node, f"name '{name}' is not defined")
+        if isinstance(value, IRValue):
+            return self.use(value, node)
+        return value
+
+    def use(self, value: IRValue, node: ast.AST) -> IRValue:
+        """`value` as seen from the current region (enforces "values cross regions only by
+        yield"; a value yielded by an earlier region of this context becomes an input)."""
+        region = self.region
+        if region is None or value.region is region:
+            return value
+        if value.region is None and value.yielded_from is None:
+            return value  # a kernel argument
+        name = value.name or "this value"
+        if value.yielded_from is not None:
+            if value.yielded_from != region.ctx:
+                raise self.error(
+                    node,
+                    f"'{name}' was yielded by a `{value.yielded_from}` region and can only be "
+                    f"used by later `{value.yielded_from}` regions, not in this `{region.ctx}` "
+                    "region; move data between contexts with request_load/receive or memcpy",
+                )
+            key = id(value.ssa)
+            if key not in region.input_args:
+                arg = region.block.insert_arg(value.type, len(region.block.args))
+                if _valid_hint(name):
+                    arg.name_hint = name
+                region.inputs.append(value.ssa)
+                region.input_args[key] = IRValue(
+                    arg, value.spec, region, value.name, None, value.defined_at, value.source
+                )
+            return region.input_args[key]
+        where = ""
+        if value.defined_at is not None and value.source is not None:
+            where = f" at line {value.source.loc(value.defined_at).line}"
+        raise self.error(
+            node,
+            f"'{name}' is defined in another region (`with {value.region.ctx}`{where}); "
+            "values cross regions only by `yield`: end that region with `yield "
+            f"{name}` and use it in a later region of the same context",
+        )
+
+    def _expr_Attribute(self, node: ast.Attribute):
+        base = self.eval(node.value)
+        attr = node.attr
+        if isinstance(base, IRValue):
+            return self.tensor_attribute(base, attr, node)
+        if attr.startswith("__"):
+            raise self.error(node, f"attribute '{attr}' cannot be used in a Legato kernel")
+        try:
+            return getattr(base, attr)
+        except AttributeError:
+            raise self.error(node, f"{_describe(base)} has no attribute '{attr}'") from None
+        except LegatoError as e:
+            raise self.error(node, _message(e)) from None
+
+    def tensor_attribute(self, value: IRValue, attr: str, node: ast.AST):
+        spec = value.spec
+        if attr == "shape":
+            return tuple(d.size if not d.is_dynamic else d.bound for d in spec.dims)
+        if attr == "dtype":
+            return spec.dtype
+        if attr in ("memory", "space"):
+            return spec.memory
+        if attr in ("type", "spec"):
+            return spec
+        if attr == "ndim":
+            return spec.rank
+        if attr == "T":
+            if spec.rank != 2:
+                raise self.error(node, f".T needs a rank-2 tensor, got {spec}")
+            return self.emit_value(L.TransposeOp, node, value.ssa, [1, 0])
+        raise self.error(
+            node,
+            f"tensor '{value.name or '?'}' ({spec}) has no attribute '{attr}' "
+            "(tensors have .shape, .dtype, .memory, .ndim, .T)",
+        )
+
+    def _expr_Tuple(self, node: ast.Tuple):
+        return tuple(self.eval(e) for e in node.elts)
+
+    def _expr_List(self, node: ast.List):
+        return [self.eval(e) for e in node.elts]
+
+    def _expr_Dict(self, node: ast.Dict):
+        if any(k is None for k in node.keys):
+            raise self.error(node, "`**` in a dict display is not supported")
+        return {self.eval(k): self.eval(v) for k, v in zip(node.keys, node.values)}
+
+    def _expr_JoinedStr(self, node: ast.JoinedStr):
+        parts = []
+        for v in node.values:
+            if isinstance(v, ast.Constant):
+                parts.append(str(v.value))
+            else:
+                assert isinstance(v, ast.FormattedValue)
+                x = self.eval(v.value)
+                spec = self.eval(v.format_spec) if v.format_spec is not None else ""
+                if v.conversion == ord("r"):
+                    x = repr(x)
+                elif v.conversion == ord("s"):
+                    x = str(x)
+                parts.append(format(x, spec))
+        return "".join(parts)
+
+    def _expr_IfExp(self, node: ast.IfExp):
+        cond = self.eval(node.test)
+        if not _is_static(cond):
+            raise self.error(node.test, "a conditional expression needs a compile-time condition")
+        return self.eval(node.body if cond else node.orelse)
+
+    def _expr_BoolOp(self, node: ast.BoolOp):
+        result = None
+        for v in node.values:
+            result = self.eval(v)
+            if not _is_static(result):
+                raise self.error(v, "`and`/`or` need compile-time operands")
+            if isinstance(node.op, ast.And) and not result:
+                return result
+            if isinstance(node.op, ast.Or) and result:
+                return result
+        return result
+
+    def _expr_Compare(self, node: ast.Compare):
+        left = self.eval(node.left)
+        for op, right_node in zip(node.ops, node.comparators):
+            right = self.eval(right_node)
+            if not (_is_static(left) and _is_static(right)):
+                raise self.error(
+                    node, "comparisons of tensors are not supported; compare compile-time values"
+                )
+            try:
+                ok = _COMPARE_OPS[type(op)](left, right)
+            except Exception as e:  # noqa: BLE001
+                raise self.error(node, f"cannot compare: {e}") from None
+            if not ok:
+                return False
+            left = right
+        return True
+
+    def _expr_UnaryOp(self, node: ast.UnaryOp):
+        operand = self.eval(node.operand)
+        fn, tensor_op = _UNARY_OPS[type(node.op)]
+        if isinstance(operand, IRValue):
+            if tensor_op is None:
+                raise self.error(node, f"operator {_op_symbol(node.op)} is not defined on tensors")
+            return self.emit_value(tensor_op, node, operand.ssa)
+        try:
+            return fn(operand)
+        except Exception as e:  # noqa: BLE001
+            raise self.error(node, f"{type(e).__name__}: {e}") from None
+
+    def _expr_BinOp(self, node: ast.BinOp):
+        return self.binary(
+            node, node.op, self.eval(node.left), self.eval(node.right), node.left, node.right
+        )
+
+    def binary(self, node, op, left, right, left_node, right_node):
+        fn, tensor_op = _BINARY_OPS[type(op)]
+        if not isinstance(left, IRValue) and not isinstance(right, IRValue):
+            try:
+                return fn(left, right)
+            except Exception as e:  # noqa: BLE001
+                raise self.error(node, f"{type(e).__name__}: {e}") from None
+        if tensor_op is None:
+            raise self.error(node, f"operator {_op_symbol(op)} is not defined on tensors")
+        if tensor_op is L.MatmulOp:
+            for v, n in ((left, left_node), (right, right_node)):
+                if not isinstance(v, IRValue):
+                    raise self.error(n, f"`@` needs two tensors, got {_describe(v)}")
+            return self.matmul(node, left, right)
+        lhs = self.as_tensor(left, right, left_node)
+        rhs = self.as_tensor(right, left, right_node)
+        return self.emit_value(tensor_op, node, lhs.ssa, rhs.ssa)
+
+    def as_tensor(self, value, like: IRValue, node: ast.AST) -> IRValue:
+        """A tensor operand: tensors pass; a Python number becomes a rank-0 `legato.constant`
+        of `like`'s dtype and memory (torch's scalar broadcasting)."""
+        if isinstance(value, IRValue):
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(node, f"expected a tensor or a number, got {_describe(value)}")
+        if isinstance(value, float) and not like.spec.dtype.is_float:
+            raise self.error(
+                node, f"float constant {value} used with an integer tensor ({like.spec})"
+            )
+        t = L.TensorType([], like.spec.dtype, like.spec.memory)
+        return self.emit_value(L.ConstantOp, node, value, t)
+
+    def emit_value(self, op_cls, node: ast.AST, *args, **kwargs) -> IRValue:
+        """Build `op_cls(*args)`, emit it at `node`, return its result as an IRValue."""
+        try:
+            op = op_cls(*args, **kwargs)
+        except VerifyException as e:
+            raise self.error(node, str(e)) from None
+        self.emit(op, node)
+        return self.new_value(op.results[0], node)
+
+    def _expr_Subscript(self, node: ast.Subscript):
+        base = self.eval(node.value)
+        index = self.eval(node.slice)
+        if isinstance(base, IRValue):
+            return self.slice_tensor(base, index, node)
+        if not _is_static(index):
+            raise self.error(node.slice, "an index must be a compile-time value")
+        try:
+            return base[index]
+        except Exception as e:  # noqa: BLE001
+            raise self.error(node, f"{type(e).__name__}: {e}") from None
+
+    def _expr_Slice(self, node: ast.Slice):
+        parts = [self.eval(p) if p is not None else None for p in (node.lower, node.upper, node.step)]
+        return slice(*parts)
+
+    def slice_tensor(self, value: IRValue, index, node: ast.AST) -> IRValue:
+        """`x[a:b, :, c]` with static bounds -> legato.slice (+ reshape for int indices)."""
+        spec = value.spec
+        items = index if isinstance(index, tuple) else (index,)
+        if len(items) > spec.rank:
+            raise self.error(node, f"too many indices ({len(items)}) for {spec}")
+        items = items + (slice(None),) * (spec.rank - len(items))
+        offsets, sizes, strides, keep = [], [], [], []
+        for i, (d, it) in enumerate(zip(spec.dims, items)):
+            if isinstance(it, slice):
+                if it == slice(None) and d.is_dynamic:
+                    offsets.append(0), sizes.append(-1), strides.append(1), keep.append(True)
+                    continue
+                if d.is_dynamic:
+                    raise self.error(
+                        node, f"dim {i} of {spec} is dynamic; it can only be sliced whole (`:`)"
+                    )
+                start, stop, step = it.indices(d.size)
+                n = max(0, (stop - start + (step - (1 if step > 0 else -1))) // step)
+                if step <= 0:
+                    raise self.error(node, "slice steps must be positive")
+                offsets.append(start), sizes.append(n), strides.append(step), keep.append(True)
+            elif isinstance(it, int) and not isinstance(it, bool):
+                if d.is_dynamic:
+                    raise self.error(node, f"dim {i} of {spec} is dynamic; index it with `:`")
+                j = it + d.size if it < 0 else it
+                if not 0 <= j < d.size:
+                    raise self.error(node, f"index {it} is out of range for dim {i} of {spec}")
+                offsets.append(j), sizes.append(1), strides.append(1), keep.append(False)
+            else:
+                raise self.error(
+                    node, f"tensor indices must be compile-time ints or slices, got {_describe(it)}"
+                )
+        result = self.emit_value(L.SliceOp, node, value.ssa, offsets, sizes, strides)
+        if not all(keep):
+            dims = [d for d, k in zip(result.spec.dims, keep) if k]
+            result = self.emit_value(L.ReshapeOp, node, result.ssa, None, dims)
+        return result
+
+    def _expr_Call(self, node: ast.Call):
+        fn = self.eval(node.func)
+        op_name = _legato_op_name(fn)
+        if op_name is not None:
+            return self.call_legato_op(op_name, node)
+        if isinstance(fn, LegatoFunction):
+            return self.inline(fn, node)
+        from legato.jit import Kernel
+
+        if isinstance(fn, Kernel):
+            raise self.error(
+                node,
+                f"{fn.name} is a @legato.compile kernel; kernels cannot call kernels. Make the "
+                "shared code a @legato.function",
+            )
+        args, kwargs = self.call_args(node)
+        if not (_is_static(list(args)) and _is_static(list(kwargs.values()))):
+            name = getattr(fn, "__qualname__", None) or ast.unparse(node.func)
+            raise self.error(
+                node,
+                f"'{name}' is a Python function: it runs at compile time and cannot take "
+                "tensors. Use legato.tensor operations, or make it a @legato.function",
+            )
+        if not callable(fn):
+            raise self.error(node.func, f"{_describe(fn)} is not callable")
+        try:
+            return fn(*args, **kwargs)
+        except CompileError:
+            raise
+        except Exception as e:  # noqa: BLE001 - report where in the kernel it happened
+            raise self.error(node, _message(e)) from None
+
+    def call_args(self, node: ast.Call) -> tuple[list, dict]:
+        args: list = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                v = self.eval(a.value)
+                if not isinstance(v, (tuple, list)):
+                    raise self.error(a, f"cannot unpack {_describe(v)} with *")
+                args.extend(v)
+            else:
+                args.append(self.eval(a))
+        kwargs = {}
+        for k in node.keywords:
+            if k.arg is None:
+                raise self.error(k.value, "`**kwargs` in calls is not supported in a Legato kernel")
+            kwargs[k.arg] = self.eval(k.value)
+        return args, kwargs
+
+    def bind_op_args(self, node: ast.Call, op: str, names: list[str], defaults: dict) -> dict:
+        """Bind a legato op call's arguments to `names`: name -> (value, node)."""
+        bound: dict = {}
+        if len(node.args) > len(names):
+            raise self.error(
+                node,
+                f"legato.tensor.{op} takes at most {len(names)} arguments "
+                f"({', '.join(names)}), got {len(node.args)}",
+            )
+        for name, a in zip(names, node.args):
+            if isinstance(a, ast.Starred):
+                raise self.error(a, f"`*` arguments are not supported for legato.tensor.{op}")
+            bound[name] = (self.eval(a), a)
+        for k in node.keywords:
+            if k.arg not in names:
+                raise self.error(
+                    k.value, f"legato.tensor.{op} has no argument '{k.arg}' ({', '.join(names)})"
+                )
+            if k.arg in bound:
+                raise self.error(k.value, f"argument '{k.arg}' given twice")
+            bound[k.arg] = (self.eval(k.value), k.value)
+        for name in names:
+            if name not in bound:
+                if name not in defaults:
+                    raise self.error(node, f"legato.tensor.{op}: missing argument '{name}'")
+                bound[name] = (defaults[name], node)
+        return bound
+
+    # -- legato.tensor ops ---------------------------------------------------------------------
+
+    def call_legato_op(self, op: str, node: ast.Call):
+        method = getattr(self, "_op_" + op.replace(".", "_"), None)
+        if method is None:
+            raise self.error(node, f"legato {op} is not supported by this compiler yet")
+        return method(node)
+
+    def tensor_arg(self, bound: dict, name: str, op: str) -> IRValue:
+        value, n = bound[name]
+        if not isinstance(value, IRValue):
+            raise self.error(
+                n, f"legato.tensor.{op}: '{name}' must be a tensor, got {_describe(value)}"
+            )
+        return value
+
+    def memory_arg(self, bound: dict, name: str, op: str, allowed=CORE_SPACES) -> str:
+        value, n = bound[name]
+        if not isinstance(value, str):
+            raise self.error(
+                n, f"legato.tensor.{op}: '{name}' must be a memory space name, got {_describe(value)}"
+            )
+        if value not in MEMORY_SPACES:
+            raise self.error(
+                n,
+                f"unknown memory space '{value}'; expected one of {', '.join(MEMORY_SPACES)}",
+            )
+        if value not in allowed:
+            kind = "a shared memory" if value in SHARED_SPACES else "not allowed here"
+            raise self.error(
+                n,
+                f"legato.tensor.{op}: memory space '{value}' is {kind}; expected one of "
+                f"{', '.join(allowed)} (a core's memory)",
+            )
+        return value
+
+    def queue_arg(self, bound: dict, op: str) -> int:
+        value, n = bound["queue"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise self.error(
+                n, f"legato.tensor.{op}: queue must be a non-negative compile-time int, got "
+                f"{_describe(value)}"
+            )
+        return value
+
+    def require_region(self, node: ast.AST, op: str, core_only: bool = False) -> RegionState:
+        if self.region is None:
+            raise self.error(
+                node,
+                f"legato.tensor.{op} must run in an execution context; put it inside "
+                "`with device.get_top():` or `with device.get_core(i):`",
+            )
+        if core_only and self.region.ctx.kind == "top":
+            raise self.error(
+                node,
+                f"legato.tensor.{op} receives into a core's memory and must run in a core "
+                "context (`with device.get_core(i):`), not on top",
+            )
+        return self.region
+
+    def _op_request_load(self, node: ast.Call):
+        op = "request_load"
+        self.require_region(node, op)
+        b = self.bind_op_args(node, op, ["src", "target_ctx", "memory", "queue"], {"queue": 0})
+        src = self.tensor_arg(b, "src", op)
+        target, tnode = b["target_ctx"]
+        if not isinstance(target, ExecContext) or not target.is_core:
+            raise self.error(
+                tnode,
+                f"legato.tensor.request_load: the target must be one core "
+                f"(device.get_core(i)), got {_describe(target)}",
+            )
+        memory = self.memory_arg(b, "memory", op)
+        if memory == "mpu_weight":
+            raise self.error(
+                b["memory"][1],
+                "request_load cannot write mpu_weight directly: load into 'mpu_buffer' and "
+                "receive it with receive_type(<mpu_weight type>, queue, None, 'mpu_buffer')",
+            )
+        queue = self.queue_arg(b, op)
+        self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(target.index), memory, queue), node)
+        self.sends.setdefault((target.index, memory, queue), []).append((node, self.frame.source))
+        return None
+
+    def _note_receive(self, node, memory, queue):
+        ctx = self.region.ctx
+        if ctx.is_core:
+            self.receives.setdefault((ctx.index, memory, queue), []).append(
+                (node, self.frame.source)
+            )
+
+    def _op_receive(self, node: ast.Call):
+        op = "receive"
+        self.require_region(node, op, core_only=True)
+        b = self.bind_op_args(node, op, ["like", "queue", "memory"], {})
+        like = self.tensor_arg(b, "like", op)
+        queue = self.queue_arg(b, op)
+        memory = self.memory_arg(b, "memory", op)
+        self._note_receive(node, memory, queue)
+        return self.emit_value(L.ReceiveOp, node, like.ssa, queue, memory)
+
+    def _op_receive_type(self, node: ast.Call):
+        op = "receive_type"
+        self.require_region(node, op, core_only=True)
+        b = self.bind_op_args(node, op, ["type", "queue", "src", "memory"], {"src": None})
+        spec, snode = b["type"]
+        if isinstance(spec, IRValue) or not isinstance(spec, TensorSpec):
+            raise self.error(
+                snode,
+                "legato.tensor.receive_type: 'type' must be a tensor type "
+                f"(legato.get_model().tensor_type(...)), got {_describe(spec)}",
+            )
+        queue = self.queue_arg(b, op)
+        memory = self.memory_arg(b, "memory", op)
+        src_value, src_node = b["src"]
+        src = None
+        if src_value is not None:
+            src = self.tensor_arg(b, "src", op)
+            if src.spec.dims != spec.dims or src.spec.dtype != spec.dtype:
+                raise self.error(
+                    src_node,
+                    f"receive_type: the source {src.spec} and the received type {spec} must "
+                    "have the same shape and element type",
+                )
+        elif spec.dynamic_dims:
+            raise self.error(
+                snode,
+                f"receive_type of {spec} without a source: its dynamic dims "
+                f"({', '.join(str(i) for i in spec.dynamic_dims)}) have no runtime size; pass "
+                "the tensor that was sent as `src` (receive_type(type, queue, src, memory))",
+            )
+        if spec.memory not in CORE_SPACES:
+            raise self.error(
+                snode, f"receive_type: the received type must be in a core memory, not {spec.memory}"
+            )
+        if spec.memory != memory and not (spec.memory == "mpu_weight" and memory == "mpu_buffer"):
+            raise self.error(
+                node,
+                f"receive_type: the type's memory '{spec.memory}' differs from the receive "
+                f"memory '{memory}'; only an mpu_weight type may be received through mpu_buffer",
+            )
+        self._note_receive(node, memory, queue)
+        return self.emit_value(
+            L.ReceiveTypeOp, node, L.TensorType.from_spec(spec), queue, memory,
+            src.ssa if src is not None else None,
+        )
+
+    def _op_memcpy(self, node: ast.Call):
+        op = "memcpy"
+        self.require_region(node, op)
+        b = self.bind_op_args(node, op, ["dst", "src"], {})
+        dst = self.tensor_arg(b, "dst", op)
+        src = self.tensor_arg(b, "src", op)
+        if dst.spec.rank != src.spec.rank:
+            raise self.error(
+                node, f"memcpy: destination {dst.spec} and source {src.spec} differ in rank"
+            )
+        for i, (d, s) in enumerate(zip(dst.spec.dims, src.spec.dims)):
+            if s.bound > d.bound or (not d.is_dynamic and not s.is_dynamic and d.size != s.size):
+                raise self.error(
+                    node,
+                    f"memcpy: dim {i} of the source ({s}) does not fit dim {i} of the "
+                    f"destination ({d}); destination {dst.spec}, source {src.spec}",
+                )
+        self.emit(L.MemcpyOp(dst.ssa, src.ssa), node)
+        return None
+
+    def matmul(self, node: ast.AST, a: IRValue, b: IRValue) -> IRValue:
+        if a.spec.rank < 2 or b.spec.rank != 2:
+            raise self.error(
+                node, f"matmul expects [M, K] @ [K, N], got {a.spec} @ {b.spec}"
+            )
+        ka, kb = a.spec.dims[-1], b.spec.dims[0]
+        if ka != kb:
+            raise self.error(
+                node,
+                f"matmul shape mismatch: inner dimensions differ ({a.name or 'lhs'} has K = "
+                f"{ka}, {b.name or 'rhs'} has K = {kb}): {a.spec} @ {b.spec}",
+            )
+        return self.emit_value(L.MatmulOp, node, a.ssa, b.ssa)
+
+    def _op_matmul(self, node: ast.Call):
+        self.require_region(node, "matmul")
+        b = self.bind_op_args(node, "matmul", ["a", "b"], {})
+        return self.matmul(node, self.tensor_arg(b, "a", "matmul"), self.tensor_arg(b, "b", "matmul"))
+
+    def __getattr__(self, name: str):
+        # `_op_add`, `_op_exp`, ...: the elementwise ops share two implementations.
+        if name.startswith("_op_"):
+            op = name[4:]
+            if op in _BINARY_TENSOR_OPS and op != "matmul":
+                return lambda node: self._elementwise_binary(node, op)
+            if op in _UNARY_TENSOR_OPS:
+                return lambda node: self._elementwise_unary(node, op)
+        raise AttributeError(name)
+
+    def _elementwise_binary(self, node: ast.Call, op: str, b: dict | None = None):
+        self.require_region(node, op)
+        if b is None:
+            b = self.bind_op_args(node, op, ["a", "b"], {})
+        (x, xn), (y, yn) = b["a"], b["b"]
+        if not isinstance(x, IRValue) and not isinstance(y, IRValue):
+            raise self.error(node, f"legato.tensor.{op} needs at least one tensor operand")
+        like = x if isinstance(x, IRValue) else y
+        lhs, rhs = self.as_tensor(x, like, xn), self.as_tensor(y, like, yn)
+        if op == "matmul":
+            return self.matmul(node, lhs, rhs)
+        return self.emit_value(_BINARY_TENSOR_OPS[op], node, lhs.ssa, rhs.ssa)
+
+    def _elementwise_unary(self, node: ast.Call, op: str):
+        self.require_region(node, op)
+        b = self.bind_op_args(node, op, ["x"], {})
+        return self.emit_value(_UNARY_TENSOR_OPS[op], node, self.tensor_arg(b, "x", op).ssa)
+
+    def _reduction(self, node: ast.Call, op: str, op_cls, b: dict | None = None):
+        self.require_region(node, op)
+        if b is None:
+            b = self.bind_op_args(node, op, ["x", "axis", "keepdim"], {"keepdim": False})
+        x = self.tensor_arg(b, "x", op)
+        axis, anode = b["axis"]
+        keepdim, _ = b.get("keepdim", (False, None))
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise self.error(anode, f"legato.tensor.{op}: axis must be a compile-time int")
+        return self.emit_value(op_cls, node, x.ssa, axis, bool(keepdim))
+
+    def _op_sum(self, node):
+        return self._reduction(node, "sum", L.SumOp)
+
+    def _op_mean(self, node):
+        return self._reduction(node, "mean", L.MeanOp)
+
+    def _max_min(self, node: ast.Call, op: str, elementwise: str, reduce_cls):
+        """`max(a, b)` (a tensor or float second operand) is elementwise; `max(x, axis)`,
+        `max(x, axis=...)` a reduction."""
+        if not node.keywords and len(node.args) == 2:
+            b = self.bind_op_args(node, op, ["a", "b"], {})
+            second = b["b"][0]
+            if isinstance(second, IRValue) or isinstance(second, float):
+                return self._elementwise_binary(node, elementwise, b)
+            return self._reduction(node, op, reduce_cls, {"x": b["a"], "axis": b["b"]})
+        return self._reduction(node, op, reduce_cls)
+
+    def _op_max(self, node):
+        return self._max_min(node, "max", "maximum", L.AmaxOp)
+
+    def _op_min(self, node):
+        return self._max_min(node, "min", "minimum", L.AminOp)
+
+    def _op_cast(self, node: ast.Call):
+        self.require_region(node, "cast")
+        b = self.bind_op_args(node, "cast", ["x", "dtype"], {})
+        x = self.tensor_arg(b, "x", "cast")
+        dtype, dnode = b["dtype"]
+        if not isinstance(dtype, DType):
+            raise self.error(dnode, f"cast: dtype must be a legato type, got {_describe(dtype)}")
+        return self.emit_value(L.CastOp, node, x.ssa, dtype)
+
+    def _shape_arg(self, value, n) -> list[Dim]:
+        from legato.types import parse_dim
+
+        if isinstance(value, int):
+            value = (value,)
+        if not isinstance(value, (tuple, list)):
+            raise self.error(n, f"a shape must be a tuple of ints, got {_describe(value)}")
+        try:
+            return [parse_dim(e) for e in value]
+        except TypeError as e:
+            raise self.error(n, str(e)) from None
+
+    def _op_reshape(self, node: ast.Call):
+        self.require_region(node, "reshape")
+        b = self.bind_op_args(node, "reshape", ["x", "shape"], {})
+        x = self.tensor_arg(b, "x", "reshape")
+        dims = self._shape_arg(*b["shape"])
+        return self.emit_value(L.ReshapeOp, node, x.ssa, None, dims)
+
+    def _op_broadcast(self, node: ast.Call):
+        self.require_region(node, "broadcast")
+        b = self.bind_op_args(node, "broadcast", ["x", "shape"], {})
+        x = self.tensor_arg(b, "x", "broadcast")
+        dims = self._shape_arg(*b["shape"])
+        return self.emit_value(L.BroadcastToOp, node, x.ssa, None, dims)
+
+    def _op_transpose(self, node: ast.Call):
+        self.require_region(node, "transpose")
+        b = self.bind_op_args(node, "transpose", ["x", "dims"], {"dims": None})
+        x = self.tensor_arg(b, "x", "transpose")
+        perm, pnode = b["dims"]
+        if perm is None:
+            perm = list(reversed(range(x.spec.rank)))
+        if not isinstance(perm, (tuple, list)) or not all(isinstance(p, int) for p in perm):
+            raise self.error(pnode, "transpose: dims must be a tuple of compile-time ints")
+        return self.emit_value(L.TransposeOp, node, x.ssa, list(perm))
+
+    def _op_concat(self, node: ast.Call):
+        self.require_region(node, "concat")
+        b = self.bind_op_args(node, "concat", ["xs", "axis"], {"axis": 0})
+        xs, xnode = b["xs"]
+        if not isinstance(xs, (tuple, list)) or not all(isinstance(x, IRValue) for x in xs):
+            raise self.error(xnode, "concat: xs must be a tuple of tensors")
+        axis, anode = b["axis"]
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise self.error(anode, "concat: axis must be a compile-time int")
+        return self.emit_value(L.CatOp, node, [x.ssa for x in xs], axis)
+
+    def _op_core_id(self, node: ast.Call):
+        raise self.error(
+            node, "legato.core_id() is not supported by this compiler yet (it needs index values)"
+        )
+
+    # -- inlining ------------------------------------------------------------------------------
+
+    def inline(self, fn: LegatoFunction, node: ast.Call):
+        if fn in self.inline_stack:
+            raise self.error(
+                node, f"@legato.function {fn.__qualname__} calls itself; recursion is not supported"
+            )
+        src = fn.source
+        args, kwargs = self.call_args(node)
+        try:
+            bound = inspect.signature(fn.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise self.error(node, f"{fn.__qualname__}(): {e}") from None
+        bound.apply_defaults()
+        env = dict(bound.arguments)
+        self.inline_stack.append(fn)
+        self.frames.append(Frame(src, env, _scope_of(fn.fn)))
+        try:
+            self.visit_body(src.tree.body)
+            return self.frame.return_value
+        finally:
+            self.frames.pop()
+            self.inline_stack.pop()
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _valid_hint(name: str) -> bool:
+    return name.isidentifier() and not name[:1].isdigit()
+
+
+def _iterable(value) -> bool:
+    if isinstance(value, (str, bytes)):
+        return False
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(value) -> str:
+    if isinstance(value, IRValue):
+        return f"tensor '{value.name}' ({value.spec})" if value.name else f"a tensor ({value.spec})"
+    if isinstance(value, ExecContext):
+        return f"context {value}"
+    if value is None:
+        return "None"
+    if isinstance(value, (int, float, str, tuple, list, TensorSpec, DType)):
+        return f"{type(value).__name__} {value!r}" if not isinstance(value, TensorSpec) else str(value)
+    return type(value).__name__
+
+
+def _message(e: Exception) -> str:
+    if isinstance(e, LegatoError):
+        return str(e)
+    return f"{type(e).__name__}: {e}" if not isinstance(e, (ValueError, TypeError)) else str(e)
+
+
+def _op_symbol(op) -> str:
+    return {
+        ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+        ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
+        ast.BitAnd: "&", ast.BitXor: "^", ast.MatMult: "@", ast.USub: "-", ast.UAdd: "+",
+        ast.Not: "not", ast.Invert: "~",
+    }.get(type(op), type(op).__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def emit_kernel(src: FunctionSource, params: list, constexprs: dict, ctx: CompileContext) -> ModuleOp:
+    """The `builtin.module` holding the `legato.kernel` of `src` (raises CompileError)."""
+    return CodeGenerator(src, params, constexprs, ctx).generate()
+
+
+def print_module(module: ModuleOp, debuginfo: bool = True) -> str:
+    """Textual IR; with `debuginfo`, every op carries its `loc("file":line:col)`."""
+    out = io.StringIO()
+    Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
+    return out.getvalue() + "\n"
