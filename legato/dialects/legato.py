@@ -265,43 +265,7 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         with parser.in_angle_brackets():
-
-            def parse_dim_entry() -> tuple[int, int]:
-                if parser.parse_optional_punctuation("?") is not None:
-                    bound = parser.parse_integer(
-                        allow_boolean=False,
-                        allow_negative=False,
-                        context_msg=" (the bound of a dynamic dim, as in ?128)",
-                    )
-                    return (-1, bound)
-                size = parser.parse_integer(allow_boolean=False, allow_negative=False)
-                return (size, size)
-
-            entries = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parse_dim_entry)
-            parser.parse_punctuation(",")
-            pos = parser.pos
-            elem = parser.parse_type()
-            if elem not in ELEMENT_TYPES.values():
-                parser.raise_error(
-                    f"unsupported element type {elem}; expected one of {', '.join(ELEMENT_TYPES)}",
-                    pos,
-                    parser.pos,
-                )
-            parser.parse_punctuation(",")
-            pos = parser.pos
-            memory = parser.parse_identifier(context_msg=" (a memory space)")
-            if memory not in MEMORY_SPACES:
-                parser.raise_error(
-                    f"unknown memory space '{memory}'; expected one of {', '.join(MEMORY_SPACES)}",
-                    pos,
-                    parser.pos,
-                )
-        return (
-            ArrayAttr([IntAttr(s) for s, _ in entries]),
-            ArrayAttr([IntAttr(b) for _, b in entries]),
-            elem,
-            StringAttr(memory),
-        )
+            return parse_shape_elem_space(parser)
 
     def print_parameters(self, printer: Printer) -> None:
         with printer.in_angle_brackets():
@@ -334,6 +298,49 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
                 f"{self.name}: unknown memory space '{self.memory.data}'; expected one of "
                 f"{', '.join(MEMORY_SPACES)}"
             )
+
+
+def parse_shape_elem_space(
+    parser: AttrParser,
+) -> tuple[ArrayAttr[IntAttr], ArrayAttr[IntAttr], Attribute, StringAttr]:
+    """Parse `[?10, 256], bf16, sram` into (shape, bounds, element type, memory)."""
+
+    def parse_dim_entry() -> tuple[int, int]:
+        if parser.parse_optional_punctuation("?") is not None:
+            bound = parser.parse_integer(
+                allow_boolean=False,
+                allow_negative=False,
+                context_msg=" (the bound of a dynamic dim, as in ?128)",
+            )
+            return (-1, bound)
+        size = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        return (size, size)
+
+    entries = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parse_dim_entry)
+    parser.parse_punctuation(",")
+    pos = parser.pos
+    elem = parser.parse_type()
+    if elem not in ELEMENT_TYPES.values():
+        parser.raise_error(
+            f"unsupported element type {elem}; expected one of {', '.join(ELEMENT_TYPES)}",
+            pos,
+            parser.pos,
+        )
+    parser.parse_punctuation(",")
+    pos = parser.pos
+    memory = parser.parse_identifier(context_msg=" (a memory space)")
+    if memory not in MEMORY_SPACES:
+        parser.raise_error(
+            f"unknown memory space '{memory}'; expected one of {', '.join(MEMORY_SPACES)}",
+            pos,
+            parser.pos,
+        )
+    return (
+        ArrayAttr([IntAttr(s) for s, _ in entries]),
+        ArrayAttr([IntAttr(b) for _, b in entries]),
+        elem,
+        StringAttr(memory),
+    )
 
 
 @irdl_attr_definition(init=False)
@@ -474,6 +481,36 @@ def parse_nonneg_int(parser: AttrParser, what: str) -> IntAttr:
     if value < 0:
         parser.raise_error(f"{what} must be non-negative, got {value}", pos, parser.pos)
     return IntAttr(value)
+
+
+def parse_scalar(parser: Parser) -> int | float:
+    """An int or float literal; also `inf`, `-inf`, `nan`."""
+    neg = parser.parse_optional_punctuation("-") is not None
+    if parser.parse_optional_keyword("inf") is not None:
+        v: int | float = math.inf
+    elif parser.parse_optional_keyword("nan") is not None:
+        v = math.nan
+    else:
+        v = parser.parse_number()
+    return -v if neg else v
+
+
+def format_scalar(v: float) -> str:
+    """Inverse of `parse_scalar` (floats keep a `.`/exponent so they re-parse as floats)."""
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    return str(v)
+
+
+def parse_defined_operand(parser: Parser, msg: str = "expected an operand") -> SSAValue:
+    """An operand that is already defined (its type is taken from its definition)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return parser.parse_operand(msg)
 
 
 def _int_attr(v: int | IntAttr) -> IntAttr:
@@ -901,11 +938,9 @@ class OnOp(IRDLOperation):
             def assignment() -> None:
                 arg = parser.parse_argument(expect_type=False)
                 parser.parse_punctuation("=")
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    value = parser.parse_operand(
-                        "expected an input value (a result of an earlier legato.on)"
-                    )
+                value = parse_defined_operand(
+                    parser, "expected an input value (a result of an earlier legato.on)"
+                )
                 inputs.append(value)
                 args.append(arg.resolve(value.type))
 
@@ -1872,37 +1907,21 @@ class ConstantOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ConstantOp:
-        neg = parser.parse_optional_punctuation("-") is not None
-        if parser.parse_optional_keyword("inf") is not None:
-            v: int | float = math.inf
-        elif parser.parse_optional_keyword("nan") is not None:
-            v = math.nan
-        else:
-            v = parser.parse_number()
-        if neg:
-            v = -v
+        v = parse_scalar(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        pos = parser.pos
         t = parser.parse_type()
         if not isinstance(t, TensorType):
-            parser.raise_error(f"legato.constant: expected a !legato.tensor type, got {t}")
+            parser.raise_error(
+                f"legato.constant: expected a !legato.tensor type, got {t}", pos, parser.pos
+            )
         op = ConstantOp(v, t)
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
-        v = self.scalar
-        if isinstance(v, float):
-            text = (
-                "nan"
-                if math.isnan(v)
-                else ("inf" if v > 0 else "-inf")
-                if math.isinf(v)
-                else repr(v)
-            )
-        else:
-            text = str(v)
-        printer.print_string(" " + text)
+        printer.print_string(" " + format_scalar(self.scalar))
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.result.type)

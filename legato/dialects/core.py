@@ -1,0 +1,1283 @@
+"""The `core` dialect: one program per module with its own PC (`OutputType.CORE_IR`).
+
+Buffers are memory, not values: `!core.buf<[?10, 256], bf16, sram>` names a region of one
+memory space; ops read and write buffers. DMA descriptors, queue waits, MPU and VPU work are
+explicit. Scalar index arithmetic uses `arith`, loops use `scf.for`. See docs/architecture.md,
+"Level 2".
+
+Contexts (`top`, `core(i)`, `all_cores`) reuse `legato.dialects.legato.ContextAttr`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BoolAttr,
+    DenseArrayBase,
+    Float32Type,
+    Float64Type,
+    FloatAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    SymbolNameConstraint,
+    i64,
+)
+from xdsl.dialects.utils.dynamic_index_list import (
+    parse_dynamic_index_list_without_types,
+    print_dynamic_index_list,
+)
+from xdsl.ir import (
+    Attribute,
+    Block,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    Region,
+    SSAValue,
+)
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.parser import AttrParser, Parser
+from xdsl.printer import Printer
+from xdsl.traits import (
+    HasParent,
+    IsolatedFromAbove,
+    IsTerminator,
+    NoTerminator,
+    Pure,
+    SymbolOpInterface,
+    SymbolTable,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from legato.dialects.legato import (
+    ELEMENT_TYPES,
+    ContextAttr,
+    ShapedSpaceType,
+    broadcast_dim,
+    context_from_str,
+    format_scalar,
+    is_float_type,
+    parse_context,
+    parse_defined_operand,
+    parse_nonneg_int,
+    parse_scalar,
+    parse_shape_elem_space,
+    parse_space,
+    verify_memory_space,
+)
+from legato.types import CORE_SPACES, Dim
+
+DYNAMIC = -(2**63)
+"""Sentinel for a dynamic entry in `core.subview` offsets/sizes (as in memref.subview)."""
+
+QUEUE_SPACES = ("sram", "mpu_buffer", "private_dram")
+"""Memory spaces that have arrival queues (the ISA's SPACE)."""
+
+VPU_SPACES = ("sram", "private_dram", "mpu_buffer")
+"""Memory spaces the VPU reads and writes."""
+
+ACCESS_KINDS = ("read", "write", "readwrite")
+
+VPU_BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")
+VPU_UNARY_KINDS = (
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "copy",
+    "cast",
+)
+VPU_REDUCE_KINDS = ("sum", "max", "min")
+
+
+# ---------------------------------------------------------------------------------------------
+# Attributes and types
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_attr_definition(init=False)
+class BufType(ShapedSpaceType):
+    """`!core.buf<[?10, 256], bf16, sram>`: a buffer in one memory space.
+
+    `BufType(dims, element_type, memory)`, `BufType.from_spec(spec)`, `b.to_spec()`;
+    `BufType.from_tensor(t)` from a `!legato.tensor` (same parameters).
+    """
+
+    name = "core.buf"
+
+    @classmethod
+    def from_tensor(cls, t: ShapedSpaceType) -> BufType:
+        return cls(t.dims, t.element_type, t.memory)
+
+
+@irdl_attr_definition(init=False)
+class ArgAttr(ParametrizedAttribute):
+    """`#core.arg<0, [?10, 256], bf16, shared_dram, read>`: kernel argument i, its buffer type
+    (or a scalar type: `#core.arg<2, i64, read>`) and its access (`read`, `write`,
+    `readwrite`). Builder: `ArgAttr(index, type, access)` (`type` a BufType or scalar type)."""
+
+    name = "core.arg"
+
+    index: IntAttr
+    type: Attribute
+    access: StringAttr
+
+    def __init__(self, index: int | IntAttr, type: Attribute, access: str | StringAttr = "read"):
+        super().__init__(
+            index if isinstance(index, IntAttr) else IntAttr(index),
+            type,
+            access if isinstance(access, StringAttr) else StringAttr(access),
+        )
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        with parser.in_angle_brackets():
+            index = parse_nonneg_int(parser, "argument index")
+            parser.parse_punctuation(",")
+            if parser._current_token.text == "[":
+                t: Attribute = BufType.new(parse_shape_elem_space(parser))
+            else:
+                t = parser.parse_type()
+            parser.parse_punctuation(",")
+            pos = parser.pos
+            access = parser.parse_identifier(context_msg=" (read, write or readwrite)")
+            if access not in ACCESS_KINDS:
+                parser.raise_error(
+                    f"unknown access '{access}'; expected read, write or readwrite", pos, parser.pos
+                )
+        return (index, t, StringAttr(access))
+
+    def print_parameters(self, printer: Printer) -> None:
+        with printer.in_angle_brackets():
+            printer.print_string(f"{self.index.data}, ")
+            if isinstance(self.type, BufType):
+                printer.print_string(self.type.dims_str() + ", ")
+                printer.print_attribute(self.type.element_type)
+                printer.print_string(", " + self.type.memory.data)
+            else:
+                printer.print_attribute(self.type)
+            printer.print_string(f", {self.access.data}")
+
+    def verify(self) -> None:
+        if self.access.data not in ACCESS_KINDS:
+            raise VerifyException(
+                f"core.arg: unknown access '{self.access.data}'; expected read, write or readwrite"
+            )
+        if not isinstance(self.type, BufType) and self.type not in (
+            *ELEMENT_TYPES.values(),
+            IndexType(),
+            Float64Type(),
+        ):
+            raise VerifyException(f"core.arg: unsupported argument type {self.type}")
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _ctx(ctx: ContextAttr | str) -> ContextAttr:
+    return context_from_str(ctx) if isinstance(ctx, str) else ctx
+
+
+def _str(v: str | StringAttr) -> StringAttr:
+    return v if isinstance(v, StringAttr) else StringAttr(v)
+
+
+def _int(v: int | IntAttr) -> IntAttr:
+    return v if isinstance(v, IntAttr) else IntAttr(v)
+
+
+def _buf(value: SSAValue, what: str) -> BufType:
+    if not isinstance(value.type, BufType):
+        raise VerifyException(f"{what} must be a !core.buf, got {value.type}")
+    return value.type
+
+
+def _parse_props_in_attr_dict(
+    parser: Parser, prop_names: Sequence[str]
+) -> tuple[dict[str, Attribute], dict[str, Attribute]]:
+    """Parse `{...}` where some keys are properties (`{offset = 0 : i64}`)."""
+    attrs = parser.parse_optional_attr_dict()
+    props = {k: attrs.pop(k) for k in prop_names if k in attrs}
+    return props, attrs
+
+
+def _print_props_in_attr_dict(
+    printer: Printer, props: dict[str, Attribute | None], attrs: dict[str, Attribute]
+) -> None:
+    merged = {k: v for k, v in props.items() if v is not None} | dict(attrs)
+    printer.print_op_attributes(merged)
+
+
+def _print_types(printer: Printer, values: Sequence[SSAValue]) -> None:
+    printer.print_string(" : ")
+    printer.print_list((v.type for v in values), printer.print_attribute)
+
+
+def _parse_operands_with_types(
+    parser: Parser, unresolved: Sequence[Parser.UnresolvedOperand]
+) -> list[SSAValue]:
+    parser.parse_punctuation(":")
+    pos = parser.pos
+    types = parser.parse_comma_separated_list(parser.Delimiter.NONE, parser.parse_type)
+    if len(types) != len(unresolved):
+        parser.raise_error(
+            f"expected {len(unresolved)} operand types, got {len(types)}", pos, parser.pos
+        )
+    return [parser.resolve_operand(u, t) for u, t in zip(unresolved, types)]
+
+
+def _parse_kind(parser: Parser, kinds: Sequence[str], what: str) -> StringAttr:
+    pos = parser.pos
+    kind = parser.parse_identifier(context_msg=f" ({what} kind)")
+    if kind not in kinds:
+        parser.raise_error(
+            f"unknown {what} kind '{kind}'; expected one of {', '.join(kinds)}", pos, parser.pos
+        )
+    return StringAttr(kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# Structure
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """`core.kernel @name args [#core.arg<...>, ...] { core.program ... }`
+
+    Builder: `KernelOp(name, args, body=None)`; `args` a sequence of `ArgAttr`; without
+    `body` an empty one-block region is created (`op.body.block`).
+    """
+
+    name = "core.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    args = prop_def(ArrayAttr[ArgAttr])
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), SymbolTable(), NoTerminator(), IsolatedFromAbove())
+
+    def __init__(self, name: str, args: Sequence[ArgAttr], body: Region | None = None):
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "args": ArrayAttr(args)},
+            regions=[body if body is not None else Region(Block())],
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        parser.parse_keyword("args")
+        pos = parser.pos
+        args = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_attribute)
+        for a in args:
+            if not isinstance(a, ArgAttr):
+                parser.raise_error(f"expected #core.arg<...>, got {a}", pos, parser.pos)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = KernelOp(name, args, body)  # type: ignore[arg-type]
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" args [")
+        printer.print_list(self.args.data, printer.print_attribute)
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    def verify_(self) -> None:
+        for i, a in enumerate(self.args.data):
+            if a.index.data != i:
+                raise VerifyException(
+                    f"core.kernel: args must be listed in order; entry {i} has index {a.index.data}"
+                )
+        for op in self.body.block.ops:
+            if not isinstance(op, ProgramOp):
+                raise VerifyException(f"core.kernel holds only core.program ops, found {op.name}")
+
+    @property
+    def programs(self) -> list[ProgramOp]:
+        return [op for op in self.body.block.ops if isinstance(op, ProgramOp)]
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """`core.program @core0 on core(0) { ... core.end }`: the program of one module (`top`,
+    `core(i)`), or one SPMD text run by every core (`all_cores`).
+
+    Builder: `ProgramOp(name, ctx, body=None)` (`ctx` a ContextAttr or its spelling); without
+    `body` an empty block is created (`op.body.block`; the builder must add `core.end`).
+    """
+
+    name = "core.program"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    ctx = prop_def(ContextAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), IsolatedFromAbove(), HasParent(KernelOp))
+
+    def __init__(self, name: str, ctx: ContextAttr | str, body: Region | None = None):
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "ctx": _ctx(ctx)},
+            regions=[body if body is not None else Region(Block())],
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ProgramOp:
+        name = parser.parse_symbol_name().data
+        parser.parse_keyword("on")
+        ctx = parse_context(parser)
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        op = ProgramOp(name, ctx, body)
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(f" on {self.ctx.spelling}")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=True)
+
+    def verify_(self) -> None:
+        if self.body.block.args:
+            raise VerifyException("core.program: the body takes no block arguments")
+        if not isinstance(self.body.block.last_op, EndOp):
+            raise VerifyException("core.program: the body must end with core.end")
+
+    @property
+    def kernel(self) -> KernelOp | None:
+        parent = self.parent_op()
+        return parent if isinstance(parent, KernelOp) else None
+
+
+@irdl_op_definition
+class EndOp(IRDLOperation):
+    """`core.end`: terminator of a `core.program` (the program halts). Builder: `EndOp()`."""
+
+    name = "core.end"
+    traits = traits_def(IsTerminator(), HasParent(ProgramOp))
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
+def _enclosing(op: Operation, cls: type[Operation]) -> Operation | None:
+    p = op.parent_op()
+    while p is not None and not isinstance(p, cls):
+        p = p.parent_op()
+    return p
+
+
+@irdl_op_definition
+class ArgOp(IRDLOperation):
+    """`%a = core.arg <i> : !core.buf<...>` (or a scalar type): kernel argument i (address and
+    dynamic dims read from the Instruction Table). Builder: `ArgOp(index, result_type)`."""
+
+    name = "core.arg"
+
+    index = prop_def(IntAttr)
+    result = result_def()
+
+    traits = traits_def(Pure())
+
+    def __init__(self, index: int | IntAttr, result_type: Attribute):
+        super().__init__(result_types=[result_type], properties={"index": _int(index)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ArgOp:
+        index = parse_nonneg_int(parser, "argument index")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        op = ArgOp(index, parser.parse_type())
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.index.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        kernel = _enclosing(self, KernelOp)
+        if not isinstance(kernel, KernelOp):
+            return
+        i = self.index.data
+        if i >= len(kernel.args.data):
+            raise VerifyException(
+                f"core.arg {i}: the kernel has only {len(kernel.args.data)} arguments"
+            )
+        expected = kernel.args.data[i].type
+        if self.result.type != expected:
+            raise VerifyException(
+                f"core.arg {i}: type {self.result.type} differs from the kernel's {expected}"
+            )
+
+
+@irdl_op_definition
+class DimOp(IRDLOperation):
+    """`%n = core.dim %buf, <d> : index`: runtime size of dim d. Builder: `DimOp(buf, d)`."""
+
+    name = "core.dim"
+
+    buf = operand_def(BufType)
+    dim = prop_def(IntAttr)
+    result = result_def(IndexType)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, buf: SSAValue | Operation, dim: int | IntAttr):
+        super().__init__(operands=[buf], result_types=[IndexType()], properties={"dim": _int(dim)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DimOp:
+        buf = parse_defined_operand(parser, "expected a buffer value")
+        parser.parse_punctuation(",")
+        dim = parse_nonneg_int(parser, "dim")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        parser.parse_keyword("index")
+        op = DimOp(buf, dim)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.buf)
+        printer.print_string(f", {self.dim.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : index")
+
+    def verify_(self) -> None:
+        t = _buf(self.buf, "core.dim operand")
+        if self.dim.data >= t.rank:
+            raise VerifyException(f"core.dim: dim {self.dim.data} is out of range for {t}")
+
+
+@irdl_op_definition
+class AllocOp(IRDLOperation):
+    """`%b = core.alloc [on core(i)] <space> [dims(%d, ...)] [{offset = N : i64}] : !core.buf<...>`
+
+    A buffer in a core's memory (default: the running program's core); one `dims` operand per
+    dynamic dim of the type. `offset` (byte offset in the space) is absent before memory planning.
+    Builder: `AllocOp(result_type, dyn_dims=(), core=None, offset=None)`; the space is the type's.
+    """
+
+    name = "core.alloc"
+
+    dyn_dims = var_operand_def(IndexType)
+    core = opt_prop_def(ContextAttr)
+    memory = prop_def(StringAttr)
+    offset = opt_prop_def(IntegerAttr)
+    result = result_def(BufType)
+
+    def __init__(
+        self,
+        result_type: BufType,
+        dyn_dims: Sequence[SSAValue | Operation] = (),
+        core: ContextAttr | str | int | None = None,
+        offset: int | IntegerAttr | None = None,
+        memory: str | None = None,
+    ):
+        if isinstance(core, int):
+            core = ContextAttr.core(core)
+        elif isinstance(core, str):
+            core = context_from_str(core)
+        if isinstance(offset, int):
+            offset = IntegerAttr(offset, i64)
+        super().__init__(
+            operands=[dyn_dims],
+            result_types=[result_type],
+            properties={
+                "core": core,
+                "memory": StringAttr(memory if memory is not None else result_type.space),
+                "offset": offset,
+            },
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> AllocOp:
+        core = None
+        if parser.parse_optional_keyword("on") is not None:
+            core = parse_context(parser)
+        memory = parse_space(parser)
+        dims: list[Parser.UnresolvedOperand] = []
+        if parser.parse_optional_keyword("dims") is not None:
+            dims = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_unresolved_operand
+            )
+        props, attrs = _parse_props_in_attr_dict(parser, ("offset",))
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        if not isinstance(t, BufType):
+            parser.raise_error(f"core.alloc: expected a !core.buf type, got {t}")
+        op = AllocOp(
+            t,
+            [parser.resolve_operand(d, IndexType()) for d in dims],
+            core,
+            props.get("offset"),  # type: ignore[arg-type]
+            memory.data,
+        )
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.core is not None:
+            printer.print_string(f" on {self.core.spelling}")
+        printer.print_string(f" {self.memory.data}")
+        if self.dyn_dims:
+            printer.print_string(" dims(")
+            printer.print_list(self.dyn_dims, printer.print_ssa_value)
+            printer.print_string(")")
+        _print_props_in_attr_dict(printer, {"offset": self.offset}, self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        t = self.result.type
+        assert isinstance(t, BufType)
+        verify_memory_space(self.memory.data, "core.alloc", CORE_SPACES)
+        if t.space != self.memory.data:
+            raise VerifyException(
+                f"core.alloc: space '{self.memory.data}' differs from the type's '{t.space}'"
+            )
+        if len(self.dyn_dims) != len(t.dynamic_dims):
+            raise VerifyException(
+                f"core.alloc: {t} has {len(t.dynamic_dims)} dynamic dims but "
+                f"{len(self.dyn_dims)} dims operands were given"
+            )
+        if self.core is not None and not self.core.is_core:
+            raise VerifyException(f"core.alloc: `on` takes core(i), got {self.core.spelling}")
+        if self.offset is not None and self.offset.value.data < 0:
+            raise VerifyException("core.alloc: offset must be non-negative")
+
+
+@irdl_op_definition
+class SubviewOp(IRDLOperation):
+    """`%v = core.subview %buf [%i, 0] [64, 128] : T -> T2`: a view of `%buf` (row-major
+    parent strides). Offsets and sizes are each an integer or an index value; a dynamic size
+    gives a dynamic result dim whose bound must not exceed the source dim's bound.
+    Builder: `SubviewOp(source, offsets, sizes, result_type=None)`; `offsets`/`sizes` entries
+    are ints or index SSA values (a static-size result type is inferred when omitted).
+    """
+
+    name = "core.subview"
+
+    source = operand_def(BufType)
+    offsets = var_operand_def(IndexType)
+    sizes = var_operand_def(IndexType)
+    static_offsets = prop_def(DenseArrayBase.constr(i64))
+    static_sizes = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(BufType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        source: SSAValue | Operation,
+        offsets: Sequence[int | SSAValue | Operation],
+        sizes: Sequence[int | SSAValue | Operation],
+        result_type: BufType | None = None,
+    ):
+        dyn_off = [SSAValue.get(o) for o in offsets if not isinstance(o, int)]
+        dyn_size = [SSAValue.get(s) for s in sizes if not isinstance(s, int)]
+        st_off = [o if isinstance(o, int) else DYNAMIC for o in offsets]
+        st_size = [s if isinstance(s, int) else DYNAMIC for s in sizes]
+        if result_type is None:
+            src = SSAValue.get(source).type
+            assert isinstance(src, BufType)
+            if DYNAMIC in st_size:
+                raise ValueError("SubviewOp: give result_type when a size is dynamic")
+            result_type = src.with_dims(st_size)
+        super().__init__(
+            operands=[source, dyn_off, dyn_size],
+            result_types=[result_type],
+            properties={
+                "static_offsets": DenseArrayBase.from_list(i64, st_off),
+                "static_sizes": DenseArrayBase.from_list(i64, st_size),
+            },
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SubviewOp:
+        src = parser.parse_unresolved_operand()
+        dyn_off, st_off = parse_dynamic_index_list_without_types(parser, DYNAMIC)
+        dyn_size, st_size = parse_dynamic_index_list_without_types(parser, DYNAMIC)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        parser.parse_punctuation("->")
+        r = parser.parse_type()
+        idx = IndexType()
+
+        def mixed(dyn, static) -> list[int | SSAValue]:
+            it = iter(dyn)
+            return [parser.resolve_operand(next(it), idx) if v == DYNAMIC else v for v in static]
+
+        op = SubviewOp(
+            parser.resolve_operand(src, t),
+            mixed(dyn_off, st_off),
+            mixed(dyn_size, st_size),
+            r,  # type: ignore[arg-type]
+        )
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.source)
+        printer.print_string(" ")
+        print_dynamic_index_list(printer, DYNAMIC, self.offsets, self.static_offsets.get_values())
+        printer.print_string(" ")
+        print_dynamic_index_list(printer, DYNAMIC, self.sizes, self.static_sizes.get_values())
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        src = _buf(self.source, "core.subview source")
+        res = _buf(self.result, "core.subview result")
+        offs = self.static_offsets.get_values()
+        sizes = self.static_sizes.get_values()
+        if len(offs) != src.rank or len(sizes) != src.rank:
+            raise VerifyException(
+                f"core.subview: needs {src.rank} offsets and sizes, got {len(offs)} and "
+                f"{len(sizes)}"
+            )
+        if offs.count(DYNAMIC) != len(self.offsets) or sizes.count(DYNAMIC) != len(self.sizes):
+            raise VerifyException("core.subview: dynamic entries and operands do not match")
+        if res.rank != src.rank or res.element_type != src.element_type or res.memory != src.memory:
+            raise VerifyException(
+                "core.subview: the result keeps the rank, element type and space of the source"
+            )
+        for i, (o, s, sd, rd) in enumerate(zip(offs, sizes, src.dims, res.dims)):
+            if s == DYNAMIC:
+                if not rd.is_dynamic or rd.bound > sd.bound:
+                    raise VerifyException(
+                        f"core.subview: dim {i} has a dynamic size, so the result dim must be "
+                        f"dynamic with a bound <= {sd.bound}, got {rd}"
+                    )
+                continue
+            if rd != Dim(s, s):
+                raise VerifyException(f"core.subview: result dim {i} must be {s}, got {rd}")
+            if s < 0 or (o != DYNAMIC and (o < 0 or o + s > sd.bound)):
+                raise VerifyException(
+                    f"core.subview: dim {i}: offset {o} + size {s} exceeds the source "
+                    f"{'bound' if sd.is_dynamic else 'size'} {sd.bound}"
+                )
+            if o == DYNAMIC and s > sd.bound:
+                raise VerifyException(
+                    f"core.subview: dim {i}: size {s} exceeds the source bound {sd.bound}"
+                )
+
+
+# ---------------------------------------------------------------------------------------------
+# Data movement and synchronization
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class DmaOp(IRDLOperation):
+    """`core.dma %src to %dst [bytes %n] [notify core(i) <space> queue <q>] : T_src, T_dst`
+
+    Asynchronous copy of the runtime extent of `%src` (or `%n` bytes) into `%dst`; on completion
+    one arrival is signalled on core i's queue (space, q) when `notify` is given.
+    Builder: `DmaOp(src, dst, nbytes=None, notify=None)`; `notify` = (core, space, queue) with
+    core a ContextAttr, `"core(i)"` or an int.
+    """
+
+    name = "core.dma"
+
+    src = operand_def(BufType)
+    dst = operand_def(BufType)
+    nbytes = opt_operand_def(IndexType)
+    notify_core = opt_prop_def(ContextAttr)
+    notify_space = opt_prop_def(StringAttr)
+    notify_queue = opt_prop_def(IntAttr)
+
+    def __init__(
+        self,
+        src: SSAValue | Operation,
+        dst: SSAValue | Operation,
+        nbytes: SSAValue | Operation | None = None,
+        notify: tuple[ContextAttr | str | int, str, int] | None = None,
+    ):
+        props: dict[str, Attribute | None] = {}
+        if notify is not None:
+            core, space, queue = notify
+            if isinstance(core, int):
+                core = ContextAttr.core(core)
+            props = {
+                "notify_core": _ctx(core),
+                "notify_space": StringAttr(space),
+                "notify_queue": IntAttr(queue),
+            }
+        super().__init__(
+            operands=[src, dst, [nbytes] if nbytes is not None else []], properties=props
+        )
+
+    @property
+    def has_notify(self) -> bool:
+        return self.notify_core is not None
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DmaOp:
+        src = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        dst = parser.parse_unresolved_operand()
+        nbytes = None
+        if parser.parse_optional_keyword("bytes") is not None:
+            nbytes = parser.parse_unresolved_operand()
+        notify = None
+        if parser.parse_optional_keyword("notify") is not None:
+            core = parse_context(parser)
+            space = parse_space(parser)
+            parser.parse_keyword("queue")
+            queue = parse_nonneg_int(parser, "queue")
+            notify = (core, space.data, queue.data)
+        attrs = parser.parse_optional_attr_dict()
+        src_v, dst_v = _parse_operands_with_types(parser, [src, dst])
+        n_v = parser.resolve_operand(nbytes, IndexType()) if nbytes is not None else None
+        op = DmaOp(src_v, dst_v, n_v, notify)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.src)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.dst)
+        if self.nbytes is not None:
+            printer.print_string(" bytes ")
+            printer.print_ssa_value(self.nbytes)
+        if self.notify_core is not None:
+            assert self.notify_space is not None and self.notify_queue is not None
+            printer.print_string(
+                f" notify {self.notify_core.spelling} {self.notify_space.data} "
+                f"queue {self.notify_queue.data}"
+            )
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.src, self.dst])
+
+    def verify_(self) -> None:
+        src = _buf(self.src, "core.dma source")
+        dst = _buf(self.dst, "core.dma destination")
+        given = [self.notify_core, self.notify_space, self.notify_queue]
+        if any(g is not None for g in given) and not all(g is not None for g in given):
+            raise VerifyException("core.dma: notify needs a core, a space and a queue")
+        if self.notify_core is not None:
+            if not self.notify_core.is_core:
+                raise VerifyException(
+                    f"core.dma: notify takes core(i), got {self.notify_core.spelling}"
+                )
+            assert self.notify_space is not None
+            verify_memory_space(self.notify_space.data, "core.dma notify", QUEUE_SPACES)
+        if "mpu_weight" in (src.space, dst.space):
+            raise VerifyException(
+                "core.dma: mpu_weight is not addressable; use core.mpu_load_weight"
+            )
+        if self.nbytes is None:
+            if src.element_type != dst.element_type:
+                raise VerifyException(
+                    f"core.dma: element types differ ({src.element_type} and "
+                    f"{dst.element_type}); give `bytes %n` for a raw copy"
+                )
+            if src.max_bytes > dst.max_bytes:
+                raise VerifyException(
+                    f"core.dma: the source ({src.max_bytes} bytes at most) does not fit the "
+                    f"destination ({dst.max_bytes} bytes)"
+                )
+
+
+@irdl_op_definition
+class WaitQueueOp(IRDLOperation):
+    """`core.wait_queue <space> queue <q>`: block until one arrival on this core's queue
+    (space, q); consume it. Builder: `WaitQueueOp(space, queue)`."""
+
+    name = "core.wait_queue"
+
+    memory = prop_def(StringAttr)
+    queue = prop_def(IntAttr)
+
+    def __init__(self, memory: str | StringAttr, queue: int | IntAttr):
+        super().__init__(properties={"memory": _str(memory), "queue": _int(queue)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> WaitQueueOp:
+        memory = parse_space(parser)
+        parser.parse_keyword("queue")
+        queue = parse_nonneg_int(parser, "queue")
+        op = WaitQueueOp(memory, queue)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.memory.data} queue {self.queue.data}")
+        printer.print_op_attributes(self.attributes)
+
+    def verify_(self) -> None:
+        verify_memory_space(self.memory.data, "core.wait_queue", QUEUE_SPACES)
+
+
+@irdl_op_definition
+class DmaWaitOp(IRDLOperation):
+    """`core.dma_wait`: block until every DMA this program issued completed.
+    Builder: `DmaWaitOp()`."""
+
+    name = "core.dma_wait"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
+@irdl_op_definition
+class CoreIdOp(IRDLOperation):
+    """`%i = core.core_id : index`: the running core's index (0 on top). Builder: `CoreIdOp()`."""
+
+    name = "core.core_id"
+    result = result_def(IndexType)
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self):
+        super().__init__(result_types=[IndexType()])
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`core.barrier`: block until every program of the kernel reached its matching barrier.
+    Builder: `BarrierOp()`."""
+
+    name = "core.barrier"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
+# ---------------------------------------------------------------------------------------------
+# MPU
+# ---------------------------------------------------------------------------------------------
+
+MPU_MAX_K = 256
+MPU_MAX_N = 128
+
+
+@irdl_op_definition
+class MpuLoadWeightOp(IRDLOperation):
+    """`core.mpu_load_weight %w : !core.buf<[K, N], bf16, mpu_buffer>`: load the MPU's weight
+    tile (K <= 256, N <= 128). Builder: `MpuLoadWeightOp(w)`."""
+
+    name = "core.mpu_load_weight"
+
+    weight = operand_def(BufType)
+    assembly_format = "$weight attr-dict `:` type($weight)"
+
+    def __init__(self, weight: SSAValue | Operation):
+        super().__init__(operands=[weight])
+
+    def verify_(self) -> None:
+        w = _buf(self.weight, "core.mpu_load_weight operand")
+        if w.space != "mpu_buffer":
+            raise VerifyException(
+                f"core.mpu_load_weight: the weight must be in mpu_buffer, got {w.space}"
+            )
+        if w.dtype.name != "bf16" or w.rank != 2:
+            raise VerifyException(f"core.mpu_load_weight: the weight must be 2-D bf16, got {w}")
+        k, n = w.get_bounds()
+        if k > MPU_MAX_K or n > MPU_MAX_N:
+            raise VerifyException(
+                f"core.mpu_load_weight: weight tile [{k}, {n}] exceeds the MPU's "
+                f"[{MPU_MAX_K}, {MPU_MAX_N}]"
+            )
+
+
+@irdl_op_definition
+class MpuMatmulOp(IRDLOperation):
+    """`core.mpu_matmul %in, %out {accumulate = false} : T_in, T_out`:
+    `%out[M, N] (+)= %in[M, K] @ W` with the loaded weight tile; `%in` bf16, `%out` f32 or bf16
+    (accumulate needs f32). Builder: `MpuMatmulOp(input, out, accumulate=False)`."""
+
+    name = "core.mpu_matmul"
+
+    input = operand_def(BufType)
+    out = operand_def(BufType)
+    accumulate = prop_def(BoolAttr)
+
+    def __init__(
+        self, input: SSAValue | Operation, out: SSAValue | Operation, accumulate: bool = False
+    ):
+        super().__init__(
+            operands=[input, out], properties={"accumulate": BoolAttr.from_bool(accumulate)}
+        )
+
+    @property
+    def is_accumulate(self) -> bool:
+        return bool(self.accumulate.value.data)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MpuMatmulOp:
+        a = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        props, attrs = _parse_props_in_attr_dict(parser, ("accumulate",))
+        a_v, b_v = _parse_operands_with_types(parser, [a, b])
+        acc = props.get("accumulate")
+        if acc is not None and not isinstance(acc, IntegerAttr):
+            parser.raise_error("core.mpu_matmul: accumulate must be true or false")
+        op = MpuMatmulOp(a_v, b_v, bool(acc.value.data) if acc is not None else False)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.out)
+        _print_props_in_attr_dict(printer, {"accumulate": self.accumulate}, self.attributes)
+        _print_types(printer, [self.input, self.out])
+
+    def verify_(self) -> None:
+        x = _buf(self.input, "core.mpu_matmul input")
+        o = _buf(self.out, "core.mpu_matmul output")
+        if x.rank != 2 or o.rank != 2:
+            raise VerifyException(
+                f"core.mpu_matmul: input and output must be 2-D, got {x.dims_str()} and "
+                f"{o.dims_str()}"
+            )
+        if x.dtype.name != "bf16":
+            raise VerifyException(f"core.mpu_matmul: the input must be bf16, got {x}")
+        if o.dtype.name not in ("f32", "bf16"):
+            raise VerifyException(f"core.mpu_matmul: the output must be f32 or bf16, got {o}")
+        if self.is_accumulate and o.dtype.name != "f32":
+            raise VerifyException("core.mpu_matmul: accumulate needs an f32 output")
+        if x.dims[0] != o.dims[0]:
+            raise VerifyException(
+                f"core.mpu_matmul: input rows {x.dims[0]} differ from output rows {o.dims[0]}"
+            )
+        if x.get_bounds()[1] > MPU_MAX_K or o.get_bounds()[1] > MPU_MAX_N:
+            raise VerifyException(
+                f"core.mpu_matmul: K = {x.dims[1]} or N = {o.dims[1]} exceeds the MPU's "
+                f"[{MPU_MAX_K}, {MPU_MAX_N}] weight tile"
+            )
+        for t in (x, o):
+            if t.space not in VPU_SPACES:
+                raise VerifyException(
+                    f"core.mpu_matmul: operands must be in {', '.join(VPU_SPACES)}, got {t.space}"
+                )
+
+
+# ---------------------------------------------------------------------------------------------
+# VPU
+# ---------------------------------------------------------------------------------------------
+
+
+def _verify_vpu_space(op: Operation, *types: ShapedSpaceType) -> None:
+    for t in types:
+        if t.space not in VPU_SPACES:
+            raise VerifyException(
+                f"{op.name}: the VPU works on {', '.join(VPU_SPACES)}, got {t.space}"
+            )
+
+
+def _broadcasts_to(x: ShapedSpaceType, out: ShapedSpaceType) -> bool:
+    if x.rank > out.rank:
+        return False
+    for d, t in zip(x.dims, out.dims[out.rank - x.rank :]):
+        if d != t and d.size != 1 and broadcast_dim(d, t) != t:
+            return False
+    return True
+
+
+@irdl_op_definition
+class VpuBinaryOp(IRDLOperation):
+    """`core.vpu_binary <kind> %lhs, %rhs to %out : T_lhs, T_rhs, T_out`, kind in add, sub,
+    mul, div, max, min. Operands broadcast (torch rules) to `%out`'s shape; one element type.
+    Builder: `VpuBinaryOp(kind, lhs, rhs, out)`."""
+
+    name = "core.vpu_binary"
+
+    KINDS: ClassVar[tuple[str, ...]] = VPU_BINARY_KINDS
+
+    kind = prop_def(StringAttr)
+    lhs = operand_def(BufType)
+    rhs = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(
+        self,
+        kind: str,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        out: SSAValue | Operation,
+    ):
+        super().__init__(operands=[lhs, rhs, out], properties={"kind": StringAttr(kind)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuBinaryOp:
+        kind = _parse_kind(parser, VPU_BINARY_KINDS, "vpu_binary")
+        a = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        vals = _parse_operands_with_types(parser, [a, b, o])
+        op = VpuBinaryOp(kind.data, *vals)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_ssa_value(self.lhs)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.rhs)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.out)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.lhs, self.rhs, self.out])
+
+    def verify_(self) -> None:
+        if self.kind.data not in VPU_BINARY_KINDS:
+            raise VerifyException(
+                f"core.vpu_binary: unknown kind '{self.kind.data}'; expected one of "
+                f"{', '.join(VPU_BINARY_KINDS)}"
+            )
+        a = _buf(self.lhs, "core.vpu_binary lhs")
+        b = _buf(self.rhs, "core.vpu_binary rhs")
+        o = _buf(self.out, "core.vpu_binary out")
+        _verify_vpu_space(self, a, b, o)
+        if not (a.element_type == b.element_type == o.element_type):
+            raise VerifyException("core.vpu_binary: operands and out must have one element type")
+        for name, t in (("lhs", a), ("rhs", b)):
+            if not _broadcasts_to(t, o):
+                raise VerifyException(
+                    f"core.vpu_binary: {name} {t.dims_str()} does not broadcast to out "
+                    f"{o.dims_str()}"
+                )
+
+
+@irdl_op_definition
+class VpuUnaryOp(IRDLOperation):
+    """`core.vpu_unary <kind> %in to %out : T_in, T_out`, kind in neg, exp, log, sqrt, rsqrt,
+    tanh, sigmoid, silu, gelu, copy, cast. Same shape (`%in` may broadcast to `%out`); one
+    element type except for `cast`. Builder: `VpuUnaryOp(kind, input, out)`."""
+
+    name = "core.vpu_unary"
+
+    kind = prop_def(StringAttr)
+    input = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(self, kind: str, input: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[input, out], properties={"kind": StringAttr(kind)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuUnaryOp:
+        kind = _parse_kind(parser, VPU_UNARY_KINDS, "vpu_unary")
+        a = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        vals = _parse_operands_with_types(parser, [a, o])
+        op = VpuUnaryOp(kind.data, *vals)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.kind.data} ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.out)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.input, self.out])
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        if kind not in VPU_UNARY_KINDS:
+            raise VerifyException(
+                f"core.vpu_unary: unknown kind '{kind}'; expected one of "
+                f"{', '.join(VPU_UNARY_KINDS)}"
+            )
+        x = _buf(self.input, "core.vpu_unary input")
+        o = _buf(self.out, "core.vpu_unary out")
+        _verify_vpu_space(self, x, o)
+        if kind != "cast" and x.element_type != o.element_type:
+            raise VerifyException(
+                f"core.vpu_unary {kind}: input and out must have one element type (use cast)"
+            )
+        if kind not in ("neg", "copy", "cast") and not is_float_type(x.element_type):
+            raise VerifyException(f"core.vpu_unary {kind} needs a floating-point input")
+        if not _broadcasts_to(x, o):
+            raise VerifyException(
+                f"core.vpu_unary: input {x.dims_str()} does not broadcast to out {o.dims_str()}"
+            )
+
+
+@irdl_op_definition
+class VpuReduceOp(IRDLOperation):
+    """`core.vpu_reduce <kind> %in to %out : T_in, T_out`, kind in sum, max, min, over the last
+    axis: `%out` is `%in`'s shape without the last dim, or with it set to 1. `%out` has `%in`'s
+    element type, or f32 (wider accumulation). Builder: `VpuReduceOp(kind, input, out)`."""
+
+    name = "core.vpu_reduce"
+
+    kind = prop_def(StringAttr)
+    input = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(self, kind: str, input: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[input, out], properties={"kind": StringAttr(kind)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuReduceOp:
+        kind = _parse_kind(parser, VPU_REDUCE_KINDS, "vpu_reduce")
+        a = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        vals = _parse_operands_with_types(parser, [a, o])
+        op = VpuReduceOp(kind.data, *vals)
+        op.attributes |= attrs
+        return op
+
+    print = VpuUnaryOp.print
+
+    def verify_(self) -> None:
+        kind = self.kind.data
+        if kind not in VPU_REDUCE_KINDS:
+            raise VerifyException(
+                f"core.vpu_reduce: unknown kind '{kind}'; expected one of "
+                f"{', '.join(VPU_REDUCE_KINDS)}"
+            )
+        x = _buf(self.input, "core.vpu_reduce input")
+        o = _buf(self.out, "core.vpu_reduce out")
+        _verify_vpu_space(self, x, o)
+        if x.rank == 0:
+            raise VerifyException("core.vpu_reduce: the input needs at least one dim")
+        if o.element_type != x.element_type and not isinstance(o.element_type, Float32Type):
+            raise VerifyException("core.vpu_reduce: out must have the input's element type or f32")
+        if o.dims not in (x.dims[:-1], (*x.dims[:-1], Dim(1, 1))):
+            raise VerifyException(
+                f"core.vpu_reduce: out {o.dims_str()} must be the input {x.dims_str()} "
+                "without its last dim, or with it set to 1"
+            )
+
+
+@irdl_op_definition
+class VpuFillOp(IRDLOperation):
+    """`core.vpu_fill <value> to %out : T`: fill a buffer with one scalar (`inf`, `-inf`,
+    `nan` allowed). Builder: `VpuFillOp(value, out)`."""
+
+    name = "core.vpu_fill"
+
+    value = prop_def(FloatAttr | IntegerAttr)
+    out = operand_def(BufType)
+
+    def __init__(self, value: float | FloatAttr | IntegerAttr, out: SSAValue | Operation):
+        if isinstance(value, bool):
+            value = int(value)
+        if isinstance(value, int | float):
+            t = SSAValue.get(out).type
+            if isinstance(t, BufType) and is_float_type(t.element_type):
+                value = FloatAttr(float(value), Float64Type())
+            else:
+                value = IntegerAttr(int(value), i64)
+        super().__init__(operands=[out], properties={"value": value})
+
+    @property
+    def scalar(self) -> float:
+        return self.value.value.data
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuFillOp:
+        v = parse_scalar(parser)
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        (o_v,) = _parse_operands_with_types(parser, [o])
+        op = VpuFillOp(v, o_v)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {format_scalar(self.scalar)} to ")
+        printer.print_ssa_value(self.out)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.out])
+
+    def verify_(self) -> None:
+        o = _buf(self.out, "core.vpu_fill out")
+        _verify_vpu_space(self, o)
+        if is_float_type(o.element_type) != isinstance(self.value, FloatAttr):
+            raise VerifyException(
+                "core.vpu_fill: a float value needs a float buffer and an integer value an "
+                "integer buffer"
+            )
+
+
+Core = Dialect(
+    "core",
+    [
+        KernelOp,
+        ProgramOp,
+        EndOp,
+        ArgOp,
+        DimOp,
+        AllocOp,
+        SubviewOp,
+        DmaOp,
+        WaitQueueOp,
+        DmaWaitOp,
+        CoreIdOp,
+        BarrierOp,
+        MpuLoadWeightOp,
+        MpuMatmulOp,
+        VpuBinaryOp,
+        VpuUnaryOp,
+        VpuReduceOp,
+        VpuFillOp,
+    ],
+    [BufType, ArgAttr],
+)
