@@ -628,7 +628,7 @@ class CodeGenerator:
             where = f" at line {value.source.loc(value.defined_at).line}"
         raise self.error(
             node,
-            f"'{name}' is defined in another region (`with {value.region.ctx}`{where}); "
+            f"'{name}' is defined{where} in another region (`with {value.region.ctx}`); "
             "values cross regions only by `yield`: end that region with `yield "
             f"{name}` and use it in a later region of the same context",
         )
