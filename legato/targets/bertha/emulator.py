@@ -1,0 +1,889 @@
+"""The Bertha emulator: runs a decoded binary (never IR) with the timing model of `timing.py`.
+
+The top sequencer and every core that has a program are *modules*, each with its own PC,
+registers and local time.  The scheduler is discrete-event: it always steps the module whose next
+instruction can issue earliest (an instruction issues when its operands are free in the
+scoreboard, its unit is free and its synchronisation condition holds); a module whose condition
+depends on another module (`qwait`, `sem.wait`, `barrier`) is blocked until that happens.  When
+every unhalted module is blocked the run stops with a `DeadlockError` naming each one.
+
+Data effects happen at issue (a DMA copies its bytes when it issues; its completion time is what
+`qwait`, `dmawait` and the scoreboard observe), so a program that synchronises correctly sees
+exactly the data real hardware would.  Memory is lazily allocated: shared-DRAM allocations made by
+the runtime, and each core's sram / mpu_buffer / private_dram windows on first touch; any access
+outside an allocation raises `EmulatorFault` with program, PC, address and cause.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from legato import numerics
+from legato.targets.bertha import isa, timing, vpu
+from legato.targets.bertha.asm import format_instruction, parse_context
+from legato.targets.bertha.isa import (
+    BC_COL,
+    BC_ROW,
+    BC_SCALAR,
+    CORE_REG,
+    CORE_SELF,
+    CORE_STATIC,
+    DTYPE_NAMES,
+    DTYPE_SIZES,
+    MM_ACC,
+    MM_F32,
+    NOTIFY_PRESENT,
+    SPACE_NAMES,
+)
+
+# ---- address map (docs/architecture.md) ------------------------------------------------------
+SHARED_BASE = 0x0000_0000_0000
+VIRTUAL_BASE = 0x0800_0000_0000
+CORE_WINDOW_BASE = 0x1000_0000_0000
+CORE_WINDOW_SIZE = 0x10_0000_0000
+SPACE_OFFSETS = {"sram": 0x0, "mpu_buffer": 0x1_0000_0000, "private_dram": 0x2_0000_0000}
+SPACE_STRIDE = 0x1_0000_0000  # the window reserved for each core space
+SHARED_ALLOC_START = 0x1_0000  # the first shared allocation; address 0 always traps
+SHARED_ALLOC_ALIGN = 4096
+LAZY_CHUNK = 1 << 20
+
+DEFAULT_INSTRUCTION_LIMIT = 20_000_000
+MAX_TRACE_EVENTS = 500_000
+
+_MASK64 = (1 << 64) - 1
+_NP_DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
+              "f16": np.dtype(np.float16)}
+INF = 1 << 62
+
+
+def core_base(core: int) -> int:
+    return CORE_WINDOW_BASE + core * CORE_WINDOW_SIZE
+
+
+def space_base(core: int, space: str) -> int:
+    return core_base(core) + SPACE_OFFSETS[space]
+
+
+def _s64(v: int) -> int:
+    v &= _MASK64
+    return v - (1 << 64) if v >> 63 else v
+
+
+class EmulatorError(Exception):
+    pass
+
+
+class EmulatorFault(EmulatorError):
+    """A trap: `module` running `program` at `pc` touched `address` (or failed) for `cause`."""
+
+    def __init__(self, program: str, module: str, pc: int, cause: str, address: int | None = None,
+                 instruction: str = ""):
+        self.program, self.module, self.pc = program, module, pc
+        self.cause, self.address, self.instruction = cause, address, instruction
+        where = f"program {program!r} ({module}) pc {pc}"
+        if instruction:
+            where += f" `{instruction}`"
+        addr = f" at address {address:#x}" if address is not None else ""
+        super().__init__(f"{where}: {cause}{addr}")
+
+
+class InstructionLimitError(EmulatorFault):
+    pass
+
+
+class DeadlockError(EmulatorError):
+    """Every unhalted module is blocked. `waits`: (module, program, pc, instruction, reason)."""
+
+    def __init__(self, waits: list[tuple[str, str, int, str, str]], time: int):
+        self.waits = waits
+        self.time = time
+        lines = [f"deadlock at cycle {time}: every running module is blocked"]
+        for mod, prog, pc, ins, why in waits:
+            lines.append(f"  {mod} (program {prog!r}) pc {pc} `{ins}`: {why}")
+        super().__init__("\n".join(lines))
+
+
+class _Trap(Exception):
+    def __init__(self, cause: str, address: int | None = None):
+        super().__init__(cause)
+        self.cause, self.address = cause, address
+
+
+# ---- memory -----------------------------------------------------------------------------------
+class Region:
+    def __init__(self, base: int, size: int, name: str, lazy: bool = False):
+        self.base, self.size, self.name, self.lazy = base, size, name, lazy
+        self.data = None if lazy else np.zeros(size, np.uint8)
+        self.chunks: dict[int, np.ndarray] = {}
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def read(self, off: int, n: int) -> np.ndarray:
+        if not self.lazy:
+            return self.data[off : off + n].copy()
+        out = np.zeros(n, np.uint8)
+        pos = 0
+        while pos < n:
+            ci, co = divmod(off + pos, LAZY_CHUNK)
+            take = min(n - pos, LAZY_CHUNK - co)
+            ch = self.chunks.get(ci)
+            if ch is not None:
+                out[pos : pos + take] = ch[co : co + take]
+            pos += take
+        return out
+
+    def write(self, off: int, data: np.ndarray) -> None:
+        n = data.size
+        if not self.lazy:
+            self.data[off : off + n] = data
+            return
+        pos = 0
+        while pos < n:
+            ci, co = divmod(off + pos, LAZY_CHUNK)
+            take = min(n - pos, LAZY_CHUNK - co)
+            ch = self.chunks.get(ci)
+            if ch is None:
+                ch = self.chunks[ci] = np.zeros(LAZY_CHUNK, np.uint8)
+            ch[co : co + take] = data[pos : pos + take]
+            pos += take
+
+
+class Memory:
+    """The chip's 64-bit physical address space: allocations only, everything else traps."""
+
+    def __init__(self, model):
+        self.model = model
+        self.regions: list[Region] = []
+        self._bases: list[int] = []
+        self._next_shared = SHARED_ALLOC_START
+
+    def _add(self, region: Region) -> Region:
+        i = bisect.bisect_left(self._bases, region.base)
+        for r in self.regions[max(0, i - 1) : i + 1]:
+            if region.base < r.end and r.base < region.end:
+                raise EmulatorError(f"allocation {region.name} overlaps {r.name}")
+        self.regions.insert(i, region)
+        self._bases.insert(i, region.base)
+        return region
+
+    def allocate(self, size: int, name: str) -> int:
+        """A new shared-DRAM allocation of `size` bytes; returns its address."""
+        addr = self._next_shared
+        size = max(int(size), 1)
+        if addr + size > self.model.shared_memory_size:
+            raise EmulatorError(f"shared DRAM exhausted allocating {size} bytes for {name}")
+        self._add(Region(addr, size, name))
+        self._next_shared = -(-(addr + size) // SHARED_ALLOC_ALIGN) * SHARED_ALLOC_ALIGN
+        return addr
+
+    def _lazy_core_region(self, addr: int) -> Region | None:
+        if addr < CORE_WINDOW_BASE:
+            return None
+        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
+        if core >= self.model.num_cores:
+            return None
+        for space, base_off in SPACE_OFFSETS.items():
+            size = self.model.memory_size(space)
+            if base_off <= off < base_off + size:
+                return self._add(Region(core_base(core) + base_off, size, f"core{core}.{space}",
+                                        lazy=space == "private_dram"))
+        return None
+
+    def find(self, addr: int, n: int) -> tuple[Region, int]:
+        if n < 0:
+            raise _Trap(f"negative access size {n}", addr)
+        i = bisect.bisect_right(self._bases, addr) - 1
+        r = self.regions[i] if i >= 0 else None
+        if r is None or addr >= r.end:
+            r = self._lazy_core_region(addr)
+            if r is None:
+                raise _Trap(f"access of {n} bytes outside any allocation", addr)
+        if addr + n > r.end:
+            raise _Trap(f"access of {n} bytes runs past the end of {r.name} "
+                        f"({r.base:#x}+{r.size:#x})", addr)
+        return r, addr - r.base
+
+    def read(self, addr: int, n: int) -> np.ndarray:
+        r, off = self.find(addr, n)
+        return r.read(off, n)
+
+    def write(self, addr: int, data) -> None:
+        data = np.frombuffer(bytes(data), np.uint8) if isinstance(data, (bytes, bytearray)) else \
+            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        r, off = self.find(addr, data.size)
+        r.write(off, data)
+
+    def read_array(self, addr: int, count: int, dtype) -> np.ndarray:
+        dt = np.dtype(dtype)
+        return self.read(addr, count * dt.itemsize).view(dt)
+
+    def classify(self, addr: int) -> tuple[str, int | None]:
+        """("shared", None) or (space, core) of an address (no allocation check)."""
+        if addr < CORE_WINDOW_BASE:
+            return ("shared", None) if addr < VIRTUAL_BASE else ("virtual", None)
+        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
+        for space, base_off in SPACE_OFFSETS.items():
+            if base_off <= off < base_off + SPACE_STRIDE:
+                return space, core
+        return "unmapped", core
+
+
+# ---- modules ----------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    ready: int  # earliest issue time (INF: waits on another module)
+    reason: str = ""
+    external: bool = False  # readiness can change when another module acts
+    data: tuple = ()
+
+
+class Module:
+    def __init__(self, index: int, name: str, program, core: int | None, code):
+        self.index = index
+        self.name = name
+        self.program = program
+        self.core = core
+        self.code: list[isa.Instruction] = code
+        self.regs = [0] * isa.NUM_REGS
+        self.pc = 0
+        self.time = 0
+        self.halted = False
+        self.halt_time = 0
+        self.version = 0
+        self.inflight: list[tuple[int, list, list]] = []  # (end, reads, writes)
+        self.mpu_free = 0
+        self.vpu_free = 0
+        self.dma_end = 0
+        self.busy = {"dma": 0, "mpu": 0, "vpu": 0}
+        self._dma_busy_until = 0
+        self.count = 0
+        self.weight: np.ndarray | None = None
+        self.barrier_token: tuple[int, int] | None = None
+        self.plan: _Plan | None = None
+        self.unit_end = 0
+
+    def set(self, r: int, v: int) -> None:
+        if r:
+            self.regs[r] = _s64(v)
+
+    def conflict(self, reads, writes) -> int:
+        """Latest end of an in-flight unit op whose ranges conflict (RAW, WAR, WAW)."""
+        t = 0
+        for end, r_reads, r_writes in self.inflight:
+            if end <= self.time or end <= t:
+                continue
+            if _overlaps(r_writes, reads) or _overlaps(r_writes, writes) or _overlaps(r_reads, writes):
+                t = end
+        return t
+
+
+def _overlaps(a, b) -> bool:
+    for lo, hi in a:
+        for lo2, hi2 in b:
+            if lo < hi2 and lo2 < hi:
+                return True
+    return False
+
+
+# ---- the emulator ------------------------------------------------------------------------------
+class Emulator:
+    """`Emulator(binary, model)`; allocate arguments with `memory.allocate`/`memory.write`, then
+    `run(table_address)`."""
+
+    def __init__(self, binary, model, *, instruction_limit: int | None = None, trace: bool = True):
+        self.binary = binary
+        self.model = model
+        self.memory = Memory(model)
+        self.instruction_limit = instruction_limit or DEFAULT_INSTRUCTION_LIMIT
+        self.dram = timing.DramTiming(model)
+        self.trace_on = trace
+        self.events: list[dict] = []
+        self.queues: dict[tuple[int, int, int], list[int]] = {}
+        self.sems = [0] * (isa.MAX_SYNC_ID + 1)
+        self.sem_time = [0] * (isa.MAX_SYNC_ID + 1)
+        self.barriers: dict[int, dict] = {}
+        self.released: dict[tuple[int, int], int] = {}
+        self.macs = 0
+        self.vpu_elems = 0
+        self._dma_id = 0
+        self.modules = self._make_modules()
+
+    def _make_modules(self) -> list[Module]:
+        mods: list[Module] = []
+        cores_taken: dict[int, str] = {}
+        top_seen = None
+        decoded = {}
+        for p in self.binary.programs:
+            try:
+                decoded[p.name] = [isa.decode(w) for w in p.words]
+            except isa.DecodeError as e:
+                raise EmulatorError(f"program {p.name!r}: {e}") from None
+        for p in self.binary.programs:
+            kind, index = parse_context(p.context)
+            if kind == "top":
+                if top_seen:
+                    raise EmulatorError(f"two top programs: {top_seen!r} and {p.name!r}")
+                top_seen = p.name
+                targets = [None]
+            elif kind == "core":
+                targets = [index]
+            else:
+                targets = list(range(self.model.num_cores))
+            for c in targets:
+                if c is not None:
+                    if c >= self.model.num_cores:
+                        raise EmulatorError(f"program {p.name!r} runs on core {c} but the model has "
+                                            f"{self.model.num_cores} cores")
+                    if c in cores_taken:
+                        raise EmulatorError(f"core {c} has two programs: {cores_taken[c]!r} and "
+                                            f"{p.name!r}")
+                    cores_taken[c] = p.name
+                mods.append(Module(len(mods), "top" if c is None else f"core{c}", p, c, decoded[p.name]))
+        mods.sort(key=lambda m: -1 if m.core is None else m.core)
+        for i, m in enumerate(mods):
+            m.index = i
+        return mods
+
+    # ---- trace ----------------------------------------------------------------------------
+    _TIDS = {"issue": 0, "dma": 1, "mpu": 2, "vpu": 3, "sync": 4}
+
+    def _ev(self, m: Module, unit: str, name: str, start: int, dur: int, **args) -> None:
+        if self.trace_on and len(self.events) < MAX_TRACE_EVENTS:
+            self.events.append({"name": name, "ph": "X", "ts": start, "dur": max(dur, 0),
+                                "pid": m.index, "tid": self._TIDS[unit], "args": args})
+
+    def _dma_ev(self, m: Module, start: int, end: int, **args) -> None:
+        if self.trace_on and len(self.events) < MAX_TRACE_EVENTS - 1:
+            self._dma_id += 1
+            base = {"name": "dma", "cat": "dma", "id": self._dma_id, "pid": m.index,
+                    "tid": self._TIDS["dma"]}
+            self.events.append({**base, "ph": "b", "ts": start, "args": args})
+            self.events.append({**base, "ph": "e", "ts": end})
+
+    def _trace_meta(self) -> list[dict]:
+        out = []
+        for m in self.modules:
+            out.append({"name": "process_name", "ph": "M", "pid": m.index,
+                        "args": {"name": f"{m.name} ({m.program.name})"}})
+            for unit, tid in self._TIDS.items():
+                out.append({"name": "thread_name", "ph": "M", "pid": m.index, "tid": tid,
+                            "args": {"name": unit}})
+        return out
+
+    # ---- scheduling -----------------------------------------------------------------------
+    def run(self, table_address: int = 0) -> timing.RunResult:
+        for m in self.modules:
+            m.regs[1] = table_address
+            m.regs[2] = m.core or 0
+        heap: list[tuple[int, int, int]] = []
+        self._heap = heap
+        self._waiting: set[int] = set()
+        for m in self.modules:
+            self._schedule(m)
+        total = 0
+        limit = self.instruction_limit
+        now = 0
+        while True:
+            if not heap:
+                live = [m for m in self.modules if not m.halted]
+                if not live:
+                    break
+                waits = []
+                for m in live:
+                    ins = m.code[m.pc] if m.pc < len(m.code) else None
+                    text = format_instruction(ins) if ins else "<end>"
+                    why = m.plan.reason if m.plan else "blocked"
+                    waits.append((m.name, m.program.name, m.pc, text, why))
+                raise DeadlockError(waits, now)
+            t, ver, idx = heapq.heappop(heap)
+            m = self.modules[idx]
+            if ver != m.version or m.halted:
+                continue
+            try:
+                plan = self._prepare(m)
+            except _Trap as e:
+                raise self._fault(m, e) from None
+            if plan.ready >= INF:
+                m.plan = plan
+                self._waiting.add(idx)
+                continue
+            if plan.ready > t:
+                self._push(m, plan)
+                continue
+            self._waiting.discard(idx)
+            now = t
+            try:
+                done = self._execute(m, plan, t)
+            except _Trap as e:
+                raise self._fault(m, e) from None
+            if done:
+                m.count += 1
+                total += 1
+                if total > limit:
+                    raise InstructionLimitError(
+                        m.program.name, m.name, m.pc,
+                        f"instruction limit of {limit} exceeded (runaway loop?)")
+            if not m.halted:
+                self._schedule(m)
+        return self._result()
+
+    def _push(self, m: Module, plan: _Plan) -> None:
+        m.version += 1
+        m.plan = plan
+        heapq.heappush(self._heap, (plan.ready, m.version, m.index))
+
+    def _schedule(self, m: Module) -> None:
+        try:
+            plan = self._prepare(m)
+        except _Trap:
+            plan = _Plan(m.time)  # the fault is raised when it is popped
+        self._waiting.discard(m.index)
+        if plan.ready >= INF:
+            m.version += 1
+            m.plan = plan
+            self._waiting.add(m.index)
+        else:
+            self._push(m, plan)
+            if plan.external:
+                self._waiting.add(m.index)
+
+    def _wake(self) -> None:
+        """Another module acted: re-plan every module whose readiness depends on others."""
+        for idx in list(self._waiting):
+            m = self.modules[idx]
+            if not m.halted:
+                self._schedule(m)
+
+    def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
+        ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
+        return EmulatorFault(m.program.name, m.name, m.pc, e.cause, e.address,
+                             format_instruction(ins) if ins else "")
+
+    def _result(self) -> timing.RunResult:
+        end = 0
+        for m in self.modules:
+            end = max(end, m.halt_time, m.unit_end, m.dma_end)
+        events = self._trace_meta() + self.events if self.trace_on else []
+        return timing.RunResult(
+            cycles=end,
+            clock_ghz=self.model.clock_ghz,
+            module_cycles={m.name: m.halt_time for m in self.modules},
+            unit_busy={m.name: dict(m.busy) for m in self.modules},
+            port_busy={p.name: p.busy for p in self.dram.ports.values()},
+            dram_bytes_per_channel=list(self.dram.channel_bytes),
+            instructions={m.name: m.count for m in self.modules},
+            trace_events=events,
+            mac_count=self.macs,
+            vpu_element_ops=self.vpu_elems,
+        )
+
+    # ---- helpers --------------------------------------------------------------------------
+    def _check(self, addr: int, n: int) -> None:
+        self.memory.find(addr, n)
+
+    def _local(self, m: Module, addr: int, n: int, what: str) -> None:
+        """`addr` must be in this core's sram / mpu_buffer / private_dram."""
+        space, core = self.memory.classify(addr)
+        if core != m.core or space not in SPACE_OFFSETS:
+            raise _Trap(f"{what} must be in this core's local memory (sram, mpu_buffer or "
+                        f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
+                        addr)
+        self._check(addr, n)
+
+    def _is_dram(self, addr: int) -> bool:
+        space, _ = self.memory.classify(addr)
+        return space in ("shared", "virtual", "private_dram")
+
+    def _unit_ready(self, m: Module, free: int, reads, writes) -> int:
+        return max(m.time, free, m.conflict(reads, writes))
+
+    def _core_of_selector(self, m: Module, mode: int, field: int) -> int:
+        if mode == CORE_SELF:
+            if m.core is None:
+                raise _Trap("top has no core memory or queues of its own")
+            return m.core
+        k = field if mode == CORE_STATIC else m.regs[field]
+        if not 0 <= k < self.model.num_cores:
+            raise _Trap(f"core index {k} out of range (the model has {self.model.num_cores} cores)")
+        return k
+
+    # ---- per-instruction readiness --------------------------------------------------------
+    def _prepare(self, m: Module) -> _Plan:
+        if m.barrier_token is not None:
+            key = m.barrier_token
+            rel = self.released.get(key)
+            if rel is None:
+                st = self.barriers[key[0]]
+                return _Plan(INF, f"at barrier {key[0]}: {len(st['arrived'])} of {st['count']} "
+                             "modules arrived", external=True)
+            return _Plan(max(m.time, rel))
+        if not 0 <= m.pc < len(m.code):
+            raise _Trap(f"pc {m.pc} outside the program ({len(m.code)} instructions)")
+        ins = m.code[m.pc]
+        fmt = ins.op.format
+        mn = ins.op.mnemonic
+        r = m.regs
+        if fmt in ("ld", "st"):
+            addr = r[ins.b] + ins.simm
+            self._check(addr, 8)
+            rng = [(addr, addr + 8)]
+            t = m.conflict(rng, []) if mn == "ld" else m.conflict([], rng)
+            return _Plan(max(m.time, t), data=(addr,))
+        if fmt == "dma":
+            dst, src, n = r[ins.a], r[ins.b], r[ins.c]
+            if n < 0:
+                raise _Trap(f"dma of negative length {n}")
+            self._check(src, n)
+            self._check(dst, n)
+            notify = None
+            if ins.imm & NOTIFY_PRESENT:
+                mode = (ins.imm >> 20) & 3
+                core = self._core_of_selector(m, mode, ins.d if mode == CORE_REG else ins.imm & 0xFF)
+                notify = (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
+            s_space, s_core = self.memory.classify(src)
+            d_space, d_core = self.memory.classify(dst)
+            if d_core is not None:
+                port = f"core{d_core}"
+            elif s_core is not None:
+                port = f"core{s_core}"
+            else:
+                port = "top" if m.core is None else f"core{m.core}"
+            reads, writes = [(src, src + n)], [(dst, dst + n)]
+            slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
+            t = max(m.time, m.conflict(reads, writes), slot)
+            return _Plan(t, f"DMA port {port} full", data=(dst, src, n, notify, port,
+                                                            s_space, d_space))
+        if fmt == "qwait":
+            if m.core is None:
+                raise _Trap("top has no queues")
+            q = self.queues.get((m.core, ins.a, ins.imm))
+            name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
+            if not q:
+                return _Plan(INF, f"waiting for an arrival on queue {name} of core {m.core}",
+                             external=True)
+            return _Plan(max(m.time, q[0]), external=True)
+        if mn == "dmawait":
+            return _Plan(max(m.time, m.dma_end))
+        if mn == "sem.wait":
+            if self.sems[ins.a] >= ins.imm:
+                return _Plan(max(m.time, self.sem_time[ins.a]))
+            return _Plan(INF, f"semaphore {ins.a} is {self.sems[ins.a]}, waiting for {ins.imm}",
+                         external=True)
+        if fmt == "mpu_ldw":
+            if m.core is None:
+                raise _Trap("top has no MPU")
+            src, k, n = r[ins.a], r[ins.b], r[ins.c]
+            if not (1 <= k <= self.model.mpu_tile_k and 1 <= n <= self.model.mpu_tile_n):
+                raise _Trap(f"weight tile [{k}, {n}] exceeds the MPU's "
+                            f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)")
+            space, core = self.memory.classify(src)
+            if space != "mpu_buffer" or core != m.core:
+                raise _Trap(f"mpu.ldw source must be in this core's mpu_buffer, got {space}", src)
+            self._check(src, k * n * 2)
+            reads = [(src, src + k * n * 2)]
+            return _Plan(self._unit_ready(m, m.mpu_free, reads, []), data=(src, k, n, reads))
+        if fmt == "mpu_mm":
+            if m.core is None:
+                raise _Trap("top has no MPU")
+            if m.weight is None:
+                raise _Trap("mpu.mm before any mpu.ldw: the weight tile is empty")
+            dst, src, rows = r[ins.a], r[ins.b], r[ins.c]
+            if rows < 0:
+                raise _Trap(f"mpu.mm with negative row count {rows}")
+            k, n = m.weight.shape
+            osz = 4 if ins.imm & MM_F32 else 2
+            self._local(m, src, rows * k * 2, "mpu.mm source")
+            self._local(m, dst, rows * n * osz, "mpu.mm destination")
+            reads = [(src, src + rows * k * 2)]
+            writes = [(dst, dst + rows * n * osz)]
+            if ins.imm & MM_ACC:
+                reads.append(writes[0])
+            return _Plan(self._unit_ready(m, m.mpu_free, reads, writes),
+                         data=(dst, src, rows, k, n, reads, writes))
+        if ins.op.timing == "V":
+            if m.core is None:
+                raise _Trap("top has no VPU")
+            plan = self._vpu_plan(m, ins)
+            return plan
+        return _Plan(m.time)
+
+    def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
+        r = m.regs
+        fmt = ins.op.format
+        if fmt == "vbin":
+            dst, s1, s2, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
+            dt = DTYPE_NAMES[ins.imm & 0xF]
+            mode, period = (ins.imm >> 4) & 3, ins.imm >> 8
+            n2 = {0: n, BC_SCALAR: 1 if n else 0, BC_ROW: -(-n // period) if period else 0,
+                  BC_COL: min(n, period)}[mode]
+            sz = DTYPE_SIZES[dt]
+            ranges = [(s1, n * sz), (s2, n2 * sz)]
+            out = (dst, n * sz)
+            elems = n
+        elif fmt in ("vun", "vcvt"):
+            dst, s, n = r[ins.a], r[ins.b], r[ins.c]
+            if fmt == "vcvt":
+                dt, st = DTYPE_NAMES[ins.imm & 0xF], DTYPE_NAMES[ins.imm >> 4]
+            else:
+                dt = st = DTYPE_NAMES[ins.imm]
+            ranges = [(s, n * DTYPE_SIZES[st])]
+            out = (dst, n * DTYPE_SIZES[dt])
+            elems = n
+        elif fmt == "vfill":
+            dst, n = r[ins.a], r[ins.b]
+            dt = DTYPE_NAMES[ins.imm]
+            ranges = []
+            out = (dst, n * DTYPE_SIZES[dt])
+            elems = n
+        else:  # v2d
+            dst, s, rows, cols = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
+            dt = DTYPE_NAMES[ins.imm]
+            sz = DTYPE_SIZES[dt]
+            ranges = [(s, rows * cols * sz)]
+            out_n = rows * cols if ins.op.mnemonic == "vpu.transpose" else rows
+            out = (dst, out_n * sz)
+            elems = rows * cols
+            if rows < 0 or cols < 0:
+                raise _Trap(f"{ins.op.mnemonic} with negative shape [{rows}, {cols}]")
+        if elems < 0:
+            raise _Trap(f"{ins.op.mnemonic} with negative element count {elems}")
+        for a, nb in ranges:
+            self._local(m, a, nb, f"{ins.op.mnemonic} source")
+        self._local(m, out[0], out[1], f"{ins.op.mnemonic} destination")
+        reads = [(a, a + nb) for a, nb in ranges]
+        writes = [(out[0], out[0] + out[1])]
+        return _Plan(self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems))
+
+    # ---- execution ------------------------------------------------------------------------
+    def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
+        """Issue the next instruction of `m` at time `t`; returns False when it did not retire
+        (a barrier arrival)."""
+        if m.inflight:
+            m.inflight = [x for x in m.inflight if x[0] > t]
+        if m.barrier_token is not None:
+            m.barrier_token = None
+            self._ev(m, "sync", "barrier", m.time, t - m.time)
+            m.time = t + 1
+            m.pc += 1
+            return True
+        ins = m.code[m.pc]
+        op = ins.op
+        mn = op.mnemonic
+        fmt = op.format
+        r = m.regs
+        nxt = m.pc + 1
+        issue_end = t + 1
+        if fmt == "rrr":
+            a, b = r[ins.b], r[ins.c]
+            m.set(ins.a, self._alu(mn, a, b))
+        elif fmt == "rri":
+            m.set(ins.a, self._alu(mn[:-1], r[ins.b], ins.simm))
+        elif fmt == "br":
+            a, b = r[ins.a], r[ins.b]
+            take = {"beq": a == b, "bne": a != b, "blt": a < b, "bge": a >= b}[mn]
+            if take:
+                nxt = m.pc + ins.simm
+        elif mn == "jmp":
+            nxt = m.pc + ins.simm
+        elif mn == "li":
+            m.set(ins.a, ins.simm)
+        elif mn == "lih":
+            m.set(ins.a, (ins.imm << 32) | (r[ins.a] & 0xFFFFFFFF))
+        elif mn == "lsa":
+            core = self._core_of_selector(m, ins.d, ins.c)
+            m.set(ins.a, space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
+        elif mn == "ld":
+            (addr,) = plan.data
+            m.set(ins.a, int.from_bytes(self.memory.read(addr, 8).tobytes(), "little", signed=True))
+            issue_end = t + (self.model.dram_latency_cycles if self._is_dram(addr) else 1)
+        elif mn == "st":
+            (addr,) = plan.data
+            self.memory.write(addr, (r[ins.a] & _MASK64).to_bytes(8, "little"))
+            issue_end = t + (self.model.dram_latency_cycles if self._is_dram(addr) else 1)
+        elif mn == "halt":
+            m.halted = True
+            m.halt_time = t + 1
+        elif mn == "nop":
+            pass
+        elif fmt == "dma":
+            self._exec_dma(m, ins, plan, t)
+        elif mn == "qwait":
+            q = self.queues[(m.core, ins.a, ins.imm)]
+            arrival = heapq.heappop(q)
+            if t > m.time:
+                self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
+            assert arrival <= t
+        elif mn == "dmawait":
+            if t > m.time:
+                self._ev(m, "sync", "dmawait", m.time, t - m.time)
+        elif mn == "sem.post":
+            self.sems[ins.a] += ins.imm
+            self.sem_time[ins.a] = t + 1
+            self._wake()
+        elif mn == "sem.wait":
+            self.sems[ins.a] -= ins.imm
+            if t > m.time:
+                self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
+        elif mn == "barrier":
+            return self._arrive(m, ins, t)
+        elif fmt == "mpu_ldw":
+            src, k, n, reads = plan.data
+            m.weight = self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
+            dur = timing.mpu_load_cycles(self.model, k, n)
+            self._unit_op(m, "mpu", t, dur, reads, [], f"mpu.ldw [{k},{n}]")
+        elif fmt == "mpu_mm":
+            dst, src, rows, k, n, reads, writes = plan.data
+            a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
+            f32 = bool(ins.imm & MM_F32)
+            acc = None
+            if ins.imm & MM_ACC:
+                acc = self.memory.read_array(dst, rows * n, np.float32).reshape(rows, n)
+            res = numerics.matmul_acc(a, m.weight, acc)
+            res = res if f32 else numerics.round_to(res, _NP_DTYPES["bf16"])
+            self.memory.write(dst, np.ascontiguousarray(res))
+            self.macs += rows * k * n
+            dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
+            self._unit_op(m, "mpu", t, dur, reads, writes, f"mpu.mm [{rows},{k}]x[{k},{n}]")
+        elif op.timing == "V":
+            self._exec_vpu(m, ins, plan, t)
+        else:  # pragma: no cover - every mnemonic is handled above
+            raise _Trap(f"unimplemented instruction {mn}")
+        m.pc = nxt
+        m.time = issue_end
+        if m.halted:
+            m.halt_time = t + 1
+        return True
+
+    def _alu(self, mn: str, a: int, b: int) -> int:
+        if mn == "add":
+            return a + b
+        if mn == "sub":
+            return a - b
+        if mn == "mul":
+            return a * b
+        if mn in ("div", "rem"):
+            if b == 0:
+                raise _Trap(f"{mn} by zero")
+            q = abs(a) // abs(b)
+            q = q if (a >= 0) == (b >= 0) else -q
+            return q if mn == "div" else a - q * b
+        if mn == "and":
+            return a & b
+        if mn == "or":
+            return a | b
+        if mn == "xor":
+            return a ^ b
+        if mn == "shl":
+            return a << (b & 63)
+        if mn == "shr":
+            return (a & _MASK64) >> (b & 63)
+        if mn == "sra":
+            return a >> (b & 63)
+        if mn == "min":
+            return min(a, b)
+        if mn == "max":
+            return max(a, b)
+        if mn == "slt":
+            return int(a < b)
+        if mn == "seq":
+            return int(a == b)
+        raise AssertionError(mn)  # pragma: no cover
+
+    def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str) -> None:
+        end = t + dur
+        if unit == "mpu":
+            m.mpu_free = end
+        else:
+            m.vpu_free = end
+        m.busy[unit] += dur
+        m.unit_end = max(m.unit_end, end)
+        m.inflight.append((end, reads, writes))
+        self._ev(m, unit, name, t, dur)
+
+    def _exec_dma(self, m: Module, ins, plan: _Plan, t: int) -> None:
+        dst, src, n, notify, port, s_space, d_space = plan.data
+        data = self.memory.read(src, n)
+        self.memory.write(dst, data)
+        shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]
+        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        end, _pdur = self.dram.dma(t, port, n, shared, dram)
+        m.inflight.append((end, [(src, src + n)], [(dst, dst + n)]))
+        m.dma_end = max(m.dma_end, end)
+        m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
+        m._dma_busy_until = max(m._dma_busy_until, end)
+        self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, port=port)
+        if notify is not None:
+            core, space, q = notify
+            heapq.heappush(self.queues.setdefault((core, space, q), []), end)
+            self._wake()
+
+    def _arrive(self, m: Module, ins, t: int) -> bool:
+        bid, count = ins.a, ins.imm
+        st = self.barriers.setdefault(bid, {"gen": 0, "arrived": [], "count": count})
+        if st["arrived"] and st["count"] != count:
+            raise _Trap(f"barrier {bid} entered with count {count} but others use {st['count']}")
+        st["count"] = count
+        st["arrived"].append(t)
+        m.barrier_token = (bid, st["gen"])
+        m.time = t
+        if len(st["arrived"]) >= count:
+            self.released[(bid, st["gen"])] = max(st["arrived"]) + 1
+            st["gen"] += 1
+            st["arrived"] = []
+            self._wake()
+        return False
+
+    def _exec_vpu(self, m: Module, ins, plan: _Plan, t: int) -> None:
+        reads, writes, elems = plan.data
+        mn = ins.op.mnemonic
+        fmt = ins.op.format
+        r = m.regs
+        mem = self.memory
+        if fmt == "vbin":
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
+            n = elems
+            mode, period = (ins.imm >> 4) & 3, ins.imm >> 8
+            x = mem.read_array(r[ins.b], n, dt)
+            if n == 0:
+                y = x
+            elif mode == BC_SCALAR:
+                y = np.broadcast_to(mem.read_array(r[ins.c], 1, dt), (n,))
+            elif mode == BC_ROW:
+                y = np.repeat(mem.read_array(r[ins.c], -(-n // period), dt), period)[:n]
+            elif mode == BC_COL:
+                y = np.resize(mem.read_array(r[ins.c], min(n, period), dt), n)
+            else:
+                y = mem.read_array(r[ins.c], n, dt)
+            res = vpu.binary(mn[4:], x, y, dt)
+        elif fmt == "vun":
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
+            res = vpu.unary(mn[4:], mem.read_array(r[ins.b], elems, dt), dt)
+        elif fmt == "vcvt":
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
+            st = _NP_DTYPES[DTYPE_NAMES[ins.imm >> 4]]
+            res = vpu.convert(mem.read_array(r[ins.b], elems, st), dt)
+        elif fmt == "vfill":
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
+            bits = (r[ins.c] & _MASK64).to_bytes(8, "little")[: dt.itemsize]
+            res = np.full(elems, np.frombuffer(bits, dt)[0], dt)
+        else:
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
+            rows, cols = r[ins.c], r[ins.d]
+            x = mem.read_array(r[ins.b], rows * cols, dt).reshape(rows, cols)
+            if mn == "vpu.rsum":
+                res = vpu.row_sum(x, dt)
+            elif mn == "vpu.rmax":
+                res = vpu.row_max(x, dt)
+            else:
+                res = np.ascontiguousarray(x.T)
+        mem.write(r[ins.a], np.ascontiguousarray(res))
+        self.vpu_elems += elems
+        dur = timing.vpu_cycles(self.model, elems, mn in isa.VPU_TRANSCENDENTAL)
+        self._unit_op(m, "vpu", t, dur, reads, writes, f"{mn} {elems}")

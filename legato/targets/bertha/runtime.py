@@ -1,0 +1,117 @@
+"""The Bertha runtime: validate a binary against the chip and the arguments, then run it.
+
+`run_binary(binary_bytes, model, args)` refuses, before anything runs and with a message saying
+what differs: a malformed or tampered binary (`BinaryError` / `ChecksumError`), a binary for
+another target (`TargetMismatchError`), and arguments whose count, dtype, rank, static size or
+dynamic bound do not match the binary's `.legato.args` (`ABIError`).  It then allocates every
+argument and the Instruction Table in emulated shared DRAM, runs the emulator and copies every
+argument whose access is `write`/`readwrite` back into the caller's arrays, in place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec
+from legato.targets.bertha.elf import BinaryError, check_target, read_elf
+from legato.targets.bertha.emulator import Emulator
+from legato.targets.bertha.timing import RunResult
+from legato.types import TensorSpec, dtype_of
+
+__all__ = ["run_binary", "load_binary", "BinaryError", "ABIError"]
+
+
+def load_binary(binary_bytes: bytes, model):
+    """Read, validate and target-check a binary; returns the `Binary`."""
+    binary = read_elf(binary_bytes)
+    check_target(binary, model)
+    for p in binary.programs:
+        for space, n in (p.memory or {}).items():
+            cap = model.memory_size(space)
+            if n > cap:
+                raise BinaryError(f"program {p.name!r} needs {n} bytes of {space} but a core of "
+                                  f"{model.name} has {cap}")
+        kind, core = p.kind, p.core
+        if kind == "core" and core >= model.num_cores:
+            raise BinaryError(f"program {p.name!r} runs on core {core} but {model.name} has "
+                              f"{model.num_cores} cores")
+    return binary
+
+
+def _as_array(value, name: str) -> np.ndarray:
+    if isinstance(value, np.ndarray):
+        return value
+    raise ABIError(f"argument {name!r} must be a numpy array, got {type(value).__name__}")
+
+
+def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int | None = None,
+               trace: bool = True) -> RunResult:
+    binary = load_binary(binary_bytes, model)
+    layout: ArgLayout = binary.layout
+    if len(args) != len(layout.args):
+        names = ", ".join(a.name for a in layout.args)
+        raise ABIError(f"kernel {binary.kernel!r} takes {len(layout.args)} arguments ({names}), "
+                       f"got {len(args)}")
+    recorded = binary.args_meta.get("max_table_size")
+    if recorded is not None and layout.size_bytes > recorded:
+        raise BinaryError(f"Instruction Table needs {layout.size_bytes} bytes but the binary's "
+                          f"maximum is {recorded}")
+
+    # validate everything before allocating anything
+    def check(i, path, t, value):
+        name = layout._name(i, path)
+        if isinstance(t, TensorSpec):
+            arr = _as_array(value, name)
+            try:
+                dt = dtype_of(arr)
+            except TypeError as e:
+                raise ABIError(f"argument {name!r}: {e}") from None
+            layout.check_tensor(i, dt, arr.shape, path)
+        elif isinstance(t, TupleSpec):
+            if not isinstance(value, (tuple, list)) or len(value) != len(t.elements):
+                raise ABIError(f"argument {name!r} must be a tuple of {len(t.elements)} elements")
+            for j, e in enumerate(t.elements):
+                check(i, path + (j,), e, value[j])
+        else:
+            assert isinstance(t, ScalarSpec)
+            if isinstance(value, np.ndarray) and value.ndim:
+                raise ABIError(f"argument {name!r} is a scalar, got an array of shape {value.shape}")
+
+    for i, a in enumerate(layout.args):
+        check(i, (), a.type, args[i])
+
+    emu = Emulator(binary, model, instruction_limit=instruction_limit, trace=trace)
+    mem = emu.memory
+    copies: list[tuple[np.ndarray, int]] = []
+
+    def place(i, path, t, value):
+        """-> (table value, shape) for one argument (recursively for tuples)."""
+        if isinstance(t, TensorSpec):
+            arr = value
+            data = np.ascontiguousarray(arr)
+            addr = mem.allocate(data.nbytes, layout._name(i, path))
+            if data.nbytes:
+                mem.write(addr, data)
+            if layout.args[i].access in ("write", "readwrite"):
+                copies.append((arr, addr))
+            return addr, tuple(arr.shape)
+        if isinstance(t, TupleSpec):
+            pairs = [place(i, path + (j,), e, value[j]) for j, e in enumerate(t.elements)]
+            return [p[0] for p in pairs], [p[1] for p in pairs]
+        return value, None
+
+    values, shapes = [], []
+    for i, a in enumerate(layout.args):
+        v, s = place(i, (), a.type, args[i])
+        values.append(v)
+        shapes.append(s)
+    table = layout.pack(values, shapes)
+    table_addr = mem.allocate(len(table), "instruction_table")
+    mem.write(table_addr, table)
+
+    result = emu.run(table_addr)
+
+    for arr, addr in copies:
+        out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
+        arr[...] = out
+    return result

@@ -1,0 +1,171 @@
+"""Bertha timing model (DESIGN section 5, docs/binary.md "Timing").
+
+Every number comes from the `ComputeModel`; the only emulator constant is the interleave
+granularity of shared DRAM over its channels (`DRAM_INTERLEAVE_BYTES`).
+
+- instruction issue: `issue_per_cycle` per module per cycle, in order (1 in both generations).
+- DMA: `dram_latency_cycles` (when either end is DRAM, shared or private) plus the data phase:
+  the transfer's port (the core whose memory it touches; the issuer's own engine otherwise) moves
+  `dma_port_bytes_per_cycle`, each shared-DRAM channel it touches moves its share of the bytes at
+  `dram_bytes_per_cycle_per_channel`; ports and channels are timelines shared by every module,
+  so concurrent DMAs contend.  At most `dma_max_in_flight` DMAs per port.
+- MPU: weight load `ceil(K*N*2 / mpu_weight_load_bytes_per_cycle)`; matmul
+  `ceil(M*K*N / mpu_macs_per_cycle)`.
+- VPU: `ceil(elements / vpu_lanes)`, transcendental ops `ceil(elements / vpu_transcendental_per_cycle)`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+DRAM_INTERLEAVE_BYTES = 256
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def channel_bytes(addr: int, n: int, channels: int, granule: int = DRAM_INTERLEAVE_BYTES) -> list[int]:
+    """Bytes of [addr, addr+n) that fall on each channel (shared DRAM interleaved by `granule`)."""
+    out = [0] * channels
+    if n <= 0:
+        return out
+    end = addr + n
+    first, last = addr // granule, (end - 1) // granule
+    if first == last:
+        out[first % channels] += n
+        return out
+    out[first % channels] += (first + 1) * granule - addr
+    out[last % channels] += end - last * granule
+    full = last - first - 1
+    if full > 0:
+        q, r = divmod(full, channels)
+        if q:
+            for c in range(channels):
+                out[c] += q * granule
+        for j in range(r):
+            out[(first + 1 + j) % channels] += granule
+    return out
+
+
+class Port:
+    """One DMA engine/port: a bandwidth timeline plus its in-flight transfers."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.free = 0  # the data phase timeline
+        self.in_flight: list[int] = []  # end times
+        self.busy = 0
+
+    def slot_time(self, t: int, max_in_flight: int) -> int:
+        """Earliest time >= t at which fewer than `max_in_flight` transfers are in flight."""
+        live = sorted(e for e in self.in_flight if e > t)
+        if len(live) < max_in_flight:
+            return t
+        return live[len(live) - max_in_flight]
+
+
+class DramTiming:
+    """Ports and shared-DRAM channel timelines of the whole chip."""
+
+    def __init__(self, model):
+        self.model = model
+        self.channels = model.num_memory_channels
+        self.channel_free = [0] * self.channels
+        self.channel_bytes = [0] * self.channels
+        self.ports: dict[str, Port] = {}
+
+    def port(self, name: str) -> Port:
+        p = self.ports.get(name)
+        if p is None:
+            p = self.ports[name] = Port(name)
+        return p
+
+    def dma(self, t: int, port_name: str, n: int, shared_ranges: list[tuple[int, int]],
+            touches_dram: bool) -> tuple[int, int]:
+        """Book a transfer of `n` bytes issued at `t`; returns (end time, data-phase cycles).
+
+        `shared_ranges`: (address, bytes) of each end that lies in shared DRAM."""
+        m = self.model
+        port = self.port(port_name)
+        pstart = max(t, port.free)
+        pdur = max(1, ceil_div(n, m.dma_port_bytes_per_cycle))
+        port.free = pstart + pdur
+        port.busy += pdur
+        data_end = pstart + pdur
+        for addr, size in shared_ranges:
+            for c, b in enumerate(channel_bytes(addr, size, self.channels)):
+                if not b:
+                    continue
+                cstart = max(t, self.channel_free[c])
+                cend = cstart + ceil_div(b, m.dram_bytes_per_cycle_per_channel)
+                self.channel_free[c] = cend
+                self.channel_bytes[c] += b
+                data_end = max(data_end, cend)
+        end = data_end + (m.dram_latency_cycles if touches_dram else 0)
+        port.in_flight = [e for e in port.in_flight if e > t]
+        port.in_flight.append(end)
+        return end, pdur
+
+
+def mpu_load_cycles(model, k: int, n: int) -> int:
+    return max(1, ceil_div(k * n * 2, model.mpu_weight_load_bytes_per_cycle))
+
+
+def mpu_matmul_cycles(model, m: int, k: int, n: int) -> int:
+    return max(1, ceil_div(m * k * n, model.mpu_macs_per_cycle))
+
+
+def vpu_cycles(model, elements: int, transcendental: bool) -> int:
+    rate = model.vpu_transcendental_per_cycle if transcendental else model.vpu_lanes
+    return max(1, ceil_div(elements, rate))
+
+
+@dataclass
+class RunResult:
+    """What one emulator run reports.  Times are in cycles of the model's clock."""
+
+    cycles: int
+    clock_ghz: float
+    module_cycles: dict[str, int]  # module -> cycle at which it halted
+    unit_busy: dict[str, dict[str, int]]  # module -> {"dma", "mpu", "vpu"} -> busy cycles
+    port_busy: dict[str, int]  # DMA port -> data-phase cycles
+    dram_bytes_per_channel: list[int]
+    instructions: dict[str, int]  # module -> instructions executed
+    trace_events: list = field(default_factory=list, repr=False)
+    mac_count: int = 0
+    vpu_element_ops: int = 0
+
+    @property
+    def total_instructions(self) -> int:
+        return sum(self.instructions.values())
+
+    @property
+    def dram_bytes(self) -> int:
+        return sum(self.dram_bytes_per_channel)
+
+    @property
+    def seconds(self) -> float:
+        return self.cycles / (self.clock_ghz * 1e9)
+
+    def trace(self) -> dict:
+        """Chrome trace JSON (Perfetto): one process per module, one thread per unit; ts in
+        cycles (displayed as microseconds)."""
+        return {"traceEvents": self.trace_events, "displayTimeUnit": "ns",
+                "otherData": {"time_unit": "cycles", "clock_ghz": self.clock_ghz,
+                              "cycles": self.cycles}}
+
+    def write_trace(self, path) -> None:
+        with open(path, "w") as f:
+            json.dump(self.trace(), f)
+
+    def summary(self) -> str:
+        lines = [f"cycles: {self.cycles} ({self.seconds * 1e6:.3f} us at {self.clock_ghz} GHz)",
+                 f"instructions: {self.total_instructions}",
+                 f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}"]
+        for mod, units in self.unit_busy.items():
+            lines.append(f"  {mod}: halted at {self.module_cycles.get(mod)}, "
+                         f"{self.instructions.get(mod, 0)} instructions, busy "
+                         + ", ".join(f"{u}={c}" for u, c in units.items()))
+        return "\n".join(lines)

@@ -1,0 +1,83 @@
+"""Numerics of the VPU instructions (the definition the interpreters must match).
+
+Elementwise ops convert their inputs exactly to float64, apply the operation in float64, round
+(nearest-even) to float32 and then, for a narrower dtype, from float32 to the instruction's dtype.
+For f32 add/sub/mul/div/sqrt this equals numpy's float32 result.  `rsum` accumulates in fp32 over columns in increasing order (like
+`legato.numerics.matmul_acc`) and rounds once; `rmax` is exact.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).astype(np.float64)
+
+
+BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+UNARY = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "log": np.log,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "tanh": np.tanh,
+    "sigmoid": _sigmoid,
+    "silu": lambda x: x * _sigmoid(x),
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "copy": lambda x: x,
+}
+
+
+def binary(op: str, x: np.ndarray, y: np.ndarray, dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return _round(BINARY[op](_f64(x), _f64(y)), dtype)
+
+
+def unary(op: str, x: np.ndarray, dtype) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return _round(UNARY[op](_f64(x)), dtype)
+
+
+def _round(x: np.ndarray, dtype) -> np.ndarray:
+    return np.asarray(x).astype(np.float32).astype(dtype)
+
+
+def convert(x: np.ndarray, dtype) -> np.ndarray:
+    """Round to `dtype` via float32 (every supported dtype converts exactly to float32)."""
+    return _round(x, dtype)
+
+
+def row_sum(x: np.ndarray, dtype) -> np.ndarray:
+    """x [R, C] -> [R]: fp32 sum over c in increasing order, rounded once to dtype."""
+    x32 = np.asarray(x).astype(np.float32)
+    acc = np.zeros(x32.shape[0], np.float32)
+    for c in range(x32.shape[1]):
+        acc += x32[:, c]
+    return acc.astype(dtype)
+
+
+def row_max(x: np.ndarray, dtype) -> np.ndarray:
+    x = np.asarray(x)
+    if x.shape[1] == 0:
+        return np.full(x.shape[0], -np.inf, np.float32).astype(dtype)
+    return _round(np.max(x.astype(np.float64), axis=1), dtype)
