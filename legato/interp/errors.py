@@ -22,12 +22,18 @@ def describe_location(op: Operation | None) -> str:
     return str(loc)
 
 
+def op_name(op: Operation) -> str:
+    """The op's name as written (unregistered ops included)."""
+    name = getattr(op, "op_name", None)
+    return name.data if name is not None and hasattr(name, "data") else op.name
+
+
 def describe_op(op: Operation | None) -> str:
     """`'legato.receive' at k.py:12:8` (the location only when the op has one)."""
     if op is None:
         return "<no op>"
     where = describe_location(op)
-    return f"'{op.name}'" + (f" at {where}" if where else "")
+    return f"'{op_name(op)}'" + (f" at {where}" if where else "")
 
 
 class InterpError(LegatoError):
@@ -67,11 +73,13 @@ class MemoryFault(InterpError):
 class DeadlockError(InterpError):
     """No task can make progress. `blocked` lists (context, op, what it waits for)."""
 
-    def __init__(self, blocked: list[tuple[str, Operation | None, str]]):
+    def __init__(self, blocked: list[tuple[str, Operation | None, str]], notes: list[str] = ()):
         self.blocked = blocked
+        self.notes = list(notes)
         lines = ["deadlock: no context can make progress"]
         for ctx, op, what in blocked:
             lines.append(f"  {ctx}: blocked in {describe_op(op)} waiting for {what}")
+        lines += [f"  note: {n}" for n in self.notes]
         super().__init__("\n".join(lines))
 
 

@@ -81,6 +81,8 @@ class Scheduler:
         self._back = threading.Semaphore(0)
         self._since_switch = 0
         self._running = False
+        # Called on deadlock: extra lines for the report (e.g. transfers nobody received).
+        self.deadlock_notes: Callable[[], list[str]] | None = None
 
     # -- building -------------------------------------------------------------------------
 
@@ -162,7 +164,10 @@ class Scheduler:
                     live = [t for t in self.tasks if t.state is TaskState.BLOCKED]
                     if not live:
                         return [t.result for t in self.tasks]
-                    raise DeadlockError([(t.name, t.waiting_op, t.waiting_for) for t in live])
+                    notes = self.deadlock_notes() if self.deadlock_notes else []
+                    raise DeadlockError(
+                        [(t.name, t.waiting_op, t.waiting_for) for t in live], notes
+                    )
                 self._switch_in(chosen)
                 if chosen.state is TaskState.FAILED:
                     assert chosen.error is not None

@@ -2,15 +2,16 @@
 (legato, core, backend interpreters, and the emulator's VPU) calls, so all compute the same bits.
 
 Rules (they match torch on CPU for the arithmetic ops, and stay within a bf16 ulp of it for the
-transcendental ones):
+transcendental ones). Floating-point elementwise ops, casts between float types and the float
+reductions *call the VPU's own definition* (`legato.targets.bertha.vpu`), so the interpreters and
+the emulator share one function:
 
-* **Floating elementwise** (`bf16`, `f16`, `f32` operands): operands are widened to fp32 and the
-  op is evaluated in fp32, then the result is rounded once (nearest even) to the result dtype.
-  - `add sub mul div max min neg abs`: one IEEE fp32 operation (exact, platform independent).
-  - `exp log sqrt rsqrt tanh sigmoid silu gelu`: evaluated in float64 from the fp32 operands,
-    rounded to fp32 (the VPU's result), then to the result dtype. `gelu` is the exact (erf) form,
-    torch's default. `rsqrt(x) = 1/sqrt(x)`, `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`.
-  - `max`/`min` propagate NaN (torch.maximum semantics).
+* **Floating elementwise** (`bf16`, `f16`, `f32`): operands are converted exactly to float64, the
+  op is applied in float64, rounded (nearest even) to float32 (the VPU's result), then to the
+  result dtype. For `add sub mul div max min neg abs` (and `sqrt`) this equals one IEEE fp32
+  operation, i.e. torch's bf16/f32 result bit for bit. `gelu` is the exact (erf) form, torch's
+  default; `rsqrt(x) = 1/sqrt(x)`, `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`.
+  `max`/`min` propagate NaN (torch.maximum semantics).
 * **Integer elementwise** (`i8 i32 i64`): wrap-around `add sub mul neg abs`, `max min`, and `div`
   as floor division (torch's `//`).
 * **Reductions** (`sum mean max min` over one axis): `sum` accumulates in fp32 over the axis in
@@ -25,7 +26,6 @@ Broadcasting follows numpy/torch. Every function returns a fresh array of the re
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import ml_dtypes
@@ -49,28 +49,10 @@ def _f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(np.float32)
 
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+def _vpu():
+    from legato.targets.bertha import vpu
 
-
-def _transcendental_f64(name: str, x: np.ndarray) -> np.ndarray:
-    with np.errstate(all="ignore"):
-        if name == "exp":
-            return np.exp(x)
-        if name == "log":
-            return np.log(x)
-        if name == "sqrt":
-            return np.sqrt(x)
-        if name == "rsqrt":
-            return 1.0 / np.sqrt(x)
-        if name == "tanh":
-            return np.tanh(x)
-        if name == "sigmoid":
-            return 1.0 / (1.0 + np.exp(-x))
-        if name == "silu":
-            return x / (1.0 + np.exp(-x))
-        if name == "gelu":
-            return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
-    raise KeyError(name)
+    return vpu
 
 
 def unary(name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
@@ -80,15 +62,7 @@ def unary(name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
     if name not in UNARY_OPS:
         raise KeyError(f"unknown unary op {name!r}")
     if is_float(x.dtype):
-        a = _f32(x)
-        with np.errstate(all="ignore"):
-            if name == "neg":
-                r = -a
-            elif name == "abs":
-                r = np.abs(a)
-            else:
-                r = _transcendental_f64(name, a.astype(np.float64)).astype(np.float32)
-        return numerics.round_to(r, out_dtype)
+        return _vpu().unary(name, x, out_dtype)
     if name == "neg":
         return (-x).astype(out_dtype)
     if name == "abs":
@@ -105,17 +79,7 @@ def binary(name: str, a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarra
     if name not in BINARY_OPS:
         raise KeyError(f"unknown binary op {name!r}")
     if is_float(a.dtype) or is_float(b.dtype):
-        x, y = _f32(a), _f32(b)
-        with np.errstate(all="ignore"):
-            r = {
-                "add": np.add,
-                "sub": np.subtract,
-                "mul": np.multiply,
-                "div": np.divide,
-                "max": np.maximum,
-                "min": np.minimum,
-            }[name](x, y)
-        return numerics.round_to(r, out_dtype)
+        return _vpu().binary(name, a, b, out_dtype)
     with np.errstate(all="ignore"):
         if name == "div":
             if np.any(b == 0):
@@ -144,6 +108,13 @@ def reduce(name: str, x: np.ndarray, axis: int, keepdims: bool = False, out_dtyp
         if n == 0:
             raise ValueError(f"{name} over an empty axis")
         r = (np.maximum if name == "max" else np.minimum).reduce(x, axis=axis, keepdims=keepdims)
+        return cast(r, out_dtype)
+    if (is_float(x.dtype) or is_float(out_dtype)) and name == "sum":
+        moved = np.moveaxis(x, axis, -1)
+        lead = moved.shape[:-1]
+        r = _vpu().row_sum(moved.reshape(-1, n), np.float32).reshape(lead)
+        if keepdims:
+            r = np.expand_dims(r, axis)
         return cast(r, out_dtype)
     if is_float(x.dtype) or is_float(out_dtype):
         acc_dtype = np.float32
@@ -177,6 +148,8 @@ def cast(x: np.ndarray, out_dtype) -> np.ndarray:
     out_dtype = np.dtype(out_dtype)
     if x.dtype == out_dtype:
         return x.copy()
+    if is_float(x.dtype) and is_float(out_dtype):
+        return _vpu().convert(x, out_dtype)
     if is_float(x.dtype) and not is_float(out_dtype):
         if out_dtype == np.bool_:
             return x.astype(np.float32) != 0

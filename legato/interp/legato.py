@@ -1,0 +1,491 @@
+"""Interpreter of the `legato` dialect: value-semantics tensors as numpy arrays.
+
+Execution model (docs/architecture.md, level 1):
+
+* One task per module with its own PC: `top`, and `core i` for every core a `legato.on core(i)`
+  names (every core of the model when an `all_cores` region exists). A task runs, in kernel
+  order, each `legato.on` whose context includes it (`all_cores` regions run on every core, with
+  `legato.core_id` = the core's index). Tasks run concurrently (`legato.interp.scheduler`).
+* Kernel arguments are the caller's arrays (written in place by `legato.memcpy`).
+* `legato.request_load` puts a *copy* of its source into the FIFO of (target core, space, queue);
+  `legato.receive` / `legato.receive_type` block until that FIFO has an entry and take it.
+* `legato.memcpy %dst, %src` writes the runtime extent of `%src` into `%dst`'s array in place.
+* Tensor ops compute by `legato.interp.semantics` (the rules shared with the other levels).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.ir import Operation
+
+from legato.dialects import legato as L
+from legato.interp import semantics
+from legato.interp.common import BoundArg, np_dtype
+from legato.interp.errors import InterpError, describe_op
+from legato.interp.scheduler import Scheduler
+
+
+@dataclass
+class Transfer:
+    value: np.ndarray
+    sender: str
+    op: Operation
+
+
+@dataclass
+class LegatoMachine:
+    """State shared by every task of one legato-level run."""
+
+    scheduler: Scheduler
+    num_cores: int
+    queues: dict[tuple[int, str, int], deque[Transfer]] = field(default_factory=dict)
+    transfers: int = 0
+
+    def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
+        return self.queues.setdefault((core, space, q), deque())
+
+    def pending(self) -> list[str]:
+        """Transfers sent but never received (for deadlock reports)."""
+        out = []
+        for (core, space, q), fifo in sorted(self.queues.items()):
+            if fifo:
+                first = fifo[0]
+                out.append(
+                    f"core {core} memory {space} queue {q} holds {len(fifo)} unreceived "
+                    f"transfer(s), the first sent by {first.sender} in {describe_op(first.op)}"
+                )
+        return out
+
+
+@dataclass
+class TaskEnv:
+    """Per-task data: the module's name and core index (None on top)."""
+
+    name: str
+    core: int | None
+
+
+def _env(interpreter: Interpreter) -> TaskEnv:
+    return interpreter.get_data(LegatoFunctions, "env", lambda: TaskEnv("?", None))
+
+
+def runtime_shape_error(op: Operation, msg: str) -> InterpError:
+    return InterpError(msg, op)
+
+
+@register_impls
+@dataclass
+class LegatoFunctions(InterpreterFunctions):
+    machine: LegatoMachine | None = None
+
+    # -- structure --------------------------------------------------------------------------
+
+    @impl_terminator(L.YieldOp)
+    def run_yield(
+        self, interpreter: Interpreter, op: L.YieldOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(args), ()
+
+    @impl_terminator(L.ReturnOp)
+    def run_return(
+        self, interpreter: Interpreter, op: L.ReturnOp, args: PythonValues
+    ) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(()), ()
+
+    @impl(L.OnOp)
+    def run_on(self, interpreter: Interpreter, op: L.OnOp, args: PythonValues) -> PythonValues:
+        # Reached only when a legato.on is nested inside another region; the kernel driver runs
+        # top-level ones itself (each on the tasks of its context).
+        raise InterpError("legato.on must be directly inside legato.kernel", op)
+
+    @impl(L.CoreIdOp)
+    def run_core_id(self, interpreter: Interpreter, op: L.CoreIdOp, args: PythonValues):
+        env = _env(interpreter)
+        if env.core is None:
+            raise InterpError("legato.core_id used outside a core context", op)
+        return (IntegerAttr(env.core, 64),)
+
+    # -- data movement ----------------------------------------------------------------------
+
+    @impl(L.RequestLoadOp)
+    def run_request_load(self, interpreter: Interpreter, op: L.RequestLoadOp, args):
+        (src,) = args
+        assert self.machine is not None
+        core = op.target.core_index
+        if core is None or core >= self.machine.num_cores:
+            raise InterpError(
+                f"request_load targets core {core}, but the model has "
+                f"{self.machine.num_cores} cores",
+                op,
+            )
+        self.machine.queue(core, op.memory.data, op.queue.data).append(
+            Transfer(np.array(src, copy=True), _env(interpreter).name, op)
+        )
+        self.machine.transfers += 1
+        return ()
+
+    def _take(self, interpreter: Interpreter, op: Operation, space: str, q: int) -> Transfer:
+        assert self.machine is not None
+        env = _env(interpreter)
+        if env.core is None:
+            raise InterpError(f"{op.name} runs on top; only a core can receive", op)
+        fifo = self.machine.queue(env.core, space, q)
+        self.machine.scheduler.block_until(
+            lambda: bool(fifo), op, f"a transfer on core {env.core} memory {space} queue {q}"
+        )
+        return fifo.popleft()
+
+    @staticmethod
+    def _check_arrival(op: Operation, t: Transfer, shape: Sequence[int], dtype) -> np.ndarray:
+        v = t.value
+        if tuple(v.shape) != tuple(shape) or v.dtype != dtype:
+            raise InterpError(
+                f"received a {v.dtype} tensor of shape {list(v.shape)} (sent by {t.sender} "
+                f"from '{t.op.name}'), expected {np.dtype(dtype)} of shape {list(shape)}",
+                op,
+            )
+        return v
+
+    @impl(L.ReceiveOp)
+    def run_receive(self, interpreter: Interpreter, op: L.ReceiveOp, args):
+        (like,) = args
+        t = self._take(interpreter, op, op.memory.data, op.queue.data)
+        return (self._check_arrival(op, t, like.shape, np_dtype(op.result.type.element_type)),)
+
+    @impl(L.ReceiveTypeOp)
+    def run_receive_type(self, interpreter: Interpreter, op: L.ReceiveTypeOp, args):
+        rt = op.result.type
+        assert isinstance(rt, L.TensorType)
+        shape = args[0].shape if args else rt.get_shape()
+        t = self._take(interpreter, op, op.memory.data, op.queue.data)
+        return (self._check_arrival(op, t, shape, np_dtype(rt.element_type)),)
+
+    @impl(L.MemcpyOp)
+    def run_memcpy(self, interpreter: Interpreter, op: L.MemcpyOp, args):
+        dst, src = args
+        if any(s > d for s, d in zip(src.shape, dst.shape)):
+            raise InterpError(
+                f"memcpy of a {list(src.shape)} tensor into a {list(dst.shape)} one: the "
+                "source's runtime extent does not fit",
+                op,
+            )
+        dst[tuple(slice(0, s) for s in src.shape)] = src
+        return ()
+
+    # -- tensor ops -------------------------------------------------------------------------
+
+    @impl(L.MatmulOp)
+    def run_matmul(self, interpreter: Interpreter, op: L.MatmulOp, args):
+        a, b = args
+        out_dtype = np_dtype(op.result.type.element_type)
+        lead = a.shape[:-1]
+        r = semantics.matmul(a.reshape(-1, a.shape[-1]), b, out_dtype)
+        return (r.reshape(*lead, b.shape[1]),)
+
+    def _binary(self, name: str, op: Operation, args):
+        a, b = args
+        try:
+            np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise InterpError(
+                f"runtime shapes {list(a.shape)} and {list(b.shape)} do not broadcast", op
+            ) from None
+        return (semantics.binary(name, a, b, np_dtype(op.result.type.element_type)),)
+
+    @impl(L.AddOp)
+    def run_add(self, interpreter, op, args):
+        return self._binary("add", op, args)
+
+    @impl(L.SubOp)
+    def run_sub(self, interpreter, op, args):
+        return self._binary("sub", op, args)
+
+    @impl(L.MulOp)
+    def run_mul(self, interpreter, op, args):
+        return self._binary("mul", op, args)
+
+    @impl(L.DivOp)
+    def run_div(self, interpreter, op, args):
+        return self._binary("div", op, args)
+
+    @impl(L.MaximumOp)
+    def run_maximum(self, interpreter, op, args):
+        return self._binary("max", op, args)
+
+    @impl(L.MinimumOp)
+    def run_minimum(self, interpreter, op, args):
+        return self._binary("min", op, args)
+
+    def _unary(self, name: str, op: Operation, args):
+        return (semantics.unary(name, args[0], np_dtype(op.result.type.element_type)),)
+
+    @impl(L.NegOp)
+    def run_neg(self, interpreter, op, args):
+        return self._unary("neg", op, args)
+
+    @impl(L.ExpOp)
+    def run_exp(self, interpreter, op, args):
+        return self._unary("exp", op, args)
+
+    @impl(L.LogOp)
+    def run_log(self, interpreter, op, args):
+        return self._unary("log", op, args)
+
+    @impl(L.SqrtOp)
+    def run_sqrt(self, interpreter, op, args):
+        return self._unary("sqrt", op, args)
+
+    @impl(L.RsqrtOp)
+    def run_rsqrt(self, interpreter, op, args):
+        return self._unary("rsqrt", op, args)
+
+    @impl(L.TanhOp)
+    def run_tanh(self, interpreter, op, args):
+        return self._unary("tanh", op, args)
+
+    @impl(L.SigmoidOp)
+    def run_sigmoid(self, interpreter, op, args):
+        return self._unary("sigmoid", op, args)
+
+    @impl(L.SiluOp)
+    def run_silu(self, interpreter, op, args):
+        return self._unary("silu", op, args)
+
+    @impl(L.GeluOp)
+    def run_gelu(self, interpreter, op, args):
+        return self._unary("gelu", op, args)
+
+    @impl(L.CastOp)
+    def run_cast(self, interpreter, op: L.CastOp, args):
+        return (semantics.cast(args[0], np_dtype(op.result.type.element_type)),)
+
+    def _reduce(self, name: str, op: L.ReductionOp, args):
+        x = args[0]
+        if name in ("max", "min") and x.shape[op.dim.data] == 0:
+            raise InterpError(f"{op.name} over dim {op.dim.data}, which is empty at run time", op)
+        return (
+            semantics.reduce(
+                name,
+                x,
+                op.dim.data,
+                bool(op.keepdim.value.data),
+                np_dtype(op.result.type.element_type),
+            ),
+        )
+
+    @impl(L.SumOp)
+    def run_sum(self, interpreter, op, args):
+        return self._reduce("sum", op, args)
+
+    @impl(L.MeanOp)
+    def run_mean(self, interpreter, op, args):
+        return self._reduce("mean", op, args)
+
+    @impl(L.AmaxOp)
+    def run_amax(self, interpreter, op, args):
+        return self._reduce("max", op, args)
+
+    @impl(L.AminOp)
+    def run_amin(self, interpreter, op, args):
+        return self._reduce("min", op, args)
+
+    @impl(L.ReshapeOp)
+    def run_reshape(self, interpreter, op: L.ReshapeOp, args):
+        (x,) = args
+        rt = op.result.type
+        shape = list(rt.get_shape())
+        dyn = [i for i, s in enumerate(shape) if s == -1]
+        if len(dyn) > 1:
+            raise InterpError(
+                f"reshape to {rt.dims_str()} has {len(dyn)} dynamic dims; their runtime sizes "
+                "cannot be inferred (at most one dynamic dim)",
+                op,
+            )
+        static = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if dyn:
+            if static == 0 or x.size % static:
+                raise InterpError(
+                    f"cannot reshape a runtime {list(x.shape)} tensor to {rt.dims_str()}", op
+                )
+            shape[dyn[0]] = x.size // static
+        if int(np.prod(shape, dtype=np.int64)) != x.size:
+            raise InterpError(f"cannot reshape a runtime {list(x.shape)} tensor to {shape}", op)
+        return (x.reshape(shape).copy(),)
+
+    @impl(L.TransposeOp)
+    def run_transpose(self, interpreter, op: L.TransposeOp, args):
+        return (np.ascontiguousarray(np.transpose(args[0], op.perm.get_values())),)
+
+    @impl(L.BroadcastToOp)
+    def run_broadcast_to(self, interpreter, op: L.BroadcastToOp, args):
+        (x,) = args
+        rt = op.result.type
+        shape = list(rt.get_shape())
+        offset = rt.rank - x.ndim
+        for i, s in enumerate(shape):
+            if s == -1:
+                if i < offset:
+                    raise InterpError(
+                        f"broadcast_to {rt.dims_str()}: new leading dim {i} is dynamic; its "
+                        "runtime size is unknown",
+                        op,
+                    )
+                shape[i] = x.shape[i - offset]
+        try:
+            return (np.broadcast_to(x, shape).copy(),)
+        except ValueError:
+            raise InterpError(
+                f"cannot broadcast a runtime {list(x.shape)} tensor to {shape}", op
+            ) from None
+
+    @impl(L.SliceOp)
+    def run_slice(self, interpreter, op: L.SliceOp, args):
+        (x,) = args
+        index = []
+        for d, (o, s, st) in enumerate(
+            zip(
+                op.static_offsets.get_values(),
+                op.static_sizes.get_values(),
+                op.static_strides.get_values(),
+            )
+        ):
+            if s == -1:
+                index.append(slice(None))
+                continue
+            if s > 0 and o + (s - 1) * st >= x.shape[d]:
+                raise InterpError(
+                    f"slice dim {d}: offset {o}, size {s}, stride {st} reads past the runtime "
+                    f"size {x.shape[d]}",
+                    op,
+                )
+            index.append(slice(o, o + s * st, st) if s > 0 else slice(0, 0))
+        return (np.ascontiguousarray(x[tuple(index)]),)
+
+    @impl(L.CatOp)
+    def run_cat(self, interpreter, op: L.CatOp, args):
+        try:
+            return (np.concatenate(args, axis=op.dim.data),)
+        except ValueError as e:
+            raise InterpError(f"runtime shapes do not concatenate: {e}", op) from None
+
+    @impl(L.ConstantOp)
+    def run_constant(self, interpreter, op: L.ConstantOp, args):
+        rt = op.result.type
+        return (semantics.full(rt.get_shape(), op.scalar, np_dtype(rt.element_type)),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+# ---------------------------------------------------------------------------------------------
+
+
+def kernel_specs(kernel: L.KernelOp):
+    """Per argument: its TensorSpec, or the scalar type attribute."""
+    return [
+        t.to_spec() if isinstance(t, L.TensorType) else t for t in kernel.function_type.inputs
+    ]
+
+
+def _contexts_of(kernel: L.KernelOp, num_cores: int) -> list[tuple[str, int | None]]:
+    cores: set[int] = set()
+    all_cores = False
+    for op in kernel.body.block.ops:
+        if isinstance(op, L.OnOp):
+            if op.ctx.is_core:
+                idx = op.ctx.core_index
+                if idx is None or idx >= num_cores:
+                    raise InterpError(
+                        f"legato.on core({idx}): the model has {num_cores} cores", op
+                    )
+                cores.add(idx)
+            elif op.ctx.is_all_cores:
+                all_cores = True
+        elif not isinstance(op, L.ReturnOp):
+            from legato.interp.errors import UnsupportedOpError
+
+            raise UnsupportedOpError(
+                "only legato.on and legato.return may appear directly in a legato.kernel", op
+            )
+    if all_cores:
+        cores = set(range(num_cores))
+    return [("top", None)] + [(f"core {i}", i) for i in sorted(cores)]
+
+
+def _runs_on(ctx: L.ContextAttr, core: int | None) -> bool:
+    if ctx.is_top:
+        return core is None
+    if ctx.is_all_cores:
+        return core is not None
+    return core is not None and ctx.core_index == core
+
+
+def run_kernel(
+    module,
+    kernel: L.KernelOp,
+    bound: list[BoundArg],
+    num_cores: int,
+    scheduler: Scheduler,
+    extra_functions: Sequence[InterpreterFunctions] = (),
+    listeners: Sequence[Interpreter.Listener] = (),
+) -> LegatoMachine:
+    """Run `kernel` with the bound arguments; returns the machine (for statistics)."""
+    from legato.interp.registry import base_functions
+    from legato.interp.scheduler import StepListener
+
+    machine = LegatoMachine(scheduler, num_cores)
+    scheduler.deadlock_notes = machine.pending
+    functions = LegatoFunctions(machine)
+    contexts = _contexts_of(kernel, num_cores)
+    arg_values = [b.value for b in bound]
+
+    def make_body(name: str, core: int | None):
+        def body(task) -> None:
+            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
+            interp.register_implementations(functions)
+            for f in (*base_functions(), *extra_functions):
+                interp.register_implementations(f)
+            interp.set_data(LegatoFunctions, "env", TaskEnv(name, core))
+            interp.set_values(zip(kernel.body.block.args, arg_values))
+            results: dict[Operation, PythonValues] = {}
+            for op in kernel.body.block.ops:
+                if not isinstance(op, L.OnOp) or not _runs_on(op.ctx, core):
+                    continue
+                inputs = []
+                for v in op.inputs:
+                    owner = v.owner
+                    assert isinstance(owner, L.OnOp)
+                    inputs.append(results[owner][v.index])
+                scheduler.step(op)
+                out = interp.run_ssacfg_region(op.body, tuple(inputs), f"on {op.ctx.spelling}")
+                results[op] = out
+
+        return body
+
+    for name, core in contexts:
+        scheduler.spawn(name, make_body(name, core))
+    scheduler.run()
+    return machine
+
+
+def scalar_to_python(v: Any):
+    if isinstance(v, IntegerAttr):
+        return v.value.data
+    if isinstance(v, FloatAttr):
+        return v.value.data
+    return v

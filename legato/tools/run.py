@@ -1,0 +1,229 @@
+"""`legato-run`: run a .mlir file at its IR level (like `xdsl-run`) and print the results.
+
+    legato-run kernel.mlir -a a.npy -a 'rand:1@7x256' -a zeros [--level core] [--print out]
+
+One `-a` per kernel argument, in signature order:
+
+  FILE.npy                  an array saved by numpy (bf16 as ml_dtypes.bfloat16, or any float
+                            array, rounded to the argument's element type)
+  zeros | ones | arange     filled to the argument's shape
+  rand | rand:SEED          standard normal values (seed 0 by default), rounded to the dtype
+  [[1, 2], [3, 4]] | 2.5    an inline literal (Python syntax), converted to the element type
+  ...@7x256                 suffix giving the runtime shape (needed for dynamic dims; without
+                            it a dynamic dim takes its bound)
+
+After the run every tensor argument is printed (`--print NAME_OR_INDEX` to choose, repeatable),
+with its final contents (outputs are written in place). `--save DIR` writes them as .npy,
+`--stats` prints the ops each context executed. Errors (parse, verification, argument mismatch,
+deadlock, unsupported op) are printed as `legato-run: error: ...` with exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from legato.errors import LegatoError
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    if text in ("", "scalar"):
+        return ()
+    return tuple(int(x) for x in text.lower().split("x"))
+
+
+def make_arg(spec_text: str, spec, index: int):
+    """Build one argument from its command-line text and the signature entry `spec`."""
+    from legato.types import TensorSpec
+
+    text = spec_text.strip()
+    shape_override = None
+    if "@" in text and not text.startswith("["):
+        text, shape_text = text.rsplit("@", 1)
+        shape_override = _parse_shape(shape_text)
+    if not isinstance(spec, TensorSpec):
+        value = ast.literal_eval(text)
+        return value
+    dtype = spec.dtype.numpy
+    shape = shape_override if shape_override is not None else spec.bounds
+    if text.endswith(".npy"):
+        arr = np.load(text, allow_pickle=False)
+        if arr.dtype.kind == "V" and arr.dtype.itemsize == 2 and dtype == np.dtype(
+            ml_dtypes.bfloat16
+        ):
+            arr = arr.view(ml_dtypes.bfloat16)
+        return np.ascontiguousarray(_convert(arr, dtype))
+    if text == "zeros":
+        return np.zeros(shape, dtype)
+    if text == "ones":
+        return np.ones(shape, dtype)
+    if text == "arange":
+        return _convert(np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape), dtype)
+    if text == "rand" or text.startswith("rand:"):
+        seed = int(text.split(":", 1)[1]) if ":" in text else 0
+        values = np.random.default_rng(seed).standard_normal(shape)
+        return _convert(values, dtype)
+    try:
+        literal = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise LegatoError(
+            f"argument {index}: cannot read {spec_text!r}: expected FILE.npy, zeros, ones, "
+            "arange, rand[:SEED] or a Python literal, optionally followed by @SHAPE"
+        ) from None
+    arr = np.array(literal, dtype=np.float64 if spec.dtype.is_float else np.int64)
+    if arr.ndim == 0 and shape:
+        arr = np.full(shape, arr)
+    elif shape_override is not None:
+        arr = arr.reshape(shape_override)
+    return _convert(arr, dtype)
+
+
+def _convert(arr: np.ndarray, dtype) -> np.ndarray:
+    from legato.interp.semantics import cast
+
+    if arr.dtype == np.float64 and np.dtype(dtype) in (np.dtype(ml_dtypes.bfloat16),):
+        arr = arr.astype(np.float32)
+    return cast(arr, dtype)
+
+
+def signature(module, level: str, kernel: str | None):
+    """(kernel name, per-argument TensorSpec or scalar type, per-argument names)."""
+    from legato.interp.api import find_kernel
+
+    k = find_kernel(module, level, kernel)
+    if level == "legato":
+        from legato.interp.legato import kernel_specs
+
+        specs = kernel_specs(k)  # type: ignore[arg-type]
+        names = [a.name_hint or f"arg{i}" for i, a in enumerate(k.body.block.args)]  # type: ignore[attr-defined]
+        return k.sym_name.data, specs, names  # type: ignore[attr-defined]
+    if level == "core":
+        from legato.interp.core import kernel_specs as core_specs
+
+        specs = core_specs(k)
+    else:
+        from legato.interp.backend import kernel_specs as backend_specs
+
+        specs = backend_specs(k)
+    name = getattr(getattr(k, "sym_name", None), "data", "kernel")
+    return name, specs, [f"arg{i}" for i in range(len(specs))]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="legato-run", description="Run a Legato .mlir file at its IR level."
+    )
+    p.add_argument("file", help="the .mlir file ('-' for stdin)")
+    p.add_argument("-a", "--arg", action="append", default=[], help="one kernel argument")
+    p.add_argument("--level", choices=("legato", "core", "backend"), help="default: detected")
+    p.add_argument("--kernel", help="the kernel to run when the module holds several")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="ComputeModel: bertha (EVT0, default), bertha-evt1, or bertha:NUM_CORES",
+    )
+    p.add_argument("--print", dest="print_", action="append", default=None,
+                   help="argument (name or index) to print; default: every tensor argument")
+    p.add_argument("--full", action="store_true", help="print whole arrays (no '...')")
+    p.add_argument("--save", help="directory to write the arguments to, as NAME.npy")
+    p.add_argument("--stats", action="store_true", help="print ops executed per context")
+    p.add_argument("--max-steps", type=int, default=None, help="op budget (default 5e7)")
+    ns = p.parse_args(argv)
+
+    try:
+        return _run(ns)
+    except LegatoError as e:
+        sys.stdout.flush()
+        print(f"legato-run: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        sys.stdout.flush()
+        print(f"legato-run: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _model(text: str | None):
+    from legato.model import bertha
+
+    if text is None:
+        return None
+    name, _, cores = text.partition(":")
+    if name not in bertha.GENERATIONS:
+        raise LegatoError(f"unknown model {name!r}; expected one of {bertha.GENERATIONS}")
+    base = bertha.evt0() if name == "bertha" else bertha.evt1()
+    if cores:
+        return bertha.Bertha(None, name, int(cores), False, base.num_memory_channels,
+                             base.shared_memory_size)
+    return base
+
+
+def _run(ns) -> int:
+    from legato.interp import api
+    from legato.types import TensorSpec
+
+    text = sys.stdin.read() if ns.file == "-" else Path(ns.file).read_text()
+    module = api.parse_module(text, ns.file)
+    api.verify(module)
+    level = ns.level or api.detect_level(module)
+    kname, specs, names = signature(module, level, ns.kernel)
+    if len(ns.arg) != len(specs):
+        raise LegatoError(
+            f"kernel '{kname}' takes {len(specs)} argument(s) "
+            f"({', '.join(names)}), got {len(ns.arg)} -a option(s)"
+        )
+    args = [make_arg(t, s, i) for i, (t, s) in enumerate(zip(ns.arg, specs))]
+    kwargs = {}
+    if ns.max_steps is not None:
+        kwargs["max_steps"] = ns.max_steps
+    result = api.run(module, level, args, _model(ns.model), kernel=ns.kernel, **kwargs)
+    selected = range(len(specs))
+    if ns.print_ is not None:
+        selected = []
+        for key in ns.print_:
+            if key.isdigit():
+                selected.append(int(key))
+            elif key.lstrip("%") in names:
+                selected.append(names.index(key.lstrip("%")))
+            else:
+                raise LegatoError(f"--print {key}: no such argument ({', '.join(names)})")
+    opts = {"threshold": sys.maxsize} if ns.full else {}
+    with np.printoptions(**opts, linewidth=100):
+        for i in selected:
+            if not isinstance(specs[i], TensorSpec):
+                continue
+            arr = np.asarray(result[i])
+            print(f"%{names[i]} : {specs[i]} = {_format(arr)}")
+    if ns.save:
+        out = Path(ns.save)
+        out.mkdir(parents=True, exist_ok=True)
+        for i, n in enumerate(names):
+            if isinstance(specs[i], TensorSpec):
+                np.save(out / f"{n}.npy", np.asarray(result[i]))
+    if ns.stats:
+        st = result.stats
+        print(f"// {st.level} level, kernel {st.kernel}: {st.total_ops} ops, "
+              f"{st.transfers} transfers, {st.wall_seconds * 1e3:.1f} ms")
+        for task, n in st.ops_per_task.items():
+            print(f"//   {task}: {n} ops")
+    return 0
+
+
+def _format(arr: np.ndarray) -> str:
+    if arr.dtype == np.dtype(ml_dtypes.bfloat16):
+        body = np.array2string(arr.astype(np.float32), separator=", ")
+        return body
+    return np.array2string(arr, separator=", ")
+
+
+def entry() -> None:  # console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
