@@ -518,6 +518,19 @@ class Kernel:
 
         return print_module(self.emit_module(**constexprs), debuginfo=debuginfo)
 
+    def lower(self, stage: OutputType | str = OutputType.MLIR, *args, **kwargs):
+        """The kernel at `stage`: text for MLIR/CORE_IR/BACKEND_IR/ASM, bytes for BINARY.
+        MLIR comes straight from the frontend (with locations); later stages compile."""
+        if isinstance(stage, str):
+            stage = OutputType[stage.upper()]
+        if stage is OutputType.MLIR:
+            _, constexprs = self._bind_for_compile(args, kwargs)
+            return self.to_mlir(**constexprs)
+        artifacts = self.compile(*args, **kwargs)
+        return bytes(artifacts.binary) if stage is OutputType.BINARY else getattr(
+            artifacts, stage.value
+        )
+
     def _artifacts(self, constexprs: dict):
         key = self.cache_key(constexprs)
         self.last_key = key

@@ -315,3 +315,12 @@ def test_cache_dir_default_and_override(monkeypatch, tmp_path):
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path))
     assert legato.jit.cache_dir() == tmp_path
     assert os.fspath(legato.jit.cache_dir()) == str(tmp_path)
+
+
+def test_lower_gives_every_stage(seed, fake_toolchain):
+    k = seed.simple_matmul
+    assert "legato.kernel @simple_matmul" in k.lower(legato.OutputType.MLIR)
+    assert 'loc("' in k.lower("mlir")
+    assert k.lower(legato.OutputType.ASM) == "asm simple_matmul"
+    assert k.lower("binary").startswith(b"\x7fELF")
+    assert fake_toolchain.runs == []
