@@ -650,7 +650,16 @@ class CodeGenerator:
     def tensor_attribute(self, value: IRValue, attr: str, node: ast.AST):
         spec = value.spec
         if attr == "shape":
-            return tuple(d.size if not d.is_dynamic else d.bound for d in spec.dims)
+            if spec.dynamic_dims:
+                raise self.error(
+                    node,
+                    f"tensor '{value.name or '?'}' ({spec}) has dynamic dims "
+                    f"{list(spec.dynamic_dims)}: their sizes are only known at run time; use "
+                    ".bounds for the compile-time upper bounds",
+                )
+            return tuple(d.size for d in spec.dims)
+        if attr == "bounds":
+            return spec.bounds
         if attr == "dtype":
             return spec.dtype
         if attr in ("memory", "space"):
@@ -666,7 +675,7 @@ class CodeGenerator:
         raise self.error(
             node,
             f"tensor '{value.name or '?'}' ({spec}) has no attribute '{attr}' "
-            "(tensors have .shape, .dtype, .memory, .ndim, .T)",
+            "(tensors have .shape, .bounds, .dtype, .memory, .ndim, .T)",
         )
 
     def _expr_Tuple(self, node: ast.Tuple):

@@ -226,3 +226,32 @@ def test_python_level_calls_of_kernel_only_names_fail_clearly():
             pass
     with pytest.raises(legato.LegatoError, match="is out of range"):
         legato.get_context().get_device().get_core(32)
+
+
+def test_shape_ops_slices_and_casts(tmp_path):
+    mod, _ = load_kernel(
+        tmp_path,
+        """
+        @legato.compile(backend="bertha")
+        def k(a: tt([8, 64], "shared_dram"), out: tt([64, 4], "shared_dram", legato.types.float("float32"))):
+            device = legato.get_context().get_device()
+            with device.get_top():
+                legato.tensor.request_load(a, device.get_core(0), "sram")
+            with device.get_core(0):
+                x = legato.tensor.receive(a, 0, "sram")
+                top = x[0:4, :]
+                both = legato.tensor.concat((top, x[4:8]), axis=0)
+                r = legato.tensor.reshape(both, (2, 4, 64))
+                row = r[1]
+                t = legato.tensor.transpose(row)
+                f = legato.tensor.cast(t, legato.types.float("float32"))
+                legato.tensor.memcpy(out, f)
+        """,
+    )
+    module = mod.k.emit_module()
+    module.verify()
+    text = mod.k.to_mlir(debuginfo=False)
+    assert "legato.slice %x [0, 0] [4, 64] [1, 1]" in text
+    assert "legato.cat" in text and "legato.reshape" in text
+    assert "legato.transpose %" in text and "[1, 0]" in text
+    assert "-> !legato.tensor<[64, 4], f32, sram>" in text

@@ -359,3 +359,48 @@ def test_error_shows_source_line_and_caret(tmp_path):
     assert "# BAD" in lines[1]
     caret = lines[2].index("^")
     assert lines[1][caret] == '"'  # the caret is under the memory argument
+
+
+def test_error_inside_a_helper_points_into_the_helper(tmp_path):
+    from frontend_helpers import load_source
+
+    helper = load_source(
+        tmp_path,
+        "import legato\n\n\n@legato.function\ndef bad(x):\n"
+        "    return legato.tensor.receive(x, 0, 'nowhere')  # BAD\n",
+        name="legato_test_helper_mod",
+    )
+    mod, path = load_kernel(
+        tmp_path,
+        """
+        import legato_test_helper_mod as h
+
+        @legato.compile(backend="bertha")
+        def k(a: tt([4, 8], "shared_dram")):
+            device = legato.get_context().get_device()
+            with device.get_core(0):
+                y = h.bad(a)
+        """,
+    )
+    from pathlib import Path
+
+    hpath = Path(helper.__file__)
+    with pytest.raises(legato.CompileError) as info:
+        mod.k.emit_module()
+    assert str(info.value).startswith(f"{hpath}:{line_of(hpath, '# BAD')}:")
+    assert "unknown memory space 'nowhere'" in str(info.value)
+
+
+def test_shape_of_dynamic_tensor_is_refused(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_top():
+        legato.tensor.request_load(a, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(a, 0, "sram")
+        m = x.shape[0]  # BAD
+    """,
+        "# BAD",
+    )
+    assert "dynamic dims [0]" in msg and ".bounds" in msg
