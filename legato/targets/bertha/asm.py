@@ -121,7 +121,9 @@ _BC_RE = re.compile(r"^bc\.(scalar|row|col)(?:\((.*)\))?$")
 
 
 class _Err(Exception):
-    def __init__(self, message: str, col_offset: int = 0):
+    """A parse error; `col_offset` is the operand index (None: the mnemonic)."""
+
+    def __init__(self, message: str, col_offset: int | None = 0):
         super().__init__(message)
         self.message = message
         self.col_offset = col_offset
@@ -301,7 +303,7 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
     elif fmt == "qwait":
         need(1)
         if ctx_kind == "top":
-            raise _Err("qwait: top has no queues; only cores receive", 0)
+            raise _Err("qwait: top has no queues; only cores receive", None)
         f["a"], f["imm"] = at(0, _queue)
     elif fmt == "sync":
         need(2)
@@ -310,7 +312,7 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
     elif fmt == "mpu_mm":
         need(4, 5)
         if ctx_kind == "top":
-            raise _Err("top has no MPU", 0)
+            raise _Err("top has no MPU", None)
         f["a"], f["b"], f["c"] = at(0, _reg), at(1, _reg), at(2, _reg)
         out = ops[3][0]
         if out == "f32":
@@ -368,9 +370,9 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
     else:  # pragma: no cover - the table and this function are kept in step by tests
         raise AssertionError(fmt)
     if op.format in ("vbin", "vun", "vcvt", "vfill", "v2d") and ctx_kind == "top":
-        raise _Err("top has no VPU", 0)
+        raise _Err("top has no VPU", None)
     if op.format == "mpu_ldw" and ctx_kind == "top":
-        raise _Err("top has no MPU", 0)
+        raise _Err("top has no MPU", None)
     return f, label
 
 
@@ -486,9 +488,10 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
         try:
             f, label = _parse_instruction(mnemonic, ops, cur_ctx_kind)
         except _Err as e:
-            c = ops[e.col_offset][1] if e.col_offset < len(ops) and ops else mcol
-            if not ops or "operands" in e.message:
+            if e.col_offset is None or not ops or "operands" in e.message:
                 c = mcol
+            else:
+                c = ops[min(e.col_offset, len(ops) - 1)][1]
             raise err(e.message, lineno, c) from None
         idx = len(cur.instructions)
         if label is not None:
