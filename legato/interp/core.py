@@ -1,0 +1,439 @@
+"""Interpreter of the `core` dialect: programs over placed buffers, DMA, queues, MPU and VPU.
+
+Execution model (docs/architecture.md, level 2):
+
+* One task per program: `core.program on top`, `on core(i)`, and for `on all_cores` one task per
+  core of the model (`core.core_id` = its index). Tasks run concurrently
+  (`legato.interp.scheduler`); `core.wait_queue` blocks until an arrival, `core.barrier` until
+  every program reached it.
+* Memory is `legato.interp.memory`: the address map of the architecture. A `!core.buf` value is a
+  `Buf` (address, runtime shape, dtype, element strides). `core.arg i` is the caller's array,
+  placed in shared DRAM. `core.alloc` with `offset` is at that byte offset of its core's space;
+  without one (before planning) each alloc op gets one fixed slot per core (a bump allocator
+  from the top of the space downwards, so it cannot collide with planned offsets).
+* Buffers are row-major over their runtime dims; `core.subview` keeps the parent's strides.
+* `core.dma` copies the runtime extent of its source (or `bytes %n`) at issue and signals its
+  arrival; `core.dma_wait` never blocks (see `legato.interp.machine`).
+* MPU and VPU ops compute with `legato.interp.semantics` / `legato.numerics` (the rules every
+  level and the emulator share).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import IntegerAttr, IntegerType
+from xdsl.interpreter import (
+    Interpreter,
+    InterpreterFunctions,
+    PythonValues,
+    ReturnedValues,
+    TerminatorValue,
+    impl,
+    impl_terminator,
+    register_impls,
+)
+from xdsl.ir import Operation
+
+from legato import numerics
+from legato.dialects import core as C
+from legato.interp import semantics
+from legato.interp.common import BoundArg, as_int, np_dtype
+from legato.interp.errors import InterpError, InvalidModuleError, MemoryFault
+from legato.interp.machine import Machine
+from legato.interp.memory import Buf, Memory, core_space_base, row_major_strides
+from legato.interp.scheduler import Scheduler, StepListener
+from legato.types import TensorSpec
+
+ALLOC_ALIGN = 64
+
+
+@dataclass
+class ProgramEnv:
+    name: str
+    core: int | None  # None on top
+    barriers: int = 0
+
+
+@dataclass
+class CoreState:
+    machine: Machine
+    # unplanned allocs: (core, space, alloc op) -> offset; per (core, space) the next free top
+    slots: dict[tuple[int, str, Operation], int] = field(default_factory=dict)
+    low_water: dict[tuple[int, str], int] = field(default_factory=dict)
+
+
+def _env(interpreter: Interpreter) -> ProgramEnv:
+    return interpreter.get_data(CoreFunctions, "env", lambda: ProgramEnv("?", None))
+
+
+def _index(v: int) -> IntegerAttr:
+    return IntegerAttr(v, IntegerType(64), truncate_bits=True)
+
+
+def buf_type(value) -> C.BufType:
+    t = value.type
+    assert isinstance(t, C.BufType)
+    return t
+
+
+@register_impls
+@dataclass
+class CoreFunctions(InterpreterFunctions):
+    state: CoreState | None = None
+
+    @property
+    def machine(self) -> Machine:
+        assert self.state is not None
+        return self.state.machine
+
+    @property
+    def memory(self) -> Memory:
+        return self.machine.memory
+
+    # -- structure --------------------------------------------------------------------------
+
+    @impl_terminator(C.EndOp)
+    def run_end(self, interpreter, op, args) -> tuple[TerminatorValue, PythonValues]:
+        return ReturnedValues(()), ()
+
+    @impl(C.CoreIdOp)
+    def run_core_id(self, interpreter, op, args):
+        core = _env(interpreter).core
+        return (_index(0 if core is None else core),)
+
+    @impl(C.ArgOp)
+    def run_arg(self, interpreter, op: C.ArgOp, args):
+        i = op.index.data
+        if i >= len(self.machine.args):
+            raise InterpError(f"core.arg {i}: the kernel has {len(self.machine.args)} arguments", op)
+        place = self.machine.args[i]
+        t = op.result.type
+        if isinstance(t, C.BufType):
+            if place.addr is None:
+                raise InterpError(f"core.arg {i} is a scalar argument, not a buffer", op)
+            return (Buf(place.addr, place.shape, np_dtype(t.element_type), t.space),)
+        return (self.state_scalar(i),)
+
+    def state_scalar(self, i: int):
+        return self._scalars[i]
+
+    @impl(C.DimOp)
+    def run_dim(self, interpreter, op: C.DimOp, args):
+        (buf,) = args
+        return (_index(buf.shape[op.dim.data]),)
+
+    # -- buffers ----------------------------------------------------------------------------
+
+    @impl(C.AllocOp)
+    def run_alloc(self, interpreter, op: C.AllocOp, args):
+        t = buf_type(op.result)
+        env = _env(interpreter)
+        core = op.core.core_index if op.core is not None else env.core
+        if core is None:
+            raise InterpError(
+                "core.alloc on top needs `on core(i)`: the top module has no memory of its own",
+                op,
+            )
+        if core >= self.machine.model.num_cores:
+            raise InterpError(f"core.alloc on core {core}: the model has "
+                              f"{self.machine.model.num_cores} cores", op)
+        space = op.memory.data
+        dyn = iter(as_int(a) for a in args)
+        shape = tuple(next(dyn) if s == -1 else s for s in t.get_shape())
+        for d, (s, b) in enumerate(zip(shape, t.get_bounds())):
+            if s < 0 or s > b:
+                raise InterpError(f"core.alloc: dim {d} is {s}, outside [0, {b}]", op)
+        dtype = np_dtype(t.element_type)
+        if space == "mpu_weight":
+            return (Buf(-1, shape, dtype, space, core),)
+        if op.offset is not None:
+            offset = op.offset.value.data
+        else:
+            offset = self._slot(core, space, op, t.max_bytes)
+        size = self.machine.model.memory_size(space)
+        if offset + t.max_bytes > size:
+            raise MemoryFault(
+                f"core.alloc: {t.max_bytes} bytes at offset {offset} exceed core {core}'s "
+                f"{space} ({size} bytes)",
+                op,
+            )
+        return (Buf(core_space_base(core, space) + offset, shape, dtype, space, core),)
+
+    def _slot(self, core: int, space: str, op: Operation, nbytes: int) -> int:
+        assert self.state is not None
+        key = (core, space, op)
+        if key not in self.state.slots:
+            top = self.state.low_water.get((core, space), self.machine.model.memory_size(space))
+            offset = (top - nbytes) // ALLOC_ALIGN * ALLOC_ALIGN
+            if offset < 0:
+                raise MemoryFault(
+                    f"unplanned core.alloc: core {core}'s {space} is full", op
+                )
+            self.state.low_water[(core, space)] = offset
+            self.state.slots[key] = offset
+        return self.state.slots[key]
+
+    @impl(C.SubviewOp)
+    def run_subview(self, interpreter, op: C.SubviewOp, args):
+        src: Buf = args[0]
+        n_off = len(op.offsets)
+        dyn_off = iter(as_int(a) for a in args[1 : 1 + n_off])
+        dyn_size = iter(as_int(a) for a in args[1 + n_off :])
+        offsets = [next(dyn_off) if o == C.DYNAMIC else o for o in op.static_offsets.get_values()]
+        sizes = [next(dyn_size) if s == C.DYNAMIC else s for s in op.static_sizes.get_values()]
+        strides = src.strides or row_major_strides(src.shape)
+        for d, (o, s, b) in enumerate(zip(offsets, sizes, buf_type(op.source).get_bounds())):
+            if o < 0 or s < 0 or o + s > b:
+                raise InterpError(
+                    f"core.subview: dim {d}: offset {o} + size {s} is outside the source's "
+                    f"bound {b}",
+                    op,
+                )
+        addr = src.addr + sum(o * st for o, st in zip(offsets, strides)) * src.dtype.itemsize
+        view = Buf(addr, tuple(sizes), src.dtype, src.space, src.core, tuple(strides))
+        return (view,)
+
+    # -- data movement ----------------------------------------------------------------------
+
+    @impl(C.DmaOp)
+    def run_dma(self, interpreter, op: C.DmaOp, args):
+        src: Buf = args[0]
+        dst: Buf = args[1]
+        mem = self.memory
+        if op.nbytes is not None:
+            n = as_int(args[2])
+            if not (src.is_contiguous and dst.is_contiguous):
+                raise InterpError("core.dma bytes %n needs contiguous buffers", op)
+            mem.copy(dst.addr, src.addr, n)
+        elif src.is_contiguous and dst.is_contiguous:
+            if src.nbytes > dst.nbytes:
+                raise InterpError(
+                    f"core.dma: the source's runtime extent {list(src.shape)} ({src.nbytes} "
+                    f"bytes) does not fit the destination {list(dst.shape)} ({dst.nbytes} bytes)",
+                    op,
+                )
+            n = src.nbytes
+            mem.copy(dst.addr, src.addr, n)
+        else:
+            n = src.nbytes
+            data = src.read(mem)
+            if data.shape != dst.shape:
+                if data.size != dst.size:
+                    raise InterpError(
+                        f"core.dma: strided copy of {list(src.shape)} into {list(dst.shape)}", op
+                    )
+                data = data.reshape(dst.shape)
+            dst.write(mem, data)
+        self.machine.dma_bytes += n
+        if op.notify_core is not None:
+            assert op.notify_space is not None and op.notify_queue is not None
+            env = _env(interpreter)
+            self.machine.signal(
+                op.notify_core.core_index,  # type: ignore[arg-type]
+                op.notify_space.data,
+                op.notify_queue.data,
+                f"{env.name}'s core.dma",
+            )
+        return ()
+
+    @impl(C.WaitQueueOp)
+    def run_wait_queue(self, interpreter, op: C.WaitQueueOp, args):
+        env = _env(interpreter)
+        if env.core is None:
+            raise InterpError("core.wait_queue on top: only cores have queues", op)
+        self.machine.wait_arrival(env.core, op.memory.data, op.queue.data, op)
+        return ()
+
+    @impl(C.DmaWaitOp)
+    def run_dma_wait(self, interpreter, op, args):
+        return ()  # DMAs complete at issue in the interpreters
+
+    @impl(C.BarrierOp)
+    def run_barrier(self, interpreter, op, args):
+        env = _env(interpreter)
+        env.barriers += 1
+        self.machine.barrier(env.barriers, op)
+        return ()
+
+    # -- MPU --------------------------------------------------------------------------------
+
+    @impl(C.MpuLoadWeightOp)
+    def run_mpu_load_weight(self, interpreter, op, args):
+        (w,) = args
+        core = self._core(interpreter, op)
+        self.machine.load_weight(core, w.read(self.memory))
+        return ()
+
+    @impl(C.MpuMatmulOp)
+    def run_mpu_matmul(self, interpreter, op: C.MpuMatmulOp, args):
+        x, out = args
+        core = self._core(interpreter, op)
+        w = self.machine.weight(core, op)
+        a = x.read(self.memory)
+        a2 = a.reshape(-1, a.shape[-1])
+        if a2.shape[1] != w.shape[0]:
+            raise InterpError(
+                f"core.mpu_matmul: input has K = {a2.shape[1]}, the weight tile {list(w.shape)}",
+                op,
+            )
+        o = out.array(self.memory)
+        o2 = o.reshape(-1, o.shape[-1]) if o.flags.c_contiguous else None
+        if o.shape[-1] != w.shape[1] or int(np.prod(o.shape[:-1])) != a2.shape[0]:
+            raise InterpError(
+                f"core.mpu_matmul: output {list(o.shape)} does not match input "
+                f"{list(a.shape)} @ weight {list(w.shape)}",
+                op,
+            )
+        acc = (o2 if o2 is not None else o.reshape(-1, o.shape[-1])) if op.is_accumulate else None
+        r = numerics.matmul_acc(a2, w, acc)
+        out.write(self.memory, numerics.round_to(r, o.dtype).reshape(o.shape))
+        return ()
+
+    # -- VPU --------------------------------------------------------------------------------
+
+    @impl(C.VpuBinaryOp)
+    def run_vpu_binary(self, interpreter, op: C.VpuBinaryOp, args):
+        a, b, out = args
+        m = self.memory
+        r = semantics.binary(op.kind.data, a.read(m), b.read(m), out.dtype)
+        out.write(m, self._fit(op, r, out))
+        return ()
+
+    @impl(C.VpuUnaryOp)
+    def run_vpu_unary(self, interpreter, op: C.VpuUnaryOp, args):
+        x, out = args
+        m = self.memory
+        kind = op.kind.data
+        v = x.read(m)
+        if kind == "copy":
+            r = v.astype(out.dtype) if v.dtype == out.dtype else semantics.cast(v, out.dtype)
+        elif kind == "cast":
+            r = semantics.cast(v, out.dtype)
+        else:
+            r = semantics.unary(kind, v, out.dtype)
+        out.write(m, self._fit(op, r, out))
+        return ()
+
+    @impl(C.VpuReduceOp)
+    def run_vpu_reduce(self, interpreter, op: C.VpuReduceOp, args):
+        x, out = args
+        m = self.memory
+        v = x.read(m)
+        if v.shape[-1] == 0 and op.kind.data != "sum":
+            raise InterpError(f"core.vpu_reduce {op.kind.data} over an empty row", op)
+        r = semantics.reduce(op.kind.data, v, -1, False, out.dtype)
+        out.write(m, r.reshape(out.shape))
+        return ()
+
+    @impl(C.VpuFillOp)
+    def run_vpu_fill(self, interpreter, op: C.VpuFillOp, args):
+        (out,) = args
+        out.write(self.memory, semantics.full(out.shape, op.value.value.data, out.dtype))
+        return ()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    @staticmethod
+    def _fit(op: Operation, r: np.ndarray, out: Buf) -> np.ndarray:
+        try:
+            return np.broadcast_to(r, out.shape)
+        except ValueError:
+            raise InterpError(
+                f"result of runtime shape {list(r.shape)} does not broadcast to the output "
+                f"{list(out.shape)}",
+                op,
+            ) from None
+
+    def _core(self, interpreter, op) -> int:
+        core = _env(interpreter).core
+        if core is None:
+            raise InterpError(f"{op.name} on top: the top module has no MPU/VPU", op)
+        return core
+
+
+def structural_ops() -> set[type[Operation]]:
+    return {C.KernelOp, C.ProgramOp}
+
+
+def kernel_specs(kernel: C.KernelOp) -> list:
+    """Per argument: its TensorSpec, or the scalar type attribute."""
+    out = []
+    for a in kernel.args.data:
+        t = a.type
+        out.append(t.to_spec() if isinstance(t, C.BufType) else t)
+    return out
+
+
+def program_tasks(kernel: C.KernelOp, num_cores: int) -> list[tuple[str, int | None, Any]]:
+    """(task name, core index or None, program op) for every module that runs a program."""
+    tasks: list[tuple[str, int | None, Any]] = []
+    owner: dict[int | None, Any] = {}
+    for prog in kernel.programs:
+        ctx = prog.ctx
+        if ctx.is_top:
+            cores: list[int | None] = [None]
+        elif ctx.is_all_cores:
+            cores = list(range(num_cores))
+        else:
+            idx = ctx.core_index
+            if idx is None or idx >= num_cores:
+                raise InvalidModuleError(
+                    f"core.program @{prog.sym_name.data} runs on core {idx}, but the model has "
+                    f"{num_cores} cores",
+                    prog,
+                )
+            cores = [idx]
+        for c in cores:
+            if c in owner:
+                raise InvalidModuleError(
+                    f"{'top' if c is None else f'core {c}'} has two programs "
+                    f"(@{owner[c].sym_name.data} and @{prog.sym_name.data}); a module has one PC",
+                    prog,
+                )
+            owner[c] = prog
+            tasks.append(("top" if c is None else f"core {c}", c, prog))
+    return tasks
+
+
+def run_kernel(
+    module,
+    kernel: C.KernelOp,
+    args: Sequence[Any],
+    model,
+    scheduler: Scheduler,
+    extra_functions: Sequence[InterpreterFunctions] = (),
+    listeners: Sequence[Interpreter.Listener] = (),
+) -> tuple[list[BoundArg], Machine]:
+    from legato.interp.registry import base_functions
+
+    machine = Machine(model, scheduler, Memory(model))
+    specs = kernel_specs(kernel)
+    bound = machine.place_args(specs, args, kernel.sym_name.data)
+    state = CoreState(machine)
+    functions = CoreFunctions(state)
+    functions._scalars = {  # type: ignore[attr-defined]
+        i: b.value for i, (s, b) in enumerate(zip(specs, bound)) if not isinstance(s, TensorSpec)
+    }
+    tasks = program_tasks(kernel, model.num_cores)
+    machine.num_programs = len(tasks)
+    scheduler.deadlock_notes = machine.pending
+
+    def make_body(name: str, core: int | None, prog: C.ProgramOp):
+        def body(task) -> None:
+            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
+            interp.register_implementations(functions)
+            for f in (*base_functions(), *extra_functions):
+                interp.register_implementations(f)
+            interp.set_data(CoreFunctions, "env", ProgramEnv(name, core))
+            interp.run_ssacfg_region(prog.body, (), f"program @{prog.sym_name.data}")
+
+        return body
+
+    for name, core, prog in tasks:
+        scheduler.spawn(name, make_body(name, core, prog))
+    scheduler.run()
+    return bound, machine

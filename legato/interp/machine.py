@@ -1,0 +1,159 @@
+"""The simulated chip state shared by the core- and backend-level interpreters.
+
+* `memory`: the physical address space (`legato.interp.memory`), with the kernel's arguments
+  placed in shared DRAM (on the caller's own arrays) and the Instruction Table after them.
+* `arrivals`: per (core, space, queue), the number of DMA completions not yet consumed
+  (`core.wait_queue` / `qwait` consume one, FIFO by construction: arrivals carry no data).
+* `mpu_weight`: each core's stationary weight tile (`core.mpu_load_weight` / `mpu.ldw`).
+* Barriers and semaphores.
+
+DMA timing: the interpreters complete a DMA when it is issued (data copied, arrival signalled),
+one legal schedule of the asynchronous hardware; `dma_wait` / `dmawait` therefore never block.
+The emulator models the real timing; a program whose result depends on the schedule has a race.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from legato.interp.common import BoundArg, bind_args
+from legato.interp.errors import InterpError
+from legato.interp.memory import Memory
+from legato.interp.scheduler import Scheduler
+from legato.types import TensorSpec
+
+
+@dataclass
+class ArgPlacement:
+    spec: TensorSpec | Any
+    addr: int | None  # tensors: address in shared DRAM
+    shape: tuple[int, ...] | None
+
+
+@dataclass
+class Machine:
+    model: Any
+    scheduler: Scheduler
+    memory: Memory
+    args: list[ArgPlacement] = field(default_factory=list)
+    table_addr: int = 0
+    arrivals: dict[tuple[int, str, int], int] = field(default_factory=dict)
+    arrival_sources: dict[tuple[int, str, int], list[str]] = field(default_factory=dict)
+    mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
+    barrier_arrivals: dict[int, int] = field(default_factory=dict)
+    semaphores: dict[int, int] = field(default_factory=dict)
+    num_programs: int = 0
+    transfers: int = 0
+    dma_bytes: int = 0
+
+    # -- arguments ------------------------------------------------------------------------
+
+    def place_args(self, specs: Sequence[Any], args: Sequence[Any], kernel: str) -> list[BoundArg]:
+        """Bind and check `args`, map tensors into shared DRAM, write the Instruction Table."""
+        bound = bind_args(specs, args, kernel)
+        for i, (spec, b) in enumerate(zip(specs, bound)):
+            if isinstance(spec, TensorSpec):
+                arr: np.ndarray = b.value
+                raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
+                if raw.size == 0:
+                    raw = np.zeros(8, np.uint8)  # an empty tensor still has an address
+                addr = self.memory.place_shared(raw, f"argument {i}")
+                self.args.append(ArgPlacement(spec, addr, tuple(arr.shape)))
+            else:
+                self.args.append(ArgPlacement(spec, None, None))
+        self._write_table(specs, bound)
+        return bound
+
+    def _write_table(self, specs: Sequence[Any], bound: list[BoundArg]) -> None:
+        from legato.targets.bertha.abi import ArgLayout, ScalarSpec
+
+        layout_specs = []
+        values = []
+        shapes = []
+        for spec, place, b in zip(specs, self.args, bound):
+            if isinstance(spec, TensorSpec):
+                layout_specs.append(spec)
+                values.append(place.addr)
+                shapes.append(place.shape)
+            else:
+                layout_specs.append(ScalarSpec(_scalar_dtype(spec)))
+                v = b.value
+                values.append(v.value.data)
+                shapes.append(None)
+        layout = ArgLayout(layout_specs)
+        table = np.frombuffer(layout.pack(values, shapes), np.uint8).copy()
+        self.table_addr = self.memory.place_shared(table, "Instruction Table")
+        self.layout = layout
+
+    # -- queues ---------------------------------------------------------------------------
+
+    def signal(self, core: int, space: str, queue: int, source: str) -> None:
+        if core >= self.model.num_cores:
+            raise InterpError(
+                f"DMA notifies core {core}, but the model has {self.model.num_cores} cores"
+            )
+        key = (core, space, queue)
+        self.arrivals[key] = self.arrivals.get(key, 0) + 1
+        self.arrival_sources.setdefault(key, []).append(source)
+        self.transfers += 1
+
+    def wait_arrival(self, core: int, space: str, queue: int, op) -> None:
+        key = (core, space, queue)
+        self.scheduler.block_until(
+            lambda: self.arrivals.get(key, 0) > 0,
+            op,
+            f"an arrival on core {core} {space} queue {queue}",
+        )
+        self.arrivals[key] -= 1
+        self.arrival_sources[key].pop(0)
+
+    def pending(self) -> list[str]:
+        out = []
+        for (core, space, q), n in sorted(self.arrivals.items()):
+            if n > 0:
+                out.append(
+                    f"core {core} {space} queue {q} has {n} unconsumed arrival(s), the first "
+                    f"from {self.arrival_sources[(core, space, q)][0]}"
+                )
+        return out
+
+    # -- synchronization ------------------------------------------------------------------
+
+    def barrier(self, generation: int, op) -> None:
+        self.barrier_arrivals[generation] = self.barrier_arrivals.get(generation, 0) + 1
+        self.scheduler.block_until(
+            lambda: self.barrier_arrivals[generation] >= self.num_programs,
+            op,
+            f"barrier #{generation} ({self.barrier_arrivals[generation]} of "
+            f"{self.num_programs} programs arrived)",
+        )
+
+    # -- MPU ------------------------------------------------------------------------------
+
+    def load_weight(self, core: int, w: np.ndarray) -> None:
+        self.mpu_weight[core] = np.array(w, copy=True)
+
+    def weight(self, core: int, op) -> np.ndarray:
+        if core not in self.mpu_weight:
+            raise InterpError(f"core {core} runs a matmul before loading an MPU weight tile", op)
+        return self.mpu_weight[core]
+
+
+def _scalar_dtype(t):
+    from xdsl.dialects.builtin import IndexType
+
+    from legato.dialects.legato import dtype_of_element_type
+    from legato.types import i64
+
+    if isinstance(t, IndexType):
+        return i64
+    try:
+        return dtype_of_element_type(t)
+    except ValueError:
+        from legato.types import DType
+
+        return DType("f32") if "f64" in str(t) else i64
