@@ -67,6 +67,8 @@ for _name in _ELEMENTWISE_UNARY:
 for _name, (_sig, _doc) in _OTHER.items():
     globals()[_name] = _op(_name, _sig, _doc)
 del _name, _sig, _doc
+broadcast_to = broadcast  # noqa: F821 - torch spellings
+cat = concat  # noqa: F821
 
 OPS = tuple(
     ["request_load", "receive", "receive_type", "memcpy", "matmul"]
@@ -74,4 +76,4 @@ OPS = tuple(
     + list(_ELEMENTWISE_UNARY)
     + list(_OTHER)
 )
-__all__ = list(OPS)
+__all__ = list(OPS) + ["broadcast_to", "cat"]
