@@ -10,7 +10,9 @@ Execution model (docs/architecture.md, level 2):
   `Buf` (address, runtime shape, dtype, element strides). `core.arg i` is the caller's array,
   placed in shared DRAM. `core.alloc` with `offset` is at that byte offset of its core's space;
   without one (before planning) each alloc op gets one fixed slot per core (a bump allocator
-  from the top of the space downwards, so it cannot collide with planned offsets).
+  from the top of the space downwards, so it cannot collide with planned offsets); allocs that
+  carry the same `buffer` name (the two ends of a transfer) share one slot. A `placement`
+  attribute (set by `core-plan-memory` when it spills sram) names the space actually used.
 * Buffers are row-major over their runtime dims; `core.subview` keeps the parent's strides.
 * `core.dma` copies the runtime extent of its source (or `bytes %n`) at issue and signals its
   arrival; `core.dma_wait` never blocks (see `legato.interp.machine`).
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import IntegerAttr, IntegerType
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, StringAttr
 from xdsl.interpreter import (
     Interpreter,
     InterpreterFunctions,
@@ -49,6 +51,8 @@ from legato.interp.scheduler import Scheduler, StepListener
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
+BUFFER_ATTR = "buffer"  # legato.transforms.legato_to_core.BUFFER_ATTR
+PLACEMENT_ATTR = "placement"  # legato.transforms.plan_memory.PLACEMENT_ATTR
 
 
 @dataclass
@@ -61,8 +65,9 @@ class ProgramEnv:
 @dataclass
 class CoreState:
     machine: Machine
-    # unplanned allocs: (core, space, alloc op) -> offset; per (core, space) the next free top
-    slots: dict[tuple[int, str, Operation], int] = field(default_factory=dict)
+    # unplanned allocs: (core, space, alloc op or its `buffer` name) -> offset; per (core,
+    # space) the lowest offset handed out so far
+    slots: dict[tuple[int, str, Operation | str], int] = field(default_factory=dict)
     low_water: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
@@ -142,6 +147,9 @@ class CoreFunctions(InterpreterFunctions):
             raise InterpError(f"core.alloc on core {core}: the model has "
                               f"{self.machine.model.num_cores} cores", op)
         space = op.memory.data
+        placement = op.attributes.get(PLACEMENT_ATTR)
+        if isinstance(placement, StringAttr):  # core-plan-memory spilled it (sram -> private_dram)
+            space = placement.data
         dyn = iter(as_int(a) for a in args)
         shape = tuple(next(dyn) if s == -1 else s for s in t.get_shape())
         for d, (s, b) in enumerate(zip(shape, t.get_bounds())):
@@ -153,7 +161,9 @@ class CoreFunctions(InterpreterFunctions):
         if op.offset is not None:
             offset = op.offset.value.data
         else:
-            offset = self._slot(core, space, op, t.max_bytes)
+            name = op.attributes.get(BUFFER_ATTR)
+            key = name.data if isinstance(name, StringAttr) else op
+            offset = self._slot(core, space, key, t.max_bytes)
         size = self.machine.model.memory_size(space)
         if offset + t.max_bytes > size:
             raise MemoryFault(
@@ -163,16 +173,14 @@ class CoreFunctions(InterpreterFunctions):
             )
         return (Buf(core_space_base(core, space) + offset, shape, dtype, space, core),)
 
-    def _slot(self, core: int, space: str, op: Operation, nbytes: int) -> int:
+    def _slot(self, core: int, space: str, owner: Operation | str, nbytes: int) -> int:
         assert self.state is not None
-        key = (core, space, op)
+        key = (core, space, owner)
         if key not in self.state.slots:
             top = self.state.low_water.get((core, space), self.machine.model.memory_size(space))
             offset = (top - nbytes) // ALLOC_ALIGN * ALLOC_ALIGN
             if offset < 0:
-                raise MemoryFault(
-                    f"unplanned core.alloc: core {core}'s {space} is full", op
-                )
+                raise MemoryFault(f"unplanned core.alloc: core {core}'s {space} is full")
             self.state.low_water[(core, space)] = offset
             self.state.slots[key] = offset
         return self.state.slots[key]
