@@ -1,0 +1,1896 @@
+"""The `backend` dialect: Bertha ISA, one op per instruction (`OutputType.BACKEND_IR`, then ASM).
+
+Registers are SSA values of type `!backend.reg` (unallocated) or `!backend.reg<r5>` (allocated,
+r0..r31). An op whose instruction writes `rd` has one result (the written register); every
+other register of the instruction (also addresses that are *read*, like the `rdst` of a `dma`)
+is an operand. Immediates and special fields (memory spaces, queues, dtypes, flags) are
+properties. Every instruction op has `assembly_line() -> str`: the exact assembly text of
+`legato/targets/bertha/asm.py` once registers are allocated (e.g. `ld r3, 8(r1)`).
+
+Control flow is flat: a `backend.program` holds one block; `backend.label "loop"` marks a branch
+target and the branch ops name their target label (`backend.bne %a, %b, "loop"`). SSA models the
+data dependencies of straight-line code; a value carried around a loop (a loop counter) is
+written in the registers the lowering chose for it (`!backend.reg<r9>` on both the initial
+definition and the update), so the register allocator only assigns unallocated values and
+treats allocated ones as fixed.
+
+Syntax summary (IR form; see each class):
+
+    backend.kernel @k {                                   (.kernel k)
+      backend.program @core0 on core(0) mem {sram = 4096 : i64} {
+        %t = backend.entry_reg "r1" : !backend.reg<r1>    (no text; r0, r1, r2 at entry)
+        %a = backend.ld %t, 8 : (!backend.reg<r1>) -> !backend.reg
+        %d = backend.lsa core(3) sram, 0 : !backend.reg
+        backend.label "loop"                              (loop:)
+        backend.dma %d, %a, %n notify core(3) sram queue 0 : (...) -> ()
+        backend.bne %a, %n, "loop" : (!backend.reg, !backend.reg) -> ()
+        backend.halt
+      }
+    }
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC
+from collections.abc import Sequence
+from typing import IO, ClassVar
+
+from xdsl.backend.assembly_printer import OneLineAssemblyPrintable
+from xdsl.backend.register_type import RegisterType
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DictionaryAttr,
+    IntAttr,
+    IntegerAttr,
+    ModuleOp,
+    StringAttr,
+    SymbolNameConstraint,
+    UnitAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface, SymbolTable
+from xdsl.utils.exceptions import VerifyException
+
+from legato.dialects.legato import ContextAttr, context_from_str, parse_context
+
+NUM_REGS = 32
+SPACES = ("sram", "mpu_buffer", "private_dram")
+DTYPES = ("bf16", "f32", "f16")
+IMM_MIN, IMM_MAX, UIMM_MAX = -(1 << 31), (1 << 31) - 1, (1 << 32) - 1
+MAX_QUEUE = 255
+MAX_SYNC_ID = 63
+MAX_CORE = 63
+ENTRY_REGS = ("r0", "r1", "r2")
+"""Registers with a defined value at entry: r0 = 0, r1 = Instruction Table, r2 = core index."""
+
+_LABEL_RE = re.compile(r"^[A-Za-z_.$][\w.$]*$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Register type
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class RegType(RegisterType):
+    """`!backend.reg` (unallocated) or `!backend.reg<r5>` (r0..r31); `!backend.reg<j3>` is
+    xDSL's "infinite" register j3 (for allocators that color before assigning).
+    Builders: `RegType.unallocated()`, `RegType.from_name("r5")`, `RegType.from_index(5)`,
+    `reg(5)`."""
+
+    name = "backend.reg"
+
+    @classmethod
+    def index_by_name(cls) -> dict[str, int]:
+        return {f"r{i}": i for i in range(NUM_REGS)}
+
+    @classmethod
+    def infinite_register_prefix(cls) -> str:
+        return "j"
+
+    @classmethod
+    def allocatable_registers(cls) -> Sequence[RegType]:
+        """r3..r31 (r0 is zero; r1 and r2 hold the entry values)."""
+        return tuple(cls.from_index(i) for i in range(3, NUM_REGS))
+
+
+def reg(index: int | str | None = None) -> RegType:
+    """`reg()` unallocated, `reg(5)` or `reg("r5")` allocated."""
+    if index is None:
+        return RegType.unallocated()
+    if isinstance(index, str):
+        return RegType.from_name(index)
+    return RegType.from_index(index)
+
+
+def _rn(value: SSAValue) -> str:
+    """The assembly name of a register value; raises when unallocated."""
+    t = value.type
+    assert isinstance(t, RegType)
+    if not t.is_allocated or t.register_name.startswith("j"):
+        owner = value.owner
+        name = owner.name if isinstance(owner, Operation) else "block argument"
+        raise ValueError(f"{name}: register {t} is not allocated to r0..r31")
+    return t.register_name
+
+
+# ---------------------------------------------------------------------------------------------
+# Syntax helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _parse_imm(parser: Parser) -> int:
+    return parser.parse_integer(allow_boolean=False)
+
+
+def _parse_label(parser: Parser) -> StringAttr:
+    pos = parser.pos
+    text = parser.parse_str_literal(" (a label name)")
+    if not _LABEL_RE.match(text):
+        parser.raise_error(f"invalid label name {text!r}", pos, parser.pos)
+    return StringAttr(text)
+
+
+def _parse_enum(parser: Parser, allowed: Sequence[str], what: str) -> StringAttr:
+    pos = parser.pos
+    text = parser.parse_identifier(context_msg=f" ({what})")
+    if text not in allowed:
+        parser.raise_error(
+            f"unknown {what} '{text}'; expected one of {', '.join(allowed)}", pos, parser.pos
+        )
+    return StringAttr(text)
+
+
+def _parse_types(
+    parser: Parser, operands: Sequence[Parser.UnresolvedOperand], has_result: bool
+) -> tuple[list[SSAValue], list[Attribute]]:
+    """`: T` (no operands, one result), `: (T, ...) -> T` or `: (T, ...) -> ()`."""
+    if not operands and not has_result:
+        return [], []
+    parser.parse_punctuation(":")
+    if not operands:
+        return [], [parser.parse_type()]
+    pos = parser.pos
+    ins = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_type)
+    if len(ins) != len(operands):
+        parser.raise_error(
+            f"expected {len(operands)} operand types, got {len(ins)}", pos, parser.pos
+        )
+    parser.parse_punctuation("->")
+    if has_result:
+        outs = [parser.parse_type()]
+    else:
+        parser.parse_punctuation("(")
+        parser.parse_punctuation(")")
+        outs = []
+    return [parser.resolve_operand(o, t) for o, t in zip(operands, ins)], outs
+
+
+def _print_types(printer: Printer, op: Operation) -> None:
+    if not op.operands and not op.results:
+        return
+    printer.print_string(" : ")
+    if not op.operands:
+        printer.print_attribute(op.results[0].type)
+        return
+    printer.print_string("(")
+    printer.print_list((o.type for o in op.operands), printer.print_attribute)
+    printer.print_string(") -> ")
+    if op.results:
+        printer.print_attribute(op.results[0].type)
+    else:
+        printer.print_string("()")
+
+
+def _check_imm(op: Operation, value: int, lo: int, hi: int, what: str = "immediate") -> None:
+    if not lo <= value <= hi:
+        raise VerifyException(f"{op.name}: {what} {value} out of range [{lo}, {hi}]")
+
+
+def _int(v: int | IntAttr) -> IntAttr:
+    return v if isinstance(v, IntAttr) else IntAttr(v)
+
+
+class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
+    """Base of every backend op. `MNEMONIC` is the ISA mnemonic (empty for pseudo-ops)."""
+
+    MNEMONIC: ClassVar[str] = ""
+
+    def assembly_line(self) -> str | None:
+        raise NotImplementedError
+
+    def _finish(self, parser: Parser) -> None:
+        self.attributes |= parser.parse_optional_attr_dict()
+
+    def _print_attrs(self, printer: Printer) -> None:
+        printer.print_op_attributes(self.attributes)
+
+
+# ---------------------------------------------------------------------------------------------
+# Structure and pseudo-ops
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """`backend.kernel @name { backend.program ... }`: the programs of one kernel (the ASM
+    `.kernel` directive). Optional `args`: the kernel's argument descriptors (`#core.arg`),
+    carried for the binary's metadata. Builder: `KernelOp(name, programs=(), args=None)`."""
+
+    name = "backend.kernel"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    args = opt_prop_def(ArrayAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), SymbolTable(), NoTerminator(), IsolatedFromAbove())
+
+    def __init__(
+        self,
+        name: str,
+        programs: Sequence[Operation] = (),
+        args: ArrayAttr | Sequence[Attribute] | None = None,
+    ):
+        if args is not None and not isinstance(args, ArrayAttr):
+            args = ArrayAttr(args)
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "args": args},
+            regions=[Region(Block(programs))],
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> KernelOp:
+        name = parser.parse_symbol_name().data
+        args = None
+        if parser.parse_optional_keyword("args") is not None:
+            args = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, parser.parse_attribute
+            )
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = cls.create(
+            properties={"sym_name": StringAttr(name)}
+            | ({"args": ArrayAttr(args)} if args is not None else {}),
+            regions=[body],
+        )
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        if self.args is not None:
+            printer.print_string(" args [")
+            printer.print_list(self.args.data, printer.print_attribute)
+            printer.print_string("]")
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=False)
+
+    @property
+    def programs(self) -> list[ProgramOp]:
+        return [op for op in self.body.block.ops if isinstance(op, ProgramOp)]
+
+    def verify_(self) -> None:
+        for op in self.body.block.ops:
+            if not isinstance(op, ProgramOp):
+                raise VerifyException(f"backend.kernel holds only backend.program, found {op.name}")
+
+
+@irdl_op_definition
+class ProgramOp(IRDLOperation):
+    """`backend.program @core0 on core(0) [mem {sram = 4096 : i64, ...}] { ... }`: one
+    module's instruction stream (ASM `.program core0 on core(0)` and `.mem` lines). The body is
+    one block of backend ops, no terminator (end with `backend.halt`).
+    Builder: `ProgramOp(name, ctx, ops=(), mem=None)`; `mem` a dict space -> bytes."""
+
+    name = "backend.program"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    ctx = prop_def(ContextAttr)
+    mem = opt_prop_def(DictionaryAttr)
+    body = region_def("single_block")
+
+    traits = traits_def(SymbolOpInterface(), NoTerminator(), IsolatedFromAbove())
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ContextAttr | str,
+        ops: Sequence[Operation] = (),
+        mem: dict[str, int] | DictionaryAttr | None = None,
+    ):
+        if isinstance(ctx, str):
+            ctx = context_from_str(ctx)
+        if isinstance(mem, dict):
+            mem = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in mem.items()})
+        super().__init__(
+            properties={"sym_name": StringAttr(name), "ctx": ctx, "mem": mem},
+            regions=[Region(Block(ops))],
+        )
+
+    @property
+    def memory(self) -> dict[str, int]:
+        """Declared footprint per core space (bytes)."""
+        if self.mem is None:
+            return {}
+        return {k: v.value.data for k, v in self.mem.data.items()}  # type: ignore[union-attr]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ProgramOp:
+        name = parser.parse_symbol_name().data
+        parser.parse_keyword("on")
+        ctx = parse_context(parser)
+        mem = None
+        if parser.parse_optional_keyword("mem") is not None:
+            mem = DictionaryAttr(parser.parse_optional_attr_dict())
+        attrs = parser.parse_optional_attr_dict_with_keyword()
+        body = parser.parse_region()
+        if not body.blocks:
+            body.add_block(Block())
+        op = cls.create(
+            properties={"sym_name": StringAttr(name), "ctx": ctx}
+            | ({"mem": mem} if mem is not None else {}),
+            regions=[body],
+        )
+        if attrs is not None:
+            op.attributes |= attrs.data
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(f" on {self.ctx.spelling}")
+        if self.mem is not None:
+            printer.print_string(" mem ")
+            printer.print_attr_dict(self.mem.data)
+        printer.print_op_attributes(self.attributes, print_keyword=True)
+        printer.print_string(" ")
+        printer.print_region(self.body, print_entry_block_args=False, print_empty_block=True)
+
+    def verify_(self) -> None:
+        if self.body.block.args:
+            raise VerifyException("backend.program: the body takes no block arguments")
+        for space, v in self.mem.data.items() if self.mem is not None else ():
+            if space not in SPACES:
+                raise VerifyException(
+                    f"backend.program: mem space '{space}' is not one of {', '.join(SPACES)}"
+                )
+            if not isinstance(v, IntegerAttr) or v.value.data < 0:
+                raise VerifyException(f"backend.program: mem {space} must be a byte count")
+        labels: set[str] = set()
+        for op in self.body.block.ops:
+            if isinstance(op, LabelOp):
+                if op.label.data in labels:
+                    raise VerifyException(
+                        f"backend.program @{self.sym_name.data}: label '{op.label.data}' "
+                        "defined twice"
+                    )
+                labels.add(op.label.data)
+        for op in self.body.block.ops:
+            target = getattr(op, "target", None)
+            if isinstance(op, BranchOp | JmpOp) and target.data not in labels:  # type: ignore[union-attr]
+                raise VerifyException(
+                    f"backend.program @{self.sym_name.data}: {op.name} targets undefined label "
+                    f"'{target.data}'"  # type: ignore[union-attr]
+                )
+            if self.ctx.is_top and isinstance(op, CoreOnlyOp):
+                raise VerifyException(
+                    f"backend.program @{self.sym_name.data} on top: {op.name} needs a core "
+                    "(top has no queues, MPU or VPU)"
+                )
+
+    def assembly_lines(self) -> list[str]:
+        """The program as ASM lines: `.program`, `.mem`, then labels and indented
+        instructions."""
+        lines = [f".program {self.sym_name.data} on {self.ctx.spelling}"]
+        mem = self.memory
+        for space in SPACES:
+            if space in mem:
+                lines.append(f".mem {space} {mem[space]}")
+        for op in self.body.block.ops:
+            if not isinstance(op, BackendOp):
+                raise TypeError(f"{op.name} in backend.program has no assembly")
+            line = op.assembly_line()
+            if line is None:
+                continue
+            lines.append(line if isinstance(op, LabelOp) else "    " + line)
+        return lines
+
+
+def print_assembly(module: ModuleOp | KernelOp | ProgramOp, output: IO[str] | None = None) -> str:
+    """The ASM text of every backend kernel/program in `module` (what the assembler reads);
+    also written to `output` when given."""
+    lines: list[str] = []
+    for op in module.walk():
+        if isinstance(op, KernelOp):
+            lines.append(f".kernel {op.sym_name.data}")
+        elif isinstance(op, ProgramOp):
+            lines.extend(op.assembly_lines())
+    text = "\n".join(lines) + "\n"
+    if output is not None:
+        output.write(text)
+    return text
+
+
+@irdl_op_definition
+class LabelOp(BackendOp):
+    """`backend.label "loop"`: a branch target (ASM `loop:`). Builder: `LabelOp("loop")`."""
+
+    name = "backend.label"
+    label = prop_def(StringAttr)
+
+    def __init__(self, label: str | StringAttr):
+        super().__init__(
+            properties={"label": label if isinstance(label, StringAttr) else StringAttr(label)}
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LabelOp:
+        op = LabelOp(_parse_label(parser))
+        op._finish(parser)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.label.data)
+        self._print_attrs(printer)
+
+    def verify_(self) -> None:
+        if not _LABEL_RE.match(self.label.data):
+            raise VerifyException(f"backend.label: invalid label name {self.label.data!r}")
+
+    def assembly_line(self) -> str:
+        return f"{self.label.data}:"
+
+
+@irdl_op_definition
+class EntryRegOp(BackendOp):
+    """`%t = backend.entry_reg "r1" : !backend.reg<r1>`: a register the hardware sets at
+    entry (r0 = 0, r1 = Instruction Table address, r2 = core index). No assembly.
+    Builder: `EntryRegOp("r1")`."""
+
+    name = "backend.entry_reg"
+    reg = prop_def(StringAttr)
+    result = result_def(RegType)
+
+    def __init__(self, register: str):
+        super().__init__(
+            properties={"reg": StringAttr(register)}, result_types=[RegType.from_name(register)]
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> EntryRegOp:
+        pos = parser.pos
+        name = parser.parse_str_literal(" (r0, r1 or r2)")
+        if name not in ENTRY_REGS:
+            parser.raise_error(
+                f"entry register must be one of {', '.join(ENTRY_REGS)}, got {name!r}",
+                pos,
+                parser.pos,
+            )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = cls.create(properties={"reg": StringAttr(name)}, result_types=[t])
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.reg.data)
+        self._print_attrs(printer)
+        printer.print_string(" : ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        if self.reg.data not in ENTRY_REGS:
+            raise VerifyException(
+                f"backend.entry_reg: '{self.reg.data}' is not set at entry; expected one of "
+                f"{', '.join(ENTRY_REGS)}"
+            )
+        if self.result.type != RegType.from_name(self.reg.data):
+            raise VerifyException(
+                f"backend.entry_reg: result type must be !backend.reg<{self.reg.data}>"
+            )
+
+    def assembly_line(self) -> None:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Instructions without operands
+# ---------------------------------------------------------------------------------------------
+
+
+class NullaryOp(BackendOp, ABC):
+    """`backend.nop`, `backend.halt`, `backend.dmawait`. Builder: `HaltOp()`."""
+
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+    def assembly_line(self) -> str:
+        return self.MNEMONIC
+
+
+@irdl_op_definition
+class NopOp(NullaryOp):
+    name = "backend.nop"
+    MNEMONIC: ClassVar[str] = "nop"
+
+
+@irdl_op_definition
+class HaltOp(NullaryOp):
+    name = "backend.halt"
+    MNEMONIC: ClassVar[str] = "halt"
+
+
+@irdl_op_definition
+class DmaWaitOp(NullaryOp):
+    name = "backend.dmawait"
+    MNEMONIC: ClassVar[str] = "dmawait"
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class LiOp(BackendOp):
+    """`%d = backend.li 42 : !backend.reg` (`li rd, imm`; imm in [-2^31, 2^32-1], sign-extended
+    from 32 bits). Builder: `LiOp(imm, rd=None)` (`rd` a RegType, default unallocated)."""
+
+    name = "backend.li"
+    MNEMONIC: ClassVar[str] = "li"
+    imm = prop_def(IntAttr)
+    rd = result_def(RegType)
+
+    def __init__(self, imm: int | IntAttr, rd: RegType | None = None):
+        super().__init__(properties={"imm": _int(imm)}, result_types=[rd or reg()])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LiOp:
+        imm = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        _, outs = _parse_types(parser, [], True)
+        op = cls.create(properties={"imm": IntAttr(imm)}, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.imm.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.imm.data, IMM_MIN, UIMM_MAX)
+
+    def assembly_line(self) -> str:
+        v = self.imm.data
+        if v > IMM_MAX:  # canonical text is the sign-extended value
+            v -= 1 << 32
+        return f"li {_rn(self.rd)}, {v}"
+
+
+@irdl_op_definition
+class LihOp(BackendOp):
+    """`%d = backend.lih %lo, 5 : (!backend.reg<r3>) -> !backend.reg<r3>`
+    (`lih rd, imm`: rd = imm << 32 | low half of rd). The instruction reads and writes rd, so
+    `%lo` and the result must get the same register. Builder: `LihOp(lo, imm, rd=None)`."""
+
+    name = "backend.lih"
+    MNEMONIC: ClassVar[str] = "lih"
+    lo = operand_def(RegType)
+    imm = prop_def(IntAttr)
+    rd = result_def(RegType)
+
+    def __init__(self, lo: SSAValue | Operation, imm: int | IntAttr, rd: RegType | None = None):
+        super().__init__(operands=[lo], properties={"imm": _int(imm)}, result_types=[rd or reg()])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LihOp:
+        lo = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        imm = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, outs = _parse_types(parser, [lo], True)
+        op = cls.create(operands=ins, properties={"imm": IntAttr(imm)}, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.lo)
+        printer.print_string(f", {self.imm.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.imm.data, IMM_MIN, IMM_MAX)
+        lo, rd = self.lo.type, self.rd.type
+        assert isinstance(lo, RegType) and isinstance(rd, RegType)
+        if lo.is_allocated and rd.is_allocated and lo != rd:
+            raise VerifyException(
+                f"backend.lih reads and writes rd: operand {lo} and result {rd} must be the "
+                "same register"
+            )
+
+    def assembly_line(self) -> str:
+        return f"lih {_rn(self.rd)}, {self.imm.data}"
+
+
+@irdl_op_definition
+class LsaOp(BackendOp):
+    """`%d = backend.lsa [core(K) | core(%r)] <space>, <offset> : ...`
+    (`lsa rd, [coreK.|core(rN).]SPACE, imm`): rd = base of SPACE of the running core, of core K,
+    or of the core whose index is in `%r`; plus the unsigned offset.
+    Builder: `LsaOp(space, offset, core=None, rd=None)`; `core` an int (static) or a register
+    value."""
+
+    name = "backend.lsa"
+    MNEMONIC: ClassVar[str] = "lsa"
+    core_reg = opt_operand_def(RegType)
+    core = opt_prop_def(IntAttr)
+    space = prop_def(StringAttr)
+    offset = prop_def(IntAttr)
+    rd = result_def(RegType)
+
+    def __init__(
+        self,
+        space: str | StringAttr,
+        offset: int | IntAttr,
+        core: int | SSAValue | Operation | None = None,
+        rd: RegType | None = None,
+    ):
+        props: dict[str, Attribute | None] = {
+            "space": space if isinstance(space, StringAttr) else StringAttr(space),
+            "offset": _int(offset),
+            "core": IntAttr(core) if isinstance(core, int) else None,
+        }
+        operands = [] if core is None or isinstance(core, int) else [core]
+        super().__init__(operands=[operands], properties=props, result_types=[rd or reg()])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LsaOp:
+        core = None
+        core_reg = []
+        if parser.parse_optional_keyword("core") is not None:
+            with parser.in_parens():
+                if (o := parser.parse_optional_unresolved_operand()) is not None:
+                    core_reg = [o]
+                else:
+                    core = IntAttr(parser.parse_integer(allow_boolean=False, allow_negative=False))
+        space = _parse_enum(parser, SPACES, "memory space")
+        parser.parse_punctuation(",")
+        offset = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, outs = _parse_types(parser, core_reg, True)
+        props: dict[str, Attribute] = {"space": space, "offset": IntAttr(offset)}
+        if core is not None:
+            props["core"] = core
+        op = cls.create(operands=ins, properties=props, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.core is not None:
+            printer.print_string(f" core({self.core.data})")
+        elif self.core_reg is not None:
+            printer.print_string(" core(")
+            printer.print_ssa_value(self.core_reg)
+            printer.print_string(")")
+        printer.print_string(f" {self.space.data}, {self.offset.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        if self.space.data not in SPACES:
+            raise VerifyException(
+                f"backend.lsa: unknown space '{self.space.data}'; expected one of {', '.join(SPACES)}"
+            )
+        _check_imm(self, self.offset.data, 0, UIMM_MAX, "offset")
+        if self.core is not None:
+            if self.core_reg is not None:
+                raise VerifyException(
+                    "backend.lsa: give a static core or a core register, not both"
+                )
+            _check_imm(self, self.core.data, 0, MAX_CORE, "core index")
+
+    def _selector(self) -> str:
+        if self.core is not None:
+            return f"core{self.core.data}."
+        if self.core_reg is not None:
+            return f"core({_rn(self.core_reg)})."
+        return ""
+
+    def assembly_line(self) -> str:
+        return f"lsa {_rn(self.rd)}, {self._selector()}{self.space.data}, {self.offset.data}"
+
+
+class RRROp(BackendOp, ABC):
+    """`%d = backend.add %a, %b : (!backend.reg, !backend.reg) -> !backend.reg`
+    (`add rd, rs1, rs2`). Builder: `AddOp(rs1, rs2, rd=None)`."""
+
+    rs1 = operand_def(RegType)
+    rs2 = operand_def(RegType)
+    rd = result_def(RegType)
+
+    def __init__(
+        self, rs1: SSAValue | Operation, rs2: SSAValue | Operation, rd: RegType | None = None
+    ):
+        super().__init__(operands=[rs1, rs2], result_types=[rd or reg()])
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        a = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        ins, outs = _parse_types(parser, [a, b], True)
+        op = cls.create(operands=ins, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {_rn(self.rd)}, {_rn(self.rs1)}, {_rn(self.rs2)}"
+
+
+@irdl_op_definition
+class AddOp(RRROp):
+    name = "backend.add"
+    MNEMONIC: ClassVar[str] = "add"
+
+
+@irdl_op_definition
+class SubOp(RRROp):
+    name = "backend.sub"
+    MNEMONIC: ClassVar[str] = "sub"
+
+
+@irdl_op_definition
+class MulOp(RRROp):
+    name = "backend.mul"
+    MNEMONIC: ClassVar[str] = "mul"
+
+
+@irdl_op_definition
+class DivOp(RRROp):
+    name = "backend.div"
+    MNEMONIC: ClassVar[str] = "div"
+
+
+@irdl_op_definition
+class RemOp(RRROp):
+    name = "backend.rem"
+    MNEMONIC: ClassVar[str] = "rem"
+
+
+@irdl_op_definition
+class AndOp(RRROp):
+    name = "backend.and"
+    MNEMONIC: ClassVar[str] = "and"
+
+
+@irdl_op_definition
+class OrOp(RRROp):
+    name = "backend.or"
+    MNEMONIC: ClassVar[str] = "or"
+
+
+@irdl_op_definition
+class XorOp(RRROp):
+    name = "backend.xor"
+    MNEMONIC: ClassVar[str] = "xor"
+
+
+@irdl_op_definition
+class ShlOp(RRROp):
+    name = "backend.shl"
+    MNEMONIC: ClassVar[str] = "shl"
+
+
+@irdl_op_definition
+class ShrOp(RRROp):
+    name = "backend.shr"
+    MNEMONIC: ClassVar[str] = "shr"
+
+
+@irdl_op_definition
+class SraOp(RRROp):
+    name = "backend.sra"
+    MNEMONIC: ClassVar[str] = "sra"
+
+
+@irdl_op_definition
+class MinOp(RRROp):
+    name = "backend.min"
+    MNEMONIC: ClassVar[str] = "min"
+
+
+@irdl_op_definition
+class MaxOp(RRROp):
+    name = "backend.max"
+    MNEMONIC: ClassVar[str] = "max"
+
+
+@irdl_op_definition
+class SltOp(RRROp):
+    name = "backend.slt"
+    MNEMONIC: ClassVar[str] = "slt"
+
+
+@irdl_op_definition
+class SeqOp(RRROp):
+    name = "backend.seq"
+    MNEMONIC: ClassVar[str] = "seq"
+
+
+class RRIOp(BackendOp, ABC):
+    """`%d = backend.addi %a, -4 : (!backend.reg) -> !backend.reg` (`addi rd, rs1, imm`).
+    Builder: `AddiOp(rs1, imm, rd=None)`."""
+
+    rs1 = operand_def(RegType)
+    imm = prop_def(IntAttr)
+    rd = result_def(RegType)
+
+    def __init__(self, rs1: SSAValue | Operation, imm: int | IntAttr, rd: RegType | None = None):
+        super().__init__(operands=[rs1], properties={"imm": _int(imm)}, result_types=[rd or reg()])
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        a = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        imm = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, outs = _parse_types(parser, [a], True)
+        op = cls.create(operands=ins, properties={"imm": IntAttr(imm)}, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.rs1)
+        printer.print_string(f", {self.imm.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.imm.data, IMM_MIN, IMM_MAX)
+        if self.MNEMONIC in ("divi", "remi") and self.imm.data == 0:
+            raise VerifyException(f"{self.name}: division by a zero immediate")
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {_rn(self.rd)}, {_rn(self.rs1)}, {self.imm.data}"
+
+
+@irdl_op_definition
+class AddiOp(RRIOp):
+    name = "backend.addi"
+    MNEMONIC: ClassVar[str] = "addi"
+
+
+@irdl_op_definition
+class MuliOp(RRIOp):
+    name = "backend.muli"
+    MNEMONIC: ClassVar[str] = "muli"
+
+
+@irdl_op_definition
+class AndiOp(RRIOp):
+    name = "backend.andi"
+    MNEMONIC: ClassVar[str] = "andi"
+
+
+@irdl_op_definition
+class ShliOp(RRIOp):
+    name = "backend.shli"
+    MNEMONIC: ClassVar[str] = "shli"
+
+
+@irdl_op_definition
+class ShriOp(RRIOp):
+    name = "backend.shri"
+    MNEMONIC: ClassVar[str] = "shri"
+
+
+@irdl_op_definition
+class DiviOp(RRIOp):
+    name = "backend.divi"
+    MNEMONIC: ClassVar[str] = "divi"
+
+
+@irdl_op_definition
+class RemiOp(RRIOp):
+    name = "backend.remi"
+    MNEMONIC: ClassVar[str] = "remi"
+
+
+@irdl_op_definition
+class LdOp(BackendOp):
+    """`%d = backend.ld %base, 8 : (!backend.reg) -> !backend.reg` (`ld rd, 8(rs1)`).
+    Builder: `LdOp(base, offset=0, rd=None)`."""
+
+    name = "backend.ld"
+    MNEMONIC: ClassVar[str] = "ld"
+    base = operand_def(RegType)
+    offset = prop_def(IntAttr)
+    rd = result_def(RegType)
+
+    def __init__(
+        self, base: SSAValue | Operation, offset: int | IntAttr = 0, rd: RegType | None = None
+    ):
+        super().__init__(
+            operands=[base], properties={"offset": _int(offset)}, result_types=[rd or reg()]
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LdOp:
+        base = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        offset = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, outs = _parse_types(parser, [base], True)
+        op = cls.create(operands=ins, properties={"offset": IntAttr(offset)}, result_types=outs)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.base)
+        printer.print_string(f", {self.offset.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.offset.data, IMM_MIN, IMM_MAX, "offset")
+
+    def assembly_line(self) -> str:
+        return f"ld {_rn(self.rd)}, {self.offset.data}({_rn(self.base)})"
+
+
+@irdl_op_definition
+class StOp(BackendOp):
+    """`backend.st %value, %base, 8 : (!backend.reg, !backend.reg) -> ()` (`st rs2, 8(rs1)`).
+    Builder: `StOp(value, base, offset=0)`."""
+
+    name = "backend.st"
+    MNEMONIC: ClassVar[str] = "st"
+    value = operand_def(RegType)
+    base = operand_def(RegType)
+    offset = prop_def(IntAttr)
+
+    def __init__(
+        self, value: SSAValue | Operation, base: SSAValue | Operation, offset: int | IntAttr = 0
+    ):
+        super().__init__(operands=[value, base], properties={"offset": _int(offset)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> StOp:
+        v = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        offset = _parse_imm(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, [v, b], False)
+        op = cls.create(operands=ins, properties={"offset": IntAttr(offset)})
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_string(f", {self.offset.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.offset.data, IMM_MIN, IMM_MAX, "offset")
+
+    def assembly_line(self) -> str:
+        return f"st {_rn(self.value)}, {self.offset.data}({_rn(self.base)})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Control flow
+# ---------------------------------------------------------------------------------------------
+
+
+class BranchOp(BackendOp, ABC):
+    """`backend.bne %a, %b, "loop" : (!backend.reg, !backend.reg) -> ()`
+    (`bne rs1, rs2, loop`). Builder: `BneOp(rs1, rs2, target)`."""
+
+    rs1 = operand_def(RegType)
+    rs2 = operand_def(RegType)
+    target = prop_def(StringAttr)
+
+    def __init__(
+        self, rs1: SSAValue | Operation, rs2: SSAValue | Operation, target: str | StringAttr
+    ):
+        super().__init__(
+            operands=[rs1, rs2],
+            properties={"target": target if isinstance(target, StringAttr) else StringAttr(target)},
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        a = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        b = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        target = _parse_label(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, [a, b], False)
+        op = cls.create(operands=ins, properties={"target": target})
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_string(", ")
+        printer.print_string_literal(self.target.data)
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {_rn(self.rs1)}, {_rn(self.rs2)}, {self.target.data}"
+
+
+@irdl_op_definition
+class BeqOp(BranchOp):
+    name = "backend.beq"
+    MNEMONIC: ClassVar[str] = "beq"
+
+
+@irdl_op_definition
+class BneOp(BranchOp):
+    name = "backend.bne"
+    MNEMONIC: ClassVar[str] = "bne"
+
+
+@irdl_op_definition
+class BltOp(BranchOp):
+    name = "backend.blt"
+    MNEMONIC: ClassVar[str] = "blt"
+
+
+@irdl_op_definition
+class BgeOp(BranchOp):
+    name = "backend.bge"
+    MNEMONIC: ClassVar[str] = "bge"
+
+
+@irdl_op_definition
+class JmpOp(BackendOp):
+    """`backend.jmp "loop"` (`jmp loop`). Builder: `JmpOp(target)`."""
+
+    name = "backend.jmp"
+    MNEMONIC: ClassVar[str] = "jmp"
+    target = prop_def(StringAttr)
+
+    def __init__(self, target: str | StringAttr):
+        super().__init__(
+            properties={"target": target if isinstance(target, StringAttr) else StringAttr(target)}
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> JmpOp:
+        op = JmpOp(_parse_label(parser))
+        op._finish(parser)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_string_literal(self.target.data)
+        self._print_attrs(printer)
+
+    def assembly_line(self) -> str:
+        return f"jmp {self.target.data}"
+
+
+# ---------------------------------------------------------------------------------------------
+# DMA, queues, synchronization
+# ---------------------------------------------------------------------------------------------
+
+
+class CoreOnlyOp(BackendOp, ABC):
+    """Instructions only a core has (queues, MPU, VPU); rejected in a program on top."""
+
+
+@irdl_op_definition
+class DmaOp(BackendOp):
+    """`backend.dma %dst, %src, %len [notify [core(K) | core(%r)] <space> queue <q>] :
+    (!backend.reg, !backend.reg, !backend.reg[, !backend.reg]) -> ()`
+    (`dma rdst, rsrc, rlen[, [coreK.|core(rN).]SPACE.qN]`). Without a core the running core is
+    notified (not allowed on top).
+    Builder: `DmaOp(dst, src, length, notify=None)`; `notify` = (core, space, queue) with core
+    None (running core), an int, or a register value."""
+
+    name = "backend.dma"
+    MNEMONIC: ClassVar[str] = "dma"
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    length = operand_def(RegType)
+    notify_core_reg = opt_operand_def(RegType)
+    notify = opt_prop_def(UnitAttr)
+    notify_core = opt_prop_def(IntAttr)
+    notify_space = opt_prop_def(StringAttr)
+    notify_queue = opt_prop_def(IntAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        length: SSAValue | Operation,
+        notify: tuple[int | SSAValue | Operation | None, str, int] | None = None,
+    ):
+        props: dict[str, Attribute | None] = {}
+        core_reg: list[SSAValue | Operation] = []
+        if notify is not None:
+            core, space, queue = notify
+            props = {
+                "notify": UnitAttr(),
+                "notify_space": StringAttr(space),
+                "notify_queue": IntAttr(queue),
+                "notify_core": IntAttr(core) if isinstance(core, int) else None,
+            }
+            if core is not None and not isinstance(core, int):
+                core_reg = [core]
+        super().__init__(operands=[dst, src, length, core_reg], properties=props)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DmaOp:
+        regs = [parser.parse_unresolved_operand()]
+        for _ in range(2):
+            parser.parse_punctuation(",")
+            regs.append(parser.parse_unresolved_operand())
+        props: dict[str, Attribute] = {}
+        if parser.parse_optional_keyword("notify") is not None:
+            props["notify"] = UnitAttr()
+            if parser.parse_optional_keyword("core") is not None:
+                with parser.in_parens():
+                    if (o := parser.parse_optional_unresolved_operand()) is not None:
+                        regs.append(o)
+                    else:
+                        props["notify_core"] = IntAttr(
+                            parser.parse_integer(allow_boolean=False, allow_negative=False)
+                        )
+            props["notify_space"] = _parse_enum(parser, SPACES, "memory space")
+            parser.parse_keyword("queue")
+            props["notify_queue"] = IntAttr(
+                parser.parse_integer(allow_boolean=False, allow_negative=False)
+            )
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties=props)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list([self.dst, self.src, self.length], printer.print_ssa_value)
+        if self.notify is not None:
+            printer.print_string(" notify")
+            if self.notify_core is not None:
+                printer.print_string(f" core({self.notify_core.data})")
+            elif self.notify_core_reg is not None:
+                printer.print_string(" core(")
+                printer.print_ssa_value(self.notify_core_reg)
+                printer.print_string(")")
+            assert self.notify_space is not None and self.notify_queue is not None
+            printer.print_string(f" {self.notify_space.data} queue {self.notify_queue.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        given = (self.notify_space, self.notify_queue)
+        if self.notify is None:
+            if (
+                any(g is not None for g in given)
+                or self.notify_core is not None
+                or (self.notify_core_reg is not None)
+            ):
+                raise VerifyException("backend.dma: notify fields without `notify`")
+            return
+        if any(g is None for g in given):
+            raise VerifyException("backend.dma: notify needs a space and a queue")
+        assert self.notify_space is not None and self.notify_queue is not None
+        if self.notify_space.data not in SPACES:
+            raise VerifyException(
+                f"backend.dma: unknown notify space '{self.notify_space.data}'; expected one "
+                f"of {', '.join(SPACES)}"
+            )
+        _check_imm(self, self.notify_queue.data, 0, MAX_QUEUE, "queue")
+        if self.notify_core is not None:
+            if self.notify_core_reg is not None:
+                raise VerifyException("backend.dma: a static notify core and a core register")
+            _check_imm(self, self.notify_core.data, 0, MAX_CORE, "core index")
+        prog = self.parent_op()
+        if (
+            isinstance(prog, ProgramOp)
+            and prog.ctx.is_top
+            and self.notify_core is None
+            and self.notify_core_reg is None
+        ):
+            raise VerifyException("backend.dma: top has no queues; name the core to notify")
+
+    def assembly_line(self) -> str:
+        s = f"dma {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.length)}"
+        if self.notify is not None:
+            assert self.notify_space is not None and self.notify_queue is not None
+            if self.notify_core is not None:
+                sel = f"core{self.notify_core.data}."
+            elif self.notify_core_reg is not None:
+                sel = f"core({_rn(self.notify_core_reg)})."
+            else:
+                sel = ""
+            s += f", {sel}{self.notify_space.data}.q{self.notify_queue.data}"
+        return s
+
+
+@irdl_op_definition
+class QwaitOp(CoreOnlyOp):
+    """`backend.qwait sram queue 0` (`qwait sram.q0`). Builder: `QwaitOp(space, queue)`."""
+
+    name = "backend.qwait"
+    MNEMONIC: ClassVar[str] = "qwait"
+    space = prop_def(StringAttr)
+    queue = prop_def(IntAttr)
+
+    def __init__(self, space: str | StringAttr, queue: int | IntAttr):
+        super().__init__(
+            properties={
+                "space": space if isinstance(space, StringAttr) else StringAttr(space),
+                "queue": _int(queue),
+            }
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> QwaitOp:
+        space = _parse_enum(parser, SPACES, "memory space")
+        parser.parse_keyword("queue")
+        q = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        op = QwaitOp(space, q)
+        op._finish(parser)
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.space.data} queue {self.queue.data}")
+        self._print_attrs(printer)
+
+    def verify_(self) -> None:
+        if self.space.data not in SPACES:
+            raise VerifyException(
+                f"backend.qwait: unknown space '{self.space.data}'; expected one of "
+                f"{', '.join(SPACES)}"
+            )
+        _check_imm(self, self.queue.data, 0, MAX_QUEUE, "queue")
+
+    def assembly_line(self) -> str:
+        return f"qwait {self.space.data}.q{self.queue.data}"
+
+
+class SyncOp(BackendOp, ABC):
+    """`backend.barrier 0, 33` (`barrier id, count`; also `sem_post`, `sem_wait`).
+    Builder: `BarrierOp(id, count)`."""
+
+    sync_id = prop_def(IntAttr)
+    count = prop_def(IntAttr)
+
+    def __init__(self, sync_id: int | IntAttr, count: int | IntAttr):
+        super().__init__(properties={"sync_id": _int(sync_id), "count": _int(count)})
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        i = parser.parse_integer(allow_boolean=False)
+        parser.parse_punctuation(",")
+        c = parser.parse_integer(allow_boolean=False)
+        op = cls.create(properties={"sync_id": IntAttr(i), "count": IntAttr(c)})
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.sync_id.data}, {self.count.data}")
+        self._print_attrs(printer)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.sync_id.data, 0, MAX_SYNC_ID, "id")
+        _check_imm(self, self.count.data, 0, IMM_MAX, "count")
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {self.sync_id.data}, {self.count.data}"
+
+
+@irdl_op_definition
+class BarrierOp(SyncOp):
+    name = "backend.barrier"
+    MNEMONIC: ClassVar[str] = "barrier"
+
+
+@irdl_op_definition
+class SemPostOp(SyncOp):
+    name = "backend.sem_post"
+    MNEMONIC: ClassVar[str] = "sem.post"
+
+
+@irdl_op_definition
+class SemWaitOp(SyncOp):
+    name = "backend.sem_wait"
+    MNEMONIC: ClassVar[str] = "sem.wait"
+
+
+# ---------------------------------------------------------------------------------------------
+# MPU
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class MpuLdwOp(CoreOnlyOp):
+    """`backend.mpu_ldw %src, %k, %n : (!backend.reg, !backend.reg, !backend.reg) -> ()`
+    (`mpu.ldw rsrc, rk, rn`). Builder: `MpuLdwOp(src, k, n)`."""
+
+    name = "backend.mpu_ldw"
+    MNEMONIC: ClassVar[str] = "mpu.ldw"
+    src = operand_def(RegType)
+    k = operand_def(RegType)
+    n = operand_def(RegType)
+
+    def __init__(self, src: SSAValue | Operation, k: SSAValue | Operation, n: SSAValue | Operation):
+        super().__init__(operands=[src, k, n])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MpuLdwOp:
+        regs = parser.parse_comma_separated_list(
+            parser.Delimiter.NONE, parser.parse_unresolved_operand
+        )
+        if len(regs) != 3:
+            parser.raise_error("backend.mpu_ldw takes 3 registers")
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def assembly_line(self) -> str:
+        return f"mpu.ldw {_rn(self.src)}, {_rn(self.k)}, {_rn(self.n)}"
+
+
+@irdl_op_definition
+class MpuMmOp(CoreOnlyOp):
+    """`backend.mpu_mm %dst, %src, %m, f32 [acc] : (!backend.reg, !backend.reg, !backend.reg)
+    -> ()` (`mpu.mm rdst, rsrc, rm, f32[, acc]`; output bf16 or f32; acc needs f32).
+    Builder: `MpuMmOp(dst, src, m, out_dtype="f32", acc=False)`."""
+
+    name = "backend.mpu_mm"
+    MNEMONIC: ClassVar[str] = "mpu.mm"
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    m = operand_def(RegType)
+    out_dtype = prop_def(StringAttr)
+    acc = opt_prop_def(UnitAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        m: SSAValue | Operation,
+        out_dtype: str = "f32",
+        acc: bool = False,
+    ):
+        super().__init__(
+            operands=[dst, src, m],
+            properties={"out_dtype": StringAttr(out_dtype), "acc": UnitAttr() if acc else None},
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> MpuMmOp:
+        regs = [parser.parse_unresolved_operand()]
+        for _ in range(2):
+            parser.parse_punctuation(",")
+            regs.append(parser.parse_unresolved_operand())
+        parser.parse_punctuation(",")
+        props: dict[str, Attribute] = {"out_dtype": _parse_enum(parser, ("bf16", "f32"), "output")}
+        if parser.parse_optional_keyword("acc") is not None:
+            props["acc"] = UnitAttr()
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties=props)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_string(f", {self.out_dtype.data}")
+        if self.acc is not None:
+            printer.print_string(" acc")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        if self.out_dtype.data not in ("bf16", "f32"):
+            raise VerifyException(
+                f"backend.mpu_mm: output must be bf16 or f32, got {self.out_dtype.data}"
+            )
+        if self.acc is not None and self.out_dtype.data != "f32":
+            raise VerifyException("backend.mpu_mm: acc needs an f32 destination")
+
+    def assembly_line(self) -> str:
+        s = f"mpu.mm {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.m)}, {self.out_dtype.data}"
+        return s + (", acc" if self.acc is not None else "")
+
+
+# ---------------------------------------------------------------------------------------------
+# VPU
+# ---------------------------------------------------------------------------------------------
+
+
+class VpuRegsOp(CoreOnlyOp, ABC):
+    """Base of VPU ops: N register operands, then dtype(s) (and for binaries a broadcast)."""
+
+    REG_COUNT: ClassVar[int]
+    DTYPE_PROPS: ClassVar[tuple[str, ...]] = ("dtype",)
+
+    @classmethod
+    def _parse_regs(cls, parser: Parser, n: int) -> list[Parser.UnresolvedOperand]:
+        regs = [parser.parse_unresolved_operand()]
+        for _ in range(n - 1):
+            parser.parse_punctuation(",")
+            regs.append(parser.parse_unresolved_operand())
+        return regs
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        regs = cls._parse_regs(parser, cls.REG_COUNT)
+        props: dict[str, Attribute] = {}
+        for p in cls.DTYPE_PROPS:
+            parser.parse_punctuation(",")
+            props[p] = _parse_enum(parser, DTYPES, "element type")
+        props |= cls._parse_extra(parser)
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties=props)
+        op.attributes |= attrs
+        return op
+
+    @classmethod
+    def _parse_extra(cls, parser: Parser) -> dict[str, Attribute]:
+        return {}
+
+    def _extra_text(self) -> str:
+        return ""
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        for p in self.DTYPE_PROPS:
+            printer.print_string(f", {self.properties[p].data}")  # type: ignore[attr-defined]
+        printer.print_string(self._extra_text())
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        for p in self.DTYPE_PROPS:
+            d = self.properties[p].data  # type: ignore[attr-defined]
+            if d not in DTYPES:
+                raise VerifyException(
+                    f"{self.name}: unknown element type '{d}'; expected one of {', '.join(DTYPES)}"
+                )
+
+    def assembly_line(self) -> str:
+        regs = ", ".join(_rn(o) for o in self.operands)
+        dts = "".join(f", {self.properties[p].data}" for p in self.DTYPE_PROPS)  # type: ignore[attr-defined]
+        return f"{self.MNEMONIC} {regs}{dts}{self._extra_text()}"
+
+
+BCAST_KINDS = ("scalar", "row", "col")
+
+
+class VpuBinaryOp(VpuRegsOp, ABC):
+    """`backend.vpu_add %dst, %a, %b, %n, bf16 [, bc.scalar | bc.row(P) | bc.col(P)] :
+    (4 x !backend.reg) -> ()` (`vpu.add rdst, rsrc1, rsrc2, rn, dtype[, bcast]`).
+    Builder: `VpuAddOp(dst, src1, src2, n, dtype, bcast=None, period=None)`."""
+
+    REG_COUNT: ClassVar[int] = 4
+    dst = operand_def(RegType)
+    src1 = operand_def(RegType)
+    src2 = operand_def(RegType)
+    n = operand_def(RegType)
+    dtype = prop_def(StringAttr)
+    bcast = opt_prop_def(StringAttr)
+    period = opt_prop_def(IntAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src1: SSAValue | Operation,
+        src2: SSAValue | Operation,
+        n: SSAValue | Operation,
+        dtype: str,
+        bcast: str | None = None,
+        period: int | None = None,
+    ):
+        super().__init__(
+            operands=[dst, src1, src2, n],
+            properties={
+                "dtype": StringAttr(dtype),
+                "bcast": StringAttr(bcast) if bcast is not None else None,
+                "period": IntAttr(period) if period is not None else None,
+            },
+        )
+
+    @classmethod
+    def _parse_extra(cls, parser: Parser) -> dict[str, Attribute]:
+        if parser.parse_optional_punctuation(",") is None:
+            return {}
+        pos = parser.pos
+        text = parser.parse_identifier(context_msg=" (bc.scalar, bc.row(P) or bc.col(P))")
+        kind = text[3:] if text.startswith("bc.") else ""
+        if kind not in BCAST_KINDS:
+            parser.raise_error(
+                f"expected bc.scalar, bc.row(P) or bc.col(P), got {text!r}", pos, parser.pos
+            )
+        props: dict[str, Attribute] = {"bcast": StringAttr(kind)}
+        if kind != "scalar":
+            with parser.in_parens():
+                props["period"] = IntAttr(
+                    parser.parse_integer(allow_boolean=False, allow_negative=False)
+                )
+        return props
+
+    def _extra_text(self) -> str:
+        if self.bcast is None:
+            return ""
+        if self.bcast.data == "scalar":
+            return ", bc.scalar"
+        assert self.period is not None
+        return f", bc.{self.bcast.data}({self.period.data})"
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.bcast is None:
+            if self.period is not None:
+                raise VerifyException(f"{self.name}: a period without a broadcast")
+            return
+        if self.bcast.data not in BCAST_KINDS:
+            raise VerifyException(
+                f"{self.name}: unknown broadcast '{self.bcast.data}'; expected scalar, row or col"
+            )
+        if self.bcast.data == "scalar":
+            if self.period is not None:
+                raise VerifyException(f"{self.name}: bc.scalar takes no period")
+        elif self.period is None or not 1 <= self.period.data < (1 << 24):
+            raise VerifyException(
+                f"{self.name}: bc.{self.bcast.data} needs a period in [1, {(1 << 24) - 1}]"
+            )
+
+
+@irdl_op_definition
+class VpuAddOp(VpuBinaryOp):
+    name = "backend.vpu_add"
+    MNEMONIC: ClassVar[str] = "vpu.add"
+
+
+@irdl_op_definition
+class VpuSubOp(VpuBinaryOp):
+    name = "backend.vpu_sub"
+    MNEMONIC: ClassVar[str] = "vpu.sub"
+
+
+@irdl_op_definition
+class VpuMulOp(VpuBinaryOp):
+    name = "backend.vpu_mul"
+    MNEMONIC: ClassVar[str] = "vpu.mul"
+
+
+@irdl_op_definition
+class VpuDivOp(VpuBinaryOp):
+    name = "backend.vpu_div"
+    MNEMONIC: ClassVar[str] = "vpu.div"
+
+
+@irdl_op_definition
+class VpuMaxOp(VpuBinaryOp):
+    name = "backend.vpu_max"
+    MNEMONIC: ClassVar[str] = "vpu.max"
+
+
+@irdl_op_definition
+class VpuMinOp(VpuBinaryOp):
+    name = "backend.vpu_min"
+    MNEMONIC: ClassVar[str] = "vpu.min"
+
+
+class VpuUnaryOp(VpuRegsOp, ABC):
+    """`backend.vpu_exp %dst, %src, %n, f32 : (3 x !backend.reg) -> ()`
+    (`vpu.exp rdst, rsrc, rn, dtype`). Builder: `VpuExpOp(dst, src, n, dtype)`."""
+
+    REG_COUNT: ClassVar[int] = 3
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    n = operand_def(RegType)
+    dtype = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        n: SSAValue | Operation,
+        dtype: str,
+    ):
+        super().__init__(operands=[dst, src, n], properties={"dtype": StringAttr(dtype)})
+
+
+@irdl_op_definition
+class VpuNegOp(VpuUnaryOp):
+    name = "backend.vpu_neg"
+    MNEMONIC: ClassVar[str] = "vpu.neg"
+
+
+@irdl_op_definition
+class VpuAbsOp(VpuUnaryOp):
+    name = "backend.vpu_abs"
+    MNEMONIC: ClassVar[str] = "vpu.abs"
+
+
+@irdl_op_definition
+class VpuExpOp(VpuUnaryOp):
+    name = "backend.vpu_exp"
+    MNEMONIC: ClassVar[str] = "vpu.exp"
+
+
+@irdl_op_definition
+class VpuLogOp(VpuUnaryOp):
+    name = "backend.vpu_log"
+    MNEMONIC: ClassVar[str] = "vpu.log"
+
+
+@irdl_op_definition
+class VpuSqrtOp(VpuUnaryOp):
+    name = "backend.vpu_sqrt"
+    MNEMONIC: ClassVar[str] = "vpu.sqrt"
+
+
+@irdl_op_definition
+class VpuRsqrtOp(VpuUnaryOp):
+    name = "backend.vpu_rsqrt"
+    MNEMONIC: ClassVar[str] = "vpu.rsqrt"
+
+
+@irdl_op_definition
+class VpuTanhOp(VpuUnaryOp):
+    name = "backend.vpu_tanh"
+    MNEMONIC: ClassVar[str] = "vpu.tanh"
+
+
+@irdl_op_definition
+class VpuSigmoidOp(VpuUnaryOp):
+    name = "backend.vpu_sigmoid"
+    MNEMONIC: ClassVar[str] = "vpu.sigmoid"
+
+
+@irdl_op_definition
+class VpuSiluOp(VpuUnaryOp):
+    name = "backend.vpu_silu"
+    MNEMONIC: ClassVar[str] = "vpu.silu"
+
+
+@irdl_op_definition
+class VpuGeluOp(VpuUnaryOp):
+    name = "backend.vpu_gelu"
+    MNEMONIC: ClassVar[str] = "vpu.gelu"
+
+
+@irdl_op_definition
+class VpuCopyOp(VpuUnaryOp):
+    name = "backend.vpu_copy"
+    MNEMONIC: ClassVar[str] = "vpu.copy"
+
+
+@irdl_op_definition
+class VpuCvtOp(VpuRegsOp):
+    """`backend.vpu_cvt %dst, %src, %n, bf16, f32 : (3 x !backend.reg) -> ()`
+    (`vpu.cvt rdst, rsrc, rn, dtype_dst, dtype_src`).
+    Builder: `VpuCvtOp(dst, src, n, dst_dtype, src_dtype)`."""
+
+    name = "backend.vpu_cvt"
+    MNEMONIC: ClassVar[str] = "vpu.cvt"
+    REG_COUNT: ClassVar[int] = 3
+    DTYPE_PROPS: ClassVar[tuple[str, ...]] = ("dst_dtype", "src_dtype")
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    n = operand_def(RegType)
+    dst_dtype = prop_def(StringAttr)
+    src_dtype = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        n: SSAValue | Operation,
+        dst_dtype: str,
+        src_dtype: str,
+    ):
+        super().__init__(
+            operands=[dst, src, n],
+            properties={"dst_dtype": StringAttr(dst_dtype), "src_dtype": StringAttr(src_dtype)},
+        )
+
+
+@irdl_op_definition
+class VpuFillOp(VpuRegsOp):
+    """`backend.vpu_fill %dst, %n, %bits, f32 : (3 x !backend.reg) -> ()`
+    (`vpu.fill rdst, rn, rbits, dtype`: every element gets the bit pattern in rbits).
+    Builder: `VpuFillOp(dst, n, bits, dtype)`."""
+
+    name = "backend.vpu_fill"
+    MNEMONIC: ClassVar[str] = "vpu.fill"
+    REG_COUNT: ClassVar[int] = 3
+    dst = operand_def(RegType)
+    n = operand_def(RegType)
+    bits = operand_def(RegType)
+    dtype = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        n: SSAValue | Operation,
+        bits: SSAValue | Operation,
+        dtype: str,
+    ):
+        super().__init__(operands=[dst, n, bits], properties={"dtype": StringAttr(dtype)})
+
+
+class Vpu2dOp(VpuRegsOp, ABC):
+    """`backend.vpu_rsum %dst, %src, %rows, %cols, f32 : (4 x !backend.reg) -> ()`
+    (`vpu.rsum rdst, rsrc, rrows, rcols, dtype`; also rmax, transpose).
+    Builder: `VpuRsumOp(dst, src, rows, cols, dtype)`."""
+
+    REG_COUNT: ClassVar[int] = 4
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    rows = operand_def(RegType)
+    cols = operand_def(RegType)
+    dtype = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        rows: SSAValue | Operation,
+        cols: SSAValue | Operation,
+        dtype: str,
+    ):
+        super().__init__(operands=[dst, src, rows, cols], properties={"dtype": StringAttr(dtype)})
+
+
+@irdl_op_definition
+class VpuRsumOp(Vpu2dOp):
+    name = "backend.vpu_rsum"
+    MNEMONIC: ClassVar[str] = "vpu.rsum"
+
+
+@irdl_op_definition
+class VpuRmaxOp(Vpu2dOp):
+    name = "backend.vpu_rmax"
+    MNEMONIC: ClassVar[str] = "vpu.rmax"
+
+
+@irdl_op_definition
+class VpuTransposeOp(Vpu2dOp):
+    name = "backend.vpu_transpose"
+    MNEMONIC: ClassVar[str] = "vpu.transpose"
+
+
+INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
+    NopOp,
+    HaltOp,
+    LiOp,
+    LihOp,
+    LsaOp,
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    RemOp,
+    AndOp,
+    OrOp,
+    XorOp,
+    ShlOp,
+    ShrOp,
+    SraOp,
+    MinOp,
+    MaxOp,
+    SltOp,
+    SeqOp,
+    AddiOp,
+    MuliOp,
+    AndiOp,
+    ShliOp,
+    ShriOp,
+    DiviOp,
+    RemiOp,
+    LdOp,
+    StOp,
+    BeqOp,
+    BneOp,
+    BltOp,
+    BgeOp,
+    JmpOp,
+    DmaOp,
+    QwaitOp,
+    DmaWaitOp,
+    BarrierOp,
+    SemPostOp,
+    SemWaitOp,
+    MpuLdwOp,
+    MpuMmOp,
+    VpuAddOp,
+    VpuSubOp,
+    VpuMulOp,
+    VpuDivOp,
+    VpuMaxOp,
+    VpuMinOp,
+    VpuNegOp,
+    VpuAbsOp,
+    VpuExpOp,
+    VpuLogOp,
+    VpuSqrtOp,
+    VpuRsqrtOp,
+    VpuTanhOp,
+    VpuSigmoidOp,
+    VpuSiluOp,
+    VpuGeluOp,
+    VpuCopyOp,
+    VpuCvtOp,
+    VpuFillOp,
+    VpuRsumOp,
+    VpuRmaxOp,
+    VpuTransposeOp,
+)
+"""One op class per ISA instruction."""
+
+BY_MNEMONIC: dict[str, type[BackendOp]] = {c.MNEMONIC: c for c in INSTRUCTION_OPS}
+"""ISA mnemonic -> op class."""
+
+
+Backend = Dialect(
+    "backend",
+    [KernelOp, ProgramOp, LabelOp, EntryRegOp, *INSTRUCTION_OPS],
+    [RegType],
+)
