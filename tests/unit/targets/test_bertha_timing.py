@@ -1,0 +1,166 @@
+"""Timing model sanity: every expected number is derived from the ComputeModel parameters."""
+
+import math
+
+import numpy as np
+import pytest
+from bertha_helpers import run, small_model, tensor
+
+from legato.targets.bertha.timing import DRAM_INTERLEAVE_BYTES, channel_bytes
+from legato.types import i64, bf16
+
+ONE_DMA = """\
+.program core0 on core(0)
+    ld r3, 8(r1)
+    lsa r4, sram, 0
+    li r5, {n}
+    dma r4, r3, r5
+    dmawait
+    halt
+"""
+
+
+def one_dma_cycles(model, n):
+    x = np.zeros(n // 8, np.int64)
+    return run(ONE_DMA.format(n=n), [tensor("x", i64, [n // 8])], [x], model=model)
+
+
+def expected_one_dma(model, n):
+    lat = model.dram_latency_cycles
+    # ld from shared DRAM (blocking, latency), lsa, li, dma issue; data phase is limited by the
+    # narrower of the port and the channels the transfer touches
+    issue = lat + 2
+    per_channel = max(channel_bytes(0x10000, n, model.num_memory_channels))
+    data = max(math.ceil(n / model.dma_port_bytes_per_cycle),
+               math.ceil(per_channel / model.dram_bytes_per_cycle_per_channel))
+    end = issue + data + lat
+    return end + 2  # dmawait issues at the end, halt one cycle later
+
+
+@pytest.mark.parametrize("name", ["bertha", "bertha-evt1"])
+@pytest.mark.parametrize("n", [8, 4096, 65536])
+def test_single_dma_time_follows_the_model(name, n):
+    model = small_model(name)
+    res = one_dma_cycles(model, n)
+    assert res.cycles == expected_one_dma(model, n)
+    assert res.cycles >= 2 * model.dram_latency_cycles
+    assert res.dram_bytes == n
+
+
+def test_larger_transfers_take_proportionally_longer():
+    model = small_model()
+    small, big = one_dma_cycles(model, 8192), one_dma_cycles(model, 8 * 8192)
+    assert big.cycles - small.cycles == 7 * 8192 // model.dma_port_bytes_per_cycle
+
+
+def test_faster_port_is_faster():
+    a = one_dma_cycles(small_model("bertha"), 65536).cycles
+    b = one_dma_cycles(small_model("bertha-evt1"), 65536).cycles
+    assert b < a
+
+
+def test_channel_interleaving():
+    assert channel_bytes(0, 8 * DRAM_INTERLEAVE_BYTES, 8) == [DRAM_INTERLEAVE_BYTES] * 8
+    assert channel_bytes(100, 10, 4) == [10, 0, 0, 0]
+    assert channel_bytes(200, 400, 4) == [56, 256, 88, 0]
+    for addr, n, c in [(12345, 99999, 8), (0, 1, 3), (255, 2, 2)]:
+        assert sum(channel_bytes(addr, n, c)) == n
+    model = small_model()
+    res = one_dma_cycles(model, 64 * 1024)
+    assert res.dram_bytes_per_channel == [64 * 1024 // model.num_memory_channels] * 8
+
+
+CONTEND = """\
+.program worker on all_cores
+    ld r3, 8(r1)
+    lsa r4, sram, 0
+    li r5, {n}
+    dma r4, r3, r5
+    dmawait
+    halt
+"""
+
+
+def test_cores_contend_for_a_channel():
+    n = 16384
+    one = small_model(cores=1, channels=1)
+    two = small_model(cores=2, channels=1)
+    x = np.zeros(n // 8, np.int64)
+    r1 = run(CONTEND.format(n=n), [tensor("x", i64, [n // 8])], [x], model=one)
+    r2 = run(CONTEND.format(n=n), [tensor("x", i64, [n // 8])], [x], model=two)
+    # one channel at 64 B/cycle is as fast as one port: the second core waits for the channel
+    assert r2.cycles - r1.cycles == n // one.dram_bytes_per_cycle_per_channel
+    assert r2.dram_bytes == 2 * n
+    # with as many channels as needed there is no contention
+    wide = small_model(cores=2, channels=8)
+    r3 = run(CONTEND.format(n=n), [tensor("x", i64, [n // 8])], [x], model=wide)
+    assert r3.cycles == r1.cycles
+
+
+def test_dma_in_flight_limit():
+    model = small_model()
+    k = model.dma_max_in_flight
+    # distinct destinations, so the scoreboard does not order them (WAW)
+    body = "\n".join("    dma r4, r3, r5\n    addi r4, r4, 8" for _ in range(k + 1))
+    src = f".program core0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 8\n{body}\n    dmawait\n    halt\n"
+    x = np.zeros(1, np.int64)
+    res = run(src, [tensor("x", i64, [1])], [x], model=model)
+    lat = model.dram_latency_cycles
+    # the (k+1)-th DMA cannot issue before the first one completed: at least two latencies after
+    # the table load
+    assert res.cycles >= 3 * lat
+    body_k = "\n".join("    dma r4, r3, r5\n    addi r4, r4, 8" for _ in range(k))
+    src_k = src.replace(body, body_k)
+    res_k = run(src_k, [tensor("x", i64, [1])], [x], model=model)
+    assert res_k.cycles < 2 * lat + 3 * k + 10
+    assert res.cycles > res_k.cycles + lat // 2
+
+
+MPU = """\
+.program core0 on core(0)
+    lsa r3, mpu_buffer, 0
+    li r4, {k}
+    li r5, {n}
+    mpu.ldw r3, r4, r5
+    lsa r6, sram, 0
+    lsa r7, sram, 262144
+    li r8, {m}
+    mpu.mm r7, r6, r8, f32
+    mpu.mm r7, r6, r8, f32, acc
+    halt
+"""
+
+
+@pytest.mark.parametrize("name", ["bertha", "bertha-evt1"])
+def test_mpu_timing(name):
+    model = small_model(name)
+    m, k, n = 64, 256, 128
+    res = run(MPU.format(m=m, k=k, n=n), model=model)
+    load = math.ceil(k * n * 2 / model.mpu_weight_load_bytes_per_cycle)
+    mm = math.ceil(m * k * n / model.mpu_macs_per_cycle)
+    assert res.unit_busy["core0"]["mpu"] == load + 2 * mm
+    # the MPU is one in-order unit: the two matmuls run back to back after the load
+    assert res.cycles == 3 + load + 2 * mm
+    assert res.mac_count == 2 * m * k * n
+
+
+def test_scoreboard_orders_dependent_unit_ops():
+    # vpu reads what the DMA is still writing: it must wait for the DMA to complete
+    model = small_model()
+    src = """\
+.program core0 on core(0)
+    ld r3, 8(r1)
+    lsa r4, sram, 0
+    li r5, 512
+    dma r4, r3, r5
+    lsa r6, sram, 4096
+    li r7, 256
+    vpu.exp r6, r4, r7, bf16
+    halt
+"""
+    x = np.zeros(256, bf16.numpy)
+    res = run(src, [tensor("x", bf16, [256])], [x], model=model)
+    lat = model.dram_latency_cycles
+    dma_end = lat + 2 + 512 // model.dma_port_bytes_per_cycle + lat
+    vpu = math.ceil(256 / model.vpu_transcendental_per_cycle)
+    assert res.cycles == dma_end + vpu
