@@ -1,0 +1,574 @@
+"""Interpreter of the `backend` dialect: Bertha instructions over registers, at the IR level.
+
+Execution model (docs/isa.md, docs/architecture.md level 3):
+
+* One task per `backend.program` (one per core for `all_cores`), each with 32 registers
+  (r0 = 0; at entry r1 = the Instruction Table's address, r2 = the core index, 0 on top).
+* A program is one block; `backend.label` marks branch targets, branches jump to them, `halt`
+  (or falling off the end) stops the program.
+* Register operands: an *allocated* register (`!backend.reg<r5>`) is read from / written to the
+  register file, exactly as the hardware does; an *unallocated* one (`!backend.reg`, or xDSL's
+  infinite `j` registers) is an SSA value (the last value its defining op produced). So the same
+  interpreter runs the IR before and after register allocation, and a difference between the
+  two runs is a register allocation bug.
+* Memory, queues, MPU and barriers are `legato.interp.machine.Machine` (the address map of the
+  architecture, shared with the core level); DMAs complete at issue.
+* Numerics: MPU via `legato.numerics`, VPU via `legato.targets.bertha.vpu` (the emulator's own
+  definition), so results match the emulator bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
+from xdsl.ir import Operation, SSAValue
+
+from legato import numerics
+from legato.dialects import backend as B
+from legato.interp.common import BoundArg
+from legato.interp.errors import InterpError, InvalidModuleError
+from legato.interp.machine import Machine
+from legato.interp.memory import Memory, core_space_base, decode_address
+from legato.interp.scheduler import Scheduler, StepListener
+from legato.types import dtype_from_name
+
+MASK64 = (1 << 64) - 1
+
+
+def s64(v: int) -> int:
+    v &= MASK64
+    return v - (1 << 64) if v >> 63 else v
+
+
+def _np(dtype: str) -> np.dtype:
+    return dtype_from_name(dtype).numpy
+
+
+@dataclass
+class ProgramEnv:
+    name: str
+    core: int | None
+    regs: list[int] = field(default_factory=lambda: [0] * B.NUM_REGS)
+    ssa: dict[SSAValue, int] = field(default_factory=dict)
+    jump: str | None = None
+    halted: bool = False
+
+
+def _env(interpreter: Interpreter) -> ProgramEnv:
+    return interpreter.get_data(BackendFunctions, "env", lambda: ProgramEnv("?", None))
+
+
+def _reg_index(value: SSAValue) -> int | None:
+    """The r-register of an allocated value, None for an SSA (unallocated / `j`) one."""
+    t = value.type
+    if isinstance(t, B.RegType) and t.is_allocated:
+        name = t.register_name.data if hasattr(t.register_name, "data") else t.register_name
+        if isinstance(name, str) and name.startswith("r"):
+            return int(name[1:])
+    return None
+
+
+def read_operand(env: ProgramEnv, value: SSAValue, op: Operation) -> int:
+    r = _reg_index(value)
+    if r is not None:
+        return 0 if r == 0 else env.regs[r]
+    try:
+        return env.ssa[value]
+    except KeyError:
+        raise InterpError(
+            "reads an unallocated register whose defining instruction has not run", op
+        ) from None
+
+
+def write_result(env: ProgramEnv, value: SSAValue, v: int) -> None:
+    v = s64(v)
+    r = _reg_index(value)
+    if r is not None and r != 0:
+        env.regs[r] = v
+    env.ssa[value] = v
+
+
+@register_impls
+@dataclass
+class BackendFunctions(InterpreterFunctions):
+    machine: Machine | None = None
+
+    @property
+    def mem(self) -> Memory:
+        assert self.machine is not None
+        return self.machine.memory
+
+    # -- scalar -----------------------------------------------------------------------------
+
+    @impl(B.EntryRegOp)
+    def run_entry_reg(self, interpreter, op: B.EntryRegOp, args):
+        env = _env(interpreter)
+        return (env.regs[int(op.reg.data[1:])],)
+
+    @impl(B.NopOp)
+    def run_nop(self, interpreter, op, args):
+        return ()
+
+    @impl(B.HaltOp)
+    def run_halt(self, interpreter, op, args):
+        _env(interpreter).halted = True
+        return ()
+
+    @impl(B.LabelOp)
+    def run_label(self, interpreter, op, args):
+        return ()
+
+    @impl(B.LiOp)
+    def run_li(self, interpreter, op: B.LiOp, args):
+        imm = op.imm.data & 0xFFFF_FFFF
+        return (imm - (1 << 32) if imm >> 31 else imm,)
+
+    @impl(B.LihOp)
+    def run_lih(self, interpreter, op: B.LihOp, args):
+        (lo,) = args
+        return (((op.imm.data & 0xFFFF_FFFF) << 32) | (lo & 0xFFFF_FFFF),)
+
+    @impl(B.LsaOp)
+    def run_lsa(self, interpreter, op: B.LsaOp, args):
+        env = _env(interpreter)
+        if op.core is not None:
+            core = op.core.data
+        elif op.core_reg is not None:
+            core = args[0]
+        else:
+            core = env.core if env.core is not None else 0
+        assert self.machine is not None
+        if not 0 <= core < self.machine.model.num_cores:
+            raise InterpError(f"lsa names core {core}; the model has "
+                              f"{self.machine.model.num_cores} cores", op)
+        return (core_space_base(core, op.space.data) + (op.offset.data & 0xFFFF_FFFF),)
+
+    def _alu(self, op: Operation, mn: str, a: int, b: int) -> int:
+        if mn == "add":
+            return a + b
+        if mn == "sub":
+            return a - b
+        if mn == "mul":
+            return a * b
+        if mn in ("div", "rem"):
+            if b == 0:
+                raise InterpError(f"{mn} by zero", op)
+            q = abs(a) // abs(b)
+            q = q if (a >= 0) == (b >= 0) else -q
+            return q if mn == "div" else a - q * b
+        if mn == "and":
+            return a & b
+        if mn == "or":
+            return a | b
+        if mn == "xor":
+            return a ^ b
+        if mn == "shl":
+            return a << (b & 63)
+        if mn == "shr":
+            return (a & MASK64) >> (b & 63)
+        if mn == "sra":
+            return a >> (b & 63)
+        if mn == "min":
+            return min(a, b)
+        if mn == "max":
+            return max(a, b)
+        if mn == "slt":
+            return int(a < b)
+        if mn == "seq":
+            return int(a == b)
+        raise InterpError(f"unknown ALU op {mn}", op)
+
+    def _rrr(self, interpreter, op, args):
+        return (self._alu(op, op.MNEMONIC, args[0], args[1]),)
+
+    def _rri(self, interpreter, op, args):
+        imm = op.imm.data & 0xFFFF_FFFF
+        imm = imm - (1 << 32) if imm >> 31 else imm
+        return (self._alu(op, op.MNEMONIC[:-1], args[0], imm),)
+
+    run_add = impl(B.AddOp)(_rrr)
+    run_sub = impl(B.SubOp)(_rrr)
+    run_mul = impl(B.MulOp)(_rrr)
+    run_div = impl(B.DivOp)(_rrr)
+    run_rem = impl(B.RemOp)(_rrr)
+    run_and = impl(B.AndOp)(_rrr)
+    run_or = impl(B.OrOp)(_rrr)
+    run_xor = impl(B.XorOp)(_rrr)
+    run_shl = impl(B.ShlOp)(_rrr)
+    run_shr = impl(B.ShrOp)(_rrr)
+    run_sra = impl(B.SraOp)(_rrr)
+    run_min = impl(B.MinOp)(_rrr)
+    run_max = impl(B.MaxOp)(_rrr)
+    run_slt = impl(B.SltOp)(_rrr)
+    run_seq = impl(B.SeqOp)(_rrr)
+    run_addi = impl(B.AddiOp)(_rri)
+    run_muli = impl(B.MuliOp)(_rri)
+    run_andi = impl(B.AndiOp)(_rri)
+    run_shli = impl(B.ShliOp)(_rri)
+    run_shri = impl(B.ShriOp)(_rri)
+    run_divi = impl(B.DiviOp)(_rri)
+    run_remi = impl(B.RemiOp)(_rri)
+
+    @impl(B.LdOp)
+    def run_ld(self, interpreter, op: B.LdOp, args):
+        addr = args[0] + op.offset.data
+        return (s64(self.mem.read_u64(addr)),)
+
+    @impl(B.StOp)
+    def run_st(self, interpreter, op: B.StOp, args):
+        value, base = args
+        self.mem.write_u64(base + op.offset.data, value)
+        return ()
+
+    def _branch(self, interpreter, op, args):
+        a, b = args
+        take = {"beq": a == b, "bne": a != b, "blt": a < b, "bge": a >= b}[op.MNEMONIC]
+        if take:
+            _env(interpreter).jump = op.target.data
+        return ()
+
+    run_beq = impl(B.BeqOp)(_branch)
+    run_bne = impl(B.BneOp)(_branch)
+    run_blt = impl(B.BltOp)(_branch)
+    run_bge = impl(B.BgeOp)(_branch)
+
+    @impl(B.JmpOp)
+    def run_jmp(self, interpreter, op: B.JmpOp, args):
+        _env(interpreter).jump = op.target.data
+        return ()
+
+    # -- data movement and sync -------------------------------------------------------------
+
+    @impl(B.DmaOp)
+    def run_dma(self, interpreter, op: B.DmaOp, args):
+        assert self.machine is not None
+        env = _env(interpreter)
+        dst, src, n = args[0], args[1], args[2]
+        if n < 0:
+            raise InterpError(f"dma of a negative length {n}", op)
+        self.mem.copy(dst, src, n)
+        self.machine.dma_bytes += n
+        if op.notify is not None:
+            if op.notify_core is not None:
+                core = op.notify_core.data
+            elif op.notify_core_reg is not None:
+                core = args[3]
+            else:
+                core = env.core
+            assert op.notify_space is not None and op.notify_queue is not None
+            if core is None:
+                raise InterpError("dma on top notifies no core", op)
+            self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
+                                f"{env.name}'s dma")
+        return ()
+
+    @impl(B.QwaitOp)
+    def run_qwait(self, interpreter, op: B.QwaitOp, args):
+        env = _env(interpreter)
+        assert self.machine is not None and env.core is not None
+        self.machine.wait_arrival(env.core, op.space.data, op.queue.data, op)
+        return ()
+
+    @impl(B.DmaWaitOp)
+    def run_dmawait(self, interpreter, op, args):
+        return ()
+
+    @impl(B.BarrierOp)
+    def run_barrier(self, interpreter, op: B.BarrierOp, args):
+        assert self.machine is not None
+        m = self.machine
+        bid, count = op.sync_id.data, op.count.data
+        st = m.isa_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
+        if st["arrived"] and st["count"] != count:
+            raise InterpError(
+                f"barrier {bid} entered with count {count} but others use {st['count']}", op
+            )
+        st["count"] = count
+        gen = st["gen"]
+        st["arrived"] += 1
+        if st["arrived"] >= count:
+            st["gen"] += 1
+            st["arrived"] = 0
+        m.scheduler.block_until(
+            lambda: st["gen"] > gen, op,
+            f"barrier {bid} ({count} modules; {st['arrived']} arrived)",
+        )
+        return ()
+
+    @impl(B.SemPostOp)
+    def run_sem_post(self, interpreter, op: B.SemPostOp, args):
+        assert self.machine is not None
+        sems = self.machine.semaphores
+        sems[op.sync_id.data] = sems.get(op.sync_id.data, 0) + op.count.data
+        return ()
+
+    @impl(B.SemWaitOp)
+    def run_sem_wait(self, interpreter, op: B.SemWaitOp, args):
+        assert self.machine is not None
+        sems = self.machine.semaphores
+        sid, count = op.sync_id.data, op.count.data
+        self.machine.scheduler.block_until(
+            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
+        )
+        sems[sid] -= count
+        return ()
+
+    # -- MPU --------------------------------------------------------------------------------
+
+    def _local(self, interpreter, op, addr: int, what: str, spaces=("sram", "mpu_buffer",
+                                                                    "private_dram")) -> None:
+        env = _env(interpreter)
+        space, core, _ = decode_address(addr)
+        if core != env.core or space not in spaces:
+            raise InterpError(
+                f"{what} at {addr:#x} ({space}"
+                + (f" of core {core}" if core is not None else "")
+                + f") must be in this core's {' / '.join(spaces)}",
+                op,
+            )
+
+    @impl(B.MpuLdwOp)
+    def run_mpu_ldw(self, interpreter, op, args):
+        assert self.machine is not None
+        src, k, n = args
+        model = self.machine.model
+        if not (1 <= k <= model.mpu_tile_k and 1 <= n <= model.mpu_tile_n):
+            raise InterpError(f"mpu.ldw of a [{k}, {n}] tile; the MPU takes at most "
+                              f"[{model.mpu_tile_k}, {model.mpu_tile_n}]", op)
+        self._local(interpreter, op, src, "mpu.ldw source", ("mpu_buffer",))
+        w = self.mem.bytes(src, k * n * 2).view(numerics.bfloat16).reshape(k, n)
+        self.machine.load_weight(_env(interpreter).core, w)  # type: ignore[arg-type]
+        return ()
+
+    @impl(B.MpuMmOp)
+    def run_mpu_mm(self, interpreter, op: B.MpuMmOp, args):
+        assert self.machine is not None
+        dst, src, rows = args
+        core = _env(interpreter).core
+        w = self.machine.weight(core, op)  # type: ignore[arg-type]
+        if rows < 0:
+            raise InterpError(f"mpu.mm with negative row count {rows}", op)
+        k, n = w.shape
+        f32 = op.out_dtype.data == "f32"
+        osz = 4 if f32 else 2
+        self._local(interpreter, op, src, "mpu.mm source")
+        self._local(interpreter, op, dst, "mpu.mm destination")
+        a = self.mem.bytes(src, rows * k * 2).view(numerics.bfloat16).reshape(rows, k)
+        acc = None
+        if op.acc is not None:
+            acc = self.mem.bytes(dst, rows * n * 4).view(np.float32).reshape(rows, n)
+        res = numerics.matmul_acc(a, w, acc)
+        res = res if f32 else numerics.round_to(res, numerics.bfloat16)
+        self.mem.bytes(dst, rows * n * osz)[:] = np.ascontiguousarray(res).view(np.uint8).reshape(-1)
+        return ()
+
+    # -- VPU --------------------------------------------------------------------------------
+
+    def _read(self, addr: int, count: int, dtype) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        return self.mem.bytes(addr, count * dtype.itemsize).view(dtype).copy()
+
+    def _write(self, interpreter, op, addr: int, data: np.ndarray) -> None:
+        data = np.ascontiguousarray(data)
+        self._local(interpreter, op, addr, f"{op.MNEMONIC} destination")
+        self.mem.bytes(addr, data.nbytes)[:] = data.view(np.uint8).reshape(-1)
+
+    def _vbin(self, interpreter, op, args):
+        from legato.targets.bertha import vpu
+
+        dst, s1, s2, n = args
+        dt = _np(op.dtype.data)
+        if n < 0:
+            raise InterpError(f"{op.MNEMONIC} with negative element count {n}", op)
+        self._local(interpreter, op, s1, f"{op.MNEMONIC} source")
+        self._local(interpreter, op, s2, f"{op.MNEMONIC} source")
+        x = self._read(s1, n, dt)
+        mode = op.bcast.data if op.bcast is not None else None
+        period = op.period.data if op.period is not None else 0
+        if n == 0:
+            y = x
+        elif mode == "scalar":
+            y = np.broadcast_to(self._read(s2, 1, dt), (n,))
+        elif mode == "row":
+            y = np.repeat(self._read(s2, -(-n // period), dt), period)[:n]
+        elif mode == "col":
+            y = np.resize(self._read(s2, min(n, period), dt), n)
+        else:
+            y = self._read(s2, n, dt)
+        self._write(interpreter, op, dst, vpu.binary(op.MNEMONIC[4:], x, y, dt))
+        return ()
+
+    run_vadd = impl(B.VpuAddOp)(_vbin)
+    run_vsub = impl(B.VpuSubOp)(_vbin)
+    run_vmul = impl(B.VpuMulOp)(_vbin)
+    run_vdiv = impl(B.VpuDivOp)(_vbin)
+    run_vmax = impl(B.VpuMaxOp)(_vbin)
+    run_vmin = impl(B.VpuMinOp)(_vbin)
+
+    def _vun(self, interpreter, op, args):
+        from legato.targets.bertha import vpu
+
+        dst, src, n = args
+        dt = _np(op.dtype.data)
+        if n < 0:
+            raise InterpError(f"{op.MNEMONIC} with negative element count {n}", op)
+        self._local(interpreter, op, src, f"{op.MNEMONIC} source")
+        self._write(interpreter, op, dst, vpu.unary(op.MNEMONIC[4:], self._read(src, n, dt), dt))
+        return ()
+
+    run_vneg = impl(B.VpuNegOp)(_vun)
+    run_vabs = impl(B.VpuAbsOp)(_vun)
+    run_vexp = impl(B.VpuExpOp)(_vun)
+    run_vlog = impl(B.VpuLogOp)(_vun)
+    run_vsqrt = impl(B.VpuSqrtOp)(_vun)
+    run_vrsqrt = impl(B.VpuRsqrtOp)(_vun)
+    run_vtanh = impl(B.VpuTanhOp)(_vun)
+    run_vsigmoid = impl(B.VpuSigmoidOp)(_vun)
+    run_vsilu = impl(B.VpuSiluOp)(_vun)
+    run_vgelu = impl(B.VpuGeluOp)(_vun)
+    run_vcopy = impl(B.VpuCopyOp)(_vun)
+
+    @impl(B.VpuCvtOp)
+    def run_vcvt(self, interpreter, op: B.VpuCvtOp, args):
+        from legato.targets.bertha import vpu
+
+        dst, src, n = args
+        self._local(interpreter, op, src, "vpu.cvt source")
+        x = self._read(src, n, _np(op.src_dtype.data))
+        self._write(interpreter, op, dst, vpu.convert(x, _np(op.dst_dtype.data)))
+        return ()
+
+    @impl(B.VpuFillOp)
+    def run_vfill(self, interpreter, op: B.VpuFillOp, args):
+        dst, n, bits = args
+        dt = _np(op.dtype.data)
+        raw = (bits & MASK64).to_bytes(8, "little")[: dt.itemsize]
+        self._write(interpreter, op, dst, np.full(n, np.frombuffer(raw, dt)[0], dt))
+        return ()
+
+    def _v2d(self, interpreter, op, args):
+        from legato.targets.bertha import vpu
+
+        dst, src, rows, cols = args
+        if rows < 0 or cols < 0:
+            raise InterpError(f"{op.MNEMONIC} with negative shape [{rows}, {cols}]", op)
+        dt = _np(op.dtype.data)
+        self._local(interpreter, op, src, f"{op.MNEMONIC} source")
+        x = self._read(src, rows * cols, dt).reshape(rows, cols)
+        if op.MNEMONIC == "vpu.rsum":
+            res = vpu.row_sum(x, dt)
+        elif op.MNEMONIC == "vpu.rmax":
+            res = vpu.row_max(x, dt)
+        else:
+            res = np.ascontiguousarray(x.T)
+        self._write(interpreter, op, dst, res)
+        return ()
+
+    run_vrsum = impl(B.VpuRsumOp)(_v2d)
+    run_vrmax = impl(B.VpuRmaxOp)(_v2d)
+    run_vtranspose = impl(B.VpuTransposeOp)(_v2d)
+
+
+def structural_ops() -> set[type[Operation]]:
+    return {B.KernelOp, B.ProgramOp}
+
+
+def kernel_specs(kernel) -> list:
+    """Per argument (from the kernel's `args` descriptors): TensorSpec or scalar type."""
+    from legato.dialects.core import ArgAttr, BufType
+
+    args = getattr(kernel, "args", None)
+    if args is None:
+        raise InvalidModuleError(
+            "backend.kernel has no `args` descriptors: the interpreter cannot tell the "
+            "argument types (the lowering carries them from core.kernel)"
+        )
+    out = []
+    for a in args.data:
+        if not isinstance(a, ArgAttr):
+            raise InvalidModuleError(f"backend.kernel args: {a} is not a #core.arg")
+        out.append(a.type.to_spec() if isinstance(a.type, BufType) else a.type)
+    return out
+
+
+def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
+    tasks: list[tuple[str, int | None, Any]] = []
+    owner: dict[int | None, Any] = {}
+    for prog in kernel.programs:
+        ctx = prog.ctx
+        if ctx.is_top:
+            cores: list[int | None] = [None]
+        elif ctx.is_all_cores:
+            cores = list(range(num_cores))
+        else:
+            if ctx.core_index is None or ctx.core_index >= num_cores:
+                raise InvalidModuleError(
+                    f"backend.program @{prog.sym_name.data} runs on core {ctx.core_index}, but "
+                    f"the model has {num_cores} cores", prog)
+            cores = [ctx.core_index]
+        for c in cores:
+            if c in owner:
+                raise InvalidModuleError(
+                    f"{'top' if c is None else f'core {c}'} has two programs", prog)
+            owner[c] = prog
+            tasks.append(("top" if c is None else f"core {c}", c, prog))
+    return tasks
+
+
+def run_program(interp: Interpreter, env: ProgramEnv, prog) -> None:
+    ops = list(prog.body.block.ops)
+    labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, B.LabelOp)}
+    pc = 0
+    while pc < len(ops) and not env.halted:
+        op = ops[pc]
+        inputs = tuple(read_operand(env, v, op) for v in op.operands)
+        results = interp.run_op(op, inputs)
+        for v, r in zip(op.results, results):
+            write_result(env, v, r)
+        if env.jump is not None:
+            pc = labels[env.jump]
+            env.jump = None
+        else:
+            pc += 1
+
+
+def run_kernel(
+    module,
+    kernel,
+    args: Sequence[Any],
+    model,
+    scheduler: Scheduler,
+    extra_functions: Sequence[InterpreterFunctions] = (),
+    listeners: Sequence[Interpreter.Listener] = (),
+) -> tuple[list[BoundArg], Machine]:
+    machine = Machine(model, scheduler, Memory(model))
+    machine.isa_barriers = {}  # type: ignore[attr-defined]
+    specs = kernel_specs(kernel)
+    bound = machine.place_args(specs, args, kernel.sym_name.data)
+    functions = BackendFunctions(machine)
+    tasks = program_tasks(kernel, model.num_cores)
+    machine.num_programs = len(tasks)
+    scheduler.deadlock_notes = machine.pending
+
+    def make_body(name: str, core: int | None, prog):
+        def body(task) -> None:
+            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
+            interp.register_implementations(functions)
+            for f in extra_functions:
+                interp.register_implementations(f)
+            env = ProgramEnv(name, core)
+            env.regs[1] = machine.table_addr
+            env.regs[2] = core or 0
+            interp.set_data(BackendFunctions, "env", env)
+            run_program(interp, env, prog)
+
+        return body
+
+    for name, core, prog in tasks:
+        scheduler.spawn(name, make_body(name, core, prog))
+    scheduler.run()
+    return bound, machine
