@@ -170,7 +170,10 @@ def _run(ns) -> int:
     text = sys.stdin.read() if ns.file == "-" else Path(ns.file).read_text()
     module = api.parse_module(text, ns.file)
     api.verify(module)
-    level = ns.level or api.detect_level(module)
+    found = api.detect_level(module)
+    level = ns.level or found
+    if level != found:
+        raise LegatoError(f"the module is at the {found} level, not the {level} level")
     kname, specs, names = signature(module, level, ns.kernel)
     if len(ns.arg) != len(specs):
         raise LegatoError(
