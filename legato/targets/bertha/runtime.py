@@ -25,7 +25,15 @@ def load_binary(binary_bytes: bytes, model):
     """Read, validate and target-check a binary; returns the `Binary`."""
     binary = read_elf(binary_bytes)
     check_target(binary, model)
+    owner: dict = {}
     for p in binary.programs:
+        cores = [None] if p.kind == "top" else [p.core] if p.kind == "core" else \
+            list(range(model.num_cores))
+        for c in cores:
+            if c in owner:
+                what = "top" if c is None else f"core {c}"
+                raise BinaryError(f"{what} would run two programs: {owner[c]!r} and {p.name!r}")
+            owner[c] = p.name
         for space, n in (p.memory or {}).items():
             cap = model.memory_size(space)
             if n > cap:

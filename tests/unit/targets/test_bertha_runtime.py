@@ -90,3 +90,9 @@ def test_f32_scalar_bits(model):
     b = build(src, [tensor("out", i64, [1], "write"), Arg("x", ScalarSpec(f32))], model)
     run_binary(b, model, [out, 2.5])
     assert out.view(np.float32)[0] == 2.5
+
+
+def test_refuses_two_programs_on_one_core(model):
+    src = ".program s on all_cores\n    halt\n.program c on core(2)\n    halt\n"
+    with pytest.raises(BinaryError, match="core 2 would run two programs: 's' and 'c'"):
+        run_binary(build(src, [], model), model, [])
