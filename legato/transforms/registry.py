@@ -25,7 +25,12 @@ from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
 # "pass-name": "module:Class". Others add their passes here.
-PASSES: dict[str, str] = {}
+PASSES: dict[str, str] = {
+    "convert-legato-to-core": "legato.transforms.legato_to_core:ConvertLegatoToCorePass",
+    "core-plan-memory": "legato.transforms.plan_memory:CorePlanMemoryPass",
+    "convert-core-to-backend": "legato.transforms.core_to_backend:ConvertCoreToBackendPass",
+    "backend-allocate-registers": "legato.transforms.regalloc:BackendAllocateRegistersPass",
+}
 
 # "target-name": "module:Class" (a Target subclass) or "module:function" (legacy emitter).
 TARGETS: dict[str, str] = {}

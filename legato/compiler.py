@@ -1,0 +1,114 @@
+"""The compiler driver: one kernel from the legato dialect to a Bertha binary.
+
+`compile_kernel(module, model)` runs the named pipelines of `legato.transforms.pipelines` and
+returns every stage's artifact. Each stage's text re-parses with `legato-opt`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+from legato.dialects import backend as be
+from legato.dialects import legato as lg
+from legato.errors import CompileError
+from legato.model.compute_model import ComputeModel
+from legato.model.ir import attach_model
+from legato.transforms import pipelines
+from legato.transforms.core_to_backend import ARG_NAMES_ATTR, arg_layout
+
+STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")
+
+
+@dataclass
+class Artifacts:
+    kernel: str
+    model: ComputeModel
+    mlir: str
+    core_ir: str
+    backend_ir: str
+    asm: str
+    binary: bytes
+
+    def stage(self, name: str) -> str | bytes:
+        return getattr(self, name)
+
+
+def context() -> Context:
+    """An xDSL context with every dialect Legato's IR uses."""
+    from legato.transforms.registry import get_all_dialects
+    from xdsl.dialects.arith import Arith
+    from xdsl.dialects.builtin import Builtin
+    from xdsl.dialects.func import Func
+    from xdsl.dialects.scf import Scf
+
+    ctx = Context()
+    for d in (Builtin, Arith, Func, Scf):
+        ctx.load_dialect(d)
+    for factory in get_all_dialects().values():
+        ctx.load_dialect(factory())
+    return ctx
+
+
+def print_ir(module: ModuleOp, debuginfo: bool = True) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    Printer(stream=out, print_debuginfo=debuginfo).print_op(module)
+    return out.getvalue() + "\n"
+
+
+def _verify(module: ModuleOp, stage: str) -> None:
+    try:
+        module.verify()
+    except VerifyException as e:
+        raise CompileError(f"internal compiler error: the {stage} IR does not verify: {e}") from e
+
+
+def compile_kernel(
+    module: ModuleOp, model: ComputeModel, kernel_name: str | None = None
+) -> Artifacts:
+    """Compile the one `legato.kernel` in `module` (modified in place) down to a binary."""
+    from legato.targets.bertha.asm import assemble
+    from legato.targets.bertha.elf import write_elf
+
+    kernels = [op for op in module.body.block.ops if isinstance(op, lg.KernelOp)]
+    if len(kernels) != 1:
+        raise CompileError(f"expected one legato.kernel in the module, found {len(kernels)}")
+    name = kernel_name or kernels[0].sym_name.data
+    names = [a.name_hint or f"arg{i}" for i, a in enumerate(kernels[0].args)]
+    kernels[0].attributes[ARG_NAMES_ATTR] = ArrayAttr([StringAttr(n) for n in names])
+    attach_model(module, model)
+    _verify(module, "legato")
+    ctx = context()
+    mlir = print_ir(module)
+
+    pipelines.legato_to_core(model).apply(ctx, module)
+    _verify(module, "core")
+    core_ir = print_ir(module)
+    layout = None
+    from legato.dialects import core
+
+    for op in module.body.block.ops:
+        if isinstance(op, core.KernelOp):
+            layout = arg_layout(op)
+
+    pipelines.core_to_backend(model).apply(ctx, module)
+    _verify(module, "backend")
+    backend_ir = print_ir(module)
+
+    asm = be.print_assembly(module)
+    assembled = assemble(asm, filename=f"{name}.s")
+    assert layout is not None
+    binary = write_elf(
+        assembled,
+        model,
+        layout,
+        compiler={"pipeline": pipelines.describe()},
+        kernel=name,
+    )
+    return Artifacts(name, model, mlir, core_ir, backend_ir, asm, binary)

@@ -1,0 +1,378 @@
+"""`convert-legato-to-core`: split a kernel's contexts into one program per module, turn
+value-semantics tensors into buffers, transfers into DMA descriptors and queue waits, and tensor
+ops into unit ops.
+
+- Regions of the same context concatenate, in source order, into that module's program (one PC
+  per module); `yield`ed values stay the same buffers across them.
+- The i-th `request_load` to (core, space, queue) pairs with the i-th receive on that core and
+  queue (the hardware's FIFO order). Each pair shares one buffer in the receiving core's memory
+  (`core.alloc` on both sides, tied by the `buffer` attribute; `core-plan-memory` gives them one
+  offset). The sender's DMA notifies the queue; the receiver waits on it.
+- A weight received as `mpu_weight` through `mpu_buffer` is loaded into the MPU on arrival.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from legato.dialects import core
+from legato.dialects import legato as lg
+from legato.model.compute_model import ComputeModel
+from legato.model.ir import model_of
+from legato.transforms.diagnostics import error_at
+
+BUFFER_ATTR = "buffer"
+
+
+@dataclass
+class _Buffer:
+    """A core-level buffer standing for a legato tensor value in one program."""
+
+    value: SSAValue  # a !core.buf value
+    dims: list  # per dim: an index SSA value (dynamic) or an int (static)
+
+
+@dataclass
+class _Program:
+    ctx: lg.ContextAttr
+    op: core.ProgramOp
+    prologue: list[Operation] = field(default_factory=list)
+    body: list[Operation] = field(default_factory=list)
+    args: dict[int, _Buffer] = field(default_factory=dict)
+    values: dict[SSAValue, _Buffer] = field(default_factory=dict)
+    issued_dma: bool = False
+    loaded_weight: SSAValue | None = None  # the legato value whose tile is in the MPU
+
+    def emit(self, op: Operation, at: Operation | None = None) -> Operation:
+        if at is not None:
+            op.location = at.location
+        self.body.append(op)
+        return op
+
+
+def _program_name(ctx: lg.ContextAttr) -> str:
+    if ctx.is_top:
+        return "top"
+    if ctx.is_core:
+        return f"core{ctx.core_index}"
+    return "cores"
+
+
+class _KernelLowering:
+    def __init__(self, kernel: lg.KernelOp, model: ComputeModel):
+        self.kernel = kernel
+        self.model = model
+        self.programs: dict[lg.ContextAttr, _Program] = {}
+        self.access: dict[int, set[str]] = defaultdict(set)
+        self.arg_index = {a: i for i, a in enumerate(kernel.args)}
+        self.transfer_of: dict[Operation, str] = {}  # request_load / receive -> buffer name
+        self.transfer_type: dict[str, core.BufType] = {}
+
+    # -- entry ---------------------------------------------------------------------------------
+
+    def lower(self) -> core.KernelOp:
+        self._check_contexts()
+        self._pair_transfers()
+        for op in self.kernel.body.block.ops:
+            if isinstance(op, lg.OnOp):
+                self._lower_on(op)
+            elif isinstance(op, lg.ReturnOp):
+                pass
+            else:
+                raise error_at(op, f"{op.name} must be inside a context (`with device.get_...():`)")
+        args = []
+        for i, t in enumerate(self.kernel.function_type.inputs.data):
+            acc = self.access.get(i, set())
+            access = "readwrite" if acc == {"read", "write"} else ("write" if acc == {"write"} else "read")
+            arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
+            args.append(core.ArgAttr(i, arg_type, access))
+        body = Block()
+        for prog in self.programs.values():
+            block = prog.op.body.block
+            for op in prog.prologue + prog.body:
+                block.add_op(op)
+            if prog.issued_dma:
+                block.add_op(core.DmaWaitOp())
+            block.add_op(core.EndOp())
+            body.add_op(prog.op)
+        from xdsl.ir import Region
+
+        kernel = core.KernelOp(self.kernel.sym_name.data, args, Region(body))
+        kernel.location = self.kernel.location
+        return kernel
+
+    def _check_contexts(self) -> None:
+        has_all = any(
+            isinstance(op, lg.OnOp) and op.ctx.is_all_cores for op in self.kernel.body.block.ops
+        )
+        for op in self.kernel.body.block.ops:
+            if not isinstance(op, lg.OnOp):
+                continue
+            if op.ctx.is_core:
+                i = op.ctx.core_index
+                if i >= self.model.num_cores:
+                    raise error_at(
+                        op,
+                        f"core({i}) does not exist: target '{self.model.name}' has "
+                        f"{self.model.num_cores} cores (indices 0..{self.model.num_cores - 1})",
+                    )
+                if has_all:
+                    raise error_at(
+                        op,
+                        "a kernel mixing get_core(i) and get_all_cores() regions is not supported "
+                        "yet; use get_all_cores() with a static `if legato.core_id() == i`",
+                    )
+
+    # -- transfers -----------------------------------------------------------------------------
+
+    def _pair_transfers(self) -> None:
+        sends: dict[tuple, list[lg.RequestLoadOp]] = defaultdict(list)
+        recvs: dict[tuple, list[Operation]] = defaultdict(list)
+        for on in self.kernel.body.block.ops:
+            if not isinstance(on, lg.OnOp):
+                continue
+            for op in on.body.walk():
+                if isinstance(op, lg.RequestLoadOp):
+                    if not op.target.is_core:
+                        raise error_at(op, "request_load can only target one core: get_core(i)")
+                    sends[(op.target.core_index, op.memory.data, op.queue.data)].append(op)
+                elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
+                    if not on.ctx.is_core:
+                        raise error_at(
+                            op,
+                            f"receive runs in a core context, not in {on.ctx.spelling}",
+                        )
+                    recvs[(on.ctx.core_index, op.memory.data, op.queue.data)].append(op)
+        n = 0
+        for key in list(sends) + [k for k in recvs if k not in sends]:
+            s, r = sends.get(key, []), recvs.get(key, [])
+            core_i, space, q = key
+            if len(s) < len(r):
+                raise error_at(
+                    r[len(s)],
+                    f"this receive on core({core_i}) {space} queue {q} has no matching "
+                    f"request_load ({len(s)} sent, {len(r)} received); it would wait forever",
+                )
+            if len(s) > len(r):
+                raise error_at(
+                    s[len(r)],
+                    f"this request_load to core({core_i}) {space} queue {q} is never received "
+                    f"({len(s)} sent, {len(r)} received)",
+                )
+            for send, recv in zip(s, r):
+                name = f"xfer{n}"
+                n += 1
+                self.transfer_of[send] = name
+                self.transfer_of[recv] = name
+                src_t = send.src.type
+                assert isinstance(src_t, lg.TensorType)
+                recv_t = recv.result.type
+                assert isinstance(recv_t, lg.TensorType)
+                if src_t.dtype != recv_t.dtype or src_t.get_bounds() != recv_t.get_bounds():
+                    raise error_at(
+                        recv,
+                        f"received type {recv_t.dims_str()} {recv_t.dtype.name} does not match "
+                        f"what the paired request_load sends: {src_t.dims_str()} "
+                        f"{src_t.dtype.name}",
+                    )
+                self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
+
+    # -- programs ------------------------------------------------------------------------------
+
+    def _program(self, ctx: lg.ContextAttr) -> _Program:
+        if ctx not in self.programs:
+            op = core.ProgramOp(_program_name(ctx), ctx)
+            self.programs[ctx] = _Program(ctx, op)
+        return self.programs[ctx]
+
+    def _arg(self, prog: _Program, i: int) -> _Buffer:
+        if i not in prog.args:
+            t = self.kernel.function_type.inputs.data[i]
+            arg = core.ArgOp(i, core.BufType.from_tensor(t))
+            prog.prologue.append(arg)
+            dims: list = []
+            for d, dim in enumerate(t.dims):
+                if dim.is_dynamic:
+                    dop = core.DimOp(arg, d)
+                    prog.prologue.append(dop)
+                    dims.append(dop.result)
+                else:
+                    dims.append(dim.size)
+            prog.args[i] = _Buffer(arg.result, dims)
+        return prog.args[i]
+
+    def _lookup(self, prog: _Program, value: SSAValue, user: Operation) -> _Buffer:
+        if value in self.arg_index:
+            return self._arg(prog, self.arg_index[value])
+        if value in prog.values:
+            return prog.values[value]
+        raise error_at(user, "internal: operand has no buffer (a value used out of its region?)")
+
+    def _alloc(
+        self, prog: _Program, t: core.BufType, dims: list, at: Operation, on: int | None = None,
+        name: str | None = None,
+    ) -> _Buffer:
+        dyn = [d for d in dims if isinstance(d, SSAValue)]
+        op = core.AllocOp(t, dyn, core=on)
+        if name is not None:
+            op.attributes[BUFFER_ATTR] = StringAttr(name)
+        prog.emit(op, at)
+        return _Buffer(op.result, list(dims))
+
+    # -- ops -----------------------------------------------------------------------------------
+
+    def _lower_on(self, on: lg.OnOp) -> None:
+        prog = self._program(on.ctx)
+        for barg, inp in zip(on.body.block.args, on.inputs):
+            prog.values[barg] = prog.values[inp]
+        for op in on.body.block.ops:
+            if isinstance(op, lg.YieldOp):
+                for res, v in zip(on.res, op.values):
+                    prog.values[res] = self._lookup(prog, v, op)
+            else:
+                self._lower_op(prog, op)
+
+    def _lower_op(self, prog: _Program, op: Operation) -> None:
+        if isinstance(op, lg.RequestLoadOp):
+            self._request_load(prog, op)
+        elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
+            self._receive(prog, op)
+        elif isinstance(op, lg.MatmulOp):
+            self._matmul(prog, op)
+        elif isinstance(op, lg.MemcpyOp):
+            self._memcpy(prog, op)
+        else:
+            raise error_at(
+                op,
+                f"{op.name} cannot be compiled for {self.model.name} yet "
+                "(no lowering to the core level)",
+            )
+
+    def _note_access(self, value: SSAValue, kind: str) -> None:
+        if value in self.arg_index:
+            self.access[self.arg_index[value]].add(kind)
+
+    def _request_load(self, prog: _Program, op: lg.RequestLoadOp) -> None:
+        src = self._lookup(prog, op.src, op)
+        self._note_access(op.src, "read")
+        name = self.transfer_of[op]
+        t = self.transfer_type[name]
+        core_i = op.target.core_index
+        dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
+        prog.emit(core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op)
+        prog.issued_dma = True
+
+    def _receive(self, prog: _Program, op: lg.ReceiveOp | lg.ReceiveTypeOp) -> None:
+        name = self.transfer_of[op]
+        t = self.transfer_type[name]
+        if isinstance(op, lg.ReceiveOp):
+            dims = self._lookup(prog, op.like, op).dims
+        elif op.src is not None:
+            dims = self._lookup(prog, op.src, op).dims
+        else:
+            rt = op.result.type
+            assert isinstance(rt, lg.TensorType)
+            if not rt.is_static:
+                raise error_at(
+                    op, "receive_type of a type with dynamic dims needs its source tensor "
+                    "(receive_type(type, queue, src, memory)) to know the runtime sizes",
+                )
+            dims = [d.size for d in rt.dims]
+        prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
+        buf = self._alloc(prog, t, dims, op, name=name)
+        result_t = op.result.type
+        assert isinstance(result_t, lg.TensorType)
+        if result_t.space == "mpu_weight":
+            self._load_weight(prog, buf, op)
+            prog.loaded_weight = op.result
+        prog.values[op.result] = buf
+
+    def _load_weight(self, prog: _Program, buf: _Buffer, at: Operation) -> None:
+        t = buf.value.type
+        assert isinstance(t, core.BufType)
+        k, n = t.get_bounds() if t.rank == 2 else (None, None)
+        if t.rank != 2 or k > self.model.mpu_tile_k or n > self.model.mpu_tile_n:
+            raise error_at(
+                at,
+                f"a {t.dims_str()} weight does not fit the MPU weight tile "
+                f"({self.model.mpu_tile_k}x{self.model.mpu_tile_n}) of {self.model.name}; "
+                "receive it into 'mpu_buffer' or 'sram' and let matmul tile it",
+            )
+        if not t.is_static:
+            raise error_at(at, "an MPU weight must have static dims")
+        if t.space != "mpu_buffer":
+            raise error_at(at, f"the MPU loads weights from mpu_buffer, not {t.space}")
+        prog.emit(core.MpuLoadWeightOp(buf.value), at)
+
+    def _matmul(self, prog: _Program, op: lg.MatmulOp) -> None:
+        lhs = self._lookup(prog, op.lhs, op)
+        rhs = self._lookup(prog, op.rhs, op)
+        lt, rt, res_t = op.lhs.type, op.rhs.type, op.result.type
+        assert isinstance(lt, lg.TensorType) and isinstance(rt, lg.TensorType)
+        assert isinstance(res_t, lg.TensorType)
+        if lt.dtype.name != "bf16" or rt.dtype.name != "bf16":
+            raise error_at(
+                op,
+                f"the MPU multiplies bf16 operands; got {lt.dtype.name} @ {rt.dtype.name} "
+                "(cast with legato.tensor.to(x, bfloat16))",
+            )
+        if lt.rank != 2 or rt.rank != 2:
+            raise error_at(op, "matmul of rank other than 2 is not supported yet")
+        if lt.space not in ("sram", "private_dram"):
+            raise error_at(
+                op, f"matmul's left operand must be in core memory (sram), not {lt.space}"
+            )
+        if rt.space == "mpu_weight":
+            if prog.loaded_weight is not op.rhs:
+                self._load_weight(prog, rhs, op)
+                prog.loaded_weight = op.rhs
+        elif rt.space == "mpu_buffer":
+            self._load_weight(prog, rhs, op)
+            prog.loaded_weight = op.rhs
+        else:
+            raise error_at(
+                op,
+                f"matmul's right operand must be an MPU weight (mpu_weight or mpu_buffer), "
+                f"not {rt.space}; receive it with memory 'mpu_buffer'",
+            )
+        out_t = core.BufType(res_t.dims, res_t.element_type, "sram")
+        out = self._alloc(prog, out_t, [lhs.dims[0], rt.dims[1].size], op)
+        prog.emit(core.MpuMatmulOp(lhs.value, out.value, False), op)
+        prog.values[op.result] = out
+
+    def _memcpy(self, prog: _Program, op: lg.MemcpyOp) -> None:
+        dst = self._lookup(prog, op.dst, op)
+        src = self._lookup(prog, op.src, op)
+        self._note_access(op.dst, "write")
+        self._note_access(op.src, "read")
+        prog.emit(core.DmaOp(src.value, dst.value), op)
+        prog.issued_dma = True
+        dt = op.dst.type
+        assert isinstance(dt, lg.TensorType)
+        if dt.space not in ("shared_dram", "virtual_dram", "mpu_dram"):
+            # A copy into core memory is synchronous: later ops of this program read it.
+            prog.emit(core.DmaWaitOp(), op)
+
+
+@dataclass(frozen=True)
+class ConvertLegatoToCorePass(ModulePass):
+    """Lower every `legato.kernel` of the module to a `core.kernel`."""
+
+    name = "convert-legato-to-core"
+
+    target: str = "bertha"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        model = model_of(op, self.target)
+        for kernel in list(op.body.block.ops):
+            if isinstance(kernel, lg.KernelOp):
+                new = _KernelLowering(kernel, model).lower()
+                op.body.block.insert_op_before(new, kernel)
+                op.body.block.detach_op(kernel)
+                kernel.erase(safe_erase=False)

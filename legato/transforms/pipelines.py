@@ -1,0 +1,34 @@
+"""Named pipelines: what `compile_kernel` runs between IR levels (also `legato-opt -p ...`)."""
+
+from __future__ import annotations
+
+from xdsl.passes import ModulePass, PassPipeline
+
+from legato.model.compute_model import ComputeModel
+from legato.transforms.core_to_backend import ConvertCoreToBackendPass
+from legato.transforms.legato_to_core import ConvertLegatoToCorePass
+from legato.transforms.plan_memory import CorePlanMemoryPass
+from legato.transforms.regalloc import BackendAllocateRegistersPass
+
+LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (ConvertLegatoToCorePass, CorePlanMemoryPass)
+CORE_TO_BACKEND: tuple[type[ModulePass], ...] = (
+    ConvertCoreToBackendPass,
+    BackendAllocateRegistersPass,
+)
+
+
+def _pipeline(passes: tuple[type[ModulePass], ...]) -> PassPipeline:
+    return PassPipeline(tuple(p() for p in passes))
+
+
+def legato_to_core(model: ComputeModel | None = None) -> PassPipeline:
+    # The model travels on the module (`legato.model`), so passes need no options here.
+    return _pipeline(LEGATO_TO_CORE)
+
+
+def core_to_backend(model: ComputeModel | None = None) -> PassPipeline:
+    return _pipeline(CORE_TO_BACKEND)
+
+
+def describe() -> str:
+    return ",".join(p.name for p in LEGATO_TO_CORE + CORE_TO_BACKEND)
