@@ -59,6 +59,7 @@ _MASK64 = (1 << 64) - 1
 _NP_DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
               "f16": np.dtype(np.float16)}
 INF = 1 << 62
+_TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
 
 
 def core_base(core: int) -> int:
@@ -352,18 +353,17 @@ class Emulator:
         return mods
 
     # ---- trace ----------------------------------------------------------------------------
-    _TIDS = {"issue": 0, "dma": 1, "mpu": 2, "vpu": 3, "sync": 4}
 
     def _ev(self, m: Module, unit: str, name: str, start: int, dur: int, **args) -> None:
         if self.trace_on and len(self.events) < MAX_TRACE_EVENTS:
             self.events.append({"name": name, "ph": "X", "ts": start, "dur": max(dur, 0),
-                                "pid": m.index, "tid": self._TIDS[unit], "args": args})
+                                "pid": m.index, "tid": _TIDS[unit], "args": args})
 
     def _dma_ev(self, m: Module, start: int, end: int, **args) -> None:
         if self.trace_on and len(self.events) < MAX_TRACE_EVENTS - 1:
             self._dma_id += 1
             base = {"name": "dma", "cat": "dma", "id": self._dma_id, "pid": m.index,
-                    "tid": self._TIDS["dma"]}
+                    "tid": _TIDS["dma"]}
             self.events.append({**base, "ph": "b", "ts": start, "args": args})
             self.events.append({**base, "ph": "e", "ts": end})
 
@@ -372,7 +372,7 @@ class Emulator:
         for m in self.modules:
             out.append({"name": "process_name", "ph": "M", "pid": m.index,
                         "args": {"name": f"{m.name} ({m.program.name})"}})
-            for unit, tid in self._TIDS.items():
+            for unit, tid in _TIDS.items():
                 out.append({"name": "thread_name", "ph": "M", "pid": m.index, "tid": tid,
                             "args": {"name": unit}})
         return out

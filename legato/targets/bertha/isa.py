@@ -362,9 +362,10 @@ def validate(ins: Instruction) -> None:
     elif fmt in ("vun", "vfill", "v2d"):
         if imm not in DTYPE_NAMES:
             _bad(ins, f"dtype code {imm}")
-    elif fmt == "vcvt":
-        if imm & ~0xFF or (imm & 0xF) not in DTYPE_NAMES or (imm >> 4) not in DTYPE_NAMES:
-            _bad(ins, f"dtype codes {imm:#x}")
+    elif fmt == "vcvt" and (
+        imm & ~0xFF or (imm & 0xF) not in DTYPE_NAMES or (imm >> 4) not in DTYPE_NAMES
+    ):
+        _bad(ins, f"dtype codes {imm:#x}")
 
 
 def decode_program(data: bytes) -> list[Instruction]:

@@ -18,7 +18,7 @@ from legato.targets.bertha.emulator import Emulator
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
 
-__all__ = ["run_binary", "load_binary", "BinaryError", "ABIError"]
+__all__ = ["ABIError", "BinaryError", "load_binary", "run_binary"]
 
 
 def load_binary(binary_bytes: bytes, model):

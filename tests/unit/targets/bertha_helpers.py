@@ -1,5 +1,4 @@
 import ml_dtypes
-import numpy as np
 
 from legato.model.bertha import Bertha
 from legato.targets.bertha.abi import Arg, ArgLayout

@@ -3,7 +3,7 @@
 import ml_dtypes
 import numpy as np
 import pytest
-from bertha_helpers import BF16, build, run, small_model, tensor
+from bertha_helpers import BF16, build, run, tensor
 
 from legato import numerics
 from legato.targets.bertha import vpu

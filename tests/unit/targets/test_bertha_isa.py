@@ -70,7 +70,7 @@ def test_table_is_consistent():
 
 def test_docs_list_every_mnemonic():
     text = DOCS.read_text()
-    documented = set(re.findall(r"^\| `([a-z.]+)` \| `0x([0-9a-f]{2})`", text, re.M))
+    documented = set(re.findall(r"^\| `([a-z.]+)` \| `0x([0-9a-f]{2})`", text, re.MULTILINE))
     table = {(o.mnemonic, f"{o.opcode:02x}") for o in isa.OPS}
     assert documented == table
 
@@ -102,7 +102,7 @@ dtype = st.sampled_from(sorted(isa.DTYPES))
 
 @st.composite
 def operands(draw, op):
-    r = lambda: f"r{draw(reg)}"  # noqa: E731
+    r = lambda: f"r{draw(reg)}"
     f = op.format
     if f == "none":
         return ""

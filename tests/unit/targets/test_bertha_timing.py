@@ -7,7 +7,7 @@ import pytest
 from bertha_helpers import run, small_model, tensor
 
 from legato.targets.bertha.timing import DRAM_INTERLEAVE_BYTES, channel_bytes
-from legato.types import i64, bf16
+from legato.types import bf16, i64
 
 ONE_DMA = """\
 .program core0 on core(0)
