@@ -245,8 +245,16 @@ class _Plan:
     data: tuple = ()
 
 
+_PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
+
+
+_PURE = None  # the plan of a scalar instruction (unused by _execute)
+
+
 class Module:
     def __init__(self, index: int, name: str, program, core: int | None, code):
+        self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt")
+                     for i in code]
         self.index = index
         self.name = name
         self.program = program
@@ -424,6 +432,20 @@ class Emulator:
             except _Trap as e:
                 raise self._fault(m, e) from None
             if done:
+                m.count += 1
+                total += 1
+                if total > limit:
+                    raise InstructionLimitError(
+                        m.program.name, m.name, m.pc,
+                        f"instruction limit of {limit} exceeded (runaway loop?)")
+            # Scalar instructions touch neither memory nor other modules: run them right away
+            # instead of through the scheduler (same result, far fewer heap operations).
+            pure, code = m.pure, m.code
+            while not m.halted and 0 <= m.pc < len(code) and pure[m.pc]:
+                try:
+                    self._execute(m, _PURE, m.time)
+                except _Trap as e:
+                    raise self._fault(m, e) from None
                 m.count += 1
                 total += 1
                 if total > limit:
