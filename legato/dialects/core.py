@@ -344,9 +344,12 @@ class ProgramOp(IRDLOperation):
 
     sym_name = prop_def(SymbolNameConstraint())
     ctx = prop_def(ContextAttr)
-    body = region_def("single_block")
+    body = region_def()
 
-    traits = traits_def(SymbolOpInterface(), IsolatedFromAbove(), HasParent(KernelOp))
+    # NoTerminator: the verifier itself requires core.end, with a clearer message.
+    traits = traits_def(
+        SymbolOpInterface(), IsolatedFromAbove(), HasParent(KernelOp), NoTerminator()
+    )
 
     def __init__(self, name: str, ctx: ContextAttr | str, body: Region | None = None):
         super().__init__(
@@ -375,6 +378,8 @@ class ProgramOp(IRDLOperation):
         printer.print_region(self.body, print_entry_block_args=False, print_empty_block=True)
 
     def verify_(self) -> None:
+        if len(self.body.blocks) != 1:
+            raise VerifyException("core.program: the body must be a single block")
         if self.body.block.args:
             raise VerifyException("core.program: the body takes no block arguments")
         if not isinstance(self.body.block.last_op, EndOp):
@@ -1220,7 +1225,11 @@ class VpuFillOp(IRDLOperation):
             value = int(value)
         if isinstance(value, int | float):
             t = SSAValue.get(out).type
-            if isinstance(t, BufType) and is_float_type(t.element_type):
+            if (
+                isinstance(t, BufType)
+                and is_float_type(t.element_type)
+                or (isinstance(value, float) and not value.is_integer())
+            ):
                 value = FloatAttr(float(value), Float64Type())
             else:
                 value = IntegerAttr(int(value), i64)

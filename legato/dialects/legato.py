@@ -80,6 +80,7 @@ from xdsl.traits import (
     HasParent,
     IsolatedFromAbove,
     IsTerminator,
+    NoTerminator,
     Pure,
     SymbolOpInterface,
 )
@@ -453,8 +454,6 @@ def parse_context(parser: AttrParser) -> ContextAttr:
             parser.raise_error(f"core index must be non-negative, got {index}", pos, parser.pos)
         return ContextAttr.core(index)
     if kind in ("top", "all_cores"):
-        if parser.parse_optional_punctuation("(") is not None:
-            parser.raise_error(f"context '{kind}' takes no core index", pos, parser.pos)
         return ContextAttr(kind)
     parser.raise_error(
         f"unknown context '{kind}'; expected top, core(i) or all_cores", pos, parser.pos
@@ -770,9 +769,10 @@ class KernelOp(IRDLOperation):
     function_type = prop_def(FunctionType)
     target = opt_prop_def(StringAttr)
     arg_attrs = opt_prop_def(ArrayAttr[DictionaryAttr])
-    body = region_def("single_block")
+    body = region_def()
 
-    traits = traits_def(SymbolOpInterface(), IsolatedFromAbove())
+    # NoTerminator: the verifier itself requires legato.return, with a clearer message.
+    traits = traits_def(SymbolOpInterface(), IsolatedFromAbove(), NoTerminator())
 
     def __init__(
         self,
@@ -835,6 +835,8 @@ class KernelOp(IRDLOperation):
     def verify_(self) -> None:
         if self.function_type.outputs.data:
             raise VerifyException("legato.kernel has no results (outputs are written in place)")
+        if len(self.body.blocks) != 1:
+            raise VerifyException("legato.kernel: the body must be a single block")
         block = self.body.block
         if tuple(block.arg_types) != tuple(self.function_type.inputs.data):
             raise VerifyException(
@@ -908,7 +910,10 @@ class OnOp(IRDLOperation):
     ctx = prop_def(ContextAttr)
     inputs = var_operand_def()
     res = var_result_def()
-    body = region_def("single_block")
+    body = region_def()
+
+    # NoTerminator: the verifier itself requires legato.yield, with a clearer message.
+    traits = traits_def(NoTerminator())
 
     def __init__(
         self,
@@ -983,8 +988,10 @@ class OnOp(IRDLOperation):
         printer.print_region(self.body, print_entry_block_args=False, print_empty_block=True)
 
     def verify_(self) -> None:
-        block = self.body.block
         where = f"legato.on {self.ctx.spelling}"
+        if len(self.body.blocks) != 1:
+            raise VerifyException(f"{where}: the region must be a single block")
+        block = self.body.block
         if tuple(block.arg_types) != tuple(v.type for v in self.inputs):
             raise VerifyException(
                 f"{where}: the region needs one block argument per input, of the input's type"
@@ -1307,11 +1314,9 @@ class MemcpyOp(IRDLOperation):
                 f"legato.memcpy: shapes {dst.dims_str()} and {src.dims_str()} differ in rank"
             )
         for i, (d, s) in enumerate(zip(dst.dims, src.dims)):
-            ok = d == s or (
-                (d.is_dynamic or s.is_dynamic) and s.bound <= d.bound
-                if d.is_dynamic
-                else s.is_dynamic and d.size <= s.bound
-            )
+            # equal dims, or a dynamic side whose runtime extent fits: the copy moves the
+            # runtime extent of %src, which must not exceed what %dst can hold.
+            ok = d == s or ((d.is_dynamic or s.is_dynamic) and s.bound <= d.bound)
             if not ok:
                 raise VerifyException(
                     f"legato.memcpy: shapes {dst.dims_str()} and {src.dims_str()} disagree "
@@ -1895,7 +1900,9 @@ class ConstantOp(IRDLOperation):
         if isinstance(value, bool):
             value = int(value)
         if isinstance(value, int | float):
-            if is_float_type(result_type.element_type):
+            if is_float_type(result_type.element_type) or (
+                isinstance(value, float) and not value.is_integer()
+            ):
                 value = FloatAttr(float(value), Float64Type())
             else:
                 value = IntegerAttr(int(value), i64)
