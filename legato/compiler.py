@@ -73,9 +73,6 @@ def compile_kernel(
     module: ModuleOp, model: ComputeModel, kernel_name: str | None = None
 ) -> Artifacts:
     """Compile the one `legato.kernel` in `module` (modified in place) down to a binary."""
-    from legato.targets.bertha.asm import assemble
-    from legato.targets.bertha.elf import write_elf
-
     kernels = [op for op in module.body.block.ops if isinstance(op, lg.KernelOp)]
     if len(kernels) != 1:
         raise CompileError(f"expected one legato.kernel in the module, found {len(kernels)}")
@@ -90,25 +87,60 @@ def compile_kernel(
     pipelines.legato_to_core(model).apply(ctx, module)
     _verify(module, "core")
     core_ir = print_ir(module)
-    layout = None
-    from legato.dialects import core
-
-    for op in module.body.block.ops:
-        if isinstance(op, core.KernelOp):
-            layout = arg_layout(op)
 
     pipelines.core_to_backend(model).apply(ctx, module)
     _verify(module, "backend")
     backend_ir = print_ir(module)
 
     asm = be.print_assembly(module)
-    assembled = assemble(asm, filename=f"{name}.s")
-    assert layout is not None
-    binary = write_elf(
+    binary = emit_binary(module, model, asm)
+    return Artifacts(name, model, mlir, core_ir, backend_ir, asm, binary)
+
+
+def level_of(module: ModuleOp) -> str:
+    """`legato`, `core` or `backend`: the level of the kernel in `module`."""
+    from legato.dialects import core
+
+    for op in module.body.block.ops:
+        if isinstance(op, lg.KernelOp):
+            return "legato"
+        if isinstance(op, core.KernelOp):
+            return "core"
+        if isinstance(op, be.KernelOp):
+            return "backend"
+    raise CompileError("the module holds no legato.kernel, core.kernel or backend.kernel")
+
+
+def lower_to_backend(module: ModuleOp, model: ComputeModel) -> None:
+    """Lower `module` (at any level) in place to allocated backend IR."""
+    level = level_of(module)
+    ctx = context()
+    if level == "legato":
+        pipelines.legato_to_core(model).apply(ctx, module)
+        level = "core"
+    if level == "core":
+        pipelines.core_to_backend(model).apply(ctx, module)
+
+
+def emit_binary(module: ModuleOp, model: ComputeModel, asm: str | None = None) -> bytes:
+    """The ELF binary of the (allocated) backend kernel in `module`."""
+    from legato.targets.bertha.asm import assemble
+    from legato.targets.bertha.elf import write_elf
+
+    kernels = [op for op in module.body.block.ops if isinstance(op, be.KernelOp)]
+    if len(kernels) != 1:
+        raise CompileError(f"expected one backend.kernel in the module, found {len(kernels)}")
+    kernel = kernels[0]
+    if kernel.args is None:
+        raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
+    layout = arg_layout(kernel)
+    if asm is None:
+        asm = be.print_assembly(module)
+    assembled = assemble(asm, filename=f"{kernel.sym_name.data}.s")
+    return write_elf(
         assembled,
         model,
         layout,
         compiler={"pipeline": pipelines.describe()},
-        kernel=name,
+        kernel=kernel.sym_name.data,
     )
-    return Artifacts(name, model, mlir, core_ir, backend_ir, asm, binary)

@@ -12,9 +12,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from xdsl.utils.exceptions import DiagnosticException, ParseError, PassFailedException
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    PassFailedException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from legato.errors import LegatoError
 from legato.transforms import registry
 
 
@@ -29,6 +35,11 @@ class LegatoOptMain(xDSLOptMain):
         args: Sequence[str] | None = None,
     ):
         super().__init__(description=description, args=args)
+        # `-t bin -o FILE`: the binary target writes FILE itself (bytes, not text).
+        if self.args.output_file and self.args.target.split("{")[0] == "bin":
+            if "{" not in self.args.target:
+                self.args.target = f'bin{{path="{self.args.output_file}"}}'
+            self.args.output_file = None
 
     def register_all_dialects(self):
         super().register_all_dialects()
@@ -51,7 +62,7 @@ def main(args: Sequence[str] | None = None) -> int:
     """Run legato-opt; returns (and exits with) the status: 0 on success, 1 on an error."""
     try:
         LegatoOptMain(args=args).run()
-    except (ParseError, DiagnosticException, PassFailedException) as e:
+    except (ParseError, DiagnosticException, PassFailedException, LegatoError, ArgSpecParseError) as e:
         sys.stdout.flush()
         print(_format_error(e), file=sys.stderr)
         for note in getattr(e, "__notes__", ()):

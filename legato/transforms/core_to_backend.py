@@ -27,14 +27,16 @@ from legato.transforms.plan_memory import PLACEMENT_ATTR, alloc_core
 ARG_NAMES_ATTR = "arg_names"
 
 
-def arg_layout(kernel: core.KernelOp) -> ArgLayout:
-    """The Instruction Table layout of a core kernel's signature."""
+def arg_layout(kernel: core.KernelOp | be.KernelOp) -> ArgLayout:
+    """The Instruction Table layout of a core (or backend) kernel's signature."""
     names_attr = kernel.attributes.get(ARG_NAMES_ATTR)
     names = (
         [n.data for n in names_attr.data] if isinstance(names_attr, ArrayAttr) else None
     )
     args = []
+    assert kernel.args is not None
     for a in kernel.args.data:
+        assert isinstance(a, core.ArgAttr)
         t = a.type
         if not isinstance(t, core.BufType):
             raise error_at(kernel, f"argument {a.index.data}: scalar arguments are not supported yet")

@@ -33,7 +33,10 @@ PASSES: dict[str, str] = {
 }
 
 # "target-name": "module:Class" (a Target subclass) or "module:function" (legacy emitter).
-TARGETS: dict[str, str] = {}
+TARGETS: dict[str, str] = {
+    "asm": "legato.transforms.targets:AsmTarget",
+    "bin": "legato.transforms.targets:BinaryTarget",
+}
 
 
 def _load(spec: str) -> Any:
