@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from legato.model.compute_model import ComputeModel
@@ -32,3 +36,14 @@ def core_to_backend(model: ComputeModel | None = None) -> PassPipeline:
 
 def describe() -> str:
     return ",".join(p.name for p in LEGATO_TO_CORE + CORE_TO_BACKEND)
+
+
+@dataclass(frozen=True)
+class LegatoToBackendPass(ModulePass):
+    """`legato-to-backend`: the whole lowering (what `compile_kernel` runs), as one pass."""
+
+    name = "legato-to-backend"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        legato_to_core().apply(ctx, op)
+        core_to_backend().apply(ctx, op)

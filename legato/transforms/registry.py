@@ -30,6 +30,7 @@ PASSES: dict[str, str] = {
     "core-plan-memory": "legato.transforms.plan_memory:CorePlanMemoryPass",
     "convert-core-to-backend": "legato.transforms.core_to_backend:ConvertCoreToBackendPass",
     "backend-allocate-registers": "legato.transforms.regalloc:BackendAllocateRegistersPass",
+    "legato-to-backend": "legato.transforms.pipelines:LegatoToBackendPass",
 }
 
 # "target-name": "module:Class" (a Target subclass) or "module:function" (legacy emitter).
