@@ -542,6 +542,7 @@ class Kernel:
         hit = _disk_load(key)
         if hit is not None:
             stats["disk_hits"] += 1
+            hit = self._as_compiler_artifacts(hit)
             with _cache_lock:
                 _memory_cache[key] = hit
             return hit
@@ -563,6 +564,25 @@ class Kernel:
             _memory_cache[key] = artifacts
         _disk_store(key, artifacts)
         return artifacts
+
+    def _as_compiler_artifacts(self, stored: StoredArtifacts):
+        """The compiler's own Artifacts type for a disk-cache entry, when it can be built."""
+        try:
+            from legato.compiler import Artifacts
+        except ImportError:
+            return stored
+        try:
+            return Artifacts(
+                kernel=self.name,
+                model=self.model,
+                mlir=stored.mlir,
+                core_ir=stored.core_ir,
+                backend_ir=stored.backend_ir,
+                asm=stored.asm,
+                binary=stored.binary,
+            )
+        except TypeError:
+            return stored
 
     def compile(self, *args, **kwargs):
         """Compile (or fetch from the cache) without running. Arguments are sample tensors/arrays,

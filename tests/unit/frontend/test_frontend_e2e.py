@@ -93,3 +93,46 @@ with legato.session(output_type=legato.OutputType.BINARY, output_path="simple_ma
     mod = load_source(tmp_path, src)
     assert (tmp_path / "simple_matmul" / "simple_matmul.elf").exists()
     assert mod.output.abs().sum() > 0
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
+def test_every_session_stage_with_the_real_compiler(seed, cache_dir, tmp_path):  # noqa: F811
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    from legato.interp.api import parse_module
+
+    a, b = _inputs(10)
+    suffixes = {}
+    for t in legato.OutputType:
+        out = torch.zeros(10, 128, dtype=torch.bfloat16)
+        with legato.session(output_type=t, output_path=tmp_path / "o"):
+            seed.simple_matmul(a, b, out)
+        _check(out, a, b)
+        suffixes[t] = tmp_path / "o" / f"simple_matmul{t.suffix}"
+        assert suffixes[t].stat().st_size > 0
+    assert seed.simple_matmul.compile_count == 1
+    text = suffixes[legato.OutputType.MLIR].read_text()
+    assert 'loc("' in text
+    parse_module(text).verify()
+    parse_module(suffixes[legato.OutputType.CORE_IR].read_text())
+    elf = ELFFile(io.BytesIO(suffixes[legato.OutputType.BINARY].read_bytes()))
+    assert elf.header["e_machine"] in (0xBE27, "<unknown>: 0xbe27")
+
+
+@pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
+def test_disk_cache_hit_runs_the_same_binary(tmp_path, cache_dir):  # noqa: F811
+    first = load_source(tmp_path, SEED_KERNEL, name="legato_e2e_cache_a")
+    a, b = _inputs(4)
+    out = torch.zeros(10, 128, dtype=torch.bfloat16)
+    first.simple_matmul(a, b, out)
+    assert first.simple_matmul.compile_count == 1
+    legato.jit.clear_memory_cache()
+    # Same source in the same file: a fresh Kernel reads the binary from disk.
+    again = load_source(tmp_path, SEED_KERNEL, name="legato_e2e_cache_a")
+    out2 = torch.zeros(10, 128, dtype=torch.bfloat16)
+    again.simple_matmul(a, b, out2)
+    assert again.simple_matmul.compile_count == 0
+    assert torch.equal(out, out2)
+    assert again.simple_matmul.last_artifacts.binary == first.simple_matmul.last_artifacts.binary
