@@ -245,16 +245,16 @@ def implemented_ops(level: str) -> set[type[Operation]]:
         extra = structural_ops()
     ops: set[type[Operation]] = set(extra)
     for f in fns:
-        ops.update(t for t, _ in type(f)._impls())  # noqa: SLF001 - xDSL's registry
+        ops.update(t for t, _ in type(f)._impls())
     return ops
 
 
 __all__ = [
     "LEVELS",
+    "InterpError",
     "RunResult",
     "RunStats",
     "detect_level",
     "parse_module",
     "run",
-    "InterpError",
 ]

@@ -26,6 +26,7 @@ Broadcasting follows numpy/torch. Every function returns a fresh array of the re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import ml_dtypes
@@ -166,7 +167,6 @@ def full(shape, value, dtype) -> np.ndarray:
 
 
 ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {
-    **{n: (lambda n: lambda x, out_dtype=None: unary(n, x, out_dtype))(n) for n in UNARY_OPS},
-    **{n: (lambda n: lambda a, b, out_dtype=None: binary(n, a, b, out_dtype))(n)
-       for n in BINARY_OPS},
+    **{n: functools.partial(unary, n) for n in UNARY_OPS},
+    **{n: functools.partial(binary, n) for n in BINARY_OPS},
 }

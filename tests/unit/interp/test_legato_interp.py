@@ -176,7 +176,7 @@ def _shape_op(body, in_shape, out_shape, dtype="f32"):
 
 
 def test_reshape_transpose_broadcast_slice():
-    T = lambda s: ttype(s, "f32", "sram")  # noqa: E731
+    T = lambda s: ttype(s, "f32", "sram")
     x, out = _shape_op(f"%r = legato.reshape %x0 : {T([4, 6])} -> {T([2, 12])}", [4, 6], [2, 12])
     assert np.array_equal(out, x.reshape(2, 12))
     x, out = _shape_op(f"%r = legato.transpose %x0 [1, 0] : {T([4, 6])} -> {T([6, 4])}",
@@ -191,7 +191,7 @@ def test_reshape_transpose_broadcast_slice():
 
 
 def test_cat_and_constant():
-    T = lambda s: ttype(s, "f32", "sram")  # noqa: E731
+    T = lambda s: ttype(s, "f32", "sram")
     body = f"""
 %c = legato.constant 2.5 : {T([2, 3])}
 %r = legato.cat %x0, %c dim 0 : {T([2, 3])}, {T([2, 3])} -> {T([4, 3])}
@@ -203,7 +203,7 @@ def test_cat_and_constant():
 
 
 def test_dynamic_dims_follow_the_runtime_extent():
-    T = lambda s: ttype(s, "bf16", "sram")  # noqa: E731
+    T = lambda s: ttype(s, "bf16", "sram")
     body = f"""
 %e = legato.exp %x0 : {T([(-1, 16), 8])}
 %r = legato.add %e, %x0 : {T([(-1, 16), 8])}, {T([(-1, 16), 8])} -> {T([(-1, 16), 8])}

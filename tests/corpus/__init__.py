@@ -1,0 +1,1 @@
+"""The differential corpus: kernels every level must agree on (see `kernels.py`)."""
