@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import deque
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -314,7 +315,9 @@ class Emulator:
         self.dram = timing.DramTiming(model)
         self.trace_on = trace
         self.events: list[dict] = []
-        self.queues: dict[tuple[int, int, int], list[int]] = {}
+        # (core, space code, queue) -> completion times of the DMAs notifying it, in *issue*
+        # order: the k-th qwait on a queue waits for the k-th DMA that notifies it (FIFO).
+        self.queues: dict[tuple[int, int, int], deque[int]] = {}
         self.sems = [0] * (isa.MAX_SYNC_ID + 1)
         self.sem_time = [0] * (isa.MAX_SYNC_ID + 1)
         self.barriers: dict[int, dict] = {}
@@ -738,7 +741,7 @@ class Emulator:
             self._exec_dma(m, ins, plan, t)
         elif mn == "qwait":
             q = self.queues[(m.core, ins.a, ins.imm)]
-            arrival = heapq.heappop(q)
+            arrival = q.popleft()
             if t > m.time:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
@@ -843,7 +846,7 @@ class Emulator:
         self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, port=port)
         if notify is not None:
             core, space, q = notify
-            heapq.heappush(self.queues.setdefault((core, space, q), []), end)
+            self.queues.setdefault((core, space, q), deque()).append(end)
             self._wake()
 
     def _arrive(self, m: Module, ins, t: int) -> bool:
