@@ -12,10 +12,10 @@ def kernel(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [16
 
 __version__ = "0.1.0"
 
-from legato import sync, tensor, types  # noqa: E402
-from legato.context import get_context  # noqa: E402
-from legato.errors import CompileError, LegatoError, LegatoRuntimeError  # noqa: E402
-from legato.jit import (  # noqa: E402
+from legato import sync, tensor, types
+from legato.context import get_context
+from legato.errors import CompileError, LegatoError, LegatoRuntimeError
+from legato.jit import (
     Kernel,
     OutputType,
     compile,
@@ -26,7 +26,7 @@ from legato.jit import (  # noqa: E402
     session,
     static_range,
 )
-from legato.model import get_model  # noqa: E402
+from legato.model import get_model
 
 __all__ = [
     "CompileError",

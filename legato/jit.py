@@ -107,7 +107,7 @@ def current_session() -> Session | None:
 # Language markers
 
 
-class constexpr:  # noqa: N801 - the language's spelling (as Triton's tl.constexpr)
+class constexpr:
     """Annotation of a compile-time parameter: `n: legato.constexpr`. Its value is part of the
     cache key, and the kernel body sees it as a static Python value."""
 
@@ -641,7 +641,6 @@ class Kernel:
         for b in bound:
             if b.writeback is not None:
                 b.writeback()
-        return None
 
 
 def _dtype_str(dtype) -> str:
@@ -651,7 +650,7 @@ def _dtype_str(dtype) -> str:
         return str(dtype.numpy)
 
 
-def compile(fn=None, *, backend="bertha"):  # noqa: A001 - the seed's name
+def compile(fn=None, *, backend="bertha"):
     """`@legato.compile(backend=...)`: turn a Python function into a Legato kernel.
 
     `backend` is a factory `fn(ctx) -> ComputeModel`, a module with `get_model(ctx)` (such as

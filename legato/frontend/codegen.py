@@ -41,7 +41,7 @@ import legato.dialects.legato as L
 from legato.context import CompileContext, ExecContext, compiling
 from legato.errors import CompileError, LegatoError
 from legato.frontend.source import FunctionSource, LegatoFunction
-from legato.types import CORE_SPACES, MEMORY_SPACES, SHARED_SPACES, DType, Dim, TensorSpec
+from legato.types import CORE_SPACES, MEMORY_SPACES, SHARED_SPACES, Dim, DType, TensorSpec
 
 # --------------------------------------------------------------------------------------------
 # Values
@@ -234,7 +234,7 @@ def kernel_params(src: FunctionSource, ctx: CompileContext) -> list:
             ann = annotations[name]
             if isinstance(ann, str):
                 try:
-                    ann = eval(ann, scope)  # noqa: S307 - the user's own annotation
+                    ann = eval(ann, scope)
                 except Exception as e:  # noqa: BLE001
                     raise src.error(
                         arg.annotation or arg,
@@ -1012,7 +1012,6 @@ class CodeGenerator:
         queue = self.queue_arg(b, op)
         self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(target.index), memory, queue), node)
         self.sends.setdefault((target.index, memory, queue), []).append((node, self.frame.source))
-        return None
 
     def _note_receive(self, node, memory, queue):
         ctx = self.region.ctx
@@ -1095,7 +1094,6 @@ class CodeGenerator:
                     f"destination ({d}); destination {dst.spec}, source {src.spec}",
                 )
         self.emit(L.MemcpyOp(dst.ssa, src.ssa), node)
-        return None
 
     def matmul(self, node: ast.AST, a: IRValue, b: IRValue) -> IRValue:
         if a.spec.rank < 2 or b.spec.rank != 2:
@@ -1167,7 +1165,7 @@ class CodeGenerator:
         if not node.keywords and len(node.args) == 2:
             b = self.bind_op_args(node, op, ["a", "b"], {})
             second = b["b"][0]
-            if isinstance(second, IRValue) or isinstance(second, float):
+            if isinstance(second, (IRValue, float)):
                 return self._elementwise_binary(node, elementwise, b)
             return self._reduction(node, op, reduce_cls, {"x": b["a"], "axis": b["b"]})
         return self._reduction(node, op, reduce_cls)

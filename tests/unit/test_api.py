@@ -17,14 +17,25 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent / "frontend"))
 
-import legato  # noqa: E402
-from frontend_helpers import (  # noqa: E402, F401
+from frontend_helpers import (
     SEED_KERNEL,
-    cache_dir,
-    fake_toolchain,
+    install_fake_toolchain,
     line_of,
     load_source,
+    use_cache_dir,
 )
+
+import legato
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    return use_cache_dir(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def fake_toolchain(monkeypatch, cache_dir):
+    return install_fake_toolchain(monkeypatch)
 
 
 @pytest.fixture
@@ -65,7 +76,7 @@ def test_backend_by_name(backend, name, cores):
 
 
 def test_backend_module_and_factory(seed):
-    import legato.model.bertha as bertha
+    from legato.model import bertha
 
     def k(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4], "shared_dram")):
         pass

@@ -9,8 +9,6 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 PREAMBLE = '''\
 import legato
 import legato.model.bertha as bertha
@@ -129,8 +127,6 @@ class FakeToolchain:
                              "asm " + kernel_name, b"\x7fELF" + kernel_name.encode())
 
     def run_binary(self, binary, model, args):
-        import numpy as np
-
         from legato.numerics import matmul_acc
 
         self.runs.append(args)
@@ -141,20 +137,19 @@ class FakeToolchain:
         return FakeRun(cycles=123)
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    d = tmp_path / "cache"
-    monkeypatch.setenv("LEGATO_CACHE_DIR", str(d))
+def use_cache_dir(tmp_path: Path, monkeypatch) -> Path:
+    """Point LEGATO_CACHE_DIR at a fresh directory and empty the in-memory cache."""
     import legato.jit
 
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(d))
     legato.jit.clear_memory_cache()
-    yield d
-    legato.jit.clear_memory_cache()
+    monkeypatch.setattr(legato.jit, "_memory_cache", {})
+    return d
 
 
-@pytest.fixture
-def fake_toolchain(monkeypatch, cache_dir):
-    """Replace the compiler and the runtime by FakeToolchain (whether or not they exist yet)."""
+def install_fake_toolchain(monkeypatch) -> FakeToolchain:
+    """Replace the compiler and the runtime by a FakeToolchain (whether or not they exist)."""
     fake = FakeToolchain()
     for modname, attr in (
         ("legato.compiler", "compile_kernel"),

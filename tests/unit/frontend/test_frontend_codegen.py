@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from frontend_helpers import SEED_KERNEL, line_of, load_kernel, load_source
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, FileLineColLoc
 from xdsl.parser import Parser
 
 import legato
 from legato.dialects.legato import Legato, OnOp
-from frontend_helpers import SEED_KERNEL, line_of, load_kernel, load_source  # noqa: F401
 
 SEED_IR = """\
 builtin.module {
@@ -221,9 +221,9 @@ def test_python_level_calls_of_kernel_only_names_fail_clearly():
         legato.tensor.receive(None, 0, "sram")
     with pytest.raises(legato.LegatoError, match="only exists inside a @legato.compile kernel"):
         legato.tensor.request_load(None, None, "sram")
+    core0 = legato.get_context().get_device().get_core(0)
     with pytest.raises(legato.LegatoError, match="only has a meaning inside"):
-        with legato.get_context().get_device().get_core(0):
-            pass
+        core0.__enter__()
     with pytest.raises(legato.LegatoError, match="is out of range"):
         legato.get_context().get_device().get_core(32)
 

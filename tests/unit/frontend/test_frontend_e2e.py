@@ -15,9 +15,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+from frontend_helpers import SEED_KERNEL, load_source
 
 import legato
-from frontend_helpers import SEED_KERNEL, cache_dir, load_source  # noqa: F401
 from legato.numerics import matmul_acc
 
 HAVE_COMPILER = importlib.util.find_spec("legato.compiler") is not None
@@ -59,7 +59,7 @@ def test_seed_at_the_legato_level(seed, n):
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
-def test_seed_binary_for_every_n_with_one_compile(seed, cache_dir, tmp_path):  # noqa: F811
+def test_seed_binary_for_every_n_with_one_compile(seed, cache_dir, tmp_path):
     k = seed.simple_matmul
     out_dir = tmp_path / "simple_matmul"
     for n in range(1, 11):
@@ -77,7 +77,7 @@ def test_seed_binary_for_every_n_with_one_compile(seed, cache_dir, tmp_path):  #
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
-def test_seed_example_verbatim(tmp_path, cache_dir, monkeypatch):  # noqa: F811
+def test_seed_example_verbatim(tmp_path, cache_dir, monkeypatch):
     """The README's quick look, as written (session BINARY into ./simple_matmul)."""
     monkeypatch.chdir(tmp_path)
     src = SEED_KERNEL + '''
@@ -96,7 +96,7 @@ with legato.session(output_type=legato.OutputType.BINARY, output_path="simple_ma
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
-def test_every_session_stage_with_the_real_compiler(seed, cache_dir, tmp_path):  # noqa: F811
+def test_every_session_stage_with_the_real_compiler(seed, cache_dir, tmp_path):
     import io
 
     from elftools.elf.elffile import ELFFile
@@ -122,7 +122,7 @@ def test_every_session_stage_with_the_real_compiler(seed, cache_dir, tmp_path): 
 
 
 @pytest.mark.skipif(not HAVE_COMPILER, reason="legato.compiler not written yet")
-def test_disk_cache_hit_runs_the_same_binary(tmp_path, cache_dir):  # noqa: F811
+def test_disk_cache_hit_runs_the_same_binary(tmp_path, cache_dir):
     first = load_source(tmp_path, SEED_KERNEL, name="legato_e2e_cache_a")
     a, b = _inputs(4)
     out = torch.zeros(10, 128, dtype=torch.bfloat16)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from frontend_helpers import line_of, load_kernel
 
 import legato
-from frontend_helpers import line_of, load_kernel
 
 HEADER = """
 @legato.compile(backend="bertha")
@@ -370,7 +370,7 @@ def test_error_inside_a_helper_points_into_the_helper(tmp_path):
         "    return legato.tensor.receive(x, 0, 'nowhere')  # BAD\n",
         name="legato_test_helper_mod",
     )
-    mod, path = load_kernel(
+    mod, _ = load_kernel(
         tmp_path,
         """
         import legato_test_helper_mod as h
