@@ -643,6 +643,32 @@ class Kernel:
                 b.writeback()
 
 
+    _LEVEL_STAGES = {"legato": "mlir", "core": "core_ir", "backend": "backend_ir"}
+
+    def interpret(self, *args, level: str = "legato", **kwargs):
+        """Run the kernel with the interpreter of IR level `level` ("legato", "core" or
+        "backend") instead of the emulator. Same argument handling as a call: torch tensors or
+        numpy arrays, outputs written in place. Returns the interpreter's RunResult."""
+        if level not in self._LEVEL_STAGES:
+            raise LegatoError(
+                f"unknown level {level!r}; expected one of {', '.join(self._LEVEL_STAGES)} "
+                "(call the kernel itself to run the binary on the emulator)"
+            )
+        tensors, constexprs = self._bind(args, kwargs)
+        for p, x in tensors:
+            self._check_tensor(p, x)
+        artifacts = self._artifacts(constexprs)
+        self.last_artifacts = artifacts
+        from legato.interp import run
+
+        result = run(
+            getattr(artifacts, self._LEVEL_STAGES[level]), level, [x for _, x in tensors],
+            self.model,
+        )
+        self.last_interp = result
+        return result
+
+
 def _dtype_str(dtype) -> str:
     try:
         return str(dtype.torch)
