@@ -324,6 +324,7 @@ class Emulator:
         self.released: dict[tuple[int, int], int] = {}
         self.macs = 0
         self.vpu_elems = 0
+        self.vpu_trans_elems = 0
         self._dma_id = 0
         self.modules = self._make_modules()
 
@@ -507,6 +508,10 @@ class Emulator:
             trace_events=events,
             mac_count=self.macs,
             vpu_element_ops=self.vpu_elems,
+            vpu_transcendental_ops=self.vpu_trans_elems,
+            roofline=timing.roofline(self.model, sum(self.dram.channel_bytes), self.macs,
+                                     self.vpu_elems, self.vpu_trans_elems),
+            model_name=self.model.name,
         )
 
     # ---- helpers --------------------------------------------------------------------------
@@ -910,5 +915,8 @@ class Emulator:
                 res = np.ascontiguousarray(x.T)
         mem.write(r[ins.a], np.ascontiguousarray(res))
         self.vpu_elems += elems
-        dur = timing.vpu_cycles(self.model, elems, mn in isa.VPU_TRANSCENDENTAL)
+        trans = mn in isa.VPU_TRANSCENDENTAL
+        if trans:
+            self.vpu_trans_elems += elems
+        dur = timing.vpu_cycles(self.model, elems, trans)
         self._unit_op(m, "vpu", t, dur, reads, writes, f"{mn} {elems}")

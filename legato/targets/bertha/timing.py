@@ -12,6 +12,12 @@ granularity of shared DRAM over its channels (`DRAM_INTERLEAVE_BYTES`).
 - MPU: weight load `ceil(K*N*2 / mpu_weight_load_bytes_per_cycle)`; matmul
   `ceil(M*K*N / mpu_macs_per_cycle)`.
 - VPU: `ceil(elements / vpu_lanes)`, transcendental ops `ceil(elements / vpu_transcendental_per_cycle)`.
+
+Roofline (DESIGN section 5), from the same ComputeModel so that efficiency never exceeds 1:
+`max(DRAM bytes / (channels * bytes per cycle per channel), MACs / (cores * MPU MACs per cycle),
+VPU time)` where VPU time = plain element-ops / (cores * lanes) + transcendental element-ops /
+(cores * transcendental rate).  Each term is rounded up to a whole cycle; the emulator books at
+least that much on the busiest channel, MPU or VPU, so `roofline_cycles <= cycles`.
 """
 
 from __future__ import annotations
@@ -122,6 +128,50 @@ def vpu_cycles(model, elements: int, transcendental: bool) -> int:
     return max(1, ceil_div(elements, rate))
 
 
+@dataclass(frozen=True)
+class Roofline:
+    """The three lower bounds of a run on a model, in cycles (each rounded up)."""
+
+    dram_cycles: int
+    mpu_cycles: int
+    vpu_cycles: int
+
+    @property
+    def cycles(self) -> int:
+        return max(self.dram_cycles, self.mpu_cycles, self.vpu_cycles)
+
+    @property
+    def bound(self) -> str:
+        """Which resource sets the roofline: "dram", "mpu", "vpu" (or "none" for an empty run)."""
+        if self.cycles == 0:
+            return "none"
+        return max((self.dram_cycles, "dram"), (self.mpu_cycles, "mpu"),
+                   (self.vpu_cycles, "vpu"), key=lambda x: x[0])[1]
+
+    def as_dict(self) -> dict:
+        return {"dram": self.dram_cycles, "mpu": self.mpu_cycles, "vpu": self.vpu_cycles,
+                "cycles": self.cycles, "bound": self.bound}
+
+
+def roofline(model, dram_bytes: int, macs: int, vpu_ops: int, vpu_transcendental_ops: int = 0
+             ) -> Roofline:
+    """The roofline of a kernel that moves `dram_bytes` over shared DRAM, does `macs` MACs and
+    `vpu_ops` VPU element-ops (of which `vpu_transcendental_ops` at the transcendental rate),
+    on `model`: every rate is the whole chip's (all cores, all channels)."""
+    if min(dram_bytes, macs, vpu_ops, vpu_transcendental_ops) < 0:
+        raise ValueError("roofline counts must be non-negative")
+    if vpu_transcendental_ops > vpu_ops:
+        raise ValueError("transcendental VPU ops are a subset of the VPU ops")
+    cores = model.num_cores
+    dram = ceil_div(dram_bytes, model.num_memory_channels * model.dram_bytes_per_cycle_per_channel)
+    mpu = ceil_div(macs, cores * model.mpu_macs_per_cycle)
+    lanes, trans = model.vpu_lanes, model.vpu_transcendental_per_cycle
+    plain = vpu_ops - vpu_transcendental_ops
+    # plain / (cores * lanes) + trans_ops / (cores * trans), exactly, rounded up once
+    vpu = ceil_div(plain * trans + vpu_transcendental_ops * lanes, cores * lanes * trans)
+    return Roofline(dram, mpu, vpu)
+
+
 @dataclass
 class RunResult:
     """What one emulator run reports.  Times are in cycles of the model's clock."""
@@ -135,7 +185,19 @@ class RunResult:
     instructions: dict[str, int]  # module -> instructions executed
     trace_events: list = field(default_factory=list, repr=False)
     mac_count: int = 0
-    vpu_element_ops: int = 0
+    vpu_element_ops: int = 0  # every VPU element-op, transcendental ones included
+    vpu_transcendental_ops: int = 0  # the element-ops of exp/log/rsqrt/tanh/sigmoid/silu/gelu
+    roofline: Roofline | None = None  # set by the emulator from the model it ran on
+    model_name: str = ""
+
+    @property
+    def roofline_cycles(self) -> int:
+        return self.roofline.cycles if self.roofline else 0
+
+    @property
+    def efficiency(self) -> float:
+        """roofline cycles / simulated cycles (0 for an empty run); never above 1."""
+        return self.roofline_cycles / self.cycles if self.cycles else 0.0
 
     @property
     def total_instructions(self) -> int:
@@ -161,8 +223,16 @@ class RunResult:
             json.dump(self.trace(), f)
 
     def summary(self) -> str:
-        lines = [f"cycles: {self.cycles} ({self.seconds * 1e6:.3f} us at {self.clock_ghz} GHz)",
-                 f"instructions: {self.total_instructions}",
+        lines = [f"cycles: {self.cycles} ({self.seconds * 1e6:.3f} us at {self.clock_ghz} GHz)"
+                 + (f" on {self.model_name}" if self.model_name else "")]
+        if self.roofline is not None:
+            r = self.roofline
+            lines.append(f"roofline: {r.cycles} cycles ({r.bound}-bound; dram {r.dram_cycles}, "
+                         f"mpu {r.mpu_cycles}, vpu {r.vpu_cycles}), efficiency "
+                         f"{self.efficiency:.1%}")
+        lines += [f"instructions: {self.total_instructions}",
+                  (f"MACs: {self.mac_count}, VPU element-ops: {self.vpu_element_ops} "
+                   f"({self.vpu_transcendental_ops} transcendental)"),
                  f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}"]
         for mod, units in self.unit_busy.items():
             lines.append(f"  {mod}: halted at {self.module_cycles.get(mod)}, "
