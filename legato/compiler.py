@@ -40,11 +40,12 @@ class Artifacts:
 
 def context() -> Context:
     """An xDSL context with every dialect Legato's IR uses."""
-    from legato.transforms.registry import get_all_dialects
     from xdsl.dialects.arith import Arith
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
     from xdsl.dialects.scf import Scf
+
+    from legato.transforms.registry import get_all_dialects
 
     ctx = Context()
     for d in (Builtin, Arith, Func, Scf):

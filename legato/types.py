@@ -92,7 +92,7 @@ _FLOAT_NAMES = {
 _INT_NAMES = {"int32": i32, "i32": i32, "int64": i64, "i64": i64, "int8": i8, "i8": i8}
 
 
-def float(name: str = "float32") -> DType:  # noqa: A001 - the seed's spelling
+def float(name: str = "float32") -> DType:
     """`legato.types.float("bfloat16")`: a floating-point element type."""
     try:
         return _FLOAT_NAMES[name]
@@ -102,7 +102,7 @@ def float(name: str = "float32") -> DType:  # noqa: A001 - the seed's spelling
         ) from None
 
 
-def int(name: str = "int32") -> DType:  # noqa: A001
+def int(name: str = "int32") -> DType:
     """`legato.types.int("int32")`: an integer element type."""
     try:
         return _INT_NAMES[name]

@@ -7,7 +7,7 @@ hardware's (../shared/DESIGN.md section 5); the compiler adapts to them.
 
 from __future__ import annotations
 
-from legato.model.compute_model import GiB, KiB, MiB, ComputeModel
+from legato.model.compute_model import ComputeModel, GiB, KiB, MiB
 
 GENERATIONS = ("bertha", "bertha-evt1")
 
@@ -33,7 +33,7 @@ _EVT1 = dict(
 )
 
 
-def Bertha(  # noqa: N802 - the seed's constructor name
+def Bertha(
     ctx,
     name: str = "bertha",
     num_cores: int = 32,
