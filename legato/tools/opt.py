@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.ir import Operation
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -56,6 +58,48 @@ class LegatoOptMain(xDSLOptMain):
         super().register_all_targets()
         for name, factory in registry.get_all_targets().items():
             self.available_targets[name] = factory
+
+    def apply_passes(self, prog: ModuleOp):
+        # Verify first ourselves so that an error names the source location of the failing op
+        # (the frontend puts `loc("k.py":12:8)` on every op); the pipeline verifies again.
+        if not self.args.disable_verify:
+            verify_with_locations(prog)
+        super().apply_passes(prog)
+
+
+def verify_with_locations(module: Operation) -> None:
+    """Verify `module` innermost op first; an error of an op with a file location (its own or
+    its nearest ancestor's) is re-raised as `file:line:col: error: message` followed by xDSL's
+    annotated IR."""
+    for op in module.walk(region_first=True):
+        try:
+            op.verify(verify_nested_ops=False)
+        except DiagnosticException as e:
+            where = source_location(op)
+            if where is None:
+                raise
+            text = str(e)
+            head = _headline(text)
+            detail = "" if head.strip() == text.strip() else "\n" + text
+            raise type(e)(f"{where}: error: {head}{detail}") from None
+
+
+def source_location(op: Operation | None) -> str | None:
+    """`file:line:col` of `op` or of its nearest ancestor with a file location."""
+    while op is not None:
+        loc = op.location
+        if isinstance(loc, FileLineColLoc):
+            return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+        op = op.parent_op()
+    return None
+
+
+def _headline(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("| "):
+            return line[2:].removeprefix("Operation does not verify: ")
+    return text.splitlines()[0] if text else "verification failed"
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import lit.formats
 config.name = "legato"  # noqa: F821 - `config` is provided by lit
 config.test_format = lit.formats.ShTest(execute_external=False)  # noqa: F821
 config.suffixes = [".mlir", ".py"]  # noqa: F821
-config.excludes = ["lit.cfg.py", "__pycache__"]  # noqa: F821
+config.excludes = ["lit.cfg.py", "__pycache__", "Inputs"]  # noqa: F821
 config.test_source_root = os.path.dirname(os.path.abspath(__file__))  # noqa: F821
 
 _repo = os.path.dirname(os.path.dirname(config.test_source_root))  # noqa: F821
