@@ -137,13 +137,11 @@ def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | N
             for p in progs
         ],
     }
-    sections: list[tuple[str, int, int, bytes]] = []  # name, type, flags, data
-    for p in progs:
-        sections.append((f".text.{p.name}", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, p.code))
-    sections.append((".legato.target", SHT_PROGBITS, 0, _json_bytes(target_json(model))))
-    sections.append((".legato.compiler", SHT_PROGBITS, 0, _json_bytes(comp)))
-    sections.append((".legato.programs", SHT_PROGBITS, 0, _json_bytes(programs_meta)))
-    sections.append((".legato.args", SHT_PROGBITS, 0, _json_bytes(layout.to_json())))
+    sections: list[tuple[str, bytes]] = [(f".text.{p.name}", p.code) for p in progs]
+    sections.append((".legato.target", _json_bytes(target_json(model))))
+    sections.append((".legato.compiler", _json_bytes(comp)))
+    sections.append((".legato.programs", _json_bytes(programs_meta)))
+    sections.append((".legato.args", _json_bytes(layout.to_json())))
     # symbols: one STT_FUNC per program entry
     strtab = b"\0"
     syms = [b"\0" * 24]
@@ -152,41 +150,58 @@ def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | N
         strtab += p.name.encode() + b"\0"
         syms.append(struct.pack("<IBBHQQ", name_off, (STB_GLOBAL << 4) | STT_FUNC, 0, 1 + i, 0,
                                 len(p.instructions) * isa.WORD_BYTES))
-    symtab_index = len(sections) + 1
-    sections.append((".symtab", SHT_SYMTAB, 0, b"".join(syms)))
-    sections.append((".strtab", SHT_STRTAB, 0, strtab))
-    names = [s[0] for s in sections] + [CHECKSUM_SECTION, ".shstrtab"]
-    shstrtab = b"\0"
-    name_off = {}
-    for n in names:
-        name_off[n] = len(shstrtab)
-        shstrtab += n.encode() + b"\0"
-    covered = [(s[0], s[3]) for s in sections]
-    digest = section_digest(covered + [(".shstrtab", shstrtab)])
-    sections.append((CHECKSUM_SECTION, SHT_PROGBITS, 0, digest.encode()))
-    sections.append((".shstrtab", SHT_STRTAB, 0, shstrtab))
+    sections.append((".symtab", b"".join(syms)))
+    sections.append((".strtab", strtab))
+    shstrtab = _shstrtab([n for n, _ in sections] + [CHECKSUM_SECTION])
+    digest = section_digest(sections + [(".shstrtab", shstrtab)])
+    sections.append((CHECKSUM_SECTION, digest.encode()))
+    return layout_elf(sections)
 
-    # layout: header, section contents (8-aligned), section header table
+
+def _shstrtab(names: list[str]) -> bytes:
+    return b"\0" + b"".join(n.encode() + b"\0" for n in names + [".shstrtab"])
+
+
+def _section_kind(name: str) -> tuple[int, int, int, int]:
+    """(sh_type, sh_flags, sh_addralign, sh_entsize) of a section, from its name alone."""
+    if name.startswith(".text."):
+        return SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 8, 0
+    if name == ".symtab":
+        return SHT_SYMTAB, 0, 8, 24
+    if name in (".strtab", ".shstrtab"):
+        return SHT_STRTAB, 0, 1, 0
+    return SHT_PROGBITS, 0, 1, 0
+
+
+def layout_elf(sections: list[tuple[str, bytes]]) -> bytes:
+    """The canonical file for `sections` ((name, contents) in order, `.shstrtab` excluded: it is
+    generated and placed last).  Everything but the contents (ELF header, section headers,
+    padding, `.shstrtab`) is a function of the names and sizes, so a reader can rebuild the file
+    from what it parsed and compare byte for byte: every byte of a valid binary is checked
+    (contents and names by the checksum, the rest by this layout)."""
+    names = [n for n, _ in sections]
+    shstrtab = _shstrtab(names)
+    all_sections = list(sections) + [(".shstrtab", shstrtab)]
+    name_off, pos = {}, 1
+    for n in names + [".shstrtab"]:
+        name_off.setdefault(n, pos)
+        pos += len(n.encode()) + 1
     out = bytearray(64)
     offsets = []
-    for _name, _t, _f, data in sections:
-        while len(out) % 8:
-            out.append(0)
+    for _name, data in all_sections:
+        out += b"\0" * (-len(out) % 8)
         offsets.append(len(out))
         out += data
-    while len(out) % 8:
-        out.append(0)
+    out += b"\0" * (-len(out) % 8)
     shoff = len(out)
-    shnum = len(sections) + 1
+    shnum = len(all_sections) + 1
     out += b"\0" * 64  # null section header
-    strtab_index = symtab_index + 1
-    for i, (name, typ, flags, data) in enumerate(sections):
+    strtab_index = names.index(".strtab") + 1 if ".strtab" in names else 0
+    for i, (name, data) in enumerate(all_sections):
+        typ, flags, align, entsize = _section_kind(name)
         link = info = 0
-        align, entsize = 1, 0
         if typ == SHT_SYMTAB:
-            link, info, align, entsize = strtab_index, 1, 8, 24
-        elif name.startswith(".text."):
-            align = 8
+            link, info = strtab_index, 1
         out += struct.pack("<IIQQQQIIQQ", name_off[name], typ, flags, 0, offsets[i], len(data),
                            link, info, align, entsize)
     ident = ELF_MAGIC + bytes([2, 1, 1, 0]) + b"\0" * 8
@@ -196,95 +211,272 @@ def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | N
     return bytes(out)
 
 
+_HEADER_FIELDS = [  # (offset, size, name) of the ELF64 header, for messages
+    (0, 16, "e_ident"), (16, 2, "e_type"), (18, 2, "e_machine"), (20, 4, "e_version"),
+    (24, 8, "e_entry"), (32, 8, "e_phoff"), (40, 8, "e_shoff"), (48, 4, "e_flags"),
+    (52, 2, "e_ehsize"), (54, 2, "e_phentsize"), (56, 2, "e_phnum"), (58, 2, "e_shentsize"),
+    (60, 2, "e_shnum"), (62, 2, "e_shstrndx"),
+]
+_SHDR_FIELDS = [(0, 4, "sh_name"), (4, 4, "sh_type"), (8, 8, "sh_flags"), (16, 8, "sh_addr"),
+                (24, 8, "sh_offset"), (32, 8, "sh_size"), (40, 4, "sh_link"), (44, 4, "sh_info"),
+                (48, 8, "sh_addralign"), (56, 8, "sh_entsize")]
+MAX_SECTIONS = 4096
+MAX_PROGRAMS = 65  # top plus one per core
+
+
+def _field(fields, rel: int) -> str:
+    for off, size, name in fields:
+        if off <= rel < off + size:
+            return name
+    return "?"  # pragma: no cover
+
+
+def _raw_sections(data: bytes) -> list[tuple[str, int, int, bytes]]:
+    """(name, sh_type, sh_flags, contents) of every section but the null one, from the section
+    header table, with every offset and size checked against the file (BinaryError)."""
+    n = len(data)
+    (shoff,) = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+    if shentsize != 64:
+        raise BinaryError(f"ELF section header size is {shentsize}, expected 64")
+    if not 2 <= shnum <= MAX_SECTIONS:
+        raise BinaryError(f"ELF header says {shnum} sections (expected 2..{MAX_SECTIONS})")
+    if shoff > n or shnum * 64 > n - shoff:
+        raise BinaryError(f"truncated or corrupt: the section header table ({shnum} x 64 bytes at "
+                          f"offset {shoff:#x}) runs past the end of the {n}-byte file")
+    if not 0 < shstrndx < shnum:
+        raise BinaryError(f"ELF section name table index {shstrndx} is out of range "
+                          f"(1..{shnum - 1})")
+    headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i) for i in range(shnum)]
+
+    def contents(i: int) -> bytes:
+        _nm, _t, _f, _a, off, size, *_ = headers[i]
+        if off > n or size > n - off:
+            raise BinaryError(f"truncated or corrupt: section {i} ({size} bytes at offset "
+                              f"{off:#x}) runs past the end of the {n}-byte file")
+        return data[off : off + size]
+
+    shstr = contents(shstrndx)
+    out = []
+    for i in range(1, shnum):
+        name_off, typ, flags = headers[i][0], headers[i][1], headers[i][2]
+        end = shstr.find(b"\0", name_off) if name_off < len(shstr) else -1
+        if end < 0:
+            raise BinaryError(f"section {i}: name offset {name_off} is outside the section name "
+                              "table")
+        try:
+            name = shstr[name_off:end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise BinaryError(f"section {i}: its name is not valid UTF-8") from None
+        out.append((name, typ, flags, contents(i)))
+    return out
+
+
+def _first_difference(data: bytes, canon: bytes, names: list[str]) -> str:
+    """Where `data` departs from its canonical layout, for the error message."""
+    if len(data) != len(canon) and data[: len(canon)] == canon[: len(data)]:
+        return (f"the file is {len(data)} bytes but its sections lay out in {len(canon)} "
+                f"({'extra bytes at the end' if len(data) > len(canon) else 'truncated'})")
+    i = next(k for k in range(min(len(data), len(canon))) if data[k] != canon[k])
+    if i < 64:
+        where = f"ELF header field {_field(_HEADER_FIELDS, i)}"
+    else:
+        (shoff,) = struct.unpack_from("<Q", canon, 40)
+        if i >= shoff:
+            k, rel = divmod(i - shoff, 64)
+            sec = "null" if k == 0 else names[k - 1] if k - 1 < len(names) else ".shstrtab"
+            where = f"section header {k} ({sec}) field {_field(_SHDR_FIELDS, rel)}"
+        else:
+            where = "padding between sections"
+    return f"byte {i:#x} ({where}) is {data[i]:#04x}, expected {canon[i]:#04x}"
+
+
+class _Meta:
+    """Typed access to a metadata JSON object; any mismatch is a BinaryError naming the path."""
+
+    def __init__(self, section: str):
+        self.section = section
+
+    def get(self, obj, key, kind, what: str, *, optional: bool = False):
+        if not isinstance(obj, dict):
+            raise BinaryError(f"{self.section}: {what} is not a JSON object")
+        if key not in obj:
+            if optional:
+                return None
+            raise BinaryError(f"{self.section}: {what} has no {key!r}")
+        v = obj[key]
+        if optional and v is None:
+            return None
+        if kind is int and (isinstance(v, bool) or not isinstance(v, int)):
+            raise BinaryError(f"{self.section}: {what}.{key} is {v!r}, expected an integer")
+        if not isinstance(v, kind):
+            raise BinaryError(f"{self.section}: {what}.{key} is {v!r}, expected "
+                              f"{getattr(kind, '__name__', kind)}")
+        return v
+
+
 def read_elf(data: bytes) -> Binary:
-    """Parse and validate a Bertha binary (magic, class, data, machine, format version,
-    checksum, metadata); raises BinaryError saying what differs."""
-    from elftools.common.exceptions import ELFError
+    """Parse and validate a Bertha binary; raises BinaryError (ChecksumError for a content
+    change) saying what differs, and nothing else, whatever the input.
+
+    Order: ELF identification and header (magic, class, data, machine, type, format version);
+    section table bounds; the checksum over every section's name and contents; the canonical
+    layout (the file must be byte for byte what `layout_elf` makes of its sections, so header,
+    section header and padding bytes are checked too); pyelftools parse; metadata, symbols and
+    code (every word a valid instruction)."""
     from elftools.elf.elffile import ELFFile
 
-    data = bytes(data)
-    if len(data) < 64 or data[:4] != ELF_MAGIC:
+    try:
+        data = bytes(data)
+    except TypeError:
+        raise BinaryError(f"a binary is bytes, got {type(data).__name__}") from None
+    if data[:4] != ELF_MAGIC:
         raise BinaryError(f"not an ELF file: magic is {data[:4]!r}, expected {ELF_MAGIC!r}")
+    if len(data) < 64:
+        raise BinaryError(f"truncated: the ELF header needs 64 bytes, the file has {len(data)}")
     if data[4] != 2:
         raise BinaryError(f"ELF class is {data[4]} (ELFCLASS{32 if data[4] == 1 else '?'}), "
                           "expected 2 (ELFCLASS64)")
     if data[5] != 1:
         raise BinaryError(f"ELF data encoding is {data[5]}, expected 1 (little endian)")
+    e_type, machine = struct.unpack_from("<HH", data, 16)
+    if machine != EM_BERTHA:
+        raise BinaryError(f"ELF machine is {machine:#06x}, expected {EM_BERTHA:#06x} (Bertha)")
+    if e_type != ET_EXEC:
+        raise BinaryError(f"ELF type is {e_type}, expected {ET_EXEC} (ET_EXEC)")
+    (flags,) = struct.unpack_from("<I", data, 48)
+    if flags != FORMAT_VERSION:
+        raise BinaryError(f"binary format version is {flags}, this runtime reads "
+                          f"version {FORMAT_VERSION}")
+    raw = _raw_sections(data)
+    names = [r[0] for r in raw]
+    if names.count(CHECKSUM_SECTION) != 1:
+        raise ChecksumError(f"binary has {names.count(CHECKSUM_SECTION) or 'no'} "
+                            f"{CHECKSUM_SECTION} section{'s' if names.count(CHECKSUM_SECTION) else ''}")
+    if len(set(names)) != len(names):
+        dup = sorted({x for x in names if names.count(x) > 1})
+        raise BinaryError(f"duplicate section names: {', '.join(dup)}")
+    stored_raw = raw[names.index(CHECKSUM_SECTION)][3]
+    stored = stored_raw.decode("ascii", "replace")
+    actual = section_digest([(n, d) for n, _t, _f, d in raw if n != CHECKSUM_SECTION])
+    if stored != actual:
+        raise ChecksumError(f"checksum mismatch: {CHECKSUM_SECTION} says {stored[:16]!r}..., the "
+                            f"sections hash to {actual[:16]}... (the binary was modified)")
+    if names[-1] != ".shstrtab":
+        raise BinaryError(f"the last section is {names[-1]!r}, expected .shstrtab")
+    canon = layout_elf([(n, d) for n, _t, _f, d in raw[:-1]])
+    if canon != data:
+        raise BinaryError("not a canonical Bertha binary (header or section table was modified): "
+                          + _first_difference(data, canon, names))
     try:
         elf = ELFFile(io.BytesIO(data))
-        hdr = elf.header
-        machine = struct.unpack_from("<H", data, 18)[0]
-        if machine != EM_BERTHA:
-            raise BinaryError(f"ELF machine is {machine:#06x}, expected {EM_BERTHA:#06x} (Bertha)")
-        if hdr["e_type"] != "ET_EXEC":
-            raise BinaryError(f"ELF type is {hdr['e_type']}, expected ET_EXEC")
-        if hdr["e_flags"] != FORMAT_VERSION:
-            raise BinaryError(f"binary format version is {hdr['e_flags']}, this runtime reads "
-                              f"version {FORMAT_VERSION}")
-        sections = []
-        for s in elf.iter_sections():
-            if s["sh_type"] == "SHT_NULL":
-                continue
-            sections.append((s.name, s.data(), s))
-    except ELFError as e:
-        raise BinaryError(f"malformed ELF: {e}") from None
-    except (struct.error, ValueError, IndexError) as e:
-        raise BinaryError(f"malformed ELF: {e}") from None
-    by_name = {n: d for n, d, _s in sections}
-    if CHECKSUM_SECTION not in by_name:
-        raise ChecksumError(f"binary has no {CHECKSUM_SECTION} section")
-    stored = by_name[CHECKSUM_SECTION].decode("ascii", "replace")
-    actual = section_digest([(n, d) for n, d, _s in sections if n != CHECKSUM_SECTION])
-    if stored != actual:
-        raise ChecksumError(f"checksum mismatch: {CHECKSUM_SECTION} says {stored[:16]}..., the "
-                            f"sections hash to {actual[:16]}... (the binary was modified)")
+        symtab = elf.get_section_by_name(".symtab")
+        symbols = {}
+        if symtab is not None:
+            for sym in symtab.iter_symbols():
+                if sym.name:
+                    symbols[sym.name] = (sym["st_info"]["type"], sym["st_shndx"], sym["st_value"],
+                                         sym["st_size"])
+    except Exception as e:  # noqa: BLE001 - pyelftools raises many types; all mean malformed
+        raise BinaryError(f"malformed ELF ({type(e).__name__}): {e}") from None
+    if symtab is None:
+        raise BinaryError("binary has no .symtab section")
+    by_name = {n: d for n, _t, _f, d in raw}
     meta = {}
     for name in METADATA_SECTIONS:
         if name not in by_name:
             raise BinaryError(f"binary has no {name} section")
         try:
             meta[name] = json.loads(by_name[name])
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise BinaryError(f"{name} is not valid JSON: {e}") from None
+        if not isinstance(meta[name], dict):
+            raise BinaryError(f"{name} is not a JSON object")
     comp = meta[".legato.compiler"]
     if comp.get("format_version") != FORMAT_VERSION:
-        raise BinaryError(f".legato.compiler format_version is {comp.get('format_version')}, "
+        raise BinaryError(f".legato.compiler format_version is {comp.get('format_version')!r}, "
                           f"expected {FORMAT_VERSION}")
+    target = meta[".legato.target"]
+    tm = _Meta(".legato.target")
+    for key in ("chip", "generation", "fingerprint"):
+        tm.get(target, key, str, "the target")
+    tm.get(target, "num_cores", int, "the target")
     pm = meta[".legato.programs"]
+    pmeta = _Meta(".legato.programs")
+    kernel = pmeta.get(pm, "kernel", str, "the program table", optional=True)
+    plist = pmeta.get(pm, "programs", list, "the program table")
+    if not 1 <= len(plist) <= MAX_PROGRAMS:
+        raise BinaryError(f".legato.programs lists {len(plist)} programs (expected 1.."
+                          f"{MAX_PROGRAMS})")
     programs = []
-    symbols = {}
-    symtab = elf.get_section_by_name(".symtab")
-    if symtab is None:
-        raise BinaryError("binary has no .symtab section")
-    for sym in symtab.iter_symbols():
-        if sym.name:
-            symbols[sym.name] = sym
-    for p in pm.get("programs", []):
-        sec = p["section"]
-        if sec not in by_name:
-            raise BinaryError(f"program {p['name']!r}: section {sec} missing")
-        sym = symbols.get(p["name"])
-        if sym is None or sym["st_info"]["type"] != "STT_FUNC":
-            raise BinaryError(f"program {p['name']!r}: no STT_FUNC entry symbol")
+    seen: set[str] = set()
+    text_sections = {n for n in names if n.startswith(".text.")}
+    for j, p in enumerate(plist):
+        what = f"program {j}"
+        pname = pmeta.get(p, "name", str, what)
+        what = f"program {pname!r}"
+        if pname in seen:
+            raise BinaryError(f"two programs are named {pname!r}")
+        seen.add(pname)
+        sec = pmeta.get(p, "section", str, what)
+        if sec != f".text.{pname}" or sec not in by_name:
+            raise BinaryError(f"{what}: section {sec} missing (expected .text.{pname})")
+        text_sections.discard(sec)
         code = by_name[sec]
-        try:
-            words = isa.bytes_to_words(code)
-            for i, w in enumerate(words):
-                try:
-                    isa.decode(w)
-                except isa.DecodeError as e:
-                    raise BinaryError(f"program {p['name']!r} instruction {i}: {e}") from None
-        except isa.DecodeError as e:
-            raise BinaryError(f"program {p['name']!r}: {e}") from None
-        if p["context"] == "core":
-            ctx = f"core({p['core']})"
-        elif p["context"] in ("top", "all_cores"):
-            ctx = p["context"]
+        if len(code) % isa.WORD_BYTES:
+            raise BinaryError(f"{what}: {sec} is {len(code)} bytes, not a whole number of "
+                              f"{isa.WORD_BYTES}-byte instructions")
+        count = pmeta.get(p, "instructions", int, what)
+        if count != len(code) // isa.WORD_BYTES:
+            raise BinaryError(f"{what}: .legato.programs says {count} instructions, {sec} holds "
+                              f"{len(code) // isa.WORD_BYTES}")
+        if count == 0:
+            raise BinaryError(f"{what} has no instructions")
+        sym = symbols.get(pname)
+        if sym is None or sym[0] != "STT_FUNC":
+            raise BinaryError(f"{what}: no STT_FUNC entry symbol")
+        shndx = names.index(sec) + 1
+        if sym[1] != shndx or sym[2] != 0 or sym[3] != len(code):
+            raise BinaryError(f"{what}: its symbol does not cover {sec} from its first "
+                              f"instruction (section {sym[1]}, value {sym[2]}, size {sym[3]})")
+        words = isa.bytes_to_words(code)
+        for i, w in enumerate(words):
+            try:
+                isa.decode(w)
+            except isa.DecodeError as e:
+                raise BinaryError(f"{what} instruction {i}: {e}") from None
+        kind = pmeta.get(p, "context", str, what)
+        if kind == "core":
+            core = pmeta.get(p, "core", int, what)
+            if not 0 <= core < MAX_PROGRAMS - 1:
+                raise BinaryError(f"{what}: core index {core} out of range")
+            ctx = f"core({core})"
+        elif kind in ("top", "all_cores"):
+            ctx = kind
         else:
-            raise BinaryError(f"program {p['name']!r}: unknown context {p['context']!r}")
-        programs.append(Program(p["name"], ctx, words, dict(p.get("memory", {}))))
-    return Binary(pm.get("kernel"), programs, meta[".legato.target"], comp, pm,
-                  meta[".legato.args"], stored)
+            raise BinaryError(f"{what}: unknown context {kind!r}")
+        memory = pmeta.get(p, "memory", dict, what)
+        for space, nbytes in memory.items():
+            if space not in ("sram", "mpu_buffer", "private_dram"):
+                raise BinaryError(f"{what}: unknown memory space {space!r} in its footprint")
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+                raise BinaryError(f"{what}: footprint of {space} is {nbytes!r}, expected a "
+                                  "non-negative integer")
+        programs.append(Program(pname, ctx, words, dict(memory)))
+    if text_sections:
+        raise BinaryError(f"code sections without a program: {', '.join(sorted(text_sections))}")
+    args_meta = meta[".legato.args"]
+    try:
+        layout = ArgLayout.from_json(args_meta)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        raise BinaryError(f".legato.args is not a valid argument layout: "
+                          f"{type(e).__name__}: {e}") from None
+    recorded = args_meta.get("max_table_size")
+    if recorded is not None and (isinstance(recorded, bool) or not isinstance(recorded, int)
+                                 or recorded < layout.size_bytes):
+        raise BinaryError(f".legato.args: max_table_size {recorded!r} is below the table's "
+                          f"{layout.size_bytes} bytes")
+    return Binary(kernel, programs, target, comp, pm, args_meta, stored)
 
 
 def check_target(binary: Binary, model) -> None:

@@ -127,8 +127,8 @@ def _corruptions(data: bytes):
     return {
         "flipped instruction bit": (bytes(flip), "checksum mismatch"),
         "edited metadata": (bytes(meta), "checksum mismatch"),
-        "truncated": (data[: len(data) - 100], ""),
-        "truncated header": (data[:40], "not an ELF file"),
+        "truncated": (data[: len(data) - 100], "truncated or corrupt: the section header table"),
+        "truncated header": (data[:40], "truncated: the ELF header needs 64 bytes, the file has 40"),
         "other machine": (bytes(machine), "machine is 0x003e"),
         "format version": (bytes(version), "format version is 9"),
         "not ELF": (b"hello, world\n" * 10, "not an ELF file"),
