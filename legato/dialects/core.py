@@ -716,6 +716,78 @@ class SubviewOp(IRDLOperation):
                 )
 
 
+@irdl_op_definition
+class ViewOp(IRDLOperation):
+    """`%v = core.view %buf [dims(%d, ...)] : T -> T2`: the same contiguous memory seen with
+    another shape (a reshape without a copy); one `dims` operand per dynamic dim of the result.
+    Builder: `ViewOp(source, result_type, dyn_dims=())`."""
+
+    name = "core.view"
+
+    source = operand_def(BufType)
+    dyn_dims = var_operand_def(IndexType)
+    result = result_def(BufType)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        source: SSAValue | Operation,
+        result_type: BufType,
+        dyn_dims: Sequence[SSAValue | Operation] = (),
+    ):
+        super().__init__(operands=[source, dyn_dims], result_types=[result_type])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ViewOp:
+        src = parser.parse_unresolved_operand()
+        dims: list[Parser.UnresolvedOperand] = []
+        if parser.parse_optional_keyword("dims") is not None:
+            dims = parser.parse_comma_separated_list(
+                parser.Delimiter.PAREN, parser.parse_unresolved_operand
+            )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        parser.parse_punctuation("->")
+        r = parser.parse_type()
+        op = ViewOp(
+            parser.resolve_operand(src, t),
+            r,  # type: ignore[arg-type]
+            [parser.resolve_operand(d, IndexType()) for d in dims],
+        )
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.source)
+        if self.dyn_dims:
+            printer.print_string(" dims(")
+            printer.print_list(self.dyn_dims, printer.print_ssa_value)
+            printer.print_string(")")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.source.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        src = _buf(self.source, "core.view source")
+        res = _buf(self.result, "core.view result")
+        if src.element_type != res.element_type or src.memory != res.memory:
+            raise VerifyException("core.view keeps the element type and memory space")
+        if len(self.dyn_dims) != len(res.dynamic_dims):
+            raise VerifyException(
+                f"core.view: {res} has {len(res.dynamic_dims)} dynamic dims but "
+                f"{len(self.dyn_dims)} dims operands were given"
+            )
+        if res.num_elements_bound > src.num_elements_bound:
+            raise VerifyException(
+                f"core.view: {res.dims_str()} holds more elements than {src.dims_str()}"
+            )
+
+
 # ---------------------------------------------------------------------------------------------
 # Data movement and synchronization
 # ---------------------------------------------------------------------------------------------
@@ -1211,6 +1283,51 @@ class VpuReduceOp(IRDLOperation):
 
 
 @irdl_op_definition
+class VpuTransposeOp(IRDLOperation):
+    """`core.vpu_transpose %in to %out : T_in, T_out`: `%out[c, r] = %in[r, c]` for a 2-D
+    `%in` [R, C] and `%out` [C, R] (one element type). Builder: `VpuTransposeOp(input, out)`."""
+
+    name = "core.vpu_transpose"
+
+    input = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(self, input: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[input, out])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuTransposeOp:
+        a = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        vals = _parse_operands_with_types(parser, [a, o])
+        op = VpuTransposeOp(*vals)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.out)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.input, self.out])
+
+    def verify_(self) -> None:
+        x = _buf(self.input, "core.vpu_transpose input")
+        o = _buf(self.out, "core.vpu_transpose out")
+        _verify_vpu_space(self, x, o)
+        if x.element_type != o.element_type:
+            raise VerifyException("core.vpu_transpose: input and out must have one element type")
+        if x.rank != 2 or o.dims != (x.dims[1], x.dims[0]):
+            raise VerifyException(
+                f"core.vpu_transpose: out {o.dims_str()} must be the 2-D input "
+                f"{x.dims_str()} transposed"
+            )
+
+
+@irdl_op_definition
 class VpuFillOp(IRDLOperation):
     """`core.vpu_fill <value> to %out : T`: fill a buffer with one scalar (`inf`, `-inf`,
     `nan` allowed). Builder: `VpuFillOp(value, out)`."""
@@ -1276,6 +1393,7 @@ Core = Dialect(
         DimOp,
         AllocOp,
         SubviewOp,
+        ViewOp,
         DmaOp,
         WaitQueueOp,
         DmaWaitOp,
@@ -1287,6 +1405,7 @@ Core = Dialect(
         VpuUnaryOp,
         VpuReduceOp,
         VpuFillOp,
+        VpuTransposeOp,
     ],
     [BufType, ArgAttr],
 )

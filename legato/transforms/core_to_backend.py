@@ -8,8 +8,12 @@ instructions. Registers are left unallocated (`backend-allocate-registers` assig
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
 
 from xdsl.context import Context
 from xdsl.dialects import arith
@@ -23,6 +27,7 @@ from legato.model.ir import model_of
 from legato.targets.bertha.abi import Arg, ArgLayout
 from legato.transforms.diagnostics import error_at
 from legato.transforms.plan_memory import PLACEMENT_ATTR, alloc_core
+from legato.transforms.vpu_shapes import broadcast_form
 
 ARG_NAMES_ATTR = "arg_names"
 
@@ -70,6 +75,88 @@ def footprints(kernel: core.KernelOp) -> dict[int | None, dict[str, int]]:
     return use
 
 
+_NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16}
+
+VPU_BINARY = {
+    "add": be.VpuAddOp,
+    "sub": be.VpuSubOp,
+    "mul": be.VpuMulOp,
+    "div": be.VpuDivOp,
+    "max": be.VpuMaxOp,
+    "min": be.VpuMinOp,
+}
+VPU_UNARY = {
+    "neg": be.VpuNegOp,
+    "exp": be.VpuExpOp,
+    "log": be.VpuLogOp,
+    "sqrt": be.VpuSqrtOp,
+    "rsqrt": be.VpuRsqrtOp,
+    "tanh": be.VpuTanhOp,
+    "sigmoid": be.VpuSigmoidOp,
+    "silu": be.VpuSiluOp,
+    "gelu": be.VpuGeluOp,
+    "copy": be.VpuCopyOp,
+}
+ARITH = {
+    arith.MuliOp: be.MulOp,
+    arith.AddiOp: be.AddOp,
+    arith.SubiOp: be.SubOp,
+    arith.DivUIOp: be.DivOp,
+    arith.DivSIOp: be.DivOp,
+    arith.RemUIOp: be.RemOp,
+    arith.RemSIOp: be.RemOp,
+}
+# Ops without side effects: dropped when their results are unused.
+PURE = (
+    be.LiOp,
+    be.LihOp,
+    be.LsaOp,
+    be.LdOp,
+    be.EntryRegOp,
+    be.AddOp,
+    be.SubOp,
+    be.MulOp,
+    be.AddiOp,
+    be.MuliOp,
+    be.ShliOp,
+)
+
+
+def element_bits(value: float, dtype: str) -> int:
+    """The bit pattern of `value` rounded (via f32, like the VPU) to `dtype`."""
+    x = np.asarray(value, np.float64).astype(np.float32).astype(_NP_DTYPES[dtype])
+    return int(x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize]))
+
+
+def _buf_type(v: SSAValue) -> core.BufType:
+    t = v.type
+    assert isinstance(t, core.BufType)
+    return t
+
+
+def _vpu_dtype(op: Operation, t: core.BufType) -> str:
+    if t.dtype.name not in _NP_DTYPES:
+        raise error_at(
+            op, f"{op.name}: the VPU computes on bf16, f32 and f16, not {t.dtype.name}"
+        )
+    return t.dtype.name
+
+
+def dead_code_elimination(ops: list[Operation]) -> list[Operation]:
+    """Drop side-effect-free ops (`li`, `ld`, `lsa`, address arithmetic) whose results are
+    unused (straight-line code: one backward pass)."""
+    live: set[SSAValue] = set()
+    kept: list[Operation] = []
+    for op in reversed(ops):
+        if isinstance(op, PURE) and not any(r in live for r in op.results):
+            op.drop_all_references()
+            continue
+        live.update(op.operands)
+        kept.append(op)
+    kept.reverse()
+    return kept
+
+
 @dataclass
 class _Selector:
     program: core.ProgramOp
@@ -77,6 +164,7 @@ class _Selector:
     ops: list[Operation] = field(default_factory=list)
     regs: dict[SSAValue, SSAValue] = field(default_factory=dict)  # core value -> register
     dims: dict[SSAValue, list] = field(default_factory=dict)  # buffer -> [reg or int]
+    strides: dict[SSAValue, list] = field(default_factory=dict)  # strided views: [reg or int]
     consts: dict[int, SSAValue] = field(default_factory=dict)
     arg_of: dict[SSAValue, int] = field(default_factory=dict)
     table: SSAValue | None = None
@@ -103,24 +191,78 @@ class _Selector:
         """A register holding `v` (an int, or already a register)."""
         return self.const(v) if isinstance(v, int) else v
 
+    # -- integer helpers (ints fold, registers emit) -------------------------------------------
+
+    def mul(self, a: int | SSAValue, b: int | SSAValue, at: Operation) -> int | SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return a * b
+        if isinstance(a, int):
+            a, b = b, a
+        if isinstance(b, int):
+            if b == 1:
+                return a
+            return self.emit(be.MuliOp(a, b), at).results[0]
+        return self.emit(be.MulOp(a, b), at).results[0]
+
+    def add(self, a: int | SSAValue, b: int | SSAValue, at: Operation) -> int | SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return a + b
+        if isinstance(a, int):
+            a, b = b, a
+        if isinstance(b, int):
+            if b == 0:
+                return a
+            if -(2**31) <= b < 2**31:
+                return self.emit(be.AddiOp(a, b), at).results[0]
+            b = self.const(b)
+        return self.emit(be.AddOp(a, b), at).results[0]
+
+    def product(self, values: list, at: Operation) -> int | SSAValue:
+        acc: int | SSAValue = 1
+        static = 1
+        for v in values:
+            if isinstance(v, int):
+                static *= v
+            else:
+                acc = v if isinstance(acc, int) else self.mul(acc, v, at)
+        return self.mul(acc, static, at) if not isinstance(acc, int) else static
+
+    def count(self, buf: SSAValue, at: Operation) -> SSAValue:
+        """A register holding the runtime element count of `buf`."""
+        return self.scalar(self.product(self.dims[buf], at))
+
     def nbytes(self, buf: SSAValue, at: Operation) -> SSAValue:
         """A register holding the runtime byte size of `buf`."""
-        t = buf.type
-        assert isinstance(t, core.BufType)
-        static = t.dtype.itemsize * math.prod(d for d in self.dims[buf] if isinstance(d, int))
-        dyn = [d for d in self.dims[buf] if not isinstance(d, int)]
-        if not dyn:
-            return self.const(static)
-        acc = dyn[0]
-        for d in dyn[1:]:
-            acc = self.emit(be.MulOp(acc, d), at).results[0]
-        if static != 1:
-            acc = self.emit(be.MuliOp(acc, static), at).results[0]
-        return acc
+        t = _buf_type(buf)
+        return self.scalar(self.product([*self.dims[buf], t.dtype.itemsize], at))
+
+    def strides_of(self, buf: SSAValue, at: Operation) -> list:
+        if buf in self.strides:
+            return self.strides[buf]
+        dims = self.dims[buf]
+        out: list = [1] * len(dims)
+        acc: int | SSAValue = 1
+        for i in range(len(dims) - 1, -1, -1):
+            out[i] = acc
+            acc = self.mul(acc, dims[i], at)
+        return out
+
+    def contiguous(self, buf: SSAValue) -> bool:
+        return buf not in self.strides
+
+    def need_contiguous(self, op: Operation, *bufs: SSAValue) -> None:
+        for b in bufs:
+            if not self.contiguous(b):
+                raise error_at(
+                    op,
+                    f"{op.name}: an operand is a strided view; the units read contiguous "
+                    "memory (copy it into a buffer first)",
+                )
 
     # -- ops -----------------------------------------------------------------------------------
 
     def select(self, op: Operation) -> None:
+        self.consts = {}  # short live ranges: constants are rematerialized per core op
         if isinstance(op, core.ArgOp):
             i = op.index.data
             addr = self.emit(be.LdOp(self.entry_table(), self.layout.address_offset(i)), op)
@@ -155,27 +297,28 @@ class _Selector:
             self.dims[op.result] = [
                 self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
             ]
+        elif isinstance(op, core.SubviewOp):
+            self._subview(op)
+        elif isinstance(op, core.ViewOp):
+            self.need_contiguous(op, op.source)
+            self.regs[op.result] = self.regs[op.source]
+            t = _buf_type(op.result)
+            dyn = iter(op.dyn_dims)
+            self.dims[op.result] = [
+                self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
+            ]
         elif isinstance(op, core.DmaOp):
-            length = self.regs[op.nbytes] if op.nbytes is not None else self.nbytes(op.src, op)
-            notify = None
-            if op.notify_core is not None:
-                assert op.notify_space is not None and op.notify_queue is not None
-                notify = (
-                    op.notify_core.core_index,
-                    op.notify_space.data,
-                    op.notify_queue.data,
-                )
-            self.emit(be.DmaOp(self.regs[op.dst], self.regs[op.src], length, notify), op)
+            self._dma(op)
         elif isinstance(op, core.WaitQueueOp):
             self.emit(be.QwaitOp(op.memory.data, op.queue.data), op)
         elif isinstance(op, core.DmaWaitOp):
             self.emit(be.DmaWaitOp(), op)
         elif isinstance(op, core.MpuLoadWeightOp):
-            t = op.weight.type
-            assert isinstance(t, core.BufType)
+            self.need_contiguous(op, op.weight)
             k, n = self.dims[op.weight]
             self.emit(be.MpuLdwOp(self.regs[op.weight], self.scalar(k), self.scalar(n)), op)
         elif isinstance(op, core.MpuMatmulOp):
+            self.need_contiguous(op, op.input, op.out)
             out_t = op.out.type
             assert isinstance(out_t, core.BufType)
             m = self.scalar(self.dims[op.input][0])
@@ -185,18 +328,194 @@ class _Selector:
                 ),
                 op,
             )
+        elif isinstance(op, core.VpuBinaryOp):
+            self._vpu_binary(op)
+        elif isinstance(op, core.VpuUnaryOp):
+            self._vpu_unary(op)
+        elif isinstance(op, core.VpuReduceOp):
+            self._vpu_reduce(op)
+        elif isinstance(op, core.VpuFillOp):
+            self.need_contiguous(op, op.out)
+            dt = _vpu_dtype(op, _buf_type(op.out))
+            bits = self.const(element_bits(op.value.value.data, dt))
+            self.emit(be.VpuFillOp(self.regs[op.out], self.count(op.out, op), bits, dt), op)
+        elif isinstance(op, core.VpuTransposeOp):
+            self.need_contiguous(op, op.input, op.out)
+            dt = _vpu_dtype(op, _buf_type(op.input))
+            rows, cols = self.dims[op.input]
+            self.emit(
+                be.VpuTransposeOp(
+                    self.regs[op.out], self.regs[op.input], self.scalar(rows),
+                    self.scalar(cols), dt,
+                ),
+                op,
+            )
+        elif isinstance(op, core.CoreIdOp):
+            if self.program.ctx.is_top:
+                self.regs[op.result] = self.const(0)
+            else:
+                self.regs[op.result] = self.emit(be.EntryRegOp("r2"), op).results[0]
         elif isinstance(op, core.EndOp):
             self.emit(be.HaltOp(), op)
         elif isinstance(op, arith.ConstantOp):
             v = op.value
             assert isinstance(v, IntegerAttr)
-            self.regs[op.result] = self.const(v.value.data)
-        elif isinstance(op, arith.MuliOp | arith.AddiOp | arith.SubiOp):
-            cls = {arith.MuliOp: be.MulOp, arith.AddiOp: be.AddOp, arith.SubiOp: be.SubOp}[type(op)]
-            r = self.emit(cls(self.regs[op.lhs], self.regs[op.rhs]), op)
-            self.regs[op.result] = r.results[0]
+            self.regs[op.result] = self.emit(be.LiOp(v.value.data), op).results[0]
+        elif type(op) in ARITH:
+            cls = ARITH[type(op)]
+            r = self.emit(cls(self.regs[op.lhs], self.regs[op.rhs]), op)  # type: ignore[attr-defined]
+            self.regs[op.results[0]] = r.results[0]
         else:
             raise error_at(op, f"{op.name} has no instruction selection for Bertha yet")
+
+    def _subview(self, op: core.SubviewOp) -> None:
+        src = op.source
+        t = _buf_type(src)
+        st = self.strides_of(src, op)
+        dyn_off = iter(op.offsets)
+        dyn_size = iter(op.sizes)
+        offs = [self.regs[next(dyn_off)] if o == core.DYNAMIC else o
+                for o in op.static_offsets.get_values()]
+        sizes = [self.regs[next(dyn_size)] if s == core.DYNAMIC else s
+                 for s in op.static_sizes.get_values()]
+        elem_off: int | SSAValue = 0
+        for o, s in zip(offs, st):
+            elem_off = self.add(elem_off, self.mul(o, s, op), op)
+        byte_off = self.mul(elem_off, t.dtype.itemsize, op)
+        self.regs[op.result] = self.scalar(self.add(self.regs[src], byte_off, op))
+        self.dims[op.result] = sizes
+        parent = self.dims[src]
+        partial = [i for i, (s, p) in enumerate(zip(sizes, parent)) if s is not p and s != p]
+        contiguous = self.contiguous(src) and (
+            not partial or all(sizes[k] == 1 for k in range(partial[-1]))
+        )
+        if not contiguous:
+            self.strides[op.result] = st
+
+    def _dma(self, op: core.DmaOp) -> None:
+        notify = None
+        if op.notify_core is not None:
+            assert op.notify_space is not None and op.notify_queue is not None
+            notify = (op.notify_core.core_index, op.notify_space.data, op.notify_queue.data)
+        src, dst = op.src, op.dst
+        if op.nbytes is not None or (self.contiguous(src) and self.contiguous(dst)):
+            length = self.regs[op.nbytes] if op.nbytes is not None else self.nbytes(src, op)
+            self.emit(be.DmaOp(self.regs[dst], self.regs[src], length, notify), op)
+            return
+        # a strided copy: one DMA per contiguous run, unrolled over the outer indices
+        dims = self.dims[src]
+        ss, ds = self.strides_of(src, op), self.strides_of(dst, op)
+        if len(self.dims[dst]) != len(dims) or not all(
+            isinstance(x, int) for x in (*dims, *ss, *ds)
+        ):
+            raise error_at(
+                op,
+                "a strided copy (a slice, cat or tile) over dynamic dims is not supported; "
+                "use static sizes for the dims outside the contiguous rows",
+            )
+
+        def runs_from(strides: list) -> int:
+            k = len(dims)
+            expect = 1
+            while k > 0 and (dims[k - 1] == 1 or strides[k - 1] == expect):
+                expect *= dims[k - 1]
+                k -= 1
+            return k
+
+        k = max(runs_from(ss), runs_from(ds))
+        isz = _buf_type(src).dtype.itemsize
+        run = math.prod(dims[k:]) * isz
+        outer = list(itertools.product(*(range(d) for d in dims[:k])))
+        length = self.const(run)
+        for n, idx in enumerate(outer):
+            so = sum(i * s for i, s in zip(idx, ss)) * isz
+            do = sum(i * s for i, s in zip(idx, ds)) * isz
+            self.emit(
+                be.DmaOp(
+                    self.scalar(self.add(self.regs[dst], do, op)),
+                    self.scalar(self.add(self.regs[src], so, op)),
+                    length,
+                    notify if n == len(outer) - 1 else None,
+                ),
+                op,
+            )
+
+    def _vpu_binary(self, op: core.VpuBinaryOp) -> None:
+        self.need_contiguous(op, op.lhs, op.rhs, op.out)
+        ot = _buf_type(op.out)
+        dt = _vpu_dtype(op, ot)
+        if broadcast_form(_buf_type(op.lhs).dims, ot.dims)[0] != "full":
+            raise error_at(
+                op,
+                f"{op.name} {op.kind.data}: the VPU broadcasts only its second operand; the "
+                f"first ({_buf_type(op.lhs).dims_str()}) must have the output's shape "
+                f"({ot.dims_str()})",
+            )
+        form, period = broadcast_form(_buf_type(op.rhs).dims, ot.dims)
+        if form is None:
+            raise error_at(
+                op,
+                f"{op.name}: {_buf_type(op.rhs).dims_str()} does not broadcast to "
+                f"{ot.dims_str()} in a form the VPU has (scalar, per row, per column); "
+                "materialize it first",
+            )
+        self.emit(
+            VPU_BINARY[op.kind.data](
+                self.regs[op.out], self.regs[op.lhs], self.regs[op.rhs],
+                self.count(op.out, op), dt, None if form == "full" else form, period,
+            ),
+            op,
+        )
+
+    def _vpu_unary(self, op: core.VpuUnaryOp) -> None:
+        self.need_contiguous(op, op.input, op.out)
+        it, ot = _buf_type(op.input), _buf_type(op.out)
+        kind = op.kind.data
+        dt = _vpu_dtype(op, ot)
+        form, period = broadcast_form(it.dims, ot.dims)
+        n = self.count(op.out, op)
+        dst, src = self.regs[op.out], self.regs[op.input]
+        if kind == "cast" and it.element_type == ot.element_type:
+            kind = "copy"
+        if kind == "copy" and form not in ("full", None):
+            # broadcast copy: dst = -inf, then dst = max(dst, src[bcast]) (exact, NaN kept)
+            bits = self.const(element_bits(float("-inf"), dt))
+            self.emit(be.VpuFillOp(dst, n, bits, dt), op)
+            self.emit(be.VpuMaxOp(dst, dst, src, n, dt, form, period), op)
+            return
+        if form != "full":
+            raise error_at(
+                op,
+                f"{op.name} {kind}: input {it.dims_str()} must have the output's shape "
+                f"{ot.dims_str()} (only copy broadcasts)",
+            )
+        if kind == "cast":
+            self.emit(be.VpuCvtOp(dst, src, n, dt, _vpu_dtype(op, it)), op)
+        else:
+            self.emit(VPU_UNARY[kind](dst, src, n, dt), op)
+
+    def _vpu_reduce(self, op: core.VpuReduceOp) -> None:
+        self.need_contiguous(op, op.input, op.out)
+        it, ot = _buf_type(op.input), _buf_type(op.out)
+        dt = _vpu_dtype(op, it)
+        if it.element_type != ot.element_type:
+            raise error_at(
+                op,
+                f"{op.name}: vpu.rsum/rmax write the input's dtype ({dt}); cast the input to "
+                f"{ot.dtype.name} first",
+            )
+        kind = op.kind.data
+        if kind == "min":
+            raise error_at(
+                op,
+                "core.vpu_reduce min has no instruction (the VPU has rsum and rmax); "
+                "compute -max(-x)",
+            )
+        dims = self.dims[op.input]
+        rows = self.scalar(self.product(dims[:-1], op))
+        cols = self.scalar(dims[-1])
+        cls = be.VpuRsumOp if kind == "sum" else be.VpuRmaxOp
+        self.emit(cls(self.regs[op.out], self.regs[op.input], rows, cols, dt), op)
 
 
 @dataclass(frozen=True)
@@ -219,6 +538,7 @@ class ConvertCoreToBackendPass(ModulePass):
                 sel = _Selector(program, layout)
                 for inner in program.body.block.ops:
                     sel.select(inner)
+                sel.ops = dead_code_elimination(sel.ops)
                 mem = None
                 if program.ctx.is_core:
                     mem = dict(use.get(program.ctx.core_index, {}))

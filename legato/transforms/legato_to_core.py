@@ -25,6 +25,7 @@ from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
+from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 
 BUFFER_ATTR = "buffer"
@@ -36,6 +37,17 @@ class _Buffer:
 
     value: SSAValue  # a !core.buf value
     dims: list  # per dim: an index SSA value (dynamic) or an int (static)
+    contiguous: bool = True  # False for a strided view (a slice): copy before computing
+
+    @property
+    def type(self) -> core.BufType:
+        t = self.value.type
+        assert isinstance(t, core.BufType)
+        return t
+
+    @property
+    def bounds(self) -> list[int]:
+        return list(self.type.get_bounds())
 
 
 @dataclass
@@ -46,6 +58,7 @@ class _Program:
     body: list[Operation] = field(default_factory=list)
     args: dict[int, _Buffer] = field(default_factory=dict)
     values: dict[SSAValue, _Buffer] = field(default_factory=dict)
+    scalars: dict[SSAValue, SSAValue] = field(default_factory=dict)  # legato index -> core
     issued_dma: bool = False
     loaded_weight: SSAValue | None = None  # the legato value whose tile is in the MPU
 
@@ -247,6 +260,28 @@ class _KernelLowering:
             self._matmul(prog, op)
         elif isinstance(op, lg.MemcpyOp):
             self._memcpy(prog, op)
+        elif type(op) in _tensor_ops.BINARY_KINDS:
+            _tensor_ops.binary(self, prog, op)
+        elif type(op) in _tensor_ops.UNARY_KINDS:
+            _tensor_ops.unary(self, prog, op)
+        elif isinstance(op, lg.CastOp):
+            _tensor_ops.cast(self, prog, op)
+        elif isinstance(op, lg.ConstantOp):
+            _tensor_ops.constant(self, prog, op)
+        elif type(op) in _tensor_ops.REDUCE_KINDS:
+            _tensor_ops.reduce(self, prog, op)
+        elif isinstance(op, lg.ReshapeOp):
+            _tensor_ops.reshape(self, prog, op)
+        elif isinstance(op, lg.TransposeOp):
+            _tensor_ops.transpose(self, prog, op)
+        elif isinstance(op, lg.SliceOp):
+            _tensor_ops.slice_(self, prog, op)
+        elif isinstance(op, lg.CatOp):
+            _tensor_ops.cat(self, prog, op)
+        elif isinstance(op, lg.BroadcastToOp):
+            _tensor_ops.broadcast_to(self, prog, op)
+        elif isinstance(op, lg.CoreIdOp):
+            prog.scalars[op.result] = prog.emit(core.CoreIdOp(), op).results[0]
         else:
             raise error_at(
                 op,
@@ -289,9 +324,21 @@ class _KernelLowering:
         result_t = op.result.type
         assert isinstance(result_t, lg.TensorType)
         if result_t.space == "mpu_weight":
-            self._load_weight(prog, buf, op)
-            prog.loaded_weight = op.result
+            if self._fits_tile(buf):
+                self._load_weight(prog, buf, op)
+                prog.loaded_weight = op.result
+            # else: matmul splits it into tiles (and stages them in mpu_buffer)
         prog.values[op.result] = buf
+
+    def _fits_tile(self, buf: _Buffer) -> bool:
+        t = buf.type
+        return (
+            t.rank == 2
+            and t.is_static
+            and t.space == "mpu_buffer"
+            and t.get_shape()[0] <= self.model.mpu_tile_k
+            and t.get_shape()[1] <= self.model.mpu_tile_n
+        )
 
     def _load_weight(self, prog: _Program, buf: _Buffer, at: Operation) -> None:
         t = buf.value.type
@@ -311,40 +358,7 @@ class _KernelLowering:
         prog.emit(core.MpuLoadWeightOp(buf.value), at)
 
     def _matmul(self, prog: _Program, op: lg.MatmulOp) -> None:
-        lhs = self._lookup(prog, op.lhs, op)
-        rhs = self._lookup(prog, op.rhs, op)
-        lt, rt, res_t = op.lhs.type, op.rhs.type, op.result.type
-        assert isinstance(lt, lg.TensorType) and isinstance(rt, lg.TensorType)
-        assert isinstance(res_t, lg.TensorType)
-        if lt.dtype.name != "bf16" or rt.dtype.name != "bf16":
-            raise error_at(
-                op,
-                f"the MPU multiplies bf16 operands; got {lt.dtype.name} @ {rt.dtype.name} "
-                "(cast with legato.tensor.to(x, bfloat16))",
-            )
-        if lt.rank != 2 or rt.rank != 2:
-            raise error_at(op, "matmul of rank other than 2 is not supported yet")
-        if lt.space not in ("sram", "private_dram"):
-            raise error_at(
-                op, f"matmul's left operand must be in core memory (sram), not {lt.space}"
-            )
-        if rt.space == "mpu_weight":
-            if prog.loaded_weight is not op.rhs:
-                self._load_weight(prog, rhs, op)
-                prog.loaded_weight = op.rhs
-        elif rt.space == "mpu_buffer":
-            self._load_weight(prog, rhs, op)
-            prog.loaded_weight = op.rhs
-        else:
-            raise error_at(
-                op,
-                f"matmul's right operand must be an MPU weight (mpu_weight or mpu_buffer), "
-                f"not {rt.space}; receive it with memory 'mpu_buffer'",
-            )
-        out_t = core.BufType(res_t.dims, res_t.element_type, "sram")
-        out = self._alloc(prog, out_t, [lhs.dims[0], rt.dims[1].size], op)
-        prog.emit(core.MpuMatmulOp(lhs.value, out.value, False), op)
-        prog.values[op.result] = out
+        _tensor_ops.matmul(self, prog, op)
 
     def _memcpy(self, prog: _Program, op: lg.MemcpyOp) -> None:
         dst = self._lookup(prog, op.dst, op)

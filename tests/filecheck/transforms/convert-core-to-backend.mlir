@@ -31,7 +31,6 @@ builtin.module {
   }
 }
 
-
 // CHECK: builtin.module {
 // CHECK-NEXT:   backend.kernel @simple_matmul args [#core.arg<0, [?10, 256], bf16, shared_dram, read>, #core.arg<1, [256, 128], bf16, mpu_dram, read>, #core.arg<2, [10, 128], bf16, shared_dram, write>] {
 // CHECK-NEXT:     backend.program @top on top {
@@ -50,20 +49,19 @@ builtin.module {
 // CHECK-NEXT:     }
 // CHECK-NEXT:     backend.program @core0 on core(0) mem {sram = 7680 : i64, mpu_buffer = 65536 : i64} {
 // CHECK-NEXT:       %0 = backend.entry_reg "r1" : !backend.reg<r1>
-// CHECK-NEXT:       %1 = backend.ld %0, 8 : (!backend.reg<r1>) -> !backend.reg
-// CHECK-NEXT:       %2 = backend.ld %0, 16 : (!backend.reg<r1>) -> !backend.reg
-// CHECK-NEXT:       %3 = backend.ld %0, 32 : (!backend.reg<r1>) -> !backend.reg
+// CHECK-NEXT:       %1 = backend.ld %0, 16 : (!backend.reg<r1>) -> !backend.reg
+// CHECK-NEXT:       %2 = backend.ld %0, 32 : (!backend.reg<r1>) -> !backend.reg
 // CHECK-NEXT:       backend.qwait sram queue 0
-// CHECK-NEXT:       %4 = backend.lsa sram, 0 : !backend.reg
+// CHECK-NEXT:       %3 = backend.lsa sram, 0 : !backend.reg
 // CHECK-NEXT:       backend.qwait mpu_buffer queue 0
-// CHECK-NEXT:       %5 = backend.lsa mpu_buffer, 0 : !backend.reg
-// CHECK-NEXT:       %6 = backend.li 256 : !backend.reg
-// CHECK-NEXT:       %7 = backend.li 128 : !backend.reg
-// CHECK-NEXT:       backend.mpu_ldw %5, %6, %7 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %8 = backend.lsa sram, 5120 : !backend.reg
-// CHECK-NEXT:       backend.mpu_mm %8, %4, %2, bf16 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %9 = backend.muli %2, 256 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %3, %8, %9 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %4 = backend.lsa mpu_buffer, 0 : !backend.reg
+// CHECK-NEXT:       %5 = backend.li 256 : !backend.reg
+// CHECK-NEXT:       %6 = backend.li 128 : !backend.reg
+// CHECK-NEXT:       backend.mpu_ldw %4, %5, %6 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %7 = backend.lsa sram, 5120 : !backend.reg
+// CHECK-NEXT:       backend.mpu_mm %7, %3, %1, bf16 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %8 = backend.muli %1, 256 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       backend.dma %2, %7, %8 : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       backend.dmawait
 // CHECK-NEXT:       backend.halt
 // CHECK-NEXT:     }

@@ -9,4 +9,4 @@ builtin.module {
     }
   }
 }
-// ERR: error: out of mpu_buffer on core(0): this [1024, 256] bf16 buffer needs 512.00 KiB (524288 bytes), 0 bytes are already planned and the bertha mpu_buffer holds 256.00 KiB (262144 bytes)
+// CHECK: error: out of mpu_buffer on core(0): this [1024, 256] bf16 buffer needs 512.00 KiB (524288 bytes), 0 bytes are already planned and the bertha mpu_buffer holds 256.00 KiB (262144 bytes)
