@@ -1,0 +1,48 @@
+"""`python -m bench` runs and reports what issue 5 asks for (no timing assertions: wall times
+depend on the machine)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT))
+
+from bench.kernels import KERNELS
+from bench.runner import measure, table
+
+KEYS = {"name", "target", "cycles", "roofline_cycles", "efficiency", "bound", "dram_bytes",
+        "wall_s", "torch_wall_s", "wall_ratio", "frontend_s", "compile_s", "first_call_s",
+        "cached_call_s", "disk_cached_call_s", "matches_torch"}
+
+
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_measure_seed_matmul(target):
+    row = measure(KERNELS[0], target, repeat=1)
+    assert KEYS <= set(row)
+    assert row["name"] == "simple_matmul" and row["target"] == target
+    assert row["matches_torch"]
+    assert 0 < row["roofline_cycles"] <= row["cycles"]
+    assert 0 < row["efficiency"] <= 1
+    assert row["dram_bytes"] == 10 * 256 * 2 + 256 * 128 * 2 + 10 * 128 * 2
+    assert row["jit_compiles"] == 1  # the first call compiled, the cached calls did not
+    for k in ("wall_s", "torch_wall_s", "compile_s", "first_call_s", "cached_call_s"):
+        assert row[k] > 0
+    text = table([row])
+    assert "simple_matmul" in text and target in text
+    assert table([row], markdown=True).startswith("| kernel | target |")
+
+
+def test_python_m_bench_json():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([sys.executable, "-m", "bench", "--json", "--repeat", "1", "--target",
+                          "bertha"], check=False, capture_output=True, text=True, cwd=ROOT,
+                         env=env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    rows = json.loads(res.stdout)
+    assert [(r["name"], r["target"]) for r in rows] == [("simple_matmul", "bertha")]
+    assert KEYS <= set(rows[0])
