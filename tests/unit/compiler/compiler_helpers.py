@@ -27,6 +27,7 @@ def core0_kernel(
     body: str,
     name: str = "k",
     spaces: Sequence[str] | None = None,
+    r_shape: Sequence | None = None,
 ) -> str:
     """Top sends each input i to core 0 (queue i; `spaces[i]`, default sram); core 0 receives
     them as %x0, %x1, ..., runs `body` (which defines %r in sram) and memcpys %r out."""
@@ -48,7 +49,7 @@ def core0_kernel(
     lines += ["    " + line for line in body.strip().splitlines()]
     lines.append(
         f"    legato.memcpy %out, %r : {ttype(out[0], out[1], 'shared_dram')}, "
-        f"{ttype(out[0], out[1], 'sram')}"
+        f"{ttype(r_shape if r_shape is not None else out[0], out[1], 'sram')}"
     )
     lines += ["    legato.yield", "  }", "  legato.return", "}"]
     return "\n".join(lines)
