@@ -1,0 +1,41 @@
+"""Legato for PyTorch: the `legato` torch.compile backend, the op library and its resolvers.
+
+```python
+model = torch.compile(model, backend="legato", options={"legato.device": "bertha"})
+with torch.no_grad():
+    y = model(x)
+print(legato.torch.last_summary())   # which nodes ran as Legato kernels, which extern, cycles
+```
+See docs/torch.md.
+"""
+
+from legato.torch.dynamic import mark_dynamic
+from legato.torch.registry import Impl, ResolveContext, load_libraries, register, unregister
+from legato.torch.summary import PlacementSummary, last_summary, summaries
+
+
+def __getattr__(name):
+    if name == "legato_backend":
+        from legato.torch.backend import legato_backend
+
+        return legato_backend
+    if name == "LegatoGraphWrapper":
+        from legato.torch.wrapper import LegatoGraphWrapper
+
+        return LegatoGraphWrapper
+    raise AttributeError(name)
+
+
+__all__ = [
+    "Impl",
+    "LegatoGraphWrapper",
+    "PlacementSummary",
+    "ResolveContext",
+    "last_summary",
+    "legato_backend",
+    "load_libraries",
+    "mark_dynamic",
+    "register",
+    "summaries",
+    "unregister",
+]

@@ -1,0 +1,462 @@
+"""ATen ops in Legato: `@legato.function` implementations and their resolvers.
+
+Each resolver checks what its implementation and the target can do (dtypes, shapes, MPU tile,
+SRAM, whether the compiler lowers the legato ops it uses: `ctx.probe`) with `assert`; a failed
+assertion makes the node extern with the assertion's message as the reason.
+
+Types are never promoted silently: an implementation only runs when every tensor operand has the
+node's output dtype (torch's promotion would otherwise differ from Legato's).
+"""
+
+from __future__ import annotations
+
+import torch
+
+import legato
+from legato.torch.registry import Impl, register
+
+aten = torch.ops.aten
+_FLOATS = (torch.bfloat16, torch.float32)
+
+# --------------------------------------------------------------------------------------------
+# Implementations (Legato DSL; inlined into the generated kernel)
+
+
+@legato.function
+def matmul(a, w):
+    return a @ w
+
+
+@legato.function
+def addmm(bias, a, w):
+    return a @ w + bias
+
+
+@legato.function
+def add(a, b):
+    return a + b
+
+
+@legato.function
+def sub(a, b):
+    return a - b
+
+
+@legato.function
+def mul(a, b):
+    return a * b
+
+
+@legato.function
+def div(a, b):
+    return a / b
+
+
+@legato.function
+def rsub(a, b):
+    return b - a
+
+
+@legato.function
+def square(x):
+    return x * x
+
+
+@legato.function
+def relu(x):
+    return legato.tensor.maximum(x, 0.0)
+
+
+@legato.function
+def unary(x, op):
+    if op == "neg":
+        return -x
+    if op == "exp":
+        return legato.tensor.exp(x)
+    if op == "log":
+        return legato.tensor.log(x)
+    if op == "sqrt":
+        return legato.tensor.sqrt(x)
+    if op == "rsqrt":
+        return legato.tensor.rsqrt(x)
+    if op == "tanh":
+        return legato.tensor.tanh(x)
+    if op == "sigmoid":
+        return legato.tensor.sigmoid(x)
+    if op == "silu":
+        return legato.tensor.silu(x)
+    if op == "gelu":
+        return legato.tensor.gelu(x)
+    assert False, op
+
+
+@legato.function
+def reduce(x, op, axis, keepdim):
+    if op == "sum":
+        return legato.tensor.sum(x, axis, keepdim)
+    if op == "mean":
+        return legato.tensor.mean(x, axis, keepdim)
+    if op == "amax":
+        return legato.tensor.max(x, axis=axis, keepdim=keepdim)
+    assert False, op
+
+
+@legato.function
+def softmax(x, axis):
+    m = legato.tensor.max(x, axis=axis, keepdim=True)
+    e = legato.tensor.exp(x - m)
+    return e / legato.tensor.sum(e, axis, True)
+
+
+@legato.function
+def reshape(x, shape):
+    return legato.tensor.reshape(x, shape)
+
+
+@legato.function
+def transpose(x, perm):
+    return legato.tensor.transpose(x, perm)
+
+
+@legato.function
+def broadcast(x, shape):
+    return legato.tensor.broadcast(x, shape)
+
+
+@legato.function
+def identity(x):
+    return x
+
+
+@legato.function
+def cast(x, dtype):
+    return legato.tensor.cast(x, dtype)
+
+
+@legato.function
+def concat(xs, axis):
+    return legato.tensor.concat(xs, axis)
+
+
+def _index(ndim, dim, start, end, step):
+    """Compile-time helper: the index tuple selecting start:end:step of `dim`."""
+    return tuple(slice(start, end, step) if i == dim else slice(None) for i in range(ndim))
+
+
+@legato.function
+def slice_dim(x, dim, start, end, step):
+    return x[_index(x.ndim, dim, start, end, step)]
+
+
+# --------------------------------------------------------------------------------------------
+# Resolver helpers
+
+
+def val(n):
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    assert isinstance(v, torch.Tensor), f"{getattr(n, 'name', n)} is not a tensor"
+    return v
+
+
+def out_dtype(node):
+    return val(node).dtype
+
+
+def _float_out(node):
+    dt = out_dtype(node)
+    assert dt in _FLOATS, f"dtype {dt} is not supported (bf16 and f32 are)"
+    return dt
+
+
+def _same_dtype(node, *operands):
+    dt = _float_out(node)
+    for o in operands:
+        if isinstance(o, torch.fx.Node):
+            assert val(o).dtype == dt, (
+                f"operand {o.name} is {val(o).dtype} but the result is {dt} "
+                "(no implicit type promotion)"
+            )
+    return dt
+
+
+def _dims(ctx, shape):
+    """A DSL shape for a torch shape: ints, `(-1, bound)` for dynamic sizes."""
+    out = []
+    for d in shape:
+        if isinstance(d, int):
+            out.append(d)
+        else:
+            b = ctx.bound(d)
+            assert b is not None, f"dynamic size {d} has no upper bound"
+            out.append((-1, b))
+    return tuple(out)
+
+
+def _norm_dim(d, rank):
+    return d + rank if d < 0 else d
+
+
+def _fits_sram(ctx, *tensors, what="operands"):
+    total = 0
+    for t in tensors:
+        n = 1
+        for d in _dims(ctx, t.shape):
+            n *= d[1] if isinstance(d, tuple) else d
+        total += n * t.element_size()
+    assert total <= ctx.model.sram_size, (
+        f"{what} need {total} bytes of SRAM, more than the {ctx.model.sram_size} of one core "
+        "(no tiling across cores yet)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Matmul on the MPU
+
+
+def _mpu_checks(ctx, node, a, w):
+    ta, tw = val(a), val(w)
+    assert ta.dtype == torch.bfloat16 and tw.dtype == torch.bfloat16, (
+        f"the MPU multiplies bf16 operands, got {ta.dtype} @ {tw.dtype}"
+    )
+    assert ta.dim() == 2 and tw.dim() == 2, "mm needs [M, K] @ [K, N]"
+    assert all(isinstance(d, int) for d in tw.shape), "the MPU weight must have a static shape"
+    k, n = tw.shape
+    assert k <= ctx.model.mpu_tile_k and n <= ctx.model.mpu_tile_n, (
+        f"weight {k}x{n} exceeds the MPU weight tile "
+        f"{ctx.model.mpu_tile_k}x{ctx.model.mpu_tile_n} (matmul tiling not lowered yet)"
+    )
+    _fits_sram(ctx, ta, val(node), what="mm input and output")
+
+
+@register(aten.mm.default)
+def resolve_mm(node, ctx):
+    a, w = node.args
+    _mpu_checks(ctx, node, a, w)
+    return Impl(matmul, (a, w), memory={1: "mpu_weight"})
+
+
+@register(aten.addmm.default)
+def resolve_addmm(node, ctx):
+    bias, a, w = node.args[:3]
+    assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, \
+        "addmm with beta/alpha != 1"
+    _mpu_checks(ctx, node, a, w)
+    assert val(bias).dtype == torch.bfloat16, "addmm bias must be bf16"
+    ctx.probe("add", torch.bfloat16)
+    ctx.probe("broadcast_binary", torch.bfloat16)
+    return Impl(addmm, (bias, a, w), memory={2: "mpu_weight"})
+
+
+# --------------------------------------------------------------------------------------------
+# Elementwise
+
+
+def _binary(fn, probe_op):
+    def resolver(node, ctx):
+        a, b = node.args[:2]
+        assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), \
+            "alpha != 1"
+        dt = _same_dtype(node, a, b)
+        for x in (a, b):
+            assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), \
+                f"operand {x!r} is neither a tensor nor a number"
+        ctx.probe(probe_op, dt)
+        if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
+            ctx.probe("constant", dt)
+            a, b = (float(a) if not isinstance(a, torch.fx.Node) else a,
+                    float(b) if not isinstance(b, torch.fx.Node) else b)
+        elif tuple(val(a).shape) != tuple(val(b).shape):
+            ctx.probe("broadcast_binary", dt)
+        return Impl(fn, (a, b))
+
+    return resolver
+
+
+register([aten.add.Tensor, aten.add.Scalar], _binary(add, "add"))
+register([aten.sub.Tensor, aten.sub.Scalar], _binary(sub, "sub"))
+register([aten.mul.Tensor, aten.mul.Scalar], _binary(mul, "mul"))
+register([aten.div.Tensor, aten.div.Scalar], _binary(div, "div"))
+
+
+@register(aten.rsub.Scalar)
+def resolve_rsub(node, ctx):
+    x, s = node.args[:2]
+    dt = _same_dtype(node, x)
+    ctx.probe("sub", dt)
+    ctx.probe("constant", dt)
+    return Impl(rsub, (x, float(s)))
+
+
+def _unary(op):
+    def resolver(node, ctx):
+        x = node.args[0]
+        dt = _same_dtype(node, x)
+        if op == "gelu":
+            assert node.kwargs.get("approximate", "none") == "none", "tanh-approximated gelu"
+        ctx.probe(op, dt)
+        return Impl(unary, (x, op))
+
+    return resolver
+
+
+for _op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu"):
+    register(getattr(aten, _op).default, _unary(_op))
+
+
+@register(aten.relu.default)
+def resolve_relu(node, ctx):
+    dt = _same_dtype(node, node.args[0])
+    ctx.probe("maximum", dt)
+    ctx.probe("constant", dt)
+    return Impl(relu, (node.args[0],))
+
+
+@register(aten.pow.Tensor_Scalar)
+def resolve_pow(node, ctx):
+    x, e = node.args[:2]
+    dt = _same_dtype(node, x)
+    if e == 2:
+        ctx.probe("mul", dt)
+        return Impl(square, (x,))
+    if e == 0.5:
+        ctx.probe("sqrt", dt)
+        return Impl(unary, (x, "sqrt"))
+    if e == -0.5:
+        ctx.probe("rsqrt", dt)
+        return Impl(unary, (x, "rsqrt"))
+    assert False, f"pow with exponent {e} (2, 0.5 and -0.5 are implemented)"
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions and softmax
+
+
+def _reduction(op):
+    def resolver(node, ctx):
+        x = node.args[0]
+        dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+        keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+        assert node.kwargs.get("dtype") is None, "reduction with a dtype= conversion"
+        dt = _same_dtype(node, x)
+        rank = val(x).dim()
+        if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+            assert rank == 1, "full reduction of a tensor of rank > 1"
+            dims = [0]
+        if isinstance(dims, int):
+            dims = [dims]
+        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
+        ctx.probe("max" if op == "amax" else op, dt)
+        return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
+
+    return resolver
+
+
+register(aten.sum.dim_IntList, _reduction("sum"))
+register(aten.mean.dim, _reduction("mean"))
+register(aten.amax.default, _reduction("amax"))
+
+
+@register(aten._softmax.default)
+def resolve_softmax(node, ctx):
+    x, dim, half_to_float = node.args[:3]
+    assert not half_to_float, "softmax with half_to_float"
+    dt = _same_dtype(node, x)
+    for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
+        ctx.probe(op, dt)
+    return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
+
+
+# --------------------------------------------------------------------------------------------
+# Layout
+
+
+def _layout_dtype(node, x):
+    dt = val(node).dtype
+    assert dt in _FLOATS, f"dtype {dt} is not supported (bf16 and f32 are)"
+    return dt
+
+
+def _reshape_resolver(node, ctx):
+    x = node.args[0]
+    dt = _layout_dtype(node, x)
+    ctx.probe("reshape", dt)
+    return Impl(reshape, (x, _dims(ctx, val(node).shape)))
+
+
+register([aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default], _reshape_resolver)
+
+
+@register([aten.t.default, aten.transpose.int, aten.permute.default])
+def resolve_transpose(node, ctx):
+    x = node.args[0]
+    dt = _layout_dtype(node, x)
+    rank = val(x).dim()
+    if node.target == aten.t.default:
+        perm = tuple(reversed(range(rank)))
+    elif node.target == aten.transpose.int:
+        d0, d1 = (_norm_dim(d, rank) for d in node.args[1:3])
+        p = list(range(rank))
+        p[d0], p[d1] = p[d1], p[d0]
+        perm = tuple(p)
+    else:
+        perm = tuple(_norm_dim(d, rank) for d in node.args[1])
+    if perm == tuple(range(rank)):
+        return Impl(identity, (x,))
+    ctx.probe("transpose", dt)
+    return Impl(transpose, (x, perm))
+
+
+@register(aten.expand.default)
+def resolve_expand(node, ctx):
+    x = node.args[0]
+    dt = _layout_dtype(node, x)
+    ctx.probe("broadcast", dt)
+    return Impl(broadcast, (x, _dims(ctx, val(node).shape)))
+
+
+@register([aten.clone.default, aten.alias.default, aten.detach.default])
+def resolve_clone(node, ctx):
+    _layout_dtype(node, node.args[0])
+    return Impl(identity, (node.args[0],))
+
+
+@register(aten._to_copy.default)
+def resolve_to_copy(node, ctx):
+    x = node.args[0]
+    src, dst = val(x).dtype, val(node).dtype
+    assert src in _FLOATS and dst in _FLOATS, f"_to_copy {src} -> {dst}"
+    if src == dst:
+        return Impl(identity, (x,))
+    ctx.probe("cast_f32" if dst == torch.float32 else "cast_bf16", src)
+    ty = legato.types.float("float32" if dst == torch.float32 else "bfloat16")
+    return Impl(cast, (x, ty))
+
+
+@register(aten.cat.default)
+def resolve_cat(node, ctx):
+    xs = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    dt = _layout_dtype(node, xs[0])
+    for x in xs:
+        assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, "cat of mixed dtypes"
+    ctx.probe("concat", dt)
+    return Impl(concat, (tuple(xs), _norm_dim(dim, val(node).dim())))
+
+
+@register(aten.slice.Tensor)
+def resolve_slice(node, ctx):
+    x = node.args[0]
+    dt = _layout_dtype(node, x)
+    rank = val(x).dim()
+    dim = _norm_dim(node.args[1] if len(node.args) > 1 else 0, rank)
+    start = node.args[2] if len(node.args) > 2 else None
+    end = node.args[3] if len(node.args) > 3 else None
+    step = node.args[4] if len(node.args) > 4 else 1
+    for v in (start, end, step):
+        assert v is None or isinstance(v, int), "slice bounds must be static"
+    assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
+    ctx.probe("slice", dt)
+    size = val(x).shape[dim]
+    end = None if end is None else min(end, size)
+    return Impl(slice_dim, (x, dim, start, end, step))

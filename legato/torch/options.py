@@ -1,0 +1,66 @@
+"""The options of `torch.compile(backend="legato", options={...})`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from legato.errors import LegatoError
+
+DEVICES = ("bertha", "bertha-evt1")
+
+
+@dataclass(frozen=True)
+class Options:
+    device: str = "bertha"  # "legato.device": "bertha" (EVT0) | "bertha-evt1"
+    unbounded_dims: str = "error"  # "legato.unbounded_dims": "error" | "extern"
+    on_kernel_error: str = "raise"  # "legato.on_kernel_error": "raise" | "extern"
+    output_type: str | None = None  # "legato.output_type": MLIR/CORE_IR/BACKEND_IR/ASM/BINARY
+    output_path: str | None = None  # "legato.output_path": where output_type writes
+    log_summary: bool = True  # "legato.log_summary": log the placement summary (INFO)
+    min_ops: int = 1  # "legato.min_ops": smallest partition (compute nodes) made a kernel
+
+    @staticmethod
+    def parse(options: dict | None) -> Options:
+        options = dict(options or {})
+        known = {f.name for f in fields(Options)}
+        kwargs = {}
+        for key, value in options.items():
+            name = key[len("legato."):] if key.startswith("legato.") else None
+            if name not in known:
+                raise LegatoError(
+                    f"unknown torch.compile option {key!r} for backend 'legato'; known options: "
+                    + ", ".join(f"legato.{n}" for n in sorted(known))
+                )
+            kwargs[name] = value
+        opts = Options(**kwargs)
+        if opts.device not in DEVICES:
+            raise LegatoError(
+                f"legato.device {opts.device!r} is not a Legato device; expected one of "
+                + ", ".join(DEVICES)
+            )
+        if opts.unbounded_dims not in ("error", "extern"):
+            raise LegatoError("legato.unbounded_dims must be 'error' or 'extern'")
+        if opts.on_kernel_error not in ("raise", "extern"):
+            raise LegatoError("legato.on_kernel_error must be 'raise' or 'extern'")
+        if opts.output_type is not None:
+            import legato
+
+            try:
+                legato.OutputType[str(opts.output_type).upper()]
+            except KeyError:
+                raise LegatoError(
+                    f"legato.output_type {opts.output_type!r}; expected one of "
+                    + ", ".join(t.name for t in legato.OutputType)
+                ) from None
+        return opts
+
+    def session(self):
+        """The `legato.session` the kernels of this graph run in."""
+        import contextlib
+
+        import legato
+
+        if self.output_type is None:
+            return contextlib.nullcontext()
+        return legato.session(str(self.output_type).upper(), Path(self.output_path or "."))

@@ -1,0 +1,195 @@
+"""Resolvers: which Legato implementation runs an ATen node.
+
+A *resolver* is registered for one ATen op (an `OpOverload` such as `torch.ops.aten.mm.default`,
+an `OpOverloadPacket` such as `torch.ops.aten.mm` meaning every overload, or the string
+`"aten::mm"`). The partitioner calls it with the node and a `ResolveContext`; it returns an
+`Impl` (a `@legato.function` written in the Legato DSL plus how to call it), or raises
+`AssertionError` to say "not for these dtypes/shapes" (the node then runs eagerly, extern, and the
+message shows up in the placement summary).
+
+Several resolvers may be registered for one op; the most recently registered is asked first (so a
+third-party library can specialise a built-in op) and the first `Impl` wins.
+
+Libraries are Python modules that register resolvers when imported. They are found through the
+entry point group `legato-library` (value: a module, or `module:function` called once with no
+arguments), or imported explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger("legato.torch")
+
+ENTRY_POINT_GROUP = "legato-library"
+# setuptools' pyproject validation rejects '-' in group names: pyproject-built packages register
+# under the underscore spelling; both are scanned.
+ENTRY_POINT_GROUPS = ("legato-library", "legato_library")
+BUILTIN_LIBRARIES = ("legato.torch.library.aten",)
+
+
+@dataclass
+class Impl:
+    """How a node runs on Legato.
+
+    `fn` is a `@legato.function`; the generated kernel calls it as `fn(*args)` where each entry of
+    `args` is either an fx `Node` (a tensor operand: the on-chip value of that node or graph input)
+    or a compile-time Python value (int, float, bool, None, str, tuples/lists of those, a legato
+    DType). `memory` maps an operand position to the core memory it must be in when it is a kernel
+    input: "sram" (default) or "mpu_weight" (loaded through mpu_buffer into the MPU's weight tile).
+    An operand that must be in `mpu_weight` has to come from outside the kernel (a graph input or
+    an extern node); the partitioner enforces this.
+    """
+
+    fn: Any
+    args: tuple
+    memory: dict[int, str] = field(default_factory=dict)
+    name: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        fn = getattr(self.fn, "fn", self.fn)
+        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+@dataclass
+class ResolveContext:
+    """What a resolver may look at besides the node: the target ComputeModel, the options and
+    the dynamic-dimension bounds (`bound(symint_or_int)`)."""
+
+    model: Any
+    options: Any
+    bound: Callable[[Any], int | None]
+
+    def probe(self, op: str, dtype) -> None:
+        """Assert that the compiler for this target can lower the legato op `op` on `dtype`
+        (compiles a tiny probe kernel once per process and target)."""
+        from legato.torch.capabilities import require
+
+        require(self, op, dtype)
+
+
+Resolver = Callable[[Any, ResolveContext], Impl]
+
+_resolvers: dict[Any, list[Resolver]] = {}
+_lock = threading.RLock()
+_loaded = False
+_library_errors: list[tuple[str, str]] = []
+
+
+def _key(op) -> str:
+    """'aten::mm.default' for an overload, 'aten::mm' for a packet or string."""
+    if isinstance(op, str):
+        return op if "::" in op else f"aten::{op}"
+    name = getattr(op, "_schema", None)
+    if name is not None and hasattr(op, "_overloadname"):  # OpOverload
+        overload = op._overloadname or "default"
+        return f"{op._schema.name}.{overload}"
+    qualified = getattr(op, "_qualified_op_name", None)  # OpOverloadPacket
+    if qualified is not None:
+        return qualified
+    raise TypeError(f"cannot register a resolver for {op!r}: expected an ATen op or 'ns::name'")
+
+
+def register(op, resolver: Resolver | None = None):
+    """Register `resolver(node, ctx) -> Impl` for `op`. Usable as a decorator:
+
+    ```python
+    @legato.torch.register(torch.ops.aten.mm.default)
+    def mm(node, ctx):
+        ...
+        return Impl(my_mm, (node.args[0], node.args[1]), memory={1: "mpu_weight"})
+    ```
+    """
+    if resolver is None:
+        return lambda r: register(op, r)
+    ops = op if isinstance(op, (list, tuple)) else [op]
+    with _lock:
+        for o in ops:
+            _resolvers.setdefault(_key(o), []).append(resolver)
+    return resolver
+
+
+def unregister(op, resolver: Resolver) -> None:
+    with _lock:
+        lst = _resolvers.get(_key(op), [])
+        if resolver in lst:
+            lst.remove(resolver)
+
+
+def resolvers_for(target) -> list[Resolver]:
+    """Resolvers for a node target, most recent first (exact overload before whole packet)."""
+    load_libraries()
+    keys = []
+    try:
+        exact = _key(target)
+        keys.append(exact)
+        packet = exact.rsplit(".", 1)[0] if hasattr(target, "_overloadname") else None
+        if packet and packet != exact:
+            keys.append(packet)
+    except TypeError:
+        return []
+    out: list[Resolver] = []
+    with _lock:
+        for k in keys:
+            out.extend(reversed(_resolvers.get(k, [])))
+    return out
+
+
+def load_libraries(force: bool = False) -> list[tuple[str, str]]:
+    """Import the built-in library and every `legato-library` entry point (once). Returns the
+    libraries that failed to load as (name, error); they are logged, not fatal."""
+    global _loaded
+    with _lock:
+        if _loaded and not force:
+            return list(_library_errors)
+        _loaded = True
+        for mod in BUILTIN_LIBRARIES:
+            importlib.import_module(mod)
+        from importlib.metadata import entry_points
+
+        eps = [ep for g in ENTRY_POINT_GROUPS for ep in entry_points(group=g)]
+        for ep in eps:
+            try:
+                obj = ep.load()
+                if callable(obj):
+                    obj()
+                log.debug("legato-library %s loaded from %s", ep.name, ep.value)
+            except Exception as e:  # noqa: BLE001 - one broken library must not break torch
+                _library_errors.append((ep.name, f"{type(e).__name__}: {e}"))
+                log.warning("legato-library entry point %s (%s) failed to load: %s",
+                            ep.name, ep.value, e)
+        return list(_library_errors)
+
+
+@dataclass
+class Resolution:
+    """The outcome of resolving one node."""
+
+    impl: Impl | None
+    reason: str | None  # None when supported; else "no resolver" / "resolver refused: ..."
+
+
+def resolve(node, ctx: ResolveContext) -> Resolution:
+    resolvers = resolvers_for(node.target)
+    if not resolvers:
+        return Resolution(None, "no resolver")
+    refusals = []
+    for r in resolvers:
+        try:
+            impl = r(node, ctx)
+        except AssertionError as e:
+            refusals.append(str(e) or f"{getattr(r, '__qualname__', r)} asserted")
+            continue
+        if impl is None:
+            refusals.append(f"{getattr(r, '__qualname__', r)} returned None")
+            continue
+        return Resolution(impl, None)
+    return Resolution(None, "resolver refused: " + "; ".join(refusals))

@@ -1,0 +1,88 @@
+"""Placement summary: which nodes ran as Legato kernels and which ran extern (and why)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KernelInfo:
+    name: str
+    nodes: list[str]  # "name: aten.op" of the nodes fused into the kernel
+    source_path: str
+    calls: int = 0
+    last_cycles: int | None = None
+    total_cycles: int = 0
+
+
+@dataclass
+class ExternInfo:
+    node: str
+    op: str
+    reason: str  # "no resolver" | "resolver refused: ..." | "kernel failed: ..." | ...
+
+
+@dataclass
+class PlacementSummary:
+    """For one graph compiled by the legato backend."""
+
+    graph: str
+    device: str
+    kernels: list[KernelInfo] = field(default_factory=list)
+    extern: list[ExternInfo] = field(default_factory=list)
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def num_extern(self) -> int:
+        return len(self.extern)
+
+    @property
+    def legato_nodes(self) -> int:
+        return sum(len(k.nodes) for k in self.kernels)
+
+    @property
+    def last_cycles(self) -> int:
+        """Simulated cycles of the last call of the graph (sum over its kernels)."""
+        return sum(k.last_cycles or 0 for k in self.kernels)
+
+    def extern_ops(self) -> Counter:
+        return Counter(e.op for e in self.extern)
+
+    def __str__(self) -> str:
+        lines = [
+            f"legato placement of {self.graph} on {self.device}: {self.num_kernels} Legato "
+            f"kernel(s) covering {self.legato_nodes} node(s), {self.num_extern} extern node(s)"
+        ]
+        for k in self.kernels:
+            cyc = "not run yet" if k.last_cycles is None else f"{k.last_cycles} cycles (last call)"
+            lines.append(f"  kernel {k.name}: {len(k.nodes)} node(s), {cyc}, {k.calls} call(s)")
+            for n in k.nodes:
+                lines.append(f"      {n}")
+            lines.append(f"      source: {k.source_path}")
+        for e in self.extern:
+            lines.append(f"  extern {e.node} ({e.op}): {e.reason}")
+        return "\n".join(lines)
+
+
+_history: list[PlacementSummary] = []
+
+
+def record(summary: PlacementSummary) -> None:
+    _history.append(summary)
+
+
+def summaries() -> list[PlacementSummary]:
+    """Every graph compiled by the legato backend in this process, oldest first."""
+    return list(_history)
+
+
+def last_summary() -> PlacementSummary | None:
+    return _history[-1] if _history else None
+
+
+def clear() -> None:
+    _history.clear()
