@@ -1,0 +1,53 @@
+"""Matmul of any size: tiled to the MPU's 256x128 weight tile, K accumulated in f32, one
+rounding; bit-identical to `legato.numerics.matmul_acc` then rounding (and the interpreter)."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+from compiler_helpers import assert_bit_equal, core0_kernel, rand, run_both, ttype
+
+from legato import numerics
+
+
+@pytest.mark.parametrize(
+    "m,k,n,wspace",
+    [
+        (4, 64, 32, "mpu_buffer"),  # one tile
+        (4, 64, 32, "sram"),  # one tile, staged from sram
+        (3, 512, 64, "mpu_buffer"),  # K tiles: f32 accumulation
+        (3, 300, 64, "mpu_buffer"),  # a partial K tile
+        (5, 128, 256, "mpu_buffer"),  # N tiles: weight column blocks
+        (2, 384, 160, "mpu_buffer"),  # both, partial tiles
+        (2, 384, 160, "sram"),
+        ((-1, 6), 320, 200, "mpu_buffer"),  # dynamic rows
+    ],
+)
+def test_tiled_matmul(m, k, n, wspace):
+    rng = np.random.default_rng(12)
+    rows = m[1] if isinstance(m, tuple) else m
+    wtype = "mpu_weight" if wspace == "mpu_buffer" else "sram"
+    body = f"""
+%w = legato.receive_type queue 1 memory {wspace} : {ttype([k, n], 'bf16', wtype)}
+%r = legato.matmul %x0, %w : {ttype([m, k], 'bf16', 'sram')}, {ttype([k, n], 'bf16', wtype)} -> {ttype([m, n], 'bf16', 'sram')}
+"""
+    text = core0_kernel([([m, k], "bf16")], ([rows, n], "bf16"), body, r_shape=[m, n])
+    # the weight: a second argument sent on queue 1 of `wspace`
+    text = text.replace(
+        "%out : ", f"%b : {ttype([k, n], 'bf16', 'mpu_dram')}, %out : "
+    ).replace(
+        "    legato.yield\n  }\n  legato.on core(0)",
+        f"    legato.request_load %b to core(0) memory {wspace} queue 1 : "
+        f"{ttype([k, n], 'bf16', 'mpu_dram')}\n    legato.yield\n  }}\n  legato.on core(0)",
+        1,
+    )
+    run_rows = rows - 1 if isinstance(m, tuple) else rows
+    a = rand([run_rows, k], "bf16", rng)
+    w = rand([k, n], "bf16", rng)
+    emu, ref, art = run_both(text, [a, w, np.zeros((rows, n), ml_dtypes.bfloat16)])
+    assert_bit_equal(emu[-1], ref[-1])
+    expect = numerics.round_to(numerics.matmul_acc(a, w), ml_dtypes.bfloat16)
+    assert_bit_equal(emu[-1][:run_rows], expect)
+    if k > 256:
+        assert "acc" in art.asm and "vpu.cvt" in art.asm
