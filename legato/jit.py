@@ -500,6 +500,8 @@ class Kernel:
             "constexprs": sorted((k, repr(v)) for k, v in (constexprs or {}).items()),
             "target": [model.name, model.fingerprint()],
             "version": __version__,
+            # A binary-format change must not serve stale binaries that the runtime refuses.
+            "binary_format": _binary_format_version(),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
@@ -667,6 +669,12 @@ class Kernel:
         )
         self.last_interp = result
         return result
+
+
+def _binary_format_version() -> int:
+    from legato.targets.bertha.elf import FORMAT_VERSION
+
+    return FORMAT_VERSION
 
 
 def _dtype_str(dtype) -> str:
