@@ -156,6 +156,11 @@ class _KernelLowering:
                         raise error_at(op, "request_load can only target one core: get_core(i)")
                     sends[(op.target.core_index, op.memory.data, op.queue.data)].append(op)
                 elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
+                    if on.ctx.is_all_cores:
+                        # SPMD: every core runs this receive; each needs its own request_load
+                        for i in range(self.model.num_cores):
+                            recvs[(i, op.memory.data, op.queue.data)].append(op)
+                        continue
                     if not on.ctx.is_core:
                         raise error_at(
                             op,
@@ -179,14 +184,28 @@ class _KernelLowering:
                     f"({len(s)} sent, {len(r)} received)",
                 )
             for send, recv in zip(s, r):
-                name = f"xfer{n}"
-                n += 1
-                self.transfer_of[send] = name
-                self.transfer_of[recv] = name
                 src_t = send.src.type
                 assert isinstance(src_t, lg.TensorType)
                 recv_t = recv.result.type
                 assert isinstance(recv_t, lg.TensorType)
+                if recv in self.transfer_of:  # an all_cores receive: one buffer on every core
+                    name = self.transfer_of[recv]
+                    self.transfer_of[send] = name
+                    if self.transfer_type[name] != core.BufType(
+                        src_t.dims, src_t.element_type, space
+                    ):
+                        raise error_at(
+                            send,
+                            f"this request_load to core({core_i}) sends {src_t.dims_str()} "
+                            f"{src_t.dtype.name}, but the all-cores receive it pairs with "
+                            f"takes {self.transfer_type[name].dims_str()}: every core must "
+                            "receive the same type",
+                        )
+                    continue
+                name = f"xfer{n}"
+                n += 1
+                self.transfer_of[send] = name
+                self.transfer_of[recv] = name
                 if src_t.dtype != recv_t.dtype or src_t.get_bounds() != recv_t.get_bounds():
                     raise error_at(
                         recv,

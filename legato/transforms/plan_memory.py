@@ -85,8 +85,10 @@ class _Planner:
         size = t.max_bytes
         name_attr = alloc.attributes.get(BUFFER_ATTR)
         key = (core_i, name_attr.data) if isinstance(name_attr, StringAttr) else None
-        if key is not None and key in self.named:
-            space, offset = self.named[key]
+        spmd_key = (None, name_attr.data) if isinstance(name_attr, StringAttr) else None
+        if key is not None and (key in self.named or spmd_key in self.named):
+            # the other end of a transfer (an SPMD receive: the same offset on every core)
+            space, offset = self.named[key] if key in self.named else self.named[spmd_key]
         else:
             space = t.space
             offset = self.space(core_i, space).take(size)
