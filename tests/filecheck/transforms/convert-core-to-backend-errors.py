@@ -1,0 +1,144 @@
+# RUN: %python %s | filecheck %s
+#
+# Every error convert-core-to-backend raises, one module each.
+
+from xdsl.parser import Parser
+
+from legato.compiler import context
+from legato.errors import CompileError
+from legato.transforms.core_to_backend import ConvertCoreToBackendPass
+
+
+def run_cases(cases):
+    for text in cases:
+        module = Parser(context(), text, "case.mlir").parse_module()
+        try:
+            ConvertCoreToBackendPass().apply(context(), module)
+        except CompileError as e:
+            print(str(e).splitlines()[0])
+        else:
+            print("no error")
+        print("-----")
+
+
+CASES = []
+# A strided copy over a dynamic dim.
+CASES.append("""builtin.module {
+  core.kernel @k args [#core.arg<0, [?8, 8], f32, shared_dram, read>] {
+    core.program @core0 on core(0) {
+      %a = core.arg 0 : !core.buf<[?8, 8], f32, shared_dram>
+      %n = core.dim %a, 0 : index
+      %b = core.alloc sram dims(%n) {offset = 0 : i64} : !core.buf<[?8, 8], f32, sram>
+      %s = core.subview %a [0, 0] [%n, 4] : !core.buf<[?8, 8], f32, shared_dram> -> !core.buf<[?8, 4], f32, shared_dram>
+      %d = core.subview %b [0, 0] [%n, 4] : !core.buf<[?8, 8], f32, sram> -> !core.buf<[?8, 4], f32, sram>
+      core.dma %s to %d : !core.buf<[?8, 4], f32, shared_dram>, !core.buf<[?8, 4], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: a strided copy (a slice, cat or tile) over dynamic dims is not supported; use static sizes for the dims outside the contiguous rows
+# CHECK-NEXT: -----
+# The VPU broadcasts only its second operand.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[8], f32, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[4, 8], f32, sram>
+      core.vpu_binary sub %x, %y to %y : !core.buf<[8], f32, sram>, !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_binary sub: the VPU broadcasts only its second operand; the first ([8]) must have the output's shape ([4, 8])
+# CHECK-NEXT: -----
+# A broadcast pattern the VPU has no form for.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[2, 1, 8], f32, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[2, 4, 8], f32, sram>
+      core.vpu_binary add %y, %x to %y : !core.buf<[2, 4, 8], f32, sram>, !core.buf<[2, 1, 8], f32, sram>, !core.buf<[2, 4, 8], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_binary: [2, 1, 8] does not broadcast to [2, 4, 8] in a form the VPU has (scalar, per row, per column); materialize it first
+# CHECK-NEXT: -----
+# Only copy broadcasts among unary ops.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[8], f32, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[4, 8], f32, sram>
+      core.vpu_unary exp %x to %y : !core.buf<[8], f32, sram>, !core.buf<[4, 8], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_unary exp: input [8] must have the output's shape [4, 8] (only copy broadcasts)
+# CHECK-NEXT: -----
+# rsum writes the input's dtype.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4, 8], bf16, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[4], f32, sram>
+      core.vpu_reduce sum %x to %y : !core.buf<[4, 8], bf16, sram>, !core.buf<[4], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_reduce: vpu.rsum/rmax write the input's dtype (bf16); cast the input to f32 first
+# CHECK-NEXT: -----
+# No row-min instruction.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4, 8], f32, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[4], f32, sram>
+      core.vpu_reduce min %x to %y : !core.buf<[4, 8], f32, sram>, !core.buf<[4], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_reduce min has no instruction (the VPU has rsum and rmax); compute -max(-x)
+# CHECK-NEXT: -----
+# The units read contiguous memory.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4, 8], f32, sram>
+      %y = core.alloc sram {offset = 4096 : i64} : !core.buf<[4, 4], f32, sram>
+      %s = core.subview %x [0, 2] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+      core.vpu_unary exp %s to %y : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_unary: an operand is a strided view; the units read contiguous memory (copy it into a buffer first)
+# CHECK-NEXT: -----
+# The VPU has no integer dtypes.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4], i32, sram>
+      core.vpu_fill 1 to %x : !core.buf<[4], i32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.vpu_fill: the VPU computes on bf16, f32 and f16, not i32
+# CHECK-NEXT: -----
+# An op without instruction selection.
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      core.barrier
+      core.end
+    }
+  }
+}""")
+# CHECK: error: core.barrier has no instruction selection for Bertha yet
+# CHECK-NEXT: -----
+
+run_cases(CASES)
