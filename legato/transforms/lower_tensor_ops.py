@@ -391,7 +391,8 @@ def reduce(L: _KernelLowering, prog: _Program, op: lg.ReductionOp) -> None:
     if d != it.rank - 1:
         x = transpose3(L, prog, x0, orig[:d], [orig[d]], orig[d + 1 :], op)
     xd = dimsb(x)
-    red = xd[:-1]
+    # the reduced dims; kept as a trailing 1 when that is the result's layout (no view needed)
+    red = xd[:-1] + ([(1, 1)] if keep and d == it.rank - 1 else [])
     elem = rt.element_type
     o = alloc(L, prog, red, elem, space, op)
     if kind in ("sum", "max"):

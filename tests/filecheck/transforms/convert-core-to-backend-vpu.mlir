@@ -42,30 +42,29 @@ builtin.module {
       %14 = core.alloc sram {offset = 1024 : i64} : !core.buf<[4], f32, sram>
       core.vpu_reduce max %13 to %14 : !core.buf<[4, 8], f32, sram>, !core.buf<[4], f32, sram>
       core.vpu_unary neg %14 to %12 : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
-      %15 = core.alloc sram {offset = 1088 : i64} : !core.buf<[4], f32, sram>
-      %16 = core.alloc sram {offset = 1152 : i64} : !core.buf<[4], f32, sram>
-      core.vpu_reduce sum %8 to %16 : !core.buf<[4, 8], f32, sram>, !core.buf<[4], f32, sram>
+      %15 = core.alloc sram {offset = 1088 : i64} : !core.buf<[4, 1], f32, sram>
+      %16 = core.alloc sram {offset = 1152 : i64} : !core.buf<[4, 1], f32, sram>
+      core.vpu_reduce sum %8 to %16 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 1], f32, sram>
       %17 = core.alloc sram {offset = 1216 : i64} : !core.buf<[], f32, sram>
       core.vpu_fill 8.0 to %17 : !core.buf<[], f32, sram>
-      core.vpu_binary div %16, %17 to %15 : !core.buf<[4], f32, sram>, !core.buf<[], f32, sram>, !core.buf<[4], f32, sram>
-      %18 = core.view %15 : !core.buf<[4], f32, sram> -> !core.buf<[4, 1], f32, sram>
-      %19 = core.alloc sram {offset = 1280 : i64} : !core.buf<[4, 8], bf16, sram>
-      core.vpu_unary cast %8 to %19 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], bf16, sram>
-      %20 = core.view %3 : !core.buf<[4, 8], f32, sram> -> !core.buf<[32], f32, sram>
-      %21 = core.subview %3 [0, 2] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-      %22 = core.alloc sram {offset = 1344 : i64} : !core.buf<[4, 8], f32, sram>
-      %23 = core.subview %22 [0, 0] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-      core.dma %21 to %23 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
-      %24 = core.subview %22 [0, 4] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-      core.dma %21 to %24 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
+      core.vpu_binary div %16, %17 to %15 : !core.buf<[4, 1], f32, sram>, !core.buf<[], f32, sram>, !core.buf<[4, 1], f32, sram>
+      %18 = core.alloc sram {offset = 1280 : i64} : !core.buf<[4, 8], bf16, sram>
+      core.vpu_unary cast %8 to %18 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], bf16, sram>
+      %19 = core.view %3 : !core.buf<[4, 8], f32, sram> -> !core.buf<[32], f32, sram>
+      %20 = core.subview %3 [0, 2] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+      %21 = core.alloc sram {offset = 1344 : i64} : !core.buf<[4, 8], f32, sram>
+      %22 = core.subview %21 [0, 0] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+      core.dma %20 to %22 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
+      %23 = core.subview %21 [0, 4] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+      core.dma %20 to %23 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
       core.dma_wait
-      %25 = core.alloc sram {offset = 1472 : i64} : !core.buf<[2, 4], f32, sram>
-      core.vpu_unary copy %12 to %25 : !core.buf<[4], f32, sram>, !core.buf<[2, 4], f32, sram>
-      %26 = core.alloc sram {offset = 1536 : i64} : !core.buf<[8, 4], f32, sram>
-      core.vpu_transpose %3 to %26 : !core.buf<[4, 8], f32, sram>, !core.buf<[8, 4], f32, sram>
-      %27 = core.alloc sram {offset = 1664 : i64} : !core.buf<[4, 8], f32, sram>
-      core.vpu_unary tanh %22 to %27 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
-      core.dma %27 to %2 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, shared_dram>
+      %24 = core.alloc sram {offset = 1472 : i64} : !core.buf<[2, 4], f32, sram>
+      core.vpu_unary copy %12 to %24 : !core.buf<[4], f32, sram>, !core.buf<[2, 4], f32, sram>
+      %25 = core.alloc sram {offset = 1536 : i64} : !core.buf<[8, 4], f32, sram>
+      core.vpu_transpose %3 to %25 : !core.buf<[4, 8], f32, sram>, !core.buf<[8, 4], f32, sram>
+      %26 = core.alloc sram {offset = 1664 : i64} : !core.buf<[4, 8], f32, sram>
+      core.vpu_unary tanh %21 to %26 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
+      core.dma %26 to %2 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, shared_dram>
       core.dma_wait
       core.end
     }

@@ -73,30 +73,29 @@ builtin.module {
 // CHECK-NEXT:       %14 = core.alloc sram : !core.buf<[4], f32, sram>
 // CHECK-NEXT:       core.vpu_reduce max %13 to %14 : !core.buf<[4, 8], f32, sram>, !core.buf<[4], f32, sram>
 // CHECK-NEXT:       core.vpu_unary neg %14 to %12 : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
-// CHECK-NEXT:       %15 = core.alloc sram : !core.buf<[4], f32, sram>
-// CHECK-NEXT:       %16 = core.alloc sram : !core.buf<[4], f32, sram>
-// CHECK-NEXT:       core.vpu_reduce sum %8 to %16 : !core.buf<[4, 8], f32, sram>, !core.buf<[4], f32, sram>
+// CHECK-NEXT:       %15 = core.alloc sram : !core.buf<[4, 1], f32, sram>
+// CHECK-NEXT:       %16 = core.alloc sram : !core.buf<[4, 1], f32, sram>
+// CHECK-NEXT:       core.vpu_reduce sum %8 to %16 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 1], f32, sram>
 // CHECK-NEXT:       %17 = core.alloc sram : !core.buf<[], f32, sram>
 // CHECK-NEXT:       core.vpu_fill 8.0 to %17 : !core.buf<[], f32, sram>
-// CHECK-NEXT:       core.vpu_binary div %16, %17 to %15 : !core.buf<[4], f32, sram>, !core.buf<[], f32, sram>, !core.buf<[4], f32, sram>
-// CHECK-NEXT:       %18 = core.view %15 : !core.buf<[4], f32, sram> -> !core.buf<[4, 1], f32, sram>
-// CHECK-NEXT:       %19 = core.alloc sram : !core.buf<[4, 8], bf16, sram>
-// CHECK-NEXT:       core.vpu_unary cast %8 to %19 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], bf16, sram>
-// CHECK-NEXT:       %20 = core.view %3 : !core.buf<[4, 8], f32, sram> -> !core.buf<[32], f32, sram>
-// CHECK-NEXT:       %21 = core.subview %3 [0, 2] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-// CHECK-NEXT:       %22 = core.alloc sram : !core.buf<[4, 8], f32, sram>
-// CHECK-NEXT:       %23 = core.subview %22 [0, 0] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-// CHECK-NEXT:       core.dma %21 to %23 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
-// CHECK-NEXT:       %24 = core.subview %22 [0, 4] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
-// CHECK-NEXT:       core.dma %21 to %24 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
+// CHECK-NEXT:       core.vpu_binary div %16, %17 to %15 : !core.buf<[4, 1], f32, sram>, !core.buf<[], f32, sram>, !core.buf<[4, 1], f32, sram>
+// CHECK-NEXT:       %18 = core.alloc sram : !core.buf<[4, 8], bf16, sram>
+// CHECK-NEXT:       core.vpu_unary cast %8 to %18 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], bf16, sram>
+// CHECK-NEXT:       %19 = core.view %3 : !core.buf<[4, 8], f32, sram> -> !core.buf<[32], f32, sram>
+// CHECK-NEXT:       %20 = core.subview %3 [0, 2] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+// CHECK-NEXT:       %21 = core.alloc sram : !core.buf<[4, 8], f32, sram>
+// CHECK-NEXT:       %22 = core.subview %21 [0, 0] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+// CHECK-NEXT:       core.dma %20 to %22 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
+// CHECK-NEXT:       %23 = core.subview %21 [0, 4] [4, 4] : !core.buf<[4, 8], f32, sram> -> !core.buf<[4, 4], f32, sram>
+// CHECK-NEXT:       core.dma %20 to %23 : !core.buf<[4, 4], f32, sram>, !core.buf<[4, 4], f32, sram>
 // CHECK-NEXT:       core.dma_wait
-// CHECK-NEXT:       %25 = core.alloc sram : !core.buf<[2, 4], f32, sram>
-// CHECK-NEXT:       core.vpu_unary copy %12 to %25 : !core.buf<[4], f32, sram>, !core.buf<[2, 4], f32, sram>
-// CHECK-NEXT:       %26 = core.alloc sram : !core.buf<[8, 4], f32, sram>
-// CHECK-NEXT:       core.vpu_transpose %3 to %26 : !core.buf<[4, 8], f32, sram>, !core.buf<[8, 4], f32, sram>
-// CHECK-NEXT:       %27 = core.alloc sram : !core.buf<[4, 8], f32, sram>
-// CHECK-NEXT:       core.vpu_unary tanh %22 to %27 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
-// CHECK-NEXT:       core.dma %27 to %2 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, shared_dram>
+// CHECK-NEXT:       %24 = core.alloc sram : !core.buf<[2, 4], f32, sram>
+// CHECK-NEXT:       core.vpu_unary copy %12 to %24 : !core.buf<[4], f32, sram>, !core.buf<[2, 4], f32, sram>
+// CHECK-NEXT:       %25 = core.alloc sram : !core.buf<[8, 4], f32, sram>
+// CHECK-NEXT:       core.vpu_transpose %3 to %25 : !core.buf<[4, 8], f32, sram>, !core.buf<[8, 4], f32, sram>
+// CHECK-NEXT:       %26 = core.alloc sram : !core.buf<[4, 8], f32, sram>
+// CHECK-NEXT:       core.vpu_unary tanh %21 to %26 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
+// CHECK-NEXT:       core.dma %26 to %2 : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, shared_dram>
 // CHECK-NEXT:       core.dma_wait
 // CHECK-NEXT:       core.end
 // CHECK-NEXT:     }
