@@ -205,6 +205,22 @@ class CoreFunctions(InterpreterFunctions):
         view = Buf(addr, tuple(sizes), src.dtype, src.space, src.core, tuple(strides))
         return (view,)
 
+    @impl(C.ViewOp)
+    def run_view(self, interpreter, op: C.ViewOp, args):
+        src: Buf = args[0]
+        dyn = iter(as_int(a) for a in args[1:])
+        t = buf_type(op.result)
+        shape = tuple(next(dyn) if d.is_dynamic else d.size for d in t.dims)
+        if src.strides is not None and tuple(src.strides) != tuple(row_major_strides(src.shape)):
+            raise InterpError("core.view of a non-contiguous buffer", op)
+        if int(np.prod(shape)) != int(np.prod(src.shape)):
+            raise InterpError(
+                f"core.view: {list(src.shape)} has {int(np.prod(src.shape))} elements, the view "
+                f"{list(shape)} has {int(np.prod(shape))}",
+                op,
+            )
+        return (Buf(src.addr, shape, src.dtype, src.space, src.core, None),)
+
     # -- data movement ----------------------------------------------------------------------
 
     @impl(C.DmaOp)
@@ -335,6 +351,13 @@ class CoreFunctions(InterpreterFunctions):
             raise InterpError(f"core.vpu_reduce {op.kind.data} over an empty row", op)
         r = semantics.reduce(op.kind.data, v, -1, False, out.dtype)
         out.write(m, r.reshape(out.shape))
+        return ()
+
+    @impl(C.VpuTransposeOp)
+    def run_vpu_transpose(self, interpreter, op: C.VpuTransposeOp, args):
+        x, out = args
+        v = x.read(self.memory)
+        out.write(self.memory, np.ascontiguousarray(v.T).reshape(out.shape))
         return ()
 
     @impl(C.VpuFillOp)
