@@ -9,6 +9,7 @@ print(legato.torch.last_summary())   # which nodes ran as Legato kernels, which 
 See docs/torch.md.
 """
 
+from legato.torch.custom import custom_op
 from legato.torch.dynamic import mark_dynamic
 from legato.torch.registry import Impl, ResolveContext, load_libraries, register, unregister
 from legato.torch.summary import PlacementSummary, last_summary, summaries
@@ -31,6 +32,7 @@ __all__ = [
     "LegatoGraphWrapper",
     "PlacementSummary",
     "ResolveContext",
+    "custom_op",
     "last_summary",
     "legato_backend",
     "load_libraries",

@@ -7,16 +7,19 @@ backed size has. This function is `torch._dynamo.mark_dynamic` with that default
 line works by writing `legato.torch.mark_dynamic(x, 0, max=128)`, or by adding `min=2`.
 Nothing global is patched.
 
-Size 1: a backed dynamic size is >= 2; a call with size 1 (decode, batch 1) is specialized by
-dynamo and compiled as its own static graph (one more Legato kernel, correct results). Pass
-`min=1` (or 0) to let the dynamic kernel itself accept 1: the dim is then marked *unbacked*
-(`torch._dynamo.mark_unbacked`, bounds kept) instead.
+Size 1: a backed dynamic size is >= 2, and dynamo refuses a tensor marked dynamic whose size is
+1 ("marked as dynamic but your code specialized it to be a constant (1)"). So without `min=`,
+a tensor whose size is 0 or 1 is left unmarked: dynamo specializes it and the legato backend
+compiles that call as its own static graph (one more kernel, correct results). Pass `min=1` (or
+0) to make one kernel serve 1..max: the dim is then marked *unbacked*
+(`torch._dynamo.mark_unbacked(t, dim, min=, max=)`); dynamo adds runtime size asserts (host
+nodes in the summary), and ops that branch on the size may graph-break.
 """
 
 from __future__ import annotations
 
 
-def mark_dynamic(t, index, *, min=None, max=None):  # noqa: A002 - torch's argument names
+def mark_dynamic(t, index, *, min=None, max=None):
     import torch
 
     indices = [index] if isinstance(index, int) else list(index)
@@ -30,5 +33,7 @@ def mark_dynamic(t, index, *, min=None, max=None):  # noqa: A002 - torch's argum
             torch._dynamo.decorators.mark_unbacked(t, i, min=min, max=max)
         return t
     for i in indices:
+        if min is None and t.shape[i] < 2:
+            continue  # size 0/1 now: dynamo specializes it (its own static graph), see above
         torch._dynamo.mark_dynamic(t, i, min=2 if min is None else min, max=max)
     return t

@@ -16,6 +16,7 @@ in graph order (intermediates stay in core memory) and memcpys the outputs back 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import types as pytypes
 from dataclasses import dataclass
@@ -77,7 +78,7 @@ _SIMPLE_LITERALS = (int, float, bool, str, type(None))
 
 def _literal(v) -> str | None:
     if isinstance(v, _SIMPLE_LITERALS):
-        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        if isinstance(v, float) and not math.isfinite(v):
             return None
         return repr(v)
     if isinstance(v, (tuple, list)):
@@ -130,7 +131,7 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
     def val(node):
         v = node.meta.get("val")
         if not isinstance(v, torch.Tensor):
-            raise AssertionError(f"node {node.name} has no tensor value")
+            raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
         return v
 
     # Which memories each input must be loaded into.

@@ -31,6 +31,7 @@ class PlacementSummary:
     device: str
     kernels: list[KernelInfo] = field(default_factory=list)
     extern: list[ExternInfo] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)  # SymInt bookkeeping / runtime size asserts
 
     @property
     def num_kernels(self) -> int:
@@ -56,6 +57,7 @@ class PlacementSummary:
         lines = [
             f"legato placement of {self.graph} on {self.device}: {self.num_kernels} Legato "
             f"kernel(s) covering {self.legato_nodes} node(s), {self.num_extern} extern node(s)"
+            + (f", {len(self.host)} host shape node(s)" if self.host else "")
         ]
         for k in self.kernels:
             cyc = "not run yet" if k.last_cycles is None else f"{k.last_cycles} cycles (last call)"

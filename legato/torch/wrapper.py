@@ -29,6 +29,29 @@ log = logging.getLogger("legato.torch")
 _BOOKKEEPING = {operator.getitem}
 
 
+def _is_host(node) -> bool:
+    """Shape bookkeeping on the host (SymInt arithmetic, runtime asserts of unbacked sizes):
+    not tensor computation, never a Legato candidate, reported apart from extern nodes."""
+    if node.target in _BOOKKEEPING:
+        return True
+    v = node.meta.get("val")
+    if isinstance(v, torch.Tensor):
+        return False
+    if isinstance(v, (tuple, list)) and any(isinstance(x, torch.Tensor) for x in v):
+        return False
+    return "val" in node.meta or str(getattr(node.target, "__name__", "")).startswith(
+        "_assert")
+
+
+def _custom_kernel(node) -> str | None:
+    """The name of the `legato::` custom op (legato.torch.custom_op) a node calls, if any."""
+    targets = [node.target] + [a for a in node.args[:1] if not isinstance(a, torch.fx.Node)]
+    for t in targets:
+        if getattr(t, "namespace", None) == "legato":
+            return getattr(getattr(t, "_overloadpacket", t), "__name__", str(t))
+    return None
+
+
 def _op_name(node) -> str:
     t = node.target
     if hasattr(t, "_schema") and hasattr(t, "_overloadname"):
@@ -67,11 +90,14 @@ class Bounds:
         except Exception:  # noqa: BLE001
             return None
         try:
-            if upper.is_finite is False:
+            from torch.utils._sympy.numbers import IntInfinity
+
+            if isinstance(upper, IntInfinity) or upper.is_finite is False:
                 return None
-            return int(upper)
-        except (TypeError, ValueError, AttributeError):
+            value = int(upper)
+        except (TypeError, ValueError, AttributeError, ImportError):
             return None
+        return value if value < 2**40 else None  # "bounded" by sys.maxsize is unbounded
 
 
 @dataclass
@@ -148,8 +174,8 @@ class LegatoGraphWrapper:
         self.name = name or f"graph{_graph_counter}"
         self.options = options
         self.bounds = Bounds(example_inputs)
-        from legato.jit import resolve_backend
         from legato.context import CompileContext
+        from legato.jit import resolve_backend
 
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
@@ -165,24 +191,27 @@ class LegatoGraphWrapper:
     def _decide(self, gm) -> dict:
         decisions: dict = {}
         for node in gm.graph.nodes:
-            if node.op != "call_function" or node.target in _BOOKKEEPING:
+            if node.op != "call_function" or _is_host(node):
+                continue
+            unbounded = [x for x in _symints(node) if self.bounds(x) is None]
+            if unbounded and registry.resolvers_for(node.target):
+                msg = f"dynamic size {unbounded[0]} has no upper bound (mark_dynamic(..., max=N))"
+                if self.options.unbounded_dims == "error":
+                    raise kernelgen.UnboundedDim(
+                        f"{node.name} ({_op_name(node)}): {msg}. Legato allocates buffers for "
+                        "the upper bound of every dynamic dim: mark it with "
+                        "legato.torch.mark_dynamic(t, dim, max=N) (or "
+                        "torch._dynamo.mark_dynamic(t, dim, min=2, max=N)), or pass "
+                        'options={"legato.unbounded_dims": "extern"} to run such nodes eagerly'
+                    )
+                decisions[node] = NodeDecision(None, msg)
                 continue
             res = registry.resolve(node, self.ctx)
             d = NodeDecision(res.impl, res.reason)
-            if d.impl is not None:
-                unbounded = [s for s in _symints(node) if self.bounds(s) is None]
-                if unbounded:
-                    msg = (f"dynamic size {unbounded[0]} has no upper bound "
-                           "(mark_dynamic(..., max=N))")
-                    if self.options.unbounded_dims == "error":
-                        raise kernelgen.UnboundedDim(
-                            f"{node.name} ({_op_name(node)}): {msg}. Legato allocates buffers "
-                            "for the upper bound of every dynamic dim: mark it with "
-                            "legato.torch.mark_dynamic(t, dim, max=N) (or "
-                            "torch._dynamo.mark_dynamic(t, dim, min=2, max=N)), or pass "
-                            'options={"legato.unbounded_dims": "extern"} to run it eagerly'
-                        )
-                    d = NodeDecision(None, msg)
+            custom = _custom_kernel(node)
+            if custom is not None and d.impl is None:
+                d = NodeDecision(None, f"custom Legato kernel legato::{custom} (runs its own "
+                                 "binary between the graph's kernels)")
             decisions[node] = d
         # MPU weights come from outside the kernel: their producers run extern.
         for node, d in decisions.items():
@@ -214,6 +243,9 @@ class LegatoGraphWrapper:
         in_partition = {n for p in partitions for n in p.nodes}
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target in _BOOKKEEPING:
+                continue
+            if _is_host(node):
+                self.summary.host.append(f"{node.name}: {_op_name(node)}")
                 continue
             if node not in in_partition:
                 d = self.decisions.get(node)

@@ -1,0 +1,95 @@
+"""Extern fallback: no resolver, a resolver that asserts; kernels that fail to compile raise."""
+
+import pytest
+import torch
+from conftest import assert_close_bf16
+
+import legato
+import legato.torch as lt
+
+BF16 = torch.bfloat16
+
+
+def test_node_without_resolver_runs_extern():
+    def f(x):
+        return torch.cumsum(x * 2.0, dim=-1) + 1.0
+
+    x = torch.randn(8, 64, dtype=BF16)
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato")(x)
+    assert_close_bf16(y, f(x), ulps=8)
+    s = lt.last_summary()
+    assert [(e.op, e.reason) for e in s.extern] == [("aten.cumsum.default", "no resolver")]
+    assert s.num_kernels == 2  # x*2 and +1 on either side of the extern cumsum
+
+
+@legato.function
+def never_used(x):
+    return x
+
+
+def test_a_refusing_resolver_falls_through_to_the_next_one():
+    asked = []
+
+    def refuse(node, ctx):
+        asked.append(node.name)
+        assert False, "test resolver refuses tanh"
+
+    lt.register(torch.ops.aten.tanh.default, refuse)
+    try:
+        x = torch.randn(8, 64, dtype=BF16)
+        with torch.no_grad():
+            y = torch.compile(lambda x: torch.tanh(x) * 3.0, backend="legato")(x)
+        assert_close_bf16(y, torch.tanh(x) * 3.0)
+        s = lt.last_summary()
+        assert asked == ["tanh"]  # the newest resolver is asked first ...
+        assert s.num_kernels == 1 and s.num_extern == 0, str(s)  # ... then the built-in one
+    finally:
+        lt.unregister(torch.ops.aten.tanh.default, refuse)
+
+
+def test_only_resolver_asserting():
+    op = torch.ops.aten.cumsum.default
+
+    def refuse(node, ctx):
+        assert node.meta["val"].dtype == torch.float32, "cumsum only for f32 in this test"
+        return lt.Impl(never_used, (node.args[0],))
+
+    lt.register(op, refuse)
+    try:
+        x = torch.randn(8, 64, dtype=BF16)
+        with torch.no_grad():
+            y = torch.compile(lambda x: torch.cumsum(x, 1), backend="legato")(x)
+        assert_close_bf16(y, torch.cumsum(x, 1))
+        s = lt.last_summary()
+        assert s.num_kernels == 0
+        assert s.extern[0].reason.startswith("resolver refused: cumsum only for f32 in this test")
+    finally:
+        lt.unregister(op, refuse)
+
+
+@legato.function
+def broken(x):
+    return legato.tensor.matmul(x, x)  # [8, 64] @ [8, 64]: a compile error
+
+
+def test_kernel_that_fails_to_compile_raises_by_default():
+    op = torch.ops.aten.cumsum.default
+
+    def resolve(node, ctx):
+        return lt.Impl(broken, (node.args[0],))
+
+    lt.register(op, resolve)
+    try:
+        x = torch.randn(8, 64, dtype=BF16)
+        with pytest.raises(Exception, match="matmul"), torch.no_grad():
+            torch.compile(lambda x: torch.cumsum(x, 1), backend="legato")(x)
+        torch._dynamo.reset()
+        with torch.no_grad():
+            y = torch.compile(lambda x: torch.cumsum(x, 1), backend="legato",
+                              options={"legato.on_kernel_error": "extern"})(x)
+        assert_close_bf16(y, torch.cumsum(x, 1))
+        s = lt.last_summary()
+        assert s.num_kernels == 0 and s.extern[0].reason.startswith("kernel failed:")
+    finally:
+        lt.unregister(op, resolve)

@@ -1,0 +1,142 @@
+"""Models compiled with the legato backend match eager; placement is asserted exactly."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import assert_close_bf16
+
+import legato.torch as lt
+
+BF16 = torch.bfloat16
+
+
+class MLP(torch.nn.Module):
+    """RMSNorm -> Linear(256->128) -> SiLU -> Linear(128->64, no bias) -> softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.Parameter(torch.rand(256, dtype=BF16) + 0.5)
+        self.up = torch.nn.Linear(256, 128, dtype=BF16)
+        self.down = torch.nn.Linear(128, 64, bias=False, dtype=BF16)
+
+    def forward(self, x):
+        h = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.norm
+        return torch.softmax(self.down(F.silu(self.up(h))), dim=-1)
+
+
+def run(model, *xs, **options):
+    compiled = torch.compile(model, backend="legato", options=options or None)
+    with torch.no_grad():
+        return compiled(*xs), model(*xs)
+
+
+def test_matmul_weight_256x128():
+    torch.manual_seed(0)
+    W = torch.randn(256, 128, dtype=BF16)
+    x = torch.randn(10, 256, dtype=BF16)
+    y, ref = run(lambda x: x @ W, x)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert (s.num_kernels, s.num_extern) == (1, 0), str(s)
+    assert s.kernels[0].last_cycles > 0
+
+
+def test_mlp_is_one_kernel():
+    torch.manual_seed(0)
+    model = MLP()
+    x = torch.randn(16, 256, dtype=BF16)
+    y, ref = run(model, x)
+    assert_close_bf16(y, ref, ulps=4)
+    s = lt.last_summary()
+    # everything but the two weight transposes of nn.Linear (MPU weights come from outside)
+    assert s.num_kernels == 1, str(s)
+    assert s.extern_ops() == {"aten.t.default": 2}, str(s)
+    assert all("MPU weight" in e.reason for e in s.extern)
+    assert s.legato_nodes == 10
+
+
+def test_f32_mm_falls_back_with_the_resolvers_reason():
+    W = torch.randn(256, 128)
+    x = torch.randn(4, 256)
+    y, ref = run(lambda x: torch.exp(x @ W * 0.01), x)
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    s = lt.last_summary()
+    (mm,) = [e for e in s.extern if e.op == "aten.mm.default"]
+    assert mm.reason.startswith("resolver refused: the MPU multiplies bf16")
+    assert s.num_kernels == 1 and s.num_extern == 1, str(s)
+
+
+def test_weight_larger_than_the_mpu_tile_falls_back():
+    W = torch.randn(256, 512, dtype=BF16)
+    x = torch.randn(4, 256, dtype=BF16)
+    y, ref = run(lambda x: x @ W, x)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 0 and s.num_extern == 1
+    assert "exceeds the MPU weight tile" in s.extern[0].reason
+
+
+def test_dynamic_batch_bounded_by_mark_dynamic():
+    torch.manual_seed(1)
+    W = torch.randn(256, 128, dtype=BF16)
+
+    def f(x):
+        return F.gelu(x @ W) + 1.0
+
+    g = torch.compile(f, backend="legato")
+    first = None
+    with torch.no_grad():
+        for n in (10, 7, 128, 1):
+            x = torch.randn(n, 256, dtype=BF16)
+            lt.mark_dynamic(x, 0, max=128)
+            assert_close_bf16(g(x), f(x))
+            first = first or lt.last_summary()
+    graphs = lt.summaries()[-2:]
+    assert graphs[0] is first
+    src = Path(first.kernels[0].source_path).read_text()
+    assert "(-1, 128)" in src  # one kernel for 2..128
+    assert first.kernels[0].calls == 3
+    # size 1 is specialized by dynamo: its own static graph, one kernel
+    assert graphs[1].num_kernels == 1 and graphs[1].kernels[0].calls == 1
+
+
+def test_size_one_with_min_1_shares_the_dynamic_kernel():
+    W = torch.randn(256, 128, dtype=BF16)
+    g = torch.compile(lambda x: x @ W, backend="legato")
+    n_before = len(lt.summaries())
+    with torch.no_grad():
+        for n in (1, 9):
+            x = torch.randn(n, 256, dtype=BF16)
+            lt.mark_dynamic(x, 0, min=1, max=64)
+            assert_close_bf16(g(x), x @ W)
+    assert len(lt.summaries()) == n_before + 1
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.kernels[0].calls == 2 and s.num_extern == 0, str(s)
+
+
+def test_unbounded_dim_is_a_compile_error_or_extern():
+    W = torch.randn(256, 128, dtype=BF16)
+    x = torch.randn(6, 256, dtype=BF16)
+    torch._dynamo.mark_dynamic(x, 0)  # dynamic, no max
+    g = torch.compile(lambda x: x @ W, backend="legato")
+    with pytest.raises(Exception, match="no upper bound"), torch.no_grad():
+        g(x)
+    torch._dynamo.reset()
+    g = torch.compile(lambda x: x @ W, backend="legato",
+                      options={"legato.unbounded_dims": "extern"})
+    with torch.no_grad():
+        assert_close_bf16(g(x), x @ W)
+    s = lt.last_summary()
+    assert s.num_kernels == 0 and "no upper bound" in s.extern[0].reason
+
+
+def test_evt1_device():
+    torch.manual_seed(2)
+    model = MLP()
+    x = torch.randn(4, 256, dtype=BF16)
+    y, ref = run(model, x, **{"legato.device": "bertha-evt1"})
+    assert_close_bf16(y, ref, ulps=4)
+    s = lt.last_summary()
+    assert s.device == "bertha-evt1" and s.num_kernels == 1
