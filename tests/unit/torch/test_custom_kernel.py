@@ -3,7 +3,7 @@ torch.compile'd function (as the custom op legato::custom_kernel, no graph break
 
 import torch
 import torch.nn.functional as F
-from conftest import assert_close_bf16
+from torch_backend_helpers import assert_close_bf16
 
 import legato
 import legato.torch as lt

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import assert_close_bf16
+from torch_backend_helpers import assert_close_bf16
 
 import legato
 import legato.torch as lt

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_close_bf16
+from torch_backend_helpers import assert_close_bf16
 
 import legato.torch as lt
 
