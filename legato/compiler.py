@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
@@ -19,7 +19,7 @@ from legato.errors import CompileError
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
 from legato.transforms import pipelines
-from legato.transforms.core_to_backend import ARG_NAMES_ATTR, arg_layout
+from legato.transforms.core_to_backend import arg_layout
 
 STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")
 
@@ -78,8 +78,6 @@ def compile_kernel(
     if len(kernels) != 1:
         raise CompileError(f"expected one legato.kernel in the module, found {len(kernels)}")
     name = kernel_name or kernels[0].sym_name.data
-    names = [a.name_hint or f"arg{i}" for i, a in enumerate(kernels[0].args)]
-    kernels[0].attributes[ARG_NAMES_ATTR] = ArrayAttr([StringAttr(n) for n in names])
     attach_model(module, model)
     _verify(module, "legato")
     ctx = context()

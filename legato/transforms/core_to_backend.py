@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
-
 from xdsl.context import Context
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
@@ -26,10 +25,9 @@ from legato.dialects import core
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import Arg, ArgLayout
 from legato.transforms.diagnostics import error_at
+from legato.transforms.legato_to_core import ARG_NAMES_ATTR  # noqa: E402
 from legato.transforms.plan_memory import PLACEMENT_ATTR, alloc_core
 from legato.transforms.vpu_shapes import broadcast_form
-
-ARG_NAMES_ATTR = "arg_names"
 
 
 def arg_layout(kernel: core.KernelOp | be.KernelOp) -> ArgLayout:

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
@@ -29,6 +29,7 @@ from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 
 BUFFER_ATTR = "buffer"
+ARG_NAMES_ATTR = "arg_names"
 
 
 @dataclass
@@ -117,6 +118,9 @@ class _KernelLowering:
         from xdsl.ir import Region
 
         kernel = core.KernelOp(self.kernel.sym_name.data, args, Region(body))
+        # Argument names travel to the binary's metadata, so runtime errors name them.
+        names = [a.name_hint or f"arg{i}" for i, a in enumerate(self.kernel.args)]
+        kernel.attributes[ARG_NAMES_ATTR] = ArrayAttr([StringAttr(n) for n in names])
         kernel.location = self.kernel.location
         return kernel
 

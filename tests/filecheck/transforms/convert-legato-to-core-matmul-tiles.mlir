@@ -23,7 +23,7 @@ builtin.module {
 }
 
 // CHECK: builtin.module {
-// CHECK-NEXT:   core.kernel @k args [#core.arg<0, [2, 384], bf16, shared_dram, read>, #core.arg<1, [384, 160], bf16, shared_dram, read>, #core.arg<2, [2, 160], bf16, shared_dram, write>] {
+// CHECK-NEXT:   core.kernel @k args [#core.arg<0, [2, 384], bf16, shared_dram, read>, #core.arg<1, [384, 160], bf16, shared_dram, read>, #core.arg<2, [2, 160], bf16, shared_dram, write>] attributes {arg_names = ["a0", "a1", "out"]} {
 // CHECK-NEXT:     core.program @top on top {
 // CHECK-NEXT:       %0 = core.arg 0 : !core.buf<[2, 384], bf16, shared_dram>
 // CHECK-NEXT:       %1 = core.arg 1 : !core.buf<[384, 160], bf16, shared_dram>

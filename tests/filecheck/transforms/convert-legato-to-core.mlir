@@ -19,7 +19,7 @@ builtin.module {
 }
 
 // CHECK: builtin.module {
-// CHECK-NEXT:   core.kernel @simple_matmul args [#core.arg<0, [?10, 256], bf16, shared_dram, read>, #core.arg<1, [256, 128], bf16, mpu_dram, read>, #core.arg<2, [10, 128], bf16, shared_dram, write>] {
+// CHECK-NEXT:   core.kernel @simple_matmul args [#core.arg<0, [?10, 256], bf16, shared_dram, read>, #core.arg<1, [256, 128], bf16, mpu_dram, read>, #core.arg<2, [10, 128], bf16, shared_dram, write>] attributes {arg_names = ["a", "b", "out"]} {
 // CHECK-NEXT:     core.program @top on top {
 // CHECK-NEXT:       %0 = core.arg 0 : !core.buf<[?10, 256], bf16, shared_dram>
 // CHECK-NEXT:       %1 = core.dim %0, 0 : index

@@ -107,3 +107,14 @@ def test_written_ir_lowers_with_legato_opt_to_the_same_assembly(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout == seed_matmul.last_artifacts.asm
+
+
+def test_binary_names_the_kernel_arguments():
+    from legato.targets.bertha.elf import read_elf
+
+    a = torch.randn(2, 256).bfloat16()
+    b = torch.randn(256, 128).bfloat16()
+    seed_matmul(a, b, torch.zeros(10, 128, dtype=torch.bfloat16))
+    layout = read_elf(seed_matmul.last_artifacts.binary).layout
+    assert [arg.name for arg in layout.args] == ["a", "b", "out"]
+    assert [arg.access for arg in layout.args] == ["read", "read", "write"]
