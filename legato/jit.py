@@ -17,6 +17,7 @@ import base64
 import contextlib
 import contextvars
 import enum
+import functools
 import hashlib
 import inspect
 import json
@@ -502,6 +503,7 @@ class Kernel:
             "version": __version__,
             # A binary-format change must not serve stale binaries that the runtime refuses.
             "binary_format": _binary_format_version(),
+            "compiler": _compiler_fingerprint(),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
@@ -669,6 +671,20 @@ class Kernel:
         )
         self.last_interp = result
         return result
+
+
+@functools.lru_cache(maxsize=1)
+def _compiler_fingerprint() -> str:
+    """A hash of the compiler's own sources (like Triton's), so an edited compiler never serves
+    binaries an older one produced under the same version number."""
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "torch" in path.relative_to(root).parts[:1]:
+            continue  # the torch integration does not change what a kernel compiles to
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def _binary_format_version() -> int:
