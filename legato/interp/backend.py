@@ -34,6 +34,7 @@ from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.machine import Machine
 from legato.interp.memory import Memory, core_space_base, decode_address
 from legato.interp.scheduler import Scheduler, StepListener
+from legato.targets.bertha import isa
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -148,39 +149,10 @@ class BackendFunctions(InterpreterFunctions):
         return (core_space_base(core, op.space.data) + (op.offset.data & 0xFFFF_FFFF),)
 
     def _alu(self, op: Operation, mn: str, a: int, b: int) -> int:
-        if mn == "add":
-            return a + b
-        if mn == "sub":
-            return a - b
-        if mn == "mul":
-            return a * b
-        if mn in ("div", "rem"):
-            if b == 0:
-                raise InterpError(f"{mn} by zero", op)
-            q = abs(a) // abs(b)
-            q = q if (a >= 0) == (b >= 0) else -q
-            return q if mn == "div" else a - q * b
-        if mn == "and":
-            return a & b
-        if mn == "or":
-            return a | b
-        if mn == "xor":
-            return a ^ b
-        if mn == "shl":
-            return a << (b & 63)
-        if mn == "shr":
-            return (a & MASK64) >> (b & 63)
-        if mn == "sra":
-            return a >> (b & 63)
-        if mn == "min":
-            return min(a, b)
-        if mn == "max":
-            return max(a, b)
-        if mn == "slt":
-            return int(a < b)
-        if mn == "seq":
-            return int(a == b)
-        raise InterpError(f"unknown ALU op {mn}", op)
+        try:
+            return isa.alu(mn, a, b)
+        except (ZeroDivisionError, ValueError) as e:
+            raise InterpError(str(e), op) from None
 
     def _rrr(self, interpreter, op, args):
         return (self._alu(op, op.MNEMONIC, args[0], args[1]),)

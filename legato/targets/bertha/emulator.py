@@ -792,39 +792,10 @@ class Emulator:
         return True
 
     def _alu(self, mn: str, a: int, b: int) -> int:
-        if mn == "add":
-            return a + b
-        if mn == "sub":
-            return a - b
-        if mn == "mul":
-            return a * b
-        if mn in ("div", "rem"):
-            if b == 0:
-                raise _Trap(f"{mn} by zero")
-            q = abs(a) // abs(b)
-            q = q if (a >= 0) == (b >= 0) else -q
-            return q if mn == "div" else a - q * b
-        if mn == "and":
-            return a & b
-        if mn == "or":
-            return a | b
-        if mn == "xor":
-            return a ^ b
-        if mn == "shl":
-            return a << (b & 63)
-        if mn == "shr":
-            return (a & _MASK64) >> (b & 63)
-        if mn == "sra":
-            return a >> (b & 63)
-        if mn == "min":
-            return min(a, b)
-        if mn == "max":
-            return max(a, b)
-        if mn == "slt":
-            return int(a < b)
-        if mn == "seq":
-            return int(a == b)
-        raise AssertionError(mn)  # pragma: no cover
+        try:
+            return isa.alu(mn, a, b)
+        except ZeroDivisionError as e:
+            raise _Trap(str(e)) from None
 
     def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str) -> None:
         end = t + dur

@@ -390,3 +390,46 @@ def bytes_to_words(data: bytes) -> list[int]:
     if len(data) % WORD_BYTES:
         raise DecodeError(f"{len(data)} bytes is not a whole number of 8-byte words")
     return [int.from_bytes(data[i : i + 8], "little") for i in range(0, len(data), 8)]
+
+
+_MASK64 = (1 << 64) - 1
+
+
+def alu(mnemonic: str, a: int, b: int) -> int:
+    """The result of scalar ALU op `mnemonic` (`add`, ..., `seq`; the `*i` forms pass their
+    immediate as `b`) on signed 64-bit operands, before wrapping to 64 bits. Division truncates
+    toward zero; division or remainder by zero raises ZeroDivisionError. The emulator and the
+    backend interpreter both call this, so the two agree by construction."""
+    if mnemonic == "add":
+        return a + b
+    if mnemonic == "sub":
+        return a - b
+    if mnemonic == "mul":
+        return a * b
+    if mnemonic in ("div", "rem"):
+        if b == 0:
+            raise ZeroDivisionError(f"{mnemonic} by zero")
+        q = abs(a) // abs(b)
+        q = q if (a >= 0) == (b >= 0) else -q
+        return q if mnemonic == "div" else a - q * b
+    if mnemonic == "and":
+        return a & b
+    if mnemonic == "or":
+        return a | b
+    if mnemonic == "xor":
+        return a ^ b
+    if mnemonic == "shl":
+        return a << (b & 63)
+    if mnemonic == "shr":
+        return (a & _MASK64) >> (b & 63)
+    if mnemonic == "sra":
+        return a >> (b & 63)
+    if mnemonic == "min":
+        return min(a, b)
+    if mnemonic == "max":
+        return max(a, b)
+    if mnemonic == "slt":
+        return int(a < b)
+    if mnemonic == "seq":
+        return int(a == b)
+    raise ValueError(f"{mnemonic} is not an ALU instruction")
