@@ -501,7 +501,11 @@ def format_scalar(v: float) -> str:
             return "nan"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        return repr(v)
+        text = repr(v)
+        mantissa, e, exponent = text.partition("e")
+        if e and "." not in mantissa:
+            text = f"{mantissa}.0e{exponent}"  # MLIR's float literal needs the `.`: 1.0e-06
+        return text
     return str(v)
 
 
@@ -1339,7 +1343,8 @@ class MemcpyOp(IRDLOperation):
 @irdl_op_definition
 class MatmulOp(IRDLOperation):
     """`%r = legato.matmul %a, %b : Ta, Tb -> Tr`: `[..., M, K] @ [K, N] -> [..., M, N]`,
-    fp32 accumulation; result dtype = lhs dtype, result memory = lhs memory.
+    fp32 accumulation; result dtype = lhs dtype (rounded once), or `f32` for bf16 operands (the
+    fp32 accumulator itself, no rounding); result memory = lhs memory.
     Builder: `MatmulOp(lhs, rhs, result_type=None)` (inferred when omitted)."""
 
     name = "legato.matmul"
@@ -1363,7 +1368,14 @@ class MatmulOp(IRDLOperation):
 
     def verify_(self) -> None:
         expected = infer_matmul(self.lhs.type, self.rhs.type)  # type: ignore[arg-type]
-        _check_result(self, self.result.type, expected)
+        rt = self.result.type
+        if (
+            isinstance(rt, TensorType)
+            and element_type_name(rt.element_type) == "f32"
+            and element_type_name(expected.element_type) == "bf16"
+        ):
+            expected = TensorType(expected.dims, rt.element_type, expected.memory)
+        _check_result(self, rt, expected)
 
 
 class ElementwiseBinaryOp(IRDLOperation, ABC):

@@ -53,12 +53,16 @@ legato.kernel @tensor_ops(%a : !legato.tensor<[?10, 256], f32, shared_dram>, %n 
     // CHECK-NEXT: %pinf = legato.constant inf : !legato.tensor<[1], f32, sram>
     // CHECK-NEXT: %nan = legato.constant nan : !legato.tensor<[1], bf16, sram>
     // CHECK-NEXT: %one = legato.constant 1.0 : !legato.tensor<[1], f32, sram>
+    // CHECK-NEXT: %eps = legato.constant 1.0e-06 : !legato.tensor<[], f32, sram>
+    // CHECK-NEXT: %big = legato.constant 1.0e+20 : !legato.tensor<[], f32, sram>
     %c = legato.constant 2.5 : !legato.tensor<[], f32, sram>
     %ci = legato.constant -3 : !legato.tensor<[2], i32, sram>
     %ninf = legato.constant -inf : !legato.tensor<[1, 256], f32, sram>
     %pinf = legato.constant inf : !legato.tensor<[1], f32, sram>
     %nan = legato.constant nan : !legato.tensor<[1], bf16, sram>
     %one = legato.constant 1 : !legato.tensor<[1], f32, sram>
+    %eps = legato.constant 1.0e-06 : !legato.tensor<[], f32, sram>
+    %big = legato.constant 1.0e20 : !legato.tensor<[], f32, sram>
     // CHECK-NEXT: %s = legato.add %x, %c : !legato.tensor<[?10, 256], f32, sram>, !legato.tensor<[], f32, sram> -> !legato.tensor<[?10, 256], f32, sram>
     // CHECK-NEXT: %s1 = legato.sub %s, %x : !legato.tensor<[?10, 256], f32, sram>, !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 256], f32, sram>
     // CHECK-NEXT: %s2 = legato.mul %s1, %one : !legato.tensor<[?10, 256], f32, sram>, !legato.tensor<[1], f32, sram> -> !legato.tensor<[?10, 256], f32, sram>
