@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
@@ -313,6 +313,10 @@ class _KernelLowering:
             )
 
     def _note_access(self, value: SSAValue, kind: str) -> None:
+        # A slice or reshape of an argument is a view of it: writing the view writes the
+        # argument (the runtime copies back only arguments written).
+        while isinstance(value, OpResult) and isinstance(value.op, lg.SliceOp | lg.ReshapeOp):
+            value = value.op.operands[0]
         if value in self.arg_index:
             self.access[self.arg_index[value]].add(kind)
 

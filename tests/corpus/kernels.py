@@ -221,3 +221,7 @@ CORPUS: list[CorpusKernel] = [
            f"%r = legato.add %x0, %c : {_F([8, 64])}, {_F([8, 64])} -> {_F([8, 64])}",
            lambda x: x + 1.5),
 ]
+
+from tests.corpus.dsl_kernels import DSL_CORPUS  # noqa: E402
+
+CORPUS += DSL_CORPUS
