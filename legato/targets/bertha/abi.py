@@ -5,10 +5,11 @@ The table is a sequence of little-endian 64-bit words::
     word 0                  the table's size in bytes
     then per argument, in signature order:
       tensor                address, then one word per dynamic dim (runtime size, in dim order)
-      scalar                one word: int64 two's complement, or the float's bits zero-extended
+      scalar                one word: integers two's complement sign-extended to 64 bits, i1 0/1,
+                            floats their bit pattern zero-extended
       tuple                 its elements flattened in order (nested tuples too)
 
-Every entry is one word, so everything is 8-byte aligned.  The layout depends only on the
+Every entry is one word, so everything is 8-byte aligned (docs/binary.md has the details).  The layout depends only on the
 signature, so the table's (maximum) size is known at compile time; the compiler reads an
 argument's address with `ld rd, layout.address_offset(i)(r1)` and a dynamic dim with
 `ld rd, layout.dim_offset(i, dim)(r1)` (byte offsets from the table's base).
@@ -229,7 +230,7 @@ class ArgLayout:
             for d in t.dynamic_dims:
                 words[self._dims[i, path, d]] = int(shape[d])
         elif isinstance(t, ScalarSpec):
-            words[self._scalar[i, path]] = scalar_bits(t.dtype, value)
+            words[self._scalar[i, path]] = scalar_bits(t.dtype, value, name)
         else:
             if not isinstance(value, (tuple, list)) or len(value) != len(t.elements):
                 raise ABIError(f"argument {name!r} is a tuple of {len(t.elements)} elements")
@@ -264,11 +265,19 @@ class ArgLayout:
 
     @staticmethod
     def from_json(data: dict) -> ArgLayout:
+        """The layout of a `.legato.args` section.  The recorded table size and word offsets
+        must be the ones the convention computes from the types (an inconsistent record is an
+        `ABIError`), so the runtime packs exactly what the code was compiled to read."""
         layout = ArgLayout([Arg(a["name"], _type_from_json(a["type"]), a["access"])
                             for a in data["args"]])
         if layout.size_bytes != data.get("table_size", layout.size_bytes):
             raise ABIError(f"recorded table size {data['table_size']} differs from the layout's "
                            f"{layout.size_bytes}")
+        for i, a in enumerate(data["args"]):
+            if "offsets" in a and a["offsets"] != layout._offsets_json(i):
+                raise ABIError(f"recorded offsets of argument {layout.args[i].name!r} "
+                               f"{a['offsets']} differ from the layout's "
+                               f"{layout._offsets_json(i)}")
         return layout
 
     def __eq__(self, other) -> bool:
@@ -278,17 +287,39 @@ class ArgLayout:
         return "ArgLayout(" + ", ".join(f"{a.name}: {a.type} {a.access}" for a in self.args) + ")"
 
 
-def scalar_bits(dtype: DType, value) -> int:
-    """The 64-bit table word of a scalar."""
+def scalar_bits(dtype: DType, value, name: str = "scalar") -> int:
+    """The 64-bit table word of a scalar of `dtype` (ABIError naming `name` if `value` is not
+    one): integers two's complement sign-extended to 64 bits (range-checked), `i1` 0 or 1,
+    floats their IEEE/bf16 bit pattern zero-extended.  Accepts Python and numpy scalars and
+    0-d arrays; a float with a fractional part is not an integer scalar."""
+    if isinstance(value, np.ndarray):
+        if value.ndim:
+            raise ABIError(f"argument {name!r} is a scalar {dtype.name}, got an array of shape "
+                           f"{value.shape}")
+        value = value[()]
+    if isinstance(value, (np.bool_, bool)):
+        value = bool(value)
+    elif isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise ABIError(f"argument {name!r} is a scalar {dtype.name}, got {type(value).__name__}")
     if dtype.is_float:
+        if isinstance(value, bool):
+            raise ABIError(f"argument {name!r} is a scalar {dtype.name}, got a bool")
         raw = np.asarray(value, dtype=dtype.numpy).tobytes()
         return int.from_bytes(raw, "little")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ABIError(f"argument {name!r} is a scalar {dtype.name}, got the float {value!r}")
+        value = int(value)
     if dtype.name == "i1":
-        return int(bool(value))
+        if value not in (0, 1):
+            raise ABIError(f"argument {name!r} is a scalar i1 (a bool), got {value!r}")
+        return int(value)
     v = int(value)
     info = np.iinfo(dtype.numpy)
     if not info.min <= v <= info.max:
-        raise ABIError(f"scalar {v} does not fit {dtype.name}")
+        raise ABIError(f"argument {name!r}: scalar {v} does not fit {dtype.name}")
     return v & 0xFFFFFFFFFFFFFFFF
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec
+from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf
 from legato.targets.bertha.emulator import Emulator
 from legato.targets.bertha.timing import RunResult
@@ -82,8 +82,7 @@ def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int
                 check(i, path + (j,), e, value[j])
         else:
             assert isinstance(t, ScalarSpec)
-            if isinstance(value, np.ndarray) and value.ndim:
-                raise ABIError(f"argument {name!r} is a scalar, got an array of shape {value.shape}")
+            scalar_bits(t.dtype, value, name)  # raises ABIError unless it is one
 
     for i, a in enumerate(layout.args):
         check(i, (), a.type, args[i])
@@ -114,6 +113,11 @@ def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int
         values.append(v)
         shapes.append(s)
     table = layout.pack(values, shapes)
+    # The table the code was compiled to read: its size is fixed by the signature and must not
+    # exceed the maximum the compiler recorded (word 0 holds it).
+    if len(table) != layout.size_bytes or (recorded is not None and len(table) > recorded):
+        raise BinaryError(f"Instruction Table is {len(table)} bytes but the binary's maximum is "
+                          f"{recorded}")
     table_addr = mem.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
 
