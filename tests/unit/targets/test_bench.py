@@ -40,9 +40,19 @@ def test_measure_seed_matmul(target):
 def test_python_m_bench_json():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     res = subprocess.run([sys.executable, "-m", "bench", "--json", "--repeat", "1", "--target",
-                          "bertha"], check=False, capture_output=True, text=True, cwd=ROOT,
+                          "bertha", "--kernel", "simple_matmul"], check=False,
+                         capture_output=True, text=True, cwd=ROOT,
                          env=env, timeout=600)
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [(r["name"], r["target"]) for r in rows] == [("simple_matmul", "bertha")]
     assert KEYS <= set(rows[0])
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_32x4096", "softmax_32x4096"])
+def test_row_kernels_match_torch_and_use_every_core(name):
+    (bk,) = [k for k in KERNELS if k.name == name]
+    row = measure(bk, "bertha", repeat=1)
+    assert row["matches_torch"], row["max_abs_err_vs_torch"]
+    assert 0 < row["efficiency"] <= 1
+    assert row["dram_bytes"] >= 2 * 32 * 4096 * 2  # every row in and out at least once
