@@ -4,8 +4,8 @@ Execution model (docs/architecture.md, level 2):
 
 * One task per program: `core.program on top`, `on core(i)`, and for `on all_cores` one task per
   core of the model (`core.core_id` = its index). Tasks run concurrently
-  (`legato.interp.scheduler`); `core.wait_queue` blocks until an arrival, `core.barrier` until
-  every program reached it.
+  (`legato.interp.scheduler`); `core.wait_queue` blocks until an arrival, `core.barrier id count
+  n` until n programs reached barrier id, `core.sem_wait` until its semaphore is high enough.
 * Memory is `legato.interp.memory`: the address map of the architecture. A `!core.buf` value is a
   `Buf` (address, runtime shape, dtype, element strides). `core.arg i` is the caller's array,
   placed in shared DRAM. `core.alloc` with `offset` is at that byte offset of its core's space;
@@ -277,10 +277,18 @@ class CoreFunctions(InterpreterFunctions):
         return ()  # DMAs complete at issue in the interpreters
 
     @impl(C.BarrierOp)
-    def run_barrier(self, interpreter, op, args):
-        env = _env(interpreter)
-        env.barriers += 1
-        self.machine.barrier(env.barriers, op)
+    def run_barrier(self, interpreter, op: C.BarrierOp, args):
+        self.machine.sync_barrier(op.sync_id.data, op.count.data, op)
+        return ()
+
+    @impl(C.SemPostOp)
+    def run_sem_post(self, interpreter, op: C.SemPostOp, args):
+        self.machine.sem_post(op.sync_id.data, op.count.data)
+        return ()
+
+    @impl(C.SemWaitOp)
+    def run_sem_wait(self, interpreter, op: C.SemWaitOp, args):
+        self.machine.sem_wait(op.sync_id.data, op.count.data, op)
         return ()
 
     # -- MPU --------------------------------------------------------------------------------
@@ -449,6 +457,10 @@ def run_kernel(
     functions._scalars = {  # type: ignore[attr-defined]
         i: b.value for i, (s, b) in enumerate(zip(specs, bound)) if not isinstance(s, TensorSpec)
     }
+    for listener in listeners:  # observers that read memory after the run (first_divergence)
+        bind = getattr(listener, "bind_machine", None)
+        if bind is not None:
+            bind(machine)
     tasks = program_tasks(kernel, model.num_cores)
     machine.num_programs = len(tasks)
     scheduler.deadlock_notes = machine.pending

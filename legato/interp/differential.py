@@ -147,6 +147,8 @@ def check(kernel: CorpusKernel, results: dict[str, list[np.ndarray]],
             d = first_difference(base[i], outs[i])
             if d is not None:
                 where = bisect_passes(kernel, compiled) if compiled is not None else ""
+                if compiled is not None:
+                    where = "\n".join(w for w in (where, _first_op(kernel)) if w)
                 raise DivergenceError(
                     f"kernel '{kernel.name}': the {base_level} and {level} levels disagree on "
                     f"argument {i}, first at {d}" + (f"\n{where}" if where else "")
@@ -181,6 +183,15 @@ def _to_torch(a: np.ndarray):
     if a.dtype == np.dtype(ml_dtypes.bfloat16):
         return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(np.array(a))
+
+
+def _first_op(kernel: CorpusKernel) -> str:
+    from legato.interp.first_divergence import first_divergent_op
+
+    try:
+        return first_divergent_op(kernel) or ""
+    except Exception as e:  # noqa: BLE001 - a report, not a test
+        return f"(could not compare op by op: {e})"
 
 
 def bisect_passes(kernel: CorpusKernel, compiled: Compiled | None) -> str:
