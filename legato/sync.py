@@ -23,8 +23,20 @@ def _op(name: str, doc: str):
     return stub
 
 
-barrier = _op("barrier", "barrier(): every core of an all_cores region waits for the others")
-signal = _op("signal", "signal(ctx, semaphore=0): increment a semaphore of another context")
-wait = _op("wait", "wait(semaphore=0, count=1): block until the semaphore reaches count")
+barrier = _op(
+    "barrier",
+    "barrier(): every core of a `with device.get_all_cores():` region waits until all cores "
+    "arrived (each core's earlier memcpys have completed)",
+)
+signal = _op(
+    "signal",
+    "signal(target, sem=0, count=1): add `count` to semaphore `sem` of context `target` "
+    "(device.get_top() or device.get_core(i)), after this context's earlier memcpys completed",
+)
+wait = _op(
+    "wait",
+    "wait(sem=0, count=1): block until semaphore `sem` of the running context (top or one "
+    "core) reaches `count`, then subtract `count`",
+)
 
 __all__ = ["barrier", "signal", "wait"]

@@ -42,6 +42,12 @@ receive_type = _op(
     "wait for the next transfer on (queue, memory); result of the given tensor type",
 )
 memcpy = _op("memcpy", "(dst, src)", "copy `src` into `dst`")
+load = _op(
+    "load",
+    "(src, memory='sram')",
+    "copy `src` (shared or core memory, e.g. a tile `x[i*R:(i+1)*R]`) into the running core's "
+    "memory; returns the copy",
+)
 
 # Compute.
 matmul = _op("matmul", "(a, b)", "[M, K] @ [K, N] -> [M, N], fp32 accumulation")
@@ -71,7 +77,7 @@ broadcast_to = broadcast  # noqa: F821 - torch spellings
 cat = concat  # noqa: F821
 
 OPS = tuple(
-    ["request_load", "receive", "receive_type", "memcpy", "matmul"]
+    ["request_load", "receive", "receive_type", "memcpy", "load", "matmul"]
     + list(_ELEMENTWISE_BINARY)
     + list(_ELEMENTWISE_UNARY)
     + list(_OTHER)

@@ -10,6 +10,7 @@ Contexts (`top`, `core(i)`, `all_cores`) reuse `legato.dialects.legato.ContextAt
 
 from __future__ import annotations
 
+from abc import ABC
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -961,16 +962,60 @@ class CoreIdOp(IRDLOperation):
         super().__init__(result_types=[IndexType()])
 
 
+class SyncOp(IRDLOperation, ABC):
+    """Base of `core.barrier`, `core.sem_post`, `core.sem_wait`: `<op> <id> count <n>`."""
+
+    sync_id = prop_def(IntAttr)
+    count = prop_def(IntAttr)
+
+    def __init__(self, sync_id: int | IntAttr, count: int | IntAttr):
+        super().__init__(properties={"sync_id": _int(sync_id), "count": _int(count)})
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        sync_id = parse_nonneg_int(parser, "barrier id")
+        parser.parse_keyword("count")
+        count = parse_nonneg_int(parser, "count")
+        op = cls(sync_id, count)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.sync_id.data} count {self.count.data}")
+        printer.print_op_attributes(self.attributes)
+
+    def verify_(self) -> None:
+        if not 0 <= self.sync_id.data <= MAX_SYNC_ID:
+            raise VerifyException(f"{self.name}: id must be in 0..{MAX_SYNC_ID}")
+        if self.count.data < 1:
+            raise VerifyException(f"{self.name}: count must be at least 1")
+
+
+MAX_SYNC_ID = 63
+
+
 @irdl_op_definition
-class BarrierOp(IRDLOperation):
-    """`core.barrier`: block until every program of the kernel reached its matching barrier.
-    Builder: `BarrierOp()`."""
+class BarrierOp(SyncOp):
+    """`core.barrier <id> count <n>`: block until n modules arrived at barrier `id` (the ISA's
+    `barrier ID, COUNT`; the barrier then resets). Builder: `BarrierOp(id, count)`."""
 
     name = "core.barrier"
-    assembly_format = "attr-dict"
 
-    def __init__(self):
-        super().__init__()
+
+@irdl_op_definition
+class SemPostOp(SyncOp):
+    """`core.sem_post <id> count <n>`: chip-wide semaphore `id` += n (ISA `sem.post`).
+    Builder: `SemPostOp(id, count)`."""
+
+    name = "core.sem_post"
+
+
+@irdl_op_definition
+class SemWaitOp(SyncOp):
+    """`core.sem_wait <id> count <n>`: block until semaphore `id` >= n, then subtract n (ISA
+    `sem.wait`). Builder: `SemWaitOp(id, count)`."""
+
+    name = "core.sem_wait"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1399,6 +1444,8 @@ Core = Dialect(
         DmaWaitOp,
         CoreIdOp,
         BarrierOp,
+        SemPostOp,
+        SemWaitOp,
         MpuLoadWeightOp,
         MpuMatmulOp,
         VpuBinaryOp,

@@ -45,6 +45,10 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
+from xdsl.dialects.utils.dynamic_index_list import (
+    parse_dynamic_index_list_without_types,
+    print_dynamic_index_list,
+)
 from xdsl.ir import (
     Attribute,
     Block,
@@ -58,6 +62,7 @@ from xdsl.ir import (
     TypeAttribute,
 )
 from xdsl.irdl import (
+    AttrSizedOperandSegments,
     IRDLOperation,
     VarConstraint,
     base,
@@ -1971,6 +1976,361 @@ class CoreIdOp(IRDLOperation):
         super().__init__(result_types=[IndexType()])
 
 
+# ---------------------------------------------------------------------------------------------
+# Runtime scalars, dynamic slices, core-side loads, synchronization (issue 4)
+# ---------------------------------------------------------------------------------------------
+
+DYNAMIC_INDEX = -(2**63)
+"""Marker of a dynamic entry in `legato.dynamic_slice`'s static offset/size arrays."""
+
+
+@irdl_op_definition
+class DimOp(IRDLOperation):
+    """`%n = legato.dim %x, <d> : T`: the runtime size of dim d of `%x` (an `index`).
+    Builder: `DimOp(x, d)`."""
+
+    name = "legato.dim"
+
+    input = operand_def(TensorType)
+    dim = prop_def(IntAttr)
+    result = result_def(IndexType)
+
+    traits = traits_def(Pure())
+
+    def __init__(self, input: SSAValue | Operation, dim: int | IntAttr):
+        super().__init__(
+            operands=[input], result_types=[IndexType()], properties={"dim": _int_attr(dim)}
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DimOp:
+        x = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        dim = parse_nonneg_int(parser, "dim")
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = DimOp(parser.resolve_operand(x, t), dim)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(f", {self.dim.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+
+    def verify_(self) -> None:
+        t = _tensor(self.input, "legato.dim operand")
+        if self.dim.data >= t.rank:
+            raise VerifyException(f"legato.dim: dim {self.dim.data} is out of range for {t}")
+
+
+@irdl_op_definition
+class DynamicSliceOp(IRDLOperation):
+    """`%r = legato.dynamic_slice %x [%o, 0] [%s, 64] : T -> T2`: a unit-stride slice whose
+    offsets and sizes are each a static int or an `index` value. A dynamic size makes the result
+    dim dynamic (its bound is the result type's); a static size keeps it static. At run time
+    every `offset + size` must lie within the runtime size of the dim (the frontend clamps sizes
+    on dynamic dims, as Python slicing does).
+    Builder: `DynamicSliceOp(x, offsets, sizes, result_type)` (entries int or SSA values)."""
+
+    name = "legato.dynamic_slice"
+
+    input = operand_def(TensorType)
+    offsets = var_operand_def(IndexType)
+    sizes = var_operand_def(IndexType)
+    static_offsets = prop_def(DenseArrayBase.constr(i64))
+    static_sizes = prop_def(DenseArrayBase.constr(i64))
+    result = result_def(TensorType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        offsets: Sequence[int | SSAValue | Operation],
+        sizes: Sequence[int | SSAValue | Operation],
+        result_type: TensorType,
+    ):
+        dyn_off = [SSAValue.get(o) for o in offsets if not isinstance(o, int)]
+        dyn_size = [SSAValue.get(s) for s in sizes if not isinstance(s, int)]
+        st_off = [o if isinstance(o, int) else DYNAMIC_INDEX for o in offsets]
+        st_size = [s if isinstance(s, int) else DYNAMIC_INDEX for s in sizes]
+        super().__init__(
+            operands=[input, dyn_off, dyn_size],
+            result_types=[result_type],
+            properties={
+                "static_offsets": _i64_array(st_off),
+                "static_sizes": _i64_array(st_size),
+            },
+        )
+
+    def mixed_offsets(self) -> list[int | SSAValue]:
+        it = iter(self.offsets)
+        return [next(it) if o == DYNAMIC_INDEX else o for o in self.static_offsets.get_values()]
+
+    def mixed_sizes(self) -> list[int | SSAValue]:
+        it = iter(self.sizes)
+        return [next(it) if s == DYNAMIC_INDEX else s for s in self.static_sizes.get_values()]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DynamicSliceOp:
+        x = parser.parse_unresolved_operand()
+        dyn_off, st_off = parse_dynamic_index_list_without_types(parser, DYNAMIC_INDEX)
+        dyn_size, st_size = parse_dynamic_index_list_without_types(parser, DYNAMIC_INDEX)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        parser.parse_punctuation("->")
+        r = parser.parse_type()
+        idx = IndexType()
+
+        def mixed(dyn, static) -> list[int | SSAValue]:
+            it = iter(dyn)
+            return [
+                parser.resolve_operand(next(it), idx) if v == DYNAMIC_INDEX else v for v in static
+            ]
+
+        op = DynamicSliceOp(
+            parser.resolve_operand(x, t), mixed(dyn_off, st_off), mixed(dyn_size, st_size), r  # type: ignore[arg-type]
+        )
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(" ")
+        print_dynamic_index_list(
+            printer, DYNAMIC_INDEX, self.offsets, self.static_offsets.get_values()
+        )
+        printer.print_string(" ")
+        print_dynamic_index_list(printer, DYNAMIC_INDEX, self.sizes, self.static_sizes.get_values())
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        x = _tensor(self.input, "legato.dynamic_slice operand")
+        r = _tensor(self.result, "legato.dynamic_slice result")
+        offs = self.static_offsets.get_values()
+        sizes = self.static_sizes.get_values()
+        if len(offs) != x.rank or len(sizes) != x.rank:
+            raise VerifyException(
+                f"legato.dynamic_slice: needs {x.rank} offsets and sizes, got {len(offs)} and "
+                f"{len(sizes)}"
+            )
+        if offs.count(DYNAMIC_INDEX) != len(self.offsets) or sizes.count(DYNAMIC_INDEX) != len(
+            self.sizes
+        ):
+            raise VerifyException("legato.dynamic_slice: dynamic entries and operands differ")
+        if r.rank != x.rank or r.element_type != x.element_type or r.memory != x.memory:
+            raise VerifyException(
+                "legato.dynamic_slice: the result keeps the rank, element type and memory of "
+                "its operand"
+            )
+        for i, (o, s, xd, rd) in enumerate(zip(offs, sizes, x.dims, r.dims)):
+            if s == DYNAMIC_INDEX:
+                if not rd.is_dynamic or rd.bound > xd.bound:
+                    raise VerifyException(
+                        f"legato.dynamic_slice: dim {i} has a runtime size, so the result dim "
+                        f"must be dynamic with a bound <= {xd.bound}, got {rd}"
+                    )
+                continue
+            if rd != Dim(s, s):
+                raise VerifyException(
+                    f"legato.dynamic_slice: result dim {i} must be {s}, got {rd}"
+                )
+            end = s if o == DYNAMIC_INDEX else o + s
+            if s < 0 or (o != DYNAMIC_INDEX and o < 0) or end > xd.bound:
+                raise VerifyException(
+                    f"legato.dynamic_slice: dim {i}: offset {'?' if o == DYNAMIC_INDEX else o} "
+                    f"+ size {s} exceeds the {'bound' if xd.is_dynamic else 'size'} {xd.bound}"
+                )
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """`%r = legato.load %x memory <space> : T -> T2`: copy `%x` (shared or core memory) into
+    the running core's memory `space`; the result has `%x`'s shape and element type.
+    Builder: `LoadOp(x, memory, result_type=None)`."""
+
+    name = "legato.load"
+
+    input = operand_def(TensorType)
+    memory = prop_def(StringAttr)
+    result = result_def(TensorType)
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        memory: str | StringAttr,
+        result_type: TensorType | None = None,
+    ):
+        memory = _str_attr(memory)
+        if result_type is None:
+            t = SSAValue.get(input).type
+            assert isinstance(t, TensorType)
+            result_type = t.with_memory(memory.data)
+        super().__init__(operands=[input], result_types=[result_type], properties={"memory": memory})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> LoadOp:
+        x = parser.parse_unresolved_operand()
+        parser.parse_keyword("memory")
+        memory = parse_space(parser)
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        parser.parse_punctuation("->")
+        r = parser.parse_type()
+        op = LoadOp(parser.resolve_operand(x, t), memory, r)  # type: ignore[arg-type]
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        printer.print_string(f" memory {self.memory.data}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+        printer.print_string(" -> ")
+        printer.print_attribute(self.result.type)
+
+    def verify_(self) -> None:
+        x = _tensor(self.input, "legato.load operand")
+        r = _tensor(self.result, "legato.load result")
+        allowed = [s for s in CORE_SPACES if s != "mpu_weight"]
+        verify_memory_space(self.memory.data, "legato.load", allowed)
+        if r.space != self.memory.data:
+            raise VerifyException(
+                f"legato.load: result memory '{r.space}' differs from '{self.memory.data}'"
+            )
+        if r.dims != x.dims or r.element_type != x.element_type:
+            raise VerifyException(
+                f"legato.load: result {r} must have the shape and element type of {x}"
+            )
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`legato.barrier`: every core of the enclosing `all_cores` region waits until all of them
+    arrived (their earlier memcpys have completed). Builder: `BarrierOp()`."""
+
+    name = "legato.barrier"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+    def verify_(self) -> None:
+        on = _enclosing_on(self)
+        if on is not None and not on.ctx.is_all_cores:
+            raise VerifyException(
+                f"legato.barrier synchronizes the cores of an all_cores region, not "
+                f"{on.ctx.spelling}; use legato.signal / legato.wait between contexts"
+            )
+
+
+def _enclosing_on(op: Operation) -> OnOp | None:
+    p = op.parent_op()
+    while p is not None and not isinstance(p, OnOp):
+        p = p.parent_op()
+    return p
+
+
+@irdl_op_definition
+class SignalOp(IRDLOperation):
+    """`legato.signal to <ctx> sem <s> count <n>`: add n to semaphore s of context `<ctx>`
+    (`top` or `core(i)`), after this context's earlier memcpys completed.
+    Builder: `SignalOp(target, sem, count=1)`."""
+
+    name = "legato.signal"
+
+    target = prop_def(ContextAttr)
+    sem = prop_def(IntAttr)
+    count = prop_def(IntAttr)
+
+    def __init__(self, target: ContextAttr | str, sem: int | IntAttr, count: int | IntAttr = 1):
+        if isinstance(target, str):
+            target = context_from_str(target)
+        super().__init__(
+            properties={"target": target, "sem": _int_attr(sem), "count": _int_attr(count)}
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SignalOp:
+        parser.parse_keyword("to")
+        target = parse_context(parser)
+        parser.parse_keyword("sem")
+        sem = parse_nonneg_int(parser, "semaphore")
+        parser.parse_keyword("count")
+        count = parse_nonneg_int(parser, "count")
+        op = SignalOp(target, sem, count)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(
+            f" to {self.target.spelling} sem {self.sem.data} count {self.count.data}"
+        )
+        printer.print_op_attributes(self.attributes)
+
+    def verify_(self) -> None:
+        if self.target.is_all_cores:
+            raise VerifyException(
+                "legato.signal targets one context (top or core(i)), not all_cores"
+            )
+        if self.count.data < 1:
+            raise VerifyException("legato.signal: count must be at least 1")
+
+
+@irdl_op_definition
+class WaitOp(IRDLOperation):
+    """`legato.wait sem <s> count <n>`: block until semaphore s of the running context reaches
+    n, then subtract n. Not in `all_cores` regions (use `legato.barrier`).
+    Builder: `WaitOp(sem, count=1)`."""
+
+    name = "legato.wait"
+
+    sem = prop_def(IntAttr)
+    count = prop_def(IntAttr)
+
+    def __init__(self, sem: int | IntAttr, count: int | IntAttr = 1):
+        super().__init__(properties={"sem": _int_attr(sem), "count": _int_attr(count)})
+
+    @classmethod
+    def parse(cls, parser: Parser) -> WaitOp:
+        parser.parse_keyword("sem")
+        sem = parse_nonneg_int(parser, "semaphore")
+        parser.parse_keyword("count")
+        count = parse_nonneg_int(parser, "count")
+        op = WaitOp(sem, count)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" sem {self.sem.data} count {self.count.data}")
+        printer.print_op_attributes(self.attributes)
+
+    def verify_(self) -> None:
+        if self.count.data < 1:
+            raise VerifyException("legato.wait: count must be at least 1")
+        on = _enclosing_on(self)
+        if on is not None and on.ctx.is_all_cores:
+            raise VerifyException(
+                "legato.wait cannot run in an all_cores region (every core would wait on one "
+                "semaphore); use legato.barrier there, or wait on top / in a core(i) region"
+            )
+
+
 Legato = Dialect(
     "legato",
     [
@@ -2010,6 +2370,12 @@ Legato = Dialect(
         CatOp,
         ConstantOp,
         CoreIdOp,
+        DimOp,
+        DynamicSliceOp,
+        LoadOp,
+        BarrierOp,
+        SignalOp,
+        WaitOp,
     ],
     [TensorType, ContextAttr],
 )

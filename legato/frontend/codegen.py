@@ -40,6 +40,13 @@ from xdsl.utils.exceptions import VerifyException
 import legato.dialects.legato as L
 from legato.context import CompileContext, ExecContext, compiling
 from legato.errors import CompileError, LegatoError
+from legato.frontend.runtime import (
+    IRScalar,
+    LoopLocal,
+    RuntimeCodegen,
+    RuntimeRange,
+    TensorMethod,
+)
 from legato.frontend.source import FunctionSource, LegatoFunction
 from legato.types import CORE_SPACES, MEMORY_SPACES, SHARED_SPACES, Dim, DType, TensorSpec
 
@@ -177,7 +184,7 @@ def location(src: FunctionSource, node: ast.AST | None) -> FileLineColLoc:
 
 
 def _is_static(value) -> bool:
-    if isinstance(value, IRValue):
+    if isinstance(value, (IRValue, IRScalar)):
         return False
     if isinstance(value, (tuple, list)):
         return all(_is_static(v) for v in value)
@@ -259,8 +266,9 @@ def kernel_params(src: FunctionSource, ctx: CompileContext) -> list:
 # Code generator
 
 
-class CodeGenerator:
-    """Emits one `legato.kernel` for a kernel's AST (see the module docstring)."""
+class CodeGenerator(RuntimeCodegen):
+    """Emits one `legato.kernel` for a kernel's AST (see the module docstring; runtime
+    values, loops and sync are in `legato.frontend.runtime`)."""
 
     def __init__(self, src: FunctionSource, params: list, constexprs: dict, ctx: CompileContext):
         self.ctx = ctx
@@ -274,6 +282,8 @@ class CodeGenerator:
         # (core index, memory, queue) -> nodes, to check that every receive has a sender.
         self.sends: dict[tuple, list] = {}
         self.receives: dict[tuple, list] = {}
+        self.blocks: list[Block] = []  # bodies of the runtime loops being emitted
+        self.loop_depth = 0
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -301,7 +311,7 @@ class CodeGenerator:
                 "`with device.get_top():`, `with device.get_core(i):` or "
                 "`with device.get_all_cores():`",
             )
-        self.region.block.add_op(op)
+        self.current_block().add_op(op)
         return op
 
     def new_value(self, ssa: SSAValue, node: ast.AST, name: str | None = None) -> IRValue:
@@ -484,6 +494,7 @@ class CodeGenerator:
             raise self.error(
                 node, "`yield` is only allowed inside a `with <execution context>:` region"
             )
+        self.refuse_in_loop(node, "`yield`", "yield after the loop")
         self.region.yield_node = node
         if node.value is None:
             return
@@ -521,12 +532,15 @@ class CodeGenerator:
 
     def _stmt_For(self, node: ast.For) -> None:
         iterable = self.eval(node.iter)
+        if isinstance(iterable, RuntimeRange):
+            self.runtime_for(node, iterable)
+            return
         if isinstance(iterable, IRValue) or not _iterable(iterable):
             raise self.error(
                 node.iter,
                 "a `for` loop must iterate over a compile-time range or sequence "
-                "(legato.static_range(n), range(n), a tuple); loops over runtime values are not "
-                "supported yet",
+                "(legato.static_range(n), range(n), a tuple) or over range(...) of a runtime "
+                "index (x.size(d) of a dynamic dim, legato.core_id()); tensors are not iterable",
             )
         if node.orelse:
             raise self.error(node.orelse[0], "`for ... else` is not supported in a Legato kernel")
@@ -554,6 +568,7 @@ class CodeGenerator:
             raise self.error(node, text)
 
     def _stmt_Return(self, node: ast.Return) -> None:
+        self.refuse_in_loop(node, "`return`", "return after the loop")
         if self.frame.is_kernel:
             if node.value is not None:
                 raise self.error(
@@ -594,6 +609,19 @@ class CodeGenerator:
             raise self.error(node, f"name '{name}' is not defined")
         if isinstance(value, IRValue):
             return self.use(value, node)
+        if isinstance(value, LoopLocal):
+            raise self.error(
+                node,
+                f"'{name}' is assigned inside the runtime loop at line {value.line} and is not "
+                "visible after it (only tensors that exist before the loop are carried through "
+                "it: assign the tensor before the loop)",
+            )
+        if isinstance(value, IRScalar) and value.region is not None and value.region is not self.region:
+            raise self.error(
+                node,
+                f"'{name}' is a runtime index of another region; runtime values do not cross "
+                "regions (recompute it in this region)",
+            )
         return value
 
     def use(self, value: IRValue, node: ast.AST) -> IRValue:
@@ -668,6 +696,8 @@ class CodeGenerator:
             return spec
         if attr == "ndim":
             return spec.rank
+        if attr == "size":
+            return TensorMethod(self, value, node)
         if attr == "T":
             if spec.rank != 2:
                 raise self.error(node, f".T needs a rank-2 tensor, got {spec}")
@@ -743,6 +773,8 @@ class CodeGenerator:
     def _expr_UnaryOp(self, node: ast.UnaryOp):
         operand = self.eval(node.operand)
         fn, tensor_op = _UNARY_OPS[type(node.op)]
+        if isinstance(operand, IRScalar):
+            return self.scalar_unary(node, operand)
         if isinstance(operand, IRValue):
             if tensor_op is None:
                 raise self.error(node, f"operator {_op_symbol(node.op)} is not defined on tensors")
@@ -759,6 +791,8 @@ class CodeGenerator:
 
     def binary(self, node, op, left, right, left_node, right_node):
         fn, tensor_op = _BINARY_OPS[type(op)]
+        if isinstance(left, IRScalar) or isinstance(right, IRScalar):
+            return self.scalar_binary(node, op, left, right, left_node, right_node)
         if not isinstance(left, IRValue) and not isinstance(right, IRValue):
             try:
                 return fn(left, right)
@@ -821,6 +855,8 @@ class CodeGenerator:
         if len(items) > spec.rank:
             raise self.error(node, f"too many indices ({len(items)}) for {spec}")
         items = items + (slice(None),) * (spec.rank - len(items))
+        if self.needs_dynamic_slice(value, items):
+            return self.dynamic_slice(value, items, node)
         offsets, sizes, strides, keep = [], [], [], []
         for i, (d, it) in enumerate(zip(spec.dims, items)):
             if isinstance(it, slice):
@@ -870,6 +906,9 @@ class CodeGenerator:
             )
         args, kwargs = self.call_args(node)
         if not (_is_static(list(args)) and _is_static(list(kwargs.values()))):
+            result = self.runtime_call(fn, args, kwargs, node)
+            if result is not NotImplemented:
+                return result
             name = getattr(fn, "__qualname__", None) or ast.unparse(node.func)
             raise self.error(
                 node,
@@ -993,14 +1032,17 @@ class CodeGenerator:
     def _op_request_load(self, node: ast.Call):
         op = "request_load"
         self.require_region(node, op)
+        self.refuse_in_loop(node, "request_load", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
         b = self.bind_op_args(node, op, ["src", "target_ctx", "memory", "queue"], {"queue": 0})
         src = self.tensor_arg(b, "src", op)
         target, tnode = b["target_ctx"]
-        if not isinstance(target, ExecContext) or not target.is_core:
+        to_all = isinstance(target, ExecContext) and target.kind == "all_cores"
+        if not isinstance(target, ExecContext) or not (target.is_core or to_all):
             raise self.error(
                 tnode,
-                f"legato.tensor.request_load: the target must be one core "
-                f"(device.get_core(i)), got {_describe(target)}",
+                f"legato.tensor.request_load: the target must be a core "
+                f"(device.get_core(i)) or every core (device.get_all_cores()), got "
+                f"{_describe(target)}",
             )
         memory = self.memory_arg(b, "memory", op)
         if memory == "mpu_weight":
@@ -1010,6 +1052,9 @@ class CodeGenerator:
                 "receive it with receive_type(<mpu_weight type>, queue, None, 'mpu_buffer')",
             )
         queue = self.queue_arg(b, op)
+        if to_all:
+            self.request_load_all_cores(node, src, memory, queue)
+            return
         self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(target.index), memory, queue), node)
         self.sends.setdefault((target.index, memory, queue), []).append((node, self.frame.source))
 
@@ -1023,6 +1068,7 @@ class CodeGenerator:
     def _op_receive(self, node: ast.Call):
         op = "receive"
         self.require_region(node, op, core_only=True)
+        self.refuse_in_loop(node, "receive", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
         b = self.bind_op_args(node, op, ["like", "queue", "memory"], {})
         like = self.tensor_arg(b, "like", op)
         queue = self.queue_arg(b, op)
@@ -1033,6 +1079,7 @@ class CodeGenerator:
     def _op_receive_type(self, node: ast.Call):
         op = "receive_type"
         self.require_region(node, op, core_only=True)
+        self.refuse_in_loop(node, "receive_type", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
         b = self.bind_op_args(node, op, ["type", "queue", "src", "memory"], {"src": None})
         spec, snode = b["type"]
         if isinstance(spec, IRValue) or not isinstance(spec, TensorSpec):
@@ -1233,11 +1280,6 @@ class CodeGenerator:
             raise self.error(anode, "concat: axis must be a compile-time int")
         return self.emit_value(L.CatOp, node, [x.ssa for x in xs], axis)
 
-    def _op_core_id(self, node: ast.Call):
-        raise self.error(
-            node, "legato.core_id() is not supported by this compiler yet (it needs index values)"
-        )
-
     # -- inlining ------------------------------------------------------------------------------
 
     def inline(self, fn: LegatoFunction, node: ast.Call):
@@ -1282,6 +1324,8 @@ def _iterable(value) -> bool:
 
 
 def _describe(value) -> str:
+    if isinstance(value, IRScalar):
+        return f"runtime index '{value.name}'" if value.name else "a runtime index"
     if isinstance(value, IRValue):
         return f"tensor '{value.name}' ({value.spec})" if value.name else f"a tensor ({value.spec})"
     if isinstance(value, ExecContext):

@@ -56,6 +56,10 @@ class LegatoMachine:
     num_cores: int
     queues: dict[tuple[int, str, int], deque[Transfer]] = field(default_factory=dict)
     transfers: int = 0
+    # legato.barrier: generation and arrivals; legato.signal/wait: (context, sem) -> value
+    barrier_gen: int = 0
+    barrier_arrived: int = 0
+    semaphores: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
         return self.queues.setdefault((core, space, q), deque())
@@ -120,6 +124,78 @@ class LegatoFunctions(InterpreterFunctions):
         if env.core is None:
             raise InterpError("legato.core_id used outside a core context", op)
         return (IntegerAttr(env.core, 64),)
+
+    @impl(L.DimOp)
+    def run_dim(self, interpreter: Interpreter, op: L.DimOp, args: PythonValues):
+        return (IntegerAttr(args[0].shape[op.dim.data], 64),)
+
+    @impl(L.DynamicSliceOp)
+    def run_dynamic_slice(self, interpreter: Interpreter, op: L.DynamicSliceOp, args):
+        x = args[0]
+        n_off = len(op.offsets)
+        dyn_off = iter(a.value.data for a in args[1 : 1 + n_off])
+        dyn_size = iter(a.value.data for a in args[1 + n_off :])
+        index = []
+        for d, (o, s) in enumerate(zip(op.static_offsets.get_values(), op.static_sizes.get_values())):
+            o = next(dyn_off) if o == L.DYNAMIC_INDEX else o
+            s = next(dyn_size) if s == L.DYNAMIC_INDEX else s
+            if o < 0 or s < 0 or o + s > x.shape[d]:
+                raise InterpError(
+                    f"dynamic slice dim {d}: offset {o} + size {s} is outside the runtime size "
+                    f"{x.shape[d]}",
+                    op,
+                )
+            index.append(slice(o, o + s))
+        # a view: a memcpy into a slice of an output writes the output (as at the core level)
+        return (x[tuple(index)],)
+
+    @impl(L.LoadOp)
+    def run_load(self, interpreter: Interpreter, op: L.LoadOp, args):
+        if _env(interpreter).core is None:
+            raise InterpError("legato.load runs on top; only a core has memory to load into", op)
+        return (np.array(args[0], copy=True),)
+
+    @impl(L.BarrierOp)
+    def run_barrier(self, interpreter: Interpreter, op: L.BarrierOp, args):
+        m = self.machine
+        assert m is not None
+        gen = m.barrier_gen
+        m.barrier_arrived += 1
+        if m.barrier_arrived >= m.num_cores:
+            m.barrier_gen += 1
+            m.barrier_arrived = 0
+        m.scheduler.block_until(
+            lambda: m.barrier_gen > gen,
+            op,
+            f"barrier of all {m.num_cores} cores ({m.barrier_arrived} arrived)",
+        )
+        return ()
+
+    @staticmethod
+    def _ctx_name(core: int | None) -> str:
+        return "top" if core is None else f"core({core})"
+
+    @impl(L.SignalOp)
+    def run_signal(self, interpreter: Interpreter, op: L.SignalOp, args):
+        assert self.machine is not None
+        key = (op.target.spelling, op.sem.data)
+        sems = self.machine.semaphores
+        sems[key] = sems.get(key, 0) + op.count.data
+        return ()
+
+    @impl(L.WaitOp)
+    def run_wait(self, interpreter: Interpreter, op: L.WaitOp, args):
+        assert self.machine is not None
+        env = _env(interpreter)
+        key = (self._ctx_name(env.core), op.sem.data)
+        sems, count = self.machine.semaphores, op.count.data
+        self.machine.scheduler.block_until(
+            lambda: sems.get(key, 0) >= count,
+            op,
+            f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.get(key, 0)})",
+        )
+        sems[key] -= count
+        return ()
 
     # -- data movement ----------------------------------------------------------------------
 

@@ -46,6 +46,7 @@ class Machine:
     mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
     barrier_arrivals: dict[int, int] = field(default_factory=dict)
     semaphores: dict[int, int] = field(default_factory=dict)
+    sync_barriers: dict[int, dict] = field(default_factory=dict)
     num_programs: int = 0
     transfers: int = 0
     dma_bytes: int = 0
@@ -131,6 +132,34 @@ class Machine:
             f"barrier #{generation} ({self.barrier_arrivals[generation]} of "
             f"{self.num_programs} programs arrived)",
         )
+
+    def sync_barrier(self, bid: int, count: int, op) -> None:
+        """The ISA's `barrier ID, COUNT`: block until `count` modules arrived at barrier `bid`;
+        the barrier then resets (a generation counter)."""
+        st = self.sync_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
+        if st["arrived"] and st["count"] != count:
+            raise InterpError(
+                f"barrier {bid} entered with count {count} but others use {st['count']}", op
+            )
+        st["count"] = count
+        gen = st["gen"]
+        st["arrived"] += 1
+        if st["arrived"] >= count:
+            st["gen"] += 1
+            st["arrived"] = 0
+        self.scheduler.block_until(
+            lambda: st["gen"] > gen, op, f"barrier {bid} ({count} modules; {st['arrived']} arrived)"
+        )
+
+    def sem_post(self, sid: int, count: int) -> None:
+        self.semaphores[sid] = self.semaphores.get(sid, 0) + count
+
+    def sem_wait(self, sid: int, count: int, op) -> None:
+        sems = self.semaphores
+        self.scheduler.block_until(
+            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
+        )
+        sems[sid] -= count
 
     # -- MPU ------------------------------------------------------------------------------
 

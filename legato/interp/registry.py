@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
-from xdsl.interpreter import InterpreterFunctions
+from xdsl.dialects import arith
+from xdsl.interpreter import InterpreterFunctions, impl, register_impls
 from xdsl.interpreters.arith import ArithFunctions
-from xdsl.interpreters.builtin import BuiltinFunctions
+from xdsl.interpreters.builtin import BuiltinFunctions, scalar_attr
 from xdsl.interpreters.scf import ScfFunctions
+
+
+@register_impls
+class IndexFunctions(InterpreterFunctions):
+    """The `arith` index ops Legato emits that xDSL's arith interpreter lacks (min, max)."""
+
+    def _pair(self, args) -> tuple[int, int]:
+        return args[0].value.data, args[1].value.data
+
+    @impl(arith.MinSIOp)
+    def run_minsi(self, interpreter, op: arith.MinSIOp, args):
+        a, b = self._pair(args)
+        return (scalar_attr(min(a, b), op.result.type, interpreter.index_bitwidth),)
+
+    @impl(arith.MaxSIOp)
+    def run_maxsi(self, interpreter, op: arith.MaxSIOp, args):
+        a, b = self._pair(args)
+        return (scalar_attr(max(a, b), op.result.type, interpreter.index_bitwidth),)
 
 
 def base_functions() -> tuple[InterpreterFunctions, ...]:
     """arith (index math), scf (loops, ifs), builtin (casts)."""
-    return (ArithFunctions(), ScfFunctions(), BuiltinFunctions())
+    return (ArithFunctions(), IndexFunctions(), ScfFunctions(), BuiltinFunctions())

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -103,7 +103,12 @@ ARITH = {
     arith.DivSIOp: be.DivOp,
     arith.RemUIOp: be.RemOp,
     arith.RemSIOp: be.RemOp,
+    arith.MinSIOp: be.MinOp,
+    arith.MaxSIOp: be.MaxOp,
 }
+SYNC = {core.BarrierOp: be.BarrierOp, core.SemPostOp: be.SemPostOp, core.SemWaitOp: be.SemWaitOp}
+MAX_LOOP_DEPTH = 8
+"""Nested runtime loops: the index of a loop at depth d is pinned to register r(31 - d)."""
 # Ops without side effects: dropped when their results are unused.
 PURE = (
     be.LiOp,
@@ -166,6 +171,8 @@ class _Selector:
     consts: dict[int, SSAValue] = field(default_factory=dict)
     arg_of: dict[SSAValue, int] = field(default_factory=dict)
     table: SSAValue | None = None
+    loop_depth: int = 0
+    loops: int = 0  # loops emitted so far (label names)
 
     def emit(self, op: Operation, at: Operation | None = None) -> Operation:
         if at is not None:
@@ -355,6 +362,10 @@ class _Selector:
                 self.regs[op.result] = self.emit(be.EntryRegOp("r2"), op).results[0]
         elif isinstance(op, core.EndOp):
             self.emit(be.HaltOp(), op)
+        elif isinstance(op, scf.ForOp):
+            self._for(op)
+        elif type(op) in SYNC:
+            self.emit(SYNC[type(op)](op.sync_id.data, op.count.data), op)
         elif isinstance(op, arith.ConstantOp):
             v = op.value
             assert isinstance(v, IntegerAttr)
@@ -365,6 +376,36 @@ class _Selector:
             self.regs[op.results[0]] = r.results[0]
         else:
             raise error_at(op, f"{op.name} has no instruction selection for Bertha yet")
+
+    def _for(self, op: scf.ForOp) -> None:
+        """`scf.for` (no iter_args): the index lives in a pinned register r(31 - depth);
+        `bge` skips an empty loop, the body ends with `addi` + `blt` back to its label."""
+        if op.iter_args:
+            raise error_at(op, "scf.for with iter_args has no instruction selection (carried "
+                           "values live in buffers at the core level)")
+        if self.loop_depth >= MAX_LOOP_DEPTH:
+            raise error_at(op, f"runtime loops nest at most {MAX_LOOP_DEPTH} deep on Bertha")
+        step_def = op.step.owner
+        if not (isinstance(step_def, arith.ConstantOp) and isinstance(step_def.value, IntegerAttr)):
+            raise error_at(op, "the step of a runtime loop must be a constant")
+        step = step_def.value.value.data
+        pinned = be.reg(be.NUM_REGS - 1 - self.loop_depth)
+        name = f"{self.program.sym_name.data}_loop{self.loops}"
+        self.loops += 1
+        lb, ub = self.regs[op.lb], self.regs[op.ub]
+        iv = self.emit(be.AddiOp(lb, 0, pinned), op).results[0]
+        self.emit(be.BgeOp(iv, ub, f"{name}_end"), op)
+        self.emit(be.LabelOp(name), op)
+        self.regs[op.body.block.args[0]] = iv
+        self.loop_depth += 1
+        for inner in op.body.block.ops:
+            if not isinstance(inner, scf.YieldOp):
+                self.select(inner)
+        self.loop_depth -= 1
+        self.consts = {}
+        nxt = self.emit(be.AddiOp(iv, step, pinned), op).results[0]
+        self.emit(be.BltOp(nxt, ub, name), op)
+        self.emit(be.LabelOp(f"{name}_end"), op)
 
     def _subview(self, op: core.SubviewOp) -> None:
         src = op.source

@@ -25,6 +25,7 @@ from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
+from legato.transforms import lower_runtime as _runtime
 from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 
@@ -305,6 +306,8 @@ class _KernelLowering:
             _tensor_ops.broadcast_to(self, prog, op)
         elif isinstance(op, lg.CoreIdOp):
             prog.scalars[op.result] = prog.emit(core.CoreIdOp(), op).results[0]
+        elif _runtime.handles(op):
+            _runtime.lower(self, prog, op)
         else:
             raise error_at(
                 op,
@@ -315,7 +318,9 @@ class _KernelLowering:
     def _note_access(self, value: SSAValue, kind: str) -> None:
         # A slice or reshape of an argument is a view of it: writing the view writes the
         # argument (the runtime copies back only arguments written).
-        while isinstance(value, OpResult) and isinstance(value.op, lg.SliceOp | lg.ReshapeOp):
+        while isinstance(value, OpResult) and isinstance(
+            value.op, lg.SliceOp | lg.DynamicSliceOp | lg.ReshapeOp
+        ):
             value = value.op.operands[0]
         if value in self.arg_index:
             self.access[self.arg_index[value]].add(kind)

@@ -225,3 +225,7 @@ CORPUS: list[CorpusKernel] = [
 from tests.corpus.dsl_kernels import DSL_CORPUS  # noqa: E402
 
 CORPUS += DSL_CORPUS
+
+from tests.corpus.runtime_kernels import RUNTIME_CORPUS  # noqa: E402
+
+CORPUS += RUNTIME_CORPUS

@@ -129,16 +129,40 @@ CASES.append("""builtin.module {
 }""")
 # CHECK: error: core.vpu_fill: the VPU computes on bf16, f32 and f16, not i32
 # CHECK-NEXT: -----
-# An op without instruction selection.
+# Ops without instruction selection.
 CASES.append("""builtin.module {
   core.kernel @k args [] {
     core.program @core0 on core(0) {
-      core.barrier
+      %c = arith.constant 1 : index
+      %x = arith.xori %c, %c : index
       core.end
     }
   }
 }""")
-# CHECK: error: core.barrier has no instruction selection for Bertha yet
+# CHECK: error: arith.xori has no instruction selection for Bertha yet
+# CHECK-NEXT: -----
+# A loop with iter_args (carried values are buffers at the core level).
+CASES.append("""builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %r = scf.for %i = %c0 to %c1 step %c1 iter_args(%a = %c0) -> (index) {
+        scf.yield %a : index
+      }
+      core.end
+    }
+  }
+}""")
+# CHECK: error: scf.for with iter_args has no instruction selection (carried values live in buffers at the core level)
+# CHECK-NEXT: -----
+# Runtime loops nested deeper than the pinned index registers allow.
+NEST = 9
+CASES.append("builtin.module {\n  core.kernel @k args [] {\n    core.program @core0 on core(0) {\n"
+             "      %c0 = arith.constant 0 : index\n      %c1 = arith.constant 1 : index\n"
+             + "".join(f"      scf.for %i{d} = %c0 to %c1 step %c1 {{\n" for d in range(NEST))
+             + "      }\n" * NEST + "      core.end\n    }\n  }\n}")
+# CHECK: error: runtime loops nest at most 8 deep on Bertha
 # CHECK-NEXT: -----
 
 run_cases(CASES)

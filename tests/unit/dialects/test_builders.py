@@ -117,7 +117,7 @@ def test_core_builders():
             C.VpuUnaryOp("exp", acc, acc),
             C.VpuFillOp(float("-inf"), red),
             C.DmaWaitOp(),
-            C.BarrierOp(),
+            C.BarrierOp(0, 4),
             C.CoreIdOp(),
             C.EndOp(),
         ]

@@ -75,8 +75,12 @@ core.kernel @simple_matmul args [#core.arg<0, [?10, 256], bf16, shared_dram, rea
     %t2 = core.subview %r [0, 0] [%c4, 128] : !core.buf<[?10, 128], bf16, sram> -> !core.buf<[?10, 128], bf16, sram>
     // CHECK-NEXT: %id = core.core_id : index
     %id = core.core_id : index
-    // CHECK-NEXT: core.barrier
-    core.barrier
+    // CHECK-NEXT: core.barrier 0 count 4
+    core.barrier 0 count 4
+    // CHECK-NEXT: core.sem_post 2 count 1
+    core.sem_post 2 count 1
+    // CHECK-NEXT: core.sem_wait 2 count 3
+    core.sem_wait 2 count 3
     // CHECK-NEXT: %c1 = arith.constant 1 : index
     %c1 = arith.constant 1 : index
     // CHECK-NEXT: scf.for %iv = %c0 to %n step %c1 {

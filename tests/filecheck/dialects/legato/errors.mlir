@@ -285,12 +285,13 @@ legato.kernel @k(%a : !legato.tensor<[4, 256], bf16, sram>, %b : !legato.tensor<
 
 legato.kernel @k(%a : !legato.tensor<[4, 256], bf16, sram>, %b : !legato.tensor<[256, 64], bf16, sram>) {
   legato.on core(0) {
-    %r = legato.matmul %a, %b : !legato.tensor<[4, 256], bf16, sram>, !legato.tensor<[256, 64], bf16, sram> -> !legato.tensor<[4, 64], f32, sram>
+    %r = legato.matmul %a, %b : !legato.tensor<[4, 256], bf16, sram>, !legato.tensor<[256, 64], bf16, sram> -> !legato.tensor<[4, 64], f16, sram>
     legato.yield
   }
   legato.return
 }
-// CHECK: legato.matmul: result type !legato.tensor<[4, 64], f32, sram> does not match expected !legato.tensor<[4, 64], bf16, sram>
+// bf16 operands give bf16 (rounded) or f32 (the accumulator); nothing else.
+// CHECK: legato.matmul: result type !legato.tensor<[4, 64], f16, sram> does not match expected !legato.tensor<[4, 64], bf16, sram>
 
 // -----
 

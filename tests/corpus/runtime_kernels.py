@@ -1,0 +1,211 @@
+"""Corpus kernels for issue 4's runtime constructs, written in the DSL: runtime loops over the
+row tiles of a dynamic-M input (with a tensor carried around the loop), the MPU inside a loop,
+SPMD with `legato.core_id()` and runtime slices, barriers, semaphores, a core-to-core
+request_load, and a 32-core SPMD kernel. Each becomes legato IR through the frontend, so the
+differential harness runs it at every level and on the emulator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import legato
+import legato.model.bertha as bertha
+from legato.interp.differential import CorpusKernel
+
+bf16 = legato.types.float("bfloat16")
+f32 = legato.types.float("float32")
+BF = bf16.numpy
+
+
+def tt(shape, memory, dtype=f32):
+    return legato.get_model().tensor_type(dtype, shape, memory)
+
+
+NC = 4  # cores of the small SPMD model
+R = 8  # rows per tile / per core
+
+
+def four_cores(ctx):
+    return bertha.Bertha(ctx, "bertha", NC, False, 8, 1 << 30)
+
+
+@legato.compile(backend=four_cores)
+def row_tiles(
+    x: tt(((-1, 64), 32), "shared_dram"),
+    out: tt([64, 32], "shared_dram"),
+    total: tt([1, 32], "shared_dram"),
+):
+    """A runtime loop over the row tiles of a dynamic-M input (the last one partial): load a
+    tile, compute, write it back; a column sum is carried around the loop."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        n = x.size(0)
+        acc = legato.tensor.load(x[0:1, :]) * 0.0  # a [1, 32] zero in sram
+        for t in range((n + R - 1) // R):
+            tile = legato.tensor.load(x[t * R:(t + 1) * R, :], "sram")
+            legato.tensor.memcpy(out[t * R:(t + 1) * R, :], tile * 2.0 + 1.0)
+            acc = acc + legato.tensor.sum(tile, 0, keepdim=True)
+        legato.tensor.memcpy(total, acc)
+
+
+@legato.compile(backend=four_cores)
+def loop_matmul(
+    x: tt(((-1, 64), 256), "shared_dram", bf16),
+    w: tt([256, 128], "mpu_dram", bf16),
+    out: tt([64, 128], "shared_dram", bf16),
+):
+    """Row tiles of a dynamic-M input through the MPU; the weight is loaded once before the loop."""
+    device = legato.get_context().get_device()
+    with device.get_core(1):
+        wb = legato.tensor.load(w, "mpu_buffer")
+        for t in range((x.size(0) + 15) // 16):
+            a = legato.tensor.load(x[t * 16:t * 16 + 16, :], "sram")
+            legato.tensor.memcpy(out[t * 16:t * 16 + 16, :], a @ wb)
+
+
+@legato.compile(backend=four_cores)
+def spmd_matmul(
+    a: tt([NC * R, 256], "shared_dram", bf16),
+    w: tt([256, 128], "mpu_dram", bf16),
+    out: tt([NC * R, 128], "shared_dram", bf16),
+):
+    """SPMD: top sends the weight to every core; each core multiplies its own rows."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(w, device.get_all_cores(), "mpu_buffer")
+    with device.get_all_cores():
+        c = legato.core_id()
+        wt = legato.tensor.receive_type(tt([256, 128], "mpu_weight", bf16), 0, None, "mpu_buffer")
+        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
+        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], x @ wt)
+
+
+@legato.compile(backend=four_cores)
+def spmd_exchange(
+    a: tt([NC * R, 64], "shared_dram"),
+    out: tt([NC * R, 64], "shared_dram"),
+):
+    """Barriers order the cores' writes and reads of shared memory: each core publishes exp of
+    its rows, then reads its neighbour's; a semaphore tells top that every core is done."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        c = legato.core_id()
+        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
+        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], legato.tensor.exp(x))
+        legato.sync.barrier()
+        nb = (c + 1) % device.num_cores
+        y = legato.tensor.load(out[nb * R:nb * R + R, :], "sram")
+        legato.sync.barrier()
+        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], y + 1.0)
+        legato.sync.signal(device.get_top(), 3)
+    with device.get_top():
+        legato.sync.wait(3, device.num_cores)
+
+
+@legato.compile(backend=four_cores)
+def core_to_core(
+    a: tt([R, 64], "shared_dram"),
+    out: tt([R, 64], "shared_dram"),
+):
+    """core 0 computes and sends its result to core 1 (request_load from a core context); core 1
+    finishes; top waits on a semaphore core 1 signals."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(a, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(a, 0, "sram")
+        y = x * x
+        legato.tensor.request_load(y, device.get_core(1), "sram", 2)
+    with device.get_core(1):
+        z = legato.tensor.receive(a, 2, "sram")
+        legato.tensor.memcpy(out, z + 1.0)
+        legato.sync.signal(device.get_top(), 0)
+    with device.get_top():
+        legato.sync.wait(0)
+
+
+@legato.compile(backend="bertha")
+def spmd32_silu(
+    a: tt([32 * 4, 64], "shared_dram", bf16),
+    out: tt([32 * 4, 64], "shared_dram", bf16),
+):
+    """Every core of the 32-core EVT0 chip applies silu to its 4 rows."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        rows = a.shape[0] // device.num_cores
+        c = legato.core_id()
+        x = legato.tensor.load(a[c * rows:(c + 1) * rows, :])
+        legato.tensor.memcpy(out[c * rows:(c + 1) * rows, :], legato.tensor.silu(x))
+
+
+def _f32(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _bf16(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32).astype(BF)
+
+
+def _pad(x, rows):
+    return torch.cat([x, torch.zeros(rows - x.shape[0], *x.shape[1:], dtype=x.dtype)])
+
+
+def _mm(a, w):
+    return (a.float() @ w.float()).bfloat16()
+
+
+RUNTIME_CORPUS = [
+    CorpusKernel(
+        name="runtime_loop_row_tiles",
+        mlir=row_tiles.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (21, 32)), np.zeros((64, 32), np.float32),
+                               np.zeros((1, 32), np.float32)],
+        reference=lambda ins: [_pad(ins[0] * 2 + 1, 64), ins[0].sum(0, keepdim=True)],
+        outputs=(1, 2),
+        model=row_tiles.model,
+    ),
+    CorpusKernel(
+        name="runtime_loop_matmul",
+        mlir=loop_matmul.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_bf16(rng, (37, 256)), _bf16(rng, (256, 128)),
+                               np.zeros((64, 128), BF)],
+        reference=lambda ins: [_pad(_mm(ins[0], ins[1]), 64)],
+        outputs=(2,),
+        model=loop_matmul.model,
+    ),
+    CorpusKernel(
+        name="spmd_core_id_matmul",
+        mlir=spmd_matmul.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_bf16(rng, (NC * R, 256)), _bf16(rng, (256, 128)),
+                               np.zeros((NC * R, 128), BF)],
+        reference=lambda ins: [_mm(ins[0], ins[1])],
+        outputs=(2,),
+        model=spmd_matmul.model,
+    ),
+    CorpusKernel(
+        name="spmd_barrier_exchange",
+        mlir=spmd_exchange.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (NC * R, 64)), np.zeros((NC * R, 64), np.float32)],
+        reference=lambda ins: [torch.roll(torch.exp(ins[0]), -R, 0) + 1],
+        outputs=(1,),
+        model=spmd_exchange.model,
+    ),
+    CorpusKernel(
+        name="core_to_core_semaphore",
+        mlir=core_to_core.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (R, 64)), np.zeros((R, 64), np.float32)],
+        reference=lambda ins: [ins[0] * ins[0] + 1],
+        outputs=(1,),
+        model=core_to_core.model,
+    ),
+    CorpusKernel(
+        name="spmd32_silu",
+        mlir=spmd32_silu.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_bf16(rng, (128, 64)), np.zeros((128, 64), BF)],
+        reference=lambda ins: [torch.nn.functional.silu(ins[0].float()).bfloat16()],
+        outputs=(1,),
+        model=spmd32_silu.model,
+    ),
+]
