@@ -50,20 +50,31 @@ load = _op(
 )
 
 # Compute.
-matmul = _op("matmul", "(a, b)", "[M, K] @ [K, N] -> [M, N], fp32 accumulation")
+matmul = _op(
+    "matmul",
+    "(a, b, dtype=None)",
+    "[M, K] @ [K, N] -> [M, N], fp32 accumulation, rounded once to a's dtype (or dtype=f32 for "
+    "bf16 operands: the fp32 accumulator)",
+)
+full = _op("full", "(shape, value, dtype, memory='sram')", "a static-shape tensor filled with `value`")
 
 _ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-_ELEMENTWISE_UNARY = ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
+_ELEMENTWISE_UNARY = (
+    "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"
+)
 _OTHER = {
     "cast": ("(x, dtype)", "convert `x` to element type `dtype`"),
-    "sum": ("(x, axis)", "sum over `axis`"),
-    "max": ("(a, b) or (x, axis=...)", "elementwise maximum, or maximum over `axis`"),
-    "min": ("(a, b) or (x, axis=...)", "elementwise minimum, or minimum over `axis`"),
-    "mean": ("(x, axis)", "mean over `axis`"),
-    "broadcast": ("(x, shape)", "broadcast `x` to `shape`"),
+    "to": ("(x, dtype)", "convert `x` to element type `dtype` (torch's spelling of cast)"),
+    "sum": ("(x, dim=None, keepdim=False)", "sum over `dim` (an int, a tuple, None: all)"),
+    "mean": ("(x, dim=None, keepdim=False)", "mean over `dim` (an int, a tuple, None: all)"),
+    "amax": ("(x, dim=None, keepdim=False)", "maximum over `dim` (an int, a tuple, None: all)"),
+    "amin": ("(x, dim=None, keepdim=False)", "minimum over `dim` (an int, a tuple, None: all)"),
+    "max": ("(a, b) or (x, dim=...)", "elementwise maximum, or maximum over `dim`"),
+    "min": ("(a, b) or (x, dim=...)", "elementwise minimum, or minimum over `dim`"),
+    "broadcast": ("(x, shape)", "broadcast `x` to `shape` (also `broadcast_to`)"),
     "reshape": ("(x, shape)", "reshape `x` to `shape`"),
-    "transpose": ("(x, dims)", "permute the dims of `x`"),
-    "concat": ("(xs, axis)", "concatenate along `axis`"),
+    "transpose": ("(x, dim0, dim1) or (x, dims)", "swap two dims, or permute the dims of `x`"),
+    "concat": ("(xs, dim=0)", "concatenate along `dim` (also `cat`)"),
 }
 
 for _name in _ELEMENTWISE_BINARY:
@@ -77,7 +88,7 @@ broadcast_to = broadcast  # noqa: F821 - torch spellings
 cat = concat  # noqa: F821
 
 OPS = tuple(
-    ["request_load", "receive", "receive_type", "memcpy", "load", "matmul"]
+    ["request_load", "receive", "receive_type", "memcpy", "load", "matmul", "full"]
     + list(_ELEMENTWISE_BINARY)
     + list(_ELEMENTWISE_UNARY)
     + list(_OTHER)

@@ -1717,6 +1717,18 @@ class VpuGeluOp(VpuUnaryOp):
 
 
 @irdl_op_definition
+class VpuCosOp(VpuUnaryOp):
+    name = "backend.vpu_cos"
+    MNEMONIC: ClassVar[str] = "vpu.cos"
+
+
+@irdl_op_definition
+class VpuSinOp(VpuUnaryOp):
+    name = "backend.vpu_sin"
+    MNEMONIC: ClassVar[str] = "vpu.sin"
+
+
+@irdl_op_definition
 class VpuCopyOp(VpuUnaryOp):
     name = "backend.vpu_copy"
     MNEMONIC: ClassVar[str] = "vpu.copy"
@@ -1876,6 +1888,8 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     VpuSigmoidOp,
     VpuSiluOp,
     VpuGeluOp,
+    VpuCosOp,
+    VpuSinOp,
     VpuCopyOp,
     VpuCvtOp,
     VpuFillOp,

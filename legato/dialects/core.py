@@ -108,6 +108,8 @@ VPU_UNARY_KINDS = (
     "sigmoid",
     "silu",
     "gelu",
+    "cos",
+    "sin",
     "copy",
     "cast",
 )

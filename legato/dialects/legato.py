@@ -1441,7 +1441,7 @@ class MinimumOp(ElementwiseBinaryOp):
 
 
 class ElementwiseUnaryOp(IRDLOperation, ABC):
-    """Base of `legato.neg/exp/log/sqrt/rsqrt/tanh/sigmoid/silu/gelu`:
+    """Base of `legato.neg/exp/log/sqrt/rsqrt/tanh/sigmoid/silu/gelu/cos/sin`:
     `%r = legato.exp %x : T` (result type = operand type; all but neg need a float type).
     Builder: `ExpOp(x)`."""
 
@@ -1507,6 +1507,16 @@ class SiluOp(ElementwiseUnaryOp):
 @irdl_op_definition
 class GeluOp(ElementwiseUnaryOp):
     name = "legato.gelu"
+
+
+@irdl_op_definition
+class CosOp(ElementwiseUnaryOp):
+    name = "legato.cos"
+
+
+@irdl_op_definition
+class SinOp(ElementwiseUnaryOp):
+    name = "legato.sin"
 
 
 @irdl_op_definition
@@ -2358,6 +2368,8 @@ Legato = Dialect(
         SigmoidOp,
         SiluOp,
         GeluOp,
+        CosOp,
+        SinOp,
         CastOp,
         SumOp,
         MeanOp,

@@ -151,6 +151,7 @@ _COMPARE_OPS = {
 _UNARY_TENSOR_OPS = {
     "neg": L.NegOp, "exp": L.ExpOp, "log": L.LogOp, "sqrt": L.SqrtOp, "rsqrt": L.RsqrtOp,
     "tanh": L.TanhOp, "sigmoid": L.SigmoidOp, "silu": L.SiluOp, "gelu": L.GeluOp,
+    "cos": L.CosOp, "sin": L.SinOp,
 }
 _BINARY_TENSOR_OPS = {
     "add": L.AddOp, "sub": L.SubOp, "mul": L.MulOp, "div": L.DivOp,
@@ -1142,7 +1143,7 @@ class CodeGenerator(RuntimeCodegen):
                 )
         self.emit(L.MemcpyOp(dst.ssa, src.ssa), node)
 
-    def matmul(self, node: ast.AST, a: IRValue, b: IRValue) -> IRValue:
+    def matmul(self, node: ast.AST, a: IRValue, b: IRValue, dtype=None) -> IRValue:
         if a.spec.rank < 2 or b.spec.rank != 2:
             raise self.error(
                 node, f"matmul expects [M, K] @ [K, N], got {a.spec} @ {b.spec}"
@@ -1154,12 +1155,39 @@ class CodeGenerator(RuntimeCodegen):
                 f"matmul shape mismatch: inner dimensions differ ({a.name or 'lhs'} has K = "
                 f"{ka}, {b.name or 'rhs'} has K = {kb}): {a.spec} @ {b.spec}",
             )
-        return self.emit_value(L.MatmulOp, node, a.ssa, b.ssa)
+        if dtype is None:
+            return self.emit_value(L.MatmulOp, node, a.ssa, b.ssa)
+        t = L.infer_matmul(a.ssa.type, b.ssa.type)
+        rt = L.TensorType(t.dims, dtype, t.memory)
+        return self.emit_value(L.MatmulOp, node, a.ssa, b.ssa, rt)
 
     def _op_matmul(self, node: ast.Call):
         self.require_region(node, "matmul")
-        b = self.bind_op_args(node, "matmul", ["a", "b"], {})
-        return self.matmul(node, self.tensor_arg(b, "a", "matmul"), self.tensor_arg(b, "b", "matmul"))
+        b = self.bind_op_args(node, "matmul", ["a", "b", "dtype"], {"dtype": None})
+        dtype, dnode = b["dtype"]
+        if dtype is not None and not isinstance(dtype, DType):
+            raise self.error(dnode, f"matmul: dtype must be a legato type, got {_describe(dtype)}")
+        return self.matmul(node, self.tensor_arg(b, "a", "matmul"), self.tensor_arg(b, "b", "matmul"),
+                           dtype)
+
+    def _op_full(self, node: ast.Call):
+        self.require_region(node, "full")
+        b = self.bind_op_args(node, "full", ["shape", "value", "dtype", "memory"],
+                              {"memory": "sram"})
+        dims = self._shape_arg(*b["shape"])
+        value, vnode = b["value"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(vnode, f"full: value must be a compile-time number, got "
+                             f"{_describe(value)}")
+        dtype, dnode = b["dtype"]
+        if not isinstance(dtype, DType):
+            raise self.error(dnode, f"full: dtype must be a legato type, got {_describe(dtype)}")
+        memory = self.memory_arg(b, "memory", "full")
+        if any(d.is_dynamic for d in dims):
+            raise self.error(b["shape"][1], "full: the shape must be static")
+        if isinstance(value, float) and not dtype.is_float:
+            raise self.error(vnode, f"full: float value {value} for the integer type {dtype}")
+        return self.emit_value(L.ConstantOp, node, value, L.TensorType(dims, dtype, memory))
 
     def __getattr__(self, name: str):
         # `_op_add`, `_op_exp`, ...: the elementwise ops share two implementations.
@@ -1190,15 +1218,47 @@ class CodeGenerator(RuntimeCodegen):
         return self.emit_value(_UNARY_TENSOR_OPS[op], node, self.tensor_arg(b, "x", op).ssa)
 
     def _reduction(self, node: ast.Call, op: str, op_cls, b: dict | None = None):
+        """`op(x, dim=None, keepdim=False)` as in torch (`axis=` is the older spelling): `dim`
+        an int, a tuple of ints, or None (every dim)."""
         self.require_region(node, op)
         if b is None:
-            b = self.bind_op_args(node, op, ["x", "axis", "keepdim"], {"keepdim": False})
+            b = self.bind_op_args(node, op, ["x", "dim", "keepdim", "axis"],
+                                  {"dim": None, "keepdim": False, "axis": None})
         x = self.tensor_arg(b, "x", op)
-        axis, anode = b["axis"]
+        dim, anode = b["dim"]
+        if dim is None and b.get("axis", (None, None))[0] is not None:
+            dim, anode = b["axis"]
         keepdim, _ = b.get("keepdim", (False, None))
-        if isinstance(axis, bool) or not isinstance(axis, int):
-            raise self.error(anode, f"legato.tensor.{op}: axis must be a compile-time int")
-        return self.emit_value(op_cls, node, x.ssa, axis, bool(keepdim))
+        rank = x.spec.rank
+        if dim is None:
+            dims = list(range(rank))
+        elif isinstance(dim, (tuple, list)):
+            dims = list(dim)
+        else:
+            dims = [dim]
+        if not dims or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
+            raise self.error(
+                anode, f"legato.tensor.{op}: dim must be a compile-time int or tuple of ints"
+            )
+        norm = sorted({d + rank if d < 0 else d for d in dims})
+        if len(norm) == 1:
+            return self.emit_value(op_cls, node, x.ssa, dims[0], bool(keepdim))
+        if op == "mean":  # the mean over several dims: their sum, divided once
+            count = 1
+            for d in norm:
+                if not 0 <= d < rank:
+                    raise self.error(anode, f"legato.tensor.mean: dim {d} out of range for {x.spec}")
+                if x.spec.dims[d].is_dynamic:
+                    raise self.error(anode, "legato.tensor.mean over several dims needs static dims")
+                count *= x.spec.dims[d].size
+            total = self._reduction(node, "sum", L.SumOp, {"x": (x, node), "dim": (dim, anode),
+                                                          "keepdim": (keepdim, None)})
+            return self.emit_value(L.DivOp, node, total.ssa,
+                                   self.as_tensor(float(count), total, node).ssa)
+        result = x
+        for d in reversed(norm):  # highest dim first, so the lower ones keep their index
+            result = self.emit_value(op_cls, node, result.ssa, d, bool(keepdim))
+        return result
 
     def _op_sum(self, node):
         return self._reduction(node, "sum", L.SumOp)
@@ -1214,7 +1274,7 @@ class CodeGenerator(RuntimeCodegen):
             second = b["b"][0]
             if isinstance(second, (IRValue, float)):
                 return self._elementwise_binary(node, elementwise, b)
-            return self._reduction(node, op, reduce_cls, {"x": b["a"], "axis": b["b"]})
+            return self._reduction(node, op, reduce_cls, {"x": b["a"], "dim": b["b"]})
         return self._reduction(node, op, reduce_cls)
 
     def _op_max(self, node):
@@ -1223,13 +1283,22 @@ class CodeGenerator(RuntimeCodegen):
     def _op_min(self, node):
         return self._max_min(node, "min", "minimum", L.AminOp)
 
-    def _op_cast(self, node: ast.Call):
-        self.require_region(node, "cast")
-        b = self.bind_op_args(node, "cast", ["x", "dtype"], {})
-        x = self.tensor_arg(b, "x", "cast")
+    def _op_amax(self, node):
+        return self._reduction(node, "amax", L.AmaxOp)
+
+    def _op_amin(self, node):
+        return self._reduction(node, "amin", L.AminOp)
+
+    def _op_to(self, node):  # torch's `x.to(dtype)` spelling of cast
+        return self._op_cast(node, "to")
+
+    def _op_cast(self, node: ast.Call, op: str = "cast"):
+        self.require_region(node, op)
+        b = self.bind_op_args(node, op, ["x", "dtype"], {})
+        x = self.tensor_arg(b, "x", op)
         dtype, dnode = b["dtype"]
         if not isinstance(dtype, DType):
-            raise self.error(dnode, f"cast: dtype must be a legato type, got {_describe(dtype)}")
+            raise self.error(dnode, f"{op}: dtype must be a legato type, got {_describe(dtype)}")
         return self.emit_value(L.CastOp, node, x.ssa, dtype)
 
     def _shape_arg(self, value, n) -> list[Dim]:
@@ -1260,9 +1329,17 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_transpose(self, node: ast.Call):
         self.require_region(node, "transpose")
-        b = self.bind_op_args(node, "transpose", ["x", "dims"], {"dims": None})
+        b = self.bind_op_args(node, "transpose", ["x", "dims", "dim1"], {"dims": None, "dim1": None})
         x = self.tensor_arg(b, "x", "transpose")
         perm, pnode = b["dims"]
+        d1, _ = b["dim1"]
+        if isinstance(perm, int) and isinstance(d1, int):  # torch: transpose(x, dim0, dim1)
+            rank = x.spec.rank
+            i, j = perm % rank if rank else 0, d1 % rank if rank else 0
+            perm = list(range(rank))
+            perm[i], perm[j] = perm[j], perm[i]
+        elif d1 is not None:
+            raise self.error(node, "transpose: give (x, dim0, dim1) or (x, dims) with dims a tuple")
         if perm is None:
             perm = list(reversed(range(x.spec.rank)))
         if not isinstance(perm, (tuple, list)) or not all(isinstance(p, int) for p in perm):
@@ -1271,11 +1348,13 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_concat(self, node: ast.Call):
         self.require_region(node, "concat")
-        b = self.bind_op_args(node, "concat", ["xs", "axis"], {"axis": 0})
+        b = self.bind_op_args(node, "concat", ["xs", "dim", "axis"], {"dim": None, "axis": None})
         xs, xnode = b["xs"]
         if not isinstance(xs, (tuple, list)) or not all(isinstance(x, IRValue) for x in xs):
             raise self.error(xnode, "concat: xs must be a tuple of tensors")
-        axis, anode = b["axis"]
+        axis, anode = b["dim"] if b["dim"][0] is not None else b["axis"]
+        if axis is None:
+            axis = 0
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise self.error(anode, "concat: axis must be a compile-time int")
         return self.emit_value(L.CatOp, node, [x.ssa for x in xs], axis)

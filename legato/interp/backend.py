@@ -402,6 +402,8 @@ class BackendFunctions(InterpreterFunctions):
     run_vsigmoid = impl(B.VpuSigmoidOp)(_vun)
     run_vsilu = impl(B.VpuSiluOp)(_vun)
     run_vgelu = impl(B.VpuGeluOp)(_vun)
+    run_vcos = impl(B.VpuCosOp)(_vun)
+    run_vsin = impl(B.VpuSinOp)(_vun)
     run_vcopy = impl(B.VpuCopyOp)(_vun)
 
     @impl(B.VpuCvtOp)

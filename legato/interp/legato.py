@@ -347,6 +347,14 @@ class LegatoFunctions(InterpreterFunctions):
     def run_gelu(self, interpreter, op, args):
         return self._unary("gelu", op, args)
 
+    @impl(L.CosOp)
+    def run_cos(self, interpreter, op, args):
+        return self._unary("cos", op, args)
+
+    @impl(L.SinOp)
+    def run_sin(self, interpreter, op, args):
+        return self._unary("sin", op, args)
+
     @impl(L.CastOp)
     def run_cast(self, interpreter, op: L.CastOp, args):
         return (semantics.cast(args[0], np_dtype(op.result.type.element_type)),)

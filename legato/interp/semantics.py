@@ -36,10 +36,12 @@ from legato import numerics
 
 FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
-UNARY_OPS = ("neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
+UNARY_OPS = (
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"
+)
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
 REDUCTIONS = ("sum", "mean", "max", "min")
-TRANSCENDENTAL = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")
+TRANSCENDENTAL = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin")
 
 
 def is_float(dtype) -> bool:

@@ -93,6 +93,8 @@ VPU_UNARY = {
     "sigmoid": be.VpuSigmoidOp,
     "silu": be.VpuSiluOp,
     "gelu": be.VpuGeluOp,
+    "cos": be.VpuCosOp,
+    "sin": be.VpuSinOp,
     "copy": be.VpuCopyOp,
 }
 ARITH = {

@@ -62,6 +62,8 @@ UNARY_KINDS: dict[type, str] = {
     lg.SigmoidOp: "sigmoid",
     lg.SiluOp: "silu",
     lg.GeluOp: "gelu",
+    lg.CosOp: "cos",
+    lg.SinOp: "sin",
 }
 REDUCE_KINDS: dict[type, str] = {
     lg.SumOp: "sum",
@@ -592,5 +594,6 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
             prog.emit(core.VpuTransposeOp(acc.value, dst.value), op)
     assert acc is not None
     r32 = transpose3(L, prog, r_t, [], [(n, n)], [m], op) if nn > 1 else acc
-    prog.emit(core.VpuUnaryOp("cast", r32.value, out2.value), op)
+    same = res_t.dtype.name == "f32"  # an f32 result is the accumulator itself
+    prog.emit(core.VpuUnaryOp("copy" if same else "cast", r32.value, out2.value), op)
     prog.loaded_weight = None

@@ -187,6 +187,10 @@ CORPUS: list[CorpusKernel] = [
     elementwise("sigmoid", torch.sigmoid),
     elementwise("silu", torch.nn.functional.silu),
     elementwise("gelu", torch.nn.functional.gelu),
+    elementwise("cos", torch.cos),
+    elementwise("sin", torch.sin),
+    elementwise("cos", torch.cos, dtype="f32"),
+    elementwise("sin", torch.sin, dtype="f32"),
     shaped("cast_f32_bf16", [[8, 64]], [8, 64],
            f"%r = legato.cast %x0 : {_F([8, 64])} -> {ttype([8, 64], 'bf16', 'sram')}",
            lambda x: x.to(torch.bfloat16), out_dtype="bf16"),
@@ -216,6 +220,13 @@ CORPUS: list[CorpusKernel] = [
     shaped("cat", [[8, 64], [4, 64]], [12, 64],
            f"%r = legato.cat %x0, %x1 dim 0 : {_F([8, 64])}, {_F([4, 64])} -> {_F([12, 64])}",
            lambda x, y: torch.cat([x, y])),
+    # attention scores: K^T computed on the core is the MPU weight, the result the f32 accumulator
+    shaped("scores_f32", [[8, 32], [16, 32]], [8, 16],
+           f"%kt = legato.transpose %x1 [1, 0] : {ttype([16, 32], 'bf16', 'sram')} -> "
+           f"{ttype([32, 16], 'bf16', 'sram')}\n"
+           f"%r = legato.matmul %x0, %kt : {ttype([8, 32], 'bf16', 'sram')}, "
+           f"{ttype([32, 16], 'bf16', 'sram')} -> {_F([8, 16])}",
+           lambda q, k: q.float() @ k.float().T, dtype="bf16", out_dtype="f32"),
     shaped("constant_add", [[8, 64]], [8, 64],
            f"%c = legato.constant 1.5 : {_F([8, 64])}\n"
            f"%r = legato.add %x0, %c : {_F([8, 64])}, {_F([8, 64])} -> {_F([8, 64])}",

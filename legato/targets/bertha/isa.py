@@ -169,6 +169,8 @@ _op("vpu.fill", 0x81, "vfill", "V", "dst[i] = element with bit pattern rbits, rn
 _op("vpu.rsum", 0x82, "v2d", "V", "dst[r] = sum_c src[r, c], fp32 sequential, rounded once")
 _op("vpu.rmax", 0x83, "v2d", "V", "dst[r] = max_c src[r, c]")
 _op("vpu.transpose", 0x84, "v2d", "V", "dst[c, r] = src[r, c]")
+for _i, _m in enumerate(["cos", "sin"]):
+    _op(f"vpu.{_m}", 0x7B + _i, "vun", "V", f"dst[i] = {_m}(src[i]) over rn elements")
 
 OPS: tuple[OpInfo, ...] = tuple(_OPS)
 BY_MNEMONIC: dict[str, OpInfo] = {o.mnemonic: o for o in OPS}
@@ -177,7 +179,8 @@ assert len(BY_MNEMONIC) == len(OPS) and len(BY_OPCODE) == len(OPS)
 
 # VPU transcendental ops run at vpu_transcendental_per_cycle instead of vpu_lanes.
 VPU_TRANSCENDENTAL = frozenset(
-    {"vpu.exp", "vpu.log", "vpu.rsqrt", "vpu.tanh", "vpu.sigmoid", "vpu.silu", "vpu.gelu"}
+    {"vpu.exp", "vpu.log", "vpu.rsqrt", "vpu.tanh", "vpu.sigmoid", "vpu.silu", "vpu.gelu",
+     "vpu.cos", "vpu.sin"}
 )
 
 

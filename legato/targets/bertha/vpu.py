@@ -44,6 +44,8 @@ UNARY = {
     "sigmoid": _sigmoid,
     "silu": lambda x: x * _sigmoid(x),
     "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "cos": np.cos,
+    "sin": np.sin,
     "copy": lambda x: x,
 }
 

@@ -51,3 +51,33 @@ def test_tiled_matmul(m, k, n, wspace):
     assert_bit_equal(emu[-1][:run_rows], expect)
     if k > 256:
         assert "acc" in art.asm and "vpu.cvt" in art.asm
+
+
+@pytest.mark.parametrize("m,k,n", [(4, 64, 32), (3, 300, 160)])
+def test_matmul_f32_result_is_the_accumulator(m, k, n):
+    """`legato.matmul` of bf16 operands with an f32 result: the fp32 accumulator, unrounded,
+    one tile or tiled; the weight computed on the core (sram, staged into mpu_buffer)."""
+    rng = np.random.default_rng(5)
+    body = f"""
+%w = legato.transpose %x1 [1, 0] : {ttype([n, k], 'bf16', 'sram')} -> {ttype([k, n], 'bf16', 'sram')}
+%r = legato.matmul %x0, %w : {ttype([m, k], 'bf16', 'sram')}, {ttype([k, n], 'bf16', 'sram')} -> {ttype([m, n], 'f32', 'sram')}
+"""
+    text = core0_kernel([([m, k], "bf16"), ([n, k], "bf16")], ([m, n], "f32"), body)
+    a = rand([m, k], "bf16", rng)
+    wt = rand([n, k], "bf16", rng)
+    emu, ref, _ = run_both(text, [a, wt, np.zeros((m, n), np.float32)])
+    assert_bit_equal(emu[-1], ref[-1])
+    assert_bit_equal(emu[-1], numerics.matmul_acc(a, np.ascontiguousarray(wt.T)))
+
+
+def test_matmul_f32_result_needs_bf16_operands():
+    from xdsl.utils.exceptions import VerifyException
+
+    from compiler_helpers import parse
+
+    body = f"""
+%r = legato.matmul %x0, %x1 : {ttype([4, 8], 'f32', 'sram')}, {ttype([8, 8], 'f32', 'sram')} -> {ttype([4, 8], 'bf16', 'sram')}
+"""
+    text = core0_kernel([([4, 8], "f32"), ([8, 8], "f32")], ([4, 8], "bf16"), body)
+    with pytest.raises(VerifyException, match="does not match expected"):
+        parse(text).verify()

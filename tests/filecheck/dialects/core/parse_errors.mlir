@@ -22,11 +22,11 @@ core.kernel @k args [] {
 core.kernel @k args [] {
   core.program @c on core(0) {
     %a = core.alloc sram : !core.buf<[4], f32, sram>
-    core.vpu_unary cos %a to %a : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
+    core.vpu_unary erf %a to %a : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
     core.end
   }
 }
-// CHECK: unknown vpu_unary kind 'cos'
+// CHECK: unknown vpu_unary kind 'erf'
 
 // -----
 
