@@ -22,7 +22,8 @@ PROBES = {
     **{op: (f"legato.tensor.{op}(x, x)", _X, None)
        for op in ("add", "sub", "mul", "div", "maximum", "minimum")},
     **{op: (f"legato.tensor.{op}(x)", _X, None)
-       for op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu")},
+       for op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu",
+                  "cos", "sin")},
     "constant": ("x * 2.0", _X, None),
     "sum": ("legato.tensor.sum(x, 1, True)", "[8, 1]", None),
     "mean": ("legato.tensor.mean(x, 1, True)", "[8, 1]", None),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import operator
 import re
 import types as pytypes
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
     # Which memories each input must be loaded into.
     wants: dict[torch.fx.Node, list[str]] = {n: [] for n in inputs}
     for s in steps:
-        for pos, a in enumerate(s.impl.args):
+        for pos, a in enumerate(s.impl.args if s.impl is not None else ()):
             mem = s.impl.memory.get(pos, "sram")
             for x in (a if isinstance(a, (tuple, list)) else [a]):
                 if isinstance(x, torch.fx.Node) and x in wants and mem not in wants[x]:
@@ -190,6 +191,12 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
 
     impl_names: dict[int, str] = {}
     for s in steps:
+        if s.impl is None:  # getitem of a node whose implementation returns a tuple
+            src, idx = s.node.args
+            if s.node.target is not operator.getitem or src not in var:
+                raise AssertionError(f"{s.node.name}: no implementation")
+            var[s.node] = f"{var[src]}[{int(idx)}]"
+            continue
         fn = s.impl.fn
         if id(fn) not in impl_names:
             impl_names[id(fn)] = fresh("impl_" + getattr(fn, "__name__", "fn"))
@@ -197,13 +204,12 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
         args = []
         for pos, a in enumerate(s.impl.args):
             if isinstance(a, torch.fx.Node):
-                if s.impl.memory.get(pos, "sram") == "mpu_weight":
-                    if a not in weight_var:
-                        raise AssertionError(
-                            f"{s.node.name}: operand {a.name} must be an MPU weight loaded from "
-                            "outside the kernel"
-                        )
-                    args.append(weight_var[a])
+                if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in weight_var:
+                    args.append(weight_var[a])  # loaded into mpu_buffer from outside
+                elif s.impl.memory.get(pos, "sram") == "mpu_weight" and a in inputs:
+                    raise AssertionError(
+                        f"{s.node.name}: MPU weight {a.name} was not loaded into mpu_buffer"
+                    )
                 else:
                     args.append(var[a])
             elif isinstance(a, (tuple, list)) and a and all(

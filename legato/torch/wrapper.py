@@ -1,8 +1,9 @@
 """`LegatoGraphWrapper`: one ATen graph, partitioned into Legato kernels and extern nodes.
 
 1. Every `call_function` node is resolved (`registry.resolve`): supported nodes have an `Impl`.
-2. Operands an implementation needs as MPU weights must come from outside the kernel; a
-   supported node producing one is made extern ("weight preparation").
+2. An MPU weight prepared from graph inputs only (nn.Linear's `t(W)`) is made extern
+   ("weight preparation"), so the kernel loads it straight into mpu_buffer; a weight computed
+   from on-chip values (K^T in attention) stays in the kernel.
 3. torch.fx's `CapabilityBasedPartitioner` groups the supported nodes into partitions (no cycles);
    each partition becomes one `fused_N` submodule, which is compiled to ONE Legato kernel
    (`kernelgen.generate`) at graph-compile time and replaced by a `LegatoKernelModule`.
@@ -114,6 +115,8 @@ class LegatoSupport(OperatorSupportBase):
         self.decisions = decisions
 
     def is_node_supported(self, submodules, node) -> bool:
+        if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+            node = node.args[0]  # an element of a supported node's tuple result
         d = self.decisions.get(node)
         return d is not None and d.impl is not None
 
@@ -144,12 +147,14 @@ class LegatoKernelModule(torch.nn.Module):
             meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
             res = self.fused(*meta)
             res = [res] if self.single else list(res)
-            shapes = [(tuple(r.shape), r.dtype) for r in res]
+            # the strides the traced graph expects (a later extern view may depend on them);
+            # the kernel writes a non-contiguous output through a contiguous copy
+            shapes = [(tuple(r.shape), tuple(r.stride()), r.dtype) for r in res]
             self._shapes[key] = shapes
         return shapes
 
     def forward(self, *args):
-        outs = [torch.empty(s, dtype=dt) for s, dt in self._out_shapes(args)]
+        outs = [torch.empty_strided(s, st, dtype=dt) for s, st, dt in self._out_shapes(args)]
         ins = [args[i] for i in self.tensor_pos]
         with self.options.session():
             self.kernel(*ins, *outs)
@@ -213,7 +218,10 @@ class LegatoGraphWrapper:
                 d = NodeDecision(None, f"custom Legato kernel legato::{custom} (runs its own "
                                  "binary between the graph's kernels)")
             decisions[node] = d
-        # MPU weights come from outside the kernel: their producers run extern.
+        # Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's
+        # t(W), a view) runs extern, so the kernel loads the prepared weight straight into
+        # mpu_buffer. A weight computed from on-chip values (attention's K^T) stays in the
+        # kernel: the compiler stages it from sram into mpu_buffer.
         for node, d in decisions.items():
             if d.impl is None:
                 continue
@@ -222,10 +230,13 @@ class LegatoGraphWrapper:
                     continue
                 src = d.impl.args[pos]
                 pd = decisions.get(src)
-                if pd is not None and pd.impl is not None:
+                if pd is None or pd.impl is None:
+                    continue
+                if all(a.op == "placeholder" for a in src.all_input_nodes):
                     decisions[src] = NodeDecision(
-                        None, f"produces the MPU weight of {node.name} ({_op_name(node)}); "
-                        "weights are loaded from outside the kernel, so it runs eagerly"
+                        None, f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
+                        "from graph inputs; it runs eagerly so the kernel loads the weight "
+                        "straight into mpu_buffer"
                     )
         return decisions
 
@@ -276,7 +287,10 @@ class LegatoGraphWrapper:
         # fused submodules hold copies of the original nodes: find the decisions by name
         by_name = {n.name: d for n, d in self.decisions.items()}
         for n in sub.graph.nodes:
-            if n.op != "call_function" or n.target in _BOOKKEEPING:
+            if n.op != "call_function":
+                continue
+            if n.target in _BOOKKEEPING:
+                steps.append(kernelgen.Step(n, None))  # an element of a tuple result
                 continue
             d = by_name.get(n.name)
             impl = d.impl if d is not None else None

@@ -10,6 +10,9 @@ node's output dtype (torch's promotion would otherwise differ from Legato's).
 
 from __future__ import annotations
 
+import math
+import operator
+
 import torch
 
 import legato
@@ -30,6 +33,63 @@ def matmul(a, w):
 @legato.function
 def addmm(bias, a, w):
     return a @ w + bias
+
+
+@legato.function
+def bmm(a, b):
+    """[B, M, K] @ [B, K, N]: one 2-D matmul per batch (b[i] is staged into mpu_buffer as the
+    MPU weight), stacked."""
+    outs = ()
+    for i in legato.static_range(a.shape[0]):
+        r = a[i] @ b[i]
+        outs = outs + (legato.tensor.reshape(r, (1,) + r.shape),)
+    return outs[0] if len(outs) == 1 else legato.tensor.concat(outs, 0)
+
+
+def _causal_starts(s, lk):
+    """Compile-time helper: row i of the causal mask [s, lk] (0 where col <= i, -inf after) is
+    z[start_i : start_i + lk] of z = [0] * lk + [-inf] * (lk - 1)."""
+    return tuple(max(lk - 1 - i, 0) for i in range(s))
+
+
+@legato.function
+def causal_mask(s, lk, dtype):
+    f = legato.types.float("float32")
+    z = legato.tensor.concat(
+        (legato.tensor.full((1, lk), 0.0, f), legato.tensor.full((1, lk - 1), float("-inf"), f)),
+        1,
+    )
+    starts = _causal_starts(s, lk)
+    m = z[:, starts[0] : starts[0] + lk]
+    for st in starts[1:]:  # row by row: few values live at once (no register spilling yet)
+        m = legato.tensor.concat((m, z[:, st : st + lk]), 0)
+    return m
+
+
+@legato.function
+def attention(q, k, v, scale, causal):
+    """softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head), as the CPU flash kernel
+    computes it: scores and softmax in f32, the unnormalized probabilities rounded to the input
+    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end."""
+    f32 = legato.types.float("float32")
+    nb, nh, s, d = q.shape
+    lk = k.shape[2]
+    if causal and lk > 1:
+        mask = causal_mask(s, lk, f32)
+    per_b = ()
+    for b in legato.static_range(nb):
+        per_h = ()
+        for h in legato.static_range(nh):
+            kt = legato.tensor.transpose(k[b, h], (1, 0))
+            sc = legato.tensor.matmul(q[b, h], kt, f32) * scale
+            if causal and lk > 1:
+                sc = sc + mask
+            e = legato.tensor.exp(sc - legato.tensor.max(sc, axis=1, keepdim=True))
+            o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), v[b, h], f32)
+            o = legato.tensor.cast(o / legato.tensor.sum(e, 1, True), q.dtype)
+            per_h = per_h + (legato.tensor.reshape(o, (1, 1, s, d)),)
+        per_b = per_b + ((per_h[0] if nh == 1 else legato.tensor.concat(per_h, 1)),)
+    return ((per_b[0] if nb == 1 else legato.tensor.concat(per_b, 0)),)
 
 
 @legato.function
@@ -87,6 +147,10 @@ def unary(x, op):
         return legato.tensor.silu(x)
     if op == "gelu":
         return legato.tensor.gelu(x)
+    if op == "cos":
+        return legato.tensor.cos(x)
+    if op == "sin":
+        return legato.tensor.sin(x)
     assert False, op
 
 
@@ -113,9 +177,24 @@ def reshape(x, shape):
     return legato.tensor.reshape(x, shape)
 
 
+def _rotations(perm):
+    """Compile-time helper: `perm` as a sequence of the permutations the VPU transposes (keep
+    dims [0, k), then swap the groups [k, m) and [m, rank)), applied in order."""
+    cur, steps, r = list(range(len(perm))), [], len(perm)
+    for k in range(r):
+        j = cur.index(perm[k])
+        if j != k:
+            step = list(range(k)) + list(range(j, r)) + list(range(k, j))
+            steps.append(tuple(step))
+            cur = [cur[i] for i in step]
+    return tuple(steps)
+
+
 @legato.function
 def transpose(x, perm):
-    return legato.tensor.transpose(x, perm)
+    for step in _rotations(perm):
+        x = legato.tensor.transpose(x, step)
+    return x
 
 
 @legato.function
@@ -221,11 +300,18 @@ def _mpu_checks(ctx, node, a, w):
     assert ta.dim() == 2 and tw.dim() == 2, "mm needs [M, K] @ [K, N]"
     assert all(isinstance(d, int) for d in tw.shape), "the MPU weight must have a static shape"
     k, n = tw.shape
-    assert k <= ctx.model.mpu_tile_k and n <= ctx.model.mpu_tile_n, (
-        f"weight {k}x{n} exceeds the MPU weight tile "
-        f"{ctx.model.mpu_tile_k}x{ctx.model.mpu_tile_n} (matmul tiling not lowered yet)"
+    tiled = k > ctx.model.mpu_tile_k or n > ctx.model.mpu_tile_n
+    # the compiler tiles larger weights (K tiles accumulate in f32; N tiles work on transposed
+    # copies of the weight: one in sram, one block at a time in mpu_buffer)
+    wbytes = k * n * 2
+    assert wbytes * (2 if tiled else 1) <= ctx.model.mpu_buffer_size, (
+        f"weight {k}x{n} ({wbytes} bytes) does not fit one core's mpu_buffer "
+        f"({ctx.model.mpu_buffer_size} bytes) (no tiling across cores yet)"
     )
-    _fits_sram(ctx, ta, val(node), what="mm input and output")
+    extra = [torch.empty(k, n, dtype=torch.bfloat16)] if tiled else []
+    acc = [torch.empty(*val(node).shape[:-1], n, dtype=torch.float32)] if tiled else []
+    _fits_sram(ctx, ta, ta, val(node), *extra, *acc, *acc,
+               what="mm input, output and tiling buffers")
 
 
 @register(aten.mm.default)
@@ -299,7 +385,7 @@ def _unary(op):
     return resolver
 
 
-for _op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu"):
+for _op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"):
     register(getattr(aten, _op).default, _unary(_op))
 
 
@@ -444,6 +530,24 @@ def resolve_cat(node, ctx):
     return Impl(concat, (tuple(xs), _norm_dim(dim, val(node).dim())))
 
 
+@legato.function
+def select_dim(x, dim, index):
+    return x[_index(x.ndim, dim, index, None, None)[:dim] + (index,)]
+
+
+@register(aten.select.int)
+def resolve_select(node, ctx):
+    x, dim, index = node.args[:3]
+    dt = _layout_dtype(node, x)
+    rank = val(x).dim()
+    dim = _norm_dim(dim, rank)
+    size = val(x).shape[dim]
+    assert isinstance(size, int) and isinstance(index, int), "select on a dynamic dim"
+    ctx.probe("slice", dt)
+    ctx.probe("reshape", dt)
+    return Impl(select_dim, (x, dim, index + size if index < 0 else index))
+
+
 @register(aten.slice.Tensor)
 def resolve_slice(node, ctx):
     x = node.args[0]
@@ -460,3 +564,47 @@ def resolve_slice(node, ctx):
     size = val(x).shape[dim]
     end = None if end is None else min(end, size)
     return Impl(slice_dim, (x, dim, start, end, step))
+
+
+@register(aten.bmm.default)
+def resolve_bmm(node, ctx):
+    a, b = node.args[:2]
+    ta, tb = val(a), val(b)
+    assert ta.dtype == torch.bfloat16 and tb.dtype == torch.bfloat16, (
+        f"the MPU multiplies bf16 operands, got {ta.dtype} @ {tb.dtype}"
+    )
+    for t in (ta, tb):
+        assert all(isinstance(d, int) for d in t.shape), "bmm with dynamic sizes"
+    ctx.probe("transpose", torch.bfloat16)
+    ctx.probe("concat", torch.bfloat16)
+    _fits_sram(ctx, ta, tb, val(node), val(node), what="bmm operands and result")
+    return Impl(bmm, (a, b))
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def resolve_sdpa_flash_cpu(node, ctx):
+    q, k, v = node.args[:3]
+    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
+    causal = node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)
+    assert dropout == 0.0, "attention with dropout"
+    assert node.kwargs.get("attn_mask") is None, "attention with an explicit attn_mask"
+    for u in node.users:
+        assert u.target is operator.getitem and u.args[1] == 0, (
+            "the attention's logsumexp output is used (only the output is computed)"
+        )
+    tq, tk, tv = val(q), val(k), val(v)
+    assert tq.dtype == tk.dtype == tv.dtype == torch.bfloat16, (
+        f"attention on {tq.dtype} (the MPU multiplies bf16)"
+    )
+    for t in (tq, tk, tv):
+        assert t.dim() == 4 and all(isinstance(d, int) for d in t.shape), \
+            "attention needs static [B, H, S, D] operands"
+    assert tk.shape[:2] == tq.shape[:2] == tv.shape[:2], "attention with broadcast heads (GQA)"
+    scale = node.kwargs.get("scale")
+    scale = 1.0 / math.sqrt(tq.shape[-1]) if scale is None else float(scale)
+    for op in ("transpose", "concat", "max", "sub", "exp", "sum", "div", "mul", "add",
+               "broadcast_binary", "cast_bf16"):
+        ctx.probe(op, torch.float32)
+    ctx.probe("cast_f32", torch.bfloat16)
+    _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
+    return Impl(attention, (q, k, v, scale, bool(causal)))

@@ -68,14 +68,24 @@ def test_f32_mm_falls_back_with_the_resolvers_reason():
     assert s.num_kernels == 1 and s.num_extern == 1, str(s)
 
 
-def test_weight_larger_than_the_mpu_tile_falls_back():
-    W = torch.randn(256, 512, dtype=BF16)
-    x = torch.randn(4, 256, dtype=BF16)
+def test_weight_larger_than_the_mpu_tile_is_tiled():
+    torch.manual_seed(3)
+    W = torch.randn(384, 160, dtype=BF16)  # 2 K tiles x 2 N tiles, partial ones
+    x = torch.randn(4, 384, dtype=BF16)
+    y, ref = run(lambda x: x @ W, x)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert (s.num_kernels, s.num_extern) == (1, 0), str(s)
+
+
+def test_weight_larger_than_the_mpu_buffer_falls_back():
+    W = torch.randn(512, 512, dtype=BF16)  # 512 KiB > 256 KiB of mpu_buffer
+    x = torch.randn(4, 512, dtype=BF16)
     y, ref = run(lambda x: x @ W, x)
     assert_close_bf16(y, ref)
     s = lt.last_summary()
     assert s.num_kernels == 0 and s.num_extern == 1
-    assert "exceeds the MPU weight tile" in s.extern[0].reason
+    assert "does not fit one core's mpu_buffer" in s.extern[0].reason
 
 
 def test_dynamic_batch_bounded_by_mark_dynamic():
