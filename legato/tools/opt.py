@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
 from xdsl.ir import Operation
+from xdsl.parser import Parser
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
     DiagnosticException,
@@ -24,6 +25,23 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from legato.errors import LegatoError
 from legato.transforms import registry
+
+
+def _harden_xdsl_lexer() -> None:
+    """xDSL's string-literal regex nests quantifiers (`(?:[^"...]+|...)*`): on an unterminated
+    string that runs to the end of a long line it backtracks exponentially, so legato-opt hung
+    on a truncated attribute like `{buffer = "xfer1   } : !core.buf<...>`. The same language with
+    one character per repetition matches in linear time."""
+    import re
+
+    from xdsl.utils.mlir_lexer import MLIRLexer
+
+    MLIRLexer._unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
+    )
+
+
+_harden_xdsl_lexer()
 
 
 class LegatoOptMain(xDSLOptMain):
@@ -59,12 +77,78 @@ class LegatoOptMain(xDSLOptMain):
         for name, factory in registry.get_all_targets().items():
             self.available_targets[name] = factory
 
+    def register_all_arguments(self, arg_parser):
+        arg_parser.prog = "legato-opt"  # usage errors say `legato-opt: error: ...` (status 2)
+        super().register_all_arguments(arg_parser)
+
+    # What runs now, for the message of an unexpected exception ("pass 'x'", "target 'asm'").
+    stage: str = "parsing"
+
+    def parse_chunk(self, chunk, file_extension, offset=0):
+        self.stage = "parsing"
+        frontend = self.args.frontend or file_extension
+        if frontend != "mlir":
+            return super().parse_chunk(chunk, file_extension, offset)
+        data = chunk.read()
+        try:
+            text = data.decode() if isinstance(data, bytes) else data
+        except UnicodeDecodeError as e:
+            before = data[: e.start]
+            line = before.count(b"\n") + 1 + offset
+            col = e.start - (before.rfind(b"\n") + 1) + 1
+            raise LegatoError(f"{self.get_input_name()}:{line}:{col}: error: the input is not "
+                              f"UTF-8 text (byte 0x{data[e.start]:02x})") from None
+        parser = _LocatingParser(self.ctx, text, self.get_input_name(), offset)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        _PARSED_AT.clear()
+        _PARSED_AT.update(parser.positions)
+        return module
+
     def apply_passes(self, prog: ModuleOp):
         # Verify first ourselves so that an error names the source location of the failing op
         # (the frontend puts `loc("k.py":12:8)` on every op); the pipeline verifies again.
+        self.stage = "verification"
         if not self.args.disable_verify:
             verify_with_locations(prog)
-        super().apply_passes(prog)
+        pipeline = self.pipeline
+        callback = pipeline.callback
+        if callback is not None:
+            callback(None, prog, pipeline.passes[0] if pipeline.passes else None)
+        for i, p in enumerate(pipeline.passes):
+            self.stage = f"pass '{p.name}'"
+            p.apply(self.ctx, prog)
+            if callback is not None:
+                self.stage = f"verification after pass '{p.name}'"
+                nxt = pipeline.passes[i + 1] if i + 1 < len(pipeline.passes) else None
+                callback(p, prog, nxt)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        self.stage = f"target '{self.args.target}'"
+        return super().output_resulting_program(prog)
+
+
+# op -> "file:line:col" where legato-opt parsed it (for ops without a `loc(...)` of their own).
+_PARSED_AT: dict[Operation, str] = {}
+
+
+class _LocatingParser(Parser):
+    """xDSL's parser, remembering where in the input each operation starts."""
+
+    def __init__(self, ctx, text: str, name: str, line_offset: int = 0):
+        super().__init__(ctx, text, name)
+        self._text = text
+        self._name = name
+        self._line_offset = line_offset
+        self.positions: dict[Operation, str] = {}
+
+    def parse_optional_operation(self) -> Operation | None:
+        start = self._current_token.span.start
+        op = super().parse_optional_operation()
+        if op is not None:
+            line = self._text.count("\n", 0, start) + 1 + self._line_offset
+            col = start - (self._text.rfind("\n", 0, start) + 1) + 1
+            self.positions[op] = f"{self._name}:{line}:{col}"
+        return op
 
 
 def verify_with_locations(module: Operation) -> None:
@@ -81,15 +165,21 @@ def verify_with_locations(module: Operation) -> None:
             text = str(e)
             head = _headline(text)
             detail = "" if head.strip() == text.strip() else "\n" + text
-            raise type(e)(f"{where}: error: {head}{detail}") from None
+            located = type(e)(f"{where}: error: {head}{detail}")
+            for note in getattr(e, "__notes__", ()):
+                located.add_note(note)  # xDSL's annotated IR
+            raise located from None
 
 
 def source_location(op: Operation | None) -> str | None:
-    """`file:line:col` of `op` or of its nearest ancestor with a file location."""
+    """`file:line:col` of `op` or of its nearest ancestor with a file location: its own
+    `loc("file":line:col)`, else where legato-opt parsed it."""
     while op is not None:
         loc = op.location
         if isinstance(loc, FileLineColLoc):
             return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}"
+        if op in _PARSED_AT:
+            return _PARSED_AT[op]
         op = op.parent_op()
     return None
 
@@ -103,12 +193,19 @@ def _headline(text: str) -> str:
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    """Run legato-opt; returns (and exits with) the status: 0 on success, 1 on an error."""
+    """Run legato-opt; returns (and exits with) the status: 0 on success, 1 on an error in the
+    input, the pipeline or a pass (a diagnostic on stderr, never a traceback), 2 on a usage
+    error (unknown option or target name: argparse's message)."""
+    tool = None
     try:
-        LegatoOptMain(args=args).run()
+        tool = LegatoOptMain(args=args)
+        tool.run()
     except (ParseError, DiagnosticException, PassFailedException, LegatoError, ArgSpecParseError) as e:
         sys.stdout.flush()
-        print(_format_error(e), file=sys.stderr)
+        text = str(e)
+        if text.startswith("error: "):  # a pass's error about an op without a location
+            text = f"{_input_name(tool)}: {text}"
+        print(text, file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
             print(note, file=sys.stderr)
         sys.exit(1)
@@ -116,14 +213,43 @@ def main(args: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         print(f"legato-opt: error: {e}", file=sys.stderr)
         sys.exit(1)
+    except RecursionError:
+        sys.stdout.flush()
+        print(f"{_input_name(tool)}: error: input nested too deeply", file=sys.stderr)
+        sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - a bug in a pass, target or parser hook
+        sys.stdout.flush()
+        print(internal_error_message(e, tool), file=sys.stderr)
+        sys.exit(1)
     return 0
 
 
-def _format_error(e: Exception) -> str:
-    text = str(e)
-    if not text.startswith("legato-opt"):
-        return text
-    return text
+def _input_name(tool: LegatoOptMain | None) -> str:
+    name = getattr(getattr(tool, "args", None), "input_file", None)
+    return name or "<stdin>"
+
+
+def internal_error_message(e: BaseException, tool: LegatoOptMain | None) -> str:
+    """`LOC: error: internal error in STAGE: Type: message` for an exception no diagnostic
+    covers. LOC is the source location of the op the failing code was working on (the
+    innermost traceback frame with an `op` local), else the input file."""
+    last_op = None
+    tb = e.__traceback__
+    while tb is not None:
+        op = tb.tb_frame.f_locals.get("op")
+        if isinstance(op, Operation):
+            last_op = op
+        tb = tb.tb_next
+    where = source_location(last_op) if last_op is not None else None
+    stage = tool.stage if tool is not None else "startup"
+    text = f"{where or _input_name(tool)}: error: internal error in {stage}: " \
+           f"{type(e).__name__}: {e}"
+    if where is None and last_op is not None:
+        try:
+            text += "\n  at: " + str(last_op).splitlines()[0][:200]
+        except Exception:  # noqa: BLE001 - printing a half-rewritten op may fail too
+            text += f"\n  at: an op {last_op.name}"
+    return text + "\nnote: this is a bug in Legato, not in the input; please report it"
 
 
 if __name__ == "__main__":
