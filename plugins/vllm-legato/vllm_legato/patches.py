@@ -1,0 +1,40 @@
+"""Glue applied in every vLLM process while the Bertha platform is selected (and only then):
+loaded through the entry point group `vllm.general_plugins` (`vllm_legato:register_general`).
+
+Linear layers: on the CPU platform vLLM replaces a linear layer's matmul by an opaque CPU kernel
+(oneDNN `onednn_mm` or sgl `weight_packed_linear`, with the weight pre-packed and the original
+removed), which Legato could only run extern. On Bertha a linear layer keeps its weight and
+calls `torch.nn.functional.linear`, so the forward graph has `aten.mm` / `aten.t` nodes that the
+Legato library resolves (bf16, weight within one core's MPU buffer) or runs extern. The LM head
+(`compute_logits`, outside the compiled forward) keeps vLLM's CPU kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("vllm_legato")
+_installed = False
+
+
+def install() -> None:
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    import torch
+    from vllm.model_executor.layers import utils as layer_utils
+
+    original = layer_utils.dispatch_cpu_unquantized_gemm
+
+    def dispatch_cpu_unquantized_gemm(layer, remove_weight: bool) -> None:
+        from vllm.model_executor.layers.linear import LinearBase
+
+        if isinstance(layer, LinearBase) and layer.weight.ndim == 2:
+            layer.cpu_linear = torch.nn.functional.linear
+            return
+        original(layer, remove_weight)
+
+    dispatch_cpu_unquantized_gemm.__wrapped__ = original
+    layer_utils.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
+    log.debug("vllm_legato: linear layers use torch.nn.functional.linear (Legato mm)")

@@ -1,0 +1,228 @@
+"""What ran where, and the simulated Bertha time of every forward step.
+
+Every forward graph compiled by `vllm_legato.compile` registers its Legato placement summaries
+here; every call of it adds a step: tokens, requests (from vLLM's attention metadata), and the
+simulated cycles of the Legato kernels it ran. Steps are kept in the process that runs the model
+(vLLM's worker). With $LEGATO_VLLM_REPORT set, the report is also written there as JSON after
+every step, so it can be read from the process that called `LLM.generate` (vLLM runs the worker
+in a separate process by default). `vllm_legato.report()` loads it.
+
+Simulated time per generated token: a forward step samples one token for each request in it,
+so `cycles / requests` of the step; the report gives the mean over decode steps (one token per
+request) and over all steps, in cycles and in microseconds at the generation's clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+
+REPORT_ENV = "LEGATO_VLLM_REPORT"
+
+_lock = threading.Lock()
+
+
+@dataclass
+class Step:
+    graph: int
+    tokens: int
+    requests: int | None
+    decode: bool | None
+    cycles: int
+
+
+@dataclass
+class GraphInfo:
+    index: int
+    bound: int
+    placement: list[dict] = field(default_factory=list)  # one per ATen graph
+    vllm_ops: dict[str, int] = field(default_factory=dict)  # vLLM's ops (attention, KV cache)
+
+
+@dataclass
+class Report:
+    device: str | None = None
+    clock_ghz: float | None = None
+    graphs: list[GraphInfo] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+
+    # -- aggregates ----------------------------------------------------------------------
+    def _served(self):
+        return [s for s in self.steps if s.requests]
+
+    @property
+    def legato_kernels(self) -> int:
+        return sum(len(p["kernels"]) for g in self.graphs for p in g.placement)
+
+    @property
+    def legato_nodes(self) -> int:
+        return sum(len(k["nodes"]) for g in self.graphs for p in g.placement
+                   for k in p["kernels"])
+
+    def extern_ops(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.graphs:
+            for p in g.placement:
+                for e in p["extern"]:
+                    out[e["op"]] = out.get(e["op"], 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def vllm_ops(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.graphs:
+            for k, v in g.vllm_ops.items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    def legato_ops(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for g in self.graphs:
+            for p in g.placement:
+                for k in p["kernels"]:
+                    for n in k["nodes"]:
+                        op = n.split(": ", 1)[-1].split(" ", 1)[0]
+                        out[op] = out.get(op, 0) + 1
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def cycles_per_token(self, decode_only: bool = True) -> float | None:
+        steps = [s for s in self._served() if (s.decode or not decode_only)]
+        if not steps:
+            return None
+        return sum(s.cycles for s in steps) / sum(s.requests for s in steps)
+
+    def us_per_token(self, decode_only: bool = True) -> float | None:
+        c = self.cycles_per_token(decode_only)
+        return None if c is None or not self.clock_ghz else c / (self.clock_ghz * 1e3)
+
+    def to_json(self) -> dict:
+        return {"device": self.device, "clock_ghz": self.clock_ghz,
+                "graphs": [asdict(g) for g in self.graphs],
+                "steps": [asdict(s) for s in self.steps]}
+
+    @staticmethod
+    def from_json(d: dict) -> Report:
+        return Report(d.get("device"), d.get("clock_ghz"),
+                      [GraphInfo(**g) for g in d.get("graphs", [])],
+                      [Step(**s) for s in d.get("steps", [])])
+
+    def __str__(self) -> str:
+        lines = [(f"vllm-legato on {self.device} ({self.clock_ghz} GHz): "
+                  f"{len(self.graphs)} forward graph(s), {self.legato_kernels} Legato kernel(s) "
+                  f"covering {self.legato_nodes} ATen node(s)")]
+        if self.legato_ops():
+            lines.append("  on Legato: " + ", ".join(f"{k} x{v}" for k, v in
+                                                     self.legato_ops().items()))
+        if self.extern_ops():
+            lines.append("  extern:    " + ", ".join(f"{k} x{v}" for k, v in
+                                                     self.extern_ops().items()))
+        if self.vllm_ops():
+            lines.append("  vLLM ops (extern; attention and the KV cache): " + ", ".join(
+                f"{k} x{v}" for k, v in self.vllm_ops().items()))
+        served = self._served()
+        lines.append(f"  steps: {len(self.steps)} ({len(served)} serving requests)")
+        for decode_only, what in ((True, "decode"), (False, "all steps")):
+            c = self.cycles_per_token(decode_only)
+            if c is not None:
+                lines.append(f"  simulated Legato time per generated token ({what}): "
+                             f"{c:.0f} cycles = {self.us_per_token(decode_only):.3f} us")
+        return "\n".join(lines)
+
+
+# One report per $LEGATO_VLLM_REPORT path (None: unset), so that engines started one after the
+# other in one process (each with its own path) keep apart.
+_reports: dict[str | None, Report] = {}
+
+
+def current() -> Report:
+    """The report of this process (the worker's, when the model runs here)."""
+    return _reports.setdefault(os.environ.get(REPORT_ENV), Report())
+
+
+def load_report(path=None) -> Report:
+    path = path or os.environ.get(REPORT_ENV)
+    if path and os.path.exists(path):
+        with open(path) as f:
+            return Report.from_json(json.load(f))
+    return _reports.get(path, Report())
+
+
+def _write(report: Report, path: str | None) -> None:
+    if not path:
+        return
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(report.to_json(), f)
+    os.replace(tmp, path)
+
+
+def _placement(summary) -> dict:
+    return {
+        "graph": summary.graph,
+        "kernels": [{"name": k.name, "nodes": list(k.nodes), "source": k.source_path}
+                    for k in summary.kernels],
+        "extern": [{"node": e.node, "op": e.op, "reason": e.reason} for e in summary.extern],
+        "host": list(summary.host),
+    }
+
+
+def _step_shape():
+    """(requests, decode-only) of the current forward step from vLLM's attention metadata."""
+    try:
+        from vllm.forward_context import get_forward_context, is_forward_context_available
+
+        if not is_forward_context_available():
+            return None, None
+        md = get_forward_context().attn_metadata
+        if isinstance(md, list):
+            md = md[0] if md else None
+        if not md:
+            return None, None
+        m = next(iter(md.values()))
+        reqs = int(m.query_start_loc.numel()) - 1
+        tokens = int(getattr(m, "num_actual_tokens", reqs))
+        return reqs, tokens == reqs
+    except Exception:  # noqa: BLE001 -- metadata layouts differ between backends: the step is still counted
+        return None, None
+
+
+def _num_tokens(args) -> int:
+    import torch
+
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() >= 1:
+            return int(a.shape[0])
+    return 0
+
+
+def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None = None):
+    """Wrap a compiled forward: record its placement now and a `Step` per call."""
+    from legato.model.bertha import _EVT0, _EVT1
+
+    path = os.environ.get(REPORT_ENV)
+    rep = current()
+    with _lock:
+        rep.device = device
+        rep.clock_ghz = (_EVT1 if device == "bertha-evt1" else _EVT0)["clock_ghz"]
+        info = GraphInfo(len(rep.graphs), bound, [_placement(s) for s in graphs],
+                         dict(vllm_ops or {}))
+        rep.graphs.append(info)
+        _write(rep, path)
+
+    def total_cycles():
+        return sum(k.total_cycles for s in graphs for k in s.kernels)
+
+    def run(*args):
+        before = total_cycles()
+        out = compiled(*args)
+        cycles = total_cycles() - before
+        reqs, decode = _step_shape()
+        with _lock:
+            rep.steps.append(Step(info.index, _num_tokens(args), reqs, decode, cycles))
+            _write(rep, path)
+        return out
+
+    run.__wrapped__ = compiled
+    return run
