@@ -1,7 +1,8 @@
 """Platform selection by $LEGATO_VLLM (no engine start-up)."""
 
 import pytest
-import vllm_legato
+
+vllm_legato = pytest.importorskip("vllm_legato")
 
 pytestmark = pytest.mark.vllm
 
