@@ -3,7 +3,9 @@
 A call `kernel(*args)` checks the arguments against the kernel's signature (dtype, rank, static
 dims, dynamic dims against their bounds) before anything runs, converts them to numpy (bf16 through
 `ml_dtypes`, bit for bit), compiles (or reuses a cached binary), runs the binary on the Bertha
-runtime and writes results back into the caller's tensors in place.
+runtime and writes results back into the caller's tensors in place. Non-contiguous tensors are
+copied in and written back; an input may alias an output (the kernel reads the values at the
+call); two written arguments sharing memory, or a read-only one, are refused before running.
 
 Cache: in memory and on disk (`$LEGATO_CACHE_DIR`, default `~/.cache/legato`). The key hashes the
 kernel's source, the source of every `@legato.function` (and plain helper) it reaches, the values
@@ -349,6 +351,15 @@ def _to_numpy(x, spec: TensorSpec) -> _BoundArg:
     return _BoundArg(copy, lambda copy=copy, arr=arr: np.copyto(arr, copy))
 
 
+def _numpy_view(x) -> np.ndarray:
+    """A numpy array sharing `x`'s memory (any strides), for the runtime's aliasing checks."""
+    if _is_torch_tensor(x):
+        torch = _torch()
+        t = x.detach()
+        return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
+    return x
+
+
 @dataclass(frozen=True)
 class Param:
     """A kernel parameter: a tensor (`spec`) or a compile-time value (`constexpr`)."""
@@ -638,9 +649,14 @@ class Kernel:
             else:
                 self._write_output(sess, getattr(artifacts, sess.output_type.value))
         bound = [_to_numpy(x, p.spec) for p, x in tensors]
+        from legato.targets.bertha.abi import ABIError
         from legato.targets.bertha.runtime import run_binary
 
-        result = run_binary(artifacts.binary, self.model, [b.array for b in bound])
+        try:
+            result = run_binary(artifacts.binary, self.model, [b.array for b in bound],
+                                views=[_numpy_view(x) for _, x in tensors])
+        except ABIError as e:
+            raise LegatoRuntimeError(f"kernel {self.name} ({self.where}): {e}") from None
         self.last_run = result
         for b in bound:
             if b.writeback is not None:

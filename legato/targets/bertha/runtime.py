@@ -52,8 +52,53 @@ def _as_array(value, name: str) -> np.ndarray:
     raise ABIError(f"argument {name!r} must be a numpy array, got {type(value).__name__}")
 
 
+def _leaves(layout: ArgLayout, args, views) -> list[tuple[str, str, np.ndarray]]:
+    """(name, access, array) of every tensor argument, tuples flattened; `views` (same nesting
+    as `args`, arrays sharing the caller's memory) replace `args` for the aliasing checks."""
+    out = []
+
+    def walk(i, path, t, value):
+        if isinstance(t, TensorSpec):
+            out.append((layout._name(i, path), layout.args[i].access, value))
+        elif isinstance(t, TupleSpec):
+            for j, e in enumerate(t.elements):
+                walk(i, path + (j,), e, value[j])
+
+    for i, a in enumerate(layout.args):
+        walk(i, (), a.type, (views if views is not None else args)[i])
+    return out
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    try:
+        return bool(np.shares_memory(a, b, max_work=1 << 20))
+    except np.exceptions.TooHardError:  # pragma: no cover - exotic strides: be conservative
+        return bool(np.may_share_memory(a, b))
+
+
+def check_aliasing(layout: ArgLayout, args, views=None) -> None:
+    """Refuse (ABIError) a written argument that is read-only, and two written arguments that
+    share memory (the result would depend on the order of the write-backs). A read argument may
+    alias anything: every argument is copied in before the kernel runs and written back after
+    it, so the kernel reads the values the arguments had at the call."""
+    leaves = _leaves(layout, args, views)
+    written = [(n, arr) for n, acc, arr in leaves if acc != "read"]
+    for name, arr in written:
+        if not arr.flags.writeable:
+            raise ABIError(f"argument {name!r} is read-only but the kernel writes it; pass a "
+                           "writeable array")
+    for k, (n1, a1) in enumerate(written):
+        for n2, a2 in written[k + 1:]:
+            if a1.size and a2.size and _overlap(a1, a2):
+                raise ABIError(f"arguments {n1!r} and {n2!r} overlap in memory and the kernel "
+                               "writes both; pass separate tensors")
+
+
 def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int | None = None,
-               trace: bool = True) -> RunResult:
+               trace: bool = True, views: list | None = None) -> RunResult:
+    """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
+    (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
+    aliasing and writeability checks look at them instead of `args`."""
     binary = load_binary(binary_bytes, model)
     layout: ArgLayout = binary.layout
     if len(args) != len(layout.args):
@@ -86,6 +131,7 @@ def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int
 
     for i, a in enumerate(layout.args):
         check(i, (), a.type, args[i])
+    check_aliasing(layout, args, views)
 
     emu = Emulator(binary, model, instruction_limit=instruction_limit, trace=trace)
     mem = emu.memory

@@ -126,7 +126,7 @@ class FakeToolchain:
         return FakeArtifacts(text, "core " + kernel_name, "backend " + kernel_name,
                              "asm " + kernel_name, b"\x7fELF" + kernel_name.encode())
 
-    def run_binary(self, binary, model, args):
+    def run_binary(self, binary, model, args, **options):
         from legato.numerics import matmul_acc
 
         self.runs.append(args)
