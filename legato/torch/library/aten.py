@@ -337,6 +337,14 @@ def resolve_addmm(node, ctx):
 # Elementwise
 
 
+def _known_same_shape(x, y) -> bool:
+    """Shapes equal without asking the ShapeEnv: comparing a symbolic size with `==` records a
+    guard (e.g. Eq(s72, 64)) that pins a dynamic dim to one size (vLLM's token dim did)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return len(x) == len(y) and all(statically_known_true(p == q) for p, q in zip(x, y))
+
+
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
@@ -351,7 +359,7 @@ def _binary(fn, probe_op):
             ctx.probe("constant", dt)
             a, b = (float(a) if not isinstance(a, torch.fx.Node) else a,
                     float(b) if not isinstance(b, torch.fx.Node) else b)
-        elif tuple(val(a).shape) != tuple(val(b).shape):
+        elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
         return Impl(fn, (a, b))
 
