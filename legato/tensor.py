@@ -75,6 +75,16 @@ _OTHER = {
     "reshape": ("(x, shape)", "reshape `x` to `shape`"),
     "transpose": ("(x, dim0, dim1) or (x, dims)", "swap two dims, or permute the dims of `x`"),
     "concat": ("(xs, dim=0)", "concatenate along `dim` (also `cat`)"),
+    "where": (
+        "(cond, a, b)",
+        "`a` where `cond` is true, else `b` (torch.where, broadcasting; `cond` bool or a float "
+        "mask, true where nonzero; `a`/`b` may be numbers)",
+    ),
+    "gather": (
+        "(table, indices, memory='sram')",
+        "rows of `table` (any memory, e.g. a shared_dram embedding table) selected by the i64 "
+        "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding)",
+    ),
 }
 
 for _name in _ELEMENTWISE_BINARY:

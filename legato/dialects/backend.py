@@ -1480,7 +1480,7 @@ class VpuRegsOp(CoreOnlyOp, ABC):
         props: dict[str, Attribute] = {}
         for p in cls.DTYPE_PROPS:
             parser.parse_punctuation(",")
-            props[p] = _parse_enum(parser, DTYPES, "element type")
+            props[p] = _parse_enum(parser, cls.dtype_choices(p), "element type")
         props |= cls._parse_extra(parser)
         attrs = parser.parse_optional_attr_dict()
         ins, _ = _parse_types(parser, regs, False)
@@ -1504,12 +1504,18 @@ class VpuRegsOp(CoreOnlyOp, ABC):
         self._print_attrs(printer)
         _print_types(printer, self)
 
+    @classmethod
+    def dtype_choices(cls, prop: str) -> tuple[str, ...]:
+        """The element types property `prop` may name (the VPU's dtypes)."""
+        return DTYPES
+
     def verify_(self) -> None:
         for p in self.DTYPE_PROPS:
             d = self.properties[p].data  # type: ignore[attr-defined]
-            if d not in DTYPES:
+            choices = self.dtype_choices(p)
+            if d not in choices:
                 raise VerifyException(
-                    f"{self.name}: unknown element type '{d}'; expected one of {', '.join(DTYPES)}"
+                    f"{self.name}: unknown element type '{d}'; expected one of {', '.join(choices)}"
                 )
 
     def assembly_line(self) -> str:
@@ -1829,6 +1835,46 @@ class VpuTransposeOp(Vpu2dOp):
     MNEMONIC: ClassVar[str] = "vpu.transpose"
 
 
+COND_DTYPES = (*DTYPES, "i1")
+
+
+@irdl_op_definition
+class VpuSelOp(VpuRegsOp):
+    """`backend.vpu_sel %dst, %cond, %src, %n, f32, i1 : (4 x !backend.reg) -> ()`
+    (`vpu.sel rdst, rcond, rsrc, rn, dtype, cond_dtype`: dst[i] = src[i] where cond[i] != 0,
+    else dst[i] is kept; cond a float mask or i1 bytes).
+    Builder: `VpuSelOp(dst, cond, src, n, dtype, cond_dtype)`."""
+
+    name = "backend.vpu_sel"
+    MNEMONIC: ClassVar[str] = "vpu.sel"
+    REG_COUNT: ClassVar[int] = 4
+    DTYPE_PROPS: ClassVar[tuple[str, ...]] = ("dtype", "cond_dtype")
+    dst = operand_def(RegType)
+    cond = operand_def(RegType)
+    src = operand_def(RegType)
+    n = operand_def(RegType)
+    dtype = prop_def(StringAttr)
+    cond_dtype = prop_def(StringAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        cond: SSAValue | Operation,
+        src: SSAValue | Operation,
+        n: SSAValue | Operation,
+        dtype: str,
+        cond_dtype: str,
+    ):
+        super().__init__(
+            operands=[dst, cond, src, n],
+            properties={"dtype": StringAttr(dtype), "cond_dtype": StringAttr(cond_dtype)},
+        )
+
+    @classmethod
+    def dtype_choices(cls, prop: str) -> tuple[str, ...]:
+        return COND_DTYPES if prop == "cond_dtype" else DTYPES
+
+
 INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     NopOp,
     HaltOp,
@@ -1890,6 +1936,7 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     VpuGeluOp,
     VpuCosOp,
     VpuSinOp,
+    VpuSelOp,
     VpuCopyOp,
     VpuCvtOp,
     VpuFillOp,

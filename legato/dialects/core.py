@@ -1430,6 +1430,93 @@ class VpuFillOp(IRDLOperation):
             )
 
 
+@irdl_op_definition
+class LoadIndexOp(IRDLOperation):
+    """`%v = core.load_index %buf[%i] : T`: element `%i` of a 1-D i64 buffer (any memory) read
+    into an `index` value (one scalar `ld`; an element the program wrote by DMA must be waited
+    for first). Builder: `LoadIndexOp(buf, i)`."""
+
+    name = "core.load_index"
+
+    buf = operand_def(BufType)
+    index = operand_def(IndexType)
+    result = result_def(IndexType)
+
+    assembly_format = "$buf `[` $index `]` attr-dict `:` type($buf)"
+
+    def __init__(self, buf: SSAValue | Operation, index: SSAValue | Operation):
+        super().__init__(operands=[buf, index], result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        t = _buf(self.buf, "core.load_index operand")
+        if t.rank != 1 or t.dtype.name != "i64":
+            raise VerifyException(
+                f"core.load_index reads a 1-D i64 buffer (one 8-byte load), got {t}"
+            )
+
+
+@irdl_op_definition
+class VpuSelectOp(IRDLOperation):
+    """`core.vpu_select %cond, %src to %out : T_cond, T_src, T_out`: `%out[i] = %src[i]` where
+    `%cond[i]` is nonzero, else `%out[i]` keeps its value (a merge; `vpu.sel`). One shape for
+    all three; `%src` and `%out` have one float element type; `%cond` is i1 (one byte per
+    element) or a float mask (nonzero is true, NaN included). Builder: `VpuSelectOp(cond, src,
+    out)`."""
+
+    name = "core.vpu_select"
+
+    cond = operand_def(BufType)
+    src = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(
+        self, cond: SSAValue | Operation, src: SSAValue | Operation, out: SSAValue | Operation
+    ):
+        super().__init__(operands=[cond, src, out])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> VpuSelectOp:
+        c = parser.parse_unresolved_operand()
+        parser.parse_punctuation(",")
+        a = parser.parse_unresolved_operand()
+        parser.parse_keyword("to")
+        o = parser.parse_unresolved_operand()
+        attrs = parser.parse_optional_attr_dict()
+        vals = _parse_operands_with_types(parser, [c, a, o])
+        op = VpuSelectOp(*vals)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.cond)
+        printer.print_string(", ")
+        printer.print_ssa_value(self.src)
+        printer.print_string(" to ")
+        printer.print_ssa_value(self.out)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, [self.cond, self.src, self.out])
+
+    def verify_(self) -> None:
+        c = _buf(self.cond, "core.vpu_select condition")
+        x = _buf(self.src, "core.vpu_select src")
+        o = _buf(self.out, "core.vpu_select out")
+        _verify_vpu_space(self, c, x, o)
+        if x.element_type != o.element_type or not is_float_type(o.element_type):
+            raise VerifyException(
+                "core.vpu_select: src and out must have one floating-point element type"
+            )
+        if c.dtype.name != "i1" and not is_float_type(c.element_type):
+            raise VerifyException(
+                f"core.vpu_select: the condition must be i1 or a float mask, got {c.dtype.name}"
+            )
+        if not (c.dims == x.dims == o.dims):
+            raise VerifyException(
+                f"core.vpu_select: condition {c.dims_str()}, src {x.dims_str()} and out "
+                f"{o.dims_str()} must have one shape (broadcast them first)"
+            )
+
+
 Core = Dialect(
     "core",
     [
@@ -1455,6 +1542,8 @@ Core = Dialect(
         VpuReduceOp,
         VpuFillOp,
         VpuTransposeOp,
+        VpuSelectOp,
+        LoadIndexOp,
     ],
     [BufType, ArgAttr],
 )

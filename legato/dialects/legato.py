@@ -2341,6 +2341,115 @@ class WaitOp(IRDLOperation):
             )
 
 
+# ---------------------------------------------------------------------------------------------
+# Selection and gathers
+# ---------------------------------------------------------------------------------------------
+
+
+def infer_where(cond: TensorType, a: TensorType, b: TensorType) -> TensorType:
+    if cond.dtype.name != "i1" and not is_float_type(cond.element_type):
+        raise VerifyException(
+            f"legato.where: the condition must be i1 (bool) or a float mask, got {cond.dtype.name}"
+        )
+    if a.element_type != b.element_type:
+        raise VerifyException(
+            f"legato.where: the two values have different element types ({a.element_type} and "
+            f"{b.element_type}); insert a legato.cast"
+        )
+    dims = broadcast_shapes(broadcast_shapes(cond.dims, a.dims), b.dims)
+    return TensorType(dims, a.element_type, a.memory)
+
+
+@irdl_op_definition
+class WhereOp(IRDLOperation):
+    """`%r = legato.where %cond, %a, %b : Tc, Ta, Tb -> Tr`: `a` where `cond` is true, else `b`
+    (torch.where), all three broadcast (torch rules). `cond` is i1 or a float mask (true where
+    nonzero, NaN included); `a` and `b` have one element type, the result's; the result is in
+    `a`'s memory. Elements are selected, never rounded. Builder: `WhereOp(cond, a, b,
+    result_type=None)`."""
+
+    name = "legato.where"
+
+    cond = operand_def(TensorType)
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+    assembly_format = (
+        "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($lhs) `,` type($rhs) `->` "
+        "type($result)"
+    )
+
+    def __init__(
+        self,
+        cond: SSAValue | Operation,
+        lhs: SSAValue | Operation,
+        rhs: SSAValue | Operation,
+        result_type: TensorType | None = None,
+    ):
+        if result_type is None:
+            result_type = infer_where(*(SSAValue.get(v).type for v in (cond, lhs, rhs)))  # type: ignore[arg-type]
+        super().__init__(operands=[cond, lhs, rhs], result_types=[result_type])
+
+    def verify_(self) -> None:
+        expected = infer_where(self.cond.type, self.lhs.type, self.rhs.type)  # type: ignore[arg-type]
+        _check_result(self, self.result.type, expected)
+
+
+GATHER_INDEX_TYPES = ("i64",)
+
+
+def infer_gather(table: TensorType, indices: TensorType, memory: str = "sram") -> TensorType:
+    if table.rank < 1:
+        raise VerifyException("legato.gather: the table needs at least one dim (its rows)")
+    if indices.dtype.name not in GATHER_INDEX_TYPES:
+        raise VerifyException(
+            f"legato.gather: indices must be {' or '.join(GATHER_INDEX_TYPES)} (the core reads "
+            f"each with one 8-byte load), got {indices.dtype.name}"
+        )
+    return TensorType((*indices.dims, *table.dims[1:]), table.element_type, memory)
+
+
+@irdl_op_definition
+class GatherOp(IRDLOperation):
+    """`%r = legato.gather %table, %indices : Tt, Ti -> Tr`: rows of `table` selected by
+    `indices` (torch's `embedding(indices, table)`, `table[indices]`): `r[i..., :] =
+    table[indices[i...], ...]`, result dims `indices.dims + table.dims[1:]`. `indices` is i64;
+    the table may stay in shared memory (one DMA per row). The result is in a core memory (its
+    type says which). Every index must lie in `[0, rows)` (out of range faults).
+    Builder: `GatherOp(table, indices, result_type=None)` (default: sram)."""
+
+    name = "legato.gather"
+
+    table = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    traits = traits_def(Pure())
+    assembly_format = "$table `,` $indices attr-dict `:` type($table) `,` type($indices) `->` type($result)"
+
+    def __init__(
+        self,
+        table: SSAValue | Operation,
+        indices: SSAValue | Operation,
+        result_type: TensorType | None = None,
+    ):
+        if result_type is None:
+            result_type = infer_gather(SSAValue.get(table).type, SSAValue.get(indices).type)  # type: ignore[arg-type]
+        super().__init__(operands=[table, indices], result_types=[result_type])
+
+    def verify_(self) -> None:
+        r = _tensor(self.result, "legato.gather result")
+        verify_memory_space(
+            r.space, "legato.gather result", [s for s in CORE_SPACES if s != "mpu_weight"]
+        )
+        if self.table.type.space == "mpu_weight":  # type: ignore[attr-defined]
+            raise VerifyException("legato.gather: the table cannot be an MPU weight")
+        expected = infer_gather(self.table.type, self.indices.type, r.space)  # type: ignore[arg-type]
+        _check_result(self, r, expected)
+
+
 Legato = Dialect(
     "legato",
     [
@@ -2388,6 +2497,8 @@ Legato = Dialect(
         BarrierOp,
         SignalOp,
         WaitOp,
+        WhereOp,
+        GatherOp,
     ],
     [TensorType, ContextAttr],
 )

@@ -1189,6 +1189,31 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(vnode, f"full: float value {value} for the integer type {dtype}")
         return self.emit_value(L.ConstantOp, node, value, L.TensorType(dims, dtype, memory))
 
+    def _op_where(self, node: ast.Call):
+        self.require_region(node, "where")
+        b = self.bind_op_args(node, "where", ["cond", "a", "b"], {})
+        cond = self.tensor_arg(b, "cond", "where")
+        (x, xn), (y, yn) = b["a"], b["b"]
+        if not isinstance(x, IRValue) and not isinstance(y, IRValue):
+            raise self.error(node, "legato.tensor.where needs a tensor for `a` or `b` (its dtype "
+                             "is the result's)")
+        like = x if isinstance(x, IRValue) else y
+        a, c = self.as_tensor(x, like, xn), self.as_tensor(y, like, yn)
+        return self.emit_value(L.WhereOp, node, cond.ssa, a.ssa, c.ssa)
+
+    def _op_gather(self, node: ast.Call):
+        self.require_region(node, "gather")
+        b = self.bind_op_args(node, "gather", ["table", "indices", "memory"], {"memory": "sram"})
+        table = self.tensor_arg(b, "table", "gather")
+        indices = self.tensor_arg(b, "indices", "gather")
+        memory = self.memory_arg(b, "memory", "gather",
+                                 [s for s in CORE_SPACES if s != "mpu_weight"])
+        try:
+            rt = L.infer_gather(table.ssa.type, indices.ssa.type, memory)
+        except VerifyException as e:
+            raise self.error(node, str(e)) from None
+        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt)
+
     def __getattr__(self, name: str):
         # `_op_add`, `_op_exp`, ...: the elementwise ops share two implementations.
         if name.startswith("_op_"):

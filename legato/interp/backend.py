@@ -416,6 +416,22 @@ class BackendFunctions(InterpreterFunctions):
         self._write(interpreter, op, dst, vpu.convert(x, _np(op.dst_dtype.data)))
         return ()
 
+    @impl(B.VpuSelOp)
+    def run_vsel(self, interpreter, op: B.VpuSelOp, args):
+        from legato.targets.bertha import vpu
+
+        dst, cond, src, n = args
+        if n < 0:
+            raise InterpError(f"vpu.sel with negative element count {n}", op)
+        dt = _np(op.dtype.data)
+        ct = np.dtype(np.bool_) if op.cond_dtype.data == "i1" else _np(op.cond_dtype.data)
+        self._local(interpreter, op, cond, "vpu.sel condition")
+        self._local(interpreter, op, src, "vpu.sel source")
+        self._local(interpreter, op, dst, "vpu.sel destination")
+        res = vpu.select(self._read(cond, n, ct), self._read(src, n, dt), self._read(dst, n, dt))
+        self._write(interpreter, op, dst, res)
+        return ()
+
     @impl(B.VpuFillOp)
     def run_vfill(self, interpreter, op: B.VpuFillOp, args):
         dst, n, bits = args

@@ -374,6 +374,33 @@ class CoreFunctions(InterpreterFunctions):
         out.write(self.memory, semantics.full(out.shape, op.value.value.data, out.dtype))
         return ()
 
+    @impl(C.LoadIndexOp)
+    def run_load_index(self, interpreter, op: C.LoadIndexOp, args):
+        buf, i = args
+        i = as_int(i)
+        if not 0 <= i < buf.shape[0]:
+            raise InterpError(
+                f"core.load_index: element {i} is outside the buffer's {buf.shape[0]} elements",
+                op,
+            )
+        return (_index(int(buf.read(self.memory)[i])),)
+
+    @impl(C.VpuSelectOp)
+    def run_vpu_select(self, interpreter, op: C.VpuSelectOp, args):
+        from legato.targets.bertha import vpu
+
+        cond, src, out = args
+        m = self.memory
+        c, x, o = cond.read(m), src.read(m), out.read(m)
+        if not (c.shape == x.shape == o.shape):
+            raise InterpError(
+                f"core.vpu_select: runtime shapes {list(c.shape)}, {list(x.shape)} and "
+                f"{list(o.shape)} differ",
+                op,
+            )
+        out.write(m, vpu.select(c, x, o))
+        return ()
+
     # -- helpers ----------------------------------------------------------------------------
 
     @staticmethod

@@ -355,6 +355,33 @@ class LegatoFunctions(InterpreterFunctions):
     def run_sin(self, interpreter, op, args):
         return self._unary("sin", op, args)
 
+    @impl(L.WhereOp)
+    def run_where(self, interpreter, op: L.WhereOp, args):
+        from legato.targets.bertha import vpu
+
+        c, a, b = args
+        try:
+            shape = np.broadcast_shapes(c.shape, a.shape, b.shape)
+        except ValueError:
+            raise InterpError(
+                f"runtime shapes {list(c.shape)}, {list(a.shape)} and {list(b.shape)} do not "
+                "broadcast", op,
+            ) from None
+        bc = lambda x: np.ascontiguousarray(np.broadcast_to(x, shape))  # noqa: E731
+        return (vpu.select(bc(c), bc(a), bc(b)),)
+
+    @impl(L.GatherOp)
+    def run_gather(self, interpreter, op: L.GatherOp, args):
+        table, idx = args
+        rows = table.shape[0]
+        bad = (idx < 0) | (idx >= rows)
+        if bad.any():
+            raise InterpError(
+                f"legato.gather: index {int(idx[bad].flat[0])} is outside the table's {rows} rows",
+                op,
+            )
+        return (np.ascontiguousarray(table[idx]),)
+
     @impl(L.CastOp)
     def run_cast(self, interpreter, op: L.CastOp, args):
         return (semantics.cast(args[0], np_dtype(op.result.type.element_type)),)

@@ -346,6 +346,22 @@ class _Selector:
             dt = _vpu_dtype(op, _buf_type(op.out))
             bits = self.const(element_bits(op.value.value.data, dt))
             self.emit(be.VpuFillOp(self.regs[op.out], self.count(op.out, op), bits, dt), op)
+        elif isinstance(op, core.LoadIndexOp):
+            self.need_contiguous(op, op.buf)
+            off = self.mul(self.regs[op.index], 8, op)
+            addr = self.scalar(self.add(self.regs[op.buf], off, op))
+            self.regs[op.result] = self.emit(be.LdOp(addr, 0), op).results[0]
+        elif isinstance(op, core.VpuSelectOp):
+            self.need_contiguous(op, op.cond, op.src, op.out)
+            dt = _vpu_dtype(op, _buf_type(op.out))
+            ct = _buf_type(op.cond).dtype.name
+            if ct != "i1":
+                ct = _vpu_dtype(op, _buf_type(op.cond))
+            self.emit(
+                be.VpuSelOp(self.regs[op.out], self.regs[op.cond], self.regs[op.src],
+                            self.count(op.out, op), dt, ct),
+                op,
+            )
         elif isinstance(op, core.VpuTransposeOp):
             self.need_contiguous(op, op.input, op.out)
             dt = _vpu_dtype(op, _buf_type(op.input))

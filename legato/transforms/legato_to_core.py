@@ -304,6 +304,10 @@ class _KernelLowering:
             _tensor_ops.cat(self, prog, op)
         elif isinstance(op, lg.BroadcastToOp):
             _tensor_ops.broadcast_to(self, prog, op)
+        elif isinstance(op, lg.WhereOp):
+            _tensor_ops.where(self, prog, op)
+        elif isinstance(op, lg.GatherOp):
+            _tensor_ops.gather(self, prog, op)
         elif isinstance(op, lg.CoreIdOp):
             prog.scalars[op.result] = prog.emit(core.CoreIdOp(), op).results[0]
         elif _runtime.handles(op):

@@ -316,6 +316,85 @@ def broadcast_to(L: _KernelLowering, prog: _Program, op: lg.BroadcastToOp) -> No
     prog.values[op.result] = out
 
 
+# -- selection and gathers ---------------------------------------------------------------------
+
+
+def where(L: _KernelLowering, prog: _Program, op: lg.WhereOp) -> None:
+    """`out = b` (broadcast copy), then `vpu_select` merges `a` where `cond` is nonzero; `a` and
+    a float `cond` are materialized to the output's shape when they broadcast."""
+    rt = _rtype(op)
+    check_vpu_dtype(op, rt)
+    ct = op.cond.type
+    assert isinstance(ct, lg.TensorType)
+    if ct.dtype.name != "i1":
+        check_vpu_dtype(op, ct)
+    c = local(L, prog, op.cond, op, "condition")
+    a = local(L, prog, op.lhs, op, "first value")
+    b = local(L, prog, op.rhs, op, "second value")
+    space = result_space(op, rt)
+    dims = broadcast_dims([(c, c.type), (a, a.type), (b, b.type)], rt)
+    out = alloc(L, prog, dims, rt.element_type, space, op)
+    bcast_copy(L, prog, b, out, op)
+    if broadcast_form(a.type.dims, out.type.dims)[0] != "full":
+        a = materialize(L, prog, a, out, op)
+    if broadcast_form(c.type.dims, out.type.dims)[0] != "full":
+        if ct.dtype.name == "i1":
+            raise error_at(
+                op,
+                f"legato.where: the i1 condition {c.type.dims_str()} broadcasts to "
+                f"{out.type.dims_str()}; the VPU moves only float elements, so an i1 condition "
+                "must have the result's shape (or use a float mask)",
+            )
+        c = materialize(L, prog, c, out, op)
+    d = dimsb(out)
+    prog.emit(core.VpuSelectOp(view(prog, c, d, op).value, view(prog, a, d, op).value,
+                               out.value), op)
+    prog.values[op.result] = out
+
+
+def gather(L: _KernelLowering, prog: _Program, op: lg.GatherOp) -> None:
+    """A runtime loop over the indices: each is read into a register (`core.load_index`) and
+    its table row is DMA'd into the result; one wait after the loop."""
+    from xdsl.dialects import scf
+    from xdsl.ir import Block, Region
+
+    rt = _rtype(op)
+    if prog.ctx.is_top:
+        raise error_at(op, "legato.gather runs in a core context, not on top")
+    table = L._lookup(prog, op.table, op)
+    L._note_access(op.table, "read")
+    idx = local(L, prog, op.indices, op, "index tensor")
+    row = dimsb(table)[1:]
+    n = prod(prog, dimsb(idx), op)
+    out = alloc(L, prog, dimsb(idx) + row, rt.element_type, rt.space, op)
+    out2 = view(prog, out, [n] + row, op)
+    idx1 = view(prog, idx, [n], op)
+    zeros = [0] * len(row)
+    block = Block(arg_types=[IndexType()])
+    i = block.args[0]
+    i.name_hint = "row"
+    saved, prog.body = prog.body, []
+    try:
+        rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+        src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
+        dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
+        prog.emit(core.DmaOp(src.value, dst.value), op)
+        body = prog.body
+    finally:
+        prog.body = saved
+    for o in body:
+        block.add_op(o)
+    y = scf.YieldOp()
+    y.location = op.location
+    block.add_op(y)
+    lb, step = index_const(prog, 0, op), index_const(prog, 1, op)
+    ub = n[0] if not isinstance(n[0], int) else index_const(prog, n[0], op)
+    prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
+    prog.emit(core.DmaWaitOp(), op)
+    prog.issued_dma = True
+    prog.values[op.result] = out
+
+
 # -- transposes and reductions -----------------------------------------------------------------
 
 

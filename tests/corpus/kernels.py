@@ -240,3 +240,7 @@ CORPUS += DSL_CORPUS
 from tests.corpus.runtime_kernels import RUNTIME_CORPUS  # noqa: E402
 
 CORPUS += RUNTIME_CORPUS
+
+from tests.corpus.select_gather_kernels import SELECT_GATHER_CORPUS  # noqa: E402
+
+CORPUS += SELECT_GATHER_CORPUS

@@ -194,6 +194,15 @@ def _dtype(text: str) -> int:
     return DTYPES[t]
 
 
+def _cond_dtype(text: str) -> int:
+    t = text.strip()
+    if t not in isa.COND_DTYPES:
+        raise _Err(
+            f"unknown condition type {t!r}; expected one of {', '.join(isa.COND_DTYPES)}"
+        )
+    return isa.COND_DTYPES[t]
+
+
 def _label(text: str) -> str | int:
     t = text.strip()
     if _INT_RE.match(t) and t[0] in "+-":
@@ -367,9 +376,13 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
         need(5)
         f["a"], f["b"], f["c"], f["d"] = (at(i, _reg) for i in range(4))
         f["imm"] = at(4, _dtype)
+    elif fmt == "vsel":
+        need(6)
+        f["a"], f["b"], f["c"], f["d"] = (at(i, _reg) for i in range(4))
+        f["imm"] = at(4, _dtype) | at(5, _cond_dtype) << 4
     else:  # pragma: no cover - the table and this function are kept in step by tests
         raise AssertionError(fmt)
-    if op.format in ("vbin", "vun", "vcvt", "vfill", "v2d") and ctx_kind == "top":
+    if op.format in ("vbin", "vun", "vcvt", "vfill", "v2d", "vsel") and ctx_kind == "top":
         raise _Err("top has no VPU", None)
     if op.format == "mpu_ldw" and ctx_kind == "top":
         raise _Err("top has no MPU", None)
@@ -591,6 +604,9 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
         return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {DTYPE_NAMES[imm & 0xF]}, {DTYPE_NAMES[imm >> 4]}"
     if fmt == "v2d":
         return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm]}"
+    if fmt == "vsel":
+        return (f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm & 0xF]}, "
+                f"{isa.COND_DTYPE_NAMES[imm >> 4]}")
     raise AssertionError(fmt)  # pragma: no cover
 
 

@@ -672,6 +672,13 @@ class Emulator:
             ranges = []
             out = (dst, n * DTYPE_SIZES[dt])
             elems = n
+        elif fmt == "vsel":
+            dst, cond, s, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
+            sz = DTYPE_SIZES[DTYPE_NAMES[ins.imm & 0xF]]
+            csz = isa.COND_DTYPE_SIZES[isa.COND_DTYPE_NAMES[ins.imm >> 4]]
+            ranges = [(cond, n * csz), (s, n * sz), (dst, n * sz)]  # dst is read (kept)
+            out = (dst, n * sz)
+            elems = n
         else:  # v2d
             dst, s, rows, cols = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
             dt = DTYPE_NAMES[ins.imm]
@@ -870,6 +877,13 @@ class Emulator:
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
             st = _NP_DTYPES[DTYPE_NAMES[ins.imm >> 4]]
             res = vpu.convert(mem.read_array(r[ins.b], elems, st), dt)
+        elif fmt == "vsel":
+            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
+            cname = isa.COND_DTYPE_NAMES[ins.imm >> 4]
+            ct = np.dtype(np.bool_) if cname == "i1" else _NP_DTYPES[cname]
+            res = vpu.select(mem.read_array(r[ins.b], elems, ct),
+                             mem.read_array(r[ins.c], elems, dt),
+                             mem.read_array(r[ins.a], elems, dt))
         elif fmt == "vfill":
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
             bits = (r[ins.c] & _MASK64).to_bytes(8, "little")[: dt.itemsize]

@@ -34,6 +34,11 @@ SPACE_NAMES = {v: k for k, v in SPACES.items()}
 DTYPES = {"bf16": 1, "f32": 2, "f16": 3}
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 DTYPE_SIZES = {"bf16": 2, "f32": 4, "f16": 2}
+# Condition types of vpu.sel: a float mask of a VPU dtype, or i1 (one byte per element); an
+# element is true when it is nonzero (NaN is true, -0.0 false).
+COND_DTYPES = {**DTYPES, "i1": 4}
+COND_DTYPE_NAMES = {v: k for k, v in COND_DTYPES.items()}
+COND_DTYPE_SIZES = {**DTYPE_SIZES, "i1": 1}
 
 # Core selector modes (lsa, dma notify).
 CORE_SELF = 0  # the running core
@@ -95,6 +100,7 @@ FORMATS: dict[str, str] = {
     "vcvt": "rdst, rsrc, rn, dtype_dst, dtype_src",
     "vfill": "rdst, rn, rbits, dtype",
     "v2d": "rdst, rsrc, rrows, rcols, dtype",
+    "vsel": "rdst, rcond, rsrc, rn, dtype, cond_dtype",
 }
 
 _OPS: list[OpInfo] = []
@@ -171,6 +177,7 @@ _op("vpu.rmax", 0x83, "v2d", "V", "dst[r] = max_c src[r, c]")
 _op("vpu.transpose", 0x84, "v2d", "V", "dst[c, r] = src[r, c]")
 for _i, _m in enumerate(["cos", "sin"]):
     _op(f"vpu.{_m}", 0x7B + _i, "vun", "V", f"dst[i] = {_m}(src[i]) over rn elements")
+_op("vpu.sel", 0x85, "vsel", "V", "dst[i] = src[i] if cond[i] != 0 else dst[i], rn elements")
 
 OPS: tuple[OpInfo, ...] = tuple(_OPS)
 BY_MNEMONIC: dict[str, OpInfo] = {o.mnemonic: o for o in OPS}
@@ -275,6 +282,7 @@ REG_FIELDS: dict[str, str] = {
     "vcvt": "abc",
     "vfill": "abc",
     "v2d": "abcd",
+    "vsel": "abcd",
 }
 
 
@@ -365,6 +373,10 @@ def validate(ins: Instruction) -> None:
     elif fmt in ("vun", "vfill", "v2d"):
         if imm not in DTYPE_NAMES:
             _bad(ins, f"dtype code {imm}")
+    elif fmt == "vsel" and (
+        imm & ~0xFF or (imm & 0xF) not in DTYPE_NAMES or (imm >> 4) not in COND_DTYPE_NAMES
+    ):
+        _bad(ins, f"dtype codes {imm:#x}")
     elif fmt == "vcvt" and (
         imm & ~0xFF or (imm & 0xF) not in DTYPE_NAMES or (imm >> 4) not in DTYPE_NAMES
     ):

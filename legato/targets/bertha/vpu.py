@@ -60,6 +60,14 @@ def unary(op: str, x: np.ndarray, dtype) -> np.ndarray:
         return _round(UNARY[op](_f64(x)), dtype)
 
 
+def select(cond: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """`vpu.sel`: src where cond is nonzero (a float mask: NaN is true, -0.0 false; i1: any
+    nonzero byte), else dst; elements are moved, not rounded (src and dst have one dtype)."""
+    c = np.asarray(cond)
+    truth = c.view(np.uint8) != 0 if c.dtype == np.bool_ else c.astype(np.float64) != 0
+    return np.where(truth, np.asarray(src), np.asarray(dst)).astype(np.asarray(dst).dtype)
+
+
 def _round(x: np.ndarray, dtype) -> np.ndarray:
     return np.asarray(x).astype(np.float32).astype(dtype)
 

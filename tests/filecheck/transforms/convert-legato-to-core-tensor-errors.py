@@ -204,4 +204,50 @@ builtin.module {
 }""")
 # CHECK: error: an MPU weight must have static dims
 
+CASES.append("""// An i1 condition that broadcasts (the VPU moves only float elements).
+builtin.module {
+  legato.kernel @k(%c : !legato.tensor<[4, 1], i1, sram>) {
+    legato.on core(0) {
+      %a = legato.constant 1.0 : !legato.tensor<[4, 8], f32, sram>
+      %r = legato.where %c, %a, %a : !legato.tensor<[4, 1], i1, sram>, !legato.tensor<[4, 8], f32, sram>, !legato.tensor<[4, 8], f32, sram> -> !legato.tensor<[4, 8], f32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+# CHECK: error: legato.where: the i1 condition [4, 1] broadcasts to [4, 8]; the VPU moves only float elements, so an i1 condition must have the result's shape (or use a float mask)
+CASES.append("""// Selecting integers: the VPU selects float elements.
+builtin.module {
+  legato.kernel @k(%c : !legato.tensor<[4], i1, sram>, %a : !legato.tensor<[4], i32, sram>) {
+    legato.on core(0) {
+      %r = legato.where %c, %a, %a : !legato.tensor<[4], i1, sram>, !legato.tensor<[4], i32, sram>, !legato.tensor<[4], i32, sram> -> !legato.tensor<[4], i32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+# CHECK: error: legato.where on i32 is not supported: the VPU computes on bf16, f32 and f16; cast with legato.tensor.to(x, ...) first
+CASES.append("""// Gather indices in shared memory: the core reads them from its own memory.
+builtin.module {
+  legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, shared_dram>) {
+    legato.on core(0) {
+      %r = legato.gather %t, %i : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, shared_dram> -> !legato.tensor<[4, 8], f32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+# CHECK: error: legato.gather: the index tensor is in shared_dram; tensor ops compute in a core's memory (sram, private_dram, mpu_buffer): receive it or memcpy it into sram first
+CASES.append("""// A gather on top (top has no memory to gather into).
+builtin.module {
+  legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, shared_dram>) {
+    legato.on top {
+      %r = legato.gather %t, %i : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, shared_dram> -> !legato.tensor<[4, 8], f32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+# CHECK: error: legato.gather runs in a core context, not on top
+
 run_cases(CASES, "convert-legato-to-core")

@@ -404,3 +404,57 @@ def test_shape_of_dynamic_tensor_is_refused(tmp_path):
         "# BAD",
     )
     assert "dynamic dims [0]" in msg and ".bounds" in msg
+
+
+def test_where_needs_a_tensor_value(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_top():
+        legato.tensor.request_load(a, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(a, 0, "sram")
+        y = legato.tensor.where(x, 1.0, 0.0)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.where needs a tensor for `a` or `b`" in msg
+
+
+def test_where_with_an_integer_condition(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        c = legato.tensor.full((4,), 1, legato.types.i32)
+        x = legato.tensor.full((4,), 1.0, legato.types.f32)
+        y = legato.tensor.where(c, x, 0.0)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "the condition must be i1 (bool) or a float mask, got i32" in msg
+
+
+def test_gather_with_float_indices_and_into_shared_memory(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_top():
+        legato.tensor.request_load(a, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(a, 0, "sram")
+        y = legato.tensor.gather(w, x)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.gather: indices must be i64" in msg and "got bf16" in msg
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        i = legato.tensor.full((4,), 1, legato.types.i64)
+        y = legato.tensor.gather(w, i, "shared_dram")  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.gather: memory space 'shared_dram' is a shared memory" in msg

@@ -463,3 +463,61 @@ def test_trace_json(tmp_path):
     assert [e["name"].split()[0] for e in mpu] == ["mpu.ldw", "mpu.mm"]
     assert all(e["ts"] + e["dur"] <= res.cycles for e in mpu)
     assert sum(e["ph"] == "b" for e in ev) == 3  # three DMAs
+
+
+SEL = """\
+.program core0 on core(0)
+    ld r3, 8(r1)             ; cond [8] {cdt}
+    ld r4, 16(r1)            ; a [8] f32
+    ld r5, 24(r1)            ; out [8] f32 (holds b; written back)
+    lsa r6, sram, 0
+    lsa r7, sram, 64
+    lsa r8, sram, 128
+    li r9, {cbytes}
+    li r10, 32
+    dma r6, r3, r9
+    dma r7, r4, r10
+    dma r8, r5, r10
+    dmawait
+    li r11, 8
+    vpu.sel r8, r6, r7, r11, f32, {cdt}
+    dma r5, r8, r10
+    dmawait
+    halt
+"""
+
+
+@pytest.mark.parametrize("cdt", ["i1", "f32", "bf16"])
+def test_vpu_sel_merges_where_the_condition_is_nonzero(cdt):
+    """dst keeps b where cond is 0 (or -0.0) and takes a elsewhere (NaN counts as true);
+    elements move bit-exactly (NaN, inf, -0.0 of a and b survive)."""
+    from legato.types import DType
+
+    a = np.array([1.0, -np.inf, np.nan, -0.0, 5.0, 6.0, 7.0, 8.0], np.float32)
+    b = np.array([-1.0, -2.0, np.inf, 4.0, np.nan, -0.0, -7.0, -8.0], np.float32)
+    if cdt == "i1":
+        cond = np.array([1, 0, 1, 1, 0, 0, 1, 0], np.bool_)
+        want = [True, False, True, True, False, False, True, False]
+    else:
+        np_dt = np.float32 if cdt == "f32" else ml_dtypes.bfloat16
+        cond = np.array([2.0, 0.0, np.nan, -1.0, -0.0, 0.0, np.inf, 0.0], np_dt)
+        want = [True, False, True, True, False, False, True, False]
+    out = b.copy()
+    run(SEL.format(cdt=cdt, cbytes=cond.nbytes),
+        [tensor("cond", DType(cdt), [8]), tensor("a", f32, [8]),
+         tensor("out", f32, [8], "readwrite")], [cond, a, out])
+    expect = np.where(want, a, b)
+    assert out.view(np.uint32).tolist() == expect.view(np.uint32).tolist()
+
+
+def test_vpu_sel_condition_types_are_validated():
+    from legato.targets.bertha import isa
+    from legato.targets.bertha.asm import AsmError, assemble
+
+    with pytest.raises(AsmError, match="unknown condition type 'i8'"):
+        assemble(".program core0 on core(0)\n    vpu.sel r1, r2, r3, r4, f32, i8\n")
+    with pytest.raises(AsmError, match="unknown element type 'i1'"):
+        assemble(".program core0 on core(0)\n    vpu.sel r1, r2, r3, r4, i1, i1\n")
+    word = isa.make("vpu.sel", 1, 2, 3, 4, 2 | 4 << 4).encode()
+    with pytest.raises(isa.DecodeError, match="dtype codes"):
+        isa.decode(word | (5 << 4) << 32 & ~((4 << 4) << 32))

@@ -32,6 +32,7 @@ EXAMPLES = {
     "mpu.mm": "mpu.mm r8, r7, r4, f32, acc",
     "vpu.cvt": "vpu.cvt r1, r2, r3, bf16, f32",
     "vpu.fill": "vpu.fill r1, r2, r0, f32",
+    "vpu.sel": "vpu.sel r1, r2, r3, r4, bf16, i1",
 }
 
 
@@ -148,6 +149,9 @@ def operands(draw, op):
         return f"{r()}, {r()}, {r()}, {draw(dtype)}, {draw(dtype)}"
     if f == "v2d":
         return f"{r()}, {r()}, {r()}, {r()}, {draw(dtype)}"
+    if f == "vsel":
+        cdt = draw(st.sampled_from(sorted(isa.COND_DTYPES)))
+        return f"{r()}, {r()}, {r()}, {r()}, {draw(dtype)}, {cdt}"
     raise AssertionError(f)
 
 

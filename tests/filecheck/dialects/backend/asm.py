@@ -49,6 +49,7 @@ def program():
         b.VpuFillOp(d, n, a, "f32"),
         b.VpuRsumOp(d, d3, a, n, "f32"),
         b.VpuTransposeOp(d, d3, a, n, "bf16"),
+        b.VpuSelOp(d, d3, a, n, "f32", "i1"),
         b.JmpOp("loop"),
         b.NopOp(),
         b.HaltOp(),
@@ -100,6 +101,7 @@ module.verify()
 # CHECK-NEXT:     vpu.fill r4, r5, r3, f32
 # CHECK-NEXT:     vpu.rsum r4, r7, r3, r5, f32
 # CHECK-NEXT:     vpu.transpose r4, r7, r3, r5, bf16
+# CHECK-NEXT:     vpu.sel r4, r7, r3, r5, f32, i1
 # CHECK-NEXT:     jmp loop
 # CHECK-NEXT:     nop
 # CHECK-NEXT:     halt

@@ -175,6 +175,10 @@ backend.kernel @every_instruction args [#core.arg<0, [4], f32, shared_dram, read
     backend.vpu_rmax %s0, %s2, %a, %ld, f32 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
     // CHECK-NEXT: backend.vpu_transpose %s0, %s2, %a, %ld, f32 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
     backend.vpu_transpose %s0, %s2, %a, %ld, f32 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    // CHECK-NEXT: backend.vpu_sel %s0, %s2, %a, %ld, bf16, i1 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    backend.vpu_sel %s0, %s2, %a, %ld, bf16, i1 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    // CHECK-NEXT: backend.vpu_sel %s0, %s2, %a, %ld, f32, f32 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    backend.vpu_sel %s0, %s2, %a, %ld, f32, f32 : (!backend.reg<r5>, !backend.reg<r7>, !backend.reg<r3>, !backend.reg<r10>) -> ()
     // CHECK-NEXT: %u = backend.add %a, %a : (!backend.reg<r3>, !backend.reg<r3>) -> !backend.reg
     %u = backend.add %a, %a : (!backend.reg<r3>, !backend.reg<r3>) -> !backend.reg
     // CHECK-NEXT: %j = backend.addi %u, 1 : (!backend.reg) -> !backend.reg<j0>

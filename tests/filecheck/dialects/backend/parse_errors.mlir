@@ -40,6 +40,22 @@ backend.program @p on core(0) {
 
 backend.program @p on core(0) {
     %a = backend.li 1 : !backend.reg<r3>
+    backend.vpu_sel %a, %a, %a, %a, f32, i8 : (!backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>) -> ()
+}
+// CHECK: unknown element type 'i8'; expected one of bf16, f32, f16, i1
+
+// -----
+
+backend.program @p on core(0) {
+    %a = backend.li 1 : !backend.reg<r3>
+    backend.vpu_sel %a, %a, %a, %a, i1, i1 : (!backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>) -> ()
+}
+// CHECK: unknown element type 'i1'; expected one of bf16, f32, f16
+
+// -----
+
+backend.program @p on core(0) {
+    %a = backend.li 1 : !backend.reg<r3>
     backend.vpu_add %a, %a, %a, %a, f32, bc.diag(3) : (!backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>) -> ()
 }
 // CHECK: expected bc.scalar, bc.row(P) or bc.col(P), got 'bc.diag'

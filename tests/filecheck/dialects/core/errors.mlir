@@ -328,6 +328,55 @@ core.kernel @k args [] {
 
 core.kernel @k args [] {
   core.program @core0 on core(0) {
+    %c = core.alloc sram : !core.buf<[4, 8], i32, sram>
+    %a = core.alloc sram : !core.buf<[4, 8], f32, sram>
+    core.vpu_select %c, %a to %a : !core.buf<[4, 8], i32, sram>, !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
+    core.end
+  }
+}
+// CHECK: core.vpu_select: the condition must be i1 or a float mask, got i32
+
+// -----
+
+core.kernel @k args [] {
+  core.program @core0 on core(0) {
+    %c = core.alloc sram : !core.buf<[4, 8], i1, sram>
+    %a = core.alloc sram : !core.buf<[4, 8], f32, sram>
+    %b = core.alloc sram : !core.buf<[4, 8], bf16, sram>
+    core.vpu_select %c, %a to %b : !core.buf<[4, 8], i1, sram>, !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], bf16, sram>
+    core.end
+  }
+}
+// CHECK: core.vpu_select: src and out must have one floating-point element type
+
+// -----
+
+core.kernel @k args [] {
+  core.program @core0 on core(0) {
+    %c = core.alloc sram : !core.buf<[8], i1, sram>
+    %a = core.alloc sram : !core.buf<[4, 8], f32, sram>
+    core.vpu_select %c, %a to %a : !core.buf<[8], i1, sram>, !core.buf<[4, 8], f32, sram>, !core.buf<[4, 8], f32, sram>
+    core.end
+  }
+}
+// CHECK: core.vpu_select: condition [8], src [4, 8] and out [4, 8] must have one shape (broadcast them first)
+
+// -----
+
+core.kernel @k args [] {
+  core.program @core0 on core(0) {
+    %i = arith.constant 0 : index
+    %x = core.alloc sram : !core.buf<[4], i32, sram>
+    %v = core.load_index %x[%i] : !core.buf<[4], i32, sram>
+    core.end
+  }
+}
+// CHECK: core.load_index reads a 1-D i64 buffer (one 8-byte load), got !core.buf<[4], i32, sram>
+
+// -----
+
+core.kernel @k args [] {
+  core.program @core0 on core(0) {
     %a = core.alloc sram : !core.buf<[4, 8], f32, sram>
     %b = core.alloc sram : !core.buf<[4, 4], f32, sram>
     core.vpu_binary max %a, %b to %a : !core.buf<[4, 8], f32, sram>, !core.buf<[4, 4], f32, sram>, !core.buf<[4, 8], f32, sram>

@@ -91,6 +91,16 @@ core.kernel @simple_matmul args [#core.arg<0, [?10, 256], bf16, shared_dram, rea
       core.vpu_unary exp %row to %row : !core.buf<[1, 128], bf16, sram>, !core.buf<[1, 128], bf16, sram>
     // CHECK-NEXT: }
     }
+    // CHECK-NEXT: %ids = core.alloc sram : !core.buf<[4], i64, sram>
+    %ids = core.alloc sram : !core.buf<[4], i64, sram>
+    // CHECK-NEXT: %rid = core.load_index %ids[%c1] : !core.buf<[4], i64, sram>
+    %rid = core.load_index %ids[%c1] : !core.buf<[4], i64, sram>
+    // CHECK-NEXT: %mask = core.alloc sram : !core.buf<[1, 128], i1, sram>
+    %mask = core.alloc sram : !core.buf<[1, 128], i1, sram>
+    // CHECK-NEXT: %r0 = core.subview %r [%rid, 0] [1, 128] : !core.buf<[?10, 128], bf16, sram> -> !core.buf<[1, 128], bf16, sram>
+    %r0 = core.subview %r [%rid, 0] [1, 128] : !core.buf<[?10, 128], bf16, sram> -> !core.buf<[1, 128], bf16, sram>
+    // CHECK-NEXT: core.vpu_select %mask, %r0 to %r0 : !core.buf<[1, 128], i1, sram>, !core.buf<[1, 128], bf16, sram>, !core.buf<[1, 128], bf16, sram>
+    core.vpu_select %mask, %r0 to %r0 : !core.buf<[1, 128], i1, sram>, !core.buf<[1, 128], bf16, sram>, !core.buf<[1, 128], bf16, sram>
     // CHECK-NEXT: %nb = arith.constant 1024 : index
     %nb = arith.constant 1024 : index
     // CHECK-NEXT: core.dma %r to %out bytes %nb : !core.buf<[?10, 128], bf16, sram>, !core.buf<[10, 128], bf16, shared_dram>

@@ -468,3 +468,69 @@ legato.kernel @k() {
   legato.return
 }
 // CHECK: legato.constant: a float value needs a float tensor and an integer value an integer tensor
+
+// -----
+
+legato.kernel @k(%c : !legato.tensor<[4], i32, sram>, %a : !legato.tensor<[4], f32, sram>) {
+  legato.on core(0) {
+    %r = legato.where %c, %a, %a : !legato.tensor<[4], i32, sram>, !legato.tensor<[4], f32, sram>, !legato.tensor<[4], f32, sram> -> !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.where: the condition must be i1 (bool) or a float mask, got i32
+
+// -----
+
+legato.kernel @k(%c : !legato.tensor<[4], i1, sram>, %a : !legato.tensor<[4], f32, sram>, %b : !legato.tensor<[4], bf16, sram>) {
+  legato.on core(0) {
+    %r = legato.where %c, %a, %b : !legato.tensor<[4], i1, sram>, !legato.tensor<[4], f32, sram>, !legato.tensor<[4], bf16, sram> -> !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.where: the two values have different element types (f32 and bf16); insert a legato.cast
+
+// -----
+
+legato.kernel @k(%c : !legato.tensor<[3], i1, sram>, %a : !legato.tensor<[4], f32, sram>) {
+  legato.on core(0) {
+    %r = legato.where %c, %a, %a : !legato.tensor<[3], i1, sram>, !legato.tensor<[4], f32, sram>, !legato.tensor<[4], f32, sram> -> !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: shapes [3] and [4] are not broadcastable (dim 0: 3 vs 4)
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i32, sram>) {
+  legato.on core(0) {
+    %r = legato.gather %t, %i : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i32, sram> -> !legato.tensor<[4, 8], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.gather: indices must be i64 (the core reads each with one 8-byte load), got i32
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, sram>) {
+  legato.on core(0) {
+    %r = legato.gather %t, %i : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4, 8], f32, shared_dram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.gather result: memory space 'shared_dram' is not allowed here; expected one of sram, private_dram, mpu_buffer
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, sram>) {
+  legato.on core(0) {
+    %r = legato.gather %t, %i : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4, 16], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.gather: result type !legato.tensor<[4, 16], f32, sram> does not match expected !legato.tensor<[4, 8], f32, sram>

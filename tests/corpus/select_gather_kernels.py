@@ -1,0 +1,146 @@
+"""Corpus kernels for `legato.where` (the VPU's `vpu.sel`) and `legato.gather` (a runtime loop
+of index loads and row DMAs), written in the DSL.
+
+They cover an i1 condition, a float mask with NaN / -0.0 entries broadcast per row, values that
+are -inf/NaN (a select moves them, never computes with them), and gathers from a shared_dram
+table with static and dynamic index counts.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import legato
+import legato.model.bertha as bertha
+from legato.interp.differential import CorpusKernel
+
+BF16 = legato.types.float("bfloat16")
+F32 = legato.types.float("float32")
+I1 = legato.types.i1
+I64 = legato.types.i64
+T = legato.get_model
+
+
+@legato.compile(backend=bertha)
+def where_i1(
+    c: T().tensor_type(I1, [8, 64], "shared_dram"),
+    a: T().tensor_type(BF16, [8, 64], "shared_dram"),
+    b: T().tensor_type(BF16, [64], "shared_dram"),
+    out: T().tensor_type(BF16, [8, 64], "shared_dram"),
+):
+    """torch.where(c, a, b) with a bool condition; b broadcast along rows."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(c, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(a, device.get_core(0), "sram", 1)
+        legato.tensor.request_load(b, device.get_core(0), "sram", 2)
+    with device.get_core(0):
+        c = legato.tensor.receive(c, 0, "sram")
+        a = legato.tensor.receive(a, 1, "sram")
+        b = legato.tensor.receive(b, 2, "sram")
+        legato.tensor.memcpy(out, legato.tensor.where(c, a, b))
+
+
+@legato.compile(backend=bertha)
+def where_mask(
+    m: T().tensor_type(F32, [8, 1], "shared_dram"),
+    a: T().tensor_type(F32, [8, 64], "shared_dram"),
+    out: T().tensor_type(F32, [8, 64], "shared_dram"),
+):
+    """A float mask per row (nonzero is true, NaN included, -0.0 false) against a number."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(m, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(a, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        m = legato.tensor.receive(m, 0, "sram")
+        a = legato.tensor.receive(a, 1, "sram")
+        legato.tensor.memcpy(out, legato.tensor.where(m, a, float("-inf")))
+
+
+@legato.compile(backend=bertha)
+def gather_rows(
+    table: T().tensor_type(BF16, [32, 16], "shared_dram"),
+    ids: T().tensor_type(I64, [2, 5], "shared_dram"),
+    out: T().tensor_type(BF16, [2, 5, 16], "shared_dram"),
+):
+    """An embedding lookup: the table stays in shared DRAM, one row DMA per index."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(ids, device.get_core(0), "sram")
+    with device.get_core(0):
+        i = legato.tensor.receive(ids, 0, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(table, i))
+
+
+@legato.compile(backend=bertha)
+def gather_dynamic(
+    table: T().tensor_type(F32, [16, 4, 8], "shared_dram"),
+    ids: T().tensor_type(I64, [(-1, 12)], "shared_dram"),
+    out: T().tensor_type(F32, [(-1, 12), 4, 8], "shared_dram"),
+):
+    """A runtime number of indices (the loop bound is a dim of the Instruction Table); rows of a
+    3-D table; the gathered rows are computed on."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(ids, device.get_core(0), "sram")
+    with device.get_core(0):
+        i = legato.tensor.receive(ids, 0, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(table, i) + 1.0)
+
+
+def _bf16(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+
+def _where_i1_args(rng):
+    a = _bf16(rng, (8, 64))
+    a[0, :4] = [np.inf, -np.inf, np.nan, -0.0]
+    return [rng.random((8, 64)) > 0.5, a, _bf16(rng, (64,)), np.zeros((8, 64), ml_dtypes.bfloat16)]
+
+
+def _where_mask_args(rng):
+    m = np.array([[1.0], [0.0], [np.nan], [-0.0], [-2.5], [0.0], [np.inf], [1e-30]], np.float32)
+    return [m, rng.standard_normal((8, 64)).astype(np.float32), np.zeros((8, 64), np.float32)]
+
+
+def _gather_dynamic_args(rng):
+    n = 7  # of at most 12
+    return [rng.standard_normal((16, 4, 8)).astype(np.float32),
+            np.array([3, 0, 15, 3, 9, 1, 14], np.int64)[:n], np.zeros((n, 4, 8), np.float32)]
+
+
+SELECT_GATHER_CORPUS = [
+    CorpusKernel(
+        name="where_i1_bf16",
+        mlir=where_i1.to_mlir(debuginfo=False),
+        make_args=_where_i1_args,
+        reference=lambda ins: [torch.where(ins[0], ins[1], ins[2])],
+        outputs=(3,),
+    ),
+    CorpusKernel(
+        name="where_float_mask_f32",
+        mlir=where_mask.to_mlir(debuginfo=False),
+        make_args=_where_mask_args,
+        reference=lambda ins: [torch.where(ins[0] != 0, ins[1], float("-inf"))],
+        outputs=(2,),
+        atol=0.0,
+    ),
+    CorpusKernel(
+        name="gather_rows_bf16",
+        mlir=gather_rows.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_bf16(rng, (32, 16)), rng.integers(0, 32, (2, 5)).astype(np.int64),
+                               np.zeros((2, 5, 16), ml_dtypes.bfloat16)],
+        reference=lambda ins: [torch.nn.functional.embedding(ins[1], ins[0])],
+        outputs=(2,),
+    ),
+    CorpusKernel(
+        name="gather_dynamic_f32",
+        mlir=gather_dynamic.to_mlir(debuginfo=False),
+        make_args=_gather_dynamic_args,
+        reference=lambda ins: [ins[0][ins[1]] + 1.0],
+        outputs=(2,),
+    ),
+]
