@@ -37,6 +37,9 @@ PROBES = {
     "slice": ("x[2:6, :]", "[4, 64]", None),
     "cast_f32": ("legato.tensor.cast(x, legato.types.float('float32'))", _X, "float32"),
     "cast_bf16": ("legato.tensor.cast(x, legato.types.float('bfloat16'))", _X, "bfloat16"),
+    "where": ("legato.tensor.where(x, x, 0.0)", _X, None),
+    # extra inputs: name -> (legato dtype source, shape)
+    "gather": ("legato.tensor.gather(x, ids)", "[4, 64]", None, {"ids": ("legato.types.i64", "[4]")}),
 }
 
 _results: dict[tuple[str, str, str], str | None] = {}
@@ -51,7 +54,8 @@ def check(device: str, op: str, dtype) -> str | None:
     with _lock:
         if key in _results:
             return _results[key]
-    expr, out_shape, out_dtype = PROBES[op]
+    expr, out_shape, out_dtype = PROBES[op][:3]
+    extra = PROBES[op][3] if len(PROBES[op]) > 3 else {}
     out_t = dtype_src({"float32": torch.float32, "bfloat16": torch.bfloat16}[out_dtype]) \
         if out_dtype else dtype_src(dtype)
     source = "\n".join([
@@ -60,13 +64,17 @@ def check(device: str, op: str, dtype) -> str | None:
         f"@legato.compile(backend={device!r})",
         "def probe(",
         f"    x: legato.get_model().tensor_type({dtype_src(dtype)}, {_X}, \"shared_dram\"),",
+        *(f"    {n}: legato.get_model().tensor_type({t}, {sh}, \"shared_dram\"),"
+          for n, (t, sh) in extra.items()),
         f"    out: legato.get_model().tensor_type({out_t}, {out_shape}, \"shared_dram\"),",
         "):",
         "    device = legato.get_context().get_device()",
         "    with device.get_top():",
         '        legato.tensor.request_load(x, device.get_core(0), "sram")',
+        *(f'        legato.tensor.request_load({n}, device.get_core(0), "sram")' for n in extra),
         "    with device.get_core(0):",
         '        x = legato.tensor.receive(x, 0, "sram")',
+        *(f'        {n} = legato.tensor.receive({n}, 0, "sram")' for n in extra),
         f"        legato.tensor.memcpy(out, {expr})",
         "",
     ])

@@ -34,6 +34,8 @@ _DTYPES = {
     torch.float16: 'legato.types.float("float16")',
     torch.int32: 'legato.types.int("int32")',
     torch.int8: 'legato.types.int("int8")',
+    torch.int64: "legato.types.i64",
+    torch.bool: "legato.types.i1",
 }
 
 
@@ -186,6 +188,8 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
                     f"{dtype_src(v.dtype)}, {list(v.shape)}, \"mpu_weight\"), 0, None, "
                     f'"mpu_buffer")'
                 )
+            elif mem == "shared_dram":
+                pass  # used where it is (e.g. an embedding table): the kernel argument itself
             else:
                 raise AssertionError(f"unknown operand memory {mem!r}")
 
@@ -210,6 +214,8 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
                     raise AssertionError(
                         f"{s.node.name}: MPU weight {a.name} was not loaded into mpu_buffer"
                     )
+                elif s.impl.memory.get(pos, "sram") == "shared_dram" and a in arg_names:
+                    args.append(arg_names[a])  # left in shared DRAM
                 else:
                     args.append(var[a])
             elif isinstance(a, (tuple, list)) and a and all(

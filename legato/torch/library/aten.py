@@ -616,3 +616,95 @@ def resolve_sdpa_flash_cpu(node, ctx):
     ctx.probe("cast_f32", torch.bfloat16)
     _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
     return Impl(attention, (q, k, v, scale, bool(causal)))
+
+
+# --------------------------------------------------------------------------------------------
+# Selection, masked softmax, embedding
+
+
+@legato.function
+def where(cond, a, b):
+    return legato.tensor.where(cond, a, b)
+
+
+@register([aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar])
+def resolve_where(node, ctx):
+    c, a, b = node.args[:3]
+    dt = _float_out(node)
+    for x in (a, b):
+        if isinstance(x, torch.fx.Node):
+            assert val(x).dtype == dt, (
+                f"operand {x.name} is {val(x).dtype} but the result is {dt} (no implicit type "
+                "promotion)"
+            )
+        else:
+            assert isinstance(x, (int, float)) and not isinstance(x, bool), \
+                f"where value {x!r} is neither a tensor nor a number"
+    assert isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node), \
+        "where of two numbers (the result dtype comes from a tensor)"
+    tc = val(c)
+    assert tc.dtype == torch.bool, f"where with a {tc.dtype} condition"
+    assert tuple(tc.shape) == tuple(val(node).shape), (
+        f"where with a bool condition {list(tc.shape)} that broadcasts to "
+        f"{list(val(node).shape)} (the VPU selects with a full-shape bool mask)"
+    )
+    ctx.probe("where", dt)
+    a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
+    return Impl(where, (c, a, b))
+
+
+@legato.function
+def full(shape, value, dtype):
+    return legato.tensor.full(shape, value, dtype)
+
+
+@register(aten.scalar_tensor.default)
+def resolve_scalar_tensor(node, ctx):
+    dt = _float_out(node)
+    value = node.args[0]
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), \
+        f"scalar_tensor of {value!r}"
+    ctx.probe("constant", dt)
+    ty = legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+    return Impl(full, ((), float(value), ty))
+
+
+@legato.function
+def safe_softmax(x, axis, fmax):
+    """softmax, but 0 for a row that is all -inf (torch's `_safe_softmax`, the masked SDPA's):
+    such a row has max m = -inf; `exp(m - max(m, -fmax))` is 1 for a finite m (or NaN, which
+    keeps the NaN softmax, as torch) and 0 only for m = -inf, and selects the softmax."""
+    m = legato.tensor.max(x, axis=axis, keepdim=True)
+    e = legato.tensor.exp(x - m)
+    s = e / legato.tensor.sum(e, axis, True)
+    keep = legato.tensor.exp(m - legato.tensor.maximum(m, -fmax))
+    return legato.tensor.where(keep, s, 0.0)
+
+
+@register(aten._safe_softmax.default)
+def resolve_safe_softmax(node, ctx):
+    x, dim = node.args[:2]
+    dtype = node.args[2] if len(node.args) > 2 else node.kwargs.get("dtype")
+    assert dtype is None, "_safe_softmax with a dtype= conversion"
+    dt = _same_dtype(node, x)
+    for op in ("max", "sub", "exp", "sum", "div", "maximum", "where", "broadcast_binary"):
+        ctx.probe(op, dt)
+    return Impl(safe_softmax, (x, _norm_dim(dim, val(x).dim()), float(torch.finfo(dt).max)))
+
+
+@legato.function
+def embedding(weight, ids):
+    return legato.tensor.gather(weight, ids)
+
+
+@register(aten.embedding.default)
+def resolve_embedding(node, ctx):
+    w, ids = node.args[:2]
+    dt = _float_out(node)
+    tw, ti = val(w), val(ids)
+    assert tw.dtype == dt and tw.dim() == 2, f"embedding table {tw.dtype} {list(tw.shape)}"
+    assert ti.dtype == torch.int64, f"embedding indices of {ti.dtype} (int64 are read)"
+    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
+    ctx.probe("gather", dt)
+    # the table stays in shared DRAM: only the selected rows are copied (one DMA per index)
+    return Impl(embedding, (w, ids), memory={0: "shared_dram"})
