@@ -6,14 +6,29 @@ transfer) are one buffer and get one offset. Buffers of an `all_cores` program a
 same offset on every core (SPMD code addresses them identically), before per-core buffers.
 A space that overflows is a compile error giving the sizes; `sram` buffers that do not fit
 spill to `private_dram` (recorded in the `placement` attribute, read by the backend).
+
+Space is reused by liveness. Within a program, a buffer lives from its alloc to its last *touch*:
+a use of it or of a view/subview of it; a `core.dma` touching it also keeps it alive until that
+DMA is known complete (the next `core.dma_wait` after it in its block or an enclosing one, else
+the program end; a DMA notifying another core: the program end). Positions are counted on the
+program's top-level ops: a touch inside an `scf.for` counts as the whole loop, so a buffer touched
+inside a loop lives across every iteration. Buffers shared between programs (the `buffer`
+attribute, both ends of a transfer) and buffers a program allocates on another core keep the
+whole kernel as lifetime, and buffers of different programs never share space (programs run
+concurrently). Buffers whose lifetimes overlap are placed apart; a buffer takes the lowest
+offset where it fits between the buffers it overlaps (first fit). Reusing the space of a dead
+buffer is safe against the asynchronous units: the hardware's scoreboard orders a module's own
+DMA/MPU/VPU operations on overlapping address ranges (a write into reused space waits for an
+in-flight read of the old buffer), see `legato/targets/bertha/emulator.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
@@ -24,6 +39,9 @@ from legato.transforms.legato_to_core import BUFFER_ATTR
 
 ALIGN = 64
 PLACEMENT_ATTR = "placement"
+
+# A lifetime: None for the whole kernel, else (program index, first, last position).
+Life = tuple[int, int, int] | None
 
 
 def _align(n: int) -> int:
@@ -48,16 +66,99 @@ def alloc_core(alloc: core.AllocOp, program: core.ProgramOp) -> int | None:
     raise error_at(alloc, "core.alloc in the top program needs `on core(i)`")
 
 
+def _whole_kernel(alloc: core.AllocOp, program: core.ProgramOp) -> bool:
+    """Shared with or written by another program: no reuse."""
+    if isinstance(alloc.attributes.get(BUFFER_ATTR), StringAttr):
+        return True
+    if alloc.core is None:
+        return False
+    return not (program.ctx.is_core and program.ctx.core_index == alloc.core.core_index)
+
+
+def _overlap(a: Life, b: Life) -> bool:
+    if a is None or b is None or a[0] != b[0]:
+        return True
+    return a[1] <= b[2] and b[1] <= a[2]
+
+
+def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life]:
+    """The lifetime of every alloc of `program` (see the module docstring)."""
+    top_ops = list(program.body.block.ops)
+    top_pos = {op: i for i, op in enumerate(top_ops)}
+    end_pos = len(top_ops) - 1
+
+    def top_of(op: Operation) -> int:
+        while op not in top_pos:
+            parent = op.parent_op()
+            assert parent is not None
+            op = parent
+        return top_pos[op]
+
+    def completion(dma: core.DmaOp) -> int:
+        """Top-level position by which `dma` is known complete."""
+        if dma.notify_core is not None and not (
+            program.ctx.is_core and dma.notify_core.core_index == program.ctx.core_index
+        ):
+            return end_pos
+        op: Operation | None = dma
+        while op is not None and op is not program:
+            nxt = op.next_op
+            while nxt is not None:
+                if isinstance(nxt, core.DmaWaitOp):
+                    return top_of(nxt)
+                nxt = nxt.next_op
+            op = op.parent_op()
+        return end_pos
+
+    roots: dict[SSAValue, set[core.AllocOp]] = {}
+    lives: dict[core.AllocOp, list[int]] = {}
+    for op in program.walk():
+        if isinstance(op, core.AllocOp):
+            roots[op.result] = {op}
+            p = top_of(op)
+            lives[op] = [p, p]
+            continue
+        touched: set[core.AllocOp] = set()
+        for v in op.operands:
+            touched |= roots.get(v, set())
+        if not touched:
+            continue
+        for r in op.results:
+            if isinstance(r.type, core.BufType):
+                roots[r] = set(touched)  # a view of the same memory
+        p = top_of(op)
+        last = max(p, completion(op)) if isinstance(op, core.DmaOp) else p
+        for a in touched:
+            lives[a][0] = min(lives[a][0], p)
+            lives[a][1] = max(lives[a][1], last)
+    return {
+        a: None if _whole_kernel(a, program) else (prog_id, s, e) for a, (s, e) in lives.items()
+    }
+
+
 @dataclass
 class _Space:
     limit: int
-    used: int = 0
+    base: int = 0
+    placed: list[tuple[int, int, Life]] = field(default_factory=list)  # (offset, size, life)
 
-    def take(self, size: int) -> int | None:
-        if self.used + size > self.limit:
+    @property
+    def used(self) -> int:
+        return max([self.base] + [o + s for o, s, _ in self.placed])
+
+    def live_bytes(self, life: Life) -> int:
+        return self.base + sum(s for _, s, lf in self.placed if _overlap(lf, life))
+
+    def take(self, size: int, life: Life) -> int | None:
+        """First fit: the lowest offset where `size` bytes overlap no buffer live with `life`."""
+        off = self.base
+        for o, s, _ in sorted((p for p in self.placed if _overlap(p[2], life)), key=lambda p: p[0]):
+            if o >= off + size:
+                break
+            off = max(off, o + s)
+        if off + size > self.limit:
             return None
-        off = self.used
-        self.used += _align(size)
+        self.placed.append((off, _align(size), life))
         return off
 
 
@@ -74,12 +175,10 @@ class _Planner:
             base = 0
             if core_i is not None and (None, name) in self.spaces:
                 base = self.spaces[(None, name)].used  # after the SPMD buffers
-            s = _Space(self.model.memory_size(name))
-            s.used = base
-            self.spaces[key] = s
+            self.spaces[key] = _Space(self.model.memory_size(name), base)
         return self.spaces[key]
 
-    def place(self, alloc: core.AllocOp, core_i: int | None) -> None:
+    def place(self, alloc: core.AllocOp, core_i: int | None, life: Life) -> None:
         t = alloc.result.type
         assert isinstance(t, core.BufType)
         size = t.max_bytes
@@ -91,12 +190,12 @@ class _Planner:
             space, offset = self.named[key] if key in self.named else self.named[spmd_key]
         else:
             space = t.space
-            offset = self.space(core_i, space).take(size)
+            offset = self.space(core_i, space).take(size, life)
             if offset is None and space == "sram":
                 space = "private_dram"
-                offset = self.space(core_i, space).take(size)
+                offset = self.space(core_i, space).take(size, life)
             if offset is None:
-                used = self.space(core_i, space).used
+                used = self.space(core_i, space).live_bytes(life)
                 where = f"core({core_i})" if core_i is not None else "every core"
                 raise error_at(
                     alloc,
@@ -132,9 +231,14 @@ class CorePlanMemoryPass(ModulePass):
                 continue
             planner = _Planner(model)
             programs = [p for p in kernel.body.block.ops if isinstance(p, core.ProgramOp)]
-            # SPMD buffers first: they take the same offset on every core.
-            programs.sort(key=lambda p: 0 if p.ctx.is_all_cores else 1)
-            for program in programs:
-                for alloc in program.walk():
-                    if isinstance(alloc, core.AllocOp):
-                        planner.place(alloc, alloc_core(alloc, program))
+            lives = [_lifetimes(p, i) for i, p in enumerate(programs)]
+            order = list(zip(programs, lives))
+            # SPMD buffers first: they take the same offset on every core. Within each group,
+            # whole-kernel buffers first (they stay put), then the reusable ones in program order.
+            for spmd in (True, False):
+                group = [(p, lv) for p, lv in order if p.ctx.is_all_cores == spmd]
+                for whole in (True, False):
+                    for program, lv in group:
+                        for alloc in program.walk():
+                            if isinstance(alloc, core.AllocOp) and (lv[alloc] is None) == whole:
+                                planner.place(alloc, alloc_core(alloc, program), lv[alloc])
