@@ -10,7 +10,10 @@ call); two written arguments sharing memory, or a read-only one, are refused bef
 Cache: in memory and on disk (`$LEGATO_CACHE_DIR`, default `~/.cache/legato`). The key hashes the
 kernel's source, the source of every `@legato.function` (and plain helper) it reaches, the values
 of the simple globals it reads, the argument types, constexpr values, the target's fingerprint and
-`legato.__version__`; changing any of them recompiles.
+`legato.__version__`; changing any of them recompiles. Entries are written atomically (a temporary
+file, then a rename), so processes compiling the same kernel at once each write the same complete
+entry and no reader sees a partial one; an entry that is truncated, not JSON, fails its checksum
+or holds a binary the reader refuses is recompiled and overwritten.
 """
 
 from __future__ import annotations
@@ -231,6 +234,14 @@ def _entry_path(key: str) -> Path:
     return cache_dir() / key[:2] / f"{key}.json"
 
 
+def _validate_cached_binary(binary: bytes) -> None:
+    """Raise unless the runtime's reader accepts `binary`: a binary it would refuse (damaged
+    before the entry's checksum was taken, or by an older writer) is recompiled, not served."""
+    from legato.targets.bertha.elf import read_elf
+
+    read_elf(binary)
+
+
 def _disk_load(key: str):
     path = _entry_path(key)
     try:
@@ -245,9 +256,12 @@ def _disk_load(key: str):
             raise ValueError("checksum mismatch")
         if payload["key"] != key:
             raise ValueError("key mismatch")
-        return StoredArtifacts(
-            *(payload[name] for name in _ARTIFACT_TEXT), base64.b64decode(payload["binary"])
+        stored = StoredArtifacts(
+            *(payload[name] for name in _ARTIFACT_TEXT),
+            base64.b64decode(payload["binary"], validate=True),
         )
+        _validate_cached_binary(stored.binary)
+        return stored
     except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
         stats["corrupt_entries"] += 1
         return None

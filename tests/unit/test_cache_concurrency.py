@@ -1,0 +1,134 @@
+"""The on-disk JIT cache: four processes compiling one kernel at once leave one consistent entry
+and all compute the right result; a damaged entry (truncated, bad JSON, a binary the reader
+refuses) is recompiled and overwritten."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import multiprocessing
+
+import numpy as np
+import pytest
+
+import legato
+import legato.jit as jit
+import legato.model.bertha as bertha
+
+f32 = legato.types.float("float32")
+
+
+def one_core(ctx):
+    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
+
+
+@legato.compile(backend=one_core)
+def twice(x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+          out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram")):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
+
+
+X = np.arange(32, dtype=np.float32).reshape(4, 8)
+
+
+def _worker(cache, barrier, results, i):
+    import os
+
+    os.environ["LEGATO_CACHE_DIR"] = cache
+    jit.clear_memory_cache()
+    jit.stats.clear()
+    barrier.wait()  # all four look up the (empty) cache at the same moment
+    out = np.zeros((4, 8), np.float32)
+    twice(X, out)
+    results[i] = (bool(np.array_equal(out, X * 2)), jit.stats["compiles"],
+                  jit.stats["corrupt_entries"])
+
+
+def _entries(cache):
+    return sorted(p for p in cache.rglob("*") if p.is_file())
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path))
+    jit.clear_memory_cache()
+    yield tmp_path
+    jit.clear_memory_cache()
+
+
+def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeypatch):
+    # Warm up (imports, the compiler's fingerprint) with a compile into another cache before
+    # forking, so that the children spend their time compiling at the same moment.
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path_factory.mktemp("warm")))
+    twice(X, np.zeros((4, 8), np.float32))
+    jit.clear_memory_cache()
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(cache))
+    assert not _entries(cache)
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(4)
+    with ctx.Manager() as manager:
+        results = manager.dict()
+        procs = [ctx.Process(target=_worker, args=(str(cache), barrier, results, i))
+                 for i in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(120)
+        assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+        results = dict(results)
+    assert all(ok for ok, _, _ in results.values()), results
+    assert not any(corrupt for _, _, corrupt in results.values()), results
+    # exactly one entry, no temporary files left, and it is a valid, loadable entry
+    entries = _entries(cache)
+    assert len(entries) == 1 and entries[0].suffix == ".json", entries
+    key = entries[0].stem
+    stored = jit._disk_load(key)
+    assert stored is not None
+    # a fresh process-like lookup serves it without compiling
+    jit.stats.clear()
+    out = np.zeros((4, 8), np.float32)
+    twice(X, out)
+    assert np.array_equal(out, X * 2)
+    assert jit.stats["compiles"] == 0 and jit.stats["disk_hits"] == 1
+
+
+def _rewrite_binary(entry: dict, binary: bytes) -> dict:
+    payload = dict(entry["payload"], binary=base64.b64encode(binary).decode())
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return {**entry, "payload": payload, "sha256": digest}
+
+
+@pytest.mark.parametrize("damage", [
+    lambda raw: raw[: len(raw) // 2],                       # truncated
+    lambda raw: b"{not json",                                # bad JSON
+    lambda raw: raw.replace(b'"format": 1', b'"format": 99'),  # unknown cache format
+    lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],           # checksum no longer matches
+    # a consistent entry whose binary the reader refuses: one byte of code flipped
+    lambda raw: json.dumps(_rewrite_binary(json.loads(raw), _flip(json.loads(raw)))).encode(),
+    # ... or a binary that is not an ELF at all
+    lambda raw: json.dumps(_rewrite_binary(json.loads(raw), b"\x7fELF garbage")).encode(),
+])
+def test_a_damaged_entry_is_recompiled(cache, damage):
+    out = np.zeros((4, 8), np.float32)
+    twice(X, out)
+    (entry,) = _entries(cache)
+    good = entry.read_bytes()
+    entry.write_bytes(damage(good))
+    jit.clear_memory_cache()
+    jit.stats.clear()
+    out[:] = 0
+    twice(X, out)
+    assert np.array_equal(out, X * 2)
+    assert jit.stats["corrupt_entries"] == 1 and jit.stats["compiles"] == 1
+    # the entry was overwritten with a good one
+    assert jit._disk_load(entry.stem) is not None
+    assert _entries(cache) == [entry]
+
+
+def _flip(entry: dict) -> bytes:
+    binary = bytearray(base64.b64decode(entry["payload"]["binary"]))
+    binary[0x48] ^= 0x01  # inside the header/first section: the reader refuses it
+    return bytes(binary)
