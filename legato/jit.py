@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from legato.context import CompileContext, compiling
-from legato.errors import LegatoError, LegatoRuntimeError
+from legato.errors import CompileError, LegatoError, LegatoRuntimeError
 from legato.frontend.source import FunctionSource, LegatoFunction
 from legato.model.compute_model import ComputeModel
 from legato.types import TensorSpec, dtype_of
@@ -575,18 +575,23 @@ class Kernel:
             with _cache_lock:
                 _memory_cache[key] = hit
             return hit
-        module = self.emit_module(**constexprs)
-        sess = _session.get()
-        if sess is not None and sess.output_type is OutputType.MLIR:
-            # Written before the later stages run, so it is there even if they fail.
-            from legato.frontend.codegen import print_module
-
-            self._write_output(sess, print_module(module))
         try:
-            from legato.compiler import compile_kernel
-        except ImportError as e:
-            raise LegatoError(f"the Legato compiler is not available: {e}") from None
-        artifacts = compile_kernel(module, self.model, self.name)
+            module = self.emit_module(**constexprs)
+            sess = _session.get()
+            if sess is not None and sess.output_type is OutputType.MLIR:
+                # Written before the later stages run, so it is there even if they fail.
+                from legato.frontend.codegen import print_module
+
+                self._write_output(sess, print_module(module))
+            try:
+                from legato.compiler import compile_kernel
+            except ImportError as e:
+                raise LegatoError(f"the Legato compiler is not available: {e}") from None
+            artifacts = compile_kernel(module, self.model, self.name)
+        except CompileError as e:
+            # The message already points at the kernel's source line; the compiler's own frames
+            # would only bury it, so the traceback ends here, under the user's call.
+            raise e.with_traceback(None) from None
         self.compile_count += 1
         stats["compiles"] += 1
         with _cache_lock:

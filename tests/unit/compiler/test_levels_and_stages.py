@@ -118,3 +118,23 @@ def test_binary_names_the_kernel_arguments():
     layout = read_elf(seed_matmul.last_artifacts.binary).layout
     assert [arg.name for arg in layout.args] == ["a", "b", "out"]
     assert [arg.access for arg in layout.args] == ["read", "read", "write"]
+
+
+def test_compile_error_traceback_stops_at_the_call(tmp_path):
+    """A compile error names the kernel's line; the compiler's own frames are not shown."""
+    import traceback
+
+    from legato.errors import CompileError
+
+    @legato.compile(backend=bertha)
+    def bad(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], "shared_dram")):
+        device = legato.get_context().get_device()
+        with device.get_top():
+            legato.tensor.request_load(a, device.get_core(0), "sramm")
+
+    with pytest.raises(CompileError) as e:
+        bad(torch.zeros(4, 8, dtype=torch.bfloat16))
+    assert "unknown memory space 'sramm'" in str(e.value)
+    assert f"{__file__}:" in str(e.value)
+    frames = [f.filename for f in traceback.extract_tb(e.value.__traceback__)]
+    assert not any("/legato/frontend/" in f or "/legato/transforms/" in f for f in frames), frames
