@@ -5,7 +5,12 @@ when the tensor is traced (`ValueRanges(lower=None)`: "not simple sympy type Non
 fixed it later (pytorch#194091) by defaulting the missing bound to 2, the lower bound every
 backed size has. This function is `torch._dynamo.mark_dynamic` with that default, so the seed's
 line works by writing `legato.torch.mark_dynamic(x, 0, max=128)`, or by adding `min=2`.
-Nothing global is patched.
+
+The seed's own line, `torch._dynamo.mark_dynamic(x, 0, max=128)`, works too once Legato is
+loaded (`import legato` after `import torch`, or `torch.compile(..., backend="legato")`):
+`install_backport()` backports exactly that upstream fix to torch 2.13 — `mark_dynamic` with
+`max=` and no `min=` behaves like `legato.torch.mark_dynamic`; every other call is passed
+through unchanged, and other torch versions are left alone.
 
 Size 1: a backed dynamic size is >= 2, and dynamo refuses a tensor marked dynamic whose size is
 1 ("marked as dynamic but your code specialized it to be a constant (1)"). So without `min=`,
@@ -37,3 +42,36 @@ def mark_dynamic(t, index, *, min=None, max=None):
             continue  # size 0/1 now: dynamo specializes it (its own static graph), see above
         torch._dynamo.mark_dynamic(t, i, min=2 if min is None else min, max=max)
     return t
+
+
+def install_backport() -> bool:
+    """Backport pytorch#194091 (a missing `min=` defaults to 2) to torch 2.13's
+    `torch._dynamo.mark_dynamic`. Idempotent; returns whether the backport is in place."""
+    import torch
+
+    if not torch.__version__.startswith("2.13."):
+        return False
+    decorators = torch._dynamo.decorators
+    current = decorators.mark_dynamic
+    if getattr(current, "_legato_backport", False):
+        return True
+    original = current
+
+    def mark_dynamic(t, index, *, hint_override=None, min=None, max=None, specialize_on=None):
+        if max is not None and min is None and hint_override is None and specialize_on is None:
+            indices = [index] if isinstance(index, int) else list(index)
+            for i in indices:
+                if t.shape[i] >= 2:  # a size of 0/1 is specialized by dynamo (module docstring)
+                    original(t, i, min=2, max=max)
+            return None
+        return original(t, index, hint_override=hint_override, min=min, max=max,
+                        specialize_on=specialize_on)
+
+    mark_dynamic.__doc__ = original.__doc__
+    mark_dynamic.__wrapped__ = original  # type: ignore[attr-defined]
+    mark_dynamic._legato_backport = True  # type: ignore[attr-defined]
+    mark_dynamic = decorators.forbid_in_graph(mark_dynamic)
+    mark_dynamic._legato_backport = True  # type: ignore[attr-defined]
+    decorators.mark_dynamic = mark_dynamic
+    torch._dynamo.mark_dynamic = mark_dynamic
+    return True
