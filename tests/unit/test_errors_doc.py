@@ -15,14 +15,14 @@ import pytest
 import torch
 
 import legato
-import legato.model.bertha as bertha
 from legato.errors import CompileError, LegatoError, LegatoRuntimeError
+from legato.model import bertha
 from legato.targets.bertha.elf import BinaryError
 from legato.targets.bertha.emulator import EmulatorError
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "errors.md"
-ENTRY = re.compile(r"^### `([a-z0-9-]+)`", re.M)
-FRAGMENT = re.compile(r"^Message contains: `(.+)`\s*$", re.M)
+ENTRY = re.compile(r"^### `([a-z0-9-]+)`", re.MULTILINE)
+FRAGMENT = re.compile(r"^Message contains: `(.+)`\s*$", re.MULTILINE)
 
 
 def doc_entries() -> dict[str, str | None]:
