@@ -1,99 +1,339 @@
-"""`backend-allocate-registers`: linear-scan register allocation of each backend program.
+"""`backend-allocate-registers`: linear-scan register allocation of each backend program, with
+rematerialization and spilling.
 
-Programs are straight-line blocks whose branches target labels. A value's live range runs from
-its definition to its last use; a use that precedes a label it was defined before and that a
-later backward branch jumps to (a loop) keeps the value live to that branch. Registers that are
-already allocated (entry registers, loop-carried values the lowering pinned) are fixed and never
-handed out while live. Running out of registers is a compile error naming the program.
+Programs are straight-line blocks whose branches target labels. Positions are counted in half
+steps: op i reads its operands at 2i and writes its results at 2i+1, so a result may take the
+register of an operand whose last use is that op. A value's live range runs from its definition
+to its last use; a use that precedes a label it was defined before and that a later backward
+branch jumps to (a loop) keeps the value live to that branch. Registers that are already
+allocated (entry registers, loop-carried values the lowering pinned) are fixed and never handed
+out while live.
+
+When more values are live than there are registers (r3..r31, minus the pinned ones), values that
+live across the point without being used there are split, cheapest first:
+1. rematerialization: an `li`, or an `lsa` of a static space, is re-emitted right before each of
+   its uses instead of holding a register (one issue cycle per use, no memory);
+2. spilling (core and all-cores programs): the value is stored (`st`) to an 8-byte slot of a
+   per-program spill area after its definition and reloaded (`ld`) before each use; the area
+   lies in the core's sram right above the program's planned footprint (or in its private DRAM
+   when the sram is full) and is added to the program's `mem`, so it is part of its declared
+   footprint and never overlaps a planned buffer;
+3. the top program has no memory of its own: there, values loaded from the Instruction Table
+   (`ld` from the entry register r1) are re-loaded instead (DRAM latency), and a value computed
+   from others cannot be kept: running out is a compile error. (Top spilling into a core's or
+   shared scratch memory would need that memory reserved for it by the planner and the
+   runtime; top programs only issue transfers, so they stay far below 29 live values.)
+Among candidates of one kind the value whose next use is farthest is split first (Belady).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, i64
+from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from legato.dialects import backend as be
+from legato.model.compute_model import ComputeModel
+from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at
 
+SPILL_SLOT = 8
+SPILL_ALIGN = 64
+_REMAT, _RELOAD, _SPILL = 0, 1, 2
 
-def _live_ranges(ops: list) -> dict[SSAValue, tuple[int, int]]:
+
+def _loops(ops: list) -> list[tuple[int, int]]:
+    """Backward branches: (label position, branch position)."""
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, be.LabelOp)}
-    # backward branches: (label position, branch position)
     loops = []
     for i, op in enumerate(ops):
         target = getattr(op, "target", None)
         if target is not None and hasattr(target, "data") and target.data in labels:
             if labels[target.data] <= i:
                 loops.append((labels[target.data], i))
+    return loops
+
+
+def _live_ranges(ops: list) -> dict[SSAValue, tuple[int, int]]:
+    """Half-step ranges [def output, last use input] (see the module docstring)."""
+    loops = _loops(ops)
     ranges: dict[SSAValue, tuple[int, int]] = {}
+    defs: dict[SSAValue, int] = {}
     for i, op in enumerate(ops):
         for r in op.results:
-            ranges[r] = (i, i)
+            ranges[r] = (2 * i + 1, 2 * i + 1)
+            defs[r] = i
     for i, op in enumerate(ops):
         for v in op.operands:
             if v not in ranges:
                 continue
             start, end = ranges[v]
-            end = max(end, i)
+            end = max(end, 2 * i)
             # a value defined before a loop and used inside it lives to the loop's end
             for head, tail in loops:
-                if start < head <= i <= tail:
-                    end = max(end, tail)
+                if defs[v] < head <= i <= tail:
+                    end = max(end, 2 * tail)
             ranges[v] = (start, end)
     return ranges
+
+
+def _is_table_load(op: Operation) -> bool:
+    if not isinstance(op, be.LdOp):
+        return False
+    base = op.base.owner
+    return isinstance(base, be.EntryRegOp) and base.reg.data == "r1"
+
+
+class _OutOfRegisters(Exception):
+    def __init__(self, point: int):
+        self.point = point
+
+
+@dataclass
+class _Spiller:
+    program: be.ProgramOp
+    model: ComputeModel
+    space: str | None = None
+    base: int = 0
+    slots: int = 0
+    stored: dict = field(default_factory=dict)  # spilled value -> (space, offset)
+
+    def slot(self) -> tuple[str, int]:
+        if self.space is None:
+            mem = self.program.memory
+            base = -(-mem.get("sram", 0) // SPILL_ALIGN) * SPILL_ALIGN
+            if base + 4096 <= self.model.sram_size:
+                self.space = "sram"
+            else:
+                self.space = "private_dram"
+                base = -(-mem.get("private_dram", 0) // SPILL_ALIGN) * SPILL_ALIGN
+            self.base = base
+        off = self.base + self.slots * SPILL_SLOT
+        self.slots += 1
+        return self.space, off
+
+    def finish(self) -> None:
+        if self.space is None:
+            return
+        end = self.base + self.slots * SPILL_SLOT
+        if end > self.model.memory_size(self.space):
+            raise error_at(
+                self.program,
+                f"program @{self.program.sym_name.data}: its {self.slots} register spill slots "
+                f"do not fit its core's {self.space}",
+            )
+        mem = self.program.memory
+        mem[self.space] = max(mem.get(self.space, 0), end)
+        self.program.mem = DictionaryAttr({k: IntegerAttr(v, i64) for k, v in mem.items()})
 
 
 @dataclass(frozen=True)
 class BackendAllocateRegistersPass(ModulePass):
     name = "backend-allocate-registers"
 
+    target: str = "bertha"
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        model = model_of(op, self.target)
         for program in op.walk():
             if isinstance(program, be.ProgramOp):
-                self._allocate(program)
+                self._allocate(program, model)
 
-    def _allocate(self, program: be.ProgramOp) -> None:
-        ops = list(program.body.block.ops)
-        ranges = _live_ranges(ops)
-        fixed_busy: dict[int, list[tuple[int, int]]] = {}
-        for v, (s, e) in ranges.items():
-            t = v.type
-            if isinstance(t, be.RegType) and t.is_allocated:
-                fixed_busy.setdefault(t.index.data, []).append((s, e))
-        pool = [r for r in be.RegType.allocatable_registers()]
-        active: list[tuple[int, SSAValue, be.RegType]] = []  # (end, value, reg)
-        free = list(pool)
+    # -- splitting ---------------------------------------------------------------------------
+
+    def _kind(self, v: SSAValue, program: be.ProgramOp) -> int | None:
+        op = v.owner
+        if isinstance(op, be.LiOp) or (isinstance(op, be.LsaOp) and op.core_reg is None):
+            return _REMAT
+        if program.ctx.is_top:
+            return _RELOAD if _is_table_load(op) else None
+        return _SPILL
+
+    def _candidates(
+        self, x: int, live, ranges, uses, program, taken: set
+    ) -> list[tuple[tuple[int, int], SSAValue]]:
+        """Values live at half step `x` whose split lowers the pressure at `x`, best first."""
+        out = []
+        for v in live:
+            if v in taken or isinstance(v.type, be.RegType) and v.type.is_allocated:
+                continue
+            kind = self._kind(v, program)
+            if kind is None:
+                continue
+            s, e = ranges[v]
+            us = uses[v]
+            k = bisect_left(us, x)
+            nxt = us[k] if k < len(us) else e + 2  # only live around a loop: next use wraps
+            margin = 2 if kind != _SPILL else 4
+            if nxt - x < margin or (kind == _SPILL and x - s < 4):
+                continue
+            out.append(((kind, -(nxt - x)), v))
+        out.sort(key=lambda c: c[0])
+        return out
+
+    def _split(self, victims, ops, program: be.ProgramOp, spiller: _Spiller) -> None:
+        """Split each (value, half step) pair: its uses from that point on (from the head of a
+        loop around the point that the value enters from outside, since those uses run again
+        after it) read a rematerialized copy or a reload instead of the value."""
+        block = program.body.block
+        index = {op: i for i, op in enumerate(ops)}
+        loops = _loops(ops)
+        for v, x in victims:
+            d = v.owner
+            assert isinstance(d, Operation)
+            lo = x // 2
+            for head, tail in loops:
+                if index[d] < head <= lo <= tail:
+                    lo = min(lo, head)
+            users = []
+            for u in v.uses:
+                if u.operation not in users and index[u.operation] >= lo:
+                    users.append(u.operation)
+            kind = self._kind(v, program)
+            if kind in (_REMAT, _RELOAD):
+                for u in users:
+                    c = d.clone()
+                    block.insert_op_before(c, u)
+                    v.replace_uses_with_if(c.results[0], lambda use, u=u: use.operation is u)
+                if not v.uses:
+                    Rewriter.erase_op(d)
+            else:
+                if v not in spiller.stored:
+                    space, off = spiller.slot()
+                    spiller.stored[v] = (space, off)
+                    a = be.LsaOp(space, off)
+                    block.insert_ops_after([a, be.StOp(v, a.results[0], 0)], d)
+                space, off = spiller.stored[v]
+                for u in users:
+                    ra = be.LsaOp(space, off)
+                    ld = be.LdOp(ra.results[0], 0)
+                    block.insert_ops_before([ra, ld], u)
+                    v.replace_uses_with_if(ld.results[0], lambda use, u=u: use.operation is u)
+
+    def _pressure_victims(self, ops, ranges, fixed, npool, program) -> list:
+        """Sweep the starts of the ranges; where more values are live than registers are free,
+        choose values to split (all of one sweep at once)."""
+        uses: dict[SSAValue, list[int]] = {}
         for i, op in enumerate(ops):
-            # expire
-            still = []
-            for end, v, r in active:
-                if end < i:
-                    free.append(r)
-                else:
-                    still.append((end, v, r))
-            active = still
-            for res in list(op.results):
-                t = res.type
-                if not isinstance(t, be.RegType) or t.is_allocated:
+            for v in op.operands:
+                uses.setdefault(v, []).append(2 * i)
+        for v in uses:
+            uses[v] = sorted(set(uses[v]))
+        for v in ranges:
+            uses.setdefault(v, [])
+        order = sorted((s, e, id(v), v) for v, (s, e) in ranges.items()
+                       if not (isinstance(v.type, be.RegType) and v.type.is_allocated))
+        heap: list[tuple[int, int, SSAValue]] = []
+        live: dict[SSAValue, None] = {}
+        taken: set[SSAValue] = set()
+        victims: list[SSAValue] = []
+        for s, e, _, v in order:
+            while heap and heap[0][0] < s:
+                _, _, w = heapq.heappop(heap)
+                live.pop(w, None)
+            heapq.heappush(heap, (e, id(v), v))
+            live[v] = None
+            excess = len(live) + fixed(s) - npool
+            if excess <= 0:
+                continue
+            cands = self._candidates(s, live, ranges, uses, program, taken)
+            if len(cands) < excess:
+                raise _OutOfRegisters(s)
+            for _, w in cands[:excess]:
+                victims.append((w, s))
+                taken.add(w)
+                live.pop(w)
+        return victims
+
+    # -- allocation --------------------------------------------------------------------------
+
+    def _allocate(self, program: be.ProgramOp, model: ComputeModel) -> None:
+        spiller = _Spiller(program, model)
+        pool = list(be.RegType.allocatable_registers())
+        for _ in range(10000):
+            ops = list(program.body.block.ops)
+            ranges = _live_ranges(ops)
+            fixed_busy: dict[int, list[tuple[int, int]]] = {}
+            for v, (s, e) in ranges.items():
+                t = v.type
+                if isinstance(t, be.RegType) and t.is_allocated:
+                    fixed_busy.setdefault(t.index.data, []).append((s, e))
+            pool_ids = {r.index.data for r in pool}
+            fixed_list = sorted(
+                (s, e) for r, iv in fixed_busy.items() if r in pool_ids for s, e in iv
+            )
+
+            def fixed(x: int) -> int:
+                return sum(
+                    1 for r, iv in fixed_busy.items()
+                    if r in pool_ids and any(s <= x <= e for s, e in iv)
+                ) if fixed_list else 0
+
+            try:
+                victims = self._pressure_victims(ops, ranges, fixed, len(pool), program)
+                if victims:
+                    self._split(victims, ops, program, spiller)
                     continue
-                s, e = ranges[res]
-                choice = None
-                for r in sorted(free, key=lambda r: r.index.data):
-                    busy = fixed_busy.get(r.index.data, [])
-                    if all(e2 < s or s2 > e for s2, e2 in busy):
-                        choice = r
-                        break
-                if choice is None:
+                self._scan(ops, ranges, fixed_busy, pool)
+            except _OutOfRegisters as exc:
+                victim = self._fallback_victim(exc.point, ops, ranges, program)
+                if victim is None:
+                    op = ops[min(exc.point // 2, len(ops) - 1)]
+                    where = ("the top program has no memory to spill to"
+                             if program.ctx.is_top else "nothing left to spill")
                     raise error_at(
                         op,
                         f"program @{program.sym_name.data} needs more than {len(pool)} live "
-                        "registers here (no spilling yet): split the kernel",
-                    )
-                free.remove(choice)
-                Rewriter.replace_value_with_new_type(res, choice)
-                active.append((e, res, choice))
+                        f"registers here ({where}): split the kernel",
+                    ) from None
+                self._split([(victim, exc.point)], ops, program, spiller)
+                continue
+            spiller.finish()
+            return
+        raise AssertionError("register allocation did not converge")  # pragma: no cover
+
+    def _fallback_victim(self, x, ops, ranges, program) -> SSAValue | None:
+        uses: dict[SSAValue, list[int]] = {}
+        for i, op in enumerate(ops):
+            for v in op.operands:
+                uses.setdefault(v, []).append(2 * i)
+        live = [v for v, (s, e) in ranges.items() if s <= x <= e]
+        for v in live:
+            uses.setdefault(v, [])
+            uses[v] = sorted(set(uses[v]))
+        cands = self._candidates(x, live, ranges, uses, program, set())
+        return cands[0][1] if cands else None
+
+    def _scan(self, ops, ranges, fixed_busy, pool) -> None:
+        """Linear scan over the ranges sorted by start; raises _OutOfRegisters at the failing
+        start when no register is free (the caller splits a value there and retries)."""
+        todo = sorted(
+            ((s, e, id(v), v) for v, (s, e) in ranges.items()
+             if isinstance(v.type, be.RegType) and not v.type.is_allocated),
+        )
+        active: list[tuple[int, int, be.RegType]] = []  # (end, id, reg)
+        free = sorted(pool, key=lambda r: r.index.data)
+        choice_of: list[tuple[SSAValue, be.RegType]] = []
+        for s, e, _, v in todo:
+            while active and active[0][0] < s:
+                _, _, r = heapq.heappop(active)
+                free.append(r)
+            choice = None
+            for r in sorted(free, key=lambda r: r.index.data):
+                busy = fixed_busy.get(r.index.data, [])
+                if all(e2 < s or s2 > e for s2, e2 in busy):
+                    choice = r
+                    break
+            if choice is None:
+                raise _OutOfRegisters(s)
+            free.remove(choice)
+            heapq.heappush(active, (e, id(v), choice))
+            choice_of.append((v, choice))
+        for v, r in choice_of:
+            Rewriter.replace_value_with_new_type(v, r)
