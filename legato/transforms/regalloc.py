@@ -29,7 +29,7 @@ Among candidates of one kind the value whose next use is farthest is split first
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -54,9 +54,9 @@ def _loops(ops: list) -> list[tuple[int, int]]:
     loops = []
     for i, op in enumerate(ops):
         target = getattr(op, "target", None)
-        if target is not None and hasattr(target, "data") and target.data in labels:
-            if labels[target.data] <= i:
-                loops.append((labels[target.data], i))
+        if (target is not None and hasattr(target, "data") and target.data in labels
+                and labels[target.data] <= i):
+            loops.append((labels[target.data], i))
     return loops
 
 
@@ -223,8 +223,8 @@ class BackendAllocateRegistersPass(ModulePass):
         for i, op in enumerate(ops):
             for v in op.operands:
                 uses.setdefault(v, []).append(2 * i)
-        for v in uses:
-            uses[v] = sorted(set(uses[v]))
+        for v, us in uses.items():
+            uses[v] = sorted(set(us))
         for v in ranges:
             uses.setdefault(v, [])
         order = sorted((s, e, id(v), v) for v, (s, e) in ranges.items()
@@ -269,11 +269,11 @@ class BackendAllocateRegistersPass(ModulePass):
                 (s, e) for r, iv in fixed_busy.items() if r in pool_ids for s, e in iv
             )
 
-            def fixed(x: int) -> int:
+            def fixed(x: int, fixed_busy=fixed_busy, pool_ids=pool_ids, any_fixed=bool(fixed_list)):
                 return sum(
                     1 for r, iv in fixed_busy.items()
                     if r in pool_ids and any(s <= x <= e for s, e in iv)
-                ) if fixed_list else 0
+                ) if any_fixed else 0
 
             try:
                 victims = self._pressure_victims(ops, ranges, fixed, len(pool), program)
