@@ -30,6 +30,30 @@ def matmul_acc(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> n
     return out
 
 
+def split_bf16(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`x` (f32) as `hi + lo`: `hi = bf16(x)`, `lo = bf16(x - hi)` (the subtraction in f32, exact)."""
+    x32 = np.asarray(x).astype(np.float32)
+    hi = x32.astype(bfloat16)
+    lo = (x32 - hi.astype(np.float32)).astype(np.float32).astype(bfloat16)
+    return hi, lo
+
+
+def matmul_f32_split(a: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """fp32 `a @ w` of f32 operands on a bf16 MPU: three bf16 passes into one f32 accumulator.
+
+    With `a = a_hi + a_lo` and `w = w_hi + w_lo` (`split_bf16`), the result is
+    `a_hi @ w_hi + a_hi @ w_lo + a_lo @ w_hi`, accumulated in f32 in that fixed order, each pass
+    summing k in increasing order (`matmul_acc`); `a_lo @ w_lo` is dropped. `a_hi + a_lo` keeps 16
+    of f32's 24 significand bits, so the result is within about 2^-16 relative of the exact product
+    (not bit-equal to a true f32 matmul). Tiling K per pass gives identical bits.
+    """
+    a_hi, a_lo = split_bf16(a)
+    w_hi, w_lo = split_bf16(w)
+    acc = matmul_acc(a_hi, w_hi)
+    acc = matmul_acc(a_hi, w_lo, acc)
+    return matmul_acc(a_lo, w_hi, acc)
+
+
 def round_to(x: np.ndarray, dtype) -> np.ndarray:
     """Round (nearest-even) to `dtype` (a numpy/ml_dtypes dtype)."""
     return np.asarray(x).astype(dtype)

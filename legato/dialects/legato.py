@@ -1349,7 +1349,8 @@ class MemcpyOp(IRDLOperation):
 class MatmulOp(IRDLOperation):
     """`%r = legato.matmul %a, %b : Ta, Tb -> Tr`: `[..., M, K] @ [K, N] -> [..., M, N]`,
     fp32 accumulation; result dtype = lhs dtype (rounded once), or `f32` for bf16 operands (the
-    fp32 accumulator itself, no rounding); result memory = lhs memory.
+    fp32 accumulator itself, no rounding); f32 operands multiply as three bf16 passes
+    (`legato.numerics.matmul_f32_split`); result memory = lhs memory.
     Builder: `MatmulOp(lhs, rhs, result_type=None)` (inferred when omitted)."""
 
     name = "legato.matmul"

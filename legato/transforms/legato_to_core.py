@@ -372,6 +372,7 @@ class _KernelLowering:
             t.rank == 2
             and t.is_static
             and t.space == "mpu_buffer"
+            and lg.element_type_name(t.element_type) == "bf16"  # f32: matmul splits it first
             and t.get_shape()[0] <= self.model.mpu_tile_k
             and t.get_shape()[1] <= self.model.mpu_tile_n
         )

@@ -19,7 +19,9 @@ to one instruction (or a short unrolled sequence):
   contiguous in mpu_buffer: a weight wider than a tile is transposed (VPU) so that each column
   block becomes a contiguous row block, and transposed back per block into mpu_buffer; lhs
   column blocks (K > tile) are produced the same way. Column blocks of the result are gathered
-  through a transposed f32 buffer.
+  through a transposed f32 buffer. f32 operands are split into bf16 hi/lo on the VPU (cast, sub,
+  cast) and multiplied in three passes into the same accumulator
+  (`legato.numerics.matmul_f32_split`).
 """
 
 from __future__ import annotations
@@ -598,14 +600,33 @@ def _stage(L: _KernelLowering, prog: _Program, w: _Buffer, at) -> _Buffer:
     return st
 
 
+def _split_bf16(L: _KernelLowering, prog: _Program, x: _Buffer, space: str, at) -> list[_Buffer]:
+    """f32 `x` as bf16 `[hi, lo]` (`legato.numerics.split_bf16`): hi = cvt(x),
+    lo = cvt(x - cvt(hi)), the subtraction in f32 (exact)."""
+    dims = dimsb(x)
+    hi = alloc(L, prog, dims, "bf16", space, at)
+    prog.emit(core.VpuUnaryOp("cast", x.value, hi.value), at)
+    t = alloc(L, prog, dims, "f32", "sram", at)
+    prog.emit(core.VpuUnaryOp("cast", hi.value, t.value), at)
+    d = alloc(L, prog, dims, "f32", "sram", at)
+    prog.emit(core.VpuBinaryOp("sub", x.value, t.value, d.value), at)
+    lo = alloc(L, prog, dims, "bf16", space, at)
+    prog.emit(core.VpuUnaryOp("cast", d.value, lo.value), at)
+    return [hi, lo]
+
+
 def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
+    """bf16 operands: one MPU pass per tile. f32 operands (`legato.numerics.matmul_f32_split`):
+    each is split into bf16 hi + lo on the VPU, then the passes a_hi@w_hi, a_hi@w_lo, a_lo@w_hi
+    (in that order, each over every K tile in order) accumulate into one f32 buffer."""
     lt, wt_, res_t = op.lhs.type, op.rhs.type, _rtype(op)
     assert isinstance(lt, lg.TensorType) and isinstance(wt_, lg.TensorType)
-    if lt.dtype.name != "bf16" or wt_.dtype.name != "bf16":
+    split = lt.dtype.name == "f32" and wt_.dtype.name == "f32"
+    if not split and (lt.dtype.name != "bf16" or wt_.dtype.name != "bf16"):
         raise error_at(
             op,
-            f"the MPU multiplies bf16 operands; got {lt.dtype.name} @ {wt_.dtype.name} "
-            "(cast with legato.tensor.to(x, bfloat16))",
+            f"the MPU multiplies bf16 operands (f32 as three bf16 passes); got {lt.dtype.name} "
+            f"@ {wt_.dtype.name} (cast with legato.tensor.to(x, bfloat16) or float32)",
         )
     if lt.space not in LOCAL:
         raise error_at(
@@ -631,7 +652,21 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     out2 = view(prog, out, [m, (n, n)], op)
     prog.values[op.result] = out
     kt, nt = L.model.mpu_tile_k, L.model.mpu_tile_n
-    if k <= kt and n <= nt:
+    small = k <= kt and n <= nt
+    if split:
+        a_parts = _split_bf16(L, prog, a2, "sram", op)
+        w_parts = _split_bf16(L, prog, w, "mpu_buffer" if small else "sram", op)
+        passes = [(0, 0), (0, 1), (1, 0)]  # (a part, w part): hi@hi, hi@lo, lo@hi
+    else:
+        a_parts, w_parts, passes = [a2], [w], [(0, 0)]
+    if small:
+        if split:
+            # the result is f32: the accumulator itself
+            for p, (ia, iw) in enumerate(passes):
+                prog.emit(core.MpuLoadWeightOp(w_parts[iw].value), op)
+                prog.emit(core.MpuMatmulOp(a_parts[ia].value, out2.value, p > 0), op)
+            prog.loaded_weight = None
+            return
         if prog.loaded_weight is not op.rhs:
             tile = w if w.type.space == "mpu_buffer" else _stage(L, prog, w, op)
             prog.emit(core.MpuLoadWeightOp(tile.value), op)
@@ -640,34 +675,46 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
         return
     nk, nn = -(-k // kt), -(-n // nt)
     # lhs column blocks [M, kw], contiguous
-    if nk > 1:
-        a_t = transpose3(L, prog, a2, [], [m], [(k, k)], op)  # [K, M]
-        a_tiles = []
-        for i in range(nk):
-            kw = min(kt, k - i * kt)
-            rows = subview(prog, a_t, [i * kt, 0], [(kw, kw), m], op)
-            a_tiles.append(transpose3(L, prog, rows, [], [(kw, kw)], [m], op))
-    else:
-        a_tiles = [a2]
+    a_tiles: list[list[_Buffer]] = []
+    for ap in a_parts:
+        if nk > 1:
+            a_t = transpose3(L, prog, ap, [], [m], [(k, k)], op)  # [K, M]
+            tiles = []
+            for i in range(nk):
+                kw = min(kt, k - i * kt)
+                rows = subview(prog, a_t, [i * kt, 0], [(kw, kw), m], op)
+                tiles.append(transpose3(L, prog, rows, [], [(kw, kw)], [m], op))
+            a_tiles.append(tiles)
+        else:
+            a_tiles.append([ap])
     if nn > 1:
-        w_t = transpose3(L, prog, w, [], [(k, k)], [(n, n)], op, space="sram")  # [N, K]
+        w_ts = [
+            transpose3(L, prog, wp, [], [(k, k)], [(n, n)], op, space="sram")  # [N, K]
+            for wp in w_parts
+        ]
         r_t = alloc(L, prog, [(n, n), m], "f32", "sram", op)  # the result, transposed
     acc = None
     for j in range(nn):
         nw = min(nt, n - j * nt)
         if nn > 1:
-            rows = subview(prog, w_t, [j * nt, 0], [(nw, nw), (k, k)], op)
-            wj = transpose3(L, prog, rows, [], [(nw, nw)], [(k, k)], op, space="mpu_buffer")
+            wjs = []
+            for w_t in w_ts:
+                rows = subview(prog, w_t, [j * nt, 0], [(nw, nw), (k, k)], op)
+                # f32: two weights per block, kept in sram; each tile is staged when used
+                wspace = "sram" if split else "mpu_buffer"
+                wjs.append(transpose3(L, prog, rows, [], [(nw, nw)], [(k, k)], op, space=wspace))
         else:
-            wj = w
+            wjs = w_parts
         acc = alloc(L, prog, [m, (nw, nw)], "f32", "sram", op)
-        for i in range(nk):
-            kw = min(kt, k - i * kt)
-            tile = subview(prog, wj, [i * kt, 0], [(kw, kw), (nw, nw)], op) if nk > 1 else wj
-            if tile.type.space != "mpu_buffer":
-                tile = _stage(L, prog, tile, op)
-            prog.emit(core.MpuLoadWeightOp(tile.value), op)
-            prog.emit(core.MpuMatmulOp(a_tiles[i].value, acc.value, i > 0), op)
+        for p, (ia, iw) in enumerate(passes):
+            wj = wjs[iw]
+            for i in range(nk):
+                kw = min(kt, k - i * kt)
+                tile = subview(prog, wj, [i * kt, 0], [(kw, kw), (nw, nw)], op) if nk > 1 else wj
+                if tile.type.space != "mpu_buffer":
+                    tile = _stage(L, prog, tile, op)
+                prog.emit(core.MpuLoadWeightOp(tile.value), op)
+                prog.emit(core.MpuMatmulOp(a_tiles[ia][i].value, acc.value, p > 0 or i > 0), op)
         if nn > 1:
             dst = subview(prog, r_t, [j * nt, 0], [(nw, nw), m], op)
             prog.emit(core.VpuTransposeOp(acc.value, dst.value), op)

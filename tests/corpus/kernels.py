@@ -8,6 +8,7 @@ Adding a kernel is adding one entry to `CORPUS` (the helpers build the common sh
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import ml_dtypes
@@ -227,6 +228,19 @@ CORPUS: list[CorpusKernel] = [
            f"%r = legato.matmul %x0, %kt : {ttype([8, 32], 'bf16', 'sram')}, "
            f"{ttype([32, 16], 'bf16', 'sram')} -> {_F([8, 16])}",
            lambda q, k: q.float() @ k.float().T, dtype="bf16", out_dtype="f32"),
+    # f32 @ f32: bf16 hi/lo split, three MPU passes into one f32 accumulator (~2^-16 relative)
+    dataclasses.replace(
+        shaped("matmul_f32", [[8, 64], [64, 32]], [8, 32],
+               f"%r = legato.matmul %x0, %x1 : {_F([8, 64])}, {_F([64, 32])} -> {_F([8, 32])}",
+               lambda a, w: a @ w),
+        rtol=1e-4, atol=1e-4),
+    # K > 256 and N > 128: K tiles accumulate per pass, N column blocks
+    dataclasses.replace(
+        shaped("matmul_f32_tiled", [[4, 300], [300, 160]], [4, 160],
+               f"%r = legato.matmul %x0, %x1 : {_F([4, 300])}, {_F([300, 160])} -> "
+               f"{_F([4, 160])}",
+               lambda a, w: a @ w),
+        rtol=1e-4, atol=1e-3),
     shaped("constant_add", [[8, 64]], [8, 64],
            f"%c = legato.constant 1.5 : {_F([8, 64])}\n"
            f"%r = legato.add %x0, %c : {_F([8, 64])}, {_F([8, 64])} -> {_F([8, 64])}",

@@ -164,15 +164,15 @@ CASES.append("""// The MPU multiplies bf16.
 builtin.module {
   legato.kernel @k() {
     legato.on core(0) {
-      %c = legato.constant 1.0 : !legato.tensor<[2, 4], f32, sram>
-      %w = legato.constant 1.0 : !legato.tensor<[4, 4], f32, mpu_buffer>
-      %r = legato.matmul %c, %w : !legato.tensor<[2, 4], f32, sram>, !legato.tensor<[4, 4], f32, mpu_buffer> -> !legato.tensor<[2, 4], f32, sram>
+      %c = legato.constant 1.0 : !legato.tensor<[2, 4], f16, sram>
+      %w = legato.constant 1.0 : !legato.tensor<[4, 4], f16, mpu_buffer>
+      %r = legato.matmul %c, %w : !legato.tensor<[2, 4], f16, sram>, !legato.tensor<[4, 4], f16, mpu_buffer> -> !legato.tensor<[2, 4], f16, sram>
       legato.yield
     }
     legato.return
   }
 }""")
-# CHECK: error: the MPU multiplies bf16 operands; got f32 @ f32 (cast with legato.tensor.to(x, bfloat16))
+# CHECK: error: the MPU multiplies bf16 operands (f32 as three bf16 passes); got f16 @ f16 (cast with legato.tensor.to(x, bfloat16) or float32)
 CASES.append("""// A weight left in shared memory.
 builtin.module {
   legato.kernel @k(%b : !legato.tensor<[4, 4], bf16, shared_dram>) {
