@@ -23,13 +23,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from legato.errors import LegatoRuntimeError
 from legato.types import DType, TensorSpec, dtype_from_name, parse_dim
 
 WORD = 8
 ACCESS = ("read", "write", "readwrite")
 
 
-class ABIError(ValueError):
+class ABIError(LegatoRuntimeError, ValueError):
     """An argument that does not match the kernel's signature."""
 
 

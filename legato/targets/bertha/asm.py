@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from legato.errors import LegatoError
 from legato.targets.bertha import isa
 from legato.targets.bertha.isa import (
     BC_COL,
@@ -48,7 +49,7 @@ from legato.targets.bertha.isa import (
 MEMORY_DIRECTIVE_SPACES = ("sram", "mpu_buffer", "private_dram")
 
 
-class AsmError(Exception):
+class AsmError(LegatoError):
     """An assembly error at `line:col` (1-based)."""
 
     def __init__(self, message: str, line: int = 0, col: int = 0, filename: str = "<asm>"):

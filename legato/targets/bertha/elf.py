@@ -12,6 +12,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 
+from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ArgLayout
 from legato.targets.bertha.asm import AsmModule, parse_context
@@ -29,7 +30,7 @@ METADATA_SECTIONS = (".legato.target", ".legato.compiler", ".legato.programs", "
 CHECKSUM_SECTION = ".legato.checksum"
 
 
-class BinaryError(Exception):
+class BinaryError(LegatoRuntimeError):
     """A binary that cannot be run: malformed, tampered with, or for something else."""
 
 

@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from legato import numerics
+from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, timing, vpu
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
@@ -76,7 +77,7 @@ def _s64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-class EmulatorError(Exception):
+class EmulatorError(LegatoRuntimeError):
     pass
 
 

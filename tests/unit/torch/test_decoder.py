@@ -119,14 +119,63 @@ def test_tiny_llama_decoder():
     torch.testing.assert_close(y.float(), ref.float(), rtol=1.6e-2,
                                atol=1.6e-2 * ref.abs().max().item())
     s = lt.last_summary()
-    assert s.num_kernels == 1 and s.legato_nodes == 77, str(s)
-    # extern: the position arange, the embedding gather, the 8 weight transposes (7 + head)
-    assert s.extern_ops() == {"aten.arange.default": 1, "aten.embedding.default": 1,
-                              "aten.t.default": 8}, str(s)
+    assert s.num_kernels == 1 and s.legato_nodes == 78, str(s)
+    # extern: the position arange, the 8 weight transposes (7 + head); the embedding gathers
+    # its rows from the table in shared DRAM inside the kernel
+    assert s.extern_ops() == {"aten.arange.default": 1, "aten.t.default": 8}, str(s)
     nodes = "\n".join(s.kernels[0].nodes)
-    for op in ("aten.cos.default", "aten.sin.default",
+    for op in ("aten.cos.default", "aten.sin.default", "aten.embedding.default",
                "aten._scaled_dot_product_flash_attention_for_cpu.default"):
         assert op in nodes, op
+
+
+def test_decomposed_math_attention_selects_on_legato():
+    """The math SDPA (a bool causal mask through where, _safe_softmax) runs on Legato up to its
+    f32 bmms; bit-identical to eager here."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 16, dtype=BF16) for _ in range(3))
+
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    with torch.no_grad(), sdpa_kernel(SDPBackend.MATH):
+        y = torch.compile(f, backend="legato")(q, k, v)
+        ref = f(q, k, v)
+    assert_close_bf16(y, ref, ulps=1)
+    s = lt.last_summary()
+    nodes = "\n".join(n for kern in s.kernels for n in kern.nodes)
+    for op in ("aten.where.self", "aten._safe_softmax.default", "aten.scalar_tensor.default"):
+        assert op in nodes, op
+    # the mask's construction (ones, tril: bool ops) and the f32 bmms stay eager
+    assert s.extern_ops() == {"aten.ones.default": 1, "aten.tril.default": 1,
+                              "aten.bmm.default": 2}, str(s)
+    assert s.num_kernels == 3, str(s)
+
+
+def test_safe_softmax_of_a_fully_masked_row_is_zero():
+    x = torch.randn(4, 8)
+    x[1] = float("-inf")
+    x[2, :3] = float("-inf")
+    f = torch.compile(lambda t: torch.ops.aten._safe_softmax(t, -1), backend="legato")
+    with torch.no_grad():
+        y = f(x)
+    ref = torch.ops.aten._safe_softmax(x, -1)
+    assert y[1].tolist() == [0.0] * 8
+    torch.testing.assert_close(y, ref, rtol=2e-6, atol=1e-7)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+
+
+def test_embedding_gathers_rows_on_legato():
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(100, 32, dtype=BF16)
+    ids = torch.tensor([[5, 0, 99, 5], [1, 2, 3, 4]])
+    y, ref = run(emb, ids)
+    assert torch.equal(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
 
 
 def test_tiny_llama_two_layers_in_one_kernel():
