@@ -71,7 +71,7 @@ from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 
 NUM_REGS = 32
 SPACES = ("sram", "mpu_buffer", "private_dram")
-DTYPES = ("bf16", "f32", "f16")
+DTYPES = ("bf16", "f32", "f16", "i32")
 IMM_MIN, IMM_MAX, UIMM_MAX = -(1 << 31), (1 << 31) - 1, (1 << 32) - 1
 MAX_QUEUE = 255
 MAX_SYNC_ID = 63

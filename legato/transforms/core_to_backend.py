@@ -73,7 +73,7 @@ def footprints(kernel: core.KernelOp) -> dict[int | None, dict[str, int]]:
     return use
 
 
-_NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16}
+_NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16, "i32": np.int32}
 
 VPU_BINARY = {
     "add": be.VpuAddOp,
@@ -129,6 +129,8 @@ PURE = (
 
 def element_bits(value: float, dtype: str) -> int:
     """The bit pattern of `value` rounded (via f32, like the VPU) to `dtype`."""
+    if dtype == "i32":
+        return int(np.asarray(int(value), np.int64).astype(np.int32).view(np.uint32))
     x = np.asarray(value, np.float64).astype(np.float32).astype(_NP_DTYPES[dtype])
     return int(x.view({2: np.uint16, 4: np.uint32}[x.dtype.itemsize]))
 
@@ -142,7 +144,7 @@ def _buf_type(v: SSAValue) -> core.BufType:
 def _vpu_dtype(op: Operation, t: core.BufType) -> str:
     if t.dtype.name not in _NP_DTYPES:
         raise error_at(
-            op, f"{op.name}: the VPU computes on bf16, f32 and f16, not {t.dtype.name}"
+            op, f"{op.name}: the VPU computes on bf16, f32, f16 and i32, not {t.dtype.name}"
         )
     return t.dtype.name
 

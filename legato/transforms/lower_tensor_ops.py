@@ -169,12 +169,17 @@ def local(L: _KernelLowering, prog: _Program, value: SSAValue, op: Operation, ro
     return contiguous(L, prog, buf, op)
 
 
-def check_vpu_dtype(op: Operation, t: lg.ShapedSpaceType) -> None:
+INT_BINARY_KINDS = ("add", "sub", "mul", "max", "min")  # what the VPU computes on i32
+
+
+def check_vpu_dtype(op: Operation, t: lg.ShapedSpaceType, int_ok: bool = False) -> None:
+    if int_ok and t.dtype.name == "i32":
+        return
     if t.dtype.name not in VPU_DTYPES:
         raise error_at(
             op,
             f"{op.name} on {t.dtype.name} is not supported: the VPU computes on bf16, f32 and "
-            "f16; cast with legato.tensor.to(x, ...) first",
+            "f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first",
         )
 
 
@@ -260,7 +265,7 @@ def materialize(L: _KernelLowering, prog: _Program, src: _Buffer, like: _Buffer,
 def binary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseBinaryOp) -> None:
     kind = BINARY_KINDS[type(op)]
     rt = _rtype(op)
-    check_vpu_dtype(op, rt)
+    check_vpu_dtype(op, rt, int_ok=kind in INT_BINARY_KINDS)
     a = local(L, prog, op.lhs, op, "left operand")
     b = local(L, prog, op.rhs, op, "right operand")
     space = result_space(op, rt)
@@ -301,7 +306,7 @@ def cast(L: _KernelLowering, prog: _Program, op: lg.CastOp) -> None:
 
 def constant(L: _KernelLowering, prog: _Program, op: lg.ConstantOp) -> None:
     rt = _rtype(op)
-    check_vpu_dtype(op, rt)
+    check_vpu_dtype(op, rt, int_ok=True)
     dims = [(d.size, d.size) for d in rt.dims]
     out = alloc(L, prog, dims, rt.element_type, result_space(op, rt), op)
     prog.emit(core.VpuFillOp(op.value, out.value), op)

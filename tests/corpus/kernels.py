@@ -51,6 +51,8 @@ def core0_kernel(name: str, inputs, out, body: str) -> str:
 
 
 def _rand(rng, shape, dtype, positive=False):
+    if dtype == "i32":  # products overflow and wrap, like torch
+        return rng.integers(1 if positive else -(2**20), 2**20, shape).astype(np.int32)
     x = rng.standard_normal(shape)
     if positive:
         x = np.abs(x) + 0.25
@@ -179,6 +181,12 @@ CORPUS: list[CorpusKernel] = [
     elementwise("maximum", torch.maximum, rhs_shape=[8, 64]),
     elementwise("minimum", torch.minimum, rhs_shape=[64]),
     elementwise("add", torch.add, dtype="f32", rhs_shape=[8, 64]),
+    # i32 on the VPU: add sub mul maximum minimum, exact (wrapping), broadcast forms included
+    elementwise("add", torch.add, dtype="i32", rhs_shape=[1, 64]),
+    elementwise("sub", torch.sub, dtype="i32", rhs_shape=[8, 64]),
+    elementwise("mul", torch.mul, dtype="i32", rhs_shape=[8, 1]),
+    elementwise("maximum", torch.maximum, dtype="i32", rhs_shape=[8, 64]),
+    elementwise("minimum", torch.minimum, dtype="i32", rhs_shape=[64]),
     elementwise("neg", torch.neg),
     elementwise("exp", torch.exp),
     elementwise("log", torch.log, positive=True),

@@ -59,7 +59,7 @@ MAX_TRACE_EVENTS = 500_000
 
 _MASK64 = (1 << 64) - 1
 _NP_DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-              "f16": np.dtype(np.float16)}
+              "f16": np.dtype(np.float16), "i32": np.dtype(np.int32)}
 INF = 1 << 62
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
 

@@ -31,9 +31,9 @@ SPACES = {"sram": 1, "mpu_buffer": 2, "private_dram": 3}
 SPACE_NAMES = {v: k for k, v in SPACES.items()}
 
 # Element types understood by the MPU / VPU.
-DTYPES = {"bf16": 1, "f32": 2, "f16": 3}
+DTYPES = {"bf16": 1, "f32": 2, "f16": 3, "i32": 5}  # 4 is i1 (a vpu.sel condition)
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
-DTYPE_SIZES = {"bf16": 2, "f32": 4, "f16": 2}
+DTYPE_SIZES = {"bf16": 2, "f32": 4, "f16": 2, "i32": 4}
 # Condition types of vpu.sel: a float mask of a VPU dtype, or i1 (one byte per element); an
 # element is true when it is nonzero (NaN is true, -0.0 false).
 COND_DTYPES = {**DTYPES, "i1": 4}

@@ -2,7 +2,8 @@
 
 Elementwise ops convert their inputs exactly to float64, apply the operation in float64, round
 (nearest-even) to float32 and then, for a narrower dtype, from float32 to the instruction's dtype.
-For f32 add/sub/mul/div/sqrt this equals numpy's float32 result.  `rsum` accumulates in fp32 over columns in increasing order (like
+For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes
+`add sub mul max min` (two's complement, wrapping), `neg` and `copy` exactly in 32-bit integers.  `rsum` accumulates in fp32 over columns in increasing order (like
 `legato.numerics.matmul_acc`) and rounds once; `rmax` is exact.
 """
 
@@ -50,12 +51,30 @@ UNARY = {
 }
 
 
+INT_BINARY = ("add", "sub", "mul", "max", "min")
+INT_UNARY = ("neg", "copy")
+
+
+def _is_int(dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
 def binary(op: str, x: np.ndarray, y: np.ndarray, dtype) -> np.ndarray:
+    if _is_int(dtype):
+        if op not in INT_BINARY:
+            raise ValueError(f"vpu.{op} on {np.dtype(dtype)}: integer ops are {INT_BINARY}")
+        r = BINARY[op](np.asarray(x).astype(np.int64), np.asarray(y).astype(np.int64))
+        return r.astype(dtype)  # wraps (two's complement)
     with np.errstate(all="ignore"):
         return _round(BINARY[op](_f64(x), _f64(y)), dtype)
 
 
 def unary(op: str, x: np.ndarray, dtype) -> np.ndarray:
+    if _is_int(dtype):
+        if op not in INT_UNARY:
+            raise ValueError(f"vpu.{op} on {np.dtype(dtype)}: integer ops are {INT_UNARY}")
+        x64 = np.asarray(x).astype(np.int64)
+        return (-x64 if op == "neg" else x64).astype(dtype)
     with np.errstate(all="ignore"):
         return _round(UNARY[op](_f64(x)), dtype)
 

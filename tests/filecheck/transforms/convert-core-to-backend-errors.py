@@ -117,17 +117,17 @@ CASES.append("""builtin.module {
 }""")
 # CHECK: error: core.vpu_unary: an operand is a strided view; the units read contiguous memory (copy it into a buffer first)
 # CHECK-NEXT: -----
-# The VPU has no integer dtypes.
+# The VPU has no 64-bit integer dtype.
 CASES.append("""builtin.module {
   core.kernel @k args [] {
     core.program @core0 on core(0) {
-      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4], i32, sram>
-      core.vpu_fill 1 to %x : !core.buf<[4], i32, sram>
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[4], i64, sram>
+      core.vpu_fill 1 to %x : !core.buf<[4], i64, sram>
       core.end
     }
   }
 }""")
-# CHECK: error: core.vpu_fill: the VPU computes on bf16, f32 and f16, not i32
+# CHECK: error: core.vpu_fill: the VPU computes on bf16, f32, f16 and i32, not i64
 # CHECK-NEXT: -----
 # Ops without instruction selection.
 CASES.append("""builtin.module {

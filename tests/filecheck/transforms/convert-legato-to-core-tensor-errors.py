@@ -33,18 +33,18 @@ builtin.module {
   }
 }""")
 # CHECK: error: legato.exp: the operand is in shared_dram; tensor ops compute in a core's memory (sram, private_dram, mpu_buffer): receive it or memcpy it into sram first
-CASES.append("""// Integer elementwise ops have no VPU instruction.
+CASES.append("""// Integer division has no VPU instruction (i32: add sub mul maximum minimum).
 builtin.module {
   legato.kernel @k() {
     legato.on core(0) {
       %c = legato.constant 1 : !legato.tensor<[4], i32, sram>
-      %r = legato.add %c, %c : !legato.tensor<[4], i32, sram>, !legato.tensor<[4], i32, sram> -> !legato.tensor<[4], i32, sram>
+      %r = legato.div %c, %c : !legato.tensor<[4], i32, sram>, !legato.tensor<[4], i32, sram> -> !legato.tensor<[4], i32, sram>
       legato.yield
     }
     legato.return
   }
 }""")
-# CHECK: error: legato.constant on i32 is not supported: the VPU computes on bf16, f32 and f16; cast with legato.tensor.to(x, ...) first
+# CHECK: error: legato.div on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first
 CASES.append("""// A constant in shared memory.
 builtin.module {
   legato.kernel @k() {
@@ -226,7 +226,7 @@ builtin.module {
     legato.return
   }
 }""")
-# CHECK: error: legato.where on i32 is not supported: the VPU computes on bf16, f32 and f16; cast with legato.tensor.to(x, ...) first
+# CHECK: error: legato.where on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first
 CASES.append("""// Gather indices in shared memory: the core reads them from its own memory.
 builtin.module {
   legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, shared_dram>) {

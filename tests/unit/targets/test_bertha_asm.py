@@ -79,7 +79,7 @@ def test_branch_past_end_and_numeric_offsets():
         (".program p on core(0)\n    mpu.mm r1, r2, r3, bf16, acc\n", 2, 30, "acc needs an f32"),
         (".program p on core(0)\n    mpu.mm r1, r2, r3, f64\n", 2, 24, "bf16 or f32"),
         (".program p on core(0)\n    vpu.add r1, r2, r3, r4, f32, bc.row\n", 2, 34, "needs a period"),
-        (".program p on core(0)\n    vpu.exp r1, r2, r3, i32\n", 2, 25, "unknown element type"),
+        (".program p on core(0)\n    vpu.exp r1, r2, r3, i64\n", 2, 25, "unknown element type"),
         (".program p on core(0)\n    sem.post 64, 1\n", 2, 14, "id 64 out of range"),
         (".program p on nowhere\n", 1, 15, "unknown context"),
         (".program p on core(0)\n.program p on core(1)\n", 2, 1, "defined twice"),

@@ -520,4 +520,4 @@ def test_vpu_sel_condition_types_are_validated():
         assemble(".program core0 on core(0)\n    vpu.sel r1, r2, r3, r4, i1, i1\n")
     word = isa.make("vpu.sel", 1, 2, 3, 4, 2 | 4 << 4).encode()
     with pytest.raises(isa.DecodeError, match="dtype codes"):
-        isa.decode(word | (5 << 4) << 32 & ~((4 << 4) << 32))
+        isa.decode(word | (6 << 4) << 32 & ~((4 << 4) << 32))

@@ -42,7 +42,7 @@ backend.program @p on core(0) {
     %a = backend.li 1 : !backend.reg<r3>
     backend.vpu_sel %a, %a, %a, %a, f32, i8 : (!backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>, !backend.reg<r3>) -> ()
 }
-// CHECK: unknown element type 'i8'; expected one of bf16, f32, f16, i1
+// CHECK: unknown element type 'i8'; expected one of bf16, f32, f16, i32, i1
 
 // -----
 
