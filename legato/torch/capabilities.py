@@ -38,6 +38,7 @@ PROBES = {
     "cast_f32": ("legato.tensor.cast(x, legato.types.float('float32'))", _X, "float32"),
     "cast_bf16": ("legato.tensor.cast(x, legato.types.float('bfloat16'))", _X, "bfloat16"),
     "where": ("legato.tensor.where(x, x, 0.0)", _X, None),
+    "matmul": ("x @ legato.tensor.transpose(x, (1, 0))", "[8, 8]", None),
     # extra inputs: name -> (legato dtype source, shape)
     "gather": ("legato.tensor.gather(x, ids)", "[4, 64]", None, {"ids": ("legato.types.i64", "[4]")}),
 }

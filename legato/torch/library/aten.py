@@ -43,7 +43,7 @@ def bmm(a, b):
     for i in legato.static_range(a.shape[0]):
         r = a[i] @ b[i]
         outs = outs + (legato.tensor.reshape(r, (1,) + r.shape),)
-    return outs[0] if len(outs) == 1 else legato.tensor.concat(outs, 0)
+    return outs[0] if a.shape[0] == 1 else legato.tensor.concat(outs, 0)
 
 
 def _causal_starts(s, lk):
@@ -292,33 +292,44 @@ def _fits_sram(ctx, *tensors, what="operands"):
 # Matmul on the MPU
 
 
-def _mpu_checks(ctx, node, a, w):
+def _mpu_checks(ctx, node, a, w) -> str:
+    """Checks of a matmul on the MPU; returns where the weight goes: bf16 weights are loaded
+    straight into the MPU (`mpu_weight`), f32 weights stay in sram (the compiler splits them into
+    bf16 halves and stages one tile at a time: legato.numerics.matmul_f32_split)."""
     ta, tw = val(a), val(w)
-    assert ta.dtype == torch.bfloat16 and tw.dtype == torch.bfloat16, (
-        f"the MPU multiplies bf16 operands, got {ta.dtype} @ {tw.dtype}"
+    assert ta.dtype == tw.dtype and ta.dtype in (torch.bfloat16, torch.float32), (
+        f"the MPU multiplies bf16 (or f32, split into bf16 halves) operands of one dtype, got "
+        f"{ta.dtype} @ {tw.dtype}"
     )
     assert ta.dim() == 2 and tw.dim() == 2, "mm needs [M, K] @ [K, N]"
     assert all(isinstance(d, int) for d in tw.shape), "the MPU weight must have a static shape"
     k, n = tw.shape
-    tiled = k > ctx.model.mpu_tile_k or n > ctx.model.mpu_tile_n
+    f32 = ta.dtype == torch.float32
+    tiled = f32 or k > ctx.model.mpu_tile_k or n > ctx.model.mpu_tile_n
     # the compiler tiles larger weights (K tiles accumulate in f32; N tiles work on transposed
     # copies of the weight: one in sram, one block at a time in mpu_buffer)
     wbytes = k * n * 2
-    assert wbytes * (2 if tiled else 1) <= ctx.model.mpu_buffer_size, (
-        f"weight {k}x{n} ({wbytes} bytes) does not fit one core's mpu_buffer "
-        f"({ctx.model.mpu_buffer_size} bytes) (no tiling across cores yet)"
-    )
-    extra = [torch.empty(k, n, dtype=torch.bfloat16)] if tiled else []
+    if not f32:
+        assert wbytes * (2 if tiled else 1) <= ctx.model.mpu_buffer_size, (
+            f"weight {k}x{n} ({wbytes} bytes) does not fit one core's mpu_buffer "
+            f"({ctx.model.mpu_buffer_size} bytes) (no tiling across cores yet)"
+        )
+    # f32: the weight, its two bf16 halves and their transposed copies live in sram
+    extra = [torch.empty(k, n, dtype=torch.bfloat16)] * ((4 if f32 else 1) if tiled else 0)
+    if f32:
+        extra += [tw, *[torch.empty_like(ta, dtype=torch.bfloat16)] * 2]
     acc = [torch.empty(*val(node).shape[:-1], n, dtype=torch.float32)] if tiled else []
     _fits_sram(ctx, ta, ta, val(node), *extra, *acc, *acc,
                what="mm input, output and tiling buffers")
+    return "sram" if f32 else "mpu_weight"
 
 
 @register(aten.mm.default)
 def resolve_mm(node, ctx):
     a, w = node.args
-    _mpu_checks(ctx, node, a, w)
-    return Impl(matmul, (a, w), memory={1: "mpu_weight"})
+    where = _mpu_checks(ctx, node, a, w)
+    ctx.probe("matmul", val(a).dtype)
+    return Impl(matmul, (a, w), memory={1: where})
 
 
 @register(aten.addmm.default)
@@ -326,11 +337,13 @@ def resolve_addmm(node, ctx):
     bias, a, w = node.args[:3]
     assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, \
         "addmm with beta/alpha != 1"
-    _mpu_checks(ctx, node, a, w)
-    assert val(bias).dtype == torch.bfloat16, "addmm bias must be bf16"
-    ctx.probe("add", torch.bfloat16)
-    ctx.probe("broadcast_binary", torch.bfloat16)
-    return Impl(addmm, (bias, a, w), memory={2: "mpu_weight"})
+    where = _mpu_checks(ctx, node, a, w)
+    dt = val(a).dtype
+    assert val(bias).dtype == dt, f"addmm bias is {val(bias).dtype}, the operands {dt}"
+    ctx.probe("matmul", dt)
+    ctx.probe("add", dt)
+    ctx.probe("broadcast_binary", dt)
+    return Impl(addmm, (bias, a, w), memory={2: where})
 
 
 # --------------------------------------------------------------------------------------------
@@ -578,13 +591,15 @@ def resolve_slice(node, ctx):
 def resolve_bmm(node, ctx):
     a, b = node.args[:2]
     ta, tb = val(a), val(b)
-    assert ta.dtype == torch.bfloat16 and tb.dtype == torch.bfloat16, (
-        f"the MPU multiplies bf16 operands, got {ta.dtype} @ {tb.dtype}"
+    assert ta.dtype == tb.dtype and ta.dtype in (torch.bfloat16, torch.float32), (
+        f"the MPU multiplies bf16 (or f32, split into bf16 halves) operands of one dtype, got "
+        f"{ta.dtype} @ {tb.dtype}"
     )
     for t in (ta, tb):
         assert all(isinstance(d, int) for d in t.shape), "bmm with dynamic sizes"
-    ctx.probe("transpose", torch.bfloat16)
-    ctx.probe("concat", torch.bfloat16)
+    ctx.probe("matmul", ta.dtype)
+    ctx.probe("transpose", ta.dtype)
+    ctx.probe("concat", ta.dtype)
     _fits_sram(ctx, ta, tb, val(node), val(node), what="bmm operands and result")
     return Impl(bmm, (a, b))
 
