@@ -110,6 +110,10 @@ def register(op, resolver: Resolver | None = None):
     """
     if resolver is None:
         return lambda r: register(op, r)
+    # Libraries first, so a resolver registered by user code is always newer than the built-in
+    # ones (asked first), whether or not anything was compiled yet. (Inside load_libraries this
+    # returns at once: it marks itself loaded before importing.)
+    load_libraries()
     ops = op if isinstance(op, (list, tuple)) else [op]
     with _lock:
         for o in ops:

@@ -543,8 +543,8 @@ def torch_no_resolver(tmp_path):
 
 
 def torch_resolver_refused(tmp_path):
-    W = torch.randn(64, 32)
-    return _summary_of(lambda x: x @ W, torch.randn(8, 64))
+    W = torch.randn(64, 32, dtype=torch.float16)
+    return _summary_of(lambda x: x @ W, torch.randn(8, 64, dtype=torch.float16))
 
 
 TRIGGERS = {name.replace("_", "-"): fn for name, fn in dict(globals()).items()

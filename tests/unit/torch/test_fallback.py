@@ -93,3 +93,29 @@ def test_kernel_that_fails_to_compile_raises_by_default():
         assert s.num_kernels == 0 and s.extern[0].reason.startswith("kernel failed:")
     finally:
         lt.unregister(op, resolve)
+
+
+def test_a_user_resolver_registered_before_any_compile_is_asked_first():
+    """In a fresh process (the libraries not loaded yet), a user's resolver still takes
+    precedence over the built-in one registered for the same op."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import torch
+        import legato.torch as lt
+        asked = []
+        def refuse(node, ctx):
+            asked.append(node.name)
+            assert False, "no"
+        lt.register(torch.ops.aten.tanh.default, refuse)
+        x = torch.randn(8, 64, dtype=torch.bfloat16)
+        with torch.no_grad():
+            torch.compile(lambda x: torch.tanh(x) * 3.0, backend="legato")(x)
+        print(asked)
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "['tanh']"
