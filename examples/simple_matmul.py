@@ -63,9 +63,10 @@ def main() -> None:
 
     reference = (a.float() @ b.float()).bfloat16()
     run = simple_matmul.last_run
-    print(f"compiled simple_matmul for {run.target if hasattr(run, 'target') else 'bertha'}; "
-          "binary written to simple_matmul/")
-    print(f"emulated cycles: {run.cycles}")
+    print(f"compiled simple_matmul for {run.model_name}; binary written to "
+          "simple_matmul/simple_matmul.elf (legato-objdump shows it)")
+    print(f"emulated: {run.cycles} cycles, roofline {run.roofline_cycles} cycles "
+          f"({run.roofline.bound}-bound), efficiency {run.efficiency:.1%}")
     diff = (output.float() - reference.float()).abs().max().item()
     print(f"max |out - torch reference| = {diff:.3g}")
     print(f"out[0, :4] = {output[0, :4].tolist()}")
