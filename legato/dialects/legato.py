@@ -1653,12 +1653,9 @@ class AminOp(ReductionOp):
     name = "legato.amin"
 
 
-@irdl_op_definition
-class ReshapeOp(IRDLOperation):
-    """`%r = legato.reshape %x : T -> T2` (same element count, bounds for dynamic dims).
-    Builder: `ReshapeOp(x, result_type)` or `ReshapeOp(x, dims=[...])`."""
-
-    name = "legato.reshape"
+class _NewShapeOp(IRDLOperation, ABC):
+    """`%r = legato.<op> %x : T -> T2`: the same values seen with another shape (subclasses say
+    which shapes are allowed). Builder: `Op(x, result_type)` or `Op(x, dims=[...])`."""
 
     input = operand_def(TensorType)
     result = result_def(TensorType)
@@ -1673,11 +1670,19 @@ class ReshapeOp(IRDLOperation):
         dims: Sequence[DimLike] | None = None,
     ):
         if result_type is None:
-            assert dims is not None, "ReshapeOp needs a result_type or dims"
+            assert dims is not None, f"{type(self).__name__} needs a result_type or dims"
             t = SSAValue.get(input).type
             assert isinstance(t, TensorType)
             result_type = t.with_dims(dims)
         super().__init__(operands=[input], result_types=[result_type])
+
+
+@irdl_op_definition
+class ReshapeOp(_NewShapeOp):
+    """`%r = legato.reshape %x : T -> T2` (same element count, bounds for dynamic dims).
+    Builder: `ReshapeOp(x, result_type)` or `ReshapeOp(x, dims=[...])`."""
+
+    name = "legato.reshape"
 
     def verify_(self) -> None:
         verify_reshape(self.input.type, self.result.type)  # type: ignore[arg-type]
@@ -1738,30 +1743,11 @@ class TransposeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class BroadcastToOp(IRDLOperation):
+class BroadcastToOp(_NewShapeOp):
     """`%r = legato.broadcast_to %x : T -> T2` (torch `broadcast_to`).
     Builder: `BroadcastToOp(x, result_type)` or `BroadcastToOp(x, dims=[...])`."""
 
     name = "legato.broadcast_to"
-
-    input = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    traits = traits_def(Pure())
-    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
-
-    def __init__(
-        self,
-        input: SSAValue | Operation,
-        result_type: TensorType | None = None,
-        dims: Sequence[DimLike] | None = None,
-    ):
-        if result_type is None:
-            assert dims is not None, "BroadcastToOp needs a result_type or dims"
-            t = SSAValue.get(input).type
-            assert isinstance(t, TensorType)
-            result_type = t.with_dims(dims)
-        super().__init__(operands=[input], result_types=[result_type])
 
     def verify_(self) -> None:
         verify_broadcast_to(self.input.type, self.result.type)  # type: ignore[arg-type]
