@@ -1,8 +1,8 @@
 """The kernels `python -m bench` measures, each with its arguments and a torch eager reference.
 
-Here today: the seed matmul (examples/simple_matmul.py), and RMSNorm and softmax over [32, 4096]
-bf16 with one row per core. Issue 5's GEMV / GEMM / decoder-layer kernels join this list as the
-language gains runtime loops and SPMD slices: add a `BenchKernel` with a plain (undecorated)
+Here today: the seed matmul (examples/simple_matmul.py), RMSNorm and softmax over [32, 4096]
+bf16 with one row per core, and GEMV decode (`make_gemv`, all cores, pre-tiled weights). Issue 5's
+GEMM / decoder-layer kernels join this list: add a `BenchKernel` with a plain (undecorated)
 Legato function, an argument factory and the torch computation it must match.
 """
 
@@ -117,10 +117,90 @@ class BenchKernel:
     rtol: float = 2e-2  # agreement with torch eager (which may round differently)
 
 
+# GEMV decode: x[1, K] @ W[K, N] bf16 -> out[1, N] bf16, f32 accumulation on the MPU.
+MPU_TK, MPU_TN = 256, 128  # the MPU weight tile (DESIGN section 5)
+
+
+def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None) -> "BenchKernel":
+    """A GEMV BenchKernel for x[1, k] @ W[k, n] (k a multiple of 256, n of 128).
+
+    Weight layout (`mpu_dram`, shared DRAM laid out for streaming weights): the argument factory
+    passes W pre-tiled as `wt[n // 128, k // 256, 256, 128]`, `wt[b, t] = W[256t:256t+256,
+    128b:128b+128]`: each MPU tile is one contiguous 64 KiB block, and the tiles of one output
+    column block follow each other. The torch reference rebuilds W from `wt` and computes x @ W.
+
+    SPMD over every core, `device.num_cores = S * (n // 128)` for S in {1, 2, ...}: core c owns
+    output column block `c // S` and K-tiles `[(c % S) * kt / S, (c % S + 1) * kt / S)`. Its
+    tile loads are unrolled (`static_range`), so the compiler issues them back to back ahead of
+    the matmuls that use them (up to 8 DMAs in flight per core) and the MPU overlaps the stream.
+    With S = 1 (EVT0: 32 cores, n = 4096) the core casts its f32 accumulator and writes its 128
+    outputs. With S > 1 (EVT1: 64 cores) each core writes its f32 partial to the scratch
+    argument `part[S, n]`, the cores meet at a barrier, and each finalizes 128 / S of its block's
+    columns (sum of the S partials, cast to bf16).
+    """
+    nb, kt = n // MPU_TN, k // MPU_TK
+    assert nb * MPU_TN == n and kt * MPU_TK == k, "k % 256 == 0 and n % 128 == 0"
+    max_split = 2  # rows of the scratch argument: up to 2 cores per column block
+
+    def gemv(
+        x: legato.get_model().tensor_type(BF16, [1, k], "shared_dram"),
+        wt: legato.get_model().tensor_type(BF16, [nb, kt, MPU_TK, MPU_TN], "mpu_dram"),
+        out: legato.get_model().tensor_type(BF16, [1, n], "shared_dram"),
+        part: legato.get_model().tensor_type(F32, [max_split, n], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        # (k and n also appear here so that they are closure variables: the annotations are
+        # strings under `from __future__ import annotations`, evaluated in the closure's scope)
+        assert x.shape[1] == k and out.shape[1] == n
+        split = device.num_cores // nb
+        assert split * nb == device.num_cores and 1 <= split <= max_split, \
+            "num_cores must be 1x or 2x the number of 128-column blocks"
+        assert kt % split == 0, "the K-tiles must split evenly between a block's cores"
+        per = kt // split  # K-tiles per core
+        with device.get_all_cores():
+            c = legato.core_id()
+            blk = c // split
+            h = c % split
+            k0 = h * (per * MPU_TK)
+            xs = legato.tensor.load(x[:, k0:k0 + per * MPU_TK])
+            acc = legato.tensor.full((1, MPU_TN), 0.0, F32)
+            for t in legato.static_range(per):
+                wk = legato.tensor.load(wt[blk, h * per + t], "sram")
+                acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK:(t + 1) * MPU_TK], wk, F32)
+            if split == 1:
+                legato.tensor.memcpy(out[:, c * MPU_TN:(c + 1) * MPU_TN],
+                                     legato.tensor.cast(acc, BF16))
+            else:
+                legato.tensor.memcpy(part[h:h + 1, blk * MPU_TN:(blk + 1) * MPU_TN], acc)
+                legato.sync.barrier()
+                cols = MPU_TN // split
+                j0 = blk * MPU_TN + h * cols
+                both = legato.tensor.load(part[0:split, j0:j0 + cols])
+                legato.tensor.memcpy(out[:, j0:j0 + cols],
+                                     legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True),
+                                                        BF16))
+
+    def make_args(torch, gen):
+        x = torch.randn(1, k, generator=gen).bfloat16()
+        w = (torch.randn(k, n, generator=gen) / 64).bfloat16()
+        wt = w.reshape(kt, MPU_TK, nb, MPU_TN).permute(2, 0, 1, 3).contiguous()
+        return [x, wt, torch.zeros(1, n, dtype=torch.bfloat16),
+                torch.zeros(max_split, n, dtype=torch.float32)]
+
+    def torch_fn(torch, args):
+        x, wt = args[0], args[1]
+        w = wt.permute(1, 2, 0, 3).reshape(k, n)  # the original W[k, n]
+        return (x.float() @ w.float()).bfloat16()
+
+    gemv.__name__ = gemv.__qualname__ = name or f"gemv_{k}x{n}"
+    return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2)
+
+
 KERNELS = [
     BenchKernel("simple_matmul", simple_matmul, _matmul_args, _matmul_torch, out_index=2),
     BenchKernel("rmsnorm_32x4096", rmsnorm_32x4096, lambda t, g: _rows_args(t, g, True),
                 _rmsnorm_torch, out_index=2),
     BenchKernel("softmax_32x4096", softmax_32x4096, lambda t, g: _rows_args(t, g, False),
                 _softmax_torch, out_index=1),
+    make_gemv(4096, 4096, "gemv_1x4096x4096"),
 ]

@@ -56,3 +56,22 @@ def test_row_kernels_match_torch_and_use_every_core(name):
     assert row["matches_torch"], row["max_abs_err_vs_torch"]
     assert 0 < row["efficiency"] <= 1
     assert row["dram_bytes"] >= 2 * 32 * 4096 * 2  # every row in and out at least once
+
+
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_gemv_decode_matches_torch_and_streams_every_weight_once(target):
+    """GEMV x[1,4096] @ W[4096,4096] (W pre-tiled in the streaming layout, bench/kernels.py)."""
+    (bk,) = [k for k in KERNELS if k.name == "gemv_1x4096x4096"]
+    row = measure(bk, target, repeat=1)
+    assert row["matches_torch"], row["max_abs_err_vs_torch"]
+    assert row["bound"] == "dram"
+    assert 0 < row["efficiency"] <= 1
+    weight = 4096 * 4096 * 2
+    assert weight <= row["dram_bytes"] <= weight + 64 * (4096 * 2 + 4096 * 4) + 4096 * 2
+
+
+def test_gemv_factory_smaller_instance_matches_torch():
+    from bench.kernels import make_gemv
+
+    row = measure(make_gemv(1024, 4096), "bertha", repeat=1)
+    assert row["name"] == "gemv_1024x4096" and row["matches_torch"]
