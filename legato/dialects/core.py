@@ -1222,13 +1222,11 @@ class VpuBinaryOp(IRDLOperation):
                 )
 
 
-@irdl_op_definition
-class VpuUnaryOp(IRDLOperation):
-    """`core.vpu_unary <kind> %in to %out : T_in, T_out`, kind in neg, exp, log, sqrt, rsqrt,
-    tanh, sigmoid, silu, gelu, copy, cast. Same shape (`%in` may broadcast to `%out`); one
-    element type except for `cast`. Builder: `VpuUnaryOp(kind, input, out)`."""
+class _VpuKindOp(IRDLOperation, ABC):
+    """`core.vpu_<family> <kind> %in to %out : T_in, T_out`: one input buffer, one output buffer
+    and an operation kind from the family's `KINDS`. Builder: `Op(kind, input, out)`."""
 
-    name = "core.vpu_unary"
+    KINDS: ClassVar[tuple[str, ...]] = ()
 
     kind = prop_def(StringAttr)
     input = operand_def(BufType)
@@ -1238,14 +1236,14 @@ class VpuUnaryOp(IRDLOperation):
         super().__init__(operands=[input, out], properties={"kind": StringAttr(kind)})
 
     @classmethod
-    def parse(cls, parser: Parser) -> VpuUnaryOp:
-        kind = _parse_kind(parser, VPU_UNARY_KINDS, "vpu_unary")
+    def parse(cls, parser: Parser) -> _VpuKindOp:
+        kind = _parse_kind(parser, cls.KINDS, cls.name.removeprefix("core."))
         a = parser.parse_unresolved_operand()
         parser.parse_keyword("to")
         o = parser.parse_unresolved_operand()
         attrs = parser.parse_optional_attr_dict()
         vals = _parse_operands_with_types(parser, [a, o])
-        op = VpuUnaryOp(kind.data, *vals)
+        op = cls(kind.data, *vals)
         op.attributes |= attrs
         return op
 
@@ -1256,6 +1254,16 @@ class VpuUnaryOp(IRDLOperation):
         printer.print_ssa_value(self.out)
         printer.print_op_attributes(self.attributes)
         _print_types(printer, [self.input, self.out])
+
+
+@irdl_op_definition
+class VpuUnaryOp(_VpuKindOp):
+    """`core.vpu_unary <kind> %in to %out : T_in, T_out`, kind in neg, exp, log, sqrt, rsqrt,
+    tanh, sigmoid, silu, gelu, copy, cast. Same shape (`%in` may broadcast to `%out`); one
+    element type except for `cast`. Builder: `VpuUnaryOp(kind, input, out)`."""
+
+    name = "core.vpu_unary"
+    KINDS: ClassVar[tuple[str, ...]] = VPU_UNARY_KINDS
 
     def verify_(self) -> None:
         kind = self.kind.data
@@ -1280,33 +1288,13 @@ class VpuUnaryOp(IRDLOperation):
 
 
 @irdl_op_definition
-class VpuReduceOp(IRDLOperation):
+class VpuReduceOp(_VpuKindOp):
     """`core.vpu_reduce <kind> %in to %out : T_in, T_out`, kind in sum, max, min, over the last
     axis: `%out` is `%in`'s shape without the last dim, or with it set to 1. `%out` has `%in`'s
     element type, or f32 (wider accumulation). Builder: `VpuReduceOp(kind, input, out)`."""
 
     name = "core.vpu_reduce"
-
-    kind = prop_def(StringAttr)
-    input = operand_def(BufType)
-    out = operand_def(BufType)
-
-    def __init__(self, kind: str, input: SSAValue | Operation, out: SSAValue | Operation):
-        super().__init__(operands=[input, out], properties={"kind": StringAttr(kind)})
-
-    @classmethod
-    def parse(cls, parser: Parser) -> VpuReduceOp:
-        kind = _parse_kind(parser, VPU_REDUCE_KINDS, "vpu_reduce")
-        a = parser.parse_unresolved_operand()
-        parser.parse_keyword("to")
-        o = parser.parse_unresolved_operand()
-        attrs = parser.parse_optional_attr_dict()
-        vals = _parse_operands_with_types(parser, [a, o])
-        op = VpuReduceOp(kind.data, *vals)
-        op.attributes |= attrs
-        return op
-
-    print = VpuUnaryOp.print
+    KINDS: ClassVar[tuple[str, ...]] = VPU_REDUCE_KINDS
 
     def verify_(self) -> None:
         kind = self.kind.data
