@@ -115,6 +115,13 @@ class BenchKernel:
     torch_fn: Callable  # (torch, args) -> the output tensor, computed eagerly
     out_index: int  # which argument holds the result
     rtol: float = 2e-2  # agreement with torch eager (which may round differently)
+    # For kernels whose argument layout depends on the chip (e.g. weights pre-tiled for the
+    # target's core count): model -> the BenchKernel to run on that model. The runner calls it
+    # with the target's ComputeModel before anything else.
+    for_model: Callable | None = None
+
+    def specialize(self, model) -> "BenchKernel":
+        return self.for_model(model) if self.for_model is not None else self
 
 
 # GEMV decode: x[1, K] @ W[K, N] bf16 -> out[1, N] bf16, f32 accumulation on the MPU.

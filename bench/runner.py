@@ -66,6 +66,7 @@ def measure(bk, target: str, repeat: int = 5) -> dict:
 
     factory = _model_factory(target)
     model = factory()
+    bk = bk.specialize(model)
     gen = torch.Generator().manual_seed(0)
     targs = bk.make_args(torch, gen)
 
