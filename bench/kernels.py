@@ -128,30 +128,46 @@ class BenchKernel:
 MPU_TK, MPU_TN = 256, 128  # the MPU weight tile (DESIGN section 5)
 
 
-def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None) -> "BenchKernel":
-    """A GEMV BenchKernel for x[1, k] @ W[k, n] (k a multiple of 256, n of 128).
+def gemv_tile_n(model, n: int) -> int:
+    """The width of the weight tiles make_gemv streams on `model`: 128 (the MPU's widest tile)
+    unless the chip has more cores than 128-column blocks, then n / num_cores (64 on EVT1 for
+    n = 4096), so that every core owns whole columns and no split-K reduction is needed."""
+    cores = model.num_cores
+    if n // MPU_TN >= cores or n % cores:
+        return MPU_TN
+    return max(1, n // cores)
+
+
+def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
+              tile_n: int | None = None) -> "BenchKernel":
+    """A GEMV BenchKernel for x[1, k] @ W[k, n] (k a multiple of 256, n of the tile width).
 
     Weight layout (`mpu_dram`, shared DRAM laid out for streaming weights): the argument factory
-    passes W pre-tiled as `wt[n // 128, k // 256, 256, 128]`, `wt[b, t] = W[256t:256t+256,
-    128b:128b+128]`: each MPU tile is one contiguous 64 KiB block, and the tiles of one output
-    column block follow each other. The torch reference rebuilds W from `wt` and computes x @ W.
+    passes W pre-tiled as `wt[n // tn, k // 256, 256, tn]`, `wt[b, t] = W[256t:256t+256,
+    tn*b:tn*b+tn]`: each MPU tile is one contiguous block, and the tiles of one output column
+    block follow each other. The torch reference rebuilds W from `wt` and computes x @ W. The
+    tile width `tn` follows the target (`for_model`, `gemv_tile_n`): 128 (the MPU's widest
+    tile) on EVT0 (32 cores x 128 = 4096 columns), 64 on EVT1 (64 cores x 64), so that every
+    core owns whole output columns: no split-K reduction, no barrier.
 
-    SPMD over every core, `device.num_cores = S * (n // 128)` for S in {1, 2, ...}: core c owns
+    SPMD over every core, `device.num_cores = S * (n // tn)` for S in {1, 2}: core c owns
     output column block `c // S` and K-tiles `[(c % S) * kt / S, (c % S + 1) * kt / S)`. Its
     tile loads are unrolled (`static_range`), so the compiler issues them back to back ahead of
     the matmuls that use them (up to 8 DMAs in flight per core) and the MPU overlaps the stream.
-    With S = 1 (EVT0: 32 cores, n = 4096) the core casts its f32 accumulator and writes its 128
-    outputs. With S > 1 (EVT1: 64 cores) each core writes its f32 partial to the scratch
-    argument `part[S, n]`, the cores meet at a barrier, and each finalizes 128 / S of its block's
+    With S = 1 the core casts its f32 accumulator and writes its tn outputs. With S = 2 (a fixed
+    `tile_n` with fewer blocks than cores) each core writes its f32 partial to the scratch
+    argument `part[S, n]`, the cores meet at a barrier, and each finalizes tn / S of its block's
     columns (sum of the S partials, cast to bf16).
     """
-    nb, kt = n // MPU_TN, k // MPU_TK
-    assert nb * MPU_TN == n and kt * MPU_TK == k, "k % 256 == 0 and n % 128 == 0"
+    tn = tile_n or MPU_TN  # output columns per weight tile (= per core when split == 1)
+    nb, kt = n // tn, k // MPU_TK
+    assert nb * tn == n and kt * MPU_TK == k and tn <= MPU_TN, \
+        "k % 256 == 0, n % tile_n == 0, tile_n <= 128"
     max_split = 2  # rows of the scratch argument: up to 2 cores per column block
 
     def gemv(
         x: legato.get_model().tensor_type(BF16, [1, k], "shared_dram"),
-        wt: legato.get_model().tensor_type(BF16, [nb, kt, MPU_TK, MPU_TN], "mpu_dram"),
+        wt: legato.get_model().tensor_type(BF16, [nb, kt, MPU_TK, tn], "mpu_dram"),
         out: legato.get_model().tensor_type(BF16, [1, n], "shared_dram"),
         part: legato.get_model().tensor_type(F32, [max_split, n], "shared_dram"),
     ):
@@ -170,18 +186,18 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None) -> "BenchKe
             h = c % split
             k0 = h * (per * MPU_TK)
             xs = legato.tensor.load(x[:, k0:k0 + per * MPU_TK])
-            acc = legato.tensor.full((1, MPU_TN), 0.0, F32)
+            acc = legato.tensor.full((1, tn), 0.0, F32)
             for t in legato.static_range(per):
                 wk = legato.tensor.load(wt[blk, h * per + t], "sram")
                 acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK:(t + 1) * MPU_TK], wk, F32)
             if split == 1:
-                legato.tensor.memcpy(out[:, c * MPU_TN:(c + 1) * MPU_TN],
+                legato.tensor.memcpy(out[:, c * tn:(c + 1) * tn],
                                      legato.tensor.cast(acc, BF16))
             else:
-                legato.tensor.memcpy(part[h:h + 1, blk * MPU_TN:(blk + 1) * MPU_TN], acc)
+                legato.tensor.memcpy(part[h:h + 1, blk * tn:(blk + 1) * tn], acc)
                 legato.sync.barrier()
-                cols = MPU_TN // split
-                j0 = blk * MPU_TN + h * cols
+                cols = tn // split
+                j0 = blk * tn + h * cols
                 both = legato.tensor.load(part[0:split, j0:j0 + cols])
                 legato.tensor.memcpy(out[:, j0:j0 + cols],
                                      legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True),
@@ -190,7 +206,7 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None) -> "BenchKe
     def make_args(torch, gen):
         x = torch.randn(1, k, generator=gen).bfloat16()
         w = (torch.randn(k, n, generator=gen) / 64).bfloat16()
-        wt = w.reshape(kt, MPU_TK, nb, MPU_TN).permute(2, 0, 1, 3).contiguous()
+        wt = w.reshape(kt, MPU_TK, nb, tn).permute(2, 0, 1, 3).contiguous()
         return [x, wt, torch.zeros(1, n, dtype=torch.bfloat16),
                 torch.zeros(max_split, n, dtype=torch.float32)]
 
@@ -200,7 +216,10 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None) -> "BenchKe
         return (x.float() @ w.float()).bfloat16()
 
     gemv.__name__ = gemv.__qualname__ = name or f"gemv_{k}x{n}"
-    return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2)
+    if tile_n is not None:
+        return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2)
+    return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2,
+                       for_model=lambda model: make_gemv(k, n, name, gemv_tile_n(model, n)))
 
 
 KERNELS = [

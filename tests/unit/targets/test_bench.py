@@ -75,3 +75,21 @@ def test_gemv_factory_smaller_instance_matches_torch():
 
     row = measure(make_gemv(1024, 4096), "bertha", repeat=1)
     assert row["name"] == "gemv_1024x4096" and row["matches_torch"]
+
+
+def test_gemv_tile_width_follows_the_core_count():
+    from bench.kernels import gemv_tile_n
+    from legato.model import bertha
+
+    assert gemv_tile_n(bertha.evt0(), 4096) == 128  # 32 cores x 128 columns
+    assert gemv_tile_n(bertha.evt1(), 4096) == 64  # 64 cores x 64 columns: no split-K
+    assert gemv_tile_n(bertha.evt1(), 8192) == 128
+
+
+def test_gemv_split_k_form_still_matches_torch_on_evt1():
+    """A fixed 128-wide tile on 64 cores: two cores per column block, partials + barrier."""
+    from bench.kernels import make_gemv
+
+    row = measure(make_gemv(1024, 4096, tile_n=128), "bertha-evt1", repeat=1)
+    assert row["matches_torch"], row["max_abs_err_vs_torch"]
+    assert row["dram_bytes"] >= 1024 * 4096 * 2 + 2 * 4096 * 4  # weights and both partials
