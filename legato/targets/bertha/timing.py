@@ -208,6 +208,17 @@ class RunResult:
         return sum(self.dram_bytes_per_channel)
 
     @property
+    def dram_bandwidth_per_channel(self) -> list[float]:
+        """Achieved bytes per cycle on each shared-DRAM channel over the whole run (the peak is
+        the model's `dram_bytes_per_cycle_per_channel`)."""
+        return [b / self.cycles if self.cycles else 0.0 for b in self.dram_bytes_per_channel]
+
+    @property
+    def dram_bandwidth_gbps(self) -> float:
+        """Achieved shared-DRAM bandwidth of the run in GB/s (all channels)."""
+        return self.dram_bytes / self.seconds / 1e9 if self.cycles else 0.0
+
+    @property
     def seconds(self) -> float:
         return self.cycles / (self.clock_ghz * 1e9)
 
@@ -233,7 +244,9 @@ class RunResult:
         lines += [f"instructions: {self.total_instructions}",
                   (f"MACs: {self.mac_count}, VPU element-ops: {self.vpu_element_ops} "
                    f"({self.vpu_transcendental_ops} transcendental)"),
-                 f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}"]
+                 f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}",
+                 f"DRAM bandwidth: {self.dram_bandwidth_gbps:.1f} GB/s; per channel (B/cycle) "
+                 + ", ".join(f"{b:.1f}" for b in self.dram_bandwidth_per_channel)]
         for mod, units in self.unit_busy.items():
             lines.append(f"  {mod}: halted at {self.module_cycles.get(mod)}, "
                          f"{self.instructions.get(mod, 0)} instructions, busy "

@@ -68,6 +68,12 @@ def test_channel_interleaving():
     model = small_model()
     res = one_dma_cycles(model, 64 * 1024)
     assert res.dram_bytes_per_channel == [64 * 1024 // model.num_memory_channels] * 8
+    # achieved bandwidth: bytes over the run's cycles, never above a channel's peak
+    per = 64 * 1024 // model.num_memory_channels
+    assert res.dram_bandwidth_per_channel == [per / res.cycles] * 8
+    assert all(b <= model.dram_bytes_per_cycle_per_channel for b in res.dram_bandwidth_per_channel)
+    assert abs(res.dram_bandwidth_gbps - 64 * 1024 / res.seconds / 1e9) < 1e-9
+    assert "DRAM bandwidth:" in res.summary()
 
 
 CONTEND = """\
