@@ -103,6 +103,7 @@ class Frame:
     returned: bool = False
     return_value: object = None
     is_kernel: bool = False
+    loop_depth: int = 0  # runtime loops open around the call (an inlined function's return is fine)
 
 
 class _Unbound:
@@ -569,7 +570,8 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(node, text)
 
     def _stmt_Return(self, node: ast.Return) -> None:
-        self.refuse_in_loop(node, "`return`", "return after the loop")
+        if self.loop_depth > self.frame.loop_depth:
+            self.refuse_in_loop(node, "`return`", "return after the loop")
         if self.frame.is_kernel:
             if node.value is not None:
                 raise self.error(
@@ -1400,7 +1402,7 @@ class CodeGenerator(RuntimeCodegen):
         bound.apply_defaults()
         env = dict(bound.arguments)
         self.inline_stack.append(fn)
-        self.frames.append(Frame(src, env, _scope_of(fn.fn)))
+        self.frames.append(Frame(src, env, _scope_of(fn.fn), loop_depth=self.loop_depth))
         try:
             self.visit_body(src.tree.body)
             return self.frame.return_value

@@ -91,6 +91,35 @@ def test_yield_and_return_inside_a_runtime_loop(tmp_path):
     assert "`return` is not supported inside a runtime loop" in msg
 
 
+def test_function_returning_inside_its_own_runtime_loop(tmp_path):
+    msg = compile_error(tmp_path, """
+    with device.get_core(0):
+        legato.tensor.memcpy(out[0:1, :], first_row(legato.tensor.load(x)))
+
+
+@legato.function
+def first_row(t):
+    for i in range(t.size(0)):
+        return t[0:1, :]  # BAD
+    """)
+    assert "`return` is not supported inside a runtime loop" in msg
+
+
+def test_function_called_inside_a_runtime_loop_returns(tmp_path):
+    """A @legato.function's own return is not a return from the caller's runtime loop."""
+    mod, _ = load_kernel(tmp_path, HEADER + """
+    with device.get_core(0):
+        for i in range(x.size(0)):
+            legato.tensor.memcpy(out[i:i + 1, :], twice(legato.tensor.load(x[i:i + 1, :])))
+
+
+@legato.function
+def twice(t):
+    return t + t
+    """)
+    assert "scf.for" in mod.k.to_mlir()
+
+
 def test_static_range_of_a_runtime_value(tmp_path):
     msg = compile_error(tmp_path, """
     with device.get_core(0):
