@@ -211,7 +211,7 @@ class CoreFunctions(InterpreterFunctions):
         dyn = iter(as_int(a) for a in args[1:])
         t = buf_type(op.result)
         shape = tuple(next(dyn) if d.is_dynamic else d.size for d in t.dims)
-        if src.strides is not None and tuple(src.strides) != tuple(row_major_strides(src.shape)):
+        if not src.is_contiguous:
             raise InterpError("core.view of a non-contiguous buffer", op)
         if int(np.prod(shape)) != int(np.prod(src.shape)):
             raise InterpError(
@@ -321,7 +321,7 @@ class CoreFunctions(InterpreterFunctions):
                 op,
             )
         acc = (o2 if o2 is not None else o.reshape(-1, o.shape[-1])) if op.is_accumulate else None
-        r = numerics.matmul_acc(a2, w, acc)
+        r = numerics.mpu_matmul(a2, w, acc)
         out.write(self.memory, numerics.round_to(r, o.dtype).reshape(o.shape))
         return ()
 

@@ -174,7 +174,11 @@ class Buf:
 
     @property
     def is_contiguous(self) -> bool:
-        return self.strides is None or self.strides == row_major_strides(self.shape)
+        # the stride of a dim of size 1 never moves (e.g. a row slice x[:, a:b] of a [1, K] row)
+        return self.strides is None or all(
+            st == rm for n, st, rm in zip(self.shape, self.strides, row_major_strides(self.shape))
+            if n != 1
+        )
 
     def span_bytes(self) -> int:
         """Bytes from addr to one past the last element."""
