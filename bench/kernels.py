@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import legato
+from bench.decoder import make_decoder_layer
 
 BF16 = legato.types.float("bfloat16")
 
@@ -229,4 +230,5 @@ KERNELS = [
     BenchKernel("softmax_32x4096", softmax_32x4096, lambda t, g: _rows_args(t, g, False),
                 _softmax_torch, out_index=1),
     make_gemv(4096, 4096, "gemv_1x4096x4096"),
+    make_decoder_layer(4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024"),
 ]

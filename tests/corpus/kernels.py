@@ -266,3 +266,7 @@ CORPUS += RUNTIME_CORPUS
 from tests.corpus.select_gather_kernels import SELECT_GATHER_CORPUS  # noqa: E402
 
 CORPUS += SELECT_GATHER_CORPUS
+
+from tests.corpus.decoder_kernels import DECODER_CORPUS  # noqa: E402
+
+CORPUS += DECODER_CORPUS
