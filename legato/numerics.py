@@ -1,9 +1,16 @@
 """The one definition of Legato's numerics, shared by every interpreter and the emulator.
 
 All levels call these functions, so a kernel computes the same bits at every level.
+
+MPU (`mpu_matmul`, one `mpu.mm`): f64 dot products over the pass's K (<= 256), rounded once to
+f32, added to the f32 accumulator. Exact in f64 for bf16 data unless exponents span more than
+~29 bits, so it runs on BLAS yet means one thing (`mpu_matmul`'s docstring has the argument).
+A matmul over a longer K (`matmul_acc`) is the MPU's passes over K chunks of `MPU_TILE_K`.
 """
 
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
@@ -11,22 +18,162 @@ import numpy as np
 bfloat16 = ml_dtypes.bfloat16
 
 
-def matmul_acc(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
-    """fp32 `acc + a @ w`, summing over k in increasing order.
+MPU_TILE_K = 256
+"""The K of one MPU pass (`ComputeModel.mpu_tile_k` of every Bertha model, checked by a test): a
+matmul over a longer K is defined as chunks of this many k, in increasing order."""
 
-    `a` [M, K] and `w` [K, N] are bf16 (or f32); each product is formed in fp32 (exact for bf16
-    inputs) and added to the running fp32 sum one k at a time. Tiling K into chunks that carry the
-    fp32 accumulator therefore gives identical bits.
+_BF16 = np.dtype(bfloat16)
+_PRECISION = {_BF16: 8, np.dtype(np.float16): 11, np.dtype(np.float32): 24}  # significand bits
+_NAN32 = np.float32(np.nan)  # the one NaN an MPU dot product returns (0x7fc00000)
+_F32_TOP = 2.0**128  # where f32 would put its next value after the largest finite one
+
+
+def _f32_round(p: np.ndarray) -> np.float32:
+    """The exact sum of the f64 values `p` (each exact), rounded once to f32 (nearest-even)."""
+    r = math.fsum(p)  # the exact sum rounded to f64
+    with np.errstate(over="ignore"):
+        x = np.float32(r)
+    xv = float(x) if np.isfinite(x) else math.copysign(_F32_TOP, r)
+    if xv == r:
+        return x  # exact in f32
+    # f32(S) can differ from f32(r) only if r, rounded from S, landed on an f32 midpoint (f64
+    # holds every f32 midpoint, so rounding never carries S across one)
+    y = np.nextafter(x, np.float32(np.inf if r > xv else -np.inf))  # x's neighbour across r
+    mid = (xv + float(y)) / 2.0  # exact: both are f32 values
+    if r != mid:
+        return x
+    side = math.fsum(list(p) + [-mid])  # the sign of S - mid (exact: fsum rounds correctly)
+    if side == 0.0:
+        return x  # a true tie: nearest-even, as numpy rounded r
+    return x if (side > 0) == (xv > float(y)) else y
+
+
+def _lsb_exp(x: np.ndarray, axis: int) -> np.ndarray:
+    """Per row (axis=1) or column (axis=0): an integer L such that every element is a multiple
+    of 2^L (0 for an all-zero line; meaningless where the line is not finite)."""
+    if x.dtype == _BF16:
+        # bits & 0x7fff order like |v|; the smallest nonzero one has the lowest exponent field E,
+        # and a bf16 with field E (1 for subnormals) is a multiple of 2^(E - 134)
+        m = np.ascontiguousarray(x).view(np.uint16) & np.uint16(0x7FFF)
+        lo = ((m - np.uint16(1)).min(axis=axis).astype(np.int32) + 1) & 0xFFFF
+        return np.where(lo == 0, 0, np.maximum(lo >> 7, 1) - 134)
+    prec = _PRECISION[x.dtype]
+    ax = np.abs(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        lo = np.where(ax == 0, np.inf, ax).min(axis=axis)
+    fin = np.isfinite(lo)
+    return np.where(fin, np.frexp(np.where(fin, lo, 1.0))[1] - prec, 0)
+
+
+def _fast_dot(a: np.ndarray, w: np.ndarray):
+    """The f64 GEMM `s` of `a` @ `w` (numpy's BLAS), the row sums of |a| and the column maxima
+    of |w|."""
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        s = a64 @ w64
+        rs = np.abs(a64, out=a64).sum(axis=1)
+        return s, rs, np.abs(w64, out=w64).max(axis=0)
+
+
+def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
+    """One MPU pass (`mpu.mm`): fp32 `acc + round_f32(a @ w)`, `a` [M, K], `w` [K, N].
+
+    Definition: each dot product `S[i, j] = sum_k a[i, k] * w[k, j]` is computed exactly (as an
+    infinitely wide accumulator would) and rounded once, nearest-even, to f32; a zero result
+    (exact, or a tiny sum rounded to zero) is +0.0; a sum with an inf or NaN product is +-inf when every such product is an inf of one sign,
+    else NaN (always the one NaN 0x7fc00000). With `acc` (f32 [M, N]) the result is `acc + S` as
+    one f32 addition per element, without it `S` itself: `mpu.mm ..., acc` equals a
+    non-accumulating `mpu.mm` followed by an f32 add. No summation order is part of it.
+
+    How it runs on BLAS and still gives exactly these bits (products of bf16, f16 or f32 values
+    are exact in f64; `s` is numpy's f64 GEMM, in whatever order and with whatever FMA it uses):
+    1. `s` *is* S where every partial sum is representable: all products of row i and column j
+       are multiples of 2^(La_i + Lw_j) (the lowest bit of any nonzero a[i, :], w[:, j]) and
+       `sum_k |a[i,k]| * max_k |w[k,j]| < 2^(52 + La_i + Lw_j)`; for bf16 data that holds unless
+       the exponents in a row and a column span about 30 bits together (randn-like data: about
+       99.5% of the dot products);
+    2. else `s` is within `gamma_K * sum|p|` of S; where `s - d` and `s + d` (`d` over twice that
+       bound) round to the same f32, so does S;
+    3. the rest (S within `d` of an f32 rounding boundary, or an exact cancellation: a few per
+       [512,256]x[256,128] pass) are summed exactly (`math.fsum` plus a tie check), and the dot
+       products of a row or column holding an inf or NaN get their class.
     """
-    a32 = np.asarray(a).astype(np.float32)
-    w32 = np.asarray(w).astype(np.float32)
-    m, k = a32.shape
-    k2, n = w32.shape
+    a = np.asarray(a)
+    w = np.asarray(w)
+    if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[0]:
+        raise ValueError(f"matmul: inner dims differ ({a.shape} @ {w.shape})")
+    if a.dtype not in _PRECISION or w.dtype not in _PRECISION:
+        raise ValueError(f"matmul: operands must be bf16, f16 or f32, got {a.dtype} @ {w.dtype}")
+    m, k = a.shape
+    n = w.shape[1]
+    if m == 0 or n == 0 or k == 0:
+        r = np.zeros((m, n), np.float32)
+    else:
+        s, rs, cm = _fast_dot(a, w)
+        with np.errstate(all="ignore"):
+            r = s.astype(np.float32)
+            # s is exact where every product is a multiple of 2^(La+Lw) and
+            # sum |p| <= rs * cm < 2^(52+La+Lw) (then every partial sum is representable)
+            u = np.ldexp(rs, -_lsb_exp(a, 1))
+            v = np.ldexp(cm, -_lsb_exp(w, 0))
+            rows = np.nonzero(~(u * v.max() < 2.0**52))[0]
+            if rows.size:
+                ii, jj = np.nonzero(~(np.multiply.outer(u[rows], v) < 2.0**52))
+                if ii.size:
+                    _finish(a, w, s, rs, cm, r, rows[ii], jj)
+            r += np.float32(0.0)  # a zero result is +0.0 (NaN keeps its bits)
+    if acc is None:
+        return r
+    return np.add(np.asarray(acc, dtype=np.float32), r, out=r)
+
+
+def _finish(a, w, s, rs, cm, r, ii, jj):
+    """Settle `r[ii, jj]`, the dot products not proved exact in f64. Those of a row of `a` or a
+    column of `w` holding an inf or NaN: every such sum is non-finite, the f64 sum gives its
+    class (the same in any order), NaN made canonical. The others: where both ends of the error
+    interval of `s` round to one f32, that one; the rest (rare) summed exactly."""
+    bad = ~(np.isfinite(rs[ii]) & np.isfinite(cm[jj]))
+    with np.errstate(all="ignore"):
+        if bad.any():
+            bi, bj = ii[bad], jj[bad]
+            x = (a[bi].astype(np.float64) * w[:, bj].T.astype(np.float64)).sum(axis=1)
+            x = x.astype(np.float32)
+            x[np.isnan(x)] = _NAN32
+            r[bi, bj] = x
+            ii, jj = ii[~bad], jj[~bad]
+        # any summation order (and FMA) errs by at most gamma_K * sum|p| <= K u/(1-K u) rs*cm;
+        # d is over twice that, so [s-d, s+d] (each end rounded) still holds S
+        d = (2.0 * (a.shape[1] + 2) * 2.0**-53) * rs[ii] * cm[jj]
+        sv = s[ii, jj]
+        lo = (sv - d).astype(np.float32)
+        hi = (sv + d).astype(np.float32)
+        same = lo.view(np.uint32) == hi.view(np.uint32)
+        r[ii[same], jj[same]] = hi[same]
+    for i, j in zip(ii[~same], jj[~same]):
+        r[i, j] = _f32_round(a[i].astype(np.float64) * w[:, j].astype(np.float64))
+
+
+def matmul_acc(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None,
+               k_tile: int = MPU_TILE_K) -> np.ndarray:
+    """fp32 `acc + a @ w` as the MPU computes it: K in chunks of `k_tile` (256, the MPU's weight
+    tile) in increasing order, each chunk one `mpu_matmul` pass (f64 dot products rounded once to
+    f32) added into the f32 accumulator. The compiler tiles a matmul's K exactly so (chunks of
+    `mpu_tile_k` from k = 0, the accumulator carried in f32), so every level gets the same bits.
+
+    `a` [M, K] and `w` [K, N] are bf16 (f16 and f32 values are accepted too: the definition is
+    on values, so f32 arrays holding bf16 values give the bf16 bits, only slower).
+    """
+    a = np.asarray(a)
+    w = np.asarray(w)
+    m, k = a.shape
+    k2, n = w.shape
     if k != k2:
         raise ValueError(f"matmul: inner dims differ ({k} vs {k2})")
-    out = np.zeros((m, n), np.float32) if acc is None else np.array(acc, dtype=np.float32)
-    for i in range(k):
-        out += a32[:, i : i + 1] * w32[i : i + 1, :]
+    if k == 0:
+        return np.zeros((m, n), np.float32) if acc is None else np.array(acc, dtype=np.float32)
+    out = None if acc is None else np.asarray(acc, dtype=np.float32)
+    for k0 in range(0, k, k_tile):
+        out = mpu_matmul(a[:, k0 : k0 + k_tile], w[k0 : k0 + k_tile], out)
     return out
 
 
@@ -43,9 +190,10 @@ def matmul_f32_split(a: np.ndarray, w: np.ndarray) -> np.ndarray:
 
     With `a = a_hi + a_lo` and `w = w_hi + w_lo` (`split_bf16`), the result is
     `a_hi @ w_hi + a_hi @ w_lo + a_lo @ w_hi`, accumulated in f32 in that fixed order, each pass
-    summing k in increasing order (`matmul_acc`); `a_lo @ w_lo` is dropped. `a_hi + a_lo` keeps 16
-    of f32's 24 significand bits, so the result is within about 2^-16 relative of the exact product
-    (not bit-equal to a true f32 matmul). Tiling K per pass gives identical bits.
+    over its K chunks in increasing order (`matmul_acc`: one `mpu_matmul` per chunk of
+    `MPU_TILE_K`); `a_lo @ w_lo` is dropped. `a_hi + a_lo` keeps 16 of f32's 24 significand bits,
+    so the result is within about 2^-16 relative of the exact product (not bit-equal to a true f32
+    matmul). The lowering runs the same passes over the same K tiles, so it gets these bits.
     """
     a_hi, a_lo = split_bf16(a)
     w_hi, w_lo = split_bf16(w)

@@ -333,7 +333,7 @@ class BackendFunctions(InterpreterFunctions):
         acc = None
         if op.acc is not None:
             acc = self.mem.bytes(dst, rows * n * 4).view(np.float32).reshape(rows, n)
-        res = numerics.matmul_acc(a, w, acc)
+        res = numerics.mpu_matmul(a, w, acc)
         res = res if f32 else numerics.round_to(res, numerics.bfloat16)
         self.mem.bytes(dst, rows * n * osz)[:] = np.ascontiguousarray(res).view(np.uint8).reshape(-1)
         return ()

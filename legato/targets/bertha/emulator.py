@@ -783,7 +783,7 @@ class Emulator:
             acc = None
             if ins.imm & MM_ACC:
                 acc = self.memory.read_array(dst, rows * n, np.float32).reshape(rows, n)
-            res = numerics.matmul_acc(a, m.weight, acc)
+            res = numerics.mpu_matmul(a, m.weight, acc)
             res = res if f32 else numerics.round_to(res, _NP_DTYPES["bf16"])
             self.memory.write(dst, np.ascontiguousarray(res))
             self.macs += rows * k * n
