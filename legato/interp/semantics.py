@@ -17,7 +17,8 @@ the emulator share one function:
 * **Reductions** (`sum mean max min` over one axis): `sum` accumulates in fp32 over the axis in
   increasing index order (the order a tiled lowering keeps by carrying an fp32 accumulator),
   `mean = sum / n` in fp32; both round once to the result dtype. `max`/`min` are exact.
-* **Matmul**: `legato.numerics.matmul_acc` (fp32, k increasing), then one rounding; f32
+* **Matmul**: `legato.numerics.matmul_acc` (the MPU's passes over K chunks of 256: exact dot
+  products rounded to fp32, added in fp32), then one rounding; f32
   operands: `legato.numerics.matmul_f32_split` (three bf16 passes, one f32 accumulator).
 * **Cast**: float -> float rounds to nearest even; float -> int truncates toward zero and
   saturates (NaN -> 0); int -> float rounds to nearest; int -> int wraps.
@@ -140,7 +141,7 @@ def reduce(name: str, x: np.ndarray, axis: int, keepdims: bool = False, out_dtyp
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarray:
-    """`a @ b` for 2-D operands: fp32 accumulation in k order, one rounding to `out_dtype`.
+    """`a @ b` for 2-D operands: `numerics.matmul_acc` (fp32), one rounding to `out_dtype`.
     f32 operands: `numerics.matmul_f32_split` (three bf16 MPU passes)."""
     a = np.asarray(a)
     out_dtype = np.dtype(out_dtype if out_dtype is not None else a.dtype)

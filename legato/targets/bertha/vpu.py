@@ -3,8 +3,8 @@
 Elementwise ops convert their inputs exactly to float64, apply the operation in float64, round
 (nearest-even) to float32 and then, for a narrower dtype, from float32 to the instruction's dtype.
 For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes
-`add sub mul max min` (two's complement, wrapping), `neg` and `copy` exactly in 32-bit integers.  `rsum` accumulates in fp32 over columns in increasing order (like
-`legato.numerics.matmul_acc`) and rounds once; `rmax` is exact.
+`add sub mul max min` (two's complement, wrapping), `neg` and `copy` exactly in 32-bit integers.  `rsum` accumulates in fp32 over columns in increasing order and
+rounds once; `rmax` is exact.
 """
 
 from __future__ import annotations
