@@ -120,6 +120,7 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
         S = max(_cores_per_block(3 * nh * kh, kh, p), _cores_per_block(nh * kh, kh, p),
                 _cores_per_block(2 * nf * kh, kh, p), _cores_per_block(nh * kf, kf, p))
 
+        assert p >= heads, f"attention takes a head per core: {p} cores < {heads} heads"
         split = max(1, min(p // heads, nctx))  # cores per head in attention
         while nctx % split:
             split -= 1
@@ -253,10 +254,6 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
         k, n = w.shape
         return w.reshape(k // MPU_TK, MPU_TK, n // MPU_TN, MPU_TN).permute(2, 0, 1, 3).contiguous()
 
-    def untile(wt):  # the inverse of tile
-        nb, kt = wt.shape[0], wt.shape[1]
-        return wt.permute(1, 2, 0, 3).reshape(kt * MPU_TK, nb * MPU_TN)
-
     def make_args(torch, gen, s, split):
         def rnd(*shape, scale=1.0):
             return (torch.randn(*shape, generator=gen) * scale).bfloat16()
@@ -286,12 +283,15 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
                 z(1, ffn), z(nh, s, MPU_TN, dt=torch.float32)]
 
     def reference(torch, args):
-        """(out, kv_new) by torch eager, Llama's math on the weights rebuilt from the tiles."""
+        """(out, kv_new) by torch eager in bf16 (as HF Llama runs): each projection is one
+        batched bf16 matmul over the pre-tiled weight, read in place (f32 accumulation)."""
         x, wn1, wqkv_t, kc, vc, cos, sin, wo_t, wn2, wgu_t, wd_t = args[:11]
         F = torch.nn.functional
 
-        def mm(a, w):  # bf16 @ bf16 with f32 accumulation, bf16 out
-            return (a.float() @ w.float()).bfloat16()
+        def mm(a, wt):  # a[1, K] @ W, W given as its tiles wt[N/128, K/256, 256, 128]
+            nb, kt = wt.shape[0], wt.shape[1]
+            a = a.reshape(1, 1, kt * MPU_TK).expand(nb, 1, kt * MPU_TK)
+            return torch.bmm(a, wt.view(nb, kt * MPU_TK, MPU_TN)).reshape(1, nb * MPU_TN)
 
         def rms(v, w):
             vf = v.float()
@@ -301,17 +301,17 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
             half = HEAD_DIM // 2
             return v * cos + torch.cat([-v[..., half:], v[..., :half]], -1) * sin
 
-        qkv = mm(rms(x, wn1), untile(wqkv_t)).reshape(heads, 3, HEAD_DIM)
+        qkv = mm(rms(x, wn1), wqkv_t).reshape(heads, 3, HEAD_DIM)
         q, k, v = rot(qkv[:, 0]), rot(qkv[:, 1]), qkv[:, 2]  # [heads, 128]
         keys = torch.cat([kc.transpose(2, 3).reshape(heads, ctx, HEAD_DIM), k[:, None]], 1)
         values = torch.cat([vc, v[:, None]], 1)
-        s = mm(q[:, None], keys.transpose(1, 2)) * scale  # [heads, 1, ctx + 1], bf16
+        s = torch.bmm(q[:, None], keys.transpose(1, 2)) * scale  # [heads, 1, ctx + 1], bf16
         pr = torch.softmax(s.float(), -1).bfloat16()
-        o = mm(pr, values).reshape(1, hidden)
-        hs = x + mm(o, untile(wo_t))
-        gu = mm(rms(hs, wn2), untile(wgu_t)).reshape(nf, 2, MPU_TN)
+        o = torch.bmm(pr, values).reshape(1, hidden)
+        hs = x + mm(o, wo_t)
+        gu = mm(rms(hs, wn2), wgu_t).reshape(nf, 2, MPU_TN)
         a = (F.silu(gu[:, 0]) * gu[:, 1]).reshape(1, ffn)
-        out = hs + mm(a, untile(wd_t))
+        out = hs + mm(a, wd_t)
         return out, torch.cat([k.reshape(1, hidden), v.reshape(1, hidden)], 0)
 
     def torch_fn(torch, args):
