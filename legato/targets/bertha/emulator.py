@@ -129,8 +129,14 @@ class Region:
         return self.base + self.size
 
     def read(self, off: int, n: int) -> np.ndarray:
+        """The bytes [off, off + n): a view of the memory where they are stored contiguously
+        (valid until the next write: every caller consumes it first, numpy copies overlapping
+        assignments), else a fresh array."""
         if not self.lazy:
-            return self.data[off : off + n].copy()
+            return self.data[off : off + n]
+        ci, co = divmod(off, LAZY_CHUNK)
+        if co + n <= LAZY_CHUNK and ci in self.chunks:
+            return self.chunks[ci][co : co + n]
         out = np.zeros(n, np.uint8)
         pos = 0
         while pos < n:

@@ -20,6 +20,20 @@ def _f64(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(np.float64)
 
 
+def _f32(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).astype(np.float32)
+
+
+# Ops computed directly in float32, bit-identical to the float64-then-round definition: for
+# + - * / and sqrt of float32 operands (bf16 and f16 convert exactly), rounding the f64 result
+# to f32 gives the correctly rounded f32 result because 53 >= 2*24 + 2 (double rounding is
+# innocuous; in the f32 subnormal range a sum is exact, and a product or quotient is farther
+# from an f32 midpoint than f64's rounding error); NaNs come out with the same bits (checked on
+# random bit patterns). Not max/min/neg/abs/copy: exact, but the f64 round trip quiets a
+# signaling NaN and may pick the other NaN operand.
+F32_EXACT = frozenset({"add", "sub", "mul", "div", "sqrt"})
+
+
 BINARY = {
     "add": np.add,
     "sub": np.subtract,
@@ -66,6 +80,8 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, dtype) -> np.ndarray:
         r = BINARY[op](np.asarray(x).astype(np.int64), np.asarray(y).astype(np.int64))
         return r.astype(dtype)  # wraps (two's complement)
     with np.errstate(all="ignore"):
+        if op in F32_EXACT:
+            return BINARY[op](_f32(x), _f32(y)).astype(dtype)
         return _round(BINARY[op](_f64(x), _f64(y)), dtype)
 
 
@@ -76,6 +92,8 @@ def unary(op: str, x: np.ndarray, dtype) -> np.ndarray:
         x64 = np.asarray(x).astype(np.int64)
         return (-x64 if op == "neg" else x64).astype(dtype)
     with np.errstate(all="ignore"):
+        if op in F32_EXACT:
+            return UNARY[op](_f32(x)).astype(dtype)
         return _round(UNARY[op](_f64(x)), dtype)
 
 
@@ -99,10 +117,13 @@ def convert(x: np.ndarray, dtype) -> np.ndarray:
 def row_sum(x: np.ndarray, dtype) -> np.ndarray:
     """x [R, C] -> [R]: fp32 sum over c in increasing order, rounded once to dtype."""
     x32 = np.asarray(x).astype(np.float32)
-    acc = np.zeros(x32.shape[0], np.float32)
-    for c in range(x32.shape[1]):
-        acc += x32[:, c]
-    return acc.astype(dtype)
+    if x32.shape[1] == 0:
+        return np.zeros(x32.shape[0], np.float32).astype(dtype)
+    # ufunc.accumulate is the sequential loop (out[c] = out[c-1] + x[c], each rounded to f32),
+    # starting from x[0] instead of 0 + x[0]: the two differ only in the sign of a zero, which
+    # `+ 0.0` makes +0.0 as the loop from +0.0 would (it never yields -0.0)
+    acc = np.add.accumulate(x32, axis=1, dtype=np.float32)[:, -1]
+    return (acc + np.float32(0.0)).astype(dtype)
 
 
 def row_max(x: np.ndarray, dtype) -> np.ndarray:
