@@ -2,10 +2,12 @@
 
 All levels call these functions, so a kernel computes the same bits at every level.
 
-MPU (`mpu_matmul`, one `mpu.mm`): f64 dot products over the pass's K (<= 256), rounded once to
-f32, added to the f32 accumulator. Exact in f64 for bf16 data unless exponents span more than
-~29 bits, so it runs on BLAS yet means one thing (`mpu_matmul`'s docstring has the argument).
-A matmul over a longer K (`matmul_acc`) is the MPU's passes over K chunks of `MPU_TILE_K`.
+MPU (`mpu_matmul`, one `mpu.mm`): each dot product over the pass's K (<= 256) is exact, rounded
+once to f32, then added to the f32 accumulator with one f32 addition. No summation order is part
+of the definition, so it runs on f64 BLAS (with a per-element proof that the f64 value rounds to
+the exact sum's f32, else an exact sum; `mpu_matmul`'s docstring) yet means one thing on every
+machine. A matmul over a longer K (`matmul_acc`) is the MPU's passes over K chunks of
+`MPU_TILE_K`, in order, as the compiler tiles it.
 """
 
 from __future__ import annotations

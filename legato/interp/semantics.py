@@ -128,8 +128,9 @@ def reduce(name: str, x: np.ndarray, axis: int, keepdims: bool = False, out_dtyp
     moved = np.moveaxis(x, axis, 0).astype(acc_dtype)
     acc = np.zeros(moved.shape[1:], acc_dtype)
     with np.errstate(all="ignore"):
-        for i in range(n):  # sequential, increasing index: the order tiling preserves
-            acc += moved[i]
+        if n:  # sequential, increasing index (the order tiling preserves): ufunc.accumulate
+            # is that loop from moved[0]; `+ 0` gives a zero sum the +0.0 the loop from 0 gives
+            acc = np.add.accumulate(moved, axis=0, dtype=acc_dtype)[-1] + acc
         if name == "mean":
             if acc_dtype is np.float32:
                 acc = (acc / np.float32(n)).astype(np.float32)
