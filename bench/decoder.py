@@ -24,14 +24,21 @@ Layouts (what a decode engine keeps in DRAM):
   128]` token-major: each block of 128 tokens is the weight tile of `p @ V`.
 - small shared-DRAM scratch arguments carry the activations between phases.
 
-Schedule: one SPMD region on every core, six phases separated by barriers. Each GEMV phase
-streams its matrix as the list of its tiles in (column block, K-tile) order, and core c takes
-the tiles `[c*T/P, (c+1)*T/P)` (T tiles, P cores: equal shares up to one tile, however the
-blocks fall, e.g. 11008 = 43 x 256 or 86 x 128 columns); a core walks its range with runtime
-loops (one DMA per 64 KiB tile straight into `mpu_buffer`, one MPU pass), and writes, per
-column block it touched, its f32 partial sum into slot `c - first core of the block` of the
-phase's scratch `[blocks, S, 128]` (the first core also zeroes the slots no core uses). The
-next phase sums the S slots. Attention: one head per core (cores >= heads skip it).
+Schedule: one SPMD region on every core, eight phases separated by seven barriers:
+(1) RMSNorm (every core, redundantly) and the QKV GEMV; (2) attention over the cache; (2b) per
+head, the new token's own key/value and the combine; (3) the o projection; (4) residual,
+RMSNorm and the gate/up GEMV; (5) SiLU(gate) * up; (6) the down GEMV; (7) the final residual.
+Each GEMV phase streams its matrix as the list of its tiles in (column block, K-tile) order,
+and core c takes the tiles `[c*T/P, (c+1)*T/P)` (T tiles, P cores: equal shares up to one
+tile, however the blocks fall, e.g. 11008 = 43 x 256 or 86 x 128 columns); a core walks its
+range with runtime loops (one DMA per 64 KiB tile straight into `mpu_buffer`, one MPU pass),
+and writes, per column block it touched, its f32 partial sum into slot `c - first core of the
+block` of the phase's scratch `[blocks, S, 128]` (the first core also zeroes the slots no core
+uses). The next phase sums the S slots. Attention is split-KV (flash-decoding): `split = P /
+heads` cores per head (1 on EVT0, 2 on EVT1), each over `ctx / split` cached tokens, writing
+(max m, sum l of exp(s - m), bf16(exp(s - m)) @ V) in f32; phase 2b rescales and adds the
+parts and the new token's own score and value, then divides (so p is rounded to bf16 before
+normalization, where HF rounds the normalized p: equal within bf16 tolerance).
 """
 
 import math
