@@ -50,31 +50,24 @@ def _f32_round(p: np.ndarray) -> np.float32:
     return x if (side > 0) == (xv > float(y)) else y
 
 
-def _lsb_exp(x: np.ndarray, axis: int) -> np.ndarray:
-    """Per row (axis=1) or column (axis=0): an integer L such that every element is a multiple
-    of 2^L (0 for an all-zero line; meaningless where the line is not finite)."""
+def _line_stats(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (axis=1) or column (axis=0) of `x`: max |v| (f64; inf or NaN where the line holds
+    an inf or NaN), and an integer L such that every element is a multiple of 2^L (0 for an
+    all-zero line)."""
     if x.dtype == _BF16:
         # bits & 0x7fff order like |v|; the smallest nonzero one has the lowest exponent field E,
         # and a bf16 with field E (1 for subnormals) is a multiple of 2^(E - 134)
         m = np.ascontiguousarray(x).view(np.uint16) & np.uint16(0x7FFF)
+        hi = (m.max(axis=axis).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         lo = ((m - np.uint16(1)).min(axis=axis).astype(np.int32) + 1) & 0xFFFF
-        return np.where(lo == 0, 0, np.maximum(lo >> 7, 1) - 134)
+        return hi, np.where(lo == 0, 0, np.maximum(lo >> 7, 1) - 134)
     prec = _PRECISION[x.dtype]
     ax = np.abs(x.astype(np.float64))
     with np.errstate(invalid="ignore"):
+        hi = ax.max(axis=axis)
         lo = np.where(ax == 0, np.inf, ax).min(axis=axis)
     fin = np.isfinite(lo)
-    return np.where(fin, np.frexp(np.where(fin, lo, 1.0))[1] - prec, 0)
-
-
-def _fast_dot(a: np.ndarray, w: np.ndarray):
-    """The f64 GEMM `s` of `a` @ `w` (numpy's BLAS), the row sums of |a| and the column maxima
-    of |w|."""
-    a64, w64 = a.astype(np.float64), w.astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        s = a64 @ w64
-        rs = np.abs(a64, out=a64).sum(axis=1)
-        return s, rs, np.abs(w64, out=w64).max(axis=0)
+    return hi, np.where(fin, np.frexp(np.where(fin, lo, 1.0))[1] - prec, 0)
 
 
 def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
@@ -82,18 +75,19 @@ def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> n
 
     Definition: each dot product `S[i, j] = sum_k a[i, k] * w[k, j]` is computed exactly (as an
     infinitely wide accumulator would) and rounded once, nearest-even, to f32; a zero result
-    (exact, or a tiny sum rounded to zero) is +0.0; a sum with an inf or NaN product is +-inf when every such product is an inf of one sign,
-    else NaN (always the one NaN 0x7fc00000). With `acc` (f32 [M, N]) the result is `acc + S` as
-    one f32 addition per element, without it `S` itself: `mpu.mm ..., acc` equals a
-    non-accumulating `mpu.mm` followed by an f32 add. No summation order is part of it.
+    (exact, or a tiny sum rounded to zero) is +0.0; a sum with an inf or NaN product is +-inf
+    when every such product is an inf of one sign, else NaN (always the one NaN 0x7fc00000).
+    With `acc` (f32 [M, N]) the result is `acc + S` as one f32 addition per element, without it
+    `S` itself: `mpu.mm ..., acc` equals a non-accumulating `mpu.mm` followed by an f32 add. No
+    summation order is part of it.
 
     How it runs on BLAS and still gives exactly these bits (products of bf16, f16 or f32 values
     are exact in f64; `s` is numpy's f64 GEMM, in whatever order and with whatever FMA it uses):
     1. `s` *is* S where every partial sum is representable: all products of row i and column j
        are multiples of 2^(La_i + Lw_j) (the lowest bit of any nonzero a[i, :], w[:, j]) and
-       `sum_k |a[i,k]| * max_k |w[k,j]| < 2^(52 + La_i + Lw_j)`; for bf16 data that holds unless
-       the exponents in a row and a column span about 30 bits together (randn-like data: about
-       99.5% of the dot products);
+       `K * max_k |a[i,k]| * max_k |w[k,j]| < 2^(52 + La_i + Lw_j)`; for bf16 data that holds
+       unless the exponents in a row and a column span about 30 bits together (randn-like
+       data: about 99% of the dot products);
     2. else `s` is within `gamma_K * sum|p|` of S; where `s - d` and `s + d` (`d` over twice that
        bound) round to the same f32, so does S;
     3. the rest (S within `d` of an f32 rounding boundary, or an exact cancellation: a few per
@@ -111,13 +105,17 @@ def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> n
     if m == 0 or n == 0 or k == 0:
         r = np.zeros((m, n), np.float32)
     else:
-        s, rs, cm = _fast_dot(a, w)
+        with np.errstate(invalid="ignore"):
+            s = a.astype(np.float64) @ w.astype(np.float64)  # numpy's BLAS
+        am, la = _line_stats(a, 1)
+        cm, lw = _line_stats(w, 0)
+        rs = am * k  # >= sum_k |a[i, k]|
         with np.errstate(all="ignore"):
             r = s.astype(np.float32)
             # s is exact where every product is a multiple of 2^(La+Lw) and
             # sum |p| <= rs * cm < 2^(52+La+Lw) (then every partial sum is representable)
-            u = np.ldexp(rs, -_lsb_exp(a, 1))
-            v = np.ldexp(cm, -_lsb_exp(w, 0))
+            u = np.ldexp(rs, -la)
+            v = np.ldexp(cm, -lw)
             rows = np.nonzero(~(u * v.max() < 2.0**52))[0]
             if rows.size:
                 ii, jj = np.nonzero(~(np.multiply.outer(u[rows], v) < 2.0**52))
@@ -143,7 +141,8 @@ def _finish(a, w, s, rs, cm, r, ii, jj):
             x[np.isnan(x)] = _NAN32
             r[bi, bj] = x
             ii, jj = ii[~bad], jj[~bad]
-        # any summation order (and FMA) errs by at most gamma_K * sum|p| <= K u/(1-K u) rs*cm;
+        # any summation order (and FMA) errs by at most gamma_K * sum|p| <= K u/(1-K u) rs*cm
+        # (rs = K max|a[i, :]|);
         # d is over twice that, so [s-d, s+d] (each end rounded) still holds S
         d = (2.0 * (a.shape[1] + 2) * 2.0**-53) * rs[ii] * cm[jj]
         sv = s[ii, jj]
