@@ -32,6 +32,7 @@ _F32_TOP = 2.0**128  # where f32 would put its next value after the largest fini
 
 def _f32_round(p: np.ndarray) -> np.float32:
     """The exact sum of the f64 values `p` (each exact), rounded once to f32 (nearest-even)."""
+    p = p.tolist()
     r = math.fsum(p)  # the exact sum rounded to f64
     with np.errstate(over="ignore"):
         x = np.float32(r)
@@ -44,7 +45,7 @@ def _f32_round(p: np.ndarray) -> np.float32:
     mid = (xv + float(y)) / 2.0  # exact: both are f32 values
     if r != mid:
         return x
-    side = math.fsum(list(p) + [-mid])  # the sign of S - mid (exact: fsum rounds correctly)
+    side = math.fsum(p + [-mid])  # the sign of S - mid (exact: fsum rounds correctly)
     if side == 0.0:
         return x  # a true tie: nearest-even, as numpy rounded r
     return x if (side > 0) == (xv > float(y)) else y

@@ -100,6 +100,23 @@ def test_exact_sum_not_sequential_f32_nor_sequential_f64():
     assert mpu_matmul(a, w)[0, 0] == np.float32(1.0)
 
 
+def test_near_ties_are_settled_by_the_exact_sum():
+    """Sums one tiny term away from an f32 midpoint (f64 rounds them onto it): every row takes
+    the exact path, and each must round by the tiny term's sign."""
+    rng = np.random.default_rng(23)
+    rows = []
+    for _ in range(24):
+        big = float(rng.integers(1, 1 << 7)) * 2.0 ** int(rng.integers(-3, 4))
+        half_ulp = 2.0 ** (np.floor(np.log2(big)) - 24)
+        tiny = float(rng.choice([-1.0, 1.0, 0.0])) * 2.0 ** -int(rng.integers(60, 90))
+        rows.append([big, half_ulp, tiny, 0.0])
+    a = np.array(rows, BF16)
+    w = np.ones((4, 2), BF16)
+    w[3, 1] = 1.0  # a zero term in both columns
+    assert_bits(mpu_matmul(a, w), reference(a, w))
+    assert_bits(mpu_matmul(a[:, [2, 0, 3, 1]], w), reference(a, w))
+
+
 def test_no_summation_order():
     rng = np.random.default_rng(9)
     a = rng.standard_normal((6, 256)).astype(BF16)
