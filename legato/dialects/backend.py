@@ -1212,39 +1212,149 @@ class DmaOp(BackendOp):
         _print_types(printer, self)
 
     def verify_(self) -> None:
-        given = (self.notify_space, self.notify_queue)
-        if self.notify is None:
-            if (
-                any(g is not None for g in given)
-                or self.notify_core is not None
-                or (self.notify_core_reg is not None)
-            ):
-                raise VerifyException("backend.dma: notify fields without `notify`")
-            return
-        if any(g is None for g in given):
-            raise VerifyException("backend.dma: notify needs a space and a queue")
-        assert self.notify_space is not None and self.notify_queue is not None
-        if self.notify_space.data not in SPACES:
-            raise VerifyException(
-                f"backend.dma: unknown notify space '{self.notify_space.data}'; expected one "
-                f"of {', '.join(SPACES)}"
-            )
-        _check_imm(self, self.notify_queue.data, 0, MAX_QUEUE, "queue")
-        if self.notify_core is not None:
-            if self.notify_core_reg is not None:
-                raise VerifyException("backend.dma: a static notify core and a core register")
-            _check_imm(self, self.notify_core.data, 0, MAX_CORE, "core index")
-        prog = self.parent_op()
-        if (
-            isinstance(prog, ProgramOp)
-            and prog.ctx.is_top
-            and self.notify_core is None
-            and self.notify_core_reg is None
-        ):
-            raise VerifyException("backend.dma: top has no queues; name the core to notify")
+        _verify_notify(self)
 
     def assembly_line(self) -> str:
         s = f"dma {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.length)}"
+        if self.notify is not None:
+            assert self.notify_space is not None and self.notify_queue is not None
+            if self.notify_core is not None:
+                sel = f"core{self.notify_core.data}."
+            elif self.notify_core_reg is not None:
+                sel = f"core({_rn(self.notify_core_reg)})."
+            else:
+                sel = ""
+            s += f", {sel}{self.notify_space.data}.q{self.notify_queue.data}"
+        return s
+
+
+def _verify_notify(self: DmaOp | Dma2dOp) -> None:
+    """The notify rules of `backend.dma` and `backend.dma2d`."""
+    given = (self.notify_space, self.notify_queue)
+    if self.notify is None:
+        if (
+            any(g is not None for g in given)
+            or self.notify_core is not None
+            or (self.notify_core_reg is not None)
+        ):
+            raise VerifyException("backend.dma: notify fields without `notify`")
+        return
+    if any(g is None for g in given):
+        raise VerifyException("backend.dma: notify needs a space and a queue")
+    assert self.notify_space is not None and self.notify_queue is not None
+    if self.notify_space.data not in SPACES:
+        raise VerifyException(
+            f"backend.dma: unknown notify space '{self.notify_space.data}'; expected one "
+            f"of {', '.join(SPACES)}"
+        )
+    _check_imm(self, self.notify_queue.data, 0, MAX_QUEUE, "queue")
+    if self.notify_core is not None:
+        if self.notify_core_reg is not None:
+            raise VerifyException("backend.dma: a static notify core and a core register")
+        _check_imm(self, self.notify_core.data, 0, MAX_CORE, "core index")
+    prog = self.parent_op()
+    if (
+        isinstance(prog, ProgramOp)
+        and prog.ctx.is_top
+        and self.notify_core is None
+        and self.notify_core_reg is None
+    ):
+        raise VerifyException("backend.dma: top has no queues; name the core to notify")
+
+
+@irdl_op_definition
+class Dma2dOp(BackendOp):
+    """`backend.dma2d %dst, %src, %shape, %stride [notify [core(K) | core(%r)] <space> queue
+    <q>] : (!backend.reg, !backend.reg, !backend.reg, !backend.reg[, !backend.reg]) -> ()`
+    (`dma2d rdst, rsrc, rshape, rstride[, NOTIFY]`): one strided transfer of `rows` rows of
+    `row bytes`, `%shape` = rows << 32 | row bytes, `%stride` = dst stride << 32 | src stride
+    (`legato.targets.bertha.isa.dma2d_pack`). Notify as `backend.dma`.
+    Builder: `Dma2dOp(dst, src, shape, stride, notify=None)`."""
+
+    name = "backend.dma2d"
+    MNEMONIC: ClassVar[str] = "dma2d"
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    shape = operand_def(RegType)
+    stride = operand_def(RegType)
+    notify_core_reg = opt_operand_def(RegType)
+    notify = opt_prop_def(UnitAttr)
+    notify_core = opt_prop_def(IntAttr)
+    notify_space = opt_prop_def(StringAttr)
+    notify_queue = opt_prop_def(IntAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        shape: SSAValue | Operation,
+        stride: SSAValue | Operation,
+        notify: tuple[int | SSAValue | Operation | None, str, int] | None = None,
+    ):
+        props: dict[str, Attribute | None] = {}
+        core_reg: list[SSAValue | Operation] = []
+        if notify is not None:
+            core, space, queue = notify
+            props = {
+                "notify": UnitAttr(),
+                "notify_space": StringAttr(space),
+                "notify_queue": IntAttr(queue),
+                "notify_core": IntAttr(core) if isinstance(core, int) else None,
+            }
+            if core is not None and not isinstance(core, int):
+                core_reg = [core]
+        super().__init__(operands=[dst, src, shape, stride, core_reg], properties=props)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> Dma2dOp:
+        regs = [parser.parse_unresolved_operand()]
+        for _ in range(3):
+            parser.parse_punctuation(",")
+            regs.append(parser.parse_unresolved_operand())
+        props: dict[str, Attribute] = {}
+        if parser.parse_optional_keyword("notify") is not None:
+            props["notify"] = UnitAttr()
+            if parser.parse_optional_keyword("core") is not None:
+                with parser.in_parens():
+                    if (o := parser.parse_optional_unresolved_operand()) is not None:
+                        regs.append(o)
+                    else:
+                        props["notify_core"] = IntAttr(
+                            parser.parse_integer(allow_boolean=False, allow_negative=False)
+                        )
+            props["notify_space"] = _parse_enum(parser, SPACES, "memory space")
+            parser.parse_keyword("queue")
+            props["notify_queue"] = IntAttr(
+                parser.parse_integer(allow_boolean=False, allow_negative=False)
+            )
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties=props)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list([self.dst, self.src, self.shape, self.stride],
+                           printer.print_ssa_value)
+        if self.notify is not None:
+            printer.print_string(" notify")
+            if self.notify_core is not None:
+                printer.print_string(f" core({self.notify_core.data})")
+            elif self.notify_core_reg is not None:
+                printer.print_string(" core(")
+                printer.print_ssa_value(self.notify_core_reg)
+                printer.print_string(")")
+            assert self.notify_space is not None and self.notify_queue is not None
+            printer.print_string(f" {self.notify_space.data} queue {self.notify_queue.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _verify_notify(self)
+
+    def assembly_line(self) -> str:
+        s = f"dma2d {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.shape)}, {_rn(self.stride)}"
         if self.notify is not None:
             assert self.notify_space is not None and self.notify_queue is not None
             if self.notify_core is not None:
@@ -1911,6 +2021,7 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     BgeOp,
     JmpOp,
     DmaOp,
+    Dma2dOp,
     QwaitOp,
     DmaWaitOp,
     BarrierOp,

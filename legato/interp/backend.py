@@ -238,6 +238,33 @@ class BackendFunctions(InterpreterFunctions):
                                 f"{env.name}'s dma")
         return ()
 
+    @impl(B.Dma2dOp)
+    def run_dma2d(self, interpreter, op: B.Dma2dOp, args):
+        assert self.machine is not None
+        env = _env(interpreter)
+        dst, src = args[0], args[1]
+        rows, row = isa.dma2d_unpack(args[2])
+        dstride, sstride = isa.dma2d_unpack(args[3])
+        if rows * row and (sstride < row or dstride < row):
+            raise InterpError(f"dma2d strides (src {sstride}, dst {dstride}) smaller than the "
+                              f"row of {row} bytes", op)
+        for r in range(rows if row else 0):
+            self.mem.copy(dst + r * dstride, src + r * sstride, row)
+        self.machine.dma_bytes += rows * row
+        if op.notify is not None:
+            if op.notify_core is not None:
+                core = op.notify_core.data
+            elif op.notify_core_reg is not None:
+                core = args[4]
+            else:
+                core = env.core
+            assert op.notify_space is not None and op.notify_queue is not None
+            if core is None:
+                raise InterpError("dma2d on top notifies no core", op)
+            self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
+                                f"{env.name}'s dma2d")
+        return ()
+
     @impl(B.QwaitOp)
     def run_qwait(self, interpreter, op: B.QwaitOp, args):
         env = _env(interpreter)

@@ -486,7 +486,9 @@ class LegatoFunctions(InterpreterFunctions):
                     op,
                 )
             index.append(slice(o, o + s * st, st) if s > 0 else slice(0, 0))
-        return (np.ascontiguousarray(x[tuple(index)]),)
+        # a view (as legato.dynamic_slice): a memcpy into a column slice of an output writes
+        # the output, as at the core level
+        return (x[tuple(index)],)
 
     @impl(L.CatOp)
     def run_cat(self, interpreter, op: L.CatOp, args):

@@ -226,6 +226,16 @@ class _Selector:
             b = self.const(b)
         return self.emit(be.AddOp(a, b), at).results[0]
 
+    def pack2(self, high: int, low: int, at: Operation) -> SSAValue:
+        """A register holding `high << 32 | low` (a dma2d shape or stride pair): `li`, `shli`,
+        `addi` (each half below 2^31)."""
+        if not (0 <= high < 2**31 and 0 <= low < 2**31):
+            raise error_at(at, f"dma2d fields {high}, {low} do not fit 31 bits")
+        if high == 0:
+            return self.const(low)
+        hi = self.emit(be.ShliOp(self.const(high), 32), at).results[0]
+        return self.scalar(self.add(hi, low, at))
+
     def product(self, values: list, at: Operation) -> int | SSAValue:
         acc: int | SSAValue = 1
         static = 1
@@ -484,6 +494,28 @@ class _Selector:
         k = max(runs_from(ss), runs_from(ds))
         isz = _buf_type(src).dtype.itemsize
         run = math.prod(dims[k:]) * isz
+        # The innermost outer dim becomes the rows of one `dma2d` (one transfer: the latency is
+        # paid once); the dims outside it, if any, are unrolled into one dma2d each.
+        rows, sstride, dstride = (dims[k - 1], ss[k - 1] * isz, ds[k - 1] * isz) if k else (1, 0, 0)
+        limit = 2**31 - 1  # pack2 builds each half with li/addi immediates
+        if rows > 1 and run <= sstride <= limit and run <= dstride <= limit and rows <= limit:
+            shape = self.pack2(rows, run, op)
+            stride = self.pack2(dstride, sstride, op)
+            outer = list(itertools.product(*(range(d) for d in dims[: k - 1])))
+            for n, idx in enumerate(outer):
+                so = sum(i * s for i, s in zip(idx, ss)) * isz
+                do = sum(i * s for i, s in zip(idx, ds)) * isz
+                self.emit(
+                    be.Dma2dOp(
+                        self.scalar(self.add(self.regs[dst], do, op)),
+                        self.scalar(self.add(self.regs[src], so, op)),
+                        shape,
+                        stride,
+                        notify if n == len(outer) - 1 else None,
+                    ),
+                    op,
+                )
+            return
         outer = list(itertools.product(*(range(d) for d in dims[:k])))
         length = self.const(run)
         for n, idx in enumerate(outer):

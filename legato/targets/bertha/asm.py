@@ -310,6 +310,16 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
             elif mode == CORE_REG:
                 f["d"] = core
             f["imm"] = imm
+    elif fmt == "dma2d":
+        need(4, 5)
+        f["a"], f["b"], f["c"], f["d"] = at(0, _reg), at(1, _reg), at(2, _reg), at(3, _reg)
+        if len(ops) == 5:
+            mode, core, rest = at(4, _core_prefixed)
+            space, q = at(4, lambda _t: _queue(rest))
+            if mode == CORE_SELF and ctx_kind == "top":
+                raise _Err("top has no queues; name the core: coreK.SPACE.qN", 4)
+            # a static core index or a core register number, both in bits 7:0
+            f["imm"] = NOTIFY_PRESENT | (q << 8) | (space << 16) | (mode << 20) | core
     elif fmt == "qwait":
         need(1)
         if ctx_kind == "top":
@@ -581,6 +591,13 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
             mode = (imm >> 20) & 3
             core = d if mode == CORE_REG else imm & 0xFF
             s += f", {_core_sel(mode, core)}{SPACE_NAMES[(imm >> 16) & 0xF]}.q{(imm >> 8) & 0xFF}"
+        return s
+    if fmt == "dma2d":
+        s = f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}"
+        if imm & NOTIFY_PRESENT:
+            mode = (imm >> 20) & 3
+            s += (f", {_core_sel(mode, imm & 0xFF)}{SPACE_NAMES[(imm >> 16) & 0xF]}"
+                  f".q{(imm >> 8) & 0xFF}")
         return s
     if fmt == "qwait":
         return f"{m} {SPACE_NAMES[a]}.q{imm}"

@@ -597,6 +597,8 @@ class Emulator:
             t = max(m.time, m.conflict(reads, writes), slot)
             return _Plan(t, f"DMA port {port} full", data=(dst, src, n, notify, port,
                                                             s_space, d_space))
+        if fmt == "dma2d":
+            return self._dma2d_plan(m, ins)
         if fmt == "qwait":
             if m.core is None:
                 raise _Trap("top has no queues")
@@ -650,6 +652,43 @@ class Emulator:
             plan = self._vpu_plan(m, ins)
             return plan
         return _Plan(m.time)
+
+    def _dma_port(self, m: Module, s_core, d_core) -> str:
+        if d_core is not None:
+            return f"core{d_core}"
+        if s_core is not None:
+            return f"core{s_core}"
+        return "top" if m.core is None else f"core{m.core}"
+
+    def _dma2d_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
+        """dma2d: rows of row bytes, src/dst advancing by their strides; each end's span (first
+        byte of the first row to the last byte of the last row) must lie in one allocation, and
+        is what the scoreboard sees."""
+        r = m.regs
+        dst, src = r[ins.a], r[ins.b]
+        rows, row = isa.dma2d_unpack(r[ins.c])
+        dstride, sstride = isa.dma2d_unpack(r[ins.d])
+        n = rows * row
+        sspan = (rows - 1) * sstride + row if n else 0
+        dspan = (rows - 1) * dstride + row if n else 0
+        if n and (sstride < row or dstride < row):
+            raise _Trap(f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of "
+                        f"{row} bytes: rows would overlap")
+        self._check(src, sspan)
+        self._check(dst, dspan)
+        notify = None
+        if ins.imm & NOTIFY_PRESENT:
+            mode = (ins.imm >> 20) & 3
+            core = self._core_of_selector(m, mode, ins.imm & 0xFF)
+            notify = (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
+        s_space, s_core = self.memory.classify(src)
+        d_space, d_core = self.memory.classify(dst)
+        port = self._dma_port(m, s_core, d_core)
+        reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
+        slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
+        t = max(m.time, m.conflict(reads, writes), slot)
+        return _Plan(t, f"DMA port {port} full",
+                     data=(dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space))
 
     def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
         r = m.regs
@@ -758,6 +797,8 @@ class Emulator:
             pass
         elif fmt == "dma":
             self._exec_dma(m, ins, plan, t)
+        elif fmt == "dma2d":
+            self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
             q = self.queues[(m.core, ins.a, ins.imm)]
             arrival = q.popleft()
@@ -834,6 +875,36 @@ class Emulator:
         m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
         m._dma_busy_until = max(m._dma_busy_until, end)
         self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, port=port)
+        if notify is not None:
+            core, space, q = notify
+            self.queues.setdefault((core, space, q), deque()).append(end)
+            self._wake()
+
+    def _exec_dma2d(self, m: Module, plan: _Plan, t: int) -> None:
+        dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space = plan.data
+        n = rows * row
+        if n:
+            sspan = (rows - 1) * sstride + row
+            dspan = (rows - 1) * dstride + row
+            block = np.lib.stride_tricks.as_strided(
+                self.memory.read(src, sspan), (rows, row), (sstride, 1))
+            if dstride == row:
+                self.memory.write(dst, np.ascontiguousarray(block))
+            else:
+                out = self.memory.read(dst, dspan)
+                np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
+                self.memory.write(dst, out)
+        else:
+            sspan = dspan = 0
+        shared = [(a, rows, row, st) for a, st, sp in ((src, sstride, s_space),
+                                                      (dst, dstride, d_space)) if sp == "shared"]
+        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        end, _pdur = self.dram.dma(t, port, n, shared, dram)
+        m.inflight.append((end, [(src, src + sspan)], [(dst, dst + dspan)]))
+        m.dma_end = max(m.dma_end, end)
+        m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
+        m._dma_busy_until = max(m._dma_busy_until, end)
+        self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, rows=rows, port=port)
         if notify is not None:
             core, space, q = notify
             self.queues.setdefault((core, space, q), deque()).append(end)

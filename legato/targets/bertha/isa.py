@@ -55,6 +55,23 @@ BC_NAMES = {BC_SCALAR: "scalar", BC_ROW: "row", BC_COL: "col"}
 
 # dma notify encoding inside imm32.
 NOTIFY_PRESENT = 1 << 31
+# dma2d: rshape = rows << 32 | row bytes, rstride = dst stride << 32 | src stride (each 32-bit)
+DMA2D_FIELD_MAX = (1 << 32) - 1
+
+
+def dma2d_pack(high: int, low: int) -> int:
+    """The 64-bit register value of a dma2d shape (rows, row bytes) or stride (dst, src) pair,
+    as a signed register value."""
+    if not (0 <= high <= DMA2D_FIELD_MAX and 0 <= low <= DMA2D_FIELD_MAX):
+        raise ValueError(f"dma2d field out of range: {high}, {low}")
+    v = high << 32 | low
+    return v - (1 << 64) if v >> 63 else v
+
+
+def dma2d_unpack(value: int) -> tuple[int, int]:
+    """(high, low) 32-bit unsigned halves of a dma2d register value."""
+    value &= (1 << 64) - 1
+    return value >> 32, value & 0xFFFFFFFF
 MAX_QUEUE = 255
 MAX_SYNC_ID = 63
 
@@ -91,6 +108,7 @@ FORMATS: dict[str, str] = {
     "br": "rs1, rs2, label",
     "jmp": "label",
     "dma": "rdst, rsrc, rlen[, notify]",
+    "dma2d": "rdst, rsrc, rshape, rstride[, notify]",
     "qwait": "SPACE.qN",
     "sync": "id, count",
     "mpu_ldw": "rsrc, rk, rn",
@@ -158,6 +176,9 @@ _op("bge", 0x33, "br", "S", "if rs1 >= rs2 (signed): pc += imm32")
 _op("jmp", 0x34, "jmp", "S", "pc += imm32")
 _op("dma", 0x40, "dma", "D", "copy rlen bytes rsrc -> rdst; on completion notify a core queue")
 _op("qwait", 0x41, "qwait", "Q", "block until this core's queue (SPACE, N) has an arrival; consume it")
+_op("dma2d", 0x46, "dma2d", "D",
+    "copy rows of a 2-D block: rshape = rows << 32 | row bytes, rstride = dst stride << 32 | "
+    "src stride; one transfer, notify as dma")
 _op("dmawait", 0x42, "none", "Q", "block until every DMA this module issued completed")
 _op("barrier", 0x43, "sync", "Q", "block until `count` modules arrived at barrier `id`")
 _op("sem.post", 0x44, "sync", "Q", "semaphore[id] += count")
@@ -273,6 +294,7 @@ REG_FIELDS: dict[str, str] = {
     "br": "ab",
     "jmp": "",
     "dma": "abc",
+    "dma2d": "abcd",
     "qwait": "",
     "sync": "",
     "mpu_ldw": "abc",
@@ -322,6 +344,24 @@ def validate(ins: Instruction) -> None:
             _bad(ins, f"core register {ins.c}")
         if ins.d not in (CORE_SELF, CORE_STATIC, CORE_REG):
             _bad(ins, f"core mode {ins.d}")
+    elif fmt == "dma2d":
+        # the notify word of dma, except that a register core (mode 2) is named in bits 7:0
+        # (field d holds rstride)
+        if imm & NOTIFY_PRESENT:
+            space, mode = (imm >> 16) & 0xF, (imm >> 20) & 0x3
+            rest = imm & ~(NOTIFY_PRESENT | 0xFF | 0xFF00 | 0xF0000 | 0x300000)
+            if rest:
+                _bad(ins, f"reserved notify bits {rest:#x}")
+            if space not in SPACE_NAMES:
+                _bad(ins, f"notify space code {space}")
+            if mode == 3:
+                _bad(ins, "notify core mode 3")
+            if mode == CORE_SELF and imm & 0xFF:
+                _bad(ins, "notify core index set for the running core")
+            if mode == CORE_REG and (imm & 0xFF) >= NUM_REGS:
+                _bad(ins, f"notify core register {imm & 0xFF}")
+        elif imm != 0:
+            _bad(ins, "notify fields set without the notify bit")
     elif fmt == "dma":
         if imm & NOTIFY_PRESENT:
             core = imm & 0xFF

@@ -4,7 +4,8 @@ Every number comes from the `ComputeModel`; the only emulator constant is the in
 granularity of shared DRAM over its channels (`DRAM_INTERLEAVE_BYTES`).
 
 - instruction issue: `issue_per_cycle` per module per cycle, in order (1 in both generations).
-- DMA: `dram_latency_cycles` (when either end is DRAM, shared or private) plus the data phase:
+- DMA (`dma`, and `dma2d`: one transfer of rows * row bytes, the rows' channels counted row by
+  row): `dram_latency_cycles` (when either end is DRAM, shared or private) plus the data phase:
   the transfer's port (the core whose memory it touches; the issuer's own engine otherwise) moves
   `dma_port_bytes_per_cycle`, each shared-DRAM channel it touches moves its share of the bytes at
   `dram_bytes_per_cycle_per_channel`; ports and channels are timelines shared by every module,
@@ -55,6 +56,35 @@ def channel_bytes(addr: int, n: int, channels: int, granule: int = DRAM_INTERLEA
     return out
 
 
+def channel_bytes_2d(addr: int, rows: int, row_bytes: int, stride: int, channels: int,
+                     granule: int = DRAM_INTERLEAVE_BYTES) -> list[int]:
+    """Bytes per channel of `rows` rows of `row_bytes` bytes, row r at `addr + r * stride` (a
+    dma2d end in shared DRAM).  Rows whose start has the same offset modulo one interleave period
+    (`granule * channels`) touch the same channels, so each distinct offset is counted once."""
+    if rows <= 0 or row_bytes <= 0:
+        return [0] * channels
+    period = granule * channels
+    counts: dict[int, int] = {}
+    first = {}
+    for r in range(min(rows, period)):
+        a = addr + r * stride
+        key = a % period
+        if key in counts:
+            break  # the offsets repeat from here with period r
+        counts[key] = 0
+        first[key] = a
+    cycle = len(counts)
+    keys = list(counts)
+    full, rest = divmod(rows, cycle)
+    out = [0] * channels
+    for i, key in enumerate(keys):
+        times = full + (1 if i < rest else 0)
+        if times:
+            for c, b in enumerate(channel_bytes(first[key], row_bytes, channels, granule)):
+                out[c] += b * times
+    return out
+
+
 class Port:
     """One DMA engine/port: a bandwidth timeline plus its in-flight transfers."""
 
@@ -92,7 +122,8 @@ class DramTiming:
             touches_dram: bool) -> tuple[int, int]:
         """Book a transfer of `n` bytes issued at `t`; returns (end time, data-phase cycles).
 
-        `shared_ranges`: (address, bytes) of each end that lies in shared DRAM."""
+        `shared_ranges`: (address, bytes) of each end that lies in shared DRAM, or
+        (address, rows, row bytes, stride) for a strided (dma2d) end."""
         m = self.model
         port = self.port(port_name)
         pstart = max(t, port.free)
@@ -100,8 +131,12 @@ class DramTiming:
         port.free = pstart + pdur
         port.busy += pdur
         data_end = pstart + pdur
-        for addr, size in shared_ranges:
-            for c, b in enumerate(channel_bytes(addr, size, self.channels)):
+        for rng in shared_ranges:
+            if len(rng) == 2:
+                per_channel = channel_bytes(rng[0], rng[1], self.channels)
+            else:
+                per_channel = channel_bytes_2d(*rng, self.channels)
+            for c, b in enumerate(per_channel):
                 if not b:
                     continue
                 cstart = max(t, self.channel_free[c])

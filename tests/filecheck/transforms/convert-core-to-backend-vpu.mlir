@@ -1,7 +1,7 @@
 // RUN: legato-opt %s -p convert-core-to-backend | filecheck %s
 //
 // VPU instruction selection: bc.scalar/row/col forms, a broadcast copy (fill -inf, max), rsum/rmax,
-// cvt, transpose, views (same register), subview addresses, a strided DMA split into rows.
+// cvt, transpose, views (same register), subview addresses, a strided DMA as one dma2d per 2-D block.
 
 builtin.module {
   core.kernel @k args [#core.arg<0, [4, 8], f32, shared_dram, read>, #core.arg<1, [4, 1], f32, shared_dram, read>, #core.arg<2, [4, 8], f32, shared_dram, write>] {
@@ -142,44 +142,36 @@ builtin.module {
 // CHECK-NEXT:       backend.vpu_cvt %35, %12, %36, bf16, f32 : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       %37 = backend.addi %2, 8 : (!backend.reg) -> !backend.reg
 // CHECK-NEXT:       %38 = backend.lsa sram, 1344 : !backend.reg
-// CHECK-NEXT:       %39 = backend.li 16 : !backend.reg
-// CHECK-NEXT:       backend.dma %38, %37, %39 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %40 = backend.addi %38, 32 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %41 = backend.addi %37, 32 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %40, %41, %39 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %42 = backend.addi %38, 64 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %43 = backend.addi %37, 64 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %42, %43, %39 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %44 = backend.addi %38, 96 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %45 = backend.addi %37, 96 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %44, %45, %39 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %46 = backend.addi %38, 16 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %47 = backend.li 16 : !backend.reg
-// CHECK-NEXT:       backend.dma %46, %37, %47 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %48 = backend.addi %46, 32 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %49 = backend.addi %37, 32 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %48, %49, %47 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %50 = backend.addi %46, 64 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %51 = backend.addi %37, 64 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %50, %51, %47 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %52 = backend.addi %46, 96 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       %53 = backend.addi %37, 96 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %52, %53, %47 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %39 = backend.li 4 : !backend.reg
+// CHECK-NEXT:       %40 = backend.shli %39, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %41 = backend.addi %40, 16 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %42 = backend.li 32 : !backend.reg
+// CHECK-NEXT:       %43 = backend.shli %42, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %44 = backend.addi %43, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       backend.dma2d %38, %37, %41, %44 : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %45 = backend.addi %38, 16 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %46 = backend.li 4 : !backend.reg
+// CHECK-NEXT:       %47 = backend.shli %46, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %48 = backend.addi %47, 16 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %49 = backend.li 32 : !backend.reg
+// CHECK-NEXT:       %50 = backend.shli %49, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       %51 = backend.addi %50, 32 : (!backend.reg) -> !backend.reg
+// CHECK-NEXT:       backend.dma2d %45, %37, %48, %51 : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       backend.dmawait
-// CHECK-NEXT:       %54 = backend.lsa sram, 1472 : !backend.reg
-// CHECK-NEXT:       %55 = backend.li 8 : !backend.reg
-// CHECK-NEXT:       %56 = backend.li 4286578688 : !backend.reg
-// CHECK-NEXT:       backend.vpu_fill %54, %55, %56, f32 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       backend.vpu_max %54, %54, %20, %55, f32, bc.col(4) : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %57 = backend.lsa sram, 1536 : !backend.reg
-// CHECK-NEXT:       %58 = backend.li 4 : !backend.reg
-// CHECK-NEXT:       %59 = backend.li 8 : !backend.reg
-// CHECK-NEXT:       backend.vpu_transpose %57, %2, %58, %59, f32 : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %60 = backend.lsa sram, 1664 : !backend.reg
-// CHECK-NEXT:       %61 = backend.li 32 : !backend.reg
-// CHECK-NEXT:       backend.vpu_tanh %60, %38, %61, f32 : (!backend.reg, !backend.reg, !backend.reg) -> ()
-// CHECK-NEXT:       %62 = backend.li 128 : !backend.reg
-// CHECK-NEXT:       backend.dma %1, %60, %62 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %52 = backend.lsa sram, 1472 : !backend.reg
+// CHECK-NEXT:       %53 = backend.li 8 : !backend.reg
+// CHECK-NEXT:       %54 = backend.li 4286578688 : !backend.reg
+// CHECK-NEXT:       backend.vpu_fill %52, %53, %54, f32 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       backend.vpu_max %52, %52, %20, %53, f32, bc.col(4) : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %55 = backend.lsa sram, 1536 : !backend.reg
+// CHECK-NEXT:       %56 = backend.li 4 : !backend.reg
+// CHECK-NEXT:       %57 = backend.li 8 : !backend.reg
+// CHECK-NEXT:       backend.vpu_transpose %55, %2, %56, %57, f32 : (!backend.reg, !backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %58 = backend.lsa sram, 1664 : !backend.reg
+// CHECK-NEXT:       %59 = backend.li 32 : !backend.reg
+// CHECK-NEXT:       backend.vpu_tanh %58, %38, %59, f32 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       %60 = backend.li 128 : !backend.reg
+// CHECK-NEXT:       backend.dma %1, %58, %60 : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       backend.dmawait
 // CHECK-NEXT:       backend.halt
 // CHECK-NEXT:     }

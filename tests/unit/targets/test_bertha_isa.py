@@ -23,6 +23,7 @@ EXAMPLES = {
     "st": "st r5, -16(r2)",
     "jmp": "jmp L0",
     "dma": "dma r4, r3, r5, core0.sram.q0",
+    "dma2d": "dma2d r4, r3, r5, r6, core(r7).sram.q1",
     "qwait": "qwait mpu_buffer.q7",
     "dmawait": "dmawait",
     "barrier": "barrier 2, 33",
@@ -71,7 +72,7 @@ def test_table_is_consistent():
 
 def test_docs_list_every_mnemonic():
     text = DOCS.read_text()
-    documented = set(re.findall(r"^\| `([a-z.]+)` \| `0x([0-9a-f]{2})`", text, re.MULTILINE))
+    documented = set(re.findall(r"^\| `([a-z0-9.]+)` \| `0x([0-9a-f]{2})`", text, re.MULTILINE))
     table = {(o.mnemonic, f"{o.opcode:02x}") for o in isa.OPS}
     assert documented == table
 
@@ -124,6 +125,13 @@ def operands(draw, op):
         return f"{r()}, {r()}, {target}" if f == "br" else target
     if f == "dma":
         s = f"{r()}, {r()}, {r()}"
+        sel = draw(st.sampled_from([None, "", "static", "reg"]))
+        if sel is None:
+            return s
+        pre = {"": "", "static": f"core{draw(st.integers(0, 63))}.", "reg": f"core({r()})."}[sel]
+        return s + f", {pre}{draw(space)}.q{draw(st.integers(0, 255))}"
+    if f == "dma2d":
+        s = f"{r()}, {r()}, {r()}, {r()}"
         sel = draw(st.sampled_from([None, "", "static", "reg"]))
         if sel is None:
             return s
