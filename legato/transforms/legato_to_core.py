@@ -17,7 +17,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -30,6 +31,23 @@ from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 
 BUFFER_ATTR = "buffer"
+RING_SLOTS = 3  # receive buffers of a core-to-core stream (see _ring_streams)
+RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
+MAX_QUEUE = 255  # queues per (core, space): credit queues are taken from the top down
+
+
+def _starts_at(view: SSAValue, buf: SSAValue) -> bool:
+    """`view` is `buf` or a chain of views of it at offset 0."""
+    while view is not buf:
+        op = view.owner
+        if not isinstance(op, core.ViewOp) and not (
+            isinstance(op, core.SubviewOp)
+            and not op.offsets
+            and all(o == 0 for o in op.static_offsets.get_values())
+        ):
+            return False
+        view = op.source
+    return True
 ARG_NAMES_ATTR = "arg_names"
 
 
@@ -88,6 +106,11 @@ class _KernelLowering:
         self.arg_index = {a: i for i, a in enumerate(kernel.args)}
         self.transfer_of: dict[Operation, str] = {}  # request_load / receive -> buffer name
         self.transfer_type: dict[str, core.BufType] = {}
+        self.fused: set[Operation] = set()  # ops folded into an earlier op's lowering
+        # core-to-core streams (receiver core, space, queue) -> (sends, receives) in pairing order
+        self.streams: dict[tuple, tuple[list, list]] = {}
+        self.send_ctx: dict[Operation, lg.ContextAttr] = {}
+        self.lowered: dict[Operation, tuple[_Program, Operation, core.AllocOp]] = {}
 
     # -- entry ---------------------------------------------------------------------------------
 
@@ -107,6 +130,7 @@ class _KernelLowering:
             access = "readwrite" if acc == {"read", "write"} else ("write" if acc == {"write"} else "read")
             arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
             args.append(core.ArgAttr(i, arg_type, access))
+        self._ring_streams()
         body = Block()
         for prog in self.programs.values():
             block = prog.op.body.block
@@ -160,6 +184,7 @@ class _KernelLowering:
                     if not op.target.is_core:
                         raise error_at(op, "request_load can only target one core: get_core(i)")
                     sends[(op.target.core_index, op.memory.data, op.queue.data)].append(op)
+                    self.send_ctx[op] = on.ctx
                 elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
                     if on.ctx.is_all_cores:
                         # SPMD: every core runs this receive; each needs its own request_load
@@ -188,6 +213,7 @@ class _KernelLowering:
                     f"this request_load to core({core_i}) {space} queue {q} is never received "
                     f"({len(s)} sent, {len(r)} received)",
                 )
+            self.streams[key] = (s, r)
             for send, recv in zip(s, r):
                 src_t = send.src.type
                 assert isinstance(src_t, lg.TensorType)
@@ -219,6 +245,94 @@ class _KernelLowering:
                         f"{src_t.dtype.name}",
                     )
                 self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
+
+    # -- transfer rings ------------------------------------------------------------------------
+
+    def _ring_streams(self) -> None:
+        """Core-to-core streams of more than `RING_SLOTS` transfers reuse `RING_SLOTS` buffers.
+
+        Each transfer of a stream normally has its own receive buffer for the whole kernel (the
+        sender writes it whenever it runs). A stream from one core program to another whose
+        transfers all have one static type, and whose receiver is done with transfer k - S before
+        it receives transfer k (its last touch of that buffer comes first in its program, and
+        touches the buffer from its start), instead cycles through S buffers (slot k % S), with
+        credits: after its last touch of transfer k's buffer the receiver copies the buffer's
+        first bytes onto themselves, a DMA that the scoreboard holds until the unit ops reading
+        the buffer are done, and that notifies a credit queue of the sender; before sending
+        transfer k >= S the sender waits on that queue (for transfer k - S's credit). A stream
+        that does not qualify keeps one buffer per transfer."""
+        used = {(c, sp, q) for c, sp, q in self.streams}
+        for sends, recvs in self.streams.values():
+            n = len(sends)
+            if n <= RING_SLOTS or any(x not in self.lowered for x in sends + recvs):
+                continue
+            ctxs = {self.send_ctx[x] for x in sends}
+            if len(ctxs) != 1 or not next(iter(ctxs)).is_core:
+                continue
+            sender = next(iter(ctxs)).core_index
+            rprog = self.lowered[recvs[0]][0]
+            if not rprog.ctx.is_core or any(self.lowered[x][0] is not rprog for x in recvs):
+                continue
+            allocs = [self.lowered[x][2] for x in recvs]
+            types = {a.result.type for a in allocs}
+            t = next(iter(types))
+            assert isinstance(t, core.BufType)
+            if len(types) != 1 or not t.is_static:
+                continue
+            touches = [self._last_touch(rprog.body, a.result) for a in allocs]
+            waits = [rprog.body.index(self.lowered[x][1]) for x in recvs]
+            if any(p is None for p in touches) or any(
+                touches[k - RING_SLOTS] >= waits[k] for k in range(RING_SLOTS, n)  # type: ignore[operator]
+            ):
+                continue
+            cq = next(q for q in range(MAX_QUEUE, -1, -1) if (sender, "sram", q) not in used)
+            used.add((sender, "sram", cq))
+            base = self.transfer_of[sends[0]]
+            for k, (snd, rcv) in enumerate(zip(sends, recvs)):
+                slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
+                self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
+                self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
+            sprog = self.lowered[sends[0]][0]
+            for k in range(RING_SLOTS, n):
+                dma = self.lowered[sends[k]][1]
+                sprog.body.insert(sprog.body.index(dma), core.WaitQueueOp("sram", cq))
+                sprog.body[sprog.body.index(dma) - 1].location = dma.location
+            nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
+            for k in sorted(range(n - RING_SLOTS), key=lambda k: -touches[k]):  # type: ignore[operator]
+                buf = allocs[k].result
+                c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
+                credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
+                at = touches[k] + 1  # type: ignore[operator]
+                for o in (c, credit):
+                    o.location = rprog.body[at - 1].location
+                rprog.body[at:at] = [c, credit]
+
+    @staticmethod
+    def _last_touch(body: list[Operation], buf: SSAValue) -> int | None:
+        """Index in `body` of the last top-level op touching `buf` (or a view of it, ops nested
+        in loops counting as their loop); None if that last touch does not reach the buffer's
+        first byte (a view at a nonzero offset) or a touch escapes (a view of it is yielded)."""
+        alias = {buf}
+        last = None
+        for i, top in enumerate(body):
+            hit = False
+            from_start = False
+            for op in top.walk():
+                if not any(v in alias for v in op.operands):
+                    continue
+                hit = True
+                for r in op.results:
+                    if isinstance(r.type, core.BufType):
+                        alias.add(r)
+                if not isinstance(op, core.SubviewOp | core.ViewOp):
+                    from_start = from_start or any(
+                        v in alias and _starts_at(v, buf) for v in op.operands
+                    )
+            if hit:
+                last = (i, from_start)
+        if last is None or not last[1]:
+            return None
+        return last[0]
 
     # -- programs ------------------------------------------------------------------------------
 
@@ -276,6 +390,8 @@ class _KernelLowering:
                 self._lower_op(prog, op)
 
     def _lower_op(self, prog: _Program, op: Operation) -> None:
+        if op in self.fused:  # e.g. an accumulator add done by the MPU (tensor_ops.matmul)
+            return
         if isinstance(op, lg.RequestLoadOp):
             self._request_load(prog, op)
         elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
@@ -336,8 +452,9 @@ class _KernelLowering:
         t = self.transfer_type[name]
         core_i = op.target.core_index
         dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
-        prog.emit(core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op)
+        dma = prog.emit(core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op)
         prog.issued_dma = True
+        self.lowered[op] = (prog, dma, dst.value.owner)
 
     def _receive(self, prog: _Program, op: lg.ReceiveOp | lg.ReceiveTypeOp) -> None:
         name = self.transfer_of[op]
@@ -355,8 +472,9 @@ class _KernelLowering:
                     "(receive_type(type, queue, src, memory)) to know the runtime sizes",
                 )
             dims = [d.size for d in rt.dims]
-        prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
+        wait = prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
         buf = self._alloc(prog, t, dims, op, name=name)
+        self.lowered[op] = (prog, wait, buf.value.owner)
         result_t = op.result.type
         assert isinstance(result_t, lg.TensorType)
         if result_t.space == "mpu_weight":
@@ -404,11 +522,8 @@ class _KernelLowering:
         self._note_access(op.src, "read")
         prog.emit(core.DmaOp(src.value, dst.value), op)
         prog.issued_dma = True
-        dt = op.dst.type
-        assert isinstance(dt, lg.TensorType)
-        if dt.space not in ("shared_dram", "virtual_dram", "mpu_dram"):
-            # A copy into core memory is synchronous: later ops of this program read it.
-            prog.emit(core.DmaWaitOp(), op)
+        # A copy into core memory is not waited for: the scoreboard makes this program's later
+        # unit ops (and `ld`) on the copied range wait for it.
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@
   their pairing is static. The MPU weight known to be loaded survives a loop only when the body
   loads no other weight.
 - `legato.dynamic_slice` is a `core.subview` with the mapped offsets and sizes.
-- `legato.load` allocates the result in the core's memory and copies with a DMA it waits for.
+- `legato.load` allocates the result in the core's memory and copies with a DMA; it is not
+  waited for (the scoreboard holds the first unit op reading the copy), so a load issued ahead of
+  its use is a prefetch.
 - `legato.barrier` is `core.dma_wait` + `core.barrier 0 count <num_cores>` (every core of the
   all-cores program). `legato.signal to <ctx> sem s` is `core.dma_wait` + `core.sem_post`, and
   `legato.wait sem s` a `core.sem_wait`, on the chip-wide semaphore the kernel assigns to

@@ -8,9 +8,8 @@ A space that overflows is a compile error giving the sizes; `sram` buffers that 
 spill to `private_dram` (recorded in the `placement` attribute, read by the backend).
 
 Space is reused by liveness. Within a program, a buffer lives from its alloc to its last *touch*:
-a use of it or of a view/subview of it; a `core.dma` touching it also keeps it alive until that
-DMA is known complete (the next `core.dma_wait` after it in its block or an enclosing one, else
-the program end; a DMA notifying another core: the program end). Positions are counted on the
+a use of it or of a view/subview of it (a `core.dma` touching it included: a DMA still in flight
+when the space is reused is ordered by the scoreboard, like the other units). Positions are counted on the
 program's top-level ops: a touch inside an `scf.for` counts as the whole loop, so a buffer touched
 inside a loop lives across every iteration. Buffers shared between programs (the `buffer`
 attribute, both ends of a transfer) and buffers a program allocates on another core keep the
@@ -85,7 +84,6 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life
     """The lifetime of every alloc of `program` (see the module docstring)."""
     top_ops = list(program.body.block.ops)
     top_pos = {op: i for i, op in enumerate(top_ops)}
-    end_pos = len(top_ops) - 1
 
     def top_of(op: Operation) -> int:
         while op not in top_pos:
@@ -93,22 +91,6 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life
             assert parent is not None
             op = parent
         return top_pos[op]
-
-    def completion(dma: core.DmaOp) -> int:
-        """Top-level position by which `dma` is known complete."""
-        if dma.notify_core is not None and not (
-            program.ctx.is_core and dma.notify_core.core_index == program.ctx.core_index
-        ):
-            return end_pos
-        op: Operation | None = dma
-        while op is not None and op is not program:
-            nxt = op.next_op
-            while nxt is not None:
-                if isinstance(nxt, core.DmaWaitOp):
-                    return top_of(nxt)
-                nxt = nxt.next_op
-            op = op.parent_op()
-        return end_pos
 
     roots: dict[SSAValue, set[core.AllocOp]] = {}
     lives: dict[core.AllocOp, list[int]] = {}
@@ -127,10 +109,9 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life
             if isinstance(r.type, core.BufType):
                 roots[r] = set(touched)  # a view of the same memory
         p = top_of(op)
-        last = max(p, completion(op)) if isinstance(op, core.DmaOp) else p
         for a in touched:
             lives[a][0] = min(lives[a][0], p)
-            lives[a][1] = max(lives[a][1], last)
+            lives[a][1] = max(lives[a][1], p)
     return {
         a: None if _whole_kernel(a, program) else (prog_id, s, e) for a, (s, e) in lives.items()
     }

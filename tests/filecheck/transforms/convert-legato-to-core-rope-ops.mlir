@@ -48,7 +48,6 @@ builtin.module {
 // CHECK-NEXT:       %8 = core.alloc sram : !core.buf<[4, 16], f32, sram>
 // CHECK-NEXT:       %9 = core.alloc mpu_buffer : !core.buf<[8, 16], bf16, mpu_buffer>
 // CHECK-NEXT:       core.dma %4 to %9 : !core.buf<[8, 16], bf16, sram>, !core.buf<[8, 16], bf16, mpu_buffer>
-// CHECK-NEXT:       core.dma_wait
 // CHECK-NEXT:       core.mpu_load_weight %9 : !core.buf<[8, 16], bf16, mpu_buffer>
 // CHECK-NEXT:       core.mpu_matmul %7, %8 {accumulate = false} : !core.buf<[4, 8], bf16, sram>, !core.buf<[4, 16], f32, sram>
 // CHECK-NEXT:       core.dma %8 to %2 : !core.buf<[4, 16], f32, sram>, !core.buf<[4, 16], f32, shared_dram>

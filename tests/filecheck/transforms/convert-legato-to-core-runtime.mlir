@@ -45,7 +45,6 @@ builtin.module {
 // CHECK-NEXT:     %[[S:.*]] = core.subview %[[X]] [%[[O]], 0] [4, 32] : !core.buf<[?64, 32], f32, shared_dram> -> !core.buf<[4, 32], f32, shared_dram>
 // CHECK-NEXT:     %[[TILE:.*]] = core.alloc sram : !core.buf<[4, 32], f32, sram>
 // CHECK-NEXT:     core.dma %[[S]] to %[[TILE]]
-// CHECK-NEXT:     core.dma_wait
 // CHECK-NEXT:     %[[D:.*]] = core.subview %{{.*}} [%[[O]], 0] [4, 32]
 // CHECK-NEXT:     core.dma %[[TILE]] to %[[D]]
 // CHECK:          %[[SUM:.*]] = core.alloc sram : !core.buf<[1, 32], f32, sram>

@@ -1,7 +1,7 @@
 // RUN: legato-opt %s -p core-plan-memory | filecheck %s
 
 // Space is reused by liveness: a buffer lives from its alloc to its last use (through views),
-// a DMA keeps its buffers until the next dma_wait (else to the program end), a buffer touched in
+// a DMA's last touch is the DMA itself (the scoreboard orders a reuse after it), a buffer touched in
 // a loop lives across the whole loop, and a transfer buffer (`buffer` name) keeps the whole
 // kernel: it is placed first and never shared. Each [16, 64] f32 buffer is 4096 bytes.
 builtin.module {
@@ -82,9 +82,9 @@ builtin.module {
 // CHECK:       core.alloc sram {offset = 4160 : i64} : !core.buf<[64, 16], f32, sram>
 // e: c is dead once its view was read
 // CHECK:       core.alloc sram {offset = 64 : i64}
-// f: d is read by a DMA not yet waited for
-// CHECK:       core.alloc sram {offset = 8256 : i64}
-// g: the dma_wait completed d's DMA; e (at 64) is still live
+// f reuses d, still read by a DMA in flight: f's write waits for it in the scoreboard
+// CHECK:       core.alloc sram {offset = 4160 : i64}
+// g: e (at 64) is still live
 // CHECK:       core.alloc sram {offset = 4160 : i64}
 // The receiving end shares the transfer's offset:
 // CHECK:       core.alloc sram {offset = 0 : i64, buffer = "xfer0"}
@@ -95,7 +95,7 @@ builtin.module {
 // CHECK-NEXT:    core.alloc sram {offset = 4160 : i64}
 // j, after the loop, reuses h:
 // CHECK:       core.alloc sram {offset = 64 : i64}
-// k: j's DMA is never waited for, so j lives to the program end:
-// CHECK:       core.alloc sram {offset = 4160 : i64}
+// k reuses j (its DMA, never waited for, is ordered by the scoreboard):
+// CHECK:       core.alloc sram {offset = 64 : i64}
 // CHECK-LABEL: core.program @core1
 // CHECK-COUNT-5: core.alloc mpu_buffer {offset = 0 : i64}
