@@ -270,3 +270,7 @@ CORPUS += SELECT_GATHER_CORPUS
 from tests.corpus.decoder_kernels import DECODER_CORPUS  # noqa: E402
 
 CORPUS += DECODER_CORPUS
+
+from tests.corpus.gemm_kernels import GEMM_CORPUS  # noqa: E402
+
+CORPUS += GEMM_CORPUS
