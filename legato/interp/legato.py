@@ -98,6 +98,15 @@ def runtime_shape_error(op: Operation, msg: str) -> InterpError:
 class LegatoFunctions(InterpreterFunctions):
     machine: LegatoMachine | None = None
 
+    @property
+    def _detached_copies(self) -> set[int]:
+        """ids of reshape results that are copies, not views, of a tensor (see run_reshape)."""
+        return self.__dict__.setdefault("_detached_ids", set())
+
+    @property
+    def _detached_keep(self) -> list:
+        return self.__dict__.setdefault("_detached_arrays", [])
+
     # -- structure --------------------------------------------------------------------------
 
     @impl_terminator(L.YieldOp)
@@ -255,6 +264,13 @@ class LegatoFunctions(InterpreterFunctions):
     @impl(L.MemcpyOp)
     def run_memcpy(self, interpreter: Interpreter, op: L.MemcpyOp, args):
         dst, src = args
+        if id(dst) in self._detached_copies:
+            raise InterpError(
+                "memcpy into a reshape of a strided slice: the reshape is a copy, so the write "
+                "would not reach the sliced tensor (memcpy into the slice itself, or reshape the "
+                "source instead)",
+                op,
+            )
         if any(s > d for s, d in zip(src.shape, dst.shape)):
             raise InterpError(
                 f"memcpy of a {list(src.shape)} tensor into a {list(dst.shape)} one: the "
@@ -367,7 +383,7 @@ class LegatoFunctions(InterpreterFunctions):
                 f"runtime shapes {list(c.shape)}, {list(a.shape)} and {list(b.shape)} do not "
                 "broadcast", op,
             ) from None
-        bc = lambda x: np.ascontiguousarray(np.broadcast_to(x, shape))  # noqa: E731
+        bc = lambda x: np.ascontiguousarray(np.broadcast_to(x, shape))
         return (vpu.select(bc(c), bc(a), bc(b)),)
 
     @impl(L.GatherOp)
@@ -437,7 +453,14 @@ class LegatoFunctions(InterpreterFunctions):
             shape[dyn[0]] = x.size // static
         if int(np.prod(shape, dtype=np.int64)) != x.size:
             raise InterpError(f"cannot reshape a runtime {list(x.shape)} tensor to {shape}", op)
-        return (x.reshape(shape).copy(),)
+        # A view when numpy can make one (as a slice is), so that a memcpy into the reshape of
+        # an argument's slice writes the argument. When it cannot (a strided slice), the result
+        # is a copy, remembered so that a memcpy into it is refused rather than lost.
+        y = x.reshape(shape)
+        if x.size and not np.shares_memory(y, x):
+            self._detached_copies.add(id(y))
+            self._detached_keep.append(y)  # keeps the id unique while the run lasts
+        return (y,)
 
     @impl(L.TransposeOp)
     def run_transpose(self, interpreter, op: L.TransposeOp, args):
