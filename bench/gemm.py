@@ -3,18 +3,23 @@ MPU (issue 5: [512, 4096] @ [4096, 4096]).
 
 Partition (per target, `for_model`): core c owns the output columns [c * tn, (c + 1) * tn) with
 tn = n / num_cores (128 on EVT0's 32 cores, 64 on EVT1's 64) and every row. It walks K in
-k-slabs of 256: A[:, 256t:256t+256] (one strided `dma2d` of m rows) times its weight tile
-W[256t:256t+256, c*tn:(c+1)*tn], accumulated in place by the MPU (`acc = acc + a @ w` is one
-`mpu.mm ..., acc`). W is passed pre-tiled (`mpu_dram`, `wt[c, t]` one contiguous tile) and each
-core loads its own tiles from DRAM into `mpu_buffer`, one k-slab ahead of its use.
+k-slabs of 256: A[:, 256t:256t+256] times its weight tile W[256t:256t+256, c*tn:(c+1)*tn] (one
+`mpu.ldw`), in four row blocks of m / 4 rows, each accumulated in place by the MPU into its own
+f32 accumulator (`acc = acc + a @ w` is one `mpu.mm ..., acc`). W is passed pre-tiled
+(`mpu_dram`, `wt[c, t]` one contiguous tile) and each core loads its own tiles from DRAM into
+`mpu_buffer`, one k-slab ahead of its use.
 
 A is needed by every core, but reading it from DRAM on each of them would move num_cores * 4 MiB
 over the channels (more than the MPU time on both generations). So the cores form groups of
-`group` cores: the group's first core (its loader) reads each A k-slab from DRAM once, one slab
-ahead, and forwards it core-to-core (`request_load` to each neighbour's sram: on-chip, the
-receiver's port only, no DRAM latency or channel bytes); the neighbours `receive` it. The
-compiler cycles each such stream through two receive buffers with credits (legato_to_core
-`_ring_streams`), so a neighbour holds at most two A slabs.
+`group` cores (8 on EVT0, 16 on EVT1): the group's first core (its loader) reads each A k-slab
+from DRAM once (four strided `dma2d`, one per row block), two slabs ahead, and forwards each
+row block core-to-core (`request_load` to each neighbour's sram, queues 1..4: on-chip, the
+receiver's port only, no DRAM latency or channel bytes) one slab ahead; the neighbours
+`receive` each block right before its matmul. The compiler cycles each such stream through
+three receive buffers with credits (legato_to_core `_ring_streams`). Group g starts at K tile g,
+so at every step the loaders read column slabs on different channels. Row blocks keep the
+first transfer small (the MPU starts sooner) and let a block's output (`dma2d` into the column
+block of `out`) go out while the MPU does the next block in the last step.
 """
 
 from typing import TYPE_CHECKING
@@ -39,6 +44,24 @@ def _layout(num_cores: int, n: int, group: int | None = None) -> tuple[int, int]
     return tn, group
 
 
+@legato.function
+def _forward(x, y, z, u, device, loader, grp):
+    """The loader sends the four row blocks of a k-slab to each neighbour (queues 1..4)."""
+    for j in legato.static_range(loader + 1, loader + grp):
+        legato.tensor.request_load(x, device.get_core(j), "sram", 1)
+    for j in legato.static_range(loader + 1, loader + grp):
+        legato.tensor.request_load(y, device.get_core(j), "sram", 2)
+    for j in legato.static_range(loader + 1, loader + grp):
+        legato.tensor.request_load(z, device.get_core(j), "sram", 3)
+    for j in legato.static_range(loader + 1, loader + grp):
+        legato.tensor.request_load(u, device.get_core(j), "sram", 4)
+
+
+@legato.function
+def _store(out, acc, r0, r1, c0, tn):
+    legato.tensor.memcpy(out[r0:r1, c0:c0 + tn], legato.tensor.cast(acc, BF16))
+
+
 def _slab(rows: int):
     return legato.get_model().tensor_type(BF16, [rows, TK], "sram")
 
@@ -54,7 +77,7 @@ def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = Non
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
 
     kt = k // TK
-    assert kt * TK == k, "k must be a multiple of 256"
+    assert kt * TK == k and m % 4 == 0, "k must be a multiple of 256, m of 4"
     tn, grp = _layout(num_cores, n, group)
 
     def gemm(
@@ -64,7 +87,7 @@ def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = Non
     ):
         device = legato.get_context().get_device()
         assert device.num_cores == num_cores, "wt is laid out for another core count"
-        h = m // 2  # A slabs travel, and the MPU works, in two row halves
+        r = m // 4  # A slabs travel, and the MPU works, in four row blocks of r rows
         for c in legato.static_range(num_cores):
             with device.get_core(c):
                 loader = c - c % grp  # the group's first core
@@ -72,51 +95,66 @@ def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = Non
                 # column slabs, which lie on different channels (all the rows of one slab start
                 # on the same channel: row bytes are a multiple of the interleave period)
                 off = (c // grp) % kt
-                acc0 = legato.tensor.full((h, tn), 0.0, F32)
-                acc1 = legato.tensor.full((m - h, tn), 0.0, F32)
-                w = legato.tensor.load(wt[c, off], "mpu_buffer")
+                acc0 = legato.tensor.full((r, tn), 0.0, F32)
+                acc1 = legato.tensor.full((r, tn), 0.0, F32)
+                acc2 = legato.tensor.full((r, tn), 0.0, F32)
+                acc3 = legato.tensor.full((r, tn), 0.0, F32)
                 if c == loader:
                     # the loader reads k-slab s + 2 and forwards s + 1 while the MPU does s
-                    x0 = legato.tensor.load(a[0:h, off * TK:(off + 1) * TK])
-                    y0 = legato.tensor.load(a[h:m, off * TK:(off + 1) * TK])
-                    for j in legato.static_range(loader + 1, loader + grp):
-                        legato.tensor.request_load(x0, device.get_core(j), "sram", 1)
-                    for j in legato.static_range(loader + 1, loader + grp):
-                        legato.tensor.request_load(y0, device.get_core(j), "sram", 2)
+                    x0 = legato.tensor.load(a[0:r, off * TK:(off + 1) * TK])
+                    y0 = legato.tensor.load(a[r:2 * r, off * TK:(off + 1) * TK])
+                    z0 = legato.tensor.load(a[2 * r:3 * r, off * TK:(off + 1) * TK])
+                    u0 = legato.tensor.load(a[3 * r:m, off * TK:(off + 1) * TK])
+                    w = legato.tensor.load(wt[c, off], "mpu_buffer")
+                    _forward(x0, y0, z0, u0, device, loader, grp)
                     if kt > 1:
                         t = (off + 1) % kt
-                        x1 = legato.tensor.load(a[0:h, t * TK:(t + 1) * TK])
-                        y1 = legato.tensor.load(a[h:m, t * TK:(t + 1) * TK])
+                        x1 = legato.tensor.load(a[0:r, t * TK:(t + 1) * TK])
+                        y1 = legato.tensor.load(a[r:2 * r, t * TK:(t + 1) * TK])
+                        z1 = legato.tensor.load(a[2 * r:3 * r, t * TK:(t + 1) * TK])
+                        u1 = legato.tensor.load(a[3 * r:m, t * TK:(t + 1) * TK])
                 else:
-                    x0 = legato.tensor.receive_type(_slab(h), 1, None, "sram")
+                    w = legato.tensor.load(wt[c, off], "mpu_buffer")
+                    x0 = legato.tensor.receive_type(_slab(r), 1, None, "sram")
                 for s in legato.static_range(kt):
-                    if s + 1 < kt:
+                    last = s + 1 == kt
+                    if not last:
                         wn = legato.tensor.load(wt[c, (off + s + 1) % kt], "mpu_buffer")
+                    # each block is waited for right before its matmul; in the last step each
+                    # block's output goes out while the MPU does the next block
                     acc0 = acc0 + legato.tensor.matmul(x0, w, F32)
-                    if c != loader:  # each half is waited for right before its matmul
-                        y0 = legato.tensor.receive_type(_slab(m - h), 2, None, "sram")
+                    if c != loader:
+                        y0 = legato.tensor.receive_type(_slab(r), 2, None, "sram")
                     acc1 = acc1 + legato.tensor.matmul(y0, w, F32)
-                    if s + 1 < kt and c == loader:
-                        for j in legato.static_range(loader + 1, loader + grp):
-                            legato.tensor.request_load(x1, device.get_core(j), "sram", 1)
-                        for j in legato.static_range(loader + 1, loader + grp):
-                            legato.tensor.request_load(y1, device.get_core(j), "sram", 2)
+                    if last:
+                        _store(out, acc0, 0, r, c * tn, tn)
+                    if c != loader:
+                        z0 = legato.tensor.receive_type(_slab(r), 3, None, "sram")
+                    acc2 = acc2 + legato.tensor.matmul(z0, w, F32)
+                    if last:
+                        _store(out, acc1, r, 2 * r, c * tn, tn)
+                    if c != loader:
+                        u0 = legato.tensor.receive_type(_slab(r), 4, None, "sram")
+                    acc3 = acc3 + legato.tensor.matmul(u0, w, F32)
+                    if last:
+                        _store(out, acc2, 2 * r, 3 * r, c * tn, tn)
+                        _store(out, acc3, 3 * r, m, c * tn, tn)
+                    if not last and c == loader:
+                        _forward(x1, y1, z1, u1, device, loader, grp)
                         if s + 2 < kt:
                             t = (off + s + 2) % kt
-                            x2 = legato.tensor.load(a[0:h, t * TK:(t + 1) * TK])
-                            y2 = legato.tensor.load(a[h:m, t * TK:(t + 1) * TK])
-                    if s + 1 < kt:
+                            x2 = legato.tensor.load(a[0:r, t * TK:(t + 1) * TK])
+                            y2 = legato.tensor.load(a[r:2 * r, t * TK:(t + 1) * TK])
+                            z2 = legato.tensor.load(a[2 * r:3 * r, t * TK:(t + 1) * TK])
+                            u2 = legato.tensor.load(a[3 * r:m, t * TK:(t + 1) * TK])
+                    if not last:
                         if c == loader:
-                            x0 = x1
-                            y0 = y1
+                            x0, y0, z0, u0 = x1, y1, z1, u1
                             if s + 2 < kt:
-                                x1 = x2
-                                y1 = y2
+                                x1, y1, z1, u1 = x2, y2, z2, u2
                         else:
-                            x0 = legato.tensor.receive_type(_slab(h), 1, None, "sram")
+                            x0 = legato.tensor.receive_type(_slab(r), 1, None, "sram")
                         w = wn
-                legato.tensor.memcpy(out[0:h, c * tn:(c + 1) * tn], legato.tensor.cast(acc0, BF16))
-                legato.tensor.memcpy(out[h:m, c * tn:(c + 1) * tn], legato.tensor.cast(acc1, BF16))
 
     def make_args(torch, gen):
         a = torch.randn(m, k, generator=gen).bfloat16()

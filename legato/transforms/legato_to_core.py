@@ -48,7 +48,38 @@ def _starts_at(view: SSAValue, buf: SSAValue) -> bool:
             return False
         view = op.source
     return True
+
+
 ARG_NAMES_ATTR = "arg_names"
+
+
+def _last_touches(body: list[Operation]) -> dict[SSAValue, int | None]:
+    """For each buffer allocated in `body`: the index of the last top-level op touching it (or a
+    view of it; ops nested in loops count as their loop), or None when that last touch does not
+    reach the buffer's first byte (only views at a nonzero offset)."""
+    root: dict[SSAValue, SSAValue] = {}
+    last: dict[SSAValue, list] = {}  # buffer -> [index, touches its first byte]
+    for i, top in enumerate(body):
+        for op in top.walk():
+            if isinstance(op, core.AllocOp):
+                root[op.result] = op.result
+                continue
+            hit = {root[v] for v in op.operands if v in root}
+            if not hit:
+                continue
+            view = isinstance(op, core.SubviewOp | core.ViewOp)
+            if view and len(hit) == 1:
+                root[op.results[0]] = next(iter(hit))
+            for v in op.operands:
+                if v not in root:
+                    continue
+                r = root[v]
+                entry = last.setdefault(r, [i, False])
+                if entry[0] != i:
+                    entry[0], entry[1] = i, False
+                if not view:
+                    entry[1] = entry[1] or _starts_at(v, r)
+    return {r: (e[0] if e[1] else None) for r, e in last.items()}
 
 
 @dataclass
@@ -262,6 +293,9 @@ class _KernelLowering:
         transfer k >= S the sender waits on that queue (for transfer k - S's credit). A stream
         that does not qualify keeps one buffer per transfer."""
         used = {(c, sp, q) for c, sp, q in self.streams}
+        touch: dict[int, dict[SSAValue, int | None]] = {}  # program -> buffer -> last touch
+        pos: dict[int, dict[Operation, int]] = {}  # program -> op -> index (before inserting)
+        inserts: dict[int, tuple[_Program, list[tuple[int, list[Operation]]]]] = {}
         for sends, recvs in self.streams.values():
             n = len(sends)
             if n <= RING_SLOTS or any(x not in self.lowered for x in sends + recvs):
@@ -271,6 +305,7 @@ class _KernelLowering:
                 continue
             sender = next(iter(ctxs)).core_index
             rprog = self.lowered[recvs[0]][0]
+            sprog = self.lowered[sends[0]][0]
             if not rprog.ctx.is_core or any(self.lowered[x][0] is not rprog for x in recvs):
                 continue
             allocs = [self.lowered[x][2] for x in recvs]
@@ -279,8 +314,12 @@ class _KernelLowering:
             assert isinstance(t, core.BufType)
             if len(types) != 1 or not t.is_static:
                 continue
-            touches = [self._last_touch(rprog.body, a.result) for a in allocs]
-            waits = [rprog.body.index(self.lowered[x][1]) for x in recvs]
+            for prog in (rprog, sprog):
+                if id(prog) not in pos:
+                    pos[id(prog)] = {op: k for k, op in enumerate(prog.body)}
+                    touch[id(prog)] = _last_touches(prog.body)
+            touches = [touch[id(rprog)].get(a.result) for a in allocs]
+            waits = [pos[id(rprog)][self.lowered[x][1]] for x in recvs]
             if any(p is None for p in touches) or any(
                 touches[k - RING_SLOTS] >= waits[k] for k in range(RING_SLOTS, n)  # type: ignore[operator]
             ):
@@ -292,47 +331,28 @@ class _KernelLowering:
                 slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
                 self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
                 self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
-            sprog = self.lowered[sends[0]][0]
+            s_ins = inserts.setdefault(id(sprog), (sprog, []))[1]
             for k in range(RING_SLOTS, n):
                 dma = self.lowered[sends[k]][1]
-                sprog.body.insert(sprog.body.index(dma), core.WaitQueueOp("sram", cq))
-                sprog.body[sprog.body.index(dma) - 1].location = dma.location
+                wait = core.WaitQueueOp("sram", cq)
+                wait.location = dma.location
+                s_ins.append((pos[id(sprog)][dma], [wait]))
             nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
-            for k in sorted(range(n - RING_SLOTS), key=lambda k: -touches[k]):  # type: ignore[operator]
+            r_ins = inserts.setdefault(id(rprog), (rprog, []))[1]
+            for k in range(n - RING_SLOTS):
                 buf = allocs[k].result
+                at = touches[k] + 1  # type: ignore[operator]
                 c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
                 credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
-                at = touches[k] + 1  # type: ignore[operator]
                 for o in (c, credit):
                     o.location = rprog.body[at - 1].location
-                rprog.body[at:at] = [c, credit]
+                r_ins.append((at, [c, credit]))
+        for prog, items in inserts.values():
+            # from the back, so that the indices (taken before any insertion) stay valid; at one
+            # index, in the order they were planned
+            for at, ops in sorted(items, key=lambda x: x[0], reverse=True):
+                prog.body[at:at] = ops
 
-    @staticmethod
-    def _last_touch(body: list[Operation], buf: SSAValue) -> int | None:
-        """Index in `body` of the last top-level op touching `buf` (or a view of it, ops nested
-        in loops counting as their loop); None if that last touch does not reach the buffer's
-        first byte (a view at a nonzero offset) or a touch escapes (a view of it is yielded)."""
-        alias = {buf}
-        last = None
-        for i, top in enumerate(body):
-            hit = False
-            from_start = False
-            for op in top.walk():
-                if not any(v in alias for v in op.operands):
-                    continue
-                hit = True
-                for r in op.results:
-                    if isinstance(r.type, core.BufType):
-                        alias.add(r)
-                if not isinstance(op, core.SubviewOp | core.ViewOp):
-                    from_start = from_start or any(
-                        v in alias and _starts_at(v, buf) for v in op.operands
-                    )
-            if hit:
-                last = (i, from_start)
-        if last is None or not last[1]:
-            return None
-        return last[0]
 
     # -- programs ------------------------------------------------------------------------------
 
