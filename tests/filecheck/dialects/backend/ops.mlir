@@ -107,6 +107,12 @@ backend.kernel @every_instruction args [#core.arg<0, [4], f32, shared_dram, read
     backend.dma %s0, %ld, %a notify core(63) mpu_buffer queue 1 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>) -> ()
     // CHECK-NEXT: backend.dma %s0, %ld, %a notify core(%c) private_dram queue 2 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r2>) -> ()
     backend.dma %s0, %ld, %a notify core(%c) private_dram queue 2 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r2>) -> ()
+    // CHECK-NEXT: backend.dma2d %s0, %ld, %a, %ld : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    backend.dma2d %s0, %ld, %a, %ld : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    // CHECK-NEXT: backend.dma2d %s0, %ld, %a, %ld notify core(3) sram queue 4 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    backend.dma2d %s0, %ld, %a, %ld notify core(3) sram queue 4 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>) -> ()
+    // CHECK-NEXT: backend.dma2d %s0, %ld, %a, %ld notify core(%c) mpu_buffer queue 2 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>, !backend.reg<r2>) -> ()
+    backend.dma2d %s0, %ld, %a, %ld notify core(%c) mpu_buffer queue 2 : (!backend.reg<r5>, !backend.reg<r10>, !backend.reg<r3>, !backend.reg<r10>, !backend.reg<r2>) -> ()
     // CHECK-NEXT: backend.qwait mpu_buffer queue 7
     backend.qwait mpu_buffer queue 7
     // CHECK-NEXT: backend.dmawait
