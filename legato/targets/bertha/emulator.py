@@ -285,10 +285,24 @@ class Module:
         self.barrier_token: tuple[int, int] | None = None
         self.plan: _Plan | None = None
         self.unit_end = 0
+        self.reg_ready: dict[int, int] = {}  # register -> cycle its in-flight `ld` completes
 
     def set(self, r: int, v: int) -> None:
         if r:
             self.regs[r] = _s64(v)
+
+    def stall_on_loads(self, ins) -> None:
+        """The register scoreboard: an instruction that names a register an in-flight `ld` is
+        still loading (to read it, or to overwrite it) issues only once the load completed."""
+        ready = self.reg_ready
+        t = self.time
+        for f in isa.REG_FIELDS[ins.op.format]:
+            t = max(t, ready.get(getattr(ins, f), 0))
+        if ins.op.format == "dma" and ins.imm & NOTIFY_PRESENT and (ins.imm >> 20) & 3 == CORE_REG:
+            t = max(t, ready.get(ins.d, 0))
+        if t > self.time:
+            self.time = t
+        self.reg_ready = {r: e for r, e in ready.items() if e > t}
 
     def conflict(self, reads, writes) -> int:
         """Latest end of an in-flight unit op whose ranges conflict (RAW, WAR, WAW)."""
@@ -453,6 +467,8 @@ class Emulator:
             # instead of through the scheduler (same result, far fewer heap operations).
             pure, code = m.pure, m.code
             while not m.halted and 0 <= m.pc < len(code) and pure[m.pc]:
+                if m.reg_ready:
+                    m.stall_on_loads(code[m.pc])
                 try:
                     self._execute(m, _PURE, m.time)
                 except _Trap as e:
@@ -564,6 +580,8 @@ class Emulator:
         if not 0 <= m.pc < len(m.code):
             raise _Trap(f"pc {m.pc} outside the program ({len(m.code)} instructions)")
         ins = m.code[m.pc]
+        if m.reg_ready:
+            m.stall_on_loads(ins)
         fmt = ins.op.format
         mn = ins.op.mnemonic
         r = m.regs
@@ -785,7 +803,10 @@ class Emulator:
         elif mn == "ld":
             (addr,) = plan.data
             m.set(ins.a, int.from_bytes(self.memory.read(addr, 8).tobytes(), "little", signed=True))
-            issue_end = t + (self.model.dram_latency_cycles if self._is_dram(addr) else 1)
+            if self._is_dram(addr) and ins.a:
+                # non-blocking: issue goes on; the register is ready after the DRAM latency
+                # (the scoreboard stalls the first instruction that names it, stall_on_loads)
+                m.reg_ready[ins.a] = t + self.model.dram_latency_cycles
         elif mn == "st":
             (addr,) = plan.data
             self.memory.write(addr, (r[ins.a] & _MASK64).to_bytes(8, "little"))

@@ -3,7 +3,9 @@
 Every number comes from the `ComputeModel`; the only emulator constant is the interleave
 granularity of shared DRAM over its channels (`DRAM_INTERLEAVE_BYTES`).
 
-- instruction issue: `issue_per_cycle` per module per cycle, in order (1 in both generations).
+- instruction issue: `issue_per_cycle` per module per cycle, in order (1 in both generations);
+  an `ld` from DRAM does not block issue: its register is ready after `dram_latency_cycles`
+  and the first instruction naming it waits (register scoreboard).
 - DMA (`dma`, and `dma2d`: one transfer of rows * row bytes, the rows' channels counted row by
   row): `dram_latency_cycles` (when either end is DRAM, shared or private) plus the data phase:
   the transfer's port (the core whose memory it touches; the issuer's own engine otherwise) moves

@@ -89,10 +89,11 @@ def test_one_transfer_pays_the_latency_once(name):
         return max(math.ceil(n / model.dma_port_bytes_per_cycle),
                    math.ceil(per / model.dram_bytes_per_cycle_per_channel))
 
-    # two table loads, 8 scalar ops, the load (latency + data), qwait, 4 scalar ops, the store
+    # two table loads (non-blocking: 7 scalar ops issue under their latency), `addi r3` waits
+    # for r3 (register scoreboard), the load (latency + data), qwait, 4 scalar ops, the store
     x_addr = 0x10000  # the first shared allocation
     out_addr = x_addr + -(-rows * 512 // 4096) * 4096
-    load_end = 2 * lat + 8 + data(x_addr + 64, 512) + lat
+    load_end = lat + 1 + data(x_addr + 64, 512) + lat
     store_end = load_end + 1 + 4 + data(out_addr + 256, 512) + lat
     assert res.cycles == store_end + 2
     # a row-by-row copy would pay the latency per row

@@ -27,9 +27,10 @@ def one_dma_cycles(model, n):
 
 def expected_one_dma(model, n):
     lat = model.dram_latency_cycles
-    # ld from shared DRAM (blocking, latency), lsa, li, dma issue; data phase is limited by the
-    # narrower of the port and the channels the transfer touches
-    issue = lat + 2
+    # ld from shared DRAM is non-blocking: lsa and li issue under its latency and the dma, which
+    # reads the loaded register, waits for it (register scoreboard); the data phase is limited
+    # by the narrower of the port and the channels the transfer touches
+    issue = lat
     per_channel = max(channel_bytes(0x10000, n, model.num_memory_channels))
     data = max(math.ceil(n / model.dma_port_bytes_per_cycle),
                math.ceil(per_channel / model.dram_bytes_per_cycle_per_channel))
@@ -167,6 +168,57 @@ def test_scoreboard_orders_dependent_unit_ops():
     x = np.zeros(256, bf16.numpy)
     res = run(src, [tensor("x", bf16, [256])], [x], model=model)
     lat = model.dram_latency_cycles
-    dma_end = lat + 2 + 512 // model.dma_port_bytes_per_cycle + lat
+    dma_end = lat + 512 // model.dma_port_bytes_per_cycle + lat  # the dma issues when r3 is loaded
     vpu = math.ceil(256 / model.vpu_transcendental_per_cycle)
     assert res.cycles == dma_end + vpu
+
+
+LOADS = """\
+.program core0 on core(0)
+    ld r3, 8(r1)
+    ld r4, 16(r1)
+    ld r5, 24(r1)
+    add r6, r3, r4
+    add r6, r6, r5
+    halt
+"""
+
+CHAIN = """\
+.program core0 on core(0)
+    ld r3, 8(r1)
+    ld r4, 0(r3)
+    ld r5, 0(r4)
+    add r6, r5, r5
+    halt
+"""
+
+
+def test_independent_loads_overlap_and_dependent_loads_wait():
+    """`ld` from DRAM is non-blocking: the register is ready after the latency and only an
+    instruction naming it waits (register scoreboard)."""
+    model = small_model()
+    lat = model.dram_latency_cycles
+    xs = [np.zeros(1, np.int64) for _ in range(3)]
+    res = run(LOADS, [tensor(f"x{i}", i64, [1]) for i in range(3)], xs, model=model)
+    # three loads at 0, 1, 2; the first add waits for r4 (ready at lat + 1), the second for r5
+    assert res.cycles == (lat + 2) + 1 + 1
+    # a chain: each load's address is the previous load's value (x lies at the first shared
+    # allocation, 0x10000): three full latencies
+    x = np.array([0x10008, 0x10000], np.int64)
+    res = run(CHAIN, [tensor("x", i64, [2])], [x], model=model)
+    assert res.cycles == 3 * lat + 2
+
+
+def test_an_instruction_overwriting_a_loading_register_waits():
+    from legato.targets.bertha import isa
+    from legato.targets.bertha.emulator import Module
+
+    m = Module(0, "core0", None, 0, [])
+    m.reg_ready = {3: 400, 4: 401}
+    m.time = 10
+    m.stall_on_loads(isa.make("li", a=3, imm=1))  # WAW on r3
+    assert m.time == 400 and m.reg_ready == {4: 401}
+    m.stall_on_loads(isa.make("li", a=7, imm=1))  # unrelated: no stall
+    assert m.time == 400
+    m.stall_on_loads(isa.make("add", a=8, b=4, c=0))  # RAW on r4
+    assert m.time == 401 and m.reg_ready == {}
