@@ -17,6 +17,7 @@ outside an allocation raises `EmulatorFault` with program, PC, address and cause
 from __future__ import annotations
 
 import bisect
+import functools
 import heapq
 from collections import deque
 from dataclasses import dataclass
@@ -258,6 +259,11 @@ _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
 
 _PURE = None  # the plan of a scalar instruction (unused by _execute)
 
+# Decoding is a pure function of the word and Instructions are immutable: the programs of one
+# binary (32 cores running similar code) and repeated runs share their decoded words. A word
+# that does not decode raises every time (exceptions are not cached).
+_decode = functools.lru_cache(maxsize=1 << 16)(isa.decode)
+
 
 class Module:
     def __init__(self, index: int, name: str, program, core: int | None, code):
@@ -356,7 +362,7 @@ class Emulator:
         decoded = {}
         for p in self.binary.programs:
             try:
-                decoded[p.name] = [isa.decode(w) for w in p.words]
+                decoded[p.name] = [_decode(w) for w in p.words]
             except isa.DecodeError as e:
                 raise EmulatorError(f"program {p.name!r}: {e}") from None
         for p in self.binary.programs:
