@@ -29,7 +29,14 @@ class ExecContext:
     def is_core(self) -> bool:
         return self.kind == "core"
 
+    @property
+    def is_runtime_core(self) -> bool:
+        """`get_core(i)` of a runtime index `i` (a request_load target in an all-cores region)."""
+        return self.kind == "core" and not isinstance(self.index, int)
+
     def __str__(self) -> str:
+        if self.is_runtime_core:
+            return "core(<runtime index>)"
         return f"core({self.index})" if self.kind == "core" else self.kind
 
     def __enter__(self):
@@ -57,7 +64,10 @@ class Device:
         return ExecContext("top")
 
     def get_core(self, index: int) -> ExecContext:
-        """Core `index` (0 <= index < num_cores)."""
+        """Core `index` (0 <= index < num_cores). In an all-cores region `index` may be a runtime
+        index (e.g. `(legato.core_id() + 1) % n`): only as a `request_load` target."""
+        if type(index).__name__ == "IRScalar":  # legato.frontend.runtime: checked where used
+            return ExecContext("core", index)  # type: ignore[arg-type]
         if isinstance(index, bool) or not isinstance(index, int):
             raise LegatoError(f"get_core: core index must be a compile-time int, got {index!r}")
         if not 0 <= index < self.model.num_cores:

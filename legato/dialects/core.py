@@ -55,7 +55,7 @@ from xdsl.irdl import (
     traits_def,
     var_operand_def,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
@@ -204,6 +204,16 @@ class ArgAttr(ParametrizedAttribute):
 
 def _ctx(ctx: ContextAttr | str) -> ContextAttr:
     return context_from_str(ctx) if isinstance(ctx, str) else ctx
+
+
+def _parse_core_or_reg(parser: Parser) -> ContextAttr | Parser.UnresolvedOperand:
+    """`core(i)`, `core(%c)` (a runtime core index), `top` or `all_cores`."""
+    if parser.parse_optional_keyword("core") is not None:
+        with parser.in_parens():
+            if (o := parser.parse_optional_unresolved_operand()) is not None:
+                return o
+            return ContextAttr.core(parser.parse_integer(allow_boolean=False, allow_negative=False))
+    return parse_context(parser)
 
 
 def _str(v: str | StringAttr) -> StringAttr:
@@ -501,16 +511,22 @@ class DimOp(IRDLOperation):
 
 @irdl_op_definition
 class AllocOp(IRDLOperation):
-    """`%b = core.alloc [on core(i)] <space> [dims(%d, ...)] [{offset = N : i64}] : !core.buf<...>`
+    """`%b = core.alloc [on core(i) | on core(%c)] <space> [dims(%d, ...)] [{offset = N : i64}] : !core.buf<...>`
 
     A buffer in a core's memory (default: the running program's core); one `dims` operand per
     dynamic dim of the type. `offset` (byte offset in the space) is absent before memory planning.
-    Builder: `AllocOp(result_type, dyn_dims=(), core=None, offset=None)`; the space is the type's.
+    `on core(%c)` (an `index` value, in an `all_cores` program only): the same SPMD buffer (same
+    offset) in the memory of core %c, chosen at run time (a core-to-core send's destination).
+    Builder: `AllocOp(result_type, dyn_dims=(), core=None, offset=None)`; the space is the type's;
+    `core` an int, a ContextAttr or an `index` SSA value.
     """
 
     name = "core.alloc"
 
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
     dyn_dims = var_operand_def(IndexType)
+    core_reg = opt_operand_def(IndexType)
     core = opt_prop_def(ContextAttr)
     memory = prop_def(StringAttr)
     offset = opt_prop_def(IntegerAttr)
@@ -524,6 +540,9 @@ class AllocOp(IRDLOperation):
         offset: int | IntegerAttr | None = None,
         memory: str | None = None,
     ):
+        core_reg: list[SSAValue | Operation] = []
+        if isinstance(core, SSAValue | Operation):
+            core_reg, core = [core], None
         if isinstance(core, int):
             core = ContextAttr.core(core)
         elif isinstance(core, str):
@@ -531,7 +550,7 @@ class AllocOp(IRDLOperation):
         if isinstance(offset, int):
             offset = IntegerAttr(offset, i64)
         super().__init__(
-            operands=[dyn_dims],
+            operands=[dyn_dims, core_reg],
             result_types=[result_type],
             properties={
                 "core": core,
@@ -544,7 +563,7 @@ class AllocOp(IRDLOperation):
     def parse(cls, parser: Parser) -> AllocOp:
         core = None
         if parser.parse_optional_keyword("on") is not None:
-            core = parse_context(parser)
+            core = _parse_core_or_reg(parser)
         memory = parse_space(parser)
         dims: list[Parser.UnresolvedOperand] = []
         if parser.parse_optional_keyword("dims") is not None:
@@ -556,6 +575,8 @@ class AllocOp(IRDLOperation):
         t = parser.parse_type()
         if not isinstance(t, BufType):
             parser.raise_error(f"core.alloc: expected a !core.buf type, got {t}")
+        if isinstance(core, UnresolvedOperand):
+            core = parser.resolve_operand(core, IndexType())
         op = AllocOp(
             t,
             [parser.resolve_operand(d, IndexType()) for d in dims],
@@ -569,6 +590,10 @@ class AllocOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         if self.core is not None:
             printer.print_string(f" on {self.core.spelling}")
+        elif self.core_reg is not None:
+            printer.print_string(" on core(")
+            printer.print_ssa_value(self.core_reg)
+            printer.print_string(")")
         printer.print_string(f" {self.memory.data}")
         if self.dyn_dims:
             printer.print_string(" dims(")
@@ -593,6 +618,17 @@ class AllocOp(IRDLOperation):
             )
         if self.core is not None and not self.core.is_core:
             raise VerifyException(f"core.alloc: `on` takes core(i), got {self.core.spelling}")
+        if self.core is not None and self.core_reg is not None:
+            raise VerifyException("core.alloc: `on` takes one core, static or a register")
+        if self.core_reg is not None:
+            prog = self.parent_op()
+            while prog is not None and not isinstance(prog, ProgramOp):
+                prog = prog.parent_op()
+            if prog is not None and not prog.ctx.is_all_cores:
+                raise VerifyException(
+                    "core.alloc: `on core(%c)` (a runtime core) only in an all_cores program, "
+                    "where every core has the same buffer layout"
+                )
         if self.offset is not None and self.offset.value.data < 0:
             raise VerifyException("core.alloc: offset must be non-negative")
 
@@ -798,19 +834,23 @@ class ViewOp(IRDLOperation):
 
 @irdl_op_definition
 class DmaOp(IRDLOperation):
-    """`core.dma %src to %dst [bytes %n] [notify core(i) <space> queue <q>] : T_src, T_dst`
+    """`core.dma %src to %dst [bytes %n] [notify core(i)|core(%c) <space> queue <q>] : T_src, T_dst`
 
     Asynchronous copy of the runtime extent of `%src` (or `%n` bytes) into `%dst`; on completion
-    one arrival is signalled on core i's queue (space, q) when `notify` is given.
+    one arrival is signalled on core i's queue (space, q) when `notify` is given (`core(%c)`: the
+    core whose index is the `index` value %c at run time).
     Builder: `DmaOp(src, dst, nbytes=None, notify=None)`; `notify` = (core, space, queue) with
-    core a ContextAttr, `"core(i)"` or an int.
+    core a ContextAttr, `"core(i)"`, an int or an `index` SSA value.
     """
 
     name = "core.dma"
 
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
     src = operand_def(BufType)
     dst = operand_def(BufType)
     nbytes = opt_operand_def(IndexType)
+    notify_core_reg = opt_operand_def(IndexType)
     notify_core = opt_prop_def(ContextAttr)
     notify_space = opt_prop_def(StringAttr)
     notify_queue = opt_prop_def(IntAttr)
@@ -823,22 +863,26 @@ class DmaOp(IRDLOperation):
         notify: tuple[ContextAttr | str | int, str, int] | None = None,
     ):
         props: dict[str, Attribute | None] = {}
+        core_reg: list[SSAValue | Operation] = []
         if notify is not None:
             core, space, queue = notify
             if isinstance(core, int):
                 core = ContextAttr.core(core)
+            if isinstance(core, SSAValue | Operation):
+                core_reg = [core]
             props = {
-                "notify_core": _ctx(core),
+                "notify_core": None if core_reg else _ctx(core),  # type: ignore[arg-type]
                 "notify_space": StringAttr(space),
                 "notify_queue": IntAttr(queue),
             }
         super().__init__(
-            operands=[src, dst, [nbytes] if nbytes is not None else []], properties=props
+            operands=[src, dst, [nbytes] if nbytes is not None else [], core_reg],
+            properties=props,
         )
 
     @property
     def has_notify(self) -> bool:
-        return self.notify_core is not None
+        return self.notify_core is not None or self.notify_core_reg is not None
 
     @classmethod
     def parse(cls, parser: Parser) -> DmaOp:
@@ -850,7 +894,7 @@ class DmaOp(IRDLOperation):
             nbytes = parser.parse_unresolved_operand()
         notify = None
         if parser.parse_optional_keyword("notify") is not None:
-            core = parse_context(parser)
+            core = _parse_core_or_reg(parser)
             space = parse_space(parser)
             parser.parse_keyword("queue")
             queue = parse_nonneg_int(parser, "queue")
@@ -858,7 +902,9 @@ class DmaOp(IRDLOperation):
         attrs = parser.parse_optional_attr_dict()
         src_v, dst_v = _parse_operands_with_types(parser, [src, dst])
         n_v = parser.resolve_operand(nbytes, IndexType()) if nbytes is not None else None
-        op = DmaOp(src_v, dst_v, n_v, notify)
+        if notify is not None and isinstance(notify[0], UnresolvedOperand):
+            notify = (parser.resolve_operand(notify[0], IndexType()), notify[1], notify[2])
+        op = DmaOp(src_v, dst_v, n_v, notify)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
 
@@ -876,13 +922,21 @@ class DmaOp(IRDLOperation):
                 f" notify {self.notify_core.spelling} {self.notify_space.data} "
                 f"queue {self.notify_queue.data}"
             )
+        elif self.notify_core_reg is not None:
+            assert self.notify_space is not None and self.notify_queue is not None
+            printer.print_string(" notify core(")
+            printer.print_ssa_value(self.notify_core_reg)
+            printer.print_string(f") {self.notify_space.data} queue {self.notify_queue.data}")
         printer.print_op_attributes(self.attributes)
         _print_types(printer, [self.src, self.dst])
 
     def verify_(self) -> None:
         src = _buf(self.src, "core.dma source")
         dst = _buf(self.dst, "core.dma destination")
-        given = [self.notify_core, self.notify_space, self.notify_queue]
+        core = self.notify_core if self.notify_core is not None else self.notify_core_reg
+        if self.notify_core is not None and self.notify_core_reg is not None:
+            raise VerifyException("core.dma: notify takes one core, static or a register")
+        given = [core, self.notify_space, self.notify_queue]
         if any(g is not None for g in given) and not all(g is not None for g in given):
             raise VerifyException("core.dma: notify needs a core, a space and a queue")
         if self.notify_core is not None:

@@ -79,7 +79,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import AttrParser, Parser
+from xdsl.parser import AttrParser, Parser, UnresolvedOperand
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
@@ -1059,16 +1059,20 @@ def context_from_str(text: str) -> ContextAttr:
 
 @irdl_op_definition
 class RequestLoadOp(IRDLOperation):
-    """`legato.request_load %src to core(i) memory <space> queue <q> : T`
+    """`legato.request_load %src to core(i)|core(%c) memory <space> queue <q> : T`
 
     Start a transfer of `%src` into memory `<space>` of core i; the receiver takes it with
-    `legato.receive`/`legato.receive_type` on (space, q).
-    Builder: `RequestLoadOp(src, target, memory, queue=0)`.
+    `legato.receive`/`legato.receive_type` on (space, q). `core(%c)` (in an `all_cores` region):
+    the core whose index is the `index` value %c at run time; `target` is then `all_cores` (the
+    receivers are instances of the same SPMD program).
+    Builder: `RequestLoadOp(src, target, memory, queue=0)`; `target` a ContextAttr, its
+    spelling, or an `index` SSA value.
     """
 
     name = "legato.request_load"
 
     src = operand_def(TensorType)
+    target_core = opt_operand_def(IndexType)
     target = prop_def(ContextAttr)
     memory = prop_def(StringAttr)
     queue = prop_def(IntAttr)
@@ -1080,10 +1084,13 @@ class RequestLoadOp(IRDLOperation):
         memory: str | StringAttr,
         queue: int | IntAttr = 0,
     ):
+        core: list[SSAValue | Operation] = []
+        if isinstance(target, SSAValue | Operation):
+            core, target = [target], ContextAttr.all_cores()
         if isinstance(target, str):
             target = context_from_str(target)
         super().__init__(
-            operands=[src],
+            operands=[src, core],
             properties={"target": target, "memory": _str_attr(memory), "queue": _int_attr(queue)},
         )
 
@@ -1091,7 +1098,15 @@ class RequestLoadOp(IRDLOperation):
     def parse(cls, parser: Parser) -> RequestLoadOp:
         src = parser.parse_unresolved_operand()
         parser.parse_keyword("to")
-        target = parse_context(parser)
+        target: ContextAttr | UnresolvedOperand
+        if parser.parse_optional_keyword("core") is not None:
+            with parser.in_parens():
+                o = parser.parse_optional_unresolved_operand()
+                target = o if o is not None else ContextAttr.core(
+                    parser.parse_integer(allow_boolean=False, allow_negative=False)
+                )
+        else:
+            target = parse_context(parser)
         parser.parse_keyword("memory")
         memory = parse_space(parser)
         parser.parse_keyword("queue")
@@ -1099,6 +1114,8 @@ class RequestLoadOp(IRDLOperation):
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         t = parser.parse_type()
+        if not isinstance(target, ContextAttr):
+            target = parser.resolve_operand(target, IndexType())
         op = RequestLoadOp(parser.resolve_operand(src, t), target, memory, queue)
         op.attributes |= attrs
         return op
@@ -1106,14 +1123,23 @@ class RequestLoadOp(IRDLOperation):
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_ssa_value(self.src)
-        printer.print_string(f" to {self.target.spelling} memory {self.memory.data}")
+        if self.target_core is not None:
+            printer.print_string(" to core(")
+            printer.print_ssa_value(self.target_core)
+            printer.print_string(f") memory {self.memory.data}")
+        else:
+            printer.print_string(f" to {self.target.spelling} memory {self.memory.data}")
         printer.print_string(f" queue {self.queue.data}")
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.src.type)
 
     def verify_(self) -> None:
-        if not self.target.is_core:
+        if self.target_core is not None:
+            if not self.target.is_all_cores:
+                raise VerifyException("legato.request_load: a runtime core target needs "
+                                      "target = all_cores")
+        elif not self.target.is_core:
             raise VerifyException(
                 f"legato.request_load: target must be core(i), got {self.target.spelling}"
             )

@@ -458,6 +458,13 @@ class CodeGenerator(RuntimeCodegen):
                 f"`with` needs an execution context (device.get_top(), device.get_core(i) or "
                 f"device.get_all_cores()), got {_describe(ctx)}",
             )
+        if ctx.is_runtime_core:
+            raise self.error(
+                item.context_expr,
+                "`with device.get_core(i)` needs a compile-time core index; a runtime index "
+                "(from legato.core_id()) selects a core only as a request_load target; run "
+                "per-core work in `with device.get_all_cores():` instead",
+            )
         if item.optional_vars is not None:
             raise self.error(item.optional_vars, "`with <context> as name` is not supported")
         if self.region is not None:
@@ -1057,6 +1064,9 @@ class CodeGenerator(RuntimeCodegen):
         queue = self.queue_arg(b, op)
         if to_all:
             self.request_load_all_cores(node, src, memory, queue)
+            return
+        if target.is_runtime_core:
+            self.request_load_runtime_core(node, tnode, src, target.index, memory, queue)
             return
         self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(target.index), memory, queue), node)
         self.sends.setdefault((target.index, memory, queue), []).append((node, self.frame.source))

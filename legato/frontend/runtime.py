@@ -254,6 +254,17 @@ class RuntimeCodegen:
                 return self.runtime_range(node, args, kwargs)
             if fn in (min, max) and not kwargs:
                 return self.scalar_minmax(node, fn, args)
+            from legato.context import Device
+
+            if getattr(fn, "__func__", None) is Device.get_core and len(args) == 1 and not kwargs:
+                if self.region is None or self.region.ctx.kind != "all_cores":
+                    raise self.error(
+                        node,
+                        "device.get_core of a runtime index (a core chosen at run time) is only "
+                        "supported in a `with device.get_all_cores():` region, as a "
+                        "request_load target",
+                    )
+                return fn(*args)  # checked where it is used (request_load)
         return NotImplemented
 
     def runtime_range(self, node: ast.Call, args: list, kwargs: dict) -> RuntimeRange:
@@ -516,6 +527,25 @@ class RuntimeCodegen:
             self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(i), memory, queue), node)
             self.sends.setdefault((i, memory, queue), []).append((node, self.frame.source))
 
+    def request_load_runtime_core(self, node: ast.Call, tnode, src, index: IRScalar,
+                                  memory: str, queue: int) -> None:
+        """`request_load(x, device.get_core(i), ...)` with a runtime `i`, in an all-cores region:
+        every core sends to the core `i` evaluates to on it (see legato_to_core)."""
+        if self.region is None or self.region.ctx.kind != "all_cores":
+            raise self.error(
+                tnode,
+                "request_load to a core chosen at run time (device.get_core of a runtime index) "
+                "is only supported in a `with device.get_all_cores():` region, where every "
+                "core has the same receive buffers",
+            )
+        if memory != "sram":
+            raise self.error(
+                node,
+                f"request_load to a core chosen at run time supports memory 'sram' only, "
+                f"got '{memory}'",
+            )
+        self.emit(L.RequestLoadOp(src.ssa, self.materialize(index, tnode), memory, queue), node)
+
     def _sync_int(self, b: dict, name: str, op: str, low: int) -> int:
         value, n = b[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -544,10 +574,13 @@ class RuntimeCodegen:
             raise self.error(node, "legato.sync.signal must run in an execution context")
         b = self.bind_op_args(node, "sync.signal", ["target", "sem", "count"], {"sem": 0, "count": 1})
         target, tnode = b["target"]
-        if not isinstance(target, ExecContext) or target.kind == "all_cores":
+        if not isinstance(target, ExecContext) or target.kind == "all_cores" or (
+            target.is_runtime_core
+        ):
             raise self.error(
                 tnode,
-                "legato.sync.signal: the target must be device.get_top() or device.get_core(i), "
+                "legato.sync.signal: the target must be device.get_top() or device.get_core(i) "
+                "of a compile-time i, "
                 f"got {_describe(target)}",
             )
         sem = self._sync_int(b, "sem", "signal", 0)

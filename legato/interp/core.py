@@ -138,12 +138,15 @@ class CoreFunctions(InterpreterFunctions):
         t = buf_type(op.result)
         env = _env(interpreter)
         core = op.core.core_index if op.core is not None else env.core
+        if op.core_reg is not None:  # another core's copy of an SPMD buffer
+            core = as_int(args[-1])
+            args = args[:-1]
         if core is None:
             raise InterpError(
                 "core.alloc on top needs `on core(i)`: the top module has no memory of its own",
                 op,
             )
-        if core >= self.machine.model.num_cores:
+        if not 0 <= core < self.machine.model.num_cores:
             raise InterpError(f"core.alloc on core {core}: the model has "
                               f"{self.machine.model.num_cores} cores", op)
         space = op.memory.data
@@ -253,11 +256,13 @@ class CoreFunctions(InterpreterFunctions):
                 data = data.reshape(dst.shape)
             dst.write(mem, data)
         self.machine.dma_bytes += n
-        if op.notify_core is not None:
+        if op.has_notify:
             assert op.notify_space is not None and op.notify_queue is not None
             env = _env(interpreter)
             self.machine.signal(
-                op.notify_core.core_index,  # type: ignore[arg-type]
+                op.notify_core.core_index  # type: ignore[union-attr]
+                if op.notify_core is not None
+                else as_int(args[-1]),
                 op.notify_space.data,
                 op.notify_queue.data,
                 f"{env.name}'s core.dma",

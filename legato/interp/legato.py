@@ -36,7 +36,7 @@ from xdsl.ir import Operation
 
 from legato.dialects import legato as L
 from legato.interp import semantics
-from legato.interp.common import BoundArg, np_dtype
+from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, describe_op
 from legato.interp.scheduler import Scheduler
 
@@ -210,10 +210,11 @@ class LegatoFunctions(InterpreterFunctions):
 
     @impl(L.RequestLoadOp)
     def run_request_load(self, interpreter: Interpreter, op: L.RequestLoadOp, args):
-        (src,) = args
+        src = args[0]
         assert self.machine is not None
-        core = op.target.core_index
-        if core is None or core >= self.machine.num_cores:
+        # a runtime target (in an all_cores region): the core this instance computed
+        core = as_int(args[1]) if op.target_core is not None else op.target.core_index
+        if core is None or not 0 <= core < self.machine.num_cores:
             raise InterpError(
                 f"request_load targets core {core}, but the model has "
                 f"{self.machine.num_cores} cores",

@@ -308,6 +308,8 @@ class _Selector:
                 self.program.ctx.is_core and self.program.ctx.core_index == op.core.core_index
             ):
                 on = op.core.core_index
+            if op.core_reg is not None:  # `lsa rd, core(rK).SPACE, offset`: a runtime core
+                on = self.regs[op.core_reg]
             lsa = self.emit(be.LsaOp(_placed_space(op), op.offset.value.data, on), op)
             self.regs[op.result] = lsa.results[0]
             t = op.result.type
@@ -466,6 +468,9 @@ class _Selector:
         if op.notify_core is not None:
             assert op.notify_space is not None and op.notify_queue is not None
             notify = (op.notify_core.core_index, op.notify_space.data, op.notify_queue.data)
+        elif op.notify_core_reg is not None:  # notify mode CORE_REG
+            assert op.notify_space is not None and op.notify_queue is not None
+            notify = (self.regs[op.notify_core_reg], op.notify_space.data, op.notify_queue.data)
         src, dst = op.src, op.dst
         if op.nbytes is not None or (self.contiguous(src) and self.contiguous(dst)):
             length = self.regs[op.nbytes] if op.nbytes is not None else self.nbytes(src, op)

@@ -9,6 +9,13 @@ ops into unit ops.
   (`core.alloc` on both sides, tied by the `buffer` attribute; `core-plan-memory` gives them one
   offset). The sender's DMA notifies the queue; the receiver waits on it.
 - A weight received as `mpu_weight` through `mpu_buffer` is loaded into the MPU on arrival.
+- In an `all_cores` (SPMD) program, a `request_load` to `core(%c)` (a runtime core) pairs with
+  the same program's receives on (space, queue): the k-th such send with the k-th receive. Every
+  instance has the same buffer layout, so the sender writes the receive buffer at the same offset
+  on core %c (`core.alloc on core(%c)`, tied by `buffer`) and notifies core %c's queue. The
+  target must be computed from `core_id` and constants, and be a permutation of the cores (every
+  core receives exactly one transfer per send), the same one for every send of a queue (one
+  sender per receiver and queue: arrivals come in the sender's program order); checked here.
 """
 
 from __future__ import annotations
@@ -141,6 +148,8 @@ class _KernelLowering:
         # core-to-core streams (receiver core, space, queue) -> (sends, receives) in pairing order
         self.streams: dict[tuple, tuple[list, list]] = {}
         self.send_ctx: dict[Operation, lg.ContextAttr] = {}
+        # SPMD streams (space, queue) -> the target core of each core (a permutation)
+        self.spmd_targets: dict[tuple, list[int]] = {}
         self.lowered: dict[Operation, tuple[_Program, Operation, core.AllocOp]] = {}
 
     # -- entry ---------------------------------------------------------------------------------
@@ -207,20 +216,27 @@ class _KernelLowering:
     def _pair_transfers(self) -> None:
         sends: dict[tuple, list[lg.RequestLoadOp]] = defaultdict(list)
         recvs: dict[tuple, list[Operation]] = defaultdict(list)
+        spmd_sends: dict[tuple, list[lg.RequestLoadOp]] = defaultdict(list)  # runtime targets
+        spmd_recvs: dict[tuple, list[Operation]] = defaultdict(list)
         for on in self.kernel.body.block.ops:
             if not isinstance(on, lg.OnOp):
                 continue
             for op in on.body.walk():
-                if isinstance(op, lg.RequestLoadOp):
+                if isinstance(op, lg.RequestLoadOp) and op.target_core is not None:
+                    if not on.ctx.is_all_cores:
+                        raise error_at(
+                            op, "a request_load to a runtime core runs in an all_cores region"
+                        )
+                    spmd_sends[(op.memory.data, op.queue.data)].append(op)
+                    self.send_ctx[op] = on.ctx
+                elif isinstance(op, lg.RequestLoadOp):
                     if not op.target.is_core:
                         raise error_at(op, "request_load can only target one core: get_core(i)")
                     sends[(op.target.core_index, op.memory.data, op.queue.data)].append(op)
                     self.send_ctx[op] = on.ctx
                 elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
                     if on.ctx.is_all_cores:
-                        # SPMD: every core runs this receive; each needs its own request_load
-                        for i in range(self.model.num_cores):
-                            recvs[(i, op.memory.data, op.queue.data)].append(op)
+                        spmd_recvs[(op.memory.data, op.queue.data)].append(op)
                         continue
                     if not on.ctx.is_core:
                         raise error_at(
@@ -228,7 +244,13 @@ class _KernelLowering:
                             f"receive runs in a core context, not in {on.ctx.spelling}",
                         )
                     recvs[(on.ctx.core_index, op.memory.data, op.queue.data)].append(op)
-        n = 0
+        for (space, q), rs in spmd_recvs.items():
+            if (space, q) in spmd_sends:
+                continue  # paired with the same program's sends below
+            # SPMD: every core runs this receive; each needs its own request_load
+            for i in range(self.model.num_cores):
+                recvs[(i, space, q)].extend(rs)
+        n = self._pair_spmd(spmd_sends, spmd_recvs, sends)
         for key in list(sends) + [k for k in recvs if k not in sends]:
             s, r = sends.get(key, []), recvs.get(key, [])
             core_i, space, q = key
@@ -277,6 +299,81 @@ class _KernelLowering:
                     )
                 self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
 
+    def _pair_spmd(self, spmd_sends: dict, spmd_recvs: dict, sends: dict) -> int:
+        """Pair the runtime-target sends of the SPMD program with its receives (module
+        docstring); returns the number of transfer buffers named."""
+        n = 0
+        for (space, q), ss in spmd_sends.items():
+            rs = spmd_recvs.get((space, q), [])
+            static = [x for i in range(self.model.num_cores) for x in sends.get((i, space, q), [])]
+            if static:
+                raise error_at(
+                    static[0],
+                    f"this request_load feeds {space} queue {q}, which the all-cores region "
+                    "also receives from sends to a runtime core; use another queue for one of "
+                    "them",
+                )
+            if len(ss) != len(rs):
+                at = ss[len(rs)] if len(ss) > len(rs) else rs[len(ss)]
+                raise error_at(
+                    at,
+                    f"the all-cores region sends {len(ss)} transfer(s) to a runtime core on "
+                    f"{space} queue {q} and receives {len(rs)}: each send pairs with the "
+                    "region's receive of the same rank on that queue",
+                )
+            first = None
+            for send, recv in zip(ss, rs):
+                targets = [_eval_index(send.target_core, c) for c in range(self.model.num_cores)]
+                if any(t is None for t in targets):
+                    raise error_at(
+                        send,
+                        "the target core of a request_load in an all-cores region must be "
+                        "computed from legato.core_id() and compile-time ints (+ - * // % "
+                        "min max)",
+                    )
+                nc = self.model.num_cores
+                if sorted(targets) != list(range(nc)):  # type: ignore[type-var]
+                    bad = next(
+                        (f"core {c} sends to core {t}, which does not exist"
+                         for c, t in enumerate(targets) if not 0 <= t < nc),  # type: ignore[operator]
+                        None,
+                    ) or "; ".join(
+                        f"core {t} receives from {[c for c, u in enumerate(targets) if u == t]}"
+                        for t in sorted(set(targets)) if targets.count(t) > 1  # type: ignore[type-var]
+                    )
+                    raise error_at(
+                        send,
+                        f"the target core of this request_load is not a permutation of the "
+                        f"{nc} cores ({bad}): every core must receive exactly one transfer "
+                        "from each send of an all-cores region",
+                    )
+                if first is None:
+                    first = targets
+                elif targets != first:
+                    raise error_at(
+                        send,
+                        f"every request_load to a runtime core on {space} queue {q} must target "
+                        "the same core (arrivals on one queue must come from one sender, in its "
+                        "program order); use another queue",
+                    )
+                src_t = send.src.type
+                recv_t = recv.result.type
+                assert isinstance(src_t, lg.TensorType) and isinstance(recv_t, lg.TensorType)
+                if src_t.dtype != recv_t.dtype or src_t.get_bounds() != recv_t.get_bounds():
+                    raise error_at(
+                        recv,
+                        f"received type {recv_t.dims_str()} {recv_t.dtype.name} does not match "
+                        f"what the paired request_load sends: {src_t.dims_str()} "
+                        f"{src_t.dtype.name}",
+                    )
+                name = f"spmd_xfer{n}"
+                n += 1
+                self.transfer_of[send] = self.transfer_of[recv] = name
+                self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
+            self.streams[(None, space, q)] = (ss, rs)
+            self.spmd_targets[(space, q)] = first  # type: ignore[assignment]
+        return 0
+
     # -- transfer rings ------------------------------------------------------------------------
 
     def _ring_streams(self) -> None:
@@ -296,9 +393,12 @@ class _KernelLowering:
         touch: dict[int, dict[SSAValue, int | None]] = {}  # program -> buffer -> last touch
         pos: dict[int, dict[Operation, int]] = {}  # program -> op -> index (before inserting)
         inserts: dict[int, tuple[_Program, list[tuple[int, list[Operation]]]]] = {}
-        for sends, recvs in self.streams.values():
+        for key, (sends, recvs) in self.streams.items():
             n = len(sends)
             if n <= RING_SLOTS or any(x not in self.lowered for x in sends + recvs):
+                continue
+            if key[0] is None:  # an SPMD stream: sender and receiver run one program
+                self._ring_spmd(key, sends, recvs, used, touch, pos, inserts)
                 continue
             ctxs = {self.send_ctx[x] for x in sends}
             if len(ctxs) != 1 or not next(iter(ctxs)).is_core:
@@ -353,6 +453,107 @@ class _KernelLowering:
             for at, ops in sorted(items, key=lambda x: x[0], reverse=True):
                 prog.body[at:at] = ops
 
+
+    def _sender_of(
+        self, prog: _Program, key: tuple, before: int, positions: dict, limit: int
+    ) -> SSAValue | None:
+        """An `index` value (of `prog`'s core level) holding the core that sends to the running
+        core under the permutation `targets`: another SPMD stream's target when it is the
+        inverse, else the target applied order - 1 times (order <= `limit`, built in the
+        prologue), else None."""
+        targets = self.spmd_targets[key[1:]]
+        inverse = [0] * len(targets)
+        for c, t in enumerate(targets):
+            inverse[t] = c
+        for (space, q), tg in self.spmd_targets.items():
+            if tg == inverse:
+                send = self.streams[(None, space, q)][0][0]
+                v = prog.scalars.get(send.target_core)
+                if isinstance(v, OpResult) and positions.get(v.op, before) < before:
+                    return v  # computed in the body before the first credit
+        order, cur = 1, list(targets)
+        while cur != list(range(len(targets))):
+            cur = [targets[x] for x in cur]
+            order += 1
+            if order > limit:
+                return None
+        value = self.streams[key][0][0].target_core
+        x: SSAValue = core.CoreIdOp().results[0]
+        prog.prologue.append(x.owner)  # type: ignore[arg-type]
+        for _ in range(order - 1):
+            x = self._clone_index(prog, value, x, {})
+        return x
+
+    def _clone_index(self, prog: _Program, value: SSAValue, cid: SSAValue, memo: dict) -> SSAValue:
+        """`value` (a legato index computed from core_id and constants) recomputed in `prog`'s
+        prologue with `cid` for core_id."""
+        assert isinstance(value, OpResult)
+        op = value.op
+        if isinstance(op, lg.CoreIdOp):
+            return cid
+        if value not in memo:
+            operands = [self._clone_index(prog, v, cid, memo) for v in op.operands]
+            new = op.clone()
+            for i, v in enumerate(operands):
+                new.operands[i] = v
+            prog.prologue.append(new)
+            memo[value] = new.results[value.index]
+        return memo[value]
+
+    def _ring_spmd(self, key, sends, recvs, used, touch, pos, inserts) -> None:
+        """`_ring_streams` for a stream of an SPMD program (sends to a runtime core and the
+        receives they pair with): the same slots and credits; the credit goes to the core that
+        sends to this one (the inverse permutation), and the receiver's last touch of transfer
+        k - S also comes before the send of transfer k in the program (every core runs both
+        sides, so a credit wait never waits on a later point of the program: no deadlock)."""
+        _, space, q = key
+        prog = self.lowered[sends[0]][0]
+        if any(self.lowered[x][0] is not prog for x in sends + recvs) or space != "sram":
+            return
+        allocs = [self.lowered[x][2] for x in recvs]
+        types = {a.result.type for a in allocs}
+        t = next(iter(types))
+        assert isinstance(t, core.BufType)
+        if len(types) != 1 or not t.is_static:
+            return
+        if id(prog) not in pos:
+            pos[id(prog)] = {op: k for k, op in enumerate(prog.body)}
+            touch[id(prog)] = _last_touches(prog.body)
+        n = len(sends)
+        touches = [touch[id(prog)].get(a.result) for a in allocs]
+        waits = [pos[id(prog)][self.lowered[x][1]] for x in recvs]
+        dmas = [pos[id(prog)][self.lowered[x][1]] for x in sends]
+        if any(p is None for p in touches) or any(
+            touches[k - RING_SLOTS] >= min(waits[k], dmas[k])  # type: ignore[operator]
+            for k in range(RING_SLOTS, n)
+        ):
+            return
+        sender = self._sender_of(prog, key, touches[0] + 1, pos[id(prog)], 4)  # type: ignore[operator]
+        if sender is None:
+            return
+        spmd_used = {(sp, qq) for _, sp, qq in used}
+        cq = next(x for x in range(MAX_QUEUE, -1, -1) if ("sram", x) not in spmd_used)
+        used.add((None, "sram", cq))
+        base = self.transfer_of[sends[0]]
+        for k, (snd, rcv) in enumerate(zip(sends, recvs)):
+            slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
+            self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
+            self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
+        ins = inserts.setdefault(id(prog), (prog, []))[1]
+        for k in range(RING_SLOTS, n):
+            dma = self.lowered[sends[k]][1]
+            wait = core.WaitQueueOp("sram", cq)
+            wait.location = dma.location
+            ins.append((pos[id(prog)][dma], [wait]))
+        nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
+        for k in range(n - RING_SLOTS):
+            buf = allocs[k].result
+            at = touches[k] + 1  # type: ignore[operator]
+            c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
+            credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
+            for o in (c, credit):
+                o.location = prog.body[at - 1].location
+            ins.append((at, [c, credit]))
 
     # -- programs ------------------------------------------------------------------------------
 
@@ -470,6 +671,15 @@ class _KernelLowering:
         self._note_access(op.src, "read")
         name = self.transfer_of[op]
         t = self.transfer_type[name]
+        if op.target_core is not None:  # a runtime core: its copy of the SPMD receive buffer
+            target = prog.scalars[op.target_core]
+            dst = self._alloc(prog, t, src.dims, op, on=target, name=name)
+            dma = prog.emit(
+                core.DmaOp(src.value, dst.value, None, (target, op.memory.data, op.queue.data)), op
+            )
+            prog.issued_dma = True
+            self.lowered[op] = (prog, dma, dst.value.owner)
+            return
         core_i = op.target.core_index
         dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
         dma = prog.emit(core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op)
@@ -544,6 +754,37 @@ class _KernelLowering:
         prog.issued_dma = True
         # A copy into core memory is not waited for: the scoreboard makes this program's later
         # unit ops (and `ld`) on the copied range wait for it.
+
+
+_INDEX_OPS = {
+    "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.divsi": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
+    "arith.remsi": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
+    "arith.floordivsi": lambda a, b: a // b,
+    "arith.minsi": min,
+    "arith.maxsi": max,
+}
+
+
+def _eval_index(value: SSAValue | None, core_id: int) -> int | None:
+    """`value` on core `core_id` when it is computed from `legato.core_id` and constants."""
+    if value is None or not isinstance(value, OpResult):
+        return None
+    op = value.op
+    if isinstance(op, lg.CoreIdOp):
+        return core_id
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    fn = _INDEX_OPS.get(op.name)
+    if fn is None or len(op.operands) != 2:
+        return None
+    a, b = (_eval_index(v, core_id) for v in op.operands)
+    if a is None or b is None or (b == 0 and op.name in ("arith.divsi", "arith.remsi",
+                                                         "arith.floordivsi")):
+        return None
+    return fn(a, b)
 
 
 @dataclass(frozen=True)

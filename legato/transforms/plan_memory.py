@@ -55,7 +55,12 @@ def _fmt(n: int) -> str:
 
 
 def alloc_core(alloc: core.AllocOp, program: core.ProgramOp) -> int | None:
-    """The core index an alloc lives on; None for an SPMD (all_cores) buffer."""
+    """The core index an alloc lives on; None for an SPMD (all_cores) buffer (also another
+    core's copy of one, `on core(%c)`: the same offset on every core)."""
+    if alloc.core_reg is not None:
+        if not program.ctx.is_all_cores:
+            raise error_at(alloc, "core.alloc on a runtime core(%c) needs an all_cores program")
+        return None
     if alloc.core is not None:
         return alloc.core.core_index
     if program.ctx.is_core:

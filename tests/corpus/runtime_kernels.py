@@ -126,6 +126,62 @@ def core_to_core(
         legato.sync.wait(0)
 
 
+@legato.compile(backend=four_cores)
+def spmd_ring(
+    a: tt([NC * R, 64], "shared_dram"),
+    out: tt([NC * R, 64], "shared_dram"),
+):
+    """SPMD core-to-core: every core sends its rows to the next core (a runtime target) and
+    forwards what it received one more step (two sends, one queue, the same ring); it writes
+    its own rows plus the two received blocks."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        c = legato.core_id()
+        nxt = device.get_core((c + 1) % device.num_cores)
+        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
+        legato.tensor.request_load(x * 2.0, nxt, "sram", 1)
+        y = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
+        legato.tensor.request_load(y, nxt, "sram", 1)
+        z = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
+        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], x + y - z * 0.5)
+
+
+S = 5  # steps of spmd_stream: more than the three receive buffers of a stream
+
+
+@legato.compile(backend=four_cores)
+def spmd_stream(
+    a: tt([NC * R, 64 * S], "shared_dram"),
+    out: tt([NC * R, 64], "shared_dram"),
+):
+    """SPMD core-to-core streams of S transfers: at each step every core sends a column block of
+    its rows to the next core (queue 1) and twice it to the previous one (queue 2), and adds what
+    it receives; each stream cycles through three receive buffers with credits (the credit goes
+    to the sender, the inverse permutation: the other stream's target)."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        c = legato.core_id()
+        nxt = device.get_core((c + 1) % NC)
+        prv = device.get_core((c + NC - 1) % NC)
+        acc = legato.tensor.load(a[c * R:(c + 1) * R, 0:64], "sram") * 0.0
+        for s in legato.static_range(S):
+            x = legato.tensor.load(a[c * R:(c + 1) * R, s * 64:(s + 1) * 64], "sram")
+            legato.tensor.request_load(x, nxt, "sram", 1)
+            legato.tensor.request_load(x * 2.0, prv, "sram", 2)
+            y = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
+            z = legato.tensor.receive_type(tt([R, 64], "sram"), 2, None, "sram")
+            acc = acc + y - z
+        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], acc)
+
+
+def _spmd_stream_ref(a):
+    acc = torch.zeros(NC * R, 64)
+    for s in range(S):
+        x = a[:, s * 64:(s + 1) * 64]
+        acc = acc + torch.roll(x, R, 0) - torch.roll(x * 2, -R, 0)
+    return acc
+
+
 @legato.compile(backend="bertha")
 def spmd32_silu(
     a: tt([32 * 4, 64], "shared_dram", bf16),
@@ -199,6 +255,23 @@ RUNTIME_CORPUS = [
         reference=lambda ins: [ins[0] * ins[0] + 1],
         outputs=(1,),
         model=core_to_core.model,
+    ),
+    CorpusKernel(
+        name="spmd_ring_request_load",
+        mlir=spmd_ring.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (NC * R, 64)), np.zeros((NC * R, 64), np.float32)],
+        reference=lambda ins: [ins[0] + torch.roll(ins[0] * 2, R, 0)
+                               - torch.roll(ins[0] * 2, 2 * R, 0) * 0.5],
+        outputs=(1,),
+        model=spmd_ring.model,
+    ),
+    CorpusKernel(
+        name="spmd_stream_credits",
+        mlir=spmd_stream.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (NC * R, 64 * S)), np.zeros((NC * R, 64), np.float32)],
+        reference=lambda ins: [_spmd_stream_ref(ins[0])],
+        outputs=(1,),
+        model=spmd_stream.model,
     ),
     CorpusKernel(
         name="spmd32_silu",

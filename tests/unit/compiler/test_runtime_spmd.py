@@ -73,6 +73,70 @@ def test_core_to_core_request_load():
     assert "core1.sram" in asm  # core 0 addresses core 1's memory
 
 
+def test_spmd_request_load_to_a_runtime_core():
+    a = torch.randn(rk.NC * rk.R, 64)
+    out = torch.zeros_like(a)
+    rk.spmd_ring(a, out)
+    two = a * 2
+    torch.testing.assert_close(
+        out, a + torch.roll(two, rk.R, 0) - torch.roll(two, 2 * rk.R, 0) * 0.5, rtol=0, atol=0
+    )
+    asm = rk.spmd_ring.lower("ASM")
+    # one program; the sender addresses and notifies the core in a register (lsa/notify CORE_REG)
+    assert asm.count(".program") == 1
+    assert "core(r" in asm and asm.count(".sram.q1") >= 2
+
+
+def _spmd_error(body: str, tmp_path, name: str):
+    """Compile a four-core kernel whose all-cores region is `body`; the CompileError."""
+    import importlib.util
+
+    from legato.errors import CompileError
+
+    src = tmp_path / f"{name}.py"
+    src.write_text(
+        "import legato\n"
+        "from tests.corpus.runtime_kernels import four_cores, tt\n\n"
+        "@legato.compile(backend=four_cores)\n"
+        f"def {name}(a: tt([8, 64], 'shared_dram'), out: tt([8, 64], 'shared_dram')):\n"
+        "    device = legato.get_context().get_device()\n"
+        + body
+    )
+    spec = importlib.util.spec_from_file_location(name, src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(CompileError) as e:
+        getattr(mod, name).to_mlir()
+    return str(e.value)
+
+
+@pytest.mark.parametrize("body, message, line", [
+    ("    with device.get_all_cores():\n"
+     "        with device.get_core(legato.core_id()):\n            pass\n",
+     "needs a compile-time core index", 8),
+    ("    with device.get_all_cores():\n"
+     "        x = legato.tensor.load(a)\n"
+     "        legato.tensor.request_load(x, device.get_core(legato.core_id()), 'mpu_buffer')\n",
+     "supports memory 'sram' only", 9),
+    ("    with device.get_all_cores():\n"
+     "        legato.sync.signal(device.get_core(legato.core_id()))\n",
+     "of a compile-time i", 8),
+])
+def test_spmd_runtime_core_errors(body, message, line, tmp_path):
+    err = _spmd_error(body, tmp_path, f"k{abs(hash(body)) % 10000}")
+    assert message in err and f".py:{line}:" in err, err
+
+
+def test_with_get_core_of_a_runtime_index_is_refused(tmp_path):
+    err = _spmd_error(
+        "    with device.get_all_cores():\n"
+        "        c = legato.core_id()\n"
+        "    with device.get_core(c):\n        pass\n",
+        tmp_path, "with_runtime",
+    )
+    assert ".py:9:" in err, err
+
+
 def test_spmd_on_all_32_cores():
     a = torch.randn(128, 64).bfloat16()
     out = torch.zeros_like(a)

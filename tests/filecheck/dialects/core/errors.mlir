@@ -514,3 +514,17 @@ core.kernel @k args [] {
   }
 }
 // CHECK: Redefinition of symbol
+
+// -----
+
+// A runtime core (`on core(%c)`) only in an all_cores program (the same layout on every core).
+builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %c = core.core_id : index
+      %b = core.alloc on core(%c) sram : !core.buf<[4, 32], f32, sram>
+      core.end
+    }
+  }
+}
+// CHECK: core.alloc: `on core(%c)` (a runtime core) only in an all_cores program
