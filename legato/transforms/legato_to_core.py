@@ -549,6 +549,13 @@ class _KernelLowering:
         for k in range(n - RING_SLOTS):
             buf = allocs[k].result
             at = touches[k] + 1  # type: ignore[operator]
+            # The credit DMA issues once the unit ops reading the buffer are done, and the core
+            # issues in order: after the next MPU/VPU op, which the unit then has queued while
+            # the credit waits (if that still comes before transfer k + S is received or sent).
+            limit = min(waits[k + RING_SLOTS], dmas[k + RING_SLOTS])
+            nxt = next((j for j in range(at, limit) if _is_unit_op(prog.body[j])), None)
+            if nxt is not None:
+                at = nxt + 1
             c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
             credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
             for o in (c, credit):
@@ -754,6 +761,11 @@ class _KernelLowering:
         prog.issued_dma = True
         # A copy into core memory is not waited for: the scoreboard makes this program's later
         # unit ops (and `ld`) on the copied range wait for it.
+
+
+def _is_unit_op(op: Operation) -> bool:
+    """An op the MPU or VPU runs (the core only issues it)."""
+    return op.name.startswith(("core.mpu_", "core.vpu_"))
 
 
 _INDEX_OPS = {

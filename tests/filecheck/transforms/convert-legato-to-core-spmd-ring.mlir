@@ -3,7 +3,9 @@
 // An SPMD stream of four transfers to a runtime core (the next core of c's group of four): each core
 // is done with transfer k - 3 before it receives and before it sends transfer k, so the stream
 // cycles through three receive buffers with credits, as between two core programs
-// (convert-legato-to-core-ring.mlir). The credit goes to the core that sends to this one (the
+// (convert-legato-to-core-ring.mlir). A credit comes after the next MPU/VPU op following the
+// last touch (the core issues in order and the credit DMA waits for the ops reading the buffer:
+// the unit then has that op queued). The credit goes to the core that sends to this one (the
 // inverse permutation); no stream targets it, so it is the target applied order - 1 times (here
 // three times), computed in the prologue from a fresh core_id.
 
@@ -18,8 +20,10 @@
 // CHECK-NEXT:   core.dma %{{.*}} notify core(%[[P]]) sram queue 1
 // CHECK-NEXT:   core.wait_queue sram queue 1
 // CHECK-NEXT:   %[[B0:.*]] = core.alloc sram {buffer = "spmd_xfer0_slot0"}
-// CHECK:        core.dma %[[B0]] to %[[B0]] bytes %{{.*}} notify core(%[[SENDER]]) sram queue 255
 // CHECK:        core.alloc on core(%[[P]]) sram {buffer = "spmd_xfer0_slot1"}
+// CHECK:        core.vpu_binary add
+// CHECK-NEXT:   arith.constant 64 : index
+// CHECK-NEXT:   core.dma %[[B0]] to %[[B0]] bytes %{{.*}} notify core(%[[SENDER]]) sram queue 255
 // CHECK:        core.alloc on core(%[[P]]) sram {buffer = "spmd_xfer0_slot2"}
 // CHECK:        core.alloc on core(%[[P]]) sram {buffer = "spmd_xfer0_slot0"}
 // CHECK-NEXT:   core.wait_queue sram queue 255
