@@ -1,7 +1,8 @@
 """The issue-5 GEMM prefill bench kernel (`bench/gemm.py`): [512, 4096] @ [4096, 4096] bf16
 matches torch eager on both generations and reaches >= 85% of the MPU roofline; its layout follows
 the target's core count; a small instance with the same structure runs bit-identically at every
-IR level (the differential corpus, `tests/corpus/gemm_kernels.py`)."""
+IR level (the differential corpus, `tests/corpus/gemm_kernels.py`). The SPMD form
+(`make_gemm_spmd`, one program) matches torch at full size and runs at every level too."""
 
 import sys
 from pathlib import Path
@@ -71,11 +72,24 @@ def test_full_size_matches_torch_at_85_percent_of_the_mpu_roofline(target):
     assert "dma2d" in art.asm  # column slabs of A and column blocks of out: one DMA each
 
 
-def test_small_instance_runs_at_every_level_bit_identically():
+def test_spmd_form_is_one_program_and_matches_torch():
+    """`make_gemm_spmd`: the same GEMM as one all-cores program (all-to-all within a group)."""
+    from bench.gemm import make_gemm_spmd
+
+    ok, err, run, art = _run(make_gemm_spmd(512, 4096, 4096), "bertha")
+    assert ok, err
+    assert art.asm.count(".program") == 1 and "core(r" in art.asm  # sends to a runtime core
+    assert run.mac_count == 512 * 4096 * 4096
+    assert run.roofline.mpu_cycles / run.cycles >= 0.93, (run.cycles, run.roofline.as_dict())
+    assert run.dram_bytes < 2 * (4 << 20) * 4 + (32 << 20) * 2
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["per_core", "spmd"])
+def test_small_instance_runs_at_every_level_bit_identically(which):
     from legato.interp import differential as diff
     from tests.corpus.gemm_kernels import GEMM_CORPUS
 
-    (kernel,) = GEMM_CORPUS
+    kernel = GEMM_CORPUS[which]
     compiled = diff.compile_corpus_kernel(kernel, record_passes=False)
     ir = compiled.artifacts.core_ir
     assert "_slot2" in ir and "accumulate = true" in ir  # receive rings, MPU accumulation
