@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import legato
 from bench.decoder import make_decoder_layer
-from bench.gemm import make_gemm
+from bench.gemm import make_gemm_spmd
 
 BF16 = legato.types.float("bfloat16")
 
@@ -232,5 +232,5 @@ KERNELS = [
                 _softmax_torch, out_index=1),
     make_gemv(4096, 4096, "gemv_1x4096x4096"),
     make_decoder_layer(4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024"),
-    make_gemm(512, 4096, 4096, "gemm_512x4096x4096"),
+    make_gemm_spmd(512, 4096, 4096, "gemm_512x4096x4096"),  # one SPMD program
 ]

@@ -46,6 +46,7 @@ def _run(bk, target):
 def test_registered_in_the_bench():
     (bk,) = [k for k in KERNELS if k.name == "gemm_512x4096x4096"]
     assert bk.for_model is not None
+    assert bk.fn.__name__ == "gemm_512x4096x4096"
 
 
 def test_layout_follows_the_core_count():
@@ -72,15 +73,18 @@ def test_full_size_matches_torch_at_85_percent_of_the_mpu_roofline(target):
     assert "dma2d" in art.asm  # column slabs of A and column blocks of out: one DMA each
 
 
-def test_spmd_form_is_one_program_and_matches_torch():
-    """`make_gemm_spmd`: the same GEMM as one all-cores program (all-to-all within a group)."""
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_spmd_form_is_one_program_and_matches_torch(target):
+    """`make_gemm_spmd` (the bench's GEMM): one all-cores program (all-to-all within a group),
+    compiled in seconds instead of the per-core form's 25-40 s; >= 85% of the MPU roofline."""
     from bench.gemm import make_gemm_spmd
 
-    ok, err, run, art = _run(make_gemm_spmd(512, 4096, 4096), "bertha")
+    ok, err, run, art = _run(make_gemm_spmd(512, 4096, 4096), target)
     assert ok, err
     assert art.asm.count(".program") == 1 and "core(r" in art.asm  # sends to a runtime core
     assert run.mac_count == 512 * 4096 * 4096
-    assert run.roofline.mpu_cycles / run.cycles >= 0.93, (run.cycles, run.roofline.as_dict())
+    assert run.roofline.bound == "mpu"
+    assert run.roofline.mpu_cycles / run.cycles >= 0.85, (run.cycles, run.roofline.as_dict())
     assert run.dram_bytes < 2 * (4 << 20) * 4 + (32 << 20) * 2
 
 
