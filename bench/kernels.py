@@ -122,7 +122,7 @@ class BenchKernel:
     # with the target's ComputeModel before anything else.
     for_model: Callable | None = None
 
-    def specialize(self, model) -> "BenchKernel":
+    def specialize(self, model) -> BenchKernel:
         return self.for_model(model) if self.for_model is not None else self
 
 
@@ -141,7 +141,7 @@ def gemv_tile_n(model, n: int) -> int:
 
 
 def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
-              tile_n: int | None = None) -> "BenchKernel":
+              tile_n: int | None = None) -> BenchKernel:
     """A GEMV BenchKernel for x[1, k] @ W[k, n] (k a multiple of 256, n of the tile width).
 
     Weight layout (`mpu_dram`, shared DRAM laid out for streaming weights): the argument factory

@@ -52,4 +52,4 @@ __all__ = [
 if "torch" in __import__("sys").modules:
     # torch is loaded already: make the seed's `torch._dynamo.mark_dynamic(x, 0, max=128)` work
     # on torch 2.13 (legato/torch/dynamic.py backports the upstream fix).
-    import legato.torch  # noqa: E402, F401
+    import legato.torch  # noqa: F401

@@ -14,7 +14,6 @@ from legato.torch.dynamic import install_backport, mark_dynamic
 from legato.torch.registry import Impl, ResolveContext, load_libraries, register, unregister
 from legato.torch.summary import PlacementSummary, last_summary, summaries
 
-
 install_backport()  # the seed's `torch._dynamo.mark_dynamic(x, 0, max=128)` on torch 2.13
 
 

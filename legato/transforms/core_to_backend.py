@@ -25,7 +25,7 @@ from legato.dialects import core
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import Arg, ArgLayout
 from legato.transforms.diagnostics import error_at
-from legato.transforms.legato_to_core import ARG_NAMES_ATTR  # noqa: E402
+from legato.transforms.legato_to_core import ARG_NAMES_ATTR
 from legato.transforms.plan_memory import PLACEMENT_ATTR, alloc_core
 from legato.transforms.vpu_shapes import broadcast_form
 

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 import legato
-import legato.model.bertha as bertha
 from legato.interp.differential import CorpusKernel
+from legato.model import bertha
 
 BF16 = legato.types.float("bfloat16")
 F32 = legato.types.float("float32")

@@ -255,22 +255,22 @@ CORPUS: list[CorpusKernel] = [
            lambda x: x + 1.5),
 ]
 
-from tests.corpus.dsl_kernels import DSL_CORPUS  # noqa: E402
+from tests.corpus.dsl_kernels import DSL_CORPUS
 
 CORPUS += DSL_CORPUS
 
-from tests.corpus.runtime_kernels import RUNTIME_CORPUS  # noqa: E402
+from tests.corpus.runtime_kernels import RUNTIME_CORPUS
 
 CORPUS += RUNTIME_CORPUS
 
-from tests.corpus.select_gather_kernels import SELECT_GATHER_CORPUS  # noqa: E402
+from tests.corpus.select_gather_kernels import SELECT_GATHER_CORPUS
 
 CORPUS += SELECT_GATHER_CORPUS
 
-from tests.corpus.decoder_kernels import DECODER_CORPUS  # noqa: E402
+from tests.corpus.decoder_kernels import DECODER_CORPUS
 
 CORPUS += DECODER_CORPUS
 
-from tests.corpus.gemm_kernels import GEMM_CORPUS  # noqa: E402
+from tests.corpus.gemm_kernels import GEMM_CORPUS
 
 CORPUS += GEMM_CORPUS

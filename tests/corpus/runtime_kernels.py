@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 import legato
-import legato.model.bertha as bertha
 from legato.interp.differential import CorpusKernel
+from legato.model import bertha
 
 bf16 = legato.types.float("bfloat16")
 f32 = legato.types.float("float32")

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import legato
-import legato.jit as jit
-import legato.model.bertha as bertha
+from legato import jit
+from legato.model import bertha
 
 f32 = legato.types.float("float32")
 

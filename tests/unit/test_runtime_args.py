@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import legato
-import legato.model.bertha as bertha
 from legato.errors import LegatoRuntimeError
+from legato.model import bertha
 
 f32 = legato.types.float("float32")
 bf16 = legato.types.float("bfloat16")
@@ -67,7 +67,7 @@ def _x(n=5):
     (lambda: (_x(), 3.0), "argument 'out' of kernel scale"),
 ])
 def test_bad_arguments_are_refused_before_running(args, fragment, monkeypatch):
-    import legato.targets.bertha.runtime as runtime
+    from legato.targets.bertha import runtime
 
     monkeypatch.setattr(runtime, "Emulator", None)  # anything that got as far as running fails
     with pytest.raises(LegatoRuntimeError, match=fragment):

@@ -306,8 +306,7 @@ class Module:
             t = max(t, ready.get(getattr(ins, f), 0))
         if ins.op.format == "dma" and ins.imm & NOTIFY_PRESENT and (ins.imm >> 20) & 3 == CORE_REG:
             t = max(t, ready.get(ins.d, 0))
-        if t > self.time:
-            self.time = t
+        self.time = max(self.time, t)
         self.reg_ready = {r: e for r, e in ready.items() if e > t}
 
     def conflict(self, reads, writes) -> int:

@@ -68,7 +68,7 @@ def test_broadcasting(dt, lhs, rhs, op):
         isinstance(d, tuple) for d in lhs) else out
     body = f"%r = legato.{op} %x0, %x1 : {T(lhs)}, {T(rhs)} -> {T(out_dims)}"
     text = core0_kernel([(lhs, dt), (rhs, dt)], (out_dims, dt), body)
-    shape = lambda s: [d[1] for d in [d if isinstance(d, tuple) else (0, d) for d in s]]  # noqa: E731
+    shape = lambda s: [d[1] for d in [d if isinstance(d, tuple) else (0, d) for d in s]]
     a = rand(shape(lhs), dt, rng)
     b = rand(shape(rhs), dt, rng)
     emu, ref, _ = run_both(text, [a, b, np.zeros(shape(out_dims), NP[dt])])

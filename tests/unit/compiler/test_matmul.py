@@ -71,9 +71,8 @@ def test_matmul_f32_result_is_the_accumulator(m, k, n):
 
 
 def test_matmul_f32_result_needs_bf16_operands():
-    from xdsl.utils.exceptions import VerifyException
-
     from compiler_helpers import parse
+    from xdsl.utils.exceptions import VerifyException
 
     body = f"""
 %r = legato.matmul %x0, %x1 : {ttype([4, 8], 'f32', 'sram')}, {ttype([8, 8], 'f32', 'sram')} -> {ttype([4, 8], 'bf16', 'sram')}

@@ -11,13 +11,12 @@ import re
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 import torch
 
 import legato
 import legato.jit
-import legato.model.bertha as bertha
+from legato.model import bertha
 
 MiB = 1 << 20
 

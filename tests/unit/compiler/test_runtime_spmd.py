@@ -14,10 +14,10 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))
 
-from legato.interp import StepLimitExceeded  # noqa: E402
-from legato.interp.api import run  # noqa: E402
-from legato.targets.bertha.runtime import run_binary  # noqa: E402
-from tests.corpus import runtime_kernels as rk  # noqa: E402
+from legato.interp import StepLimitExceeded
+from legato.interp.api import run
+from legato.targets.bertha.runtime import run_binary
+from tests.corpus import runtime_kernels as rk
 
 
 @pytest.mark.parametrize("rows", [1, 8, 13, 64])

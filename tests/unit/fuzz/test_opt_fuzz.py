@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "unit" / "tools"))
 
-from opt_helpers import run_opt  # noqa: E402
+from opt_helpers import run_opt
 
 CORPUS = sorted((ROOT / "tests" / "filecheck").rglob("*.mlir"))
 TEXTS = {p: p.read_text() for p in CORPUS}

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirna
 
 from legato.interp import differential as diff
 from legato.interp.first_divergence import first_divergent_op
-from tests.corpus.kernels import CORPUS, _F, shaped
+from tests.corpus.kernels import _F, CORPUS, shaped
 
 CHAIN = shaped(
     "mul_then_exp",
