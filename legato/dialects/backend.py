@@ -1126,33 +1126,15 @@ class CoreOnlyOp(BackendOp, ABC):
     """Instructions only a core has (queues, MPU, VPU); rejected in a program on top."""
 
 
-@irdl_op_definition
-class DmaOp(BackendOp):
-    """`backend.dma %dst, %src, %len [notify [core(K) | core(%r)] <space> queue <q>] :
-    (!backend.reg, !backend.reg, !backend.reg[, !backend.reg]) -> ()`
-    (`dma rdst, rsrc, rlen[, [coreK.|core(rN).]SPACE.qN]`). Without a core the running core is
-    notified (not allowed on top).
-    Builder: `DmaOp(dst, src, length, notify=None)`; `notify` = (core, space, queue) with core
-    None (running core), an int, or a register value."""
+class _DmaMixin:
+    """What `backend.dma` and `backend.dma2d` share: their data registers (`DATA`, in order),
+    then an optional notify clause `notify [core(K) | core(%r)] <space> queue <q>` (assembly
+    `[coreK.|core(rN).]SPACE.qN`); builder, custom syntax, verifier and assembly line."""
 
-    name = "backend.dma"
-    MNEMONIC: ClassVar[str] = "dma"
-    dst = operand_def(RegType)
-    src = operand_def(RegType)
-    length = operand_def(RegType)
-    notify_core_reg = opt_operand_def(RegType)
-    notify = opt_prop_def(UnitAttr)
-    notify_core = opt_prop_def(IntAttr)
-    notify_space = opt_prop_def(StringAttr)
-    notify_queue = opt_prop_def(IntAttr)
+    DATA: ClassVar[tuple[str, ...]]
+    MNEMONIC: ClassVar[str]
 
-    def __init__(
-        self,
-        dst: SSAValue | Operation,
-        src: SSAValue | Operation,
-        length: SSAValue | Operation,
-        notify: tuple[int | SSAValue | Operation | None, str, int] | None = None,
-    ):
+    def _build(self, regs: list, notify) -> None:
         props: dict[str, Attribute | None] = {}
         core_reg: list[SSAValue | Operation] = []
         if notify is not None:
@@ -1165,12 +1147,12 @@ class DmaOp(BackendOp):
             }
             if core is not None and not isinstance(core, int):
                 core_reg = [core]
-        super().__init__(operands=[dst, src, length, core_reg], properties=props)
+        BackendOp.__init__(self, operands=[*regs, core_reg], properties=props)  # type: ignore[arg-type]
 
     @classmethod
-    def parse(cls, parser: Parser) -> DmaOp:
+    def parse(cls, parser: Parser):
         regs = [parser.parse_unresolved_operand()]
-        for _ in range(2):
+        for _ in range(len(cls.DATA) - 1):
             parser.parse_punctuation(",")
             regs.append(parser.parse_unresolved_operand())
         props: dict[str, Attribute] = {}
@@ -1191,41 +1173,74 @@ class DmaOp(BackendOp):
             )
         attrs = parser.parse_optional_attr_dict()
         ins, _ = _parse_types(parser, regs, False)
-        op = cls.create(operands=ins, properties=props)
+        op = cls.create(operands=ins, properties=props)  # type: ignore[attr-defined]
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
-        printer.print_list([self.dst, self.src, self.length], printer.print_ssa_value)
-        if self.notify is not None:
+        printer.print_list([getattr(self, f) for f in self.DATA], printer.print_ssa_value)
+        if self.notify is not None:  # type: ignore[attr-defined]
             printer.print_string(" notify")
-            if self.notify_core is not None:
-                printer.print_string(f" core({self.notify_core.data})")
-            elif self.notify_core_reg is not None:
+            if self.notify_core is not None:  # type: ignore[attr-defined]
+                printer.print_string(f" core({self.notify_core.data})")  # type: ignore[attr-defined]
+            elif self.notify_core_reg is not None:  # type: ignore[attr-defined]
                 printer.print_string(" core(")
-                printer.print_ssa_value(self.notify_core_reg)
+                printer.print_ssa_value(self.notify_core_reg)  # type: ignore[attr-defined]
                 printer.print_string(")")
-            assert self.notify_space is not None and self.notify_queue is not None
-            printer.print_string(f" {self.notify_space.data} queue {self.notify_queue.data}")
-        self._print_attrs(printer)
-        _print_types(printer, self)
+            space, queue = self.notify_space, self.notify_queue  # type: ignore[attr-defined]
+            assert space is not None and queue is not None
+            printer.print_string(f" {space.data} queue {queue.data}")
+        self._print_attrs(printer)  # type: ignore[attr-defined]
+        _print_types(printer, self)  # type: ignore[arg-type]
 
     def verify_(self) -> None:
-        _verify_notify(self)
+        _verify_notify(self)  # type: ignore[arg-type]
 
     def assembly_line(self) -> str:
-        s = f"dma {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.length)}"
-        if self.notify is not None:
-            assert self.notify_space is not None and self.notify_queue is not None
-            if self.notify_core is not None:
-                sel = f"core{self.notify_core.data}."
-            elif self.notify_core_reg is not None:
-                sel = f"core({_rn(self.notify_core_reg)})."
+        s = f"{self.MNEMONIC} " + ", ".join(_rn(getattr(self, f)) for f in self.DATA)
+        if self.notify is not None:  # type: ignore[attr-defined]
+            space, queue = self.notify_space, self.notify_queue  # type: ignore[attr-defined]
+            assert space is not None and queue is not None
+            if self.notify_core is not None:  # type: ignore[attr-defined]
+                sel = f"core{self.notify_core.data}."  # type: ignore[attr-defined]
+            elif self.notify_core_reg is not None:  # type: ignore[attr-defined]
+                sel = f"core({_rn(self.notify_core_reg)})."  # type: ignore[attr-defined]
             else:
                 sel = ""
-            s += f", {sel}{self.notify_space.data}.q{self.notify_queue.data}"
+            s += f", {sel}{space.data}.q{queue.data}"
         return s
+
+
+@irdl_op_definition
+class DmaOp(_DmaMixin, BackendOp):
+    """`backend.dma %dst, %src, %len [notify [core(K) | core(%r)] <space> queue <q>] :
+    (!backend.reg, !backend.reg, !backend.reg[, !backend.reg]) -> ()`
+    (`dma rdst, rsrc, rlen[, [coreK.|core(rN).]SPACE.qN]`). Without a core the running core is
+    notified (not allowed on top).
+    Builder: `DmaOp(dst, src, length, notify=None)`; `notify` = (core, space, queue) with core
+    None (running core), an int, or a register value."""
+
+    name = "backend.dma"
+    MNEMONIC: ClassVar[str] = "dma"
+    DATA: ClassVar[tuple[str, ...]] = ("dst", "src", "length")
+    dst = operand_def(RegType)
+    src = operand_def(RegType)
+    length = operand_def(RegType)
+    notify_core_reg = opt_operand_def(RegType)
+    notify = opt_prop_def(UnitAttr)
+    notify_core = opt_prop_def(IntAttr)
+    notify_space = opt_prop_def(StringAttr)
+    notify_queue = opt_prop_def(IntAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        src: SSAValue | Operation,
+        length: SSAValue | Operation,
+        notify: tuple[int | SSAValue | Operation | None, str, int] | None = None,
+    ):
+        self._build([dst, src, length], notify)
 
 
 def _verify_notify(self: DmaOp | Dma2dOp) -> None:
@@ -1263,7 +1278,7 @@ def _verify_notify(self: DmaOp | Dma2dOp) -> None:
 
 
 @irdl_op_definition
-class Dma2dOp(BackendOp):
+class Dma2dOp(_DmaMixin, BackendOp):
     """`backend.dma2d %dst, %src, %shape, %stride [notify [core(K) | core(%r)] <space> queue
     <q>] : (!backend.reg, !backend.reg, !backend.reg, !backend.reg[, !backend.reg]) -> ()`
     (`dma2d rdst, rsrc, rshape, rstride[, NOTIFY]`): one strided transfer of `rows` rows of
@@ -1273,6 +1288,7 @@ class Dma2dOp(BackendOp):
 
     name = "backend.dma2d"
     MNEMONIC: ClassVar[str] = "dma2d"
+    DATA: ClassVar[tuple[str, ...]] = ("dst", "src", "shape", "stride")
     dst = operand_def(RegType)
     src = operand_def(RegType)
     shape = operand_def(RegType)
@@ -1291,80 +1307,7 @@ class Dma2dOp(BackendOp):
         stride: SSAValue | Operation,
         notify: tuple[int | SSAValue | Operation | None, str, int] | None = None,
     ):
-        props: dict[str, Attribute | None] = {}
-        core_reg: list[SSAValue | Operation] = []
-        if notify is not None:
-            core, space, queue = notify
-            props = {
-                "notify": UnitAttr(),
-                "notify_space": StringAttr(space),
-                "notify_queue": IntAttr(queue),
-                "notify_core": IntAttr(core) if isinstance(core, int) else None,
-            }
-            if core is not None and not isinstance(core, int):
-                core_reg = [core]
-        super().__init__(operands=[dst, src, shape, stride, core_reg], properties=props)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> Dma2dOp:
-        regs = [parser.parse_unresolved_operand()]
-        for _ in range(3):
-            parser.parse_punctuation(",")
-            regs.append(parser.parse_unresolved_operand())
-        props: dict[str, Attribute] = {}
-        if parser.parse_optional_keyword("notify") is not None:
-            props["notify"] = UnitAttr()
-            if parser.parse_optional_keyword("core") is not None:
-                with parser.in_parens():
-                    if (o := parser.parse_optional_unresolved_operand()) is not None:
-                        regs.append(o)
-                    else:
-                        props["notify_core"] = IntAttr(
-                            parser.parse_integer(allow_boolean=False, allow_negative=False)
-                        )
-            props["notify_space"] = _parse_enum(parser, SPACES, "memory space")
-            parser.parse_keyword("queue")
-            props["notify_queue"] = IntAttr(
-                parser.parse_integer(allow_boolean=False, allow_negative=False)
-            )
-        attrs = parser.parse_optional_attr_dict()
-        ins, _ = _parse_types(parser, regs, False)
-        op = cls.create(operands=ins, properties=props)
-        op.attributes |= attrs
-        return op
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list([self.dst, self.src, self.shape, self.stride],
-                           printer.print_ssa_value)
-        if self.notify is not None:
-            printer.print_string(" notify")
-            if self.notify_core is not None:
-                printer.print_string(f" core({self.notify_core.data})")
-            elif self.notify_core_reg is not None:
-                printer.print_string(" core(")
-                printer.print_ssa_value(self.notify_core_reg)
-                printer.print_string(")")
-            assert self.notify_space is not None and self.notify_queue is not None
-            printer.print_string(f" {self.notify_space.data} queue {self.notify_queue.data}")
-        self._print_attrs(printer)
-        _print_types(printer, self)
-
-    def verify_(self) -> None:
-        _verify_notify(self)
-
-    def assembly_line(self) -> str:
-        s = f"dma2d {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.shape)}, {_rn(self.stride)}"
-        if self.notify is not None:
-            assert self.notify_space is not None and self.notify_queue is not None
-            if self.notify_core is not None:
-                sel = f"core{self.notify_core.data}."
-            elif self.notify_core_reg is not None:
-                sel = f"core({_rn(self.notify_core_reg)})."
-            else:
-                sel = ""
-            s += f", {sel}{self.notify_space.data}.q{self.notify_queue.data}"
-        return s
+        self._build([dst, src, shape, stride], notify)
 
 
 @irdl_op_definition
