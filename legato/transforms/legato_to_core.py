@@ -426,17 +426,8 @@ class _KernelLowering:
                 continue
             cq = next(q for q in range(MAX_QUEUE, -1, -1) if (sender, "sram", q) not in used)
             used.add((sender, "sram", cq))
-            base = self.transfer_of[sends[0]]
-            for k, (snd, rcv) in enumerate(zip(sends, recvs)):
-                slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
-                self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
-                self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
             s_ins = inserts.setdefault(id(sprog), (sprog, []))[1]
-            for k in range(RING_SLOTS, n):
-                dma = self.lowered[sends[k]][1]
-                wait = core.WaitQueueOp("sram", cq)
-                wait.location = dma.location
-                s_ins.append((pos[id(sprog)][dma], [wait]))
+            self._ring_slots_and_waits(sends, recvs, cq, pos[id(sprog)], s_ins)
             nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
             r_ins = inserts.setdefault(id(rprog), (rprog, []))[1]
             for k in range(n - RING_SLOTS):
@@ -453,6 +444,22 @@ class _KernelLowering:
             for at, ops in sorted(items, key=lambda x: x[0], reverse=True):
                 prog.body[at:at] = ops
 
+
+    def _ring_slots_and_waits(self, sends, recvs, cq: int, prog_pos, inserts: list) -> None:
+        """Put transfer k of a ring stream (sender side and receiver side) in buffer slot
+        k % RING_SLOTS, and make the sender wait for a credit on its queue `cq` before each send
+        from the (RING_SLOTS+1)-th on; `inserts` collects (position, ops) of the sender's
+        program."""
+        base = self.transfer_of[sends[0]]
+        for k, (snd, rcv) in enumerate(zip(sends, recvs, strict=True)):
+            slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
+            self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
+            self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
+        for k in range(RING_SLOTS, len(sends)):
+            dma = self.lowered[sends[k]][1]
+            wait = core.WaitQueueOp("sram", cq)
+            wait.location = dma.location
+            inserts.append((prog_pos[dma], [wait]))
 
     def _sender_of(
         self, prog: _Program, key: tuple, before: int, positions: dict, limit: int
@@ -534,17 +541,8 @@ class _KernelLowering:
         spmd_used = {(sp, qq) for _, sp, qq in used}
         cq = next(x for x in range(MAX_QUEUE, -1, -1) if ("sram", x) not in spmd_used)
         used.add((None, "sram", cq))
-        base = self.transfer_of[sends[0]]
-        for k, (snd, rcv) in enumerate(zip(sends, recvs)):
-            slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
-            self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
-            self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
         ins = inserts.setdefault(id(prog), (prog, []))[1]
-        for k in range(RING_SLOTS, n):
-            dma = self.lowered[sends[k]][1]
-            wait = core.WaitQueueOp("sram", cq)
-            wait.location = dma.location
-            ins.append((pos[id(prog)][dma], [wait]))
+        self._ring_slots_and_waits(sends, recvs, cq, pos[id(prog)], ins)
         nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
         for k in range(n - RING_SLOTS):
             buf = allocs[k].result
