@@ -311,21 +311,36 @@ class Module:
 
     def conflict(self, reads, writes) -> int:
         """Latest end of an in-flight unit op whose ranges conflict (RAW, WAR, WAW)."""
-        t = 0
+        t = self.time
         for end, r_reads, r_writes in self.inflight:
-            if end <= self.time or end <= t:
+            if end <= t:
                 continue
-            if _overlaps(r_writes, reads) or _overlaps(r_writes, writes) or _overlaps(r_reads, writes):
+            # (the range tests are inlined: this is the emulator's hottest loop)
+            hit = False
+            for lo, hi in r_writes:
+                for lo2, hi2 in reads:
+                    if lo < hi2 and lo2 < hi:
+                        hit = True
+                        break
+                if hit:
+                    break
+                for lo2, hi2 in writes:
+                    if lo < hi2 and lo2 < hi:
+                        hit = True
+                        break
+                if hit:
+                    break
+            if not hit:
+                for lo, hi in r_reads:
+                    for lo2, hi2 in writes:
+                        if lo < hi2 and lo2 < hi:
+                            hit = True
+                            break
+                    if hit:
+                        break
+            if hit:
                 t = end
-        return t
-
-
-def _overlaps(a, b) -> bool:
-    for lo, hi in a:
-        for lo2, hi2 in b:
-            if lo < hi2 and lo2 < hi:
-                return True
-    return False
+        return t if t > self.time else 0
 
 
 # ---- the emulator ------------------------------------------------------------------------------
