@@ -224,19 +224,26 @@ class BackendFunctions(InterpreterFunctions):
             raise InterpError(f"dma of a negative length {n}", op)
         self.mem.copy(dst, src, n)
         self.machine.dma_bytes += n
-        if op.notify is not None:
-            if op.notify_core is not None:
-                core = op.notify_core.data
-            elif op.notify_core_reg is not None:
-                core = args[3]
-            else:
-                core = env.core
-            assert op.notify_space is not None and op.notify_queue is not None
-            if core is None:
-                raise InterpError("dma on top notifies no core", op)
-            self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
-                                f"{env.name}'s dma")
+        self._notify(env, op, args[3:])
         return ()
+
+    def _notify(self, env, op: B.DmaOp | B.Dma2dOp, core_reg: tuple) -> None:
+        """Signal the queue a dma/dma2d names (`core_reg`: the notify core register's value,
+        when the op has one)."""
+        if op.notify is None:
+            return
+        if op.notify_core is not None:
+            core = op.notify_core.data
+        elif op.notify_core_reg is not None:
+            core = core_reg[0]
+        else:
+            core = env.core
+        assert self.machine is not None
+        assert op.notify_space is not None and op.notify_queue is not None
+        if core is None:
+            raise InterpError(f"{op.MNEMONIC} on top notifies no core", op)
+        self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
+                            f"{env.name}'s {op.MNEMONIC}")
 
     @impl(B.Dma2dOp)
     def run_dma2d(self, interpreter, op: B.Dma2dOp, args):
@@ -251,18 +258,7 @@ class BackendFunctions(InterpreterFunctions):
         for r in range(rows if row else 0):
             self.mem.copy(dst + r * dstride, src + r * sstride, row)
         self.machine.dma_bytes += rows * row
-        if op.notify is not None:
-            if op.notify_core is not None:
-                core = op.notify_core.data
-            elif op.notify_core_reg is not None:
-                core = args[4]
-            else:
-                core = env.core
-            assert op.notify_space is not None and op.notify_queue is not None
-            if core is None:
-                raise InterpError("dma2d on top notifies no core", op)
-            self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
-                                f"{env.name}'s dma2d")
+        self._notify(env, op, args[4:])
         return ()
 
     @impl(B.QwaitOp)

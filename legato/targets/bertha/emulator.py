@@ -259,6 +259,17 @@ _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
 
 _PURE = None  # the plan of a scalar instruction (unused by _execute)
 
+
+def _notify_core_reg(ins) -> int | None:
+    """The register naming the core a dma/dma2d notifies (CORE_REG mode), else None: field d
+    for dma, immediate bits 7:0 for dma2d (whose d holds the strides)."""
+    fmt = ins.op.format
+    if fmt not in ("dma", "dma2d") or not ins.imm & NOTIFY_PRESENT:
+        return None
+    if (ins.imm >> 20) & 3 != CORE_REG:
+        return None
+    return ins.d if fmt == "dma" else ins.imm & 0xFF
+
 # Decoding is a pure function of the word and Instructions are immutable: the programs of one
 # binary (32 cores running similar code) and repeated runs share their decoded words. A word
 # that does not decode raises every time (exceptions are not cached).
@@ -304,8 +315,9 @@ class Module:
         t = self.time
         for f in isa.REG_FIELDS[ins.op.format]:
             t = max(t, ready.get(getattr(ins, f), 0))
-        if ins.op.format == "dma" and ins.imm & NOTIFY_PRESENT and (ins.imm >> 20) & 3 == CORE_REG:
-            t = max(t, ready.get(ins.d, 0))
+        reg = _notify_core_reg(ins)
+        if reg is not None:
+            t = max(t, ready.get(reg, 0))
         self.time = max(self.time, t)
         self.reg_ready = {r: e for r, e in ready.items() if e > t}
 
@@ -617,19 +629,10 @@ class Emulator:
                 raise _Trap(f"dma of negative length {n}")
             self._check(src, n)
             self._check(dst, n)
-            notify = None
-            if ins.imm & NOTIFY_PRESENT:
-                mode = (ins.imm >> 20) & 3
-                core = self._core_of_selector(m, mode, ins.d if mode == CORE_REG else ins.imm & 0xFF)
-                notify = (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
+            notify = self._notify(m, ins)
             s_space, s_core = self.memory.classify(src)
             d_space, d_core = self.memory.classify(dst)
-            if d_core is not None:
-                port = f"core{d_core}"
-            elif s_core is not None:
-                port = f"core{s_core}"
-            else:
-                port = "top" if m.core is None else f"core{m.core}"
+            port = self._dma_port(m, s_core, d_core)
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
             t = max(m.time, m.conflict(reads, writes), slot)
@@ -691,6 +694,15 @@ class Emulator:
             return plan
         return _Plan(m.time)
 
+    def _notify(self, m: Module, ins) -> tuple[int, int, int] | None:
+        """(core, space, queue) a dma/dma2d notifies on completion, or None."""
+        if not ins.imm & NOTIFY_PRESENT:
+            return None
+        mode = (ins.imm >> 20) & 3
+        reg = _notify_core_reg(ins)
+        core = self._core_of_selector(m, mode, ins.imm & 0xFF if reg is None else reg)
+        return (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
+
     def _dma_port(self, m: Module, s_core, d_core) -> str:
         if d_core is not None:
             return f"core{d_core}"
@@ -714,11 +726,7 @@ class Emulator:
                         f"{row} bytes: rows would overlap")
         self._check(src, sspan)
         self._check(dst, dspan)
-        notify = None
-        if ins.imm & NOTIFY_PRESENT:
-            mode = (ins.imm >> 20) & 3
-            core = self._core_of_selector(m, mode, ins.imm & 0xFF)
-            notify = (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
+        notify = self._notify(m, ins)
         s_space, s_core = self.memory.classify(src)
         d_space, d_core = self.memory.classify(dst)
         port = self._dma_port(m, s_core, d_core)
@@ -911,14 +919,18 @@ class Emulator:
         shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]
         dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
-        m.inflight.append((end, [(src, src + n)], [(dst, dst + n)]))
+        self._dma_booked(m, t, end, (src, src + n), (dst, dst + n), notify, bytes=n, port=port)
+
+    def _dma_booked(self, m: Module, t: int, end: int, read, write, notify, **ev) -> None:
+        """What every transfer does once its end time is known: the scoreboard entry, the
+        module's DMA time, the trace event, the notify of the target queue."""
+        m.inflight.append((end, [read], [write]))
         m.dma_end = max(m.dma_end, end)
         m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
         m._dma_busy_until = max(m._dma_busy_until, end)
-        self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, port=port)
+        self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
         if notify is not None:
-            core, space, q = notify
-            self.queues.setdefault((core, space, q), deque()).append(end)
+            self.queues.setdefault(notify, deque()).append(end)
             self._wake()
 
     def _exec_dma2d(self, m: Module, plan: _Plan, t: int) -> None:
@@ -941,15 +953,8 @@ class Emulator:
                                                       (dst, dstride, d_space)) if sp == "shared"]
         dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
-        m.inflight.append((end, [(src, src + sspan)], [(dst, dst + dspan)]))
-        m.dma_end = max(m.dma_end, end)
-        m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
-        m._dma_busy_until = max(m._dma_busy_until, end)
-        self._dma_ev(m, t, end, src=hex(src), dst=hex(dst), bytes=n, rows=rows, port=port)
-        if notify is not None:
-            core, space, q = notify
-            self.queues.setdefault((core, space, q), deque()).append(end)
-            self._wake()
+        self._dma_booked(m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n,
+                         rows=rows, port=port)
 
     def _arrive(self, m: Module, ins, t: int) -> bool:
         bid, count = ins.a, ins.imm

@@ -222,3 +222,18 @@ def test_an_instruction_overwriting_a_loading_register_waits():
     assert m.time == 400
     m.stall_on_loads(isa.make("add", a=8, b=4, c=0))  # RAW on r4
     assert m.time == 401 and m.reg_ready == {}
+
+
+def test_a_notify_core_register_is_on_the_scoreboard():
+    """dma names its notify-core register in field d, dma2d in immediate bits 7:0 (its d holds
+    the strides): both wait for an in-flight load of that register."""
+    from legato.targets.bertha import isa
+    from legato.targets.bertha.emulator import Module
+
+    notify = isa.NOTIFY_PRESENT | (isa.CORE_REG << 20) | (1 << 16) | (1 << 8)
+    for ins in (isa.make("dma", a=3, b=4, c=5, d=9, imm=notify),
+                isa.make("dma2d", a=3, b=4, c=5, d=6, imm=notify | 9)):
+        m = Module(0, "core0", None, 0, [])
+        m.reg_ready = {9: 400}
+        m.stall_on_loads(ins)
+        assert m.time == 400, ins
