@@ -28,10 +28,6 @@ from xdsl.dialects.builtin import (
     SymbolNameConstraint,
     i64,
 )
-from xdsl.dialects.utils.dynamic_index_list import (
-    parse_dynamic_index_list_without_types,
-    print_dynamic_index_list,
-)
 from xdsl.ir import (
     Attribute,
     Block,
@@ -84,9 +80,11 @@ from legato.dialects.legato import (
     parse_space,
     verify_memory_space,
 )
+from legato.dialects.slicing import DYNAMIC as SLICE_DYNAMIC
+from legato.dialects.slicing import parse_sliced, print_sliced, split_mixed
 from legato.types import CORE_SPACES, Dim
 
-DYNAMIC = -(2**63)
+DYNAMIC = SLICE_DYNAMIC  # (legato.dialects.slicing)
 """Sentinel for a dynamic entry in `core.subview` offsets/sizes (as in memref.subview)."""
 
 QUEUE_SPACES = ("sram", "mpu_buffer", "private_dram")
@@ -661,10 +659,8 @@ class SubviewOp(IRDLOperation):
         sizes: Sequence[int | SSAValue | Operation],
         result_type: BufType | None = None,
     ):
-        dyn_off = [SSAValue.get(o) for o in offsets if not isinstance(o, int)]
-        dyn_size = [SSAValue.get(s) for s in sizes if not isinstance(s, int)]
-        st_off = [o if isinstance(o, int) else DYNAMIC for o in offsets]
-        st_size = [s if isinstance(s, int) else DYNAMIC for s in sizes]
+        dyn_off, st_off = split_mixed(offsets)
+        dyn_size, st_size = split_mixed(sizes)
         if result_type is None:
             src = SSAValue.get(source).type
             assert isinstance(src, BufType)
@@ -682,41 +678,13 @@ class SubviewOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> SubviewOp:
-        src = parser.parse_unresolved_operand()
-        dyn_off, st_off = parse_dynamic_index_list_without_types(parser, DYNAMIC)
-        dyn_size, st_size = parse_dynamic_index_list_without_types(parser, DYNAMIC)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        parser.parse_punctuation("->")
-        r = parser.parse_type()
-        idx = IndexType()
-
-        def mixed(dyn, static) -> list[int | SSAValue]:
-            it = iter(dyn)
-            return [parser.resolve_operand(next(it), idx) if v == DYNAMIC else v for v in static]
-
-        op = SubviewOp(
-            parser.resolve_operand(src, t),
-            mixed(dyn_off, st_off),
-            mixed(dyn_size, st_size),
-            r,  # type: ignore[arg-type]
-        )
+        src, offsets, sizes, r, attrs = parse_sliced(parser)
+        op = SubviewOp(src, offsets, sizes, r)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.source)
-        printer.print_string(" ")
-        print_dynamic_index_list(printer, DYNAMIC, self.offsets, self.static_offsets.get_values())
-        printer.print_string(" ")
-        print_dynamic_index_list(printer, DYNAMIC, self.sizes, self.static_sizes.get_values())
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.source.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        print_sliced(printer, self, self.source)
 
     def verify_(self) -> None:
         src = _buf(self.source, "core.subview source")

@@ -45,10 +45,6 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.utils import parse_func_op_like, print_func_op_like
-from xdsl.dialects.utils.dynamic_index_list import (
-    parse_dynamic_index_list_without_types,
-    print_dynamic_index_list,
-)
 from xdsl.ir import (
     Attribute,
     Block,
@@ -91,6 +87,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
     MEMORY_SPACES,
@@ -2003,7 +2000,7 @@ class CoreIdOp(IRDLOperation):
 # Runtime scalars, dynamic slices, core-side loads, synchronization (issue 4)
 # ---------------------------------------------------------------------------------------------
 
-DYNAMIC_INDEX = -(2**63)
+DYNAMIC_INDEX = DYNAMIC  # (legato.dialects.slicing)
 """Marker of a dynamic entry in `legato.dynamic_slice`'s static offset/size arrays."""
 
 
@@ -2079,10 +2076,8 @@ class DynamicSliceOp(IRDLOperation):
         sizes: Sequence[int | SSAValue | Operation],
         result_type: TensorType,
     ):
-        dyn_off = [SSAValue.get(o) for o in offsets if not isinstance(o, int)]
-        dyn_size = [SSAValue.get(s) for s in sizes if not isinstance(s, int)]
-        st_off = [o if isinstance(o, int) else DYNAMIC_INDEX for o in offsets]
-        st_size = [s if isinstance(s, int) else DYNAMIC_INDEX for s in sizes]
+        dyn_off, st_off = split_mixed(offsets)
+        dyn_size, st_size = split_mixed(sizes)
         super().__init__(
             operands=[input, dyn_off, dyn_size],
             result_types=[result_type],
@@ -2093,51 +2088,20 @@ class DynamicSliceOp(IRDLOperation):
         )
 
     def mixed_offsets(self) -> list[int | SSAValue]:
-        it = iter(self.offsets)
-        return [next(it) if o == DYNAMIC_INDEX else o for o in self.static_offsets.get_values()]
+        return join_mixed(self.offsets, self.static_offsets.get_values())
 
     def mixed_sizes(self) -> list[int | SSAValue]:
-        it = iter(self.sizes)
-        return [next(it) if s == DYNAMIC_INDEX else s for s in self.static_sizes.get_values()]
+        return join_mixed(self.sizes, self.static_sizes.get_values())
 
     @classmethod
     def parse(cls, parser: Parser) -> DynamicSliceOp:
-        x = parser.parse_unresolved_operand()
-        dyn_off, st_off = parse_dynamic_index_list_without_types(parser, DYNAMIC_INDEX)
-        dyn_size, st_size = parse_dynamic_index_list_without_types(parser, DYNAMIC_INDEX)
-        attrs = parser.parse_optional_attr_dict()
-        parser.parse_punctuation(":")
-        t = parser.parse_type()
-        parser.parse_punctuation("->")
-        r = parser.parse_type()
-        idx = IndexType()
-
-        def mixed(dyn, static) -> list[int | SSAValue]:
-            it = iter(dyn)
-            return [
-                parser.resolve_operand(next(it), idx) if v == DYNAMIC_INDEX else v for v in static
-            ]
-
-        op = DynamicSliceOp(
-            parser.resolve_operand(x, t), mixed(dyn_off, st_off), mixed(dyn_size, st_size), r  # type: ignore[arg-type]
-        )
+        x, offsets, sizes, r, attrs = parse_sliced(parser)
+        op = DynamicSliceOp(x, offsets, sizes, r)  # type: ignore[arg-type]
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_ssa_value(self.input)
-        printer.print_string(" ")
-        print_dynamic_index_list(
-            printer, DYNAMIC_INDEX, self.offsets, self.static_offsets.get_values()
-        )
-        printer.print_string(" ")
-        print_dynamic_index_list(printer, DYNAMIC_INDEX, self.sizes, self.static_sizes.get_values())
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_attribute(self.input.type)
-        printer.print_string(" -> ")
-        printer.print_attribute(self.result.type)
+        print_sliced(printer, self, self.input)
 
     def verify_(self) -> None:
         x = _tensor(self.input, "legato.dynamic_slice operand")
