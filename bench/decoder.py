@@ -60,8 +60,10 @@ def _cores_per_block(tiles: int, kt: int, p: int) -> int:
     """The most cores whose tile range `[c*T/P, (c+1)*T/P)` meets one block of `kt` tiles."""
     p = min(p, tiles)
     ranges = [(c * tiles // p, (c + 1) * tiles // p) for c in range(p)]
-    return max(sum(1 for lo, hi in ranges if max(lo, b * kt) < min(hi, (b + 1) * kt))
-               for b in range(tiles // kt))
+    return max(
+        sum(1 for lo, hi in ranges if max(lo, b * kt) < min(hi, (b + 1) * kt))
+        for b in range(tiles // kt)
+    )
 
 
 @legato.function
@@ -77,18 +79,19 @@ def gemv_stage(xs, wt, part, c, P, KT, NBLK, S):
         acc = legato.tensor.full((1, MPU_TN), 0.0, F32)
         for t in range(max(start - b * KT, 0), min(end - b * KT, KT)):
             w = legato.tensor.load(wt[b, t], "mpu_buffer")
-            acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK:(t + 1) * MPU_TK], w, F32)
+            acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK : (t + 1) * MPU_TK], w, F32)
         first = ((b * KT + 1) * P - 1) // T
         last = ((b * KT + KT) * P - 1) // T
         slot = c - first
         # (3-D destinations: the legato-level interpreter copies a reshape, so a memcpy into
         # part[b, s] would not reach the argument there)
-        legato.tensor.memcpy(part[b:b + 1, slot:slot + 1, :],
-                             legato.tensor.reshape(acc, (1, 1, MPU_TN)))
+        legato.tensor.memcpy(
+            part[b : b + 1, slot : slot + 1, :], legato.tensor.reshape(acc, (1, 1, MPU_TN))
+        )
         # the block's first core zeroes the slots [last - first + 1, S) that no core writes
         zero = legato.tensor.full((1, 1, MPU_TN), 0.0, F32)
         for s in range(S - (S - (last - first + 1)) * (1 - min(slot, 1)), S):
-            legato.tensor.memcpy(part[b:b + 1, s:s + 1, :], zero)
+            legato.tensor.memcpy(part[b : b + 1, s : s + 1, :], zero)
 
 
 @legato.function
@@ -107,8 +110,9 @@ def rotary(x, cos, sin):
     return x * cos + rot * sin
 
 
-def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ctx: int = 1024,
-                       name: str | None = None) -> "BenchKernel":
+def make_decoder_layer(
+    hidden: int = 4096, heads: int = 32, ffn: int = 11008, ctx: int = 1024, name: str | None = None
+) -> "BenchKernel":
     """A BenchKernel for one Llama decoder layer in decode; specialized per chip by `for_model`
     (the scratch arguments' slot count depends on the core count)."""
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
@@ -124,8 +128,12 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
     scale = 1.0 / math.sqrt(HEAD_DIM)
 
     def build(p: int) -> "BenchKernel":
-        S = max(_cores_per_block(3 * nh * kh, kh, p), _cores_per_block(nh * kh, kh, p),
-                _cores_per_block(2 * nf * kh, kh, p), _cores_per_block(nh * kf, kf, p))
+        S = max(
+            _cores_per_block(3 * nh * kh, kh, p),
+            _cores_per_block(nh * kh, kh, p),
+            _cores_per_block(2 * nf * kh, kh, p),
+            _cores_per_block(nh * kf, kf, p),
+        )
 
         assert p >= heads, f"attention takes a head per core: {p} cores < {heads} heads"
         split = max(1, min(p // heads, nctx))  # cores per head in attention
@@ -177,11 +185,12 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
                 sn = legato.tensor.load(sin)
                 h = min(c // split, heads - 1)  # cores beyond heads * split redo the last part
                 r = min(c - h * split, split - 1)
-                pq0 = legato.tensor.load(part_qkv[3 * h:3 * h + 1, :, :])
+                pq0 = legato.tensor.load(part_qkv[3 * h : 3 * h + 1, :, :])
                 q0 = rotary(legato.tensor.cast(legato.tensor.sum(pq0, 1), BF16), cs, sn)
                 t0 = r * nb
                 s = legato.tensor.cast(
-                    legato.tensor.matmul(q0, legato.tensor.load(kc[h, t0], "mpu_buffer")), F32)
+                    legato.tensor.matmul(q0, legato.tensor.load(kc[h, t0], "mpu_buffer")), F32
+                )
                 for j in legato.static_range(1, nb):
                     sj = legato.tensor.matmul(q0, legato.tensor.load(kc[h, t0 + j], "mpu_buffer"))
                     s = legato.tensor.cat((s, legato.tensor.cast(sj, F32)), 1)
@@ -192,24 +201,28 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
                 pr = legato.tensor.cast(e, BF16)
                 ov = legato.tensor.full((1, HEAD_DIM), 0.0, F32)
                 for j in legato.static_range(nb):
-                    vj = legato.tensor.load(vc[h, (t0 + j) * MPU_TN:(t0 + j + 1) * MPU_TN, :],
-                                            "mpu_buffer")
-                    ov = ov + legato.tensor.matmul(pr[:, j * MPU_TN:(j + 1) * MPU_TN], vj, F32)
+                    vj = legato.tensor.load(
+                        vc[h, (t0 + j) * MPU_TN : (t0 + j + 1) * MPU_TN, :], "mpu_buffer"
+                    )
+                    ov = ov + legato.tensor.matmul(pr[:, j * MPU_TN : (j + 1) * MPU_TN], vj, F32)
                 part = legato.tensor.cat((m, legato.tensor.sum(e, 1, keepdim=True), ov), 1)
-                legato.tensor.memcpy(attn_part[h:h + 1, r:r + 1, :],
-                                     legato.tensor.reshape(part, (1, 1, 2 + HEAD_DIM)))
+                legato.tensor.memcpy(
+                    attn_part[h : h + 1, r : r + 1, :],
+                    legato.tensor.reshape(part, (1, 1, 2 + HEAD_DIM)),
+                )
                 legato.sync.barrier()
                 # 2b. per head: the new token's own key and value, combined with the partials
                 for hh in range(c, heads, P):
-                    pq = legato.tensor.load(part_qkv[3 * hh:3 * hh + 3, :, :])
+                    pq = legato.tensor.load(part_qkv[3 * hh : 3 * hh + 3, :, :])
                     qkv = legato.tensor.cast(legato.tensor.sum(pq, 1), BF16)  # [3, 128]
                     q = rotary(qkv[0:1, :], cs, sn)
                     k = rotary(qkv[1:2, :], cs, sn)
                     v = qkv[2:3, :]
-                    legato.tensor.memcpy(kv_new[0:1, hh * HEAD_DIM:(hh + 1) * HEAD_DIM], k)
-                    legato.tensor.memcpy(kv_new[1:2, hh * HEAD_DIM:(hh + 1) * HEAD_DIM], v)
-                    s_self = legato.tensor.sum(legato.tensor.cast(q, F32) *
-                                               legato.tensor.cast(k, F32), 1, keepdim=True)
+                    legato.tensor.memcpy(kv_new[0:1, hh * HEAD_DIM : (hh + 1) * HEAD_DIM], k)
+                    legato.tensor.memcpy(kv_new[1:2, hh * HEAD_DIM : (hh + 1) * HEAD_DIM], v)
+                    s_self = legato.tensor.sum(
+                        legato.tensor.cast(q, F32) * legato.tensor.cast(k, F32), 1, keepdim=True
+                    )
                     s_self = legato.tensor.cast(legato.tensor.cast(s_self, BF16), F32)
                     s_self = legato.tensor.cast(legato.tensor.cast(s_self * scale, BF16), F32)
                     ap = legato.tensor.load(attn_part[hh])  # [split, 2 + 128]
@@ -218,10 +231,13 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
                     wr = legato.tensor.exp(mr - mx)  # [split, 1]
                     w_self = legato.tensor.exp(s_self - mx)  # [1, 1]
                     tot = legato.tensor.sum(ap[:, 1:2] * wr, 0, keepdim=True) + w_self
-                    acc = legato.tensor.sum(ap[:, 2:2 + HEAD_DIM] * wr, 0, keepdim=True) + \
-                        w_self * legato.tensor.cast(v, F32)
-                    legato.tensor.memcpy(attn[:, hh * HEAD_DIM:(hh + 1) * HEAD_DIM],
-                                         legato.tensor.cast(acc / tot, BF16))
+                    acc = legato.tensor.sum(
+                        ap[:, 2 : 2 + HEAD_DIM] * wr, 0, keepdim=True
+                    ) + w_self * legato.tensor.cast(v, F32)
+                    legato.tensor.memcpy(
+                        attn[:, hh * HEAD_DIM : (hh + 1) * HEAD_DIM],
+                        legato.tensor.cast(acc / tot, BF16),
+                    )
                 legato.sync.barrier()
                 # 3. o projection
                 gemv_stage(legato.tensor.load(attn), wo, part_o, c, P, kh, nh, S)
@@ -235,24 +251,31 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
                 legato.sync.barrier()
                 # 5. SiLU(gate) * up, one 128-column block at a time
                 for j in range(c, nf, P):
-                    pgu = legato.tensor.load(part_gu[2 * j:2 * j + 2, :, :])
+                    pgu = legato.tensor.load(part_gu[2 * j : 2 * j + 2, :, :])
                     gu = legato.tensor.cast(legato.tensor.sum(pgu, 1), BF16)  # [2, 128]
                     a = legato.tensor.silu(gu[0:1, :]) * gu[1:2, :]
-                    legato.tensor.memcpy(act[:, j * MPU_TN:(j + 1) * MPU_TN], a)
+                    legato.tensor.memcpy(act[:, j * MPU_TN : (j + 1) * MPU_TN], a)
                 legato.sync.barrier()
                 # 6. down projection, then the second residual
                 gemv_stage(legato.tensor.load(act), wd, part_d, c, P, kf, nh, S)
                 legato.sync.barrier()
                 for b in range(c, nh, P):
-                    pd = legato.tensor.load(part_d[b:b + 1, :, :])
+                    pd = legato.tensor.load(part_d[b : b + 1, :, :])
                     d = legato.tensor.cast(legato.tensor.sum(pd, 1), BF16)  # [1, 128]
-                    legato.tensor.memcpy(out[:, b * MPU_TN:(b + 1) * MPU_TN],
-                                         hs[:, b * MPU_TN:(b + 1) * MPU_TN] + d)
+                    legato.tensor.memcpy(
+                        out[:, b * MPU_TN : (b + 1) * MPU_TN],
+                        hs[:, b * MPU_TN : (b + 1) * MPU_TN] + d,
+                    )
 
         decoder.__name__ = decoder.__qualname__ = name
-        bk = BenchKernel(name, decoder, lambda torch, gen: make_args(torch, gen, S, split),
-                         torch_fn,
-                         out_index=11, for_model=lambda model: build(model.num_cores))
+        bk = BenchKernel(
+            name,
+            decoder,
+            lambda torch, gen: make_args(torch, gen, S, split),
+            torch_fn,
+            out_index=11,
+            for_model=lambda model: build(model.num_cores),
+        )
         bk.reference = reference  # (out, kv_new)
         bk.slots = S
         return bk
@@ -268,26 +291,46 @@ def make_decoder_layer(hidden: int = 4096, heads: int = 32, ffn: int = 11008, ct
         x = rnd(1, hidden)
         wn1 = (1.0 + torch.randn(1, hidden, generator=gen) * 0.1).bfloat16()
         wn2 = (1.0 + torch.randn(1, hidden, generator=gen) * 0.1).bfloat16()
-        ws = hidden ** -0.5
+        ws = hidden**-0.5
         wq, wk, wv, wo_ = (rnd(hidden, hidden, scale=ws) for _ in range(4))
         wg, wu = rnd(hidden, ffn, scale=ws), rnd(hidden, ffn, scale=ws)
-        wd_ = rnd(ffn, hidden, scale=ffn ** -0.5)
+        wd_ = rnd(ffn, hidden, scale=ffn**-0.5)
         per_head = [w.reshape(hidden, heads, HEAD_DIM) for w in (wq, wk, wv)]
         wqkv = torch.stack(per_head, 2).reshape(hidden, 3 * hidden)  # [q_h, k_h, v_h] blocks
-        wgu = torch.stack([wg.reshape(hidden, nf, MPU_TN), wu.reshape(hidden, nf, MPU_TN)],
-                          2).reshape(hidden, 2 * ffn)  # [gate_j, up_j] blocks
+        wgu = torch.stack(
+            [wg.reshape(hidden, nf, MPU_TN), wu.reshape(hidden, nf, MPU_TN)], 2
+        ).reshape(hidden, 2 * ffn)  # [gate_j, up_j] blocks
         kcache = rnd(heads, ctx, HEAD_DIM)  # K (already rotated) of positions 0..ctx-1
         kc = kcache.reshape(heads, nctx, MPU_TN, HEAD_DIM).transpose(2, 3).contiguous()
         vc = rnd(heads, ctx, HEAD_DIM)
         inv_freq = 1.0 / (10000.0 ** (torch.arange(0, HEAD_DIM, 2).float() / HEAD_DIM))
         emb = torch.cat([ctx * inv_freq, ctx * inv_freq]).reshape(1, HEAD_DIM)
-        z = lambda *shape, dt=torch.bfloat16: torch.zeros(*shape, dtype=dt)
-        return [x, wn1, tile(torch, wqkv), kc, vc, emb.cos().bfloat16(), emb.sin().bfloat16(),
-                tile(torch, wo_), wn2, tile(torch, wgu), tile(torch, wd_), z(1, hidden),
-                z(2, hidden), z(3 * nh, s, MPU_TN, dt=torch.float32),
-                z(heads, split, 2 + HEAD_DIM, dt=torch.float32), z(1, hidden),
-                z(nh, s, MPU_TN, dt=torch.float32), z(2 * nf, s, MPU_TN, dt=torch.float32),
-                z(1, ffn), z(nh, s, MPU_TN, dt=torch.float32)]
+
+        def z(*shape, dt=torch.bfloat16):
+            return torch.zeros(*shape, dtype=dt)
+
+        return [
+            x,
+            wn1,
+            tile(torch, wqkv),
+            kc,
+            vc,
+            emb.cos().bfloat16(),
+            emb.sin().bfloat16(),
+            tile(torch, wo_),
+            wn2,
+            tile(torch, wgu),
+            tile(torch, wd_),
+            z(1, hidden),
+            z(2, hidden),
+            z(3 * nh, s, MPU_TN, dt=torch.float32),
+            z(heads, split, 2 + HEAD_DIM, dt=torch.float32),
+            z(1, hidden),
+            z(nh, s, MPU_TN, dt=torch.float32),
+            z(2 * nf, s, MPU_TN, dt=torch.float32),
+            z(1, ffn),
+            z(nh, s, MPU_TN, dt=torch.float32),
+        ]
 
     def reference(torch, args):
         """(out, kv_new) by torch eager in bf16 (as HF Llama runs): each projection is one

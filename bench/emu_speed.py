@@ -124,11 +124,23 @@ def run_emulator_gemm(repeat: int) -> tuple[float, bool]:
     cores, kt = N // TN, K // TK
     assert model.num_cores == cores
     src = GEMM_ASM.format(
-        w_block=kt * TK * TN * 2, acc_off=TK * M * 2, a_tile=M * TK * 2, w_tile=TK * TN * 2,
-        tk=TK, tn=TN, m=M, kt=kt, out_off=TK * M * 2 + M * TN * 4, mn=M * TN, o_block=M * TN * 2)
-    args = [Arg("at", TensorSpec.make(bf16, [kt, M, TK], "shared_dram"), "read"),
-            Arg("wt", TensorSpec.make(bf16, [cores, kt, TK, TN], "shared_dram"), "read"),
-            Arg("ot", TensorSpec.make(bf16, [cores, M, TN], "shared_dram"), "write")]
+        w_block=kt * TK * TN * 2,
+        acc_off=TK * M * 2,
+        a_tile=M * TK * 2,
+        w_tile=TK * TN * 2,
+        tk=TK,
+        tn=TN,
+        m=M,
+        kt=kt,
+        out_off=TK * M * 2 + M * TN * 4,
+        mn=M * TN,
+        o_block=M * TN * 2,
+    )
+    args = [
+        Arg("at", TensorSpec.make(bf16, [kt, M, TK], "shared_dram"), "read"),
+        Arg("wt", TensorSpec.make(bf16, [cores, kt, TK, TN], "shared_dram"), "read"),
+        Arg("ot", TensorSpec.make(bf16, [cores, M, TN], "shared_dram"), "write"),
+    ]
     binary = write_elf(assemble(src), model, ArgLayout(args))
     rng = np.random.default_rng(0)
     a = rng.standard_normal((M, K)).astype(BF16)
@@ -153,8 +165,10 @@ def main() -> None:
     ta = torch.randn(M, K).bfloat16()
     tw = torch.randn(K, N).bfloat16()
     t_torch = best(lambda: ta @ tw, max(ns.repeat, 5), "torch")
-    print(f"torch eager [{M},{K}] @ [{K},{N}] bf16: {t_torch * 1e3:9.2f} ms "
-          f"(cpu {CPU['torch'] * 1e3:.2f} ms; threads {torch.get_num_threads()})")
+    print(
+        f"torch eager [{M},{K}] @ [{K},{N}] bf16: {t_torch * 1e3:9.2f} ms "
+        f"(cpu {CPU['torch'] * 1e3:.2f} ms; threads {torch.get_num_threads()})"
+    )
 
     rng = np.random.default_rng(1)
     a = rng.standard_normal((M, TK)).astype(BF16)
@@ -162,13 +176,17 @@ def main() -> None:
     acc = rng.standard_normal((M, TN)).astype(np.float32)
     few = 8
     t = best(lambda: [numerics.mpu_matmul(a, w, acc) for _ in range(few)], ns.repeat, "mm") / few
-    print(f"mpu_matmul [{M},{TK}]x[{TK},{TN}] acc: {t * 1e6:9.1f} us; x{MMS} = "
-          f"{t * MMS * 1e3:9.2f} ms = {t * MMS / t_torch:6.1f}x torch "
-          f"(cpu {CPU['mm'] / few * MMS * 1e3:.0f} ms)")
+    print(
+        f"mpu_matmul [{M},{TK}]x[{TK},{TN}] acc: {t * 1e6:9.1f} us; x{MMS} = "
+        f"{t * MMS * 1e3:9.2f} ms = {t * MMS / t_torch:6.1f}x torch "
+        f"(cpu {CPU['mm'] / few * MMS * 1e3:.0f} ms)"
+    )
     if ns.old:
         t = best(lambda: _old_matmul_acc(a, w, acc), 1, "old")
-        print(f"old f32 sequential, same mm:        {t * 1e6:9.1f} us; x{MMS} = "
-              f"{t * MMS * 1e3:9.2f} ms = {t * MMS / t_torch:6.1f}x torch")
+        print(
+            f"old f32 sequential, same mm:        {t * 1e6:9.1f} us; x{MMS} = "
+            f"{t * MMS * 1e3:9.2f} ms = {t * MMS / t_torch:6.1f}x torch"
+        )
 
     n = 64 * 1024
     xb = rng.standard_normal(n).astype(BF16)
@@ -180,17 +198,23 @@ def main() -> None:
         ("vpu exp bf16", lambda: vpu.unary("exp", xb, BF16)),
         ("vpu cvt f32->bf16", lambda: vpu.convert(xf, BF16)),
         ("vpu rsum [1,4096] f32", lambda: vpu.row_sum(xf[:4096].reshape(1, 4096), np.float32)),
-        ("vpu rsum [32,4096] f32", lambda: vpu.row_sum(xf[: 32 * 4096].reshape(32, 4096)
-                                                       if n >= 32 * 4096 else
-                                                       np.resize(xf, (32, 4096)), np.float32)),
+        (
+            "vpu rsum [32,4096] f32",
+            lambda: vpu.row_sum(
+                xf[: 32 * 4096].reshape(32, 4096) if n >= 32 * 4096 else np.resize(xf, (32, 4096)),
+                np.float32,
+            ),
+        ),
     ]
     for name, fn in cases:
         print(f"{name:26} {best(fn, max(ns.repeat, 10), name) * 1e6:9.1f} us")
 
     if not ns.skip_emulator:
         t, ok = run_emulator_gemm(ns.repeat)
-        print(f"emulator, GEMM on 32 cores (EVT0):  {t * 1e3:9.2f} ms = {t / t_torch:6.1f}x torch "
-              f"(cpu {CPU['emu'] * 1e3:.0f} ms); bit-equal to numerics.matmul_acc: {ok}")
+        print(
+            f"emulator, GEMM on 32 cores (EVT0):  {t * 1e3:9.2f} ms = {t / t_torch:6.1f}x torch "
+            f"(cpu {CPU['emu'] * 1e3:.0f} ms); bit-equal to numerics.matmul_acc: {ok}"
+        )
 
 
 if __name__ == "__main__":

@@ -59,15 +59,21 @@ def _forward(x, y, z, u, device, loader, grp):
 
 @legato.function
 def _store(out, acc, r0, r1, c0, tn):
-    legato.tensor.memcpy(out[r0:r1, c0:c0 + tn], legato.tensor.cast(acc, BF16))
+    legato.tensor.memcpy(out[r0:r1, c0 : c0 + tn], legato.tensor.cast(acc, BF16))
 
 
 def _slab(rows: int):
     return legato.get_model().tensor_type(BF16, [rows, TK], "sram")
 
 
-def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = None,
-              num_cores: int = 32, group: int | None = None) -> "BenchKernel":
+def make_gemm(
+    m: int = 512,
+    k: int = 4096,
+    n: int = 4096,
+    name: str | None = None,
+    num_cores: int = 32,
+    group: int | None = None,
+) -> "BenchKernel":
     """A GEMM BenchKernel for A[m, k] @ W[k, n] laid out for `num_cores` cores (k a multiple of
     256; `for_model` re-lays it out for the target's core count).
 
@@ -101,18 +107,18 @@ def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = Non
                 acc3 = legato.tensor.full((r, tn), 0.0, F32)
                 if c == loader:
                     # the loader reads k-slab s + 2 and forwards s + 1 while the MPU does s
-                    x0 = legato.tensor.load(a[0:r, off * TK:(off + 1) * TK])
-                    y0 = legato.tensor.load(a[r:2 * r, off * TK:(off + 1) * TK])
-                    z0 = legato.tensor.load(a[2 * r:3 * r, off * TK:(off + 1) * TK])
-                    u0 = legato.tensor.load(a[3 * r:m, off * TK:(off + 1) * TK])
+                    x0 = legato.tensor.load(a[0:r, off * TK : (off + 1) * TK])
+                    y0 = legato.tensor.load(a[r : 2 * r, off * TK : (off + 1) * TK])
+                    z0 = legato.tensor.load(a[2 * r : 3 * r, off * TK : (off + 1) * TK])
+                    u0 = legato.tensor.load(a[3 * r : m, off * TK : (off + 1) * TK])
                     w = legato.tensor.load(wt[c, off], "mpu_buffer")
                     _forward(x0, y0, z0, u0, device, loader, grp)
                     if kt > 1:
                         t = (off + 1) % kt
-                        x1 = legato.tensor.load(a[0:r, t * TK:(t + 1) * TK])
-                        y1 = legato.tensor.load(a[r:2 * r, t * TK:(t + 1) * TK])
-                        z1 = legato.tensor.load(a[2 * r:3 * r, t * TK:(t + 1) * TK])
-                        u1 = legato.tensor.load(a[3 * r:m, t * TK:(t + 1) * TK])
+                        x1 = legato.tensor.load(a[0:r, t * TK : (t + 1) * TK])
+                        y1 = legato.tensor.load(a[r : 2 * r, t * TK : (t + 1) * TK])
+                        z1 = legato.tensor.load(a[2 * r : 3 * r, t * TK : (t + 1) * TK])
+                        u1 = legato.tensor.load(a[3 * r : m, t * TK : (t + 1) * TK])
                 else:
                     w = legato.tensor.load(wt[c, off], "mpu_buffer")
                     x0 = legato.tensor.receive_type(_slab(r), 1, None, "sram")
@@ -143,10 +149,10 @@ def make_gemm(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = Non
                         _forward(x1, y1, z1, u1, device, loader, grp)
                         if s + 2 < kt:
                             t = (off + s + 2) % kt
-                            x2 = legato.tensor.load(a[0:r, t * TK:(t + 1) * TK])
-                            y2 = legato.tensor.load(a[r:2 * r, t * TK:(t + 1) * TK])
-                            z2 = legato.tensor.load(a[2 * r:3 * r, t * TK:(t + 1) * TK])
-                            u2 = legato.tensor.load(a[3 * r:m, t * TK:(t + 1) * TK])
+                            x2 = legato.tensor.load(a[0:r, t * TK : (t + 1) * TK])
+                            y2 = legato.tensor.load(a[r : 2 * r, t * TK : (t + 1) * TK])
+                            z2 = legato.tensor.load(a[2 * r : 3 * r, t * TK : (t + 1) * TK])
+                            u2 = legato.tensor.load(a[3 * r : m, t * TK : (t + 1) * TK])
                     if not last:
                         if c == loader:
                             x0, y0, z0, u0 = x1, y1, z1, u1
@@ -193,16 +199,22 @@ def _spmd_send(x, to, grp):
 @legato.function
 def _spmd_acc(accs, d, x, w):
     """accs[d] += x @ w (one `mpu.mm` accumulating in place)."""
-    return accs[:d] + (accs[d] + legato.tensor.matmul(x, w, F32),) + accs[d + 1:]
+    return accs[:d] + (accs[d] + legato.tensor.matmul(x, w, F32),) + accs[d + 1 :]
 
 
 @legato.function
 def _spmd_store(out, y, r0, rows, c0, tn):
-    legato.tensor.memcpy(out[r0:r0 + rows, c0:c0 + tn], y)
+    legato.tensor.memcpy(out[r0 : r0 + rows, c0 : c0 + tn], y)
 
 
-def make_gemm_spmd(m: int = 512, k: int = 4096, n: int = 4096, name: str | None = None,
-                   num_cores: int = 32, group: int | None = None) -> "BenchKernel":
+def make_gemm_spmd(
+    m: int = 512,
+    k: int = 4096,
+    n: int = 4096,
+    name: str | None = None,
+    num_cores: int = 32,
+    group: int | None = None,
+) -> "BenchKernel":
     """`make_gemm`'s GEMM (same arguments and layout) as one SPMD program
     (`with device.get_all_cores():`), which compiles in ~3 s instead of 25-40 s.
 
@@ -257,11 +269,11 @@ def make_gemm_spmd(m: int = 512, k: int = 4096, n: int = 4096, name: str | None 
                 accs = accs + (legato.tensor.full((r, tn), 0.0, F32),)
             t = off
             w = legato.tensor.load(wt[c, t], "mpu_buffer")
-            x0 = legato.tensor.load(a[i * r:(i + 1) * r, t * TK:(t + 1) * TK])
+            x0 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
             _spmd_send(x0, to, grp)
             if kt > 1:
                 t = (off + 1) % kt
-                x1 = legato.tensor.load(a[i * r:(i + 1) * r, t * TK:(t + 1) * TK])
+                x1 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
             for s in legato.static_range(kt):
                 last = s + 1 == kt
                 if not last:
@@ -276,7 +288,7 @@ def make_gemm_spmd(m: int = 512, k: int = 4096, n: int = 4096, name: str | None 
                         legato.tensor.request_load(x1, to[d - 1], "sram", d)
                         if d == 1 and s + 2 < kt:
                             t = (off + s + 2) % kt
-                            x2 = legato.tensor.load(a[i * r:(i + 1) * r, t * TK:(t + 1) * TK])
+                            x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
                     y = legato.tensor.receive_type(_slab(r), d, None, "sram")
                     accs = _spmd_acc(accs, d, y, w)
                     if last and d >= 2:
@@ -307,5 +319,6 @@ def make_gemm_spmd(m: int = 512, k: int = 4096, n: int = 4096, name: str | None 
             return BenchKernel(kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2)
         return make_gemm_spmd(m, k, n, name, model.num_cores, group)
 
-    return BenchKernel(kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2,
-                       for_model=for_model)
+    return BenchKernel(
+        kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2, for_model=for_model
+    )

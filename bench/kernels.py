@@ -61,7 +61,7 @@ def rmsnorm_32x4096(
     row = legato.get_model().tensor_type(BF16, [1, HIDDEN], "sram")
     with device.get_top():
         for i in legato.static_range(ROWS):
-            legato.tensor.request_load(x[i:i + 1, :], device.get_core(i), "sram")
+            legato.tensor.request_load(x[i : i + 1, :], device.get_core(i), "sram")
             legato.tensor.request_load(w, device.get_core(i), "sram", 1)
     for i in legato.static_range(ROWS):
         with device.get_core(i):
@@ -69,7 +69,7 @@ def rmsnorm_32x4096(
             wi = legato.tensor.cast(legato.tensor.receive_type(row, 1, None, "sram"), F32)
             ms = legato.tensor.mean(xi * xi, 1, keepdim=True)
             y = xi * legato.tensor.rsqrt(ms + 1e-6) * wi
-            legato.tensor.memcpy(out[i:i + 1, :], legato.tensor.cast(y, BF16))
+            legato.tensor.memcpy(out[i : i + 1, :], legato.tensor.cast(y, BF16))
 
 
 def softmax_32x4096(
@@ -81,13 +81,13 @@ def softmax_32x4096(
     row = legato.get_model().tensor_type(BF16, [1, HIDDEN], "sram")
     with device.get_top():
         for i in legato.static_range(ROWS):
-            legato.tensor.request_load(x[i:i + 1, :], device.get_core(i), "sram")
+            legato.tensor.request_load(x[i : i + 1, :], device.get_core(i), "sram")
     for i in legato.static_range(ROWS):
         with device.get_core(i):
             xi = legato.tensor.cast(legato.tensor.receive_type(row, 0, None, "sram"), F32)
             e = legato.tensor.exp(xi - legato.tensor.max(xi, axis=1, keepdim=True))
             y = e / legato.tensor.sum(e, 1, keepdim=True)
-            legato.tensor.memcpy(out[i:i + 1, :], legato.tensor.cast(y, BF16))
+            legato.tensor.memcpy(out[i : i + 1, :], legato.tensor.cast(y, BF16))
 
 
 def _rows_args(torch, gen, with_weight: bool):
@@ -140,8 +140,9 @@ def gemv_tile_n(model, n: int) -> int:
     return max(1, n // cores)
 
 
-def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
-              tile_n: int | None = None) -> BenchKernel:
+def make_gemv(
+    k: int = 4096, n: int = 4096, name: str | None = None, tile_n: int | None = None
+) -> BenchKernel:
     """A GEMV BenchKernel for x[1, k] @ W[k, n] (k a multiple of 256, n of the tile width).
 
     Weight layout (`mpu_dram`, shared DRAM laid out for streaming weights): the argument factory
@@ -163,8 +164,9 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
     """
     tn = tile_n or MPU_TN  # output columns per weight tile (= per core when split == 1)
     nb, kt = n // tn, k // MPU_TK
-    assert nb * tn == n and kt * MPU_TK == k and tn <= MPU_TN, \
+    assert nb * tn == n and kt * MPU_TK == k and tn <= MPU_TN, (
         "k % 256 == 0, n % tile_n == 0, tile_n <= 128"
+    )
     max_split = 2  # rows of the scratch argument: up to 2 cores per column block
 
     def gemv(
@@ -178,8 +180,9 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
         # strings under `from __future__ import annotations`, evaluated in the closure's scope)
         assert x.shape[1] == k and out.shape[1] == n
         split = device.num_cores // nb
-        assert split * nb == device.num_cores and 1 <= split <= max_split, \
+        assert split * nb == device.num_cores and 1 <= split <= max_split, (
             "num_cores must be 1x or 2x the number of 128-column blocks"
+        )
         assert kt % split == 0, "the K-tiles must split evenly between a block's cores"
         per = kt // split  # K-tiles per core
         with device.get_all_cores():
@@ -187,30 +190,34 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
             blk = c // split
             h = c % split
             k0 = h * (per * MPU_TK)
-            xs = legato.tensor.load(x[:, k0:k0 + per * MPU_TK])
+            xs = legato.tensor.load(x[:, k0 : k0 + per * MPU_TK])
             acc = legato.tensor.full((1, tn), 0.0, F32)
             for t in legato.static_range(per):
                 wk = legato.tensor.load(wt[blk, h * per + t], "sram")
-                acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK:(t + 1) * MPU_TK], wk, F32)
+                acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK : (t + 1) * MPU_TK], wk, F32)
             if split == 1:
-                legato.tensor.memcpy(out[:, c * tn:(c + 1) * tn],
-                                     legato.tensor.cast(acc, BF16))
+                legato.tensor.memcpy(out[:, c * tn : (c + 1) * tn], legato.tensor.cast(acc, BF16))
             else:
-                legato.tensor.memcpy(part[h:h + 1, blk * tn:(blk + 1) * tn], acc)
+                legato.tensor.memcpy(part[h : h + 1, blk * tn : (blk + 1) * tn], acc)
                 legato.sync.barrier()
                 cols = tn // split
                 j0 = blk * tn + h * cols
-                both = legato.tensor.load(part[0:split, j0:j0 + cols])
-                legato.tensor.memcpy(out[:, j0:j0 + cols],
-                                     legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True),
-                                                        BF16))
+                both = legato.tensor.load(part[0:split, j0 : j0 + cols])
+                legato.tensor.memcpy(
+                    out[:, j0 : j0 + cols],
+                    legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True), BF16),
+                )
 
     def make_args(torch, gen):
         x = torch.randn(1, k, generator=gen).bfloat16()
         w = (torch.randn(k, n, generator=gen) / 64).bfloat16()
         wt = w.reshape(kt, MPU_TK, nb, tn).permute(2, 0, 1, 3).contiguous()
-        return [x, wt, torch.zeros(1, n, dtype=torch.bfloat16),
-                torch.zeros(max_split, n, dtype=torch.float32)]
+        return [
+            x,
+            wt,
+            torch.zeros(1, n, dtype=torch.bfloat16),
+            torch.zeros(max_split, n, dtype=torch.float32),
+        ]
 
     def torch_fn(torch, args):
         """torch eager in bf16 (f32 accumulation inside), on the tiled weight read in place:
@@ -222,16 +229,32 @@ def make_gemv(k: int = 4096, n: int = 4096, name: str | None = None,
     gemv.__name__ = gemv.__qualname__ = name or f"gemv_{k}x{n}"
     if tile_n is not None:
         return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2)
-    return BenchKernel(gemv.__name__, gemv, make_args, torch_fn, out_index=2,
-                       for_model=lambda model: make_gemv(k, n, name, gemv_tile_n(model, n)))
+    return BenchKernel(
+        gemv.__name__,
+        gemv,
+        make_args,
+        torch_fn,
+        out_index=2,
+        for_model=lambda model: make_gemv(k, n, name, gemv_tile_n(model, n)),
+    )
 
 
 KERNELS = [
     BenchKernel("simple_matmul", simple_matmul, _matmul_args, _matmul_torch, out_index=2),
-    BenchKernel("rmsnorm_32x4096", rmsnorm_32x4096, lambda t, g: _rows_args(t, g, True),
-                _rmsnorm_torch, out_index=2),
-    BenchKernel("softmax_32x4096", softmax_32x4096, lambda t, g: _rows_args(t, g, False),
-                _softmax_torch, out_index=1),
+    BenchKernel(
+        "rmsnorm_32x4096",
+        rmsnorm_32x4096,
+        lambda t, g: _rows_args(t, g, True),
+        _rmsnorm_torch,
+        out_index=2,
+    ),
+    BenchKernel(
+        "softmax_32x4096",
+        softmax_32x4096,
+        lambda t, g: _rows_args(t, g, False),
+        _softmax_torch,
+        out_index=1,
+    ),
     make_gemv(4096, 4096, "gemv_1x4096x4096"),
     make_decoder_layer(4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024"),
     make_gemm_spmd(512, 4096, 4096, "gemm_512x4096x4096"),  # one SPMD program

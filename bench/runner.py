@@ -97,8 +97,11 @@ def measure(bk, target: str, repeat: int = 5) -> dict:
     for _ in range(5):  # warm-up: oneDNN builds its bf16 kernels on the first calls of a shape
         bk.torch_fn(torch, targs)
     torch_wall = _best(lambda: bk.torch_fn(torch, targs), max(repeat, 20))
-    out = torch.from_numpy(result["out"].view(np.int16)).view(torch.bfloat16) \
-        if result["out"].dtype == ml_dtypes.bfloat16 else torch.from_numpy(result["out"])
+    out = (
+        torch.from_numpy(result["out"].view(np.int16)).view(torch.bfloat16)
+        if result["out"].dtype == ml_dtypes.bfloat16
+        else torch.from_numpy(result["out"])
+    )
     ok = torch.allclose(out.float(), ref.float(), rtol=bk.rtol, atol=bk.rtol)
     max_err = (out.float() - ref.float()).abs().max().item()
 
@@ -190,12 +193,19 @@ def table(rows: list[dict], markdown: bool = False) -> str:
     cells = [[h for h, _ in COLUMNS]] + [[f(r) for _, f in COLUMNS] for r in rows]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     if markdown:
-        lines = ["| " + " | ".join(cells[0]) + " |",
-                 "|" + "|".join("---" if i < 2 else "--:" for i in range(len(COLUMNS))) + "|"]
+        lines = [
+            "| " + " | ".join(cells[0]) + " |",
+            "|" + "|".join("---" if i < 2 else "--:" for i in range(len(COLUMNS))) + "|",
+        ]
         lines += ["| " + " | ".join(c) + " |" for c in cells[1:]]
         return "\n".join(lines)
-    fmt = lambda c: "  ".join(
-        x.ljust(w) if i < 2 else x.rjust(w) for i, (x, w) in enumerate(zip(c, widths, strict=True)))
+
+    def fmt(c):
+        return "  ".join(
+            x.ljust(w) if i < 2 else x.rjust(w)
+            for i, (x, w) in enumerate(zip(c, widths, strict=True))
+        )
+
     return "\n".join([fmt(cells[0]), fmt(["-" * w for w in widths])] + [fmt(c) for c in cells[1:]])
 
 
@@ -204,9 +214,11 @@ def environment() -> str:
 
     import legato
 
-    return (f"legato {legato.__version__}, torch {torch.__version__}, numpy {np.__version__}, "
-            f"Python {platform.python_version()}, {platform.machine()}, "
-            f"{os.cpu_count()} CPUs")
+    return (
+        f"legato {legato.__version__}, torch {torch.__version__}, numpy {np.__version__}, "
+        f"Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,8 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print a JSON list of rows")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--repeat", type=int, default=5, help="best of N for wall times (default 5)")
-    ap.add_argument("--target", action="append", choices=TARGETS,
-                    help="only this target (repeatable; default: both)")
+    ap.add_argument(
+        "--target",
+        action="append",
+        choices=TARGETS,
+        help="only this target (repeatable; default: both)",
+    )
     ap.add_argument("--kernel", action="append", help="only this kernel (repeatable)")
     args = ap.parse_args(argv)
     kernels = [k for k in KERNELS if not args.kernel or k.name in args.kernel]
@@ -229,8 +245,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(table(rows, markdown=args.markdown))
         print()
-        print(f"wall times: best of {args.repeat} ({environment()}); efficiency = roofline / "
-              "simulated cycles")
+        print(
+            f"wall times: best of {args.repeat} ({environment()}); efficiency = roofline / "
+            "simulated cycles"
+        )
         effs = [r["efficiency"] for r in rows]
         if all(effs):
             print(f"geomean efficiency: {statistics.geometric_mean(effs):.1%}")

@@ -46,11 +46,15 @@ def main() -> None:
         s = lt.last_summary()
         cycles = s.last_cycles
         model_ghz = bertha.evt0().clock_ghz
-        print(f"--- {tokens} tokens: max |legato - eager| = "
-              f"{(y.float() - ref.float()).abs().max().item():.3g}")
-        print(f"simulated: {cycles} cycles for the graph = {cycles / model_ghz / 1000:.2f} us, "
-              f"{cycles / tokens:.0f} cycles/token ({cycles / tokens / model_ghz / 1000:.3f} "
-              "us/token)")
+        print(
+            f"--- {tokens} tokens: max |legato - eager| = "
+            f"{(y.float() - ref.float()).abs().max().item():.3g}"
+        )
+        print(
+            f"simulated: {cycles} cycles for the graph = {cycles / model_ghz / 1000:.2f} us, "
+            f"{cycles / tokens:.0f} cycles/token ({cycles / tokens / model_ghz / 1000:.3f} "
+            "us/token)"
+        )
     print(s)
 
 

@@ -23,7 +23,9 @@ class LegatoError(Exception):
 class CompileError(LegatoError):
     """A kernel cannot be compiled. Shows `file:line:col: error: msg`, the source line and a caret."""
 
-    def __init__(self, message: str, location: SourceLocation | None = None, note: str | None = None):
+    def __init__(
+        self, message: str, location: SourceLocation | None = None, note: str | None = None
+    ):
         self.message = message
         self.location = location
         self.note = note

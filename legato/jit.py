@@ -556,8 +556,10 @@ class Kernel:
             _, constexprs = self._bind_for_compile(args, kwargs)
             return self.to_mlir(**constexprs)
         artifacts = self.compile(*args, **kwargs)
-        return bytes(artifacts.binary) if stage is OutputType.BINARY else getattr(
-            artifacts, stage.value
+        return (
+            bytes(artifacts.binary)
+            if stage is OutputType.BINARY
+            else getattr(artifacts, stage.value)
         )
 
     def _artifacts(self, constexprs: dict):
@@ -637,8 +639,9 @@ class Kernel:
 
     def _bind_for_compile(self, args, kwargs):
         if not args and not kwargs:
-            if any(p.kind == "constexpr" and p.default is inspect.Parameter.empty
-                   for p in self.params):
+            if any(
+                p.kind == "constexpr" and p.default is inspect.Parameter.empty for p in self.params
+            ):
                 raise LegatoRuntimeError(
                     f"kernel {self.name} ({self.where}) has constexpr parameters: pass their "
                     "values to compile()"
@@ -672,15 +675,18 @@ class Kernel:
         from legato.targets.bertha.runtime import run_binary
 
         try:
-            result = run_binary(artifacts.binary, self.model, [b.array for b in bound],
-                                views=[_numpy_view(x) for _, x in tensors])
+            result = run_binary(
+                artifacts.binary,
+                self.model,
+                [b.array for b in bound],
+                views=[_numpy_view(x) for _, x in tensors],
+            )
         except ABIError as e:
             raise LegatoRuntimeError(f"kernel {self.name} ({self.where}): {e}") from None
         self.last_run = result
         for b in bound:
             if b.writeback is not None:
                 b.writeback()
-
 
     _LEVEL_STAGES = {"legato": "mlir", "core": "core_ir", "backend": "backend_ir"}
 
@@ -701,7 +707,9 @@ class Kernel:
         from legato.interp import run
 
         result = run(
-            getattr(artifacts, self._LEVEL_STAGES[level]), level, [x for _, x in tensors],
+            getattr(artifacts, self._LEVEL_STAGES[level]),
+            level,
+            [x for _, x in tensors],
             self.model,
         )
         self.last_interp = result

@@ -155,8 +155,9 @@ def _finish(a, w, s, rs, cm, r, ii, jj):
         r[i, j] = _f32_round(a[i].astype(np.float64) * w[:, j].astype(np.float64))
 
 
-def matmul_acc(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None,
-               k_tile: int = MPU_TILE_K) -> np.ndarray:
+def matmul_acc(
+    a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None, k_tile: int = MPU_TILE_K
+) -> np.ndarray:
     """fp32 `acc + a @ w` as the MPU computes it: K in chunks of `k_tile` (256, the MPU's weight
     tile) in increasing order, each chunk one `mpu_matmul` pass (f64 dot products rounded once to
     f32) added into the f32 accumulator. The compiler tiles a matmul's K exactly so (chunks of

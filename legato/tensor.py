@@ -56,11 +56,23 @@ matmul = _op(
     "[M, K] @ [K, N] -> [M, N], fp32 accumulation, rounded once to a's dtype (or dtype=f32 for "
     "bf16 operands: the fp32 accumulator)",
 )
-full = _op("full", "(shape, value, dtype, memory='sram')", "a static-shape tensor filled with `value`")
+full = _op(
+    "full", "(shape, value, dtype, memory='sram')", "a static-shape tensor filled with `value`"
+)
 
 _ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 _ELEMENTWISE_UNARY = (
-    "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"
+    "neg",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "cos",
+    "sin",
 )
 _OTHER = {
     "cast": ("(x, dtype)", "convert `x` to element type `dtype`"),

@@ -107,7 +107,9 @@ def int(name: str = "int32") -> DType:
     try:
         return _INT_NAMES[name]
     except KeyError:
-        raise ValueError(f"unknown int type {name!r}; expected one of {sorted(_INT_NAMES)}") from None
+        raise ValueError(
+            f"unknown int type {name!r}; expected one of {sorted(_INT_NAMES)}"
+        ) from None
 
 
 def dtype_from_name(name: str) -> DType:
@@ -191,7 +193,9 @@ class TensorSpec:
     @staticmethod
     def make(dtype: DType, shape, memory: str) -> TensorSpec:
         if not isinstance(dtype, DType):
-            raise TypeError(f"tensor_type: {dtype!r} is not an element type (use legato.types.float)")
+            raise TypeError(
+                f"tensor_type: {dtype!r} is not an element type (use legato.types.float)"
+            )
         if memory not in MEMORY_SPACES:
             raise ValueError(
                 f"unknown memory space {memory!r}; expected one of {', '.join(MEMORY_SPACES)}"

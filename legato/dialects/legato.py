@@ -1099,8 +1099,12 @@ class RequestLoadOp(IRDLOperation):
         if parser.parse_optional_keyword("core") is not None:
             with parser.in_parens():
                 o = parser.parse_optional_unresolved_operand()
-                target = o if o is not None else ContextAttr.core(
-                    parser.parse_integer(allow_boolean=False, allow_negative=False)
+                target = (
+                    o
+                    if o is not None
+                    else ContextAttr.core(
+                        parser.parse_integer(allow_boolean=False, allow_negative=False)
+                    )
                 )
         else:
             target = parse_context(parser)
@@ -1134,8 +1138,9 @@ class RequestLoadOp(IRDLOperation):
     def verify_(self) -> None:
         if self.target_core is not None:
             if not self.target.is_all_cores:
-                raise VerifyException("legato.request_load: a runtime core target needs "
-                                      "target = all_cores")
+                raise VerifyException(
+                    "legato.request_load: a runtime core target needs target = all_cores"
+                )
         elif not self.target.is_core:
             raise VerifyException(
                 f"legato.request_load: target must be core(i), got {self.target.spelling}"
@@ -2131,9 +2136,7 @@ class DynamicSliceOp(IRDLOperation):
                     )
                 continue
             if rd != Dim(s, s):
-                raise VerifyException(
-                    f"legato.dynamic_slice: result dim {i} must be {s}, got {rd}"
-                )
+                raise VerifyException(f"legato.dynamic_slice: result dim {i} must be {s}, got {rd}")
             end = s if o == DYNAMIC_INDEX else o + s
             if s < 0 or (o != DYNAMIC_INDEX and o < 0) or end > xd.bound:
                 raise VerifyException(
@@ -2165,7 +2168,9 @@ class LoadOp(IRDLOperation):
             t = SSAValue.get(input).type
             assert isinstance(t, TensorType)
             result_type = t.with_memory(memory.data)
-        super().__init__(operands=[input], result_types=[result_type], properties={"memory": memory})
+        super().__init__(
+            operands=[input], result_types=[result_type], properties={"memory": memory}
+        )
 
     @classmethod
     def parse(cls, parser: Parser) -> LoadOp:
@@ -2404,7 +2409,9 @@ class GatherOp(IRDLOperation):
     result = result_def(TensorType)
 
     traits = traits_def(Pure())
-    assembly_format = "$table `,` $indices attr-dict `:` type($table) `,` type($indices) `->` type($result)"
+    assembly_format = (
+        "$table `,` $indices attr-dict `:` type($table) `,` type($indices) `->` type($result)"
+    )
 
     def __init__(
         self,

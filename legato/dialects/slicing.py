@@ -46,8 +46,13 @@ def parse_sliced(parser: Parser):
     def mixed(dyn, static) -> list[int | SSAValue]:
         return join_mixed([parser.resolve_operand(d, idx) for d in dyn], static)
 
-    return (parser.resolve_operand(src, t), mixed(dyn_off, st_off), mixed(dyn_size, st_size), r,
-            attrs)
+    return (
+        parser.resolve_operand(src, t),
+        mixed(dyn_off, st_off),
+        mixed(dyn_size, st_size),
+        r,
+        attrs,
+    )
 
 
 def print_sliced(printer: Printer, op: IRDLOperation, src: SSAValue) -> None:

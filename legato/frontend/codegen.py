@@ -116,10 +116,37 @@ _UNBOUND = _Unbound()
 _BUILTINS = {
     name: getattr(builtins, name)
     for name in (
-        "abs", "all", "any", "bool", "dict", "divmod", "enumerate", "float", "int", "isinstance",
-        "len", "list", "max", "min", "pow", "range", "reversed", "round", "set", "slice",
-        "sorted", "str", "sum", "tuple", "zip", "True", "False", "None", "ValueError",
-        "TypeError", "AssertionError",
+        "abs",
+        "all",
+        "any",
+        "bool",
+        "dict",
+        "divmod",
+        "enumerate",
+        "float",
+        "int",
+        "isinstance",
+        "len",
+        "list",
+        "max",
+        "min",
+        "pow",
+        "range",
+        "reversed",
+        "round",
+        "set",
+        "slice",
+        "sorted",
+        "str",
+        "sum",
+        "tuple",
+        "zip",
+        "True",
+        "False",
+        "None",
+        "ValueError",
+        "TypeError",
+        "AssertionError",
     )
 }
 
@@ -145,18 +172,38 @@ _UNARY_OPS: dict[type, tuple[Callable, type | None]] = {
     ast.Invert: (operator.invert, None),
 }
 _COMPARE_OPS = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-    ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
 }
 _UNARY_TENSOR_OPS = {
-    "neg": L.NegOp, "exp": L.ExpOp, "log": L.LogOp, "sqrt": L.SqrtOp, "rsqrt": L.RsqrtOp,
-    "tanh": L.TanhOp, "sigmoid": L.SigmoidOp, "silu": L.SiluOp, "gelu": L.GeluOp,
-    "cos": L.CosOp, "sin": L.SinOp,
+    "neg": L.NegOp,
+    "exp": L.ExpOp,
+    "log": L.LogOp,
+    "sqrt": L.SqrtOp,
+    "rsqrt": L.RsqrtOp,
+    "tanh": L.TanhOp,
+    "sigmoid": L.SigmoidOp,
+    "silu": L.SiluOp,
+    "gelu": L.GeluOp,
+    "cos": L.CosOp,
+    "sin": L.SinOp,
 }
 _BINARY_TENSOR_OPS = {
-    "add": L.AddOp, "sub": L.SubOp, "mul": L.MulOp, "div": L.DivOp,
-    "maximum": L.MaximumOp, "minimum": L.MinimumOp, "matmul": L.MatmulOp,
+    "add": L.AddOp,
+    "sub": L.SubOp,
+    "mul": L.MulOp,
+    "div": L.DivOp,
+    "maximum": L.MaximumOp,
+    "minimum": L.MinimumOp,
+    "matmul": L.MatmulOp,
 }
 
 _STATEMENT_NAMES = {
@@ -333,8 +380,10 @@ class CodeGenerator(RuntimeCodegen):
         )
         kernel.location = location(src, src.tree)
         env: dict = {}
-        arg_nodes = {a.arg: a for a in [*src.tree.args.posonlyargs, *src.tree.args.args,
-                                          *src.tree.args.kwonlyargs]}
+        arg_nodes = {
+            a.arg: a
+            for a in [*src.tree.args.posonlyargs, *src.tree.args.args, *src.tree.args.kwonlyargs]
+        }
         for p, barg in zip(tensor_params, kernel.body.block.args):
             barg.name_hint = p.name
             barg.location = location(src, arg_nodes.get(p.name))
@@ -626,7 +675,11 @@ class CodeGenerator(RuntimeCodegen):
                 "visible after it (only tensors that exist before the loop are carried through "
                 "it: assign the tensor before the loop)",
             )
-        if isinstance(value, IRScalar) and value.region is not None and value.region is not self.region:
+        if (
+            isinstance(value, IRScalar)
+            and value.region is not None
+            and value.region is not self.region
+        ):
             raise self.error(
                 node,
                 f"'{name}' is a runtime index of another region; runtime values do not cross "
@@ -855,7 +908,9 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(node, f"{type(e).__name__}: {e}") from None
 
     def _expr_Slice(self, node: ast.Slice):
-        parts = [self.eval(p) if p is not None else None for p in (node.lower, node.upper, node.step)]
+        parts = [
+            self.eval(p) if p is not None else None for p in (node.lower, node.upper, node.step)
+        ]
         return slice(*parts)
 
     def slice_tensor(self, value: IRValue, index, node: ast.AST) -> IRValue:
@@ -999,7 +1054,8 @@ class CodeGenerator(RuntimeCodegen):
         value, n = bound[name]
         if not isinstance(value, str):
             raise self.error(
-                n, f"legato.tensor.{op}: '{name}' must be a memory space name, got {_describe(value)}"
+                n,
+                f"legato.tensor.{op}: '{name}' must be a memory space name, got {_describe(value)}",
             )
         if value not in MEMORY_SPACES:
             raise self.error(
@@ -1019,8 +1075,9 @@ class CodeGenerator(RuntimeCodegen):
         value, n = bound["queue"]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise self.error(
-                n, f"legato.tensor.{op}: queue must be a non-negative compile-time int, got "
-                f"{_describe(value)}"
+                n,
+                f"legato.tensor.{op}: queue must be a non-negative compile-time int, got "
+                f"{_describe(value)}",
             )
         return value
 
@@ -1042,7 +1099,11 @@ class CodeGenerator(RuntimeCodegen):
     def _op_request_load(self, node: ast.Call):
         op = "request_load"
         self.require_region(node, op)
-        self.refuse_in_loop(node, "request_load", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
+        self.refuse_in_loop(
+            node,
+            "request_load",
+            "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')",
+        )
         b = self.bind_op_args(node, op, ["src", "target_ctx", "memory", "queue"], {"queue": 0})
         src = self.tensor_arg(b, "src", op)
         target, tnode = b["target_ctx"]
@@ -1081,7 +1142,11 @@ class CodeGenerator(RuntimeCodegen):
     def _op_receive(self, node: ast.Call):
         op = "receive"
         self.require_region(node, op, core_only=True)
-        self.refuse_in_loop(node, "receive", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
+        self.refuse_in_loop(
+            node,
+            "receive",
+            "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')",
+        )
         b = self.bind_op_args(node, op, ["like", "queue", "memory"], {})
         like = self.tensor_arg(b, "like", op)
         queue = self.queue_arg(b, op)
@@ -1092,7 +1157,11 @@ class CodeGenerator(RuntimeCodegen):
     def _op_receive_type(self, node: ast.Call):
         op = "receive_type"
         self.require_region(node, op, core_only=True)
-        self.refuse_in_loop(node, "receive_type", "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')")
+        self.refuse_in_loop(
+            node,
+            "receive_type",
+            "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')",
+        )
         b = self.bind_op_args(node, op, ["type", "queue", "src", "memory"], {"src": None})
         spec, snode = b["type"]
         if isinstance(spec, IRValue) or not isinstance(spec, TensorSpec):
@@ -1122,7 +1191,8 @@ class CodeGenerator(RuntimeCodegen):
             )
         if spec.memory not in CORE_SPACES:
             raise self.error(
-                snode, f"receive_type: the received type must be in a core memory, not {spec.memory}"
+                snode,
+                f"receive_type: the received type must be in a core memory, not {spec.memory}",
             )
         if spec.memory != memory and not (spec.memory == "mpu_weight" and memory == "mpu_buffer"):
             raise self.error(
@@ -1132,7 +1202,11 @@ class CodeGenerator(RuntimeCodegen):
             )
         self._note_receive(node, memory, queue)
         return self.emit_value(
-            L.ReceiveTypeOp, node, L.TensorType.from_spec(spec), queue, memory,
+            L.ReceiveTypeOp,
+            node,
+            L.TensorType.from_spec(spec),
+            queue,
+            memory,
             src.ssa if src is not None else None,
         )
 
@@ -1157,9 +1231,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def matmul(self, node: ast.AST, a: IRValue, b: IRValue, dtype=None) -> IRValue:
         if a.spec.rank < 2 or b.spec.rank != 2:
-            raise self.error(
-                node, f"matmul expects [M, K] @ [K, N], got {a.spec} @ {b.spec}"
-            )
+            raise self.error(node, f"matmul expects [M, K] @ [K, N], got {a.spec} @ {b.spec}")
         ka, kb = a.spec.dims[-1], b.spec.dims[0]
         if ka != kb:
             raise self.error(
@@ -1179,18 +1251,21 @@ class CodeGenerator(RuntimeCodegen):
         dtype, dnode = b["dtype"]
         if dtype is not None and not isinstance(dtype, DType):
             raise self.error(dnode, f"matmul: dtype must be a legato type, got {_describe(dtype)}")
-        return self.matmul(node, self.tensor_arg(b, "a", "matmul"), self.tensor_arg(b, "b", "matmul"),
-                           dtype)
+        return self.matmul(
+            node, self.tensor_arg(b, "a", "matmul"), self.tensor_arg(b, "b", "matmul"), dtype
+        )
 
     def _op_full(self, node: ast.Call):
         self.require_region(node, "full")
-        b = self.bind_op_args(node, "full", ["shape", "value", "dtype", "memory"],
-                              {"memory": "sram"})
+        b = self.bind_op_args(
+            node, "full", ["shape", "value", "dtype", "memory"], {"memory": "sram"}
+        )
         dims = self._shape_arg(*b["shape"])
         value, vnode = b["value"]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(vnode, f"full: value must be a compile-time number, got "
-                             f"{_describe(value)}")
+            raise self.error(
+                vnode, f"full: value must be a compile-time number, got {_describe(value)}"
+            )
         dtype, dnode = b["dtype"]
         if not isinstance(dtype, DType):
             raise self.error(dnode, f"full: dtype must be a legato type, got {_describe(dtype)}")
@@ -1207,8 +1282,10 @@ class CodeGenerator(RuntimeCodegen):
         cond = self.tensor_arg(b, "cond", "where")
         (x, xn), (y, yn) = b["a"], b["b"]
         if not isinstance(x, IRValue) and not isinstance(y, IRValue):
-            raise self.error(node, "legato.tensor.where needs a tensor for `a` or `b` (its dtype "
-                             "is the result's)")
+            raise self.error(
+                node,
+                "legato.tensor.where needs a tensor for `a` or `b` (its dtype is the result's)",
+            )
         like = x if isinstance(x, IRValue) else y
         a, c = self.as_tensor(x, like, xn), self.as_tensor(y, like, yn)
         return self.emit_value(L.WhereOp, node, cond.ssa, a.ssa, c.ssa)
@@ -1218,8 +1295,9 @@ class CodeGenerator(RuntimeCodegen):
         b = self.bind_op_args(node, "gather", ["table", "indices", "memory"], {"memory": "sram"})
         table = self.tensor_arg(b, "table", "gather")
         indices = self.tensor_arg(b, "indices", "gather")
-        memory = self.memory_arg(b, "memory", "gather",
-                                 [s for s in CORE_SPACES if s != "mpu_weight"])
+        memory = self.memory_arg(
+            b, "memory", "gather", [s for s in CORE_SPACES if s != "mpu_weight"]
+        )
         try:
             rt = L.infer_gather(table.ssa.type, indices.ssa.type, memory)
         except VerifyException as e:
@@ -1259,8 +1337,12 @@ class CodeGenerator(RuntimeCodegen):
         an int, a tuple of ints, or None (every dim)."""
         self.require_region(node, op)
         if b is None:
-            b = self.bind_op_args(node, op, ["x", "dim", "keepdim", "axis"],
-                                  {"dim": None, "keepdim": False, "axis": None})
+            b = self.bind_op_args(
+                node,
+                op,
+                ["x", "dim", "keepdim", "axis"],
+                {"dim": None, "keepdim": False, "axis": None},
+            )
         x = self.tensor_arg(b, "x", op)
         dim, anode = b["dim"]
         if dim is None and b.get("axis", (None, None))[0] is not None:
@@ -1284,14 +1366,23 @@ class CodeGenerator(RuntimeCodegen):
             count = 1
             for d in norm:
                 if not 0 <= d < rank:
-                    raise self.error(anode, f"legato.tensor.mean: dim {d} out of range for {x.spec}")
+                    raise self.error(
+                        anode, f"legato.tensor.mean: dim {d} out of range for {x.spec}"
+                    )
                 if x.spec.dims[d].is_dynamic:
-                    raise self.error(anode, "legato.tensor.mean over several dims needs static dims")
+                    raise self.error(
+                        anode, "legato.tensor.mean over several dims needs static dims"
+                    )
                 count *= x.spec.dims[d].size
-            total = self._reduction(node, "sum", L.SumOp, {"x": (x, node), "dim": (dim, anode),
-                                                          "keepdim": (keepdim, None)})
-            return self.emit_value(L.DivOp, node, total.ssa,
-                                   self.as_tensor(float(count), total, node).ssa)
+            total = self._reduction(
+                node,
+                "sum",
+                L.SumOp,
+                {"x": (x, node), "dim": (dim, anode), "keepdim": (keepdim, None)},
+            )
+            return self.emit_value(
+                L.DivOp, node, total.ssa, self.as_tensor(float(count), total, node).ssa
+            )
         result = x
         for d in reversed(norm):  # highest dim first, so the lower ones keep their index
             result = self.emit_value(op_cls, node, result.ssa, d, bool(keepdim))
@@ -1366,7 +1457,9 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_transpose(self, node: ast.Call):
         self.require_region(node, "transpose")
-        b = self.bind_op_args(node, "transpose", ["x", "dims", "dim1"], {"dims": None, "dim1": None})
+        b = self.bind_op_args(
+            node, "transpose", ["x", "dims", "dim1"], {"dims": None, "dim1": None}
+        )
         x = self.tensor_arg(b, "x", "transpose")
         perm, pnode = b["dims"]
         d1, _ = b["dim1"]
@@ -1449,7 +1542,9 @@ def _describe(value) -> str:
     if value is None:
         return "None"
     if isinstance(value, (int, float, str, tuple, list, TensorSpec, DType)):
-        return f"{type(value).__name__} {value!r}" if not isinstance(value, TensorSpec) else str(value)
+        return (
+            f"{type(value).__name__} {value!r}" if not isinstance(value, TensorSpec) else str(value)
+        )
     return type(value).__name__
 
 
@@ -1461,10 +1556,23 @@ def _message(e: Exception) -> str:
 
 def _op_symbol(op) -> str:
     return {
-        ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-        ast.Mod: "%", ast.Pow: "**", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|",
-        ast.BitAnd: "&", ast.BitXor: "^", ast.MatMult: "@", ast.USub: "-", ast.UAdd: "+",
-        ast.Not: "not", ast.Invert: "~",
+        ast.Add: "+",
+        ast.Sub: "-",
+        ast.Mult: "*",
+        ast.Div: "/",
+        ast.FloorDiv: "//",
+        ast.Mod: "%",
+        ast.Pow: "**",
+        ast.LShift: "<<",
+        ast.RShift: ">>",
+        ast.BitOr: "|",
+        ast.BitAnd: "&",
+        ast.BitXor: "^",
+        ast.MatMult: "@",
+        ast.USub: "-",
+        ast.UAdd: "+",
+        ast.Not: "not",
+        ast.Invert: "~",
     }.get(type(op), type(op).__name__)
 
 
@@ -1472,7 +1580,9 @@ def _op_symbol(op) -> str:
 # Entry points
 
 
-def emit_kernel(src: FunctionSource, params: list, constexprs: dict, ctx: CompileContext) -> ModuleOp:
+def emit_kernel(
+    src: FunctionSource, params: list, constexprs: dict, ctx: CompileContext
+) -> ModuleOp:
     """The `builtin.module` holding the `legato.kernel` of `src` (raises CompileError)."""
     return CodeGenerator(src, params, constexprs, ctx).generate()
 

@@ -151,9 +151,11 @@ class RuntimeCodegen:
             return self.index_const(value, node)
         acc: SSAValue | None = None
         for ssa, c in value.terms:
-            term = ssa if c == 1 else self.emit(
-                arith.MuliOp(ssa, self.index_const(c, node)), node
-            ).results[0]
+            term = (
+                ssa
+                if c == 1
+                else self.emit(arith.MuliOp(ssa, self.index_const(c, node)), node).results[0]
+            )
             acc = term if acc is None else self.emit(arith.AddiOp(acc, term), node).results[0]
         assert acc is not None
         if value.const:
@@ -270,7 +272,9 @@ class RuntimeCodegen:
     def runtime_range(self, node: ast.Call, args: list, kwargs: dict) -> RuntimeRange:
         if kwargs or not 1 <= len(args) <= 3:
             raise self.error(node, "range() takes 1 to 3 positional arguments")
-        lb, ub, step = (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(args) == 3 else 1)
+        lb, ub, step = (
+            (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(args) == 3 else 1)
+        )
         for v in (lb, ub):
             self.check_index_operand(v, node)
         if isinstance(step, bool) or not isinstance(step, int) or step <= 0:
@@ -381,9 +385,7 @@ class RuntimeCodegen:
 
     def refuse_in_loop(self, node: ast.AST, what: str, instead: str) -> None:
         if self.loop_depth:
-            raise self.error(
-                node, f"{what} is not supported inside a runtime loop; {instead}"
-            )
+            raise self.error(node, f"{what} is not supported inside a runtime loop; {instead}")
 
     # -- dynamic slices ------------------------------------------------------------------------
 
@@ -452,7 +454,9 @@ class RuntimeCodegen:
                         raise self.error(
                             node, f"dim {i}: a slice of {size} elements does not fit {spec}"
                         )
-                    offsets.append(start if isinstance(start, int) else self.materialize(start, node))
+                    offsets.append(
+                        start if isinstance(start, int) else self.materialize(start, node)
+                    )
                     sizes.append(size)
                     dims.append(Dim(size, size))
                     keep.append(True)
@@ -481,8 +485,8 @@ class RuntimeCodegen:
                 sizes.append(1), dims.append(Dim(1, 1)), keep.append(False)
             else:
                 raise self.error(
-                    node, f"tensor indices must be ints, runtime indices or slices, got "
-                    f"{_describe(it)}"
+                    node,
+                    f"tensor indices must be ints, runtime indices or slices, got {_describe(it)}",
                 )
         rt = L.TensorType(dims, spec.dtype, spec.memory)
         result = self.emit_value(L.DynamicSliceOp, node, value.ssa, offsets, sizes, rt)
@@ -527,8 +531,9 @@ class RuntimeCodegen:
             self.emit(L.RequestLoadOp(src.ssa, L.ContextAttr.core(i), memory, queue), node)
             self.sends.setdefault((i, memory, queue), []).append((node, self.frame.source))
 
-    def request_load_runtime_core(self, node: ast.Call, tnode, src, index: IRScalar,
-                                  memory: str, queue: int) -> None:
+    def request_load_runtime_core(
+        self, node: ast.Call, tnode, src, index: IRScalar, memory: str, queue: int
+    ) -> None:
         """`request_load(x, device.get_core(i), ...)` with a runtime `i`, in an all-cores region:
         every core sends to the core `i` evaluates to on it (see legato_to_core)."""
         if self.region is None or self.region.ctx.kind != "all_cores":
@@ -572,10 +577,14 @@ class RuntimeCodegen:
 
         if self.region is None:
             raise self.error(node, "legato.sync.signal must run in an execution context")
-        b = self.bind_op_args(node, "sync.signal", ["target", "sem", "count"], {"sem": 0, "count": 1})
+        b = self.bind_op_args(
+            node, "sync.signal", ["target", "sem", "count"], {"sem": 0, "count": 1}
+        )
         target, tnode = b["target"]
-        if not isinstance(target, ExecContext) or target.kind == "all_cores" or (
-            target.is_runtime_core
+        if (
+            not isinstance(target, ExecContext)
+            or target.kind == "all_cores"
+            or (target.is_runtime_core)
         ):
             raise self.error(
                 tnode,

@@ -88,8 +88,10 @@ def find_kernel(module: ModuleOp, level: str, name: str | None) -> Operation:
     kernels = [
         op
         for op in module.walk()
-        if op.name in {"legato": ("legato.kernel",), "core": ("core.kernel",),
-                       "backend": ("backend.kernel",)}[level]
+        if op.name
+        in {"legato": ("legato.kernel",), "core": ("core.kernel",), "backend": ("backend.kernel",)}[
+            level
+        ]
     ]
     if level == "backend" and not kernels:
         return module  # a module of backend.program ops is itself the kernel
@@ -159,7 +161,12 @@ def run(
         name = k.sym_name.data  # type: ignore[attr-defined]
         bound = bind_args(legato_interp.kernel_specs(k), args, name)  # type: ignore[arg-type]
         machine = legato_interp.run_kernel(
-            module, k, bound, model.num_cores, scheduler, listeners=listeners  # type: ignore[arg-type]
+            module,
+            k,
+            bound,
+            model.num_cores,
+            scheduler,
+            listeners=listeners,  # type: ignore[arg-type]
         )
         transfers = machine.transfers
     elif level == "core":
@@ -167,7 +174,12 @@ def run(
 
         name = k.sym_name.data  # type: ignore[attr-defined]
         bound, machine = core_interp.run_kernel(
-            module, k, args, model, scheduler, listeners=listeners  # type: ignore[arg-type]
+            module,
+            k,
+            args,
+            model,
+            scheduler,
+            listeners=listeners,  # type: ignore[arg-type]
         )
         transfers = machine.transfers
     else:
@@ -180,9 +192,7 @@ def run(
         transfers = machine.transfers
     for b in bound:
         b.finish()
-    result = RunResult(
-        b.original if b.original is not None else b.value for b in bound
-    )
+    result = RunResult(b.original if b.original is not None else b.value for b in bound)
     result.stats = RunStats(
         level=level,
         kernel=name,

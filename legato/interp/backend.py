@@ -144,8 +144,9 @@ class BackendFunctions(InterpreterFunctions):
             core = env.core if env.core is not None else 0
         assert self.machine is not None
         if not 0 <= core < self.machine.model.num_cores:
-            raise InterpError(f"lsa names core {core}; the model has "
-                              f"{self.machine.model.num_cores} cores", op)
+            raise InterpError(
+                f"lsa names core {core}; the model has {self.machine.model.num_cores} cores", op
+            )
         return (core_space_base(core, op.space.data) + (op.offset.data & 0xFFFF_FFFF),)
 
     def _alu(self, op: Operation, mn: str, a: int, b: int) -> int:
@@ -242,8 +243,9 @@ class BackendFunctions(InterpreterFunctions):
         assert op.notify_space is not None and op.notify_queue is not None
         if core is None:
             raise InterpError(f"{op.MNEMONIC} on top notifies no core", op)
-        self.machine.signal(core, op.notify_space.data, op.notify_queue.data,
-                            f"{env.name}'s {op.MNEMONIC}")
+        self.machine.signal(
+            core, op.notify_space.data, op.notify_queue.data, f"{env.name}'s {op.MNEMONIC}"
+        )
 
     @impl(B.Dma2dOp)
     def run_dma2d(self, interpreter, op: B.Dma2dOp, args):
@@ -253,8 +255,10 @@ class BackendFunctions(InterpreterFunctions):
         rows, row = isa.dma2d_unpack(args[2])
         dstride, sstride = isa.dma2d_unpack(args[3])
         if rows * row and (sstride < row or dstride < row):
-            raise InterpError(f"dma2d strides (src {sstride}, dst {dstride}) smaller than the "
-                              f"row of {row} bytes", op)
+            raise InterpError(
+                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of {row} bytes",
+                op,
+            )
         for r in range(rows if row else 0):
             self.mem.copy(dst + r * dstride, src + r * sstride, row)
         self.machine.dma_bytes += rows * row
@@ -289,7 +293,8 @@ class BackendFunctions(InterpreterFunctions):
             st["gen"] += 1
             st["arrived"] = 0
         m.scheduler.block_until(
-            lambda: st["gen"] > gen, op,
+            lambda: st["gen"] > gen,
+            op,
             f"barrier {bid} ({count} modules; {st['arrived']} arrived)",
         )
         return ()
@@ -314,8 +319,9 @@ class BackendFunctions(InterpreterFunctions):
 
     # -- MPU --------------------------------------------------------------------------------
 
-    def _local(self, interpreter, op, addr: int, what: str, spaces=("sram", "mpu_buffer",
-                                                                    "private_dram")) -> None:
+    def _local(
+        self, interpreter, op, addr: int, what: str, spaces=("sram", "mpu_buffer", "private_dram")
+    ) -> None:
         env = _env(interpreter)
         space, core, _ = decode_address(addr)
         if core != env.core or space not in spaces:
@@ -332,8 +338,11 @@ class BackendFunctions(InterpreterFunctions):
         src, k, n = args
         model = self.machine.model
         if not (1 <= k <= model.mpu_tile_k and 1 <= n <= model.mpu_tile_n):
-            raise InterpError(f"mpu.ldw of a [{k}, {n}] tile; the MPU takes at most "
-                              f"[{model.mpu_tile_k}, {model.mpu_tile_n}]", op)
+            raise InterpError(
+                f"mpu.ldw of a [{k}, {n}] tile; the MPU takes at most "
+                f"[{model.mpu_tile_k}, {model.mpu_tile_n}]",
+                op,
+            )
         self._local(interpreter, op, src, "mpu.ldw source", ("mpu_buffer",))
         w = self.mem.bytes(src, k * n * 2).view(numerics.bfloat16).reshape(k, n)
         self.machine.load_weight(_env(interpreter).core, w)  # type: ignore[arg-type]
@@ -358,7 +367,9 @@ class BackendFunctions(InterpreterFunctions):
             acc = self.mem.bytes(dst, rows * n * 4).view(np.float32).reshape(rows, n)
         res = numerics.mpu_matmul(a, w, acc)
         res = res if f32 else numerics.round_to(res, numerics.bfloat16)
-        self.mem.bytes(dst, rows * n * osz)[:] = np.ascontiguousarray(res).view(np.uint8).reshape(-1)
+        self.mem.bytes(dst, rows * n * osz)[:] = (
+            np.ascontiguousarray(res).view(np.uint8).reshape(-1)
+        )
         return ()
 
     # -- VPU --------------------------------------------------------------------------------
@@ -521,12 +532,15 @@ def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
             if ctx.core_index is None or ctx.core_index >= num_cores:
                 raise InvalidModuleError(
                     f"backend.program @{prog.sym_name.data} runs on core {ctx.core_index}, but "
-                    f"the model has {num_cores} cores", prog)
+                    f"the model has {num_cores} cores",
+                    prog,
+                )
             cores = [ctx.core_index]
         for c in cores:
             if c in owner:
                 raise InvalidModuleError(
-                    f"{'top' if c is None else f'core {c}'} has two programs", prog)
+                    f"{'top' if c is None else f'core {c}'} has two programs", prog
+                )
             owner[c] = prog
             tasks.append(("top" if c is None else f"core {c}", c, prog))
     return tasks

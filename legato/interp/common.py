@@ -118,9 +118,7 @@ def bind_args(
 def check_tensor_arg(spec: TensorSpec, arr: np.ndarray, what: str) -> None:
     if arr.dtype != spec.dtype.numpy:
         got = arr.dtype.name if arr.dtype != np.dtype(ml_dtypes.bfloat16) else "bfloat16"
-        raise InterpArgumentError(
-            f"{what}: expected element type {spec.dtype.name}, got {got}"
-        )
+        raise InterpArgumentError(f"{what}: expected element type {spec.dtype.name}, got {got}")
     if arr.ndim != spec.rank:
         raise InterpArgumentError(
             f"{what}: expected rank {spec.rank} ({spec}), got shape {list(arr.shape)}"

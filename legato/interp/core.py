@@ -114,7 +114,9 @@ class CoreFunctions(InterpreterFunctions):
     def run_arg(self, interpreter, op: C.ArgOp, args):
         i = op.index.data
         if i >= len(self.machine.args):
-            raise InterpError(f"core.arg {i}: the kernel has {len(self.machine.args)} arguments", op)
+            raise InterpError(
+                f"core.arg {i}: the kernel has {len(self.machine.args)} arguments", op
+            )
         place = self.machine.args[i]
         t = op.result.type
         if isinstance(t, C.BufType):
@@ -147,8 +149,9 @@ class CoreFunctions(InterpreterFunctions):
                 op,
             )
         if not 0 <= core < self.machine.model.num_cores:
-            raise InterpError(f"core.alloc on core {core}: the model has "
-                              f"{self.machine.model.num_cores} cores", op)
+            raise InterpError(
+                f"core.alloc on core {core}: the model has {self.machine.model.num_cores} cores", op
+            )
         space = op.memory.data
         placement = op.attributes.get(PLACEMENT_ATTR)
         if isinstance(placement, StringAttr):  # core-plan-memory spilled it (sram -> private_dram)

@@ -134,8 +134,9 @@ def first_difference(a: np.ndarray, b: np.ndarray) -> str | None:
     return f"element {list(idx)}: {a[idx]!r} vs {b[idx]!r}"
 
 
-def check(kernel: CorpusKernel, results: dict[str, list[np.ndarray]],
-          compiled: Compiled | None = None) -> None:
+def check(
+    kernel: CorpusKernel, results: dict[str, list[np.ndarray]], compiled: Compiled | None = None
+) -> None:
     """Raise `DivergenceError` unless every level's outputs equal the legato level's bit for bit,
     and the legato level agrees with the torch reference within tolerance."""
     base_level = "legato" if "legato" in results else next(iter(results))
@@ -163,11 +164,19 @@ def check_reference(kernel: CorpusKernel, outs: list[np.ndarray]) -> None:
     tens = [_to_torch(a) for a in kernel.args()]
     expected = kernel.reference(tens)
     for i, exp in zip(kernel.outputs, expected):
-        got = outs[i].astype(np.float32) if outs[i].dtype.kind == "V" or outs[i].dtype == np.dtype(
-            ml_dtypes.bfloat16) else outs[i]
+        got = (
+            outs[i].astype(np.float32)
+            if outs[i].dtype.kind == "V" or outs[i].dtype == np.dtype(ml_dtypes.bfloat16)
+            else outs[i]
+        )
         exp_np = exp.detach().float().numpy() if isinstance(exp, torch.Tensor) else np.asarray(exp)
-        if not np.allclose(np.asarray(got, np.float64), exp_np.astype(np.float64),
-                           rtol=kernel.rtol, atol=kernel.atol, equal_nan=True):
+        if not np.allclose(
+            np.asarray(got, np.float64),
+            exp_np.astype(np.float64),
+            rtol=kernel.rtol,
+            atol=kernel.atol,
+            equal_nan=True,
+        ):
             err = np.abs(np.asarray(got, np.float64) - exp_np)
             at = np.unravel_index(np.nanargmax(err), err.shape)
             raise DivergenceError(
@@ -217,12 +226,15 @@ def bisect_passes(kernel: CorpusKernel, compiled: Compiled | None) -> str:
             d = first_difference(base[i], args[i])
             if d is not None:
                 return f"first bad pass: {name} (after it argument {i} differs at {d})"
-    return "every intermediate IR agrees with the legato level (the difference is after the " \
+    return (
+        "every intermediate IR agrees with the legato level (the difference is after the "
         "last pass: assembler, encoder, ELF or emulator)"
+    )
 
 
-def run_everywhere(kernel: CorpusKernel, levels: Sequence[str] = LEVELS
-                   ) -> tuple[dict[str, list[np.ndarray]], Compiled | None]:
+def run_everywhere(
+    kernel: CorpusKernel, levels: Sequence[str] = LEVELS
+) -> tuple[dict[str, list[np.ndarray]], Compiled | None]:
     compiled = None
     if any(lv != "legato" for lv in levels):
         compiled = compile_corpus_kernel(kernel, record_passes=False)

@@ -145,7 +145,9 @@ class LegatoFunctions(InterpreterFunctions):
         dyn_off = iter(a.value.data for a in args[1 : 1 + n_off])
         dyn_size = iter(a.value.data for a in args[1 + n_off :])
         index = []
-        for d, (o, s) in enumerate(zip(op.static_offsets.get_values(), op.static_sizes.get_values())):
+        for d, (o, s) in enumerate(
+            zip(op.static_offsets.get_values(), op.static_sizes.get_values())
+        ):
             o = next(dyn_off) if o == L.DYNAMIC_INDEX else o
             s = next(dyn_size) if s == L.DYNAMIC_INDEX else s
             if o < 0 or s < 0 or o + s > x.shape[d]:
@@ -382,9 +384,13 @@ class LegatoFunctions(InterpreterFunctions):
         except ValueError:
             raise InterpError(
                 f"runtime shapes {list(c.shape)}, {list(a.shape)} and {list(b.shape)} do not "
-                "broadcast", op,
+                "broadcast",
+                op,
             ) from None
-        bc = lambda x: np.ascontiguousarray(np.broadcast_to(x, shape))
+
+        def bc(x):
+            return np.ascontiguousarray(np.broadcast_to(x, shape))
+
         return (vpu.select(bc(c), bc(a), bc(b)),)
 
     @impl(L.GatherOp)
@@ -534,9 +540,7 @@ class LegatoFunctions(InterpreterFunctions):
 
 def kernel_specs(kernel: L.KernelOp):
     """Per argument: its TensorSpec, or the scalar type attribute."""
-    return [
-        t.to_spec() if isinstance(t, L.TensorType) else t for t in kernel.function_type.inputs
-    ]
+    return [t.to_spec() if isinstance(t, L.TensorType) else t for t in kernel.function_type.inputs]
 
 
 def _contexts_of(kernel: L.KernelOp, num_cores: int) -> list[tuple[str, int | None]]:
@@ -547,9 +551,7 @@ def _contexts_of(kernel: L.KernelOp, num_cores: int) -> list[tuple[str, int | No
             if op.ctx.is_core:
                 idx = op.ctx.core_index
                 if idx is None or idx >= num_cores:
-                    raise InterpError(
-                        f"legato.on core({idx}): the model has {num_cores} cores", op
-                    )
+                    raise InterpError(f"legato.on core({idx}): the model has {num_cores} cores", op)
                 cores.add(idx)
             elif op.ctx.is_all_cores:
                 all_cores = True

@@ -176,7 +176,8 @@ class Buf:
     def is_contiguous(self) -> bool:
         # the stride of a dim of size 1 never moves (e.g. a row slice x[:, a:b] of a [1, K] row)
         return self.strides is None or all(
-            st == rm for n, st, rm in zip(self.shape, self.strides, row_major_strides(self.shape))
+            st == rm
+            for n, st, rm in zip(self.shape, self.strides, row_major_strides(self.shape))
             if n != 1
         )
 
@@ -195,8 +196,9 @@ class Buf:
             return raw.view(self.dtype).reshape(self.shape)
         item = self.dtype.itemsize
         return np.lib.stride_tricks.as_strided(
-            raw.view(self.dtype) if raw.size % item == 0 else raw[: raw.size // item * item]
-            .view(self.dtype),
+            raw.view(self.dtype)
+            if raw.size % item == 0
+            else raw[: raw.size // item * item].view(self.dtype),
             shape=self.shape,
             strides=tuple(s * item for s in self.strides),
         )

@@ -145,7 +145,9 @@ class Scheduler:
         self._running = True
         for task in self.tasks:
             task._thread = threading.Thread(
-                target=self._thread_main, args=(task,), name=f"legato-interp-{task.name}",
+                target=self._thread_main,
+                args=(task,),
+                name=f"legato-interp-{task.name}",
                 daemon=True,
             )
             task._thread.start()

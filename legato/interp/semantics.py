@@ -39,7 +39,18 @@ from legato import numerics
 FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
 UNARY_OPS = (
-    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"
+    "neg",
+    "abs",
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "cos",
+    "sin",
 )
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
 REDUCTIONS = ("sum", "mean", "max", "min")
@@ -170,8 +181,11 @@ def cast(x: np.ndarray, out_dtype) -> np.ndarray:
 
 def full(shape, value, dtype) -> np.ndarray:
     """A constant tensor: `value` rounded to `dtype` and broadcast to `shape`."""
-    return np.full(tuple(shape), cast(np.asarray(value, np.float64 if isinstance(value, float)
-                                                 else np.int64), dtype), dtype=np.dtype(dtype))
+    return np.full(
+        tuple(shape),
+        cast(np.asarray(value, np.float64 if isinstance(value, float) else np.int64), dtype),
+        dtype=np.dtype(dtype),
+    )
 
 
 ELEMENTWISE: dict[str, Callable[..., np.ndarray]] = {

@@ -47,8 +47,17 @@ def _type_at(t, path):
 def table_rows(binary: Binary) -> list[dict]:
     """One row per Instruction Table word, word 0 (the table size) included."""
     layout = binary.layout
-    rows = [{"word": 0, "offset": 0, "arg": None, "name": "-", "entry": "table size",
-             "type": "u64", "access": ""}]
+    rows = [
+        {
+            "word": 0,
+            "offset": 0,
+            "arg": None,
+            "name": "-",
+            "entry": "table size",
+            "type": "u64",
+            "access": "",
+        }
+    ]
     for i, a in enumerate(layout.args):
         for s in layout.slots:
             if s.arg != i:
@@ -62,8 +71,17 @@ def table_rows(binary: Binary) -> list[dict]:
                 entry, ty = f"dim {s.dim}", f"i64 (runtime size, bound {t.dims[s.dim].bound})"
             else:
                 entry, ty = "scalar", str(t)
-            rows.append({"word": word, "offset": word * 8, "arg": i, "name": name,
-                         "entry": entry, "type": ty, "access": a.access})
+            rows.append(
+                {
+                    "word": word,
+                    "offset": word * 8,
+                    "arg": i,
+                    "name": name,
+                    "entry": entry,
+                    "type": ty,
+                    "access": a.access,
+                }
+            )
     rows.sort(key=lambda r: r["word"])
     return rows
 
@@ -71,8 +89,13 @@ def table_rows(binary: Binary) -> list[dict]:
 def _signature_text(binary: Binary) -> list[str]:
     out = []
     for a in binary.layout.args:
-        kind = "tensor" if isinstance(a.type, TensorSpec) else \
-            "tuple" if isinstance(a.type, TupleSpec) else "scalar"
+        kind = (
+            "tensor"
+            if isinstance(a.type, TensorSpec)
+            else "tuple"
+            if isinstance(a.type, TupleSpec)
+            else "scalar"
+        )
         out.append(f"  {a.name}: {a.type}  ({kind}, {a.access})")
     return out
 
@@ -81,8 +104,11 @@ def disassembly_lines(program) -> list[str]:
     """`index: word  instruction` lines, with `L<index>:` lines at branch targets."""
     instrs = [isa.decode(w) for w in program.words]
     n = len(instrs)
-    targets = {i + ins.simm for i, ins in enumerate(instrs)
-               if ins.op.format in ("br", "jmp") and 0 <= i + ins.simm <= n}
+    targets = {
+        i + ins.simm
+        for i, ins in enumerate(instrs)
+        if ins.op.format in ("br", "jmp") and 0 <= i + ins.simm <= n
+    }
     width = max(len(str(max(n - 1, 0))), 3)
     lines = []
     for i, (w, ins) in enumerate(zip(program.words, instrs, strict=True)):
@@ -99,15 +125,24 @@ def disassembly_lines(program) -> list[str]:
 
 def describe(binary: Binary, size: int, path: str = "", disassembly: bool = True) -> str:
     t, c = binary.target, binary.compiler
-    out = [f"{path}: Bertha ELF64 binary, {size} bytes, format version {c.get('format_version')}",
-           f"kernel:    {binary.kernel or '-'}",
-           (f"target:    chip {t.get('chip')}, generation {t.get('generation')}, "
-            f"{t.get('num_cores')} cores, fingerprint {t.get('fingerprint')}"),
-           (f"compiler:  legato {c.get('version')}, ISA version {c.get('isa_version')}, "
-            f"pipeline {c.get('pipeline') or '-'}"),
-           f"checksum:  sha256 {binary.checksum}"]
-    extra = {k: v for k, v in c.items()
-             if k not in ("version", "format_version", "isa_version", "pipeline")}
+    out = [
+        f"{path}: Bertha ELF64 binary, {size} bytes, format version {c.get('format_version')}",
+        f"kernel:    {binary.kernel or '-'}",
+        (
+            f"target:    chip {t.get('chip')}, generation {t.get('generation')}, "
+            f"{t.get('num_cores')} cores, fingerprint {t.get('fingerprint')}"
+        ),
+        (
+            f"compiler:  legato {c.get('version')}, ISA version {c.get('isa_version')}, "
+            f"pipeline {c.get('pipeline') or '-'}"
+        ),
+        f"checksum:  sha256 {binary.checksum}",
+    ]
+    extra = {
+        k: v
+        for k, v in c.items()
+        if k not in ("version", "format_version", "isa_version", "pipeline")
+    }
     for k in sorted(extra):
         out.append(f"           {k}: {json.dumps(extra[k], sort_keys=True)}")
     params = t.get("params") or {}
@@ -115,16 +150,18 @@ def describe(binary: Binary, size: int, path: str = "", disassembly: bool = True
         out.append("model parameters:")
         keys = sorted(params)
         for j in range(0, len(keys), 3):
-            out.append("  " + ", ".join(f"{k}={params[k]}" for k in keys[j:j + 3]))
+            out.append("  " + ", ".join(f"{k}={params[k]}" for k in keys[j : j + 3]))
 
     out.append("")
     out.append(f"programs ({len(binary.programs)}):")
     w = max(len(p.name) for p in binary.programs)
     cw = max(len(p.context) for p in binary.programs)
     for p in binary.programs:
-        out.append(f"  {p.name:<{w}}  on {p.context:<{cw}}  {'.text.' + p.name:<{w + 6}}  "
-                   f"{len(p.words):>5} instructions ({len(p.words) * isa.WORD_BYTES} B)  "
-                   f"memory: {_memory_text(p.memory)}")
+        out.append(
+            f"  {p.name:<{w}}  on {p.context:<{cw}}  {'.text.' + p.name:<{w + 6}}  "
+            f"{len(p.words):>5} instructions ({len(p.words) * isa.WORD_BYTES} B)  "
+            f"memory: {_memory_text(p.memory)}"
+        )
 
     layout = binary.layout
     out.append("")
@@ -132,16 +169,20 @@ def describe(binary: Binary, size: int, path: str = "", disassembly: bool = True
     out.extend(_signature_text(binary))
     out.append("")
     maxsz = binary.args_meta.get("max_table_size", layout.max_size_bytes)
-    out.append(f"Instruction Table: {layout.num_words} words, {layout.size_bytes} bytes "
-               f"(maximum {maxsz} bytes, computed from the signature); address in r1 at entry")
+    out.append(
+        f"Instruction Table: {layout.num_words} words, {layout.size_bytes} bytes "
+        f"(maximum {maxsz} bytes, computed from the signature); address in r1 at entry"
+    )
     rows = table_rows(binary)
     nw = max(len(r["name"]) for r in rows + [{"name": "argument"}])
     ew = max(len(r["entry"]) for r in rows)
     out.append(f"  {'word':>4}  {'offset':>6}  {'argument':<{nw}}  {'entry':<{ew}}  type  [access]")
     for r in rows:
         acc = f"  [{r['access']}]" if r["access"] else ""
-        out.append(f"  {r['word']:>4}  {r['offset']:>6}  {r['name']:<{nw}}  {r['entry']:<{ew}}  "
-                   f"{r['type']}{acc}")
+        out.append(
+            f"  {r['word']:>4}  {r['offset']:>6}  {r['name']:<{nw}}  {r['entry']:<{ew}}  "
+            f"{r['type']}{acc}"
+        )
 
     if disassembly:
         for p in binary.programs:
@@ -159,8 +200,13 @@ def to_json(binary: Binary, size: int, disassembly: bool = True) -> dict:
         "compiler": binary.compiler,
         "checksum": binary.checksum,
         "programs": [
-            {"name": p.name, "context": p.context, "section": f".text.{p.name}",
-             "instructions": len(p.words), "memory": p.memory}
+            {
+                "name": p.name,
+                "context": p.context,
+                "section": f".text.{p.name}",
+                "instructions": len(p.words),
+                "memory": p.memory,
+            }
             for p in binary.programs
         ],
         "args": binary.args_meta,
@@ -192,15 +238,23 @@ def _fail(path: str, reason: str, status: int = 1) -> int:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog=PROG, description="Show a Bertha binary's metadata, "
-                                 "Instruction Table layout and disassembly.")
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description="Show a Bertha binary's metadata, Instruction Table layout and disassembly.",
+    )
     ap.add_argument("file", metavar="FILE", help="a Bertha ELF binary")
     ap.add_argument("--no-disassembly", action="store_true", help="metadata and table only")
-    ap.add_argument("--asm", action="store_true",
-                    help="print the canonical assembly text instead (re-assembles to the same words)")
+    ap.add_argument(
+        "--asm",
+        action="store_true",
+        help="print the canonical assembly text instead (re-assembles to the same words)",
+    )
     ap.add_argument("--json", action="store_true", help="print everything as one JSON object")
-    ap.add_argument("--target", metavar="NAME",
-                    help="also check that the binary runs on this chip (bertha, bertha-evt1)")
+    ap.add_argument(
+        "--target",
+        metavar="NAME",
+        help="also check that the binary runs on this chip (bertha, bertha-evt1)",
+    )
     args = ap.parse_args(argv)
     path = args.file
     try:

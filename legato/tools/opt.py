@@ -96,8 +96,10 @@ class LegatoOptMain(xDSLOptMain):
             before = data[: e.start]
             line = before.count(b"\n") + 1 + offset
             col = e.start - (before.rfind(b"\n") + 1) + 1
-            raise LegatoError(f"{self.get_input_name()}:{line}:{col}: error: the input is not "
-                              f"UTF-8 text (byte 0x{data[e.start]:02x})") from None
+            raise LegatoError(
+                f"{self.get_input_name()}:{line}:{col}: error: the input is not "
+                f"UTF-8 text (byte 0x{data[e.start]:02x})"
+            ) from None
         parser = _LocatingParser(self.ctx, text, self.get_input_name(), offset)
         module = parser.parse_module(not self.args.no_implicit_module)
         _PARSED_AT.clear()
@@ -200,7 +202,13 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         tool = LegatoOptMain(args=args)
         tool.run()
-    except (ParseError, DiagnosticException, PassFailedException, LegatoError, ArgSpecParseError) as e:
+    except (
+        ParseError,
+        DiagnosticException,
+        PassFailedException,
+        LegatoError,
+        ArgSpecParseError,
+    ) as e:
         sys.stdout.flush()
         text = str(e)
         if text.startswith("error: "):  # a pass's error about an op without a location
@@ -242,8 +250,9 @@ def internal_error_message(e: BaseException, tool: LegatoOptMain | None) -> str:
         tb = tb.tb_next
     where = source_location(last_op) if last_op is not None else None
     stage = tool.stage if tool is not None else "startup"
-    text = f"{where or _input_name(tool)}: error: internal error in {stage}: " \
-           f"{type(e).__name__}: {e}"
+    text = (
+        f"{where or _input_name(tool)}: error: internal error in {stage}: {type(e).__name__}: {e}"
+    )
     if where is None and last_op is not None:
         try:
             text += "\n  at: " + str(last_op).splitlines()[0][:200]

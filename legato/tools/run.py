@@ -54,8 +54,10 @@ def make_arg(spec_text: str, spec, index: int):
     shape = shape_override if shape_override is not None else spec.bounds
     if text.endswith(".npy"):
         arr = np.load(text, allow_pickle=False)
-        if arr.dtype.kind == "V" and arr.dtype.itemsize == 2 and dtype == np.dtype(
-            ml_dtypes.bfloat16
+        if (
+            arr.dtype.kind == "V"
+            and arr.dtype.itemsize == 2
+            and dtype == np.dtype(ml_dtypes.bfloat16)
         ):
             arr = arr.view(ml_dtypes.bfloat16)
         return np.ascontiguousarray(_convert(arr, dtype))
@@ -128,8 +130,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="ComputeModel: bertha (EVT0, default), bertha-evt1, or bertha:NUM_CORES",
     )
-    p.add_argument("--print", dest="print_", action="append", default=None,
-                   help="argument (name or index) to print; default: every tensor argument")
+    p.add_argument(
+        "--print",
+        dest="print_",
+        action="append",
+        default=None,
+        help="argument (name or index) to print; default: every tensor argument",
+    )
     p.add_argument("--full", action="store_true", help="print whole arrays (no '...')")
     p.add_argument("--save", help="directory to write the arguments to, as NAME.npy")
     p.add_argument("--stats", action="store_true", help="print ops executed per context")
@@ -158,8 +165,9 @@ def _model(text: str | None):
         raise LegatoError(f"unknown model {name!r}; expected one of {bertha.GENERATIONS}")
     base = bertha.evt0() if name == "bertha" else bertha.evt1()
     if cores:
-        return bertha.Bertha(None, name, int(cores), False, base.num_memory_channels,
-                             base.shared_memory_size)
+        return bertha.Bertha(
+            None, name, int(cores), False, base.num_memory_channels, base.shared_memory_size
+        )
     return base
 
 
@@ -210,8 +218,10 @@ def _run(ns) -> int:
                 np.save(out / f"{n}.npy", np.asarray(result[i]))
     if ns.stats:
         st = result.stats
-        print(f"// {st.level} level, kernel {st.kernel}: {st.total_ops} ops, "
-              f"{st.transfers} transfers, {st.wall_seconds * 1e3:.1f} ms")
+        print(
+            f"// {st.level} level, kernel {st.kernel}: {st.total_ops} ops, "
+            f"{st.transfers} transfers, {st.wall_seconds * 1e3:.1f} ms"
+        )
         for task, n in st.ops_per_task.items():
             print(f"//   {task}: {n} ops")
     return 0

@@ -21,8 +21,7 @@ from legato.torch.options import Options
 log = logging.getLogger("legato.torch")
 
 
-def legato_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None,
-                   **kwargs):
+def legato_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
     """`torch.compile(..., backend="legato", options={...})`. See docs/torch.md for options."""
     if kwargs.get("mode") not in (None, "default"):
         log.info("legato backend: mode=%r is ignored", kwargs["mode"])
@@ -41,8 +40,10 @@ def legato_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
 
     def training_compiler(aten_gm: torch.fx.GraphModule, aten_inputs):
         # Legato targets inference; a graph that needs autograd runs eagerly (documented).
-        log.warning("legato backend: graph requires grad; running it eagerly "
-                    "(wrap inference in torch.no_grad())")
+        log.warning(
+            "legato backend: graph requires grad; running it eagerly "
+            "(wrap inference in torch.no_grad())"
+        )
         return make_boxed_func(aten_gm)
 
     backend = aot_autograd(

@@ -33,8 +33,10 @@ def custom_op(kernel, mutates: tuple[str, ...] | None = None, name: str | None =
     place), default the last parameter."""
     params = kernel.params
     if any(p.kind != "tensor" for p in params):
-        raise TypeError(f"{kernel.name}: only kernels whose parameters are all tensors can be "
-                        "torch ops (bind constexprs with a wrapper kernel)")
+        raise TypeError(
+            f"{kernel.name}: only kernels whose parameters are all tensors can be "
+            "torch ops (bind constexprs with a wrapper kernel)"
+        )
     mutates = tuple(mutates) if mutates is not None else (params[-1].name,)
     unknown = set(mutates) - {p.name for p in params}
     if unknown:

@@ -64,8 +64,9 @@ def install_backport() -> bool:
                 if t.shape[i] >= 2:  # a size of 0/1 is specialized by dynamo (module docstring)
                     original(t, i, min=2, max=max)
             return None
-        return original(t, index, hint_override=hint_override, min=min, max=max,
-                        specialize_on=specialize_on)
+        return original(
+            t, index, hint_override=hint_override, min=min, max=max, specialize_on=specialize_on
+        )
 
     mark_dynamic.__doc__ = original.__doc__
     mark_dynamic.__wrapped__ = original  # type: ignore[attr-defined]

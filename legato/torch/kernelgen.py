@@ -66,8 +66,10 @@ def shape_src(shape, bound, what: str) -> str:
                 'options={"legato.unbounded_dims": "extern"} to run such nodes eagerly'
             )
         parts.append(f"(-1, {b})")
-    return "[" + ", ".join(parts) + "]" if all(isinstance(d, int) for d in shape) else (
-        "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return (
+        "[" + ", ".join(parts) + "]"
+        if all(isinstance(d, int) for d in shape)
+        else ("(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")")
     )
 
 
@@ -89,8 +91,10 @@ def _literal(v) -> str | None:
         if any(i is None for i in items):
             return None
         body = ", ".join(items)
-        return f"({body},)" if isinstance(v, tuple) and len(items) == 1 else (
-            f"({body})" if isinstance(v, tuple) else f"[{body}]"
+        return (
+            f"({body},)"
+            if isinstance(v, tuple) and len(items) == 1
+            else (f"({body})" if isinstance(v, tuple) else f"[{body}]")
         )
     return None
 
@@ -111,8 +115,15 @@ class Generated:
     outputs: list  # fx nodes (in kernel argument order, after the inputs)
 
 
-def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: str, bound,
-             cache_root: Path | None = None) -> Generated:
+def generate(
+    name: str,
+    inputs: list,
+    steps: list[Step],
+    outputs: list,
+    device: str,
+    bound,
+    cache_root: Path | None = None,
+) -> Generated:
     """Generate, write and load the kernel `name` of one partition.
 
     `inputs`: the partition's tensor inputs (fx nodes with meta["val"]), `steps`: supported nodes
@@ -142,7 +153,7 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
     for s in steps:
         for pos, a in enumerate(s.impl.args if s.impl is not None else ()):
             mem = s.impl.memory.get(pos, "sram")
-            for x in (a if isinstance(a, (tuple, list)) else [a]):
+            for x in a if isinstance(a, (tuple, list)) else [a]:
                 if isinstance(x, torch.fx.Node) and x in wants and mem not in wants[x]:
                     wants[x].append(mem)
 
@@ -154,16 +165,16 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
         arg_names[n] = p
         params.append(
             f"    {p}: legato.get_model().tensor_type({dtype_src(v.dtype)}, "
-            f"{shape_src(v.shape, bound, f'input {n.name}')}, \"shared_dram\"),"
+            f'{shape_src(v.shape, bound, f"input {n.name}")}, "shared_dram"),'
         )
     out_names = []
-    for i, n in enumerate(outputs):
+    for n in outputs:
         v = val(n)
         p = fresh(f"out_{n.name}")
         out_names.append(p)
         params.append(
             f"    {p}: legato.get_model().tensor_type({dtype_src(v.dtype)}, "
-            f"{shape_src(v.shape, bound, f'output {n.name}')}, \"shared_dram\"),"
+            f'{shape_src(v.shape, bound, f"output {n.name}")}, "shared_dram"),'
         )
 
     weight_var: dict[torch.fx.Node, str] = {}
@@ -185,7 +196,7 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
                 weight_var[n] = w
                 core.append(
                     f"        {w} = legato.tensor.receive_type(legato.get_model().tensor_type("
-                    f"{dtype_src(v.dtype)}, {list(v.shape)}, \"mpu_weight\"), 0, None, "
+                    f'{dtype_src(v.dtype)}, {list(v.shape)}, "mpu_weight"), 0, None, '
                     f'"mpu_buffer")'
                 )
             elif mem == "shared_dram":
@@ -218,8 +229,8 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
                     args.append(arg_names[a])  # left in shared DRAM
                 else:
                     args.append(var[a])
-            elif isinstance(a, (tuple, list)) and a and all(
-                isinstance(x, torch.fx.Node) for x in a
+            elif (
+                isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a)
             ):
                 args.append("(" + ", ".join(var[x] for x in a) + ",)")
             elif isinstance(a, DType):
@@ -228,8 +239,10 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
                 lit = _literal(a)
                 args.append(lit if lit is not None else _global(ns, fresh, a))
         var[s.node] = fresh(f"v_{s.node.name}")
-        core.append(f"        {var[s.node]} = {impl_names[id(fn)]}({', '.join(args)})"
-                    f"  # {s.node.format_node()[:120]}")
+        core.append(
+            f"        {var[s.node]} = {impl_names[id(fn)]}({', '.join(args)})"
+            f"  # {s.node.format_node()[:120]}"
+        )
     for n, p in zip(outputs, out_names):
         core.append(f"        legato.tensor.memcpy({p}, {var[n]})")
 
@@ -251,6 +264,7 @@ def generate(name: str, inputs: list, steps: list[Step], outputs: list, device: 
             "",
         ]
     )
+
     # The impl functions are part of the kernel's identity: name them in the file (the JIT key
     # covers their sources too).
     def _where(v):

@@ -26,7 +26,7 @@ class Options:
         known = {f.name for f in fields(Options)}
         kwargs = {}
         for key, value in options.items():
-            name = key[len("legato."):] if key.startswith("legato.") else None
+            name = key[len("legato.") :] if key.startswith("legato.") else None
             if name not in known:
                 raise LegatoError(
                     f"unknown torch.compile option {key!r} for backend 'legato'; known options: "

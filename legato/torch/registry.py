@@ -168,8 +168,9 @@ def load_libraries(force: bool = False) -> list[tuple[str, str]]:
                 log.debug("legato-library %s loaded from %s", ep.name, ep.value)
             except Exception as e:  # noqa: BLE001 - one broken library must not break torch
                 _library_errors.append((ep.name, f"{type(e).__name__}: {e}"))
-                log.warning("legato-library entry point %s (%s) failed to load: %s",
-                            ep.name, ep.value, e)
+                log.warning(
+                    "legato-library entry point %s (%s) failed to load: %s", ep.name, ep.value, e
+                )
         return list(_library_errors)
 
 

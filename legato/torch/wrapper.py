@@ -40,8 +40,7 @@ def _is_host(node) -> bool:
         return False
     if isinstance(v, (tuple, list)) and any(isinstance(x, torch.Tensor) for x in v):
         return False
-    return "val" in node.meta or str(getattr(node.target, "__name__", "")).startswith(
-        "_assert")
+    return "val" in node.meta or str(getattr(node.target, "__name__", "")).startswith("_assert")
 
 
 def _custom_kernel(node) -> str | None:
@@ -125,8 +124,13 @@ class LegatoKernelModule(torch.nn.Module):
     """Runs one partition as its Legato kernel: tensor inputs in, outputs allocated and written
     in place by the kernel, returned in the structure of the fused submodule."""
 
-    def __init__(self, gen: kernelgen.Generated, fused: torch.fx.GraphModule, info: KernelInfo,
-                 options: Options):
+    def __init__(
+        self,
+        gen: kernelgen.Generated,
+        fused: torch.fx.GraphModule,
+        info: KernelInfo,
+        options: Options,
+    ):
         super().__init__()
         self.gen = gen
         self.kernel = gen.kernel
@@ -134,8 +138,9 @@ class LegatoKernelModule(torch.nn.Module):
         self.info = info
         self.options = options
         placeholders = [n for n in fused.graph.nodes if n.op == "placeholder"]
-        self.tensor_pos = [i for i, n in enumerate(placeholders)
-                           if isinstance(n.meta.get("val"), torch.Tensor)]
+        self.tensor_pos = [
+            i for i, n in enumerate(placeholders) if isinstance(n.meta.get("val"), torch.Tensor)
+        ]
         out = next(n for n in fused.graph.nodes if n.op == "output").args[0]
         self.single = not isinstance(out, (tuple, list))
         self._shapes: dict = {}
@@ -172,8 +177,9 @@ _graph_counter = 0
 class LegatoGraphWrapper:
     """One ATen graph (from aot_autograd) made runnable: Legato kernels + extern nodes."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs, options: Options,
-                 name: str | None = None):
+    def __init__(
+        self, gm: torch.fx.GraphModule, example_inputs, options: Options, name: str | None = None
+    ):
         global _graph_counter
         _graph_counter += 1
         self.name = name or f"graph{_graph_counter}"
@@ -215,8 +221,11 @@ class LegatoGraphWrapper:
             d = NodeDecision(res.impl, res.reason)
             custom = _custom_kernel(node)
             if custom is not None and d.impl is None:
-                d = NodeDecision(None, f"custom Legato kernel legato::{custom} (runs its own "
-                                 "binary between the graph's kernels)")
+                d = NodeDecision(
+                    None,
+                    f"custom Legato kernel legato::{custom} (runs its own "
+                    "binary between the graph's kernels)",
+                )
             decisions[node] = d
         # Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's
         # t(W), a view) runs extern, so the kernel loads the prepared weight straight into
@@ -234,9 +243,10 @@ class LegatoGraphWrapper:
                     continue
                 if all(a.op == "placeholder" for a in src.all_input_nodes):
                     decisions[src] = NodeDecision(
-                        None, f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
+                        None,
+                        f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
                         "from graph inputs; it runs eagerly so the kernel loads the weight "
-                        "straight into mpu_buffer"
+                        "straight into mpu_buffer",
                     )
         return decisions
 
@@ -244,13 +254,13 @@ class LegatoGraphWrapper:
 
     def _partition(self, gm):
         support = LegatoSupport(self.decisions)
-        partitioner = CapabilityBasedPartitioner(
-            gm, support, allows_single_node_partition=True
-        )
+        partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
         partitions = partitioner.propose_partitions()
-        partitions = [p for p in partitions
-                      if sum(1 for n in p.nodes if n.target not in _BOOKKEEPING)
-                      >= self.options.min_ops]
+        partitions = [
+            p
+            for p in partitions
+            if sum(1 for n in p.nodes if n.target not in _BOOKKEEPING) >= self.options.min_ops
+        ]
         in_partition = {n for p in partitions for n in p.nodes}
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target in _BOOKKEEPING:
@@ -260,8 +270,11 @@ class LegatoGraphWrapper:
                 continue
             if node not in in_partition:
                 d = self.decisions.get(node)
-                reason = d.reason if d is not None and d.reason else \
-                    f"partition smaller than legato.min_ops={self.options.min_ops}"
+                reason = (
+                    d.reason
+                    if d is not None and d.reason
+                    else f"partition smaller than legato.min_ops={self.options.min_ops}"
+                )
                 self.summary.extern.append(ExternInfo(node.name, _op_name(node), reason))
         fused = partitioner.fuse_partitions(partitions) if partitions else gm
         kernels_by_sub = {}
@@ -281,8 +294,11 @@ class LegatoGraphWrapper:
         return fused
 
     def _compile_partition(self, target: str, sub: torch.fx.GraphModule, idx: int):
-        inputs = [n for n in sub.graph.nodes if n.op == "placeholder"
-                  and isinstance(n.meta.get("val"), torch.Tensor)]
+        inputs = [
+            n
+            for n in sub.graph.nodes
+            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
+        ]
         steps, nodes = [], []
         # fused submodules hold copies of the original nodes: find the decisions by name
         by_name = {n.name: d for n, d in self.decisions.items()}
@@ -305,19 +321,23 @@ class LegatoGraphWrapper:
         name = f"{self.name}_k{idx}"
         info = KernelInfo(name, nodes, "")
         try:
-            gen = kernelgen.generate(name, inputs, steps, outputs, self.options.device,
-                                     self.bounds)
+            gen = kernelgen.generate(name, inputs, steps, outputs, self.options.device, self.bounds)
             info.source_path = str(gen.path)
             gen.kernel.compile()
         except Exception as e:
             if self.options.on_kernel_error == "raise":
                 raise
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            log.warning("legato: kernel %s failed to compile, its %d node(s) run extern: %s",
-                        name, len(steps), first)
+            log.warning(
+                "legato: kernel %s failed to compile, its %d node(s) run extern: %s",
+                name,
+                len(steps),
+                first,
+            )
             for s in steps:
                 self.summary.extern.append(
-                    ExternInfo(s.node.name, _op_name(s.node), f"kernel failed: {first}"))
+                    ExternInfo(s.node.name, _op_name(s.node), f"kernel failed: {first}")
+                )
             return None
         self.summary.kernels.append(info)
         return LegatoKernelModule(gen, sub, info, self.options)
@@ -338,8 +358,9 @@ class LegatoGraphWrapper:
             return a
 
         del originals
-        return registry.Impl(impl.fn, tuple(sub(a) for a in impl.args), dict(impl.memory),
-                             impl.name)
+        return registry.Impl(
+            impl.fn, tuple(sub(a) for a in impl.args), dict(impl.memory), impl.name
+        )
 
     def __call__(self, *args):
         return self.gm(*args)

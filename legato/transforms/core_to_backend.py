@@ -33,16 +33,16 @@ from legato.transforms.vpu_shapes import broadcast_form
 def arg_layout(kernel: core.KernelOp | be.KernelOp) -> ArgLayout:
     """The Instruction Table layout of a core (or backend) kernel's signature."""
     names_attr = kernel.attributes.get(ARG_NAMES_ATTR)
-    names = (
-        [n.data for n in names_attr.data] if isinstance(names_attr, ArrayAttr) else None
-    )
+    names = [n.data for n in names_attr.data] if isinstance(names_attr, ArrayAttr) else None
     args = []
     assert kernel.args is not None
     for a in kernel.args.data:
         assert isinstance(a, core.ArgAttr)
         t = a.type
         if not isinstance(t, core.BufType):
-            raise error_at(kernel, f"argument {a.index.data}: scalar arguments are not supported yet")
+            raise error_at(
+                kernel, f"argument {a.index.data}: scalar arguments are not supported yet"
+            )
         name = names[a.index.data] if names else f"arg{a.index.data}"
         args.append(Arg(name, t.to_spec(), a.access.data))
     return ArgLayout(args)
@@ -372,8 +372,14 @@ class _Selector:
             if ct != "i1":
                 ct = _vpu_dtype(op, _buf_type(op.cond))
             self.emit(
-                be.VpuSelOp(self.regs[op.out], self.regs[op.cond], self.regs[op.src],
-                            self.count(op.out, op), dt, ct),
+                be.VpuSelOp(
+                    self.regs[op.out],
+                    self.regs[op.cond],
+                    self.regs[op.src],
+                    self.count(op.out, op),
+                    dt,
+                    ct,
+                ),
                 op,
             )
         elif isinstance(op, core.VpuTransposeOp):
@@ -382,8 +388,11 @@ class _Selector:
             rows, cols = self.dims[op.input]
             self.emit(
                 be.VpuTransposeOp(
-                    self.regs[op.out], self.regs[op.input], self.scalar(rows),
-                    self.scalar(cols), dt,
+                    self.regs[op.out],
+                    self.regs[op.input],
+                    self.scalar(rows),
+                    self.scalar(cols),
+                    dt,
                 ),
                 op,
             )
@@ -413,8 +422,11 @@ class _Selector:
         """`scf.for` (no iter_args): the index lives in a pinned register r(31 - depth);
         `bge` skips an empty loop, the body ends with `addi` + `blt` back to its label."""
         if op.iter_args:
-            raise error_at(op, "scf.for with iter_args has no instruction selection (carried "
-                           "values live in buffers at the core level)")
+            raise error_at(
+                op,
+                "scf.for with iter_args has no instruction selection (carried "
+                "values live in buffers at the core level)",
+            )
         if self.loop_depth >= MAX_LOOP_DEPTH:
             raise error_at(op, f"runtime loops nest at most {MAX_LOOP_DEPTH} deep on Bertha")
         step_def = op.step.owner
@@ -445,10 +457,14 @@ class _Selector:
         st = self.strides_of(src, op)
         dyn_off = iter(op.offsets)
         dyn_size = iter(op.sizes)
-        offs = [self.regs[next(dyn_off)] if o == core.DYNAMIC else o
-                for o in op.static_offsets.get_values()]
-        sizes = [self.regs[next(dyn_size)] if s == core.DYNAMIC else s
-                 for s in op.static_sizes.get_values()]
+        offs = [
+            self.regs[next(dyn_off)] if o == core.DYNAMIC else o
+            for o in op.static_offsets.get_values()
+        ]
+        sizes = [
+            self.regs[next(dyn_size)] if s == core.DYNAMIC else s
+            for s in op.static_sizes.get_values()
+        ]
         elem_off: int | SSAValue = 0
         for o, s in zip(offs, st):
             elem_off = self.add(elem_off, self.mul(o, s, op), op)
@@ -557,8 +573,13 @@ class _Selector:
             )
         self.emit(
             VPU_BINARY[op.kind.data](
-                self.regs[op.out], self.regs[op.lhs], self.regs[op.rhs],
-                self.count(op.out, op), dt, None if form == "full" else form, period,
+                self.regs[op.out],
+                self.regs[op.lhs],
+                self.regs[op.rhs],
+                self.count(op.out, op),
+                dt,
+                None if form == "full" else form,
+                period,
             ),
             op,
         )

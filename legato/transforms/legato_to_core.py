@@ -167,7 +167,11 @@ class _KernelLowering:
         args = []
         for i, t in enumerate(self.kernel.function_type.inputs.data):
             acc = self.access.get(i, set())
-            access = "readwrite" if acc == {"read", "write"} else ("write" if acc == {"write"} else "read")
+            access = (
+                "readwrite"
+                if acc == {"read", "write"}
+                else ("write" if acc == {"write"} else "read")
+            )
             arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
             args.append(core.ArgAttr(i, arg_type, access))
         self._ring_streams()
@@ -334,12 +338,16 @@ class _KernelLowering:
                 nc = self.model.num_cores
                 if sorted(targets) != list(range(nc)):  # type: ignore[type-var]
                     bad = next(
-                        (f"core {c} sends to core {t}, which does not exist"
-                         for c, t in enumerate(targets) if not 0 <= t < nc),  # type: ignore[operator]
+                        (
+                            f"core {c} sends to core {t}, which does not exist"
+                            for c, t in enumerate(targets)
+                            if not 0 <= t < nc
+                        ),  # type: ignore[operator]
                         None,
                     ) or "; ".join(
                         f"core {t} receives from {[c for c, u in enumerate(targets) if u == t]}"
-                        for t in sorted(set(targets)) if targets.count(t) > 1  # type: ignore[type-var]
+                        for t in sorted(set(targets))
+                        if targets.count(t) > 1  # type: ignore[type-var]
                     )
                     raise error_at(
                         send,
@@ -421,7 +429,8 @@ class _KernelLowering:
             touches = [touch[id(rprog)].get(a.result) for a in allocs]
             waits = [pos[id(rprog)][self.lowered[x][1]] for x in recvs]
             if any(p is None for p in touches) or any(
-                touches[k - RING_SLOTS] >= waits[k] for k in range(RING_SLOTS, n)  # type: ignore[operator]
+                touches[k - RING_SLOTS] >= waits[k]
+                for k in range(RING_SLOTS, n)  # type: ignore[operator]
             ):
                 continue
             cq = next(q for q in range(MAX_QUEUE, -1, -1) if (sender, "sram", q) not in used)
@@ -443,7 +452,6 @@ class _KernelLowering:
             # index, in the order they were planned
             for at, ops in sorted(items, key=lambda x: x[0], reverse=True):
                 prog.body[at:at] = ops
-
 
     def _ring_slots_and_waits(self, sends, recvs, cq: int, prog_pos, inserts: list) -> None:
         """Put transfer k of a ring stream (sender side and receiver side) in buffer slot
@@ -592,7 +600,12 @@ class _KernelLowering:
         raise error_at(user, "internal: operand has no buffer (a value used out of its region?)")
 
     def _alloc(
-        self, prog: _Program, t: core.BufType, dims: list, at: Operation, on: int | None = None,
+        self,
+        prog: _Program,
+        t: core.BufType,
+        dims: list,
+        at: Operation,
+        on: int | None = None,
         name: str | None = None,
     ) -> _Buffer:
         dyn = [d for d in dims if isinstance(d, SSAValue)]
@@ -687,7 +700,9 @@ class _KernelLowering:
             return
         core_i = op.target.core_index
         dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
-        dma = prog.emit(core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op)
+        dma = prog.emit(
+            core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op
+        )
         prog.issued_dma = True
         self.lowered[op] = (prog, dma, dst.value.owner)
 
@@ -703,7 +718,8 @@ class _KernelLowering:
             assert isinstance(rt, lg.TensorType)
             if not rt.is_static:
                 raise error_at(
-                    op, "receive_type of a type with dynamic dims needs its source tensor "
+                    op,
+                    "receive_type of a type with dynamic dims needs its source tensor "
                     "(receive_type(type, queue, src, memory)) to know the runtime sizes",
                 )
             dims = [d.size for d in rt.dims]
@@ -791,8 +807,11 @@ def _eval_index(value: SSAValue | None, core_id: int) -> int | None:
     if fn is None or len(op.operands) != 2:
         return None
     a, b = (_eval_index(v, core_id) for v in op.operands)
-    if a is None or b is None or (b == 0 and op.name in ("arith.divsi", "arith.remsi",
-                                                         "arith.floordivsi")):
+    if (
+        a is None
+        or b is None
+        or (b == 0 and op.name in ("arith.divsi", "arith.remsi", "arith.floordivsi"))
+    ):
         return None
     return fn(a, b)
 

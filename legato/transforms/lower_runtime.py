@@ -40,9 +40,13 @@ _VIEW_OPS = (lg.SliceOp, lg.DynamicSliceOp, lg.ReshapeOp)
 
 
 def handles(op: Operation) -> bool:
-    return isinstance(
-        op, lg.DimOp | lg.DynamicSliceOp | lg.LoadOp | lg.BarrierOp | lg.SignalOp | lg.WaitOp
-    ) or isinstance(op, scf.ForOp) or op.name.startswith("arith.")
+    return (
+        isinstance(
+            op, lg.DimOp | lg.DynamicSliceOp | lg.LoadOp | lg.BarrierOp | lg.SignalOp | lg.WaitOp
+        )
+        or isinstance(op, scf.ForOp)
+        or op.name.startswith("arith.")
+    )
 
 
 def root_value(value: SSAValue) -> SSAValue:
@@ -72,8 +76,8 @@ def lower(L: _KernelLowering, prog: _Program, op: Operation) -> None:
         target = op.target
         if target.is_core and target.core_index >= L.model.num_cores:
             raise error_at(
-                op, f"legato.signal to {target.spelling}: {L.model.name} has "
-                f"{L.model.num_cores} cores",
+                op,
+                f"legato.signal to {target.spelling}: {L.model.name} has {L.model.num_cores} cores",
             )
         prog.emit(core.DmaWaitOp(), op)
         prog.emit(core.SemPostOp(_sem_id(L, target.spelling, op.sem.data, op), op.count.data), op)
@@ -85,7 +89,9 @@ def lower(L: _KernelLowering, prog: _Program, op: Operation) -> None:
         try:
             mapping = {v: prog.scalars[v] for v in op.operands}
         except KeyError:
-            raise error_at(op, f"{op.name}: an operand is not an index value of this program") from None
+            raise error_at(
+                op, f"{op.name}: an operand is not an index value of this program"
+            ) from None
         new = op.clone(value_mapper=mapping)
         prog.emit(new, op)
         for old, res in zip(op.results, new.results):
@@ -166,9 +172,7 @@ def _for(L: _KernelLowering, prog: _Program, op: scf.ForOp) -> None:
         prog.values[barg] = acc
         accs.append(acc)
     weight_before = prog.loaded_weight
-    if any(
-        isinstance(m, lg.MatmulOp) and m.rhs is not weight_before for m in op.body.walk()
-    ):
+    if any(isinstance(m, lg.MatmulOp) and m.rhs is not weight_before for m in op.body.walk()):
         prog.loaded_weight = None  # the body loads another weight: reload on every iteration
     block = Block(arg_types=[IndexType()])
     block.args[0].name_hint = op.body.block.args[0].name_hint

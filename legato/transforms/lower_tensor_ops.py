@@ -206,9 +206,7 @@ def _rtype(op: Operation) -> lg.TensorType:
 # -- broadcasting ------------------------------------------------------------------------------
 
 
-def broadcast_dims(
-    operands: list[tuple[_Buffer, core.BufType]], rt: lg.TensorType
-) -> list[DimB]:
+def broadcast_dims(operands: list[tuple[_Buffer, core.BufType]], rt: lg.TensorType) -> list[DimB]:
     """Runtime dims of a broadcast result: static from the type, dynamic from an operand."""
     out: list[DimB] = []
     for i, d in enumerate(rt.dims):
@@ -252,9 +250,7 @@ def bcast_copy(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, a
         do[i0] = k
         dsub = list(dsz)
         dsub[i0] = (1, 1)
-        bcast_copy(
-            L, prog, subview(prog, src_p, so, ssz, at), subview(prog, dst, do, dsub, at), at
-        )
+        bcast_copy(L, prog, subview(prog, src_p, so, ssz, at), subview(prog, dst, do, dsub, at), at)
 
 
 def materialize(L: _KernelLowering, prog: _Program, src: _Buffer, like: _Buffer, at) -> _Buffer:
@@ -321,8 +317,9 @@ def broadcast_to(L: _KernelLowering, prog: _Program, op: lg.BroadcastToOp) -> No
     rt = _rtype(op)
     check_vpu_dtype(op, rt)
     x = local(L, prog, op.input, op, "operand")
-    out = alloc(L, prog, broadcast_dims([(x, x.type)], rt), rt.element_type,
-                result_space(op, rt), op)
+    out = alloc(
+        L, prog, broadcast_dims([(x, x.type)], rt), rt.element_type, result_space(op, rt), op
+    )
     bcast_copy(L, prog, x, out, op)
     prog.values[op.result] = out
 
@@ -358,8 +355,9 @@ def where(L: _KernelLowering, prog: _Program, op: lg.WhereOp) -> None:
             )
         c = materialize(L, prog, c, out, op)
     d = dimsb(out)
-    prog.emit(core.VpuSelectOp(view(prog, c, d, op).value, view(prog, a, d, op).value,
-                               out.value), op)
+    prog.emit(
+        core.VpuSelectOp(view(prog, c, d, op).value, view(prog, a, d, op).value, out.value), op
+    )
     prog.values[op.result] = out
 
 
@@ -432,8 +430,9 @@ def transpose3(
     out = alloc(L, prog, lead + b + a, x.type.element_type, space or x.type.space, at)
     if n_lead == 1:
         prog.emit(
-            core.VpuTransposeOp(view(prog, x, [ap, bp], at).value,
-                                view(prog, out, [bp, ap], at).value),
+            core.VpuTransposeOp(
+                view(prog, x, [ap, bp], at).value, view(prog, out, [bp, ap], at).value
+            ),
             at,
         )
         return out
@@ -674,9 +673,7 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
             f"@ {wt_.dtype.name} (cast with legato.tensor.to(x, bfloat16) or float32)",
         )
     if lt.space not in LOCAL:
-        raise error_at(
-            op, f"matmul's left operand must be in core memory (sram), not {lt.space}"
-        )
+        raise error_at(op, f"matmul's left operand must be in core memory (sram), not {lt.space}")
     a = local(L, prog, op.lhs, op, "left operand")
     w = L._lookup(prog, op.rhs, op)
     if w.type.space not in LOCAL:

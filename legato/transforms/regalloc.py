@@ -54,8 +54,12 @@ def _loops(ops: list) -> list[tuple[int, int]]:
     loops = []
     for i, op in enumerate(ops):
         target = getattr(op, "target", None)
-        if (target is not None and hasattr(target, "data") and target.data in labels
-                and labels[target.data] <= i):
+        if (
+            target is not None
+            and hasattr(target, "data")
+            and target.data in labels
+            and labels[target.data] <= i
+        ):
             loops.append((labels[target.data], i))
     return loops
 
@@ -227,8 +231,11 @@ class BackendAllocateRegistersPass(ModulePass):
             uses[v] = sorted(set(us))
         for v in ranges:
             uses.setdefault(v, [])
-        order = sorted((s, e, id(v), v) for v, (s, e) in ranges.items()
-                       if not (isinstance(v.type, be.RegType) and v.type.is_allocated))
+        order = sorted(
+            (s, e, id(v), v)
+            for v, (s, e) in ranges.items()
+            if not (isinstance(v.type, be.RegType) and v.type.is_allocated)
+        )
         heap: list[tuple[int, int, SSAValue]] = []
         live: dict[SSAValue, None] = {}
         taken: set[SSAValue] = set()
@@ -270,10 +277,15 @@ class BackendAllocateRegistersPass(ModulePass):
             )
 
             def fixed(x: int, fixed_busy=fixed_busy, pool_ids=pool_ids, any_fixed=bool(fixed_list)):
-                return sum(
-                    1 for r, iv in fixed_busy.items()
-                    if r in pool_ids and any(s <= x <= e for s, e in iv)
-                ) if any_fixed else 0
+                return (
+                    sum(
+                        1
+                        for r, iv in fixed_busy.items()
+                        if r in pool_ids and any(s <= x <= e for s, e in iv)
+                    )
+                    if any_fixed
+                    else 0
+                )
 
             try:
                 victims = self._pressure_victims(ops, ranges, fixed, len(pool), program)
@@ -285,8 +297,11 @@ class BackendAllocateRegistersPass(ModulePass):
                 victim = self._fallback_victim(exc.point, ops, ranges, program)
                 if victim is None:
                     op = ops[min(exc.point // 2, len(ops) - 1)]
-                    where = ("the top program has no memory to spill to"
-                             if program.ctx.is_top else "nothing left to spill")
+                    where = (
+                        "the top program has no memory to spill to"
+                        if program.ctx.is_top
+                        else "nothing left to spill"
+                    )
                     raise error_at(
                         op,
                         f"program @{program.sym_name.data} needs more than {len(pool)} live "
@@ -314,8 +329,11 @@ class BackendAllocateRegistersPass(ModulePass):
         """Linear scan over the ranges sorted by start; raises _OutOfRegisters at the failing
         start when no register is free (the caller splits a value there and retries)."""
         todo = sorted(
-            ((s, e, id(v), v) for v, (s, e) in ranges.items()
-             if isinstance(v.type, be.RegType) and not v.type.is_allocated),
+            (
+                (s, e, id(v), v)
+                for v, (s, e) in ranges.items()
+                if isinstance(v.type, be.RegType) and not v.type.is_allocated
+            ),
         )
         active: list[tuple[int, int, be.RegType]] = []  # (end, id, reg)
         free = sorted(pool, key=lambda r: r.index.data)

@@ -29,7 +29,7 @@ def rmsnorm_rows(
     row = legato.get_model().tensor_type(BF16, [1, HIDDEN], "sram")
     with device.get_top():
         for i in legato.static_range(ROWS):
-            legato.tensor.request_load(x[i:i + 1, :], device.get_core(i), "sram")
+            legato.tensor.request_load(x[i : i + 1, :], device.get_core(i), "sram")
             legato.tensor.request_load(w, device.get_core(i), "sram", 1)
     for i in legato.static_range(ROWS):
         with device.get_core(i):
@@ -37,7 +37,7 @@ def rmsnorm_rows(
             wi = legato.tensor.cast(legato.tensor.receive_type(row, 1, None, "sram"), F32)
             ms = legato.tensor.mean(xi * xi, 1, keepdim=True)
             y = xi * legato.tensor.rsqrt(ms + 1e-6) * wi
-            legato.tensor.memcpy(out[i:i + 1, :], legato.tensor.cast(y, BF16))
+            legato.tensor.memcpy(out[i : i + 1, :], legato.tensor.cast(y, BF16))
 
 
 def _rmsnorm_ref(x, w):

@@ -37,12 +37,16 @@ def core0_kernel(name: str, inputs, out, body: str) -> str:
     args.append(f"%out : {ttype(out[0], out[1], 'shared_dram')}")
     lines = [f"legato.kernel @{name}({', '.join(args)}) {{", "  legato.on top {"]
     for i, (s, d) in enumerate(inputs):
-        lines.append(f"    legato.request_load %a{i} to core(0) memory sram queue {i} : "
-                     f"{ttype(s, d, 'shared_dram')}")
+        lines.append(
+            f"    legato.request_load %a{i} to core(0) memory sram queue {i} : "
+            f"{ttype(s, d, 'shared_dram')}"
+        )
     lines += ["    legato.yield", "  }", "  legato.on core(0) {"]
     for i, (s, d) in enumerate(inputs):
-        lines.append(f"    %x{i} = legato.receive %a{i} queue {i} memory sram : "
-                     f"{ttype(s, d, 'shared_dram')} -> {ttype(s, d, 'sram')}")
+        lines.append(
+            f"    %x{i} = legato.receive %a{i} queue {i} memory sram : "
+            f"{ttype(s, d, 'shared_dram')} -> {ttype(s, d, 'sram')}"
+        )
     lines += ["    " + line for line in body.strip().splitlines()]
     rtype = out[2] if len(out) > 2 else ttype(out[0], out[1], "sram")
     lines.append(f"    legato.memcpy %out, %r : {ttype(out[0], out[1], 'shared_dram')}, {rtype}")
@@ -65,8 +69,9 @@ def _t(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(x))
 
 
-def elementwise(op: str, torch_fn: Callable, shape=(8, 64), dtype="bf16", rhs_shape=None,
-                positive=False) -> CorpusKernel:
+def elementwise(
+    op: str, torch_fn: Callable, shape=(8, 64), dtype="bf16", rhs_shape=None, positive=False
+) -> CorpusKernel:
     s = list(shape)
     binary = rhs_shape is not None
     T = lambda sh: ttype(sh, dtype, "sram")
@@ -80,22 +85,34 @@ def elementwise(op: str, torch_fn: Callable, shape=(8, 64), dtype="bf16", rhs_sh
     return CorpusKernel(
         name=name,
         mlir=core0_kernel(name, inputs, (s, dtype), body),
-        make_args=lambda rng: [_rand(rng, _bounds(sh), d, positive) for sh, d in inputs]
-        + [np.zeros(_bounds(s), NP[dtype])],
+        make_args=lambda rng: (
+            [_rand(rng, _bounds(sh), d, positive) for sh, d in inputs]
+            + [np.zeros(_bounds(s), NP[dtype])]
+        ),
         reference=lambda ins: [torch_fn(*ins[:-1])],
         outputs=(len(inputs),),
     )
 
 
-def shaped(name: str, in_shapes, out_shape, body: str, ref: Callable, dtype="f32",
-           positive=False, out_dtype=None) -> CorpusKernel:
+def shaped(
+    name: str,
+    in_shapes,
+    out_shape,
+    body: str,
+    ref: Callable,
+    dtype="f32",
+    positive=False,
+    out_dtype=None,
+) -> CorpusKernel:
     inputs = [(list(s), dtype) for s in in_shapes]
     od = out_dtype or dtype
     return CorpusKernel(
         name=name,
         mlir=core0_kernel(name, inputs, (list(out_shape), od), body),
-        make_args=lambda rng: [_rand(rng, _bounds(s), dtype, positive) for s, _ in inputs]
-        + [np.zeros(_bounds(out_shape), NP[od])],
+        make_args=lambda rng: (
+            [_rand(rng, _bounds(s), dtype, positive) for s, _ in inputs]
+            + [np.zeros(_bounds(out_shape), NP[od])]
+        ),
         reference=lambda ins: [ref(*ins[:-1])],
         outputs=(len(inputs),),
     )
@@ -122,10 +139,19 @@ legato.kernel @simple_matmul(%a : !legato.tensor<[?10, 256], bf16, shared_dram>,
   legato.return
 }
 """,
-    make_args=lambda rng: [_rand(rng, (7, 256), "bf16"), _rand(rng, (256, 128), "bf16"),
-                           np.zeros((10, 128), BF16)],
-    reference=lambda ins: [torch.cat([(ins[0].float() @ ins[1].float()).to(torch.bfloat16),
-                                      torch.zeros(3, 128, dtype=torch.bfloat16)])],
+    make_args=lambda rng: [
+        _rand(rng, (7, 256), "bf16"),
+        _rand(rng, (256, 128), "bf16"),
+        np.zeros((10, 128), BF16),
+    ],
+    reference=lambda ins: [
+        torch.cat(
+            [
+                (ins[0].float() @ ins[1].float()).to(torch.bfloat16),
+                torch.zeros(3, 128, dtype=torch.bfloat16),
+            ]
+        )
+    ],
     outputs=(2,),
 )
 
@@ -161,11 +187,17 @@ legato.kernel @two_core_matmul(%a0 : !legato.tensor<[4, 256], bf16, shared_dram>
   legato.return
 }
 """,
-    make_args=lambda rng: [_rand(rng, (4, 256), "bf16"), _rand(rng, (4, 256), "bf16"),
-                           _rand(rng, (256, 128), "bf16"), np.zeros((4, 128), BF16),
-                           np.zeros((4, 128), BF16)],
-    reference=lambda ins: [(ins[0].float() @ ins[2].float()).to(torch.bfloat16),
-                           (ins[1].float() @ ins[2].float()).to(torch.bfloat16)],
+    make_args=lambda rng: [
+        _rand(rng, (4, 256), "bf16"),
+        _rand(rng, (4, 256), "bf16"),
+        _rand(rng, (256, 128), "bf16"),
+        np.zeros((4, 128), BF16),
+        np.zeros((4, 128), BF16),
+    ],
+    reference=lambda ins: [
+        (ins[0].float() @ ins[2].float()).to(torch.bfloat16),
+        (ins[1].float() @ ins[2].float()).to(torch.bfloat16),
+    ],
     outputs=(3, 4),
 )
 
@@ -200,59 +232,129 @@ CORPUS: list[CorpusKernel] = [
     elementwise("sin", torch.sin),
     elementwise("cos", torch.cos, dtype="f32"),
     elementwise("sin", torch.sin, dtype="f32"),
-    shaped("cast_f32_bf16", [[8, 64]], [8, 64],
-           f"%r = legato.cast %x0 : {_F([8, 64])} -> {ttype([8, 64], 'bf16', 'sram')}",
-           lambda x: x.to(torch.bfloat16), out_dtype="bf16"),
-    shaped("sum_rows", [[8, 64]], [8], f"%r = legato.sum %x0 dim 1 : {_F([8, 64])} -> {_F([8])}",
-           lambda x: x.sum(1)),
-    shaped("sum_cols", [[8, 64]], [64],
-           f"%r = legato.sum %x0 dim 0 : {_F([8, 64])} -> {_F([64])}", lambda x: x.sum(0)),
-    shaped("mean_rows", [[8, 64]], [8, 1],
-           f"%r = legato.mean %x0 dim 1 keepdim : {_F([8, 64])} -> {_F([8, 1])}",
-           lambda x: x.mean(1, keepdim=True)),
-    shaped("amax_rows", [[8, 64]], [8],
-           f"%r = legato.amax %x0 dim 1 : {_F([8, 64])} -> {_F([8])}", lambda x: x.amax(1)),
-    shaped("amin_rows", [[8, 64]], [8],
-           f"%r = legato.amin %x0 dim 1 : {_F([8, 64])} -> {_F([8])}", lambda x: x.amin(1)),
-    shaped("reshape", [[8, 64]], [16, 32],
-           f"%r = legato.reshape %x0 : {_F([8, 64])} -> {_F([16, 32])}",
-           lambda x: x.reshape(16, 32)),
-    shaped("transpose", [[8, 64]], [64, 8],
-           f"%r = legato.transpose %x0 [1, 0] : {_F([8, 64])} -> {_F([64, 8])}",
-           lambda x: x.T),
-    shaped("broadcast_to", [[1, 64]], [8, 64],
-           f"%r = legato.broadcast_to %x0 : {_F([1, 64])} -> {_F([8, 64])}",
-           lambda x: x.broadcast_to(8, 64)),
-    shaped("slice", [[8, 64]], [4, 16],
-           f"%r = legato.slice %x0 [2, 0] [4, 16] [1, 4] : {_F([8, 64])} -> {_F([4, 16])}",
-           lambda x: x[2:6, 0:64:4]),
-    shaped("cat", [[8, 64], [4, 64]], [12, 64],
-           f"%r = legato.cat %x0, %x1 dim 0 : {_F([8, 64])}, {_F([4, 64])} -> {_F([12, 64])}",
-           lambda x, y: torch.cat([x, y])),
+    shaped(
+        "cast_f32_bf16",
+        [[8, 64]],
+        [8, 64],
+        f"%r = legato.cast %x0 : {_F([8, 64])} -> {ttype([8, 64], 'bf16', 'sram')}",
+        lambda x: x.to(torch.bfloat16),
+        out_dtype="bf16",
+    ),
+    shaped(
+        "sum_rows",
+        [[8, 64]],
+        [8],
+        f"%r = legato.sum %x0 dim 1 : {_F([8, 64])} -> {_F([8])}",
+        lambda x: x.sum(1),
+    ),
+    shaped(
+        "sum_cols",
+        [[8, 64]],
+        [64],
+        f"%r = legato.sum %x0 dim 0 : {_F([8, 64])} -> {_F([64])}",
+        lambda x: x.sum(0),
+    ),
+    shaped(
+        "mean_rows",
+        [[8, 64]],
+        [8, 1],
+        f"%r = legato.mean %x0 dim 1 keepdim : {_F([8, 64])} -> {_F([8, 1])}",
+        lambda x: x.mean(1, keepdim=True),
+    ),
+    shaped(
+        "amax_rows",
+        [[8, 64]],
+        [8],
+        f"%r = legato.amax %x0 dim 1 : {_F([8, 64])} -> {_F([8])}",
+        lambda x: x.amax(1),
+    ),
+    shaped(
+        "amin_rows",
+        [[8, 64]],
+        [8],
+        f"%r = legato.amin %x0 dim 1 : {_F([8, 64])} -> {_F([8])}",
+        lambda x: x.amin(1),
+    ),
+    shaped(
+        "reshape",
+        [[8, 64]],
+        [16, 32],
+        f"%r = legato.reshape %x0 : {_F([8, 64])} -> {_F([16, 32])}",
+        lambda x: x.reshape(16, 32),
+    ),
+    shaped(
+        "transpose",
+        [[8, 64]],
+        [64, 8],
+        f"%r = legato.transpose %x0 [1, 0] : {_F([8, 64])} -> {_F([64, 8])}",
+        lambda x: x.T,
+    ),
+    shaped(
+        "broadcast_to",
+        [[1, 64]],
+        [8, 64],
+        f"%r = legato.broadcast_to %x0 : {_F([1, 64])} -> {_F([8, 64])}",
+        lambda x: x.broadcast_to(8, 64),
+    ),
+    shaped(
+        "slice",
+        [[8, 64]],
+        [4, 16],
+        f"%r = legato.slice %x0 [2, 0] [4, 16] [1, 4] : {_F([8, 64])} -> {_F([4, 16])}",
+        lambda x: x[2:6, 0:64:4],
+    ),
+    shaped(
+        "cat",
+        [[8, 64], [4, 64]],
+        [12, 64],
+        f"%r = legato.cat %x0, %x1 dim 0 : {_F([8, 64])}, {_F([4, 64])} -> {_F([12, 64])}",
+        lambda x, y: torch.cat([x, y]),
+    ),
     # attention scores: K^T computed on the core is the MPU weight, the result the f32 accumulator
-    shaped("scores_f32", [[8, 32], [16, 32]], [8, 16],
-           f"%kt = legato.transpose %x1 [1, 0] : {ttype([16, 32], 'bf16', 'sram')} -> "
-           f"{ttype([32, 16], 'bf16', 'sram')}\n"
-           f"%r = legato.matmul %x0, %kt : {ttype([8, 32], 'bf16', 'sram')}, "
-           f"{ttype([32, 16], 'bf16', 'sram')} -> {_F([8, 16])}",
-           lambda q, k: q.float() @ k.float().T, dtype="bf16", out_dtype="f32"),
+    shaped(
+        "scores_f32",
+        [[8, 32], [16, 32]],
+        [8, 16],
+        f"%kt = legato.transpose %x1 [1, 0] : {ttype([16, 32], 'bf16', 'sram')} -> "
+        f"{ttype([32, 16], 'bf16', 'sram')}\n"
+        f"%r = legato.matmul %x0, %kt : {ttype([8, 32], 'bf16', 'sram')}, "
+        f"{ttype([32, 16], 'bf16', 'sram')} -> {_F([8, 16])}",
+        lambda q, k: q.float() @ k.float().T,
+        dtype="bf16",
+        out_dtype="f32",
+    ),
     # f32 @ f32: bf16 hi/lo split, three MPU passes into one f32 accumulator (~2^-16 relative)
     dataclasses.replace(
-        shaped("matmul_f32", [[8, 64], [64, 32]], [8, 32],
-               f"%r = legato.matmul %x0, %x1 : {_F([8, 64])}, {_F([64, 32])} -> {_F([8, 32])}",
-               lambda a, w: a @ w),
-        rtol=1e-4, atol=1e-4),
+        shaped(
+            "matmul_f32",
+            [[8, 64], [64, 32]],
+            [8, 32],
+            f"%r = legato.matmul %x0, %x1 : {_F([8, 64])}, {_F([64, 32])} -> {_F([8, 32])}",
+            lambda a, w: a @ w,
+        ),
+        rtol=1e-4,
+        atol=1e-4,
+    ),
     # K > 256 and N > 128: K tiles accumulate per pass, N column blocks
     dataclasses.replace(
-        shaped("matmul_f32_tiled", [[4, 300], [300, 160]], [4, 160],
-               f"%r = legato.matmul %x0, %x1 : {_F([4, 300])}, {_F([300, 160])} -> "
-               f"{_F([4, 160])}",
-               lambda a, w: a @ w),
-        rtol=1e-4, atol=1e-3),
-    shaped("constant_add", [[8, 64]], [8, 64],
-           f"%c = legato.constant 1.5 : {_F([8, 64])}\n"
-           f"%r = legato.add %x0, %c : {_F([8, 64])}, {_F([8, 64])} -> {_F([8, 64])}",
-           lambda x: x + 1.5),
+        shaped(
+            "matmul_f32_tiled",
+            [[4, 300], [300, 160]],
+            [4, 160],
+            f"%r = legato.matmul %x0, %x1 : {_F([4, 300])}, {_F([300, 160])} -> {_F([4, 160])}",
+            lambda a, w: a @ w,
+        ),
+        rtol=1e-4,
+        atol=1e-3,
+    ),
+    shaped(
+        "constant_add",
+        [[8, 64]],
+        [8, 64],
+        f"%c = legato.constant 1.5 : {_F([8, 64])}\n"
+        f"%r = legato.add %x0, %c : {_F([8, 64])}, {_F([8, 64])} -> {_F([8, 64])}",
+        lambda x: x + 1.5,
+    ),
 ]
 
 from tests.corpus.dsl_kernels import DSL_CORPUS

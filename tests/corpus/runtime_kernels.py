@@ -44,8 +44,8 @@ def row_tiles(
         n = x.size(0)
         acc = legato.tensor.load(x[0:1, :]) * 0.0  # a [1, 32] zero in sram
         for t in range((n + R - 1) // R):
-            tile = legato.tensor.load(x[t * R:(t + 1) * R, :], "sram")
-            legato.tensor.memcpy(out[t * R:(t + 1) * R, :], tile * 2.0 + 1.0)
+            tile = legato.tensor.load(x[t * R : (t + 1) * R, :], "sram")
+            legato.tensor.memcpy(out[t * R : (t + 1) * R, :], tile * 2.0 + 1.0)
             acc = acc + legato.tensor.sum(tile, 0, keepdim=True)
         legato.tensor.memcpy(total, acc)
 
@@ -61,8 +61,8 @@ def loop_matmul(
     with device.get_core(1):
         wb = legato.tensor.load(w, "mpu_buffer")
         for t in range((x.size(0) + 15) // 16):
-            a = legato.tensor.load(x[t * 16:t * 16 + 16, :], "sram")
-            legato.tensor.memcpy(out[t * 16:t * 16 + 16, :], a @ wb)
+            a = legato.tensor.load(x[t * 16 : t * 16 + 16, :], "sram")
+            legato.tensor.memcpy(out[t * 16 : t * 16 + 16, :], a @ wb)
 
 
 @legato.compile(backend=four_cores)
@@ -78,8 +78,8 @@ def spmd_matmul(
     with device.get_all_cores():
         c = legato.core_id()
         wt = legato.tensor.receive_type(tt([256, 128], "mpu_weight", bf16), 0, None, "mpu_buffer")
-        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
-        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], x @ wt)
+        x = legato.tensor.load(a[c * R : (c + 1) * R, :], "sram")
+        legato.tensor.memcpy(out[c * R : (c + 1) * R, :], x @ wt)
 
 
 @legato.compile(backend=four_cores)
@@ -92,13 +92,13 @@ def spmd_exchange(
     device = legato.get_context().get_device()
     with device.get_all_cores():
         c = legato.core_id()
-        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
-        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], legato.tensor.exp(x))
+        x = legato.tensor.load(a[c * R : (c + 1) * R, :], "sram")
+        legato.tensor.memcpy(out[c * R : (c + 1) * R, :], legato.tensor.exp(x))
         legato.sync.barrier()
         nb = (c + 1) % device.num_cores
-        y = legato.tensor.load(out[nb * R:nb * R + R, :], "sram")
+        y = legato.tensor.load(out[nb * R : nb * R + R, :], "sram")
         legato.sync.barrier()
-        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], y + 1.0)
+        legato.tensor.memcpy(out[c * R : (c + 1) * R, :], y + 1.0)
         legato.sync.signal(device.get_top(), 3)
     with device.get_top():
         legato.sync.wait(3, device.num_cores)
@@ -138,12 +138,12 @@ def spmd_ring(
     with device.get_all_cores():
         c = legato.core_id()
         nxt = device.get_core((c + 1) % device.num_cores)
-        x = legato.tensor.load(a[c * R:(c + 1) * R, :], "sram")
+        x = legato.tensor.load(a[c * R : (c + 1) * R, :], "sram")
         legato.tensor.request_load(x * 2.0, nxt, "sram", 1)
         y = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
         legato.tensor.request_load(y, nxt, "sram", 1)
         z = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
-        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], x + y - z * 0.5)
+        legato.tensor.memcpy(out[c * R : (c + 1) * R, :], x + y - z * 0.5)
 
 
 S = 5  # steps of spmd_stream: more than the three receive buffers of a stream
@@ -163,21 +163,21 @@ def spmd_stream(
         c = legato.core_id()
         nxt = device.get_core((c + 1) % NC)
         prv = device.get_core((c + NC - 1) % NC)
-        acc = legato.tensor.load(a[c * R:(c + 1) * R, 0:64], "sram") * 0.0
+        acc = legato.tensor.load(a[c * R : (c + 1) * R, 0:64], "sram") * 0.0
         for s in legato.static_range(S):
-            x = legato.tensor.load(a[c * R:(c + 1) * R, s * 64:(s + 1) * 64], "sram")
+            x = legato.tensor.load(a[c * R : (c + 1) * R, s * 64 : (s + 1) * 64], "sram")
             legato.tensor.request_load(x, nxt, "sram", 1)
             legato.tensor.request_load(x * 2.0, prv, "sram", 2)
             y = legato.tensor.receive_type(tt([R, 64], "sram"), 1, None, "sram")
             z = legato.tensor.receive_type(tt([R, 64], "sram"), 2, None, "sram")
             acc = acc + y - z
-        legato.tensor.memcpy(out[c * R:(c + 1) * R, :], acc)
+        legato.tensor.memcpy(out[c * R : (c + 1) * R, :], acc)
 
 
 def _spmd_stream_ref(a):
     acc = torch.zeros(NC * R, 64)
     for s in range(S):
-        x = a[:, s * 64:(s + 1) * 64]
+        x = a[:, s * 64 : (s + 1) * 64]
         acc = acc + torch.roll(x, R, 0) - torch.roll(x * 2, -R, 0)
     return acc
 
@@ -192,8 +192,8 @@ def spmd32_silu(
     with device.get_all_cores():
         rows = a.shape[0] // device.num_cores
         c = legato.core_id()
-        x = legato.tensor.load(a[c * rows:(c + 1) * rows, :])
-        legato.tensor.memcpy(out[c * rows:(c + 1) * rows, :], legato.tensor.silu(x))
+        x = legato.tensor.load(a[c * rows : (c + 1) * rows, :])
+        legato.tensor.memcpy(out[c * rows : (c + 1) * rows, :], legato.tensor.silu(x))
 
 
 def _f32(rng, shape):
@@ -216,8 +216,11 @@ RUNTIME_CORPUS = [
     CorpusKernel(
         name="runtime_loop_row_tiles",
         mlir=row_tiles.to_mlir(debuginfo=False),
-        make_args=lambda rng: [_f32(rng, (21, 32)), np.zeros((64, 32), np.float32),
-                               np.zeros((1, 32), np.float32)],
+        make_args=lambda rng: [
+            _f32(rng, (21, 32)),
+            np.zeros((64, 32), np.float32),
+            np.zeros((1, 32), np.float32),
+        ],
         reference=lambda ins: [_pad(ins[0] * 2 + 1, 64), ins[0].sum(0, keepdim=True)],
         outputs=(1, 2),
         model=row_tiles.model,
@@ -225,8 +228,11 @@ RUNTIME_CORPUS = [
     CorpusKernel(
         name="runtime_loop_matmul",
         mlir=loop_matmul.to_mlir(debuginfo=False),
-        make_args=lambda rng: [_bf16(rng, (37, 256)), _bf16(rng, (256, 128)),
-                               np.zeros((64, 128), BF)],
+        make_args=lambda rng: [
+            _bf16(rng, (37, 256)),
+            _bf16(rng, (256, 128)),
+            np.zeros((64, 128), BF),
+        ],
         reference=lambda ins: [_pad(_mm(ins[0], ins[1]), 64)],
         outputs=(2,),
         model=loop_matmul.model,
@@ -234,8 +240,11 @@ RUNTIME_CORPUS = [
     CorpusKernel(
         name="spmd_core_id_matmul",
         mlir=spmd_matmul.to_mlir(debuginfo=False),
-        make_args=lambda rng: [_bf16(rng, (NC * R, 256)), _bf16(rng, (256, 128)),
-                               np.zeros((NC * R, 128), BF)],
+        make_args=lambda rng: [
+            _bf16(rng, (NC * R, 256)),
+            _bf16(rng, (256, 128)),
+            np.zeros((NC * R, 128), BF),
+        ],
         reference=lambda ins: [_mm(ins[0], ins[1])],
         outputs=(2,),
         model=spmd_matmul.model,
@@ -260,8 +269,9 @@ RUNTIME_CORPUS = [
         name="spmd_ring_request_load",
         mlir=spmd_ring.to_mlir(debuginfo=False),
         make_args=lambda rng: [_f32(rng, (NC * R, 64)), np.zeros((NC * R, 64), np.float32)],
-        reference=lambda ins: [ins[0] + torch.roll(ins[0] * 2, R, 0)
-                               - torch.roll(ins[0] * 2, 2 * R, 0) * 0.5],
+        reference=lambda ins: [
+            ins[0] + torch.roll(ins[0] * 2, R, 0) - torch.roll(ins[0] * 2, 2 * R, 0) * 0.5
+        ],
         outputs=(1,),
         model=spmd_ring.model,
     ),

@@ -108,8 +108,11 @@ def _where_mask_args(rng):
 
 def _gather_dynamic_args(rng):
     n = 7  # of at most 12
-    return [rng.standard_normal((16, 4, 8)).astype(np.float32),
-            np.array([3, 0, 15, 3, 9, 1, 14], np.int64)[:n], np.zeros((n, 4, 8), np.float32)]
+    return [
+        rng.standard_normal((16, 4, 8)).astype(np.float32),
+        np.array([3, 0, 15, 3, 9, 1, 14], np.int64)[:n],
+        np.zeros((n, 4, 8), np.float32),
+    ]
 
 
 SELECT_GATHER_CORPUS = [
@@ -131,8 +134,11 @@ SELECT_GATHER_CORPUS = [
     CorpusKernel(
         name="gather_rows_bf16",
         mlir=gather_rows.to_mlir(debuginfo=False),
-        make_args=lambda rng: [_bf16(rng, (32, 16)), rng.integers(0, 32, (2, 5)).astype(np.int64),
-                               np.zeros((2, 5, 16), ml_dtypes.bfloat16)],
+        make_args=lambda rng: [
+            _bf16(rng, (32, 16)),
+            rng.integers(0, 32, (2, 5)).astype(np.int64),
+            np.zeros((2, 5, 16), ml_dtypes.bfloat16),
+        ],
         reference=lambda ins: [torch.nn.functional.embedding(ins[1], ins[0])],
         outputs=(2,),
     ),

@@ -54,8 +54,21 @@ def _args(n=10, seed=0):
 
 
 def test_public_names_exist():
-    for name in ("compile", "function", "session", "OutputType", "types", "tensor", "get_model",
-                 "get_context", "constexpr", "static_range", "core_id", "sync", "__version__"):
+    for name in (
+        "compile",
+        "function",
+        "session",
+        "OutputType",
+        "types",
+        "tensor",
+        "get_model",
+        "get_context",
+        "constexpr",
+        "static_range",
+        "core_id",
+        "sync",
+        "__version__",
+    ):
         assert hasattr(legato, name), name
     assert [t.name for t in legato.OutputType] == ["MLIR", "CORE_IR", "BACKEND_IR", "ASM", "BINARY"]
     assert legato.get_model().tensor_type(legato.types.float("bfloat16"), [2], "sram").rank == 1
@@ -179,8 +192,9 @@ def test_numpy_and_non_contiguous_arguments(seed, fake_toolchain):
     )
 
 
-def test_disk_cache_survives_the_process_and_source_edits_recompile(tmp_path, fake_toolchain,
-                                                                    cache_dir):
+def test_disk_cache_survives_the_process_and_source_edits_recompile(
+    tmp_path, fake_toolchain, cache_dir
+):
     path = tmp_path / "kmod.py"
     path.write_text(SEED_KERNEL)
     sys.path.insert(0, str(tmp_path))
@@ -200,8 +214,11 @@ def test_disk_cache_survives_the_process_and_source_edits_recompile(tmp_path, fa
         assert len(fake_toolchain.compiled) == 1
 
         # Edit the kernel: recompiled.
-        path.write_text(SEED_KERNEL.replace("result = loaded_a @ loaded_b",
-                                            "result = loaded_a @ loaded_b  # edited"))
+        path.write_text(
+            SEED_KERNEL.replace(
+                "result = loaded_a @ loaded_b", "result = loaded_a @ loaded_b  # edited"
+            )
+        )
         _drop_bytecode(tmp_path)
         mod = importlib.reload(mod)
         mod.simple_matmul(a, b, out)
@@ -232,7 +249,7 @@ def test_corrupted_cache_entry_is_recompiled(seed, fake_toolchain, cache_dir):
 
 
 def test_helper_and_global_changes_change_the_key(tmp_path, fake_toolchain):
-    src = '''
+    src = """
 import legato
 N = 2
 
@@ -247,7 +264,7 @@ def k(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], 
         legato.tensor.request_load(a, device.get_core(N), "sram")
     with device.get_core(N):
         y = helper(legato.tensor.receive(a, 0, "sram"))
-'''
+"""
     mod = load_source(tmp_path, src)
     key = mod.k.cache_key()
     mod.N = 3
@@ -259,7 +276,7 @@ def k(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], 
 
 
 def test_constexpr_values_are_part_of_the_key(tmp_path, fake_toolchain):
-    src = '''
+    src = """
 import legato
 
 @legato.compile(backend="bertha")
@@ -270,7 +287,7 @@ def k(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], 
         legato.tensor.request_load(a, device.get_core(core), "sram")
     with device.get_core(core):
         y = legato.tensor.receive(a, 0, "sram")
-'''
+"""
     mod = load_source(tmp_path, src)
     a = torch.zeros(4, 8, dtype=torch.bfloat16)
     mod.k(a, 1)
@@ -293,8 +310,9 @@ def k(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], 
         (legato.OutputType.BINARY, ".elf", "\x7fELF"),
     ],
 )
-def test_session_writes_the_stage_and_still_runs(seed, fake_toolchain, tmp_path, output_type,
-                                                 suffix, content):
+def test_session_writes_the_stage_and_still_runs(
+    seed, fake_toolchain, tmp_path, output_type, suffix, content
+):
     out_dir = tmp_path / "out" / "nested"
     a, b, out = _args()
     with legato.session(output_type=output_type, output_path=out_dir):

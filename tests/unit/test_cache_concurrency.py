@@ -24,8 +24,10 @@ def one_core(ctx):
 
 
 @legato.compile(backend=one_core)
-def twice(x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-          out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram")):
+def twice(
+    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+):
     device = legato.get_context().get_device()
     with device.get_core(0):
         legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
@@ -43,8 +45,11 @@ def _worker(cache, barrier, results, i):
     barrier.wait()  # all four look up the (empty) cache at the same moment
     out = np.zeros((4, 8), np.float32)
     twice(X, out)
-    results[i] = (bool(np.array_equal(out, X * 2)), jit.stats["compiles"],
-                  jit.stats["corrupt_entries"])
+    results[i] = (
+        bool(np.array_equal(out, X * 2)),
+        jit.stats["compiles"],
+        jit.stats["corrupt_entries"],
+    )
 
 
 def _entries(cache):
@@ -71,8 +76,9 @@ def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeyp
     barrier = ctx.Barrier(4)
     with ctx.Manager() as manager:
         results = manager.dict()
-        procs = [ctx.Process(target=_worker, args=(str(cache), barrier, results, i))
-                 for i in range(4)]
+        procs = [
+            ctx.Process(target=_worker, args=(str(cache), barrier, results, i)) for i in range(4)
+        ]
         for p in procs:
             p.start()
         for p in procs:
@@ -101,16 +107,19 @@ def _rewrite_binary(entry: dict, binary: bytes) -> dict:
     return {**entry, "payload": payload, "sha256": digest}
 
 
-@pytest.mark.parametrize("damage", [
-    lambda raw: raw[: len(raw) // 2],                       # truncated
-    lambda raw: b"{not json",                                # bad JSON
-    lambda raw: raw.replace(b'"format": 1', b'"format": 99'),  # unknown cache format
-    lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],           # checksum no longer matches
-    # a consistent entry whose binary the reader refuses: one byte of code flipped
-    lambda raw: json.dumps(_rewrite_binary(json.loads(raw), _flip(json.loads(raw)))).encode(),
-    # ... or a binary that is not an ELF at all
-    lambda raw: json.dumps(_rewrite_binary(json.loads(raw), b"\x7fELF garbage")).encode(),
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw[: len(raw) // 2],  # truncated
+        lambda raw: b"{not json",  # bad JSON
+        lambda raw: raw.replace(b'"format": 1', b'"format": 99'),  # unknown cache format
+        lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],  # checksum no longer matches
+        # a consistent entry whose binary the reader refuses: one byte of code flipped
+        lambda raw: json.dumps(_rewrite_binary(json.loads(raw), _flip(json.loads(raw)))).encode(),
+        # ... or a binary that is not an ELF at all
+        lambda raw: json.dumps(_rewrite_binary(json.loads(raw), b"\x7fELF garbage")).encode(),
+    ],
+)
 def test_a_damaged_entry_is_recompiled(cache, damage):
     out = np.zeros((4, 8), np.float32)
     twice(X, out)

@@ -31,7 +31,7 @@ def doc_entries() -> dict[str, str | None]:
     heads = list(ENTRY.finditer(text))
     out: dict[str, str | None] = {}
     for h, nxt in itertools.zip_longest(heads, heads[1:]):
-        body = text[h.end(): nxt.start() if nxt else len(text)]
+        body = text[h.end() : nxt.start() if nxt else len(text)]
         frags = FRAGMENT.findall(body)
         assert h.group(1) not in out, f"entry {h.group(1)} is catalogued twice"
         out[h.group(1)] = frags[0] if len(frags) == 1 else None
@@ -40,7 +40,7 @@ def doc_entries() -> dict[str, str | None]:
 
 # ---- helpers ------------------------------------------------------------------------------
 
-PREAMBLE = '''\
+PREAMBLE = """\
 import legato
 import legato.model.bertha as bertha
 
@@ -52,14 +52,14 @@ def tt(shape, memory, dtype=bf16):
     return legato.get_model().tensor_type(dtype, shape, memory)
 
 
-'''
+"""
 
-HEADER = '''
+HEADER = """
 @legato.compile(backend="bertha")
 def k(a: tt(((-1, 16), 256), "shared_dram"), w: tt([256, 128], "mpu_dram"),
       out: tt([16, 128], "shared_dram")):
     device = legato.get_context().get_device()
-'''
+"""
 
 _count = itertools.count()
 
@@ -111,22 +111,31 @@ def run_opt_error(tmp_path, text: str, *argv) -> str:
 
 # ---- frontend -----------------------------------------------------------------------------
 
+
 def frontend_unsupported_construct(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     while True:
         pass
-    """)
+    """,
+    )
 
 
 def frontend_unknown_memory_space(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_top():
         legato.tensor.request_load(a, device.get_core(0), "sramm")
-    """)
+    """,
+    )
 
 
 def frontend_matmul_shape_mismatch(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_top():
         legato.tensor.request_load(a, device.get_core(0), "sram")
         legato.tensor.request_load(w, device.get_core(0), "mpu_buffer")
@@ -134,78 +143,108 @@ def frontend_matmul_shape_mismatch(tmp_path):
         x = legato.tensor.receive(a, 0, "sram")
         wt = legato.tensor.receive_type(tt([128, 128], "mpu_weight"), 0, None, "mpu_buffer")
         r = x @ wt
-    """)
+    """,
+    )
 
 
 def frontend_value_outside_region(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_top():
         legato.tensor.request_load(a, device.get_core(0), "sram")
     with device.get_core(0):
         x = legato.tensor.receive(a, 0, "sram")
     with device.get_core(0):
         legato.tensor.memcpy(out, x)
-    """)
+    """,
+    )
 
 
 def frontend_core_index_out_of_range(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_core(32):
         pass
-    """)
+    """,
+    )
 
 
 def frontend_unbounded_dynamic_dim(tmp_path):
-    return raised(TypeError, load, tmp_path, """
+    return raised(
+        TypeError,
+        load,
+        tmp_path,
+        """
 @legato.compile(backend="bertha")
 def k(a: tt((-1, 256), "shared_dram")):
     pass
-""")
+""",
+    )
 
 
 def frontend_runtime_condition(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         if a:
             pass
-    """)
+    """,
+    )
 
 
 def frontend_undefined_name(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         y = nonexistent + 1
-    """)
+    """,
+    )
 
 
 def frontend_op_outside_context(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     legato.tensor.request_load(a, device.get_core(0), "sram")
-    """)
+    """,
+    )
 
 
 def frontend_python_function_given_tensor(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         n = len(a)
-    """)
+    """,
+    )
 
 
 # ---- passes -------------------------------------------------------------------------------
 
+
 def pass_unmatched_receive(tmp_path):
-    return compile_error(tmp_path, """
+    return compile_error(
+        tmp_path,
+        """
     with device.get_top():
         legato.tensor.request_load(a, device.get_core(0), "sram")
     with device.get_core(0):
         x = legato.tensor.receive(a, 0, "sram")
         y = legato.tensor.receive(a, 1, "sram")
-    """)
+    """,
+    )
 
 
 def pass_out_of_memory(tmp_path):
     z = np.zeros((512, 1024), np.float32)
-    return compile_error_at_call(tmp_path, """
+    return compile_error_at_call(
+        tmp_path,
+        """
 import dataclasses
 
 
@@ -223,7 +262,12 @@ def k(x: tt([512, 1024], "shared_dram", f32), y: tt([512, 1024], "shared_dram", 
         c = legato.tensor.load(z, "sram")
         p = a * b
         legato.tensor.memcpy(out, p + c)
-""", z, z, z, z.copy())
+""",
+        z,
+        z,
+        z,
+        z.copy(),
+    )
 
 
 CORE_XORI = """builtin.module {
@@ -285,6 +329,7 @@ def opt_pass_error(tmp_path):
 
 
 # ---- arguments at call time ---------------------------------------------------------------
+
 
 def _two_cores(ctx):
     return bertha.Bertha(ctx, "bertha", 2, False, 4, 1 << 30)
@@ -349,8 +394,9 @@ def args_overlapping_outputs(tmp_path):
 def args_read_only_output(tmp_path):
     out = np.zeros((4, 8), np.float32)
     out.flags.writeable = False
-    return raised(LegatoRuntimeError, split, np.ones((4, 8), np.float32), out,
-                  np.zeros((4, 8), np.float32))
+    return raised(
+        LegatoRuntimeError, split, np.ones((4, 8), np.float32), out, np.zeros((4, 8), np.float32)
+    )
 
 
 # ---- binaries -----------------------------------------------------------------------------
@@ -377,8 +423,7 @@ def _run_binary(data, model=None, **kw):
 
 
 def binary_other_target(tmp_path):
-    return raised(BinaryError, _run_binary, _binary(_model("bertha")),
-                  _model("bertha-evt1"))
+    return raised(BinaryError, _run_binary, _binary(_model("bertha")), _model("bertha-evt1"))
 
 
 def binary_checksum(tmp_path):
@@ -406,6 +451,7 @@ def binary_format_version(tmp_path):
 
 # ---- emulator faults ----------------------------------------------------------------------
 
+
 def _run_asm(src, args=(), values=(), **kw):
     from legato.targets.bertha.abi import Arg, ArgLayout
     from legato.targets.bertha.asm import assemble
@@ -414,33 +460,39 @@ def _run_asm(src, args=(), values=(), **kw):
     from legato.types import TensorSpec
 
     model = _model()
-    layout = ArgLayout([Arg(n, TensorSpec.make(dt, shape, "shared_dram"), acc)
-                        for n, dt, shape, acc in args])
+    layout = ArgLayout(
+        [Arg(n, TensorSpec.make(dt, shape, "shared_dram"), acc) for n, dt, shape, acc in args]
+    )
     return run_binary(write_elf(assemble(src), model, layout), model, list(values), **kw)
 
 
 def emulator_out_of_bounds(tmp_path):
     from legato.types import i64
 
-    src = (".program top on top\n    halt\n.program c1 on core(1)\n    ld r3, 8(r1)\n"
-           "    li r4, 7\n    st r4, 64(r3)\n    halt\n")
-    return raised(EmulatorError, _run_asm, src, [("out", i64, [8], "write")],
-                  [np.zeros(8, np.int64)])
+    src = (
+        ".program top on top\n    halt\n.program c1 on core(1)\n    ld r3, 8(r1)\n"
+        "    li r4, 7\n    st r4, 64(r3)\n    halt\n"
+    )
+    return raised(
+        EmulatorError, _run_asm, src, [("out", i64, [8], "write")], [np.zeros(8, np.int64)]
+    )
 
 
 def emulator_deadlock(tmp_path):
     from legato.types import i64
 
-    src = (".program top on top\n    ld r3, 8(r1)\n    lsa r4, core0.sram, 0\n    li r5, 64\n"
-           "    dma r4, r3, r5, core0.sram.q1\n    dmawait\n    halt\n"
-           ".program c0 on core(0)\n    qwait sram.q0\n    halt\n")
-    return raised(EmulatorError, _run_asm, src, [("x", i64, [8], "read")],
-                  [np.zeros(8, np.int64)])
+    src = (
+        ".program top on top\n    ld r3, 8(r1)\n    lsa r4, core0.sram, 0\n    li r5, 64\n"
+        "    dma r4, r3, r5, core0.sram.q1\n    dmawait\n    halt\n"
+        ".program c0 on core(0)\n    qwait sram.q0\n    halt\n"
+    )
+    return raised(EmulatorError, _run_asm, src, [("x", i64, [8], "read")], [np.zeros(8, np.int64)])
 
 
 def emulator_instruction_limit(tmp_path):
-    return raised(EmulatorError, _run_asm, ".program top on top\nL0:\n    jmp L0\n",
-                  instruction_limit=1000)
+    return raised(
+        EmulatorError, _run_asm, ".program top on top\nL0:\n    jmp L0\n", instruction_limit=1000
+    )
 
 
 # ---- interpreters -------------------------------------------------------------------------
@@ -506,7 +558,8 @@ def interp_unsupported_op(tmp_path):
     src = INTERP_EXP.replace(
         "%e = OP %x : !legato.tensor<[4], f32, sram>",
         '%e = "test.unknown"(%x) : (!legato.tensor<[4], f32, sram>) -> '
-        "!legato.tensor<[4], f32, sram>")
+        "!legato.tensor<[4], f32, sram>",
+    )
     module = Parser(ctx, src).parse_module()
     return raised(LegatoError, _interp, module, [_z4(), _z4()])
 
@@ -517,11 +570,13 @@ def interp_invalid_module(tmp_path):
 
 
 def interp_step_limit(tmp_path):
-    return raised(LegatoError, _interp, INTERP_EXP.replace("OP", "legato.exp"),
-                  [_z4(), _z4()], max_steps=2)
+    return raised(
+        LegatoError, _interp, INTERP_EXP.replace("OP", "legato.exp"), [_z4(), _z4()], max_steps=2
+    )
 
 
 # ---- torch backend fallbacks --------------------------------------------------------------
+
 
 def _summary_of(fn, *args, **options):
     import torch._dynamo
@@ -547,10 +602,15 @@ def torch_resolver_refused(tmp_path):
     return _summary_of(lambda x: x @ W, torch.randn(8, 64, dtype=torch.float16))
 
 
-TRIGGERS = {name.replace("_", "-"): fn for name, fn in dict(globals()).items()
-            if callable(fn) and name.split("_")[0] in
-            ("frontend", "pass", "opt", "args", "binary", "emulator", "interp", "torch")
-            and not name.startswith("_") and name != "torch"}
+TRIGGERS = {
+    name.replace("_", "-"): fn
+    for name, fn in dict(globals()).items()
+    if callable(fn)
+    and name.split("_")[0]
+    in ("frontend", "pass", "opt", "args", "binary", "emulator", "interp", "torch")
+    and not name.startswith("_")
+    and name != "torch"
+}
 
 
 @pytest.fixture
@@ -562,8 +622,9 @@ def cache_dir(tmp_path, monkeypatch):
 def test_every_entry_has_a_fragment_and_a_trigger():
     entries = doc_entries()
     assert len(entries) >= 30
-    assert [e for e, frag in entries.items() if frag is None] == [], \
+    assert [e for e, frag in entries.items() if frag is None] == [], (
         "entries without exactly one `Message contains:` line"
+    )
     assert sorted(set(entries) - set(TRIGGERS)) == [], "catalogued errors without a trigger"
     assert sorted(set(TRIGGERS) - set(entries)) == [], "triggers without a catalogue entry"
 

@@ -13,8 +13,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _run(script: str, cwd: Path) -> str:
     env = {**os.environ, "LEGATO_CACHE_DIR": str(cwd / "cache")}
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / script)], cwd=cwd, env=env,
-                       capture_output=True, text=True, check=False, timeout=900)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return r.stdout
 

@@ -63,8 +63,9 @@ def test_example_runs(block, tmp_path, monkeypatch):
         runpy.run_path(str(path), run_name="__main__")
     except BaseException as e:  # noqa: BLE001
         tb = "".join(traceback.format_exception(e, limit=-2))
-        pytest.fail(f"example under '{heading}' (docs/language.md:{line}) failed:\n{tb}",
-                    pytrace=False)
+        pytest.fail(
+            f"example under '{heading}' (docs/language.md:{line}) failed:\n{tb}", pytrace=False
+        )
     finally:
         for name in [m for m in sys.modules if m.startswith("language_example_")]:
             del sys.modules[name]

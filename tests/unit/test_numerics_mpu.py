@@ -143,9 +143,14 @@ def test_long_k_is_chunks_of_the_mpu_tile():
         want = mpu_matmul(a[:, k0 : k0 + MPU_TILE_K], w[k0 : k0 + MPU_TILE_K], want)
     assert_bits(matmul_acc(a, w), want)
     acc = rng.standard_normal((4, 6)).astype(np.float32)
-    assert_bits(matmul_acc(a, w, acc),
-                mpu_matmul(a[:, 512:], w[512:], mpu_matmul(a[:, 256:512], w[256:512],
-                                                            mpu_matmul(a[:, :256], w[:256], acc))))
+    assert_bits(
+        matmul_acc(a, w, acc),
+        mpu_matmul(
+            a[:, 512:],
+            w[512:],
+            mpu_matmul(a[:, 256:512], w[256:512], mpu_matmul(a[:, :256], w[:256], acc)),
+        ),
+    )
 
 
 def test_f32_operands_holding_bf16_values_give_the_bf16_bits():
@@ -156,8 +161,18 @@ def test_f32_operands_holding_bf16_values_give_the_bf16_bits():
 
 
 def test_zeros_infs_and_nans():
-    a = np.array([[0.0, -0.0], [1.0, -1.0], [-(2.0**-133), 0.0], [np.inf, 1.0], [np.inf, 0.0],
-                  [np.nan, 1.0], [2.0**100, 0.0]], BF16)
+    a = np.array(
+        [
+            [0.0, -0.0],
+            [1.0, -1.0],
+            [-(2.0**-133), 0.0],
+            [np.inf, 1.0],
+            [np.inf, 0.0],
+            [np.nan, 1.0],
+            [2.0**100, 0.0],
+        ],
+        BF16,
+    )
     w = np.array([[1.0, -1.0, 0.0], [1.0, 1.0, 2.0]], BF16)
     r = mpu_matmul(a, w)
     assert bits(r[0]).tolist() == [0, 0, 0]  # all-zero products: +0.0
@@ -194,5 +209,6 @@ def test_f32_split_builds_on_the_chunked_matmul():
     w_hi, w_lo = numerics.split_bf16(w)
     want = matmul_acc(a_lo, w_hi, matmul_acc(a_hi, w_lo, matmul_acc(a_hi, w_hi)))
     assert_bits(numerics.matmul_f32_split(a, w), want)
-    np.testing.assert_allclose(numerics.matmul_f32_split(a, w), a.astype(np.float64) @ w,
-                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(
+        numerics.matmul_f32_split(a, w), a.astype(np.float64) @ w, rtol=1e-4, atol=1e-3
+    )

@@ -54,18 +54,24 @@ def _x(n=5):
 
 # ---- clear errors before anything runs ----------------------------------------------------
 
-@pytest.mark.parametrize("args, fragment", [
-    (lambda: (_x(), torch.zeros(8, 16, dtype=torch.bfloat16)),
-     "argument 'out' of kernel scale"),
-    (lambda: (_x().double(), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
-    (lambda: (_x(), torch.zeros(8, 17)), "argument 'out' of kernel scale"),
-    (lambda: (_x()[None], torch.zeros(8, 16)), "argument 'x' of kernel scale"),
-    (lambda: (_x(9), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
-    (lambda: (_x(),), "kernel scale"),
-    (lambda: (_x(), torch.zeros(8, 16), torch.zeros(1)), "kernel scale"),
-    (lambda: (_x().tolist(), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
-    (lambda: (_x(), 3.0), "argument 'out' of kernel scale"),
-])
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (
+            lambda: (_x(), torch.zeros(8, 16, dtype=torch.bfloat16)),
+            "argument 'out' of kernel scale",
+        ),
+        (lambda: (_x().double(), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
+        (lambda: (_x(), torch.zeros(8, 17)), "argument 'out' of kernel scale"),
+        (lambda: (_x()[None], torch.zeros(8, 16)), "argument 'x' of kernel scale"),
+        (lambda: (_x(9), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
+        (lambda: (_x(),), "kernel scale"),
+        (lambda: (_x(), torch.zeros(8, 16), torch.zeros(1)), "kernel scale"),
+        (lambda: (_x().tolist(), torch.zeros(8, 16)), "argument 'x' of kernel scale"),
+        (lambda: (_x(), 3.0), "argument 'out' of kernel scale"),
+    ],
+)
 def test_bad_arguments_are_refused_before_running(args, fragment, monkeypatch):
     from legato.targets.bertha import runtime
 
@@ -76,8 +82,10 @@ def test_bad_arguments_are_refused_before_running(args, fragment, monkeypatch):
 
 def test_messages_say_what_differs():
     cases = [
-        ((_x(), torch.zeros(8, 16, dtype=torch.bfloat16)),
-         "dtype mismatch: expected f32 (torch.float32), got bf16 (torch.bfloat16)"),
+        (
+            (_x(), torch.zeros(8, 16, dtype=torch.bfloat16)),
+            "dtype mismatch: expected f32 (torch.float32), got bf16 (torch.bfloat16)",
+        ),
         ((_x(), torch.zeros(8, 17)), "dim 1 must be 16"),
         ((_x()[None], torch.zeros(8, 16)), "expected a rank-2 tensor"),
         ((_x(9), torch.zeros(8, 16)), "dim 0 is 9, above its declared upper bound 8"),
@@ -91,6 +99,7 @@ def test_messages_say_what_differs():
 
 
 # ---- non-contiguous tensors: copied in, written back ---------------------------------------
+
 
 def test_non_contiguous_torch_and_numpy():
     x = _x(8).t().contiguous().t()[:5]  # column-major storage, 5 of 8 rows
@@ -121,6 +130,7 @@ def test_non_contiguous_bf16():
 
 # ---- aliasing -----------------------------------------------------------------------------
 
+
 def test_input_aliasing_an_output_reads_the_values_at_the_call():
     a = torch.arange(32, dtype=torch.float32).reshape(4, 8)
     expected = a + a
@@ -143,8 +153,10 @@ def test_overlapping_views_as_input_and_output():
 def test_two_written_arguments_sharing_memory_are_refused():
     x = torch.ones(4, 8)
     o = torch.zeros(4, 8)
-    with pytest.raises(LegatoRuntimeError,
-                       match="arguments 'o1' and 'o2' overlap in memory and the kernel writes both"):
+    with pytest.raises(
+        LegatoRuntimeError,
+        match="arguments 'o1' and 'o2' overlap in memory and the kernel writes both",
+    ):
         split(x, o, o)
     base = torch.zeros(5, 8)
     with pytest.raises(LegatoRuntimeError, match="'o1' and 'o2' overlap"):
@@ -166,7 +178,9 @@ def test_read_only_output_is_refused():
     out = np.zeros((4, 8), np.float32)
     out.flags.writeable = False
     x = np.ones((4, 8), np.float32)
-    with pytest.raises(LegatoRuntimeError, match="argument 'out' is read-only but the kernel writes"):
+    with pytest.raises(
+        LegatoRuntimeError, match="argument 'out' is read-only but the kernel writes"
+    ):
         add(x, x, out)
     add(x, x.copy(), np.zeros((4, 8), np.float32))  # read-only inputs are fine:
     ro = np.ones((4, 8), np.float32)

@@ -12,8 +12,10 @@ def pytest_collection_modifyitems(config, items):
         import vllm  # noqa: F401
         import vllm_legato  # noqa: F401
     except ImportError:
-        skip = pytest.mark.skip(reason="vllm / vllm-legato not installed "
-                                "(bash scripts/bootstrap_vllm.sh; tests run in .venv-vllm)")
+        skip = pytest.mark.skip(
+            reason="vllm / vllm-legato not installed "
+            "(bash scripts/bootstrap_vllm.sh; tests run in .venv-vllm)"
+        )
         for item in items:
             if "vllm" in item.keywords:
                 item.add_marker(skip)

@@ -16,8 +16,10 @@ def test_stock_vllm_when_not_asked(monkeypatch, value):
     assert vllm_legato.register() is None
 
 
-@pytest.mark.parametrize("value,device", [("1", "bertha"), ("evt0", "bertha"),
-                                          ("bertha-evt1", "bertha-evt1"), ("EVT1", "bertha-evt1")])
+@pytest.mark.parametrize(
+    "value,device",
+    [("1", "bertha"), ("evt0", "bertha"), ("bertha-evt1", "bertha-evt1"), ("EVT1", "bertha-evt1")],
+)
 def test_bertha_when_asked(monkeypatch, value, device):
     monkeypatch.setenv("LEGATO_VLLM", value)
     assert vllm_legato.register() == "vllm_legato.platform.BerthaPlatform"

@@ -26,9 +26,13 @@ def _env(**extra):
     env = dict(os.environ)
     env.pop("LEGATO_VLLM", None)
     env.pop("VLLM_TARGET_DEVICE", None)
-    env.update(VLLM_ENABLE_V1_MULTIPROCESSING="0",  # engine and worker in one process: faster
-               VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"),
-               TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    env.update(
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",  # engine and worker in one process: faster
+        VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
     env.update(extra)
     return env
 
@@ -41,16 +45,28 @@ def served(tmp_path_factory):
     model = make_tiny_llama(root / "tiny-llama", dtype="bfloat16")
     dtypes = [a for d in DTYPES for a in ("--dtype", d)]
     procs = {}
-    for name, extra, flags in (("stock", {}, ["--enforce-eager"]),
-                               ("bertha", {"LEGATO_VLLM": "1",
-                                           "LEGATO_VLLM_REPORT_DIR": str(root / "reports")},
-                                [])):
+    for name, extra, flags in (
+        ("stock", {}, ["--enforce-eager"]),
+        ("bertha", {"LEGATO_VLLM": "1", "LEGATO_VLLM_REPORT_DIR": str(root / "reports")}, []),
+    ):
         out = root / f"{name}.json"
         log = open(root / f"{name}.log", "w")  # noqa: SIM115 -- closed after the wait
-        cmd = [sys.executable, "-m", "vllm_legato", "--model", str(model), "--json", str(out),
-               *dtypes, *flags]
-        procs[name] = (subprocess.Popen(cmd, env=_env(**extra), stdout=log,
-                                        stderr=subprocess.STDOUT), out, log)
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm_legato",
+            "--model",
+            str(model),
+            "--json",
+            str(out),
+            *dtypes,
+            *flags,
+        ]
+        procs[name] = (
+            subprocess.Popen(cmd, env=_env(**extra), stdout=log, stderr=subprocess.STDOUT),
+            out,
+            log,
+        )
     results = {}
     for name, (proc, out, log) in procs.items():
         try:

@@ -91,18 +91,28 @@ class ArgLayout:
     get names `arg0`, `arg1`, ... and access `readwrite` unless `names`/`access` are given.
     """
 
-    def __init__(self, args: Sequence, names: Sequence[str] | None = None,
-                 access: Sequence[str] | None = None):
+    def __init__(
+        self,
+        args: Sequence,
+        names: Sequence[str] | None = None,
+        access: Sequence[str] | None = None,
+    ):
         norm: list[Arg] = []
         for i, a in enumerate(args):
             if isinstance(a, Arg):
                 norm.append(a)
             elif isinstance(a, (TensorSpec, ScalarSpec, TupleSpec)):
                 name = names[i] if names else f"arg{i}"
-                acc = access[i] if access else ("read" if not isinstance(a, TensorSpec) else "readwrite")
+                acc = (
+                    access[i]
+                    if access
+                    else ("read" if not isinstance(a, TensorSpec) else "readwrite")
+                )
                 norm.append(Arg(name, a, acc))
             else:
-                raise TypeError(f"argument {i}: {a!r} is not a TensorSpec, ScalarSpec, TupleSpec or Arg")
+                raise TypeError(
+                    f"argument {i}: {a!r} is not a TensorSpec, ScalarSpec, TupleSpec or Arg"
+                )
         self.args: tuple[Arg, ...] = tuple(norm)
         self.slots: list[Slot] = []
         self._address: dict[tuple[int, tuple[int, ...]], int] = {}
@@ -183,18 +193,23 @@ class ArgLayout:
         if not isinstance(spec, TensorSpec):
             raise ABIError(f"argument {name!r} is a {spec}, got a tensor")
         if dtype != spec.dtype:
-            raise ABIError(f"argument {name!r} has dtype {dtype.name} but the kernel expects "
-                           f"{spec.dtype.name}")
+            raise ABIError(
+                f"argument {name!r} has dtype {dtype.name} but the kernel expects {spec.dtype.name}"
+            )
         shape = tuple(int(s) for s in shape)
         if len(shape) != spec.rank:
-            raise ABIError(f"argument {name!r} has rank {len(shape)} (shape {list(shape)}) but the "
-                           f"kernel expects rank {spec.rank} ({spec})")
+            raise ABIError(
+                f"argument {name!r} has rank {len(shape)} (shape {list(shape)}) but the "
+                f"kernel expects rank {spec.rank} ({spec})"
+            )
         for d, (s, dim) in enumerate(zip(shape, spec.dims, strict=True)):
             if dim.is_dynamic:
                 if s > dim.bound:
                     raise ABIError(f"argument {name!r} dim {d} is {s} but its bound is {dim.bound}")
             elif s != dim.size:
-                raise ABIError(f"argument {name!r} dim {d} is {s} but the kernel expects {dim.size}")
+                raise ABIError(
+                    f"argument {name!r} dim {d} is {s} but the kernel expects {dim.size}"
+                )
 
     def _type_at(self, i: int, path) -> ArgType:
         t = self.args[i].type
@@ -245,8 +260,12 @@ class ArgLayout:
             "table_size": self.size_bytes,
             "max_table_size": self.max_size_bytes,
             "args": [
-                {"name": a.name, "access": a.access, "type": _type_to_json(a.type),
-                 "offsets": self._offsets_json(i)}
+                {
+                    "name": a.name,
+                    "access": a.access,
+                    "type": _type_to_json(a.type),
+                    "offsets": self._offsets_json(i),
+                }
                 for i, a in enumerate(self.args)
             ],
         }
@@ -254,7 +273,8 @@ class ArgLayout:
     def _offsets_json(self, i: int) -> list:
         return [
             {"kind": s.kind, "path": list(s.path), "dim": s.dim, "word": self._slot_word(s)}
-            for s in self.slots if s.arg == i
+            for s in self.slots
+            if s.arg == i
         ]
 
     def _slot_word(self, s: Slot) -> int:
@@ -269,16 +289,21 @@ class ArgLayout:
         """The layout of a `.legato.args` section.  The recorded table size and word offsets
         must be the ones the convention computes from the types (an inconsistent record is an
         `ABIError`), so the runtime packs exactly what the code was compiled to read."""
-        layout = ArgLayout([Arg(a["name"], _type_from_json(a["type"]), a["access"])
-                            for a in data["args"]])
+        layout = ArgLayout(
+            [Arg(a["name"], _type_from_json(a["type"]), a["access"]) for a in data["args"]]
+        )
         if layout.size_bytes != data.get("table_size", layout.size_bytes):
-            raise ABIError(f"recorded table size {data['table_size']} differs from the layout's "
-                           f"{layout.size_bytes}")
+            raise ABIError(
+                f"recorded table size {data['table_size']} differs from the layout's "
+                f"{layout.size_bytes}"
+            )
         for i, a in enumerate(data["args"]):
             if "offsets" in a and a["offsets"] != layout._offsets_json(i):
-                raise ABIError(f"recorded offsets of argument {layout.args[i].name!r} "
-                               f"{a['offsets']} differ from the layout's "
-                               f"{layout._offsets_json(i)}")
+                raise ABIError(
+                    f"recorded offsets of argument {layout.args[i].name!r} "
+                    f"{a['offsets']} differ from the layout's "
+                    f"{layout._offsets_json(i)}"
+                )
         return layout
 
     def __eq__(self, other) -> bool:
@@ -295,8 +320,9 @@ def scalar_bits(dtype: DType, value, name: str = "scalar") -> int:
     0-d arrays; a float with a fractional part is not an integer scalar."""
     if isinstance(value, np.ndarray):
         if value.ndim:
-            raise ABIError(f"argument {name!r} is a scalar {dtype.name}, got an array of shape "
-                           f"{value.shape}")
+            raise ABIError(
+                f"argument {name!r} is a scalar {dtype.name}, got an array of shape {value.shape}"
+            )
         value = value[()]
     if isinstance(value, (np.bool_, bool)):
         value = bool(value)
@@ -326,8 +352,12 @@ def scalar_bits(dtype: DType, value, name: str = "scalar") -> int:
 
 def _type_to_json(t: ArgType) -> dict:
     if isinstance(t, TensorSpec):
-        return {"kind": "tensor", "dtype": t.dtype.name, "memory": t.memory,
-                "shape": [d.size if not d.is_dynamic else [-1, d.bound] for d in t.dims]}
+        return {
+            "kind": "tensor",
+            "dtype": t.dtype.name,
+            "memory": t.memory,
+            "shape": [d.size if not d.is_dynamic else [-1, d.bound] for d in t.dims],
+        }
     if isinstance(t, ScalarSpec):
         return {"kind": "scalar", "dtype": t.dtype.name}
     return {"kind": "tuple", "elements": [_type_to_json(e) for e in t.elements]}
@@ -335,9 +365,11 @@ def _type_to_json(t: ArgType) -> dict:
 
 def _type_from_json(d: dict) -> ArgType:
     if d["kind"] == "tensor":
-        return TensorSpec(dtype_from_name(d["dtype"]),
-                          tuple(parse_dim(tuple(s) if isinstance(s, list) else s) for s in d["shape"]),
-                          d["memory"])
+        return TensorSpec(
+            dtype_from_name(d["dtype"]),
+            tuple(parse_dim(tuple(s) if isinstance(s, list) else s) for s in d["shape"]),
+            d["memory"],
+        )
     if d["kind"] == "scalar":
         return ScalarSpec(dtype_from_name(d["dtype"]))
     return TupleSpec(tuple(_type_from_json(e) for e in d["elements"]))

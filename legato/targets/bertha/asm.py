@@ -198,9 +198,7 @@ def _dtype(text: str) -> int:
 def _cond_dtype(text: str) -> int:
     t = text.strip()
     if t not in isa.COND_DTYPES:
-        raise _Err(
-            f"unknown condition type {t!r}; expected one of {', '.join(isa.COND_DTYPES)}"
-        )
+        raise _Err(f"unknown condition type {t!r}; expected one of {', '.join(isa.COND_DTYPES)}")
     return isa.COND_DTYPES[t]
 
 
@@ -244,7 +242,9 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
         n_max = n_min if n_max is None else n_max
         if not n_min <= len(ops) <= n_max:
             want = str(n_min) if n_min == n_max else f"{n_min} to {n_max}"
-            raise _Err(f"{mnemonic} takes {want} operands ({isa.FORMATS[fmt] or 'none'}), got {len(ops)}")
+            raise _Err(
+                f"{mnemonic} takes {want} operands ({isa.FORMATS[fmt] or 'none'}), got {len(ops)}"
+            )
 
     def at(i, fn, *args):
         try:
@@ -355,9 +355,7 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
         if len(ops) == 6:
             m = _BC_RE.match(ops[5][0])
             if not m:
-                raise _Err(
-                    f"expected bc.scalar, bc.row(P) or bc.col(P), got {ops[5][0]!r}", 5
-                )
+                raise _Err(f"expected bc.scalar, bc.row(P) or bc.col(P), got {ops[5][0]!r}", 5)
             kind = {"scalar": BC_SCALAR, "row": BC_ROW, "col": BC_COL}[m.group(1)]
             if kind == BC_SCALAR:
                 if m.group(2) is not None:
@@ -439,8 +437,11 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
                 continue
             if d == ".program":
                 if len(parts) != 4 or parts[2] != "on":
-                    raise err(".program takes NAME on CONTEXT, e.g. `.program core0 on core(0)`",
-                              lineno, col0)
+                    raise err(
+                        ".program takes NAME on CONTEXT, e.g. `.program core0 on core(0)`",
+                        lineno,
+                        col0,
+                    )
                 name = parts[1]
                 if not _IDENT_RE.match(name):
                     raise err(f"bad program name {name!r}", lineno, col0 + len(".program "))
@@ -460,8 +461,12 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
                 if cur is None:
                     raise err(".mem outside a .program", lineno, col0)
                 if len(parts) != 3 or parts[1] not in MEMORY_DIRECTIVE_SPACES:
-                    raise err(".mem takes SPACE BYTES with SPACE one of "
-                              + ", ".join(MEMORY_DIRECTIVE_SPACES), lineno, col0)
+                    raise err(
+                        ".mem takes SPACE BYTES with SPACE one of "
+                        + ", ".join(MEMORY_DIRECTIVE_SPACES),
+                        lineno,
+                        col0,
+                    )
                 if cur_ctx_kind == "top":
                     raise err("top has no core memory; .mem belongs to core programs", lineno, col0)
                 try:
@@ -486,15 +491,19 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
                 raise err("label outside a .program", lineno, m.start(1) + 1)
             name = m.group(1)
             if name in cur.labels:
-                raise err(f"label {name!r} defined twice in program {cur.name!r}", lineno,
-                          m.start(1) + 1)
+                raise err(
+                    f"label {name!r} defined twice in program {cur.name!r}", lineno, m.start(1) + 1
+                )
             cur.labels[name] = len(cur.instructions)
-            rest = " " * m.end() + rest[m.end():]
+            rest = " " * m.end() + rest[m.end() :]
         if not rest.strip():
             continue
         if cur is None:
-            raise err("instruction outside a .program (start one with `.program NAME on CTX`)",
-                      lineno, col0)
+            raise err(
+                "instruction outside a .program (start one with `.program NAME on CTX`)",
+                lineno,
+                col0,
+            )
         mm = _MNEM_RE.match(rest)
         mcol = len(rest) - len(rest.lstrip()) + 1
         if not mm:
@@ -502,7 +511,7 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
         mnemonic = mm.group(1)
         if mnemonic not in isa.BY_MNEMONIC:
             raise err(f"unknown instruction {mnemonic!r}", lineno, mcol)
-        after = rest[mm.end():]
+        after = rest[mm.end() :]
         if after and not after[0].isspace():
             raise err(f"unknown instruction {mnemonic + after.split()[0]!r}", lineno, mcol)
         ops = _split_operands(after, mm.end() + 1)
@@ -538,8 +547,9 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
                 else:
                     f["imm"] = (prog.labels[lab] - idx) & 0xFFFFFFFF
             try:
-                prog.instructions[idx] = isa.make(mnemonic, f["a"], f["b"], f["c"], f["d"],
-                                                  f["imm"])
+                prog.instructions[idx] = isa.make(
+                    mnemonic, f["a"], f["b"], f["c"], f["d"], f["imm"]
+                )
             except (isa.DecodeError, ValueError) as e:  # pragma: no cover - parser guards
                 raise err(str(e), lineno, mcol) from None
     for prog in programs:
@@ -551,6 +561,7 @@ def assemble(text: str, *, filename: str = "<asm>") -> AsmModule:
 
 # --------------------------------------------------------------------------------------------
 # disassembler
+
 
 def _r(n: int) -> str:
     return f"r{n}"
@@ -596,8 +607,10 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
         s = f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}"
         if imm & NOTIFY_PRESENT:
             mode = (imm >> 20) & 3
-            s += (f", {_core_sel(mode, imm & 0xFF)}{SPACE_NAMES[(imm >> 16) & 0xF]}"
-                  f".q{(imm >> 8) & 0xFF}")
+            s += (
+                f", {_core_sel(mode, imm & 0xFF)}{SPACE_NAMES[(imm >> 16) & 0xF]}"
+                f".q{(imm >> 8) & 0xFF}"
+            )
         return s
     if fmt == "qwait":
         return f"{m} {SPACE_NAMES[a]}.q{imm}"
@@ -623,8 +636,10 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
     if fmt == "v2d":
         return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm]}"
     if fmt == "vsel":
-        return (f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm & 0xF]}, "
-                f"{isa.COND_DTYPE_NAMES[imm >> 4]}")
+        return (
+            f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm & 0xF]}, "
+            f"{isa.COND_DTYPE_NAMES[imm >> 4]}"
+        )
     raise AssertionError(fmt)  # pragma: no cover
 
 

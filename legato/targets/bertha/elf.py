@@ -115,8 +115,14 @@ def _json_bytes(obj) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
 
-def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | None = None,
-              kernel: str | None = None) -> bytes:
+def write_elf(
+    module: AsmModule,
+    model,
+    layout: ArgLayout,
+    *,
+    compiler: dict | None = None,
+    kernel: str | None = None,
+) -> bytes:
     """Encode an assembled module into a Bertha ELF binary for `model`.
 
     `compiler`: extra entries for `.legato.compiler` (e.g. `{"pipeline": "..."}`)."""
@@ -126,15 +132,24 @@ def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | N
     progs = module.programs
     if not progs:
         raise BinaryError("a binary needs at least one program")
-    comp = {"version": legato.__version__, "format_version": FORMAT_VERSION,
-            "isa_version": isa.ISA_VERSION, "pipeline": None}
+    comp = {
+        "version": legato.__version__,
+        "format_version": FORMAT_VERSION,
+        "isa_version": isa.ISA_VERSION,
+        "pipeline": None,
+    }
     comp.update(compiler or {})
     comp["format_version"] = FORMAT_VERSION
     programs_meta = {
         "kernel": kernel,
         "programs": [
-            {"name": p.name, **_context_json(p.context), "section": f".text.{p.name}",
-             "instructions": len(p.instructions), "memory": dict(p.memory)}
+            {
+                "name": p.name,
+                **_context_json(p.context),
+                "section": f".text.{p.name}",
+                "instructions": len(p.instructions),
+                "memory": dict(p.memory),
+            }
             for p in progs
         ],
     }
@@ -149,8 +164,17 @@ def write_elf(module: AsmModule, model, layout: ArgLayout, *, compiler: dict | N
     for i, p in enumerate(progs):
         name_off = len(strtab)
         strtab += p.name.encode() + b"\0"
-        syms.append(struct.pack("<IBBHQQ", name_off, (STB_GLOBAL << 4) | STT_FUNC, 0, 1 + i, 0,
-                                len(p.instructions) * isa.WORD_BYTES))
+        syms.append(
+            struct.pack(
+                "<IBBHQQ",
+                name_off,
+                (STB_GLOBAL << 4) | STT_FUNC,
+                0,
+                1 + i,
+                0,
+                len(p.instructions) * isa.WORD_BYTES,
+            )
+        )
     sections.append((".symtab", b"".join(syms)))
     sections.append((".strtab", strtab))
     shstrtab = _shstrtab([n for n, _ in sections] + [CHECKSUM_SECTION])
@@ -203,24 +227,67 @@ def layout_elf(sections: list[tuple[str, bytes]]) -> bytes:
         link = info = 0
         if typ == SHT_SYMTAB:
             link, info = strtab_index, 1
-        out += struct.pack("<IIQQQQIIQQ", name_off[name], typ, flags, 0, offsets[i], len(data),
-                           link, info, align, entsize)
+        out += struct.pack(
+            "<IIQQQQIIQQ",
+            name_off[name],
+            typ,
+            flags,
+            0,
+            offsets[i],
+            len(data),
+            link,
+            info,
+            align,
+            entsize,
+        )
     ident = ELF_MAGIC + bytes([2, 1, 1, 0]) + b"\0" * 8
     out[0:64] = ident + struct.pack(
-        "<HHIQQQIHHHHHH", ET_EXEC, EM_BERTHA, 1, 0, 0, shoff, FORMAT_VERSION, 64, 0, 0, 64,
-        shnum, shnum - 1)
+        "<HHIQQQIHHHHHH",
+        ET_EXEC,
+        EM_BERTHA,
+        1,
+        0,
+        0,
+        shoff,
+        FORMAT_VERSION,
+        64,
+        0,
+        0,
+        64,
+        shnum,
+        shnum - 1,
+    )
     return bytes(out)
 
 
 _HEADER_FIELDS = [  # (offset, size, name) of the ELF64 header, for messages
-    (0, 16, "e_ident"), (16, 2, "e_type"), (18, 2, "e_machine"), (20, 4, "e_version"),
-    (24, 8, "e_entry"), (32, 8, "e_phoff"), (40, 8, "e_shoff"), (48, 4, "e_flags"),
-    (52, 2, "e_ehsize"), (54, 2, "e_phentsize"), (56, 2, "e_phnum"), (58, 2, "e_shentsize"),
-    (60, 2, "e_shnum"), (62, 2, "e_shstrndx"),
+    (0, 16, "e_ident"),
+    (16, 2, "e_type"),
+    (18, 2, "e_machine"),
+    (20, 4, "e_version"),
+    (24, 8, "e_entry"),
+    (32, 8, "e_phoff"),
+    (40, 8, "e_shoff"),
+    (48, 4, "e_flags"),
+    (52, 2, "e_ehsize"),
+    (54, 2, "e_phentsize"),
+    (56, 2, "e_phnum"),
+    (58, 2, "e_shentsize"),
+    (60, 2, "e_shnum"),
+    (62, 2, "e_shstrndx"),
 ]
-_SHDR_FIELDS = [(0, 4, "sh_name"), (4, 4, "sh_type"), (8, 8, "sh_flags"), (16, 8, "sh_addr"),
-                (24, 8, "sh_offset"), (32, 8, "sh_size"), (40, 4, "sh_link"), (44, 4, "sh_info"),
-                (48, 8, "sh_addralign"), (56, 8, "sh_entsize")]
+_SHDR_FIELDS = [
+    (0, 4, "sh_name"),
+    (4, 4, "sh_type"),
+    (8, 8, "sh_flags"),
+    (16, 8, "sh_addr"),
+    (24, 8, "sh_offset"),
+    (32, 8, "sh_size"),
+    (40, 4, "sh_link"),
+    (44, 4, "sh_info"),
+    (48, 8, "sh_addralign"),
+    (56, 8, "sh_entsize"),
+]
 MAX_SECTIONS = 4096
 MAX_PROGRAMS = 65  # top plus one per core
 
@@ -243,18 +310,23 @@ def _raw_sections(data: bytes) -> list[tuple[str, int, int, bytes]]:
     if not 2 <= shnum <= MAX_SECTIONS:
         raise BinaryError(f"ELF header says {shnum} sections (expected 2..{MAX_SECTIONS})")
     if shoff > n or shnum * 64 > n - shoff:
-        raise BinaryError(f"truncated or corrupt: the section header table ({shnum} x 64 bytes at "
-                          f"offset {shoff:#x}) runs past the end of the {n}-byte file")
+        raise BinaryError(
+            f"truncated or corrupt: the section header table ({shnum} x 64 bytes at "
+            f"offset {shoff:#x}) runs past the end of the {n}-byte file"
+        )
     if not 0 < shstrndx < shnum:
-        raise BinaryError(f"ELF section name table index {shstrndx} is out of range "
-                          f"(1..{shnum - 1})")
+        raise BinaryError(
+            f"ELF section name table index {shstrndx} is out of range (1..{shnum - 1})"
+        )
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + 64 * i) for i in range(shnum)]
 
     def contents(i: int) -> bytes:
         _nm, _t, _f, _a, off, size, *_ = headers[i]
         if off > n or size > n - off:
-            raise BinaryError(f"truncated or corrupt: section {i} ({size} bytes at offset "
-                              f"{off:#x}) runs past the end of the {n}-byte file")
+            raise BinaryError(
+                f"truncated or corrupt: section {i} ({size} bytes at offset "
+                f"{off:#x}) runs past the end of the {n}-byte file"
+            )
         return data[off : off + size]
 
     shstr = contents(shstrndx)
@@ -263,8 +335,9 @@ def _raw_sections(data: bytes) -> list[tuple[str, int, int, bytes]]:
         name_off, typ, flags = headers[i][0], headers[i][1], headers[i][2]
         end = shstr.find(b"\0", name_off) if name_off < len(shstr) else -1
         if end < 0:
-            raise BinaryError(f"section {i}: name offset {name_off} is outside the section name "
-                              "table")
+            raise BinaryError(
+                f"section {i}: name offset {name_off} is outside the section name table"
+            )
         try:
             name = shstr[name_off:end].decode("utf-8")
         except UnicodeDecodeError:
@@ -276,8 +349,10 @@ def _raw_sections(data: bytes) -> list[tuple[str, int, int, bytes]]:
 def _first_difference(data: bytes, canon: bytes, names: list[str]) -> str:
     """Where `data` departs from its canonical layout, for the error message."""
     if len(data) != len(canon) and data[: len(canon)] == canon[: len(data)]:
-        return (f"the file is {len(data)} bytes but its sections lay out in {len(canon)} "
-                f"({'extra bytes at the end' if len(data) > len(canon) else 'truncated'})")
+        return (
+            f"the file is {len(data)} bytes but its sections lay out in {len(canon)} "
+            f"({'extra bytes at the end' if len(data) > len(canon) else 'truncated'})"
+        )
     i = next(k for k in range(min(len(data), len(canon))) if data[k] != canon[k])
     if i < 64:
         where = f"ELF header field {_field(_HEADER_FIELDS, i)}"
@@ -311,8 +386,9 @@ class _Meta:
         if kind is int and (isinstance(v, bool) or not isinstance(v, int)):
             raise BinaryError(f"{self.section}: {what}.{key} is {v!r}, expected an integer")
         if not isinstance(v, kind):
-            raise BinaryError(f"{self.section}: {what}.{key} is {v!r}, expected "
-                              f"{getattr(kind, '__name__', kind)}")
+            raise BinaryError(
+                f"{self.section}: {what}.{key} is {v!r}, expected {getattr(kind, '__name__', kind)}"
+            )
         return v
 
 
@@ -336,8 +412,10 @@ def read_elf(data: bytes) -> Binary:
     if len(data) < 64:
         raise BinaryError(f"truncated: the ELF header needs 64 bytes, the file has {len(data)}")
     if data[4] != 2:
-        raise BinaryError(f"ELF class is {data[4]} (ELFCLASS{32 if data[4] == 1 else '?'}), "
-                          "expected 2 (ELFCLASS64)")
+        raise BinaryError(
+            f"ELF class is {data[4]} (ELFCLASS{32 if data[4] == 1 else '?'}), "
+            "expected 2 (ELFCLASS64)"
+        )
     if data[5] != 1:
         raise BinaryError(f"ELF data encoding is {data[5]}, expected 1 (little endian)")
     e_type, machine = struct.unpack_from("<HH", data, 16)
@@ -347,13 +425,16 @@ def read_elf(data: bytes) -> Binary:
         raise BinaryError(f"ELF type is {e_type}, expected {ET_EXEC} (ET_EXEC)")
     (flags,) = struct.unpack_from("<I", data, 48)
     if flags != FORMAT_VERSION:
-        raise BinaryError(f"binary format version is {flags}, this runtime reads "
-                          f"version {FORMAT_VERSION}")
+        raise BinaryError(
+            f"binary format version is {flags}, this runtime reads version {FORMAT_VERSION}"
+        )
     raw = _raw_sections(data)
     names = [r[0] for r in raw]
     if names.count(CHECKSUM_SECTION) != 1:
-        raise ChecksumError(f"binary has {names.count(CHECKSUM_SECTION) or 'no'} "
-                            f"{CHECKSUM_SECTION} section{'s' if names.count(CHECKSUM_SECTION) else ''}")
+        raise ChecksumError(
+            f"binary has {names.count(CHECKSUM_SECTION) or 'no'} "
+            f"{CHECKSUM_SECTION} section{'s' if names.count(CHECKSUM_SECTION) else ''}"
+        )
     if len(set(names)) != len(names):
         dup = sorted({x for x in names if names.count(x) > 1})
         raise BinaryError(f"duplicate section names: {', '.join(dup)}")
@@ -361,14 +442,18 @@ def read_elf(data: bytes) -> Binary:
     stored = stored_raw.decode("ascii", "replace")
     actual = section_digest([(n, d) for n, _t, _f, d in raw if n != CHECKSUM_SECTION])
     if stored != actual:
-        raise ChecksumError(f"checksum mismatch: {CHECKSUM_SECTION} says {stored[:16]!r}..., the "
-                            f"sections hash to {actual[:16]}... (the binary was modified)")
+        raise ChecksumError(
+            f"checksum mismatch: {CHECKSUM_SECTION} says {stored[:16]!r}..., the "
+            f"sections hash to {actual[:16]}... (the binary was modified)"
+        )
     if names[-1] != ".shstrtab":
         raise BinaryError(f"the last section is {names[-1]!r}, expected .shstrtab")
     canon = layout_elf([(n, d) for n, _t, _f, d in raw[:-1]])
     if canon != data:
-        raise BinaryError("not a canonical Bertha binary (header or section table was modified): "
-                          + _first_difference(data, canon, names))
+        raise BinaryError(
+            "not a canonical Bertha binary (header or section table was modified): "
+            + _first_difference(data, canon, names)
+        )
     try:
         elf = ELFFile(io.BytesIO(data))
         symtab = elf.get_section_by_name(".symtab")
@@ -376,8 +461,12 @@ def read_elf(data: bytes) -> Binary:
         if symtab is not None:
             for sym in symtab.iter_symbols():
                 if sym.name:
-                    symbols[sym.name] = (sym["st_info"]["type"], sym["st_shndx"], sym["st_value"],
-                                         sym["st_size"])
+                    symbols[sym.name] = (
+                        sym["st_info"]["type"],
+                        sym["st_shndx"],
+                        sym["st_value"],
+                        sym["st_size"],
+                    )
     except Exception as e:  # noqa: BLE001 - pyelftools raises many types; all mean malformed
         raise BinaryError(f"malformed ELF ({type(e).__name__}): {e}") from None
     if symtab is None:
@@ -395,8 +484,10 @@ def read_elf(data: bytes) -> Binary:
             raise BinaryError(f"{name} is not a JSON object")
     comp = meta[".legato.compiler"]
     if comp.get("format_version") != FORMAT_VERSION:
-        raise BinaryError(f".legato.compiler format_version is {comp.get('format_version')!r}, "
-                          f"expected {FORMAT_VERSION}")
+        raise BinaryError(
+            f".legato.compiler format_version is {comp.get('format_version')!r}, "
+            f"expected {FORMAT_VERSION}"
+        )
     target = meta[".legato.target"]
     tm = _Meta(".legato.target")
     for key in ("chip", "generation", "fingerprint"):
@@ -407,8 +498,9 @@ def read_elf(data: bytes) -> Binary:
     kernel = pmeta.get(pm, "kernel", str, "the program table", optional=True)
     plist = pmeta.get(pm, "programs", list, "the program table")
     if not 1 <= len(plist) <= MAX_PROGRAMS:
-        raise BinaryError(f".legato.programs lists {len(plist)} programs (expected 1.."
-                          f"{MAX_PROGRAMS})")
+        raise BinaryError(
+            f".legato.programs lists {len(plist)} programs (expected 1..{MAX_PROGRAMS})"
+        )
     programs = []
     seen: set[str] = set()
     text_sections = {n for n in names if n.startswith(".text.")}
@@ -425,12 +517,16 @@ def read_elf(data: bytes) -> Binary:
         text_sections.discard(sec)
         code = by_name[sec]
         if len(code) % isa.WORD_BYTES:
-            raise BinaryError(f"{what}: {sec} is {len(code)} bytes, not a whole number of "
-                              f"{isa.WORD_BYTES}-byte instructions")
+            raise BinaryError(
+                f"{what}: {sec} is {len(code)} bytes, not a whole number of "
+                f"{isa.WORD_BYTES}-byte instructions"
+            )
         count = pmeta.get(p, "instructions", int, what)
         if count != len(code) // isa.WORD_BYTES:
-            raise BinaryError(f"{what}: .legato.programs says {count} instructions, {sec} holds "
-                              f"{len(code) // isa.WORD_BYTES}")
+            raise BinaryError(
+                f"{what}: .legato.programs says {count} instructions, {sec} holds "
+                f"{len(code) // isa.WORD_BYTES}"
+            )
         if count == 0:
             raise BinaryError(f"{what} has no instructions")
         sym = symbols.get(pname)
@@ -438,8 +534,10 @@ def read_elf(data: bytes) -> Binary:
             raise BinaryError(f"{what}: no STT_FUNC entry symbol")
         shndx = names.index(sec) + 1
         if sym[1] != shndx or sym[2] != 0 or sym[3] != len(code):
-            raise BinaryError(f"{what}: its symbol does not cover {sec} from its first "
-                              f"instruction (section {sym[1]}, value {sym[2]}, size {sym[3]})")
+            raise BinaryError(
+                f"{what}: its symbol does not cover {sec} from its first "
+                f"instruction (section {sym[1]}, value {sym[2]}, size {sym[3]})"
+            )
         words = isa.bytes_to_words(code)
         for i, w in enumerate(words):
             try:
@@ -461,8 +559,9 @@ def read_elf(data: bytes) -> Binary:
             if space not in ("sram", "mpu_buffer", "private_dram"):
                 raise BinaryError(f"{what}: unknown memory space {space!r} in its footprint")
             if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
-                raise BinaryError(f"{what}: footprint of {space} is {nbytes!r}, expected a "
-                                  "non-negative integer")
+                raise BinaryError(
+                    f"{what}: footprint of {space} is {nbytes!r}, expected a non-negative integer"
+                )
         programs.append(Program(pname, ctx, words, dict(memory)))
     if text_sections:
         raise BinaryError(f"code sections without a program: {', '.join(sorted(text_sections))}")
@@ -470,13 +569,17 @@ def read_elf(data: bytes) -> Binary:
     try:
         layout = ArgLayout.from_json(args_meta)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
-        raise BinaryError(f".legato.args is not a valid argument layout: "
-                          f"{type(e).__name__}: {e}") from None
+        raise BinaryError(
+            f".legato.args is not a valid argument layout: {type(e).__name__}: {e}"
+        ) from None
     recorded = args_meta.get("max_table_size")
-    if recorded is not None and (isinstance(recorded, bool) or not isinstance(recorded, int)
-                                 or recorded < layout.size_bytes):
-        raise BinaryError(f".legato.args: max_table_size {recorded!r} is below the table's "
-                          f"{layout.size_bytes} bytes")
+    if recorded is not None and (
+        isinstance(recorded, bool) or not isinstance(recorded, int) or recorded < layout.size_bytes
+    ):
+        raise BinaryError(
+            f".legato.args: max_table_size {recorded!r} is below the table's "
+            f"{layout.size_bytes} bytes"
+        )
     return Binary(kernel, programs, target, comp, pm, args_meta, stored)
 
 
@@ -490,9 +593,15 @@ def check_target(binary: Binary, model) -> None:
             diffs.append(f"{key} is {t.get(key)!r} in the binary but {mine[key]!r} on this model")
     if not diffs and t.get("fingerprint") != mine["fingerprint"]:
         params = t.get("params") or {}
-        pd = [f"{k}: binary {params.get(k)!r}, model {v!r}" for k, v in mine["params"].items()
-              if params.get(k) != v]
-        diffs.append("model fingerprint differs (" + ("; ".join(pd) or
-                     f"{t.get('fingerprint')} vs {mine['fingerprint']}") + ")")
+        pd = [
+            f"{k}: binary {params.get(k)!r}, model {v!r}"
+            for k, v in mine["params"].items()
+            if params.get(k) != v
+        ]
+        diffs.append(
+            "model fingerprint differs ("
+            + ("; ".join(pd) or f"{t.get('fingerprint')} vs {mine['fingerprint']}")
+            + ")"
+        )
     if diffs:
         raise TargetMismatchError("binary was built for another target: " + "; ".join(diffs))

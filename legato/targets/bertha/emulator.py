@@ -59,8 +59,12 @@ DEFAULT_INSTRUCTION_LIMIT = 20_000_000
 MAX_TRACE_EVENTS = 500_000
 
 _MASK64 = (1 << 64) - 1
-_NP_DTYPES = {"bf16": np.dtype(ml_dtypes.bfloat16), "f32": np.dtype(np.float32),
-              "f16": np.dtype(np.float16), "i32": np.dtype(np.int32)}
+_NP_DTYPES = {
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "i32": np.dtype(np.int32),
+}
 INF = 1 << 62
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
 
@@ -85,8 +89,15 @@ class EmulatorError(LegatoRuntimeError):
 class EmulatorFault(EmulatorError):
     """A trap: `module` running `program` at `pc` touched `address` (or failed) for `cause`."""
 
-    def __init__(self, program: str, module: str, pc: int, cause: str, address: int | None = None,
-                 instruction: str = ""):
+    def __init__(
+        self,
+        program: str,
+        module: str,
+        pc: int,
+        cause: str,
+        address: int | None = None,
+        instruction: str = "",
+    ):
         self.program, self.module, self.pc = program, module, pc
         self.cause, self.address, self.instruction = cause, address, instruction
         where = f"program {program!r} ({module}) pc {pc}"
@@ -202,8 +213,14 @@ class Memory:
         for space, base_off in SPACE_OFFSETS.items():
             size = self.model.memory_size(space)
             if base_off <= off < base_off + size:
-                return self._add(Region(core_base(core) + base_off, size, f"core{core}.{space}",
-                                        lazy=space == "private_dram"))
+                return self._add(
+                    Region(
+                        core_base(core) + base_off,
+                        size,
+                        f"core{core}.{space}",
+                        lazy=space == "private_dram",
+                    )
+                )
         return None
 
     def find(self, addr: int, n: int) -> tuple[Region, int]:
@@ -216,8 +233,9 @@ class Memory:
             if r is None:
                 raise _Trap(f"access of {n} bytes outside any allocation", addr)
         if addr + n > r.end:
-            raise _Trap(f"access of {n} bytes runs past the end of {r.name} "
-                        f"({r.base:#x}+{r.size:#x})", addr)
+            raise _Trap(
+                f"access of {n} bytes runs past the end of {r.name} ({r.base:#x}+{r.size:#x})", addr
+            )
         return r, addr - r.base
 
     def read(self, addr: int, n: int) -> np.ndarray:
@@ -225,8 +243,11 @@ class Memory:
         return r.read(off, n)
 
     def write(self, addr: int, data) -> None:
-        data = np.frombuffer(bytes(data), np.uint8) if isinstance(data, (bytes, bytearray)) else \
-            np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        data = (
+            np.frombuffer(bytes(data), np.uint8)
+            if isinstance(data, (bytes, bytearray))
+            else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        )
         r, off = self.find(addr, data.size)
         r.write(off, data)
 
@@ -270,6 +291,7 @@ def _notify_core_reg(ins) -> int | None:
         return None
     return ins.d if fmt == "dma" else ins.imm & 0xFF
 
+
 # Decoding is a pure function of the word and Instructions are immutable: the programs of one
 # binary (32 cores running similar code) and repeated runs share their decoded words. A word
 # that does not decode raises every time (exceptions are not cached).
@@ -278,8 +300,7 @@ _decode = functools.lru_cache(maxsize=1 << 16)(isa.decode)
 
 class Module:
     def __init__(self, index: int, name: str, program, core: int | None, code):
-        self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt")
-                     for i in code]
+        self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt") for i in code]
         self.index = index
         self.name = name
         self.program = program
@@ -405,13 +426,18 @@ class Emulator:
             for c in targets:
                 if c is not None:
                     if c >= self.model.num_cores:
-                        raise EmulatorError(f"program {p.name!r} runs on core {c} but the model has "
-                                            f"{self.model.num_cores} cores")
+                        raise EmulatorError(
+                            f"program {p.name!r} runs on core {c} but the model has "
+                            f"{self.model.num_cores} cores"
+                        )
                     if c in cores_taken:
-                        raise EmulatorError(f"core {c} has two programs: {cores_taken[c]!r} and "
-                                            f"{p.name!r}")
+                        raise EmulatorError(
+                            f"core {c} has two programs: {cores_taken[c]!r} and {p.name!r}"
+                        )
                     cores_taken[c] = p.name
-                mods.append(Module(len(mods), "top" if c is None else f"core{c}", p, c, decoded[p.name]))
+                mods.append(
+                    Module(len(mods), "top" if c is None else f"core{c}", p, c, decoded[p.name])
+                )
         mods.sort(key=lambda m: -1 if m.core is None else m.core)
         for i, m in enumerate(mods):
             m.index = i
@@ -421,25 +447,52 @@ class Emulator:
 
     def _ev(self, m: Module, unit: str, name: str, start: int, dur: int, **args) -> None:
         if self.trace_on and len(self.events) < MAX_TRACE_EVENTS:
-            self.events.append({"name": name, "ph": "X", "ts": start, "dur": max(dur, 0),
-                                "pid": m.index, "tid": _TIDS[unit], "args": args})
+            self.events.append(
+                {
+                    "name": name,
+                    "ph": "X",
+                    "ts": start,
+                    "dur": max(dur, 0),
+                    "pid": m.index,
+                    "tid": _TIDS[unit],
+                    "args": args,
+                }
+            )
 
     def _dma_ev(self, m: Module, start: int, end: int, **args) -> None:
         if self.trace_on and len(self.events) < MAX_TRACE_EVENTS - 1:
             self._dma_id += 1
-            base = {"name": "dma", "cat": "dma", "id": self._dma_id, "pid": m.index,
-                    "tid": _TIDS["dma"]}
+            base = {
+                "name": "dma",
+                "cat": "dma",
+                "id": self._dma_id,
+                "pid": m.index,
+                "tid": _TIDS["dma"],
+            }
             self.events.append({**base, "ph": "b", "ts": start, "args": args})
             self.events.append({**base, "ph": "e", "ts": end})
 
     def _trace_meta(self) -> list[dict]:
         out = []
         for m in self.modules:
-            out.append({"name": "process_name", "ph": "M", "pid": m.index,
-                        "args": {"name": f"{m.name} ({m.program.name})"}})
+            out.append(
+                {
+                    "name": "process_name",
+                    "ph": "M",
+                    "pid": m.index,
+                    "args": {"name": f"{m.name} ({m.program.name})"},
+                }
+            )
             for unit, tid in _TIDS.items():
-                out.append({"name": "thread_name", "ph": "M", "pid": m.index, "tid": tid,
-                            "args": {"name": unit}})
+                out.append(
+                    {
+                        "name": "thread_name",
+                        "ph": "M",
+                        "pid": m.index,
+                        "tid": tid,
+                        "args": {"name": unit},
+                    }
+                )
         return out
 
     # ---- scheduling -----------------------------------------------------------------------
@@ -493,8 +546,11 @@ class Emulator:
                 total += 1
                 if total > limit:
                     raise InstructionLimitError(
-                        m.program.name, m.name, m.pc,
-                        f"instruction limit of {limit} exceeded (runaway loop?)")
+                        m.program.name,
+                        m.name,
+                        m.pc,
+                        f"instruction limit of {limit} exceeded (runaway loop?)",
+                    )
             # Scalar instructions touch neither memory nor other modules: run them right away
             # instead of through the scheduler (same result, far fewer heap operations).
             pure, code = m.pure, m.code
@@ -509,8 +565,11 @@ class Emulator:
                 total += 1
                 if total > limit:
                     raise InstructionLimitError(
-                        m.program.name, m.name, m.pc,
-                        f"instruction limit of {limit} exceeded (runaway loop?)")
+                        m.program.name,
+                        m.name,
+                        m.pc,
+                        f"instruction limit of {limit} exceeded (runaway loop?)",
+                    )
             if not m.halted:
                 self._schedule(m)
         return self._result()
@@ -544,8 +603,9 @@ class Emulator:
 
     def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
         ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
-        return EmulatorFault(m.program.name, m.name, m.pc, e.cause, e.address,
-                             format_instruction(ins) if ins else "")
+        return EmulatorFault(
+            m.program.name, m.name, m.pc, e.cause, e.address, format_instruction(ins) if ins else ""
+        )
 
     def _result(self) -> timing.RunResult:
         end = 0
@@ -564,8 +624,13 @@ class Emulator:
             mac_count=self.macs,
             vpu_element_ops=self.vpu_elems,
             vpu_transcendental_ops=self.vpu_trans_elems,
-            roofline=timing.roofline(self.model, sum(self.dram.channel_bytes), self.macs,
-                                     self.vpu_elems, self.vpu_trans_elems),
+            roofline=timing.roofline(
+                self.model,
+                sum(self.dram.channel_bytes),
+                self.macs,
+                self.vpu_elems,
+                self.vpu_trans_elems,
+            ),
             model_name=self.model.name,
         )
 
@@ -577,9 +642,11 @@ class Emulator:
         """`addr` must be in this core's sram / mpu_buffer / private_dram."""
         space, core = self.memory.classify(addr)
         if core != m.core or space not in SPACE_OFFSETS:
-            raise _Trap(f"{what} must be in this core's local memory (sram, mpu_buffer or "
-                        f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
-                        addr)
+            raise _Trap(
+                f"{what} must be in this core's local memory (sram, mpu_buffer or "
+                f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
+                addr,
+            )
         self._check(addr, n)
 
     def _is_dram(self, addr: int) -> bool:
@@ -606,8 +673,11 @@ class Emulator:
             rel = self.released.get(key)
             if rel is None:
                 st = self.barriers[key[0]]
-                return _Plan(INF, f"at barrier {key[0]}: {len(st['arrived'])} of {st['count']} "
-                             "modules arrived", external=True)
+                return _Plan(
+                    INF,
+                    f"at barrier {key[0]}: {len(st['arrived'])} of {st['count']} modules arrived",
+                    external=True,
+                )
             return _Plan(max(m.time, rel))
         if not 0 <= m.pc < len(m.code):
             raise _Trap(f"pc {m.pc} outside the program ({len(m.code)} instructions)")
@@ -636,8 +706,9 @@ class Emulator:
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
             t = max(m.time, m.conflict(reads, writes), slot)
-            return _Plan(t, f"DMA port {port} full", data=(dst, src, n, notify, port,
-                                                            s_space, d_space))
+            return _Plan(
+                t, f"DMA port {port} full", data=(dst, src, n, notify, port, s_space, d_space)
+            )
         if fmt == "dma2d":
             return self._dma2d_plan(m, ins)
         if fmt == "qwait":
@@ -646,23 +717,29 @@ class Emulator:
             q = self.queues.get((m.core, ins.a, ins.imm))
             name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
             if not q:
-                return _Plan(INF, f"waiting for an arrival on queue {name} of core {m.core}",
-                             external=True)
+                return _Plan(
+                    INF, f"waiting for an arrival on queue {name} of core {m.core}", external=True
+                )
             return _Plan(max(m.time, q[0]), external=True)
         if mn == "dmawait":
             return _Plan(max(m.time, m.dma_end))
         if mn == "sem.wait":
             if self.sems[ins.a] >= ins.imm:
                 return _Plan(max(m.time, self.sem_time[ins.a]))
-            return _Plan(INF, f"semaphore {ins.a} is {self.sems[ins.a]}, waiting for {ins.imm}",
-                         external=True)
+            return _Plan(
+                INF,
+                f"semaphore {ins.a} is {self.sems[ins.a]}, waiting for {ins.imm}",
+                external=True,
+            )
         if fmt == "mpu_ldw":
             if m.core is None:
                 raise _Trap("top has no MPU")
             src, k, n = r[ins.a], r[ins.b], r[ins.c]
             if not (1 <= k <= self.model.mpu_tile_k and 1 <= n <= self.model.mpu_tile_n):
-                raise _Trap(f"weight tile [{k}, {n}] exceeds the MPU's "
-                            f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)")
+                raise _Trap(
+                    f"weight tile [{k}, {n}] exceeds the MPU's "
+                    f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)"
+                )
             space, core = self.memory.classify(src)
             if space != "mpu_buffer" or core != m.core:
                 raise _Trap(f"mpu.ldw source must be in this core's mpu_buffer, got {space}", src)
@@ -685,8 +762,10 @@ class Emulator:
             writes = [(dst, dst + rows * n * osz)]
             if ins.imm & MM_ACC:
                 reads.append(writes[0])
-            return _Plan(self._unit_ready(m, m.mpu_free, reads, writes),
-                         data=(dst, src, rows, k, n, reads, writes))
+            return _Plan(
+                self._unit_ready(m, m.mpu_free, reads, writes),
+                data=(dst, src, rows, k, n, reads, writes),
+            )
         if ins.op.timing == "V":
             if m.core is None:
                 raise _Trap("top has no VPU")
@@ -722,8 +801,10 @@ class Emulator:
         sspan = (rows - 1) * sstride + row if n else 0
         dspan = (rows - 1) * dstride + row if n else 0
         if n and (sstride < row or dstride < row):
-            raise _Trap(f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of "
-                        f"{row} bytes: rows would overlap")
+            raise _Trap(
+                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of "
+                f"{row} bytes: rows would overlap"
+            )
         self._check(src, sspan)
         self._check(dst, dspan)
         notify = self._notify(m, ins)
@@ -733,8 +814,11 @@ class Emulator:
         reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
         t = max(m.time, m.conflict(reads, writes), slot)
-        return _Plan(t, f"DMA port {port} full",
-                     data=(dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space))
+        return _Plan(
+            t,
+            f"DMA port {port} full",
+            data=(dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space),
+        )
 
     def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
         r = m.regs
@@ -743,8 +827,12 @@ class Emulator:
             dst, s1, s2, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
             dt = DTYPE_NAMES[ins.imm & 0xF]
             mode, period = (ins.imm >> 4) & 3, ins.imm >> 8
-            n2 = {0: n, BC_SCALAR: 1 if n else 0, BC_ROW: -(-n // period) if period else 0,
-                  BC_COL: min(n, period)}[mode]
+            n2 = {
+                0: n,
+                BC_SCALAR: 1 if n else 0,
+                BC_ROW: -(-n // period) if period else 0,
+                BC_COL: min(n, period),
+            }[mode]
             sz = DTYPE_SIZES[dt]
             ranges = [(s1, n * sz), (s2, n2 * sz)]
             out = (dst, n * sz)
@@ -940,7 +1028,8 @@ class Emulator:
             sspan = (rows - 1) * sstride + row
             dspan = (rows - 1) * dstride + row
             block = np.lib.stride_tricks.as_strided(
-                self.memory.read(src, sspan), (rows, row), (sstride, 1))
+                self.memory.read(src, sspan), (rows, row), (sstride, 1)
+            )
             if dstride == row:
                 self.memory.write(dst, np.ascontiguousarray(block))
             else:
@@ -949,12 +1038,16 @@ class Emulator:
                 self.memory.write(dst, out)
         else:
             sspan = dspan = 0
-        shared = [(a, rows, row, st) for a, st, sp in ((src, sstride, s_space),
-                                                      (dst, dstride, d_space)) if sp == "shared"]
+        shared = [
+            (a, rows, row, st)
+            for a, st, sp in ((src, sstride, s_space), (dst, dstride, d_space))
+            if sp == "shared"
+        ]
         dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
-        self._dma_booked(m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n,
-                         rows=rows, port=port)
+        self._dma_booked(
+            m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n, rows=rows, port=port
+        )
 
     def _arrive(self, m: Module, ins, t: int) -> bool:
         bid, count = ins.a, ins.imm
@@ -1005,9 +1098,11 @@ class Emulator:
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
             cname = isa.COND_DTYPE_NAMES[ins.imm >> 4]
             ct = np.dtype(np.bool_) if cname == "i1" else _NP_DTYPES[cname]
-            res = vpu.select(mem.read_array(r[ins.b], elems, ct),
-                             mem.read_array(r[ins.c], elems, dt),
-                             mem.read_array(r[ins.a], elems, dt))
+            res = vpu.select(
+                mem.read_array(r[ins.b], elems, ct),
+                mem.read_array(r[ins.c], elems, dt),
+                mem.read_array(r[ins.a], elems, dt),
+            )
         elif fmt == "vfill":
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
             bits = (r[ins.c] & _MASK64).to_bytes(8, "little")[: dt.itemsize]

@@ -72,6 +72,8 @@ def dma2d_unpack(value: int) -> tuple[int, int]:
     """(high, low) 32-bit unsigned halves of a dma2d register value."""
     value &= (1 << 64) - 1
     return value >> 32, value & 0xFFFFFFFF
+
+
 MAX_QUEUE = 255
 MAX_SYNC_ID = 63
 
@@ -175,10 +177,21 @@ _op("blt", 0x32, "br", "S", "if rs1 < rs2 (signed): pc += imm32")
 _op("bge", 0x33, "br", "S", "if rs1 >= rs2 (signed): pc += imm32")
 _op("jmp", 0x34, "jmp", "S", "pc += imm32")
 _op("dma", 0x40, "dma", "D", "copy rlen bytes rsrc -> rdst; on completion notify a core queue")
-_op("qwait", 0x41, "qwait", "Q", "block until this core's queue (SPACE, N) has an arrival; consume it")
-_op("dma2d", 0x46, "dma2d", "D",
+_op(
+    "qwait",
+    0x41,
+    "qwait",
+    "Q",
+    "block until this core's queue (SPACE, N) has an arrival; consume it",
+)
+_op(
+    "dma2d",
+    0x46,
+    "dma2d",
+    "D",
     "copy rows of a 2-D block: rshape = rows << 32 | row bytes, rstride = dst stride << 32 | "
-    "src stride; one transfer, notify as dma")
+    "src stride; one transfer, notify as dma",
+)
 _op("dmawait", 0x42, "none", "Q", "block until every DMA this module issued completed")
 _op("barrier", 0x43, "sync", "Q", "block until `count` modules arrived at barrier `id`")
 _op("sem.post", 0x44, "sync", "Q", "semaphore[id] += count")
@@ -207,8 +220,17 @@ assert len(BY_MNEMONIC) == len(OPS) and len(BY_OPCODE) == len(OPS)
 
 # VPU transcendental ops run at vpu_transcendental_per_cycle instead of vpu_lanes.
 VPU_TRANSCENDENTAL = frozenset(
-    {"vpu.exp", "vpu.log", "vpu.rsqrt", "vpu.tanh", "vpu.sigmoid", "vpu.silu", "vpu.gelu",
-     "vpu.cos", "vpu.sin"}
+    {
+        "vpu.exp",
+        "vpu.log",
+        "vpu.rsqrt",
+        "vpu.tanh",
+        "vpu.sigmoid",
+        "vpu.silu",
+        "vpu.gelu",
+        "vpu.cos",
+        "vpu.sin",
+    }
 )
 
 
@@ -236,7 +258,9 @@ class Instruction:
         return encode(self)
 
 
-def make(mnemonic: str, a: int = 0, b: int = 0, c: int = 0, d: int = 0, imm: int = 0) -> Instruction:
+def make(
+    mnemonic: str, a: int = 0, b: int = 0, c: int = 0, d: int = 0, imm: int = 0
+) -> Instruction:
     """An instruction from a mnemonic and fields (imm may be negative); validated like a decode."""
     op = BY_MNEMONIC[mnemonic]
     ins = Instruction(op, a, b, c, d, imm & 0xFFFFFFFF)
@@ -251,14 +275,7 @@ def encode(ins: Instruction) -> int:
             raise ValueError(f"{ins.op.mnemonic}: field {name}={v} does not fit 6 bits")
     if not 0 <= ins.imm <= UIMM_MAX:
         raise ValueError(f"{ins.op.mnemonic}: imm {ins.imm} does not fit 32 bits")
-    return (
-        ins.op.opcode
-        | ins.a << 8
-        | ins.b << 14
-        | ins.c << 20
-        | ins.d << 26
-        | ins.imm << 32
-    )
+    return ins.op.opcode | ins.a << 8 | ins.b << 14 | ins.c << 20 | ins.d << 26 | ins.imm << 32
 
 
 def decode(word: int) -> Instruction:

@@ -27,8 +27,13 @@ def load_binary(binary_bytes: bytes, model):
     check_target(binary, model)
     owner: dict = {}
     for p in binary.programs:
-        cores = [None] if p.kind == "top" else [p.core] if p.kind == "core" else \
-            list(range(model.num_cores))
+        cores = (
+            [None]
+            if p.kind == "top"
+            else [p.core]
+            if p.kind == "core"
+            else list(range(model.num_cores))
+        )
         for c in cores:
             if c in owner:
                 what = "top" if c is None else f"core {c}"
@@ -37,12 +42,16 @@ def load_binary(binary_bytes: bytes, model):
         for space, n in (p.memory or {}).items():
             cap = model.memory_size(space)
             if n > cap:
-                raise BinaryError(f"program {p.name!r} needs {n} bytes of {space} but a core of "
-                                  f"{model.name} has {cap}")
+                raise BinaryError(
+                    f"program {p.name!r} needs {n} bytes of {space} but a core of "
+                    f"{model.name} has {cap}"
+                )
         kind, core = p.kind, p.core
         if kind == "core" and core >= model.num_cores:
-            raise BinaryError(f"program {p.name!r} runs on core {core} but {model.name} has "
-                              f"{model.num_cores} cores")
+            raise BinaryError(
+                f"program {p.name!r} runs on core {core} but {model.name} has "
+                f"{model.num_cores} cores"
+            )
     return binary
 
 
@@ -85,17 +94,27 @@ def check_aliasing(layout: ArgLayout, args, views=None) -> None:
     written = [(n, arr) for n, acc, arr in leaves if acc != "read"]
     for name, arr in written:
         if not arr.flags.writeable:
-            raise ABIError(f"argument {name!r} is read-only but the kernel writes it; pass a "
-                           "writeable array")
+            raise ABIError(
+                f"argument {name!r} is read-only but the kernel writes it; pass a writeable array"
+            )
     for k, (n1, a1) in enumerate(written):
-        for n2, a2 in written[k + 1:]:
+        for n2, a2 in written[k + 1 :]:
             if a1.size and a2.size and _overlap(a1, a2):
-                raise ABIError(f"arguments {n1!r} and {n2!r} overlap in memory and the kernel "
-                               "writes both; pass separate tensors")
+                raise ABIError(
+                    f"arguments {n1!r} and {n2!r} overlap in memory and the kernel "
+                    "writes both; pass separate tensors"
+                )
 
 
-def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int | None = None,
-               trace: bool = True, views: list | None = None) -> RunResult:
+def run_binary(
+    binary_bytes: bytes,
+    model,
+    args: list,
+    *,
+    instruction_limit: int | None = None,
+    trace: bool = True,
+    views: list | None = None,
+) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
     aliasing and writeability checks look at them instead of `args`."""
@@ -103,12 +122,16 @@ def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int
     layout: ArgLayout = binary.layout
     if len(args) != len(layout.args):
         names = ", ".join(a.name for a in layout.args)
-        raise ABIError(f"kernel {binary.kernel!r} takes {len(layout.args)} arguments ({names}), "
-                       f"got {len(args)}")
+        raise ABIError(
+            f"kernel {binary.kernel!r} takes {len(layout.args)} arguments ({names}), "
+            f"got {len(args)}"
+        )
     recorded = binary.args_meta.get("max_table_size")
     if recorded is not None and layout.size_bytes > recorded:
-        raise BinaryError(f"Instruction Table needs {layout.size_bytes} bytes but the binary's "
-                          f"maximum is {recorded}")
+        raise BinaryError(
+            f"Instruction Table needs {layout.size_bytes} bytes but the binary's "
+            f"maximum is {recorded}"
+        )
 
     # validate everything before allocating anything
     def check(i, path, t, value):
@@ -162,8 +185,9 @@ def run_binary(binary_bytes: bytes, model, args: list, *, instruction_limit: int
     # The table the code was compiled to read: its size is fixed by the signature and must not
     # exceed the maximum the compiler recorded (word 0 holds it).
     if len(table) != layout.size_bytes or (recorded is not None and len(table) > recorded):
-        raise BinaryError(f"Instruction Table is {len(table)} bytes but the binary's maximum is "
-                          f"{recorded}")
+        raise BinaryError(
+            f"Instruction Table is {len(table)} bytes but the binary's maximum is {recorded}"
+        )
     table_addr = mem.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
 

@@ -35,7 +35,9 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def channel_bytes(addr: int, n: int, channels: int, granule: int = DRAM_INTERLEAVE_BYTES) -> list[int]:
+def channel_bytes(
+    addr: int, n: int, channels: int, granule: int = DRAM_INTERLEAVE_BYTES
+) -> list[int]:
     """Bytes of [addr, addr+n) that fall on each channel (shared DRAM interleaved by `granule`)."""
     out = [0] * channels
     if n <= 0:
@@ -58,8 +60,14 @@ def channel_bytes(addr: int, n: int, channels: int, granule: int = DRAM_INTERLEA
     return out
 
 
-def channel_bytes_2d(addr: int, rows: int, row_bytes: int, stride: int, channels: int,
-                     granule: int = DRAM_INTERLEAVE_BYTES) -> list[int]:
+def channel_bytes_2d(
+    addr: int,
+    rows: int,
+    row_bytes: int,
+    stride: int,
+    channels: int,
+    granule: int = DRAM_INTERLEAVE_BYTES,
+) -> list[int]:
     """Bytes per channel of `rows` rows of `row_bytes` bytes, row r at `addr + r * stride` (a
     dma2d end in shared DRAM).  Rows whose start has the same offset modulo one interleave period
     (`granule * channels`) touch the same channels, so each distinct offset is counted once."""
@@ -120,8 +128,14 @@ class DramTiming:
             p = self.ports[name] = Port(name)
         return p
 
-    def dma(self, t: int, port_name: str, n: int, shared_ranges: list[tuple[int, int]],
-            touches_dram: bool) -> tuple[int, int]:
+    def dma(
+        self,
+        t: int,
+        port_name: str,
+        n: int,
+        shared_ranges: list[tuple[int, int]],
+        touches_dram: bool,
+    ) -> tuple[int, int]:
         """Book a transfer of `n` bytes issued at `t`; returns (end time, data-phase cycles).
 
         `shared_ranges`: (address, bytes) of each end that lies in shared DRAM, or
@@ -182,16 +196,26 @@ class Roofline:
         """Which resource sets the roofline: "dram", "mpu", "vpu" (or "none" for an empty run)."""
         if self.cycles == 0:
             return "none"
-        return max((self.dram_cycles, "dram"), (self.mpu_cycles, "mpu"),
-                   (self.vpu_cycles, "vpu"), key=lambda x: x[0])[1]
+        return max(
+            (self.dram_cycles, "dram"),
+            (self.mpu_cycles, "mpu"),
+            (self.vpu_cycles, "vpu"),
+            key=lambda x: x[0],
+        )[1]
 
     def as_dict(self) -> dict:
-        return {"dram": self.dram_cycles, "mpu": self.mpu_cycles, "vpu": self.vpu_cycles,
-                "cycles": self.cycles, "bound": self.bound}
+        return {
+            "dram": self.dram_cycles,
+            "mpu": self.mpu_cycles,
+            "vpu": self.vpu_cycles,
+            "cycles": self.cycles,
+            "bound": self.bound,
+        }
 
 
-def roofline(model, dram_bytes: int, macs: int, vpu_ops: int, vpu_transcendental_ops: int = 0
-             ) -> Roofline:
+def roofline(
+    model, dram_bytes: int, macs: int, vpu_ops: int, vpu_transcendental_ops: int = 0
+) -> Roofline:
     """The roofline of a kernel that moves `dram_bytes` over shared DRAM, does `macs` MACs and
     `vpu_ops` VPU element-ops (of which `vpu_transcendental_ops` at the transcendental rate),
     on `model`: every rate is the whole chip's (all cores, all channels)."""
@@ -262,30 +286,46 @@ class RunResult:
     def trace(self) -> dict:
         """Chrome trace JSON (Perfetto): one process per module, one thread per unit; ts in
         cycles (displayed as microseconds)."""
-        return {"traceEvents": self.trace_events, "displayTimeUnit": "ns",
-                "otherData": {"time_unit": "cycles", "clock_ghz": self.clock_ghz,
-                              "cycles": self.cycles}}
+        return {
+            "traceEvents": self.trace_events,
+            "displayTimeUnit": "ns",
+            "otherData": {
+                "time_unit": "cycles",
+                "clock_ghz": self.clock_ghz,
+                "cycles": self.cycles,
+            },
+        }
 
     def write_trace(self, path) -> None:
         with open(path, "w") as f:
             json.dump(self.trace(), f)
 
     def summary(self) -> str:
-        lines = [f"cycles: {self.cycles} ({self.seconds * 1e6:.3f} us at {self.clock_ghz} GHz)"
-                 + (f" on {self.model_name}" if self.model_name else "")]
+        lines = [
+            f"cycles: {self.cycles} ({self.seconds * 1e6:.3f} us at {self.clock_ghz} GHz)"
+            + (f" on {self.model_name}" if self.model_name else "")
+        ]
         if self.roofline is not None:
             r = self.roofline
-            lines.append(f"roofline: {r.cycles} cycles ({r.bound}-bound; dram {r.dram_cycles}, "
-                         f"mpu {r.mpu_cycles}, vpu {r.vpu_cycles}), efficiency "
-                         f"{self.efficiency:.1%}")
-        lines += [f"instructions: {self.total_instructions}",
-                  (f"MACs: {self.mac_count}, VPU element-ops: {self.vpu_element_ops} "
-                   f"({self.vpu_transcendental_ops} transcendental)"),
-                 f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}",
-                 f"DRAM bandwidth: {self.dram_bandwidth_gbps:.1f} GB/s; per channel (B/cycle) "
-                 + ", ".join(f"{b:.1f}" for b in self.dram_bandwidth_per_channel)]
+            lines.append(
+                f"roofline: {r.cycles} cycles ({r.bound}-bound; dram {r.dram_cycles}, "
+                f"mpu {r.mpu_cycles}, vpu {r.vpu_cycles}), efficiency "
+                f"{self.efficiency:.1%}"
+            )
+        lines += [
+            f"instructions: {self.total_instructions}",
+            (
+                f"MACs: {self.mac_count}, VPU element-ops: {self.vpu_element_ops} "
+                f"({self.vpu_transcendental_ops} transcendental)"
+            ),
+            f"DRAM bytes: {self.dram_bytes} per channel {self.dram_bytes_per_channel}",
+            f"DRAM bandwidth: {self.dram_bandwidth_gbps:.1f} GB/s; per channel (B/cycle) "
+            + ", ".join(f"{b:.1f}" for b in self.dram_bandwidth_per_channel),
+        ]
         for mod, units in self.unit_busy.items():
-            lines.append(f"  {mod}: halted at {self.module_cycles.get(mod)}, "
-                         f"{self.instructions.get(mod, 0)} instructions, busy "
-                         + ", ".join(f"{u}={c}" for u, c in units.items()))
+            lines.append(
+                f"  {mod}: halted at {self.module_cycles.get(mod)}, "
+                f"{self.instructions.get(mod, 0)} instructions, busy "
+                + ", ".join(f"{u}={c}" for u, c in units.items())
+            )
         return "\n".join(lines)

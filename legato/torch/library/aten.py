@@ -151,7 +151,7 @@ def unary(x, op):
         return legato.tensor.cos(x)
     if op == "sin":
         return legato.tensor.sin(x)
-    assert False, op
+    assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
 @legato.function
@@ -162,7 +162,7 @@ def reduce(x, op, axis, keepdim):
         return legato.tensor.mean(x, axis, keepdim)
     if op == "amax":
         return legato.tensor.max(x, axis=axis, keepdim=keepdim)
-    assert False, op
+    assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
 @legato.function
@@ -319,8 +319,9 @@ def _mpu_checks(ctx, node, a, w) -> str:
     if f32:
         extra += [tw, *[torch.empty_like(ta, dtype=torch.bfloat16)] * 2]
     acc = [torch.empty(*val(node).shape[:-1], n, dtype=torch.float32)] if tiled else []
-    _fits_sram(ctx, ta, ta, val(node), *extra, *acc, *acc,
-               what="mm input, output and tiling buffers")
+    _fits_sram(
+        ctx, ta, ta, val(node), *extra, *acc, *acc, what="mm input, output and tiling buffers"
+    )
     return "sram" if f32 else "mpu_weight"
 
 
@@ -335,8 +336,9 @@ def resolve_mm(node, ctx):
 @register(aten.addmm.default)
 def resolve_addmm(node, ctx):
     bias, a, w = node.args[:3]
-    assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, \
+    assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, (
         "addmm with beta/alpha != 1"
+    )
     where = _mpu_checks(ctx, node, a, w)
     dt = val(a).dtype
     assert val(bias).dtype == dt, f"addmm bias is {val(bias).dtype}, the operands {dt}"
@@ -361,17 +363,21 @@ def _known_same_shape(x, y) -> bool:
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
-        assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), \
+        assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
+        )
         dt = _same_dtype(node, a, b)
         for x in (a, b):
-            assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), \
+            assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
                 f"operand {x!r} is neither a tensor nor a number"
+            )
         ctx.probe(probe_op, dt)
         if not (isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node)):
             ctx.probe("constant", dt)
-            a, b = (float(a) if not isinstance(a, torch.fx.Node) else a,
-                    float(b) if not isinstance(b, torch.fx.Node) else b)
+            a, b = (
+                float(a) if not isinstance(a, torch.fx.Node) else a,
+                float(b) if not isinstance(b, torch.fx.Node) else b,
+            )
         elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
         return Impl(fn, (a, b))
@@ -431,7 +437,7 @@ def resolve_pow(node, ctx):
     if e == -0.5:
         ctx.probe("rsqrt", dt)
         return Impl(unary, (x, "rsqrt"))
-    assert False, f"pow with exponent {e} (2, 0.5 and -0.5 are implemented)"
+    raise AssertionError(f"pow with exponent {e} (2, 0.5 and -0.5 are implemented)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -490,8 +496,17 @@ def _reshape_resolver(node, ctx):
     return Impl(reshape, (x, _dims(ctx, val(node).shape)))
 
 
-register([aten.view.default, aten._unsafe_view.default, aten.reshape.default,
-          aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.default], _reshape_resolver)
+register(
+    [
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.reshape.default,
+        aten.unsqueeze.default,
+        aten.squeeze.dim,
+        aten.squeeze.default,
+    ],
+    _reshape_resolver,
+)
 
 
 @register([aten.t.default, aten.transpose.int, aten.permute.default])
@@ -620,13 +635,25 @@ def resolve_sdpa_flash_cpu(node, ctx):
         f"attention on {tq.dtype} (the MPU multiplies bf16)"
     )
     for t in (tq, tk, tv):
-        assert t.dim() == 4 and all(isinstance(d, int) for d in t.shape), \
+        assert t.dim() == 4 and all(isinstance(d, int) for d in t.shape), (
             "attention needs static [B, H, S, D] operands"
+        )
     assert tk.shape[:2] == tq.shape[:2] == tv.shape[:2], "attention with broadcast heads (GQA)"
     scale = node.kwargs.get("scale")
     scale = 1.0 / math.sqrt(tq.shape[-1]) if scale is None else float(scale)
-    for op in ("transpose", "concat", "max", "sub", "exp", "sum", "div", "mul", "add",
-               "broadcast_binary", "cast_bf16"):
+    for op in (
+        "transpose",
+        "concat",
+        "max",
+        "sub",
+        "exp",
+        "sum",
+        "div",
+        "mul",
+        "add",
+        "broadcast_binary",
+        "cast_bf16",
+    ):
         ctx.probe(op, torch.float32)
     ctx.probe("cast_f32", torch.bfloat16)
     _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
@@ -653,10 +680,12 @@ def resolve_where(node, ctx):
                 "promotion)"
             )
         else:
-            assert isinstance(x, (int, float)) and not isinstance(x, bool), \
+            assert isinstance(x, (int, float)) and not isinstance(x, bool), (
                 f"where value {x!r} is neither a tensor nor a number"
-    assert isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node), \
+            )
+    assert isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node), (
         "where of two numbers (the result dtype comes from a tensor)"
+    )
     tc = val(c)
     assert tc.dtype == torch.bool, f"where with a {tc.dtype} condition"
     assert tuple(tc.shape) == tuple(val(node).shape), (
@@ -677,8 +706,9 @@ def full(shape, value, dtype):
 def resolve_scalar_tensor(node, ctx):
     dt = _float_out(node)
     value = node.args[0]
-    assert isinstance(value, (int, float)) and not isinstance(value, bool), \
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
         f"scalar_tensor of {value!r}"
+    )
     ctx.probe("constant", dt)
     ty = legato.types.float("float32" if dt == torch.float32 else "bfloat16")
     return Impl(full, ((), float(value), ty))

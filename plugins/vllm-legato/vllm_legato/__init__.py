@@ -17,9 +17,17 @@ import os
 __version__ = "0.1.0"
 
 ENV = "LEGATO_VLLM"
-_DEVICES = {"1": "bertha", "true": "bertha", "yes": "bertha", "on": "bertha",
-            "bertha": "bertha", "evt0": "bertha", "bertha-evt0": "bertha",
-            "evt1": "bertha-evt1", "bertha-evt1": "bertha-evt1"}
+_DEVICES = {
+    "1": "bertha",
+    "true": "bertha",
+    "yes": "bertha",
+    "on": "bertha",
+    "bertha": "bertha",
+    "evt0": "bertha",
+    "bertha-evt0": "bertha",
+    "evt1": "bertha-evt1",
+    "bertha-evt1": "bertha-evt1",
+}
 
 
 def selected_device() -> str | None:
@@ -28,8 +36,10 @@ def selected_device() -> str | None:
     if value in ("", "0", "false", "no", "off"):
         return None
     if value not in _DEVICES:
-        raise ValueError(f"{ENV}={os.environ[ENV]!r}: expected 1, bertha, evt0, bertha-evt1 "
-                         "or evt1 (or unset/0 for stock vLLM)")
+        raise ValueError(
+            f"{ENV}={os.environ[ENV]!r}: expected 1, bertha, evt0, bertha-evt1 "
+            "or evt1 (or unset/0 for stock vLLM)"
+        )
     return _DEVICES[value]
 
 

@@ -19,24 +19,38 @@ import os
 import sys
 import tempfile
 
-DEFAULT_PROMPTS = ["the cat sat on the mat", "bertha runs a legato kernel",
-                   "w7 w9 w11 w13 w15 w17 w19 w21 w23 w25 w27"]
+DEFAULT_PROMPTS = [
+    "the cat sat on the mat",
+    "bertha runs a legato kernel",
+    "w7 w9 w11 w13 w15 w17 w19 w21 w23 w25 w27",
+]
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m vllm_legato", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m vllm_legato",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--model", help="HF-format model directory")
     p.add_argument("--tiny", metavar="DIR", help="write the tiny random Llama to DIR and serve it")
     p.add_argument("--dtype", action="append", help="bfloat16 (default) / float32; repeatable")
     p.add_argument("--prompt", action="append", help="prompt (repeatable)")
     p.add_argument("--max-tokens", type=int, default=8)
-    p.add_argument("--max-num-batched-tokens", type=int, default=40,
-                   help="vLLM's token budget per step = the bound of Legato's dynamic dims")
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=40,
+        help="vLLM's token budget per step = the bound of Legato's dynamic dims",
+    )
     p.add_argument("--max-model-len", type=int, default=128)
     p.add_argument("--kv-cache-mib", type=int, default=64)
-    p.add_argument("--memory-utilization", type=float, default=0.2,
-                   help="vLLM's gpu_memory_utilization (host memory on CPU)")
+    p.add_argument(
+        "--memory-utilization",
+        type=float,
+        default=0.2,
+        help="vLLM's gpu_memory_utilization (host memory on CPU)",
+    )
     p.add_argument("--enforce-eager", action="store_true", help="no torch.compile (stock only)")
     p.add_argument("--json", help="write the results here")
     a = p.parse_args(argv)
@@ -48,8 +62,7 @@ def main(argv=None) -> int:
 
         make_tiny_llama(a.tiny)
     model = a.model or a.tiny
-    report_dir = os.environ.get("LEGATO_VLLM_REPORT_DIR") or tempfile.mkdtemp(
-        prefix="vllm-legato-")
+    report_dir = os.environ.get("LEGATO_VLLM_REPORT_DIR") or tempfile.mkdtemp(prefix="vllm-legato-")
 
     import vllm
     from vllm import LLM, SamplingParams
@@ -64,17 +77,25 @@ def main(argv=None) -> int:
         # one report per engine: the worker (this or a child process) writes it there
         report_path = os.path.join(report_dir, f"report-{dtype}.json")
         os.environ["LEGATO_VLLM_REPORT"] = report_path
-        llm = LLM(model=model, dtype=dtype, max_model_len=a.max_model_len,
-                  max_num_batched_tokens=a.max_num_batched_tokens,
-                  max_num_seqs=len(prompts), enforce_eager=a.enforce_eager, seed=0,
-                  enable_prefix_caching=False,
-                  # a tiny model on a shared machine: reserve little host memory
-                  gpu_memory_utilization=a.memory_utilization,
-                  kv_cache_memory_bytes=a.kv_cache_mib << 20)
+        llm = LLM(
+            model=model,
+            dtype=dtype,
+            max_model_len=a.max_model_len,
+            max_num_batched_tokens=a.max_num_batched_tokens,
+            max_num_seqs=len(prompts),
+            enforce_eager=a.enforce_eager,
+            seed=0,
+            enable_prefix_caching=False,
+            # a tiny model on a shared machine: reserve little host memory
+            gpu_memory_utilization=a.memory_utilization,
+            kv_cache_memory_bytes=a.kv_cache_mib << 20,
+        )
         outs = llm.generate(prompts, params, use_tqdm=False)
-        run = {"dtype": dtype,
-               "outputs": [list(o.outputs[0].token_ids) for o in outs],
-               "text": [o.outputs[0].text for o in outs]}
+        run = {
+            "dtype": dtype,
+            "outputs": [list(o.outputs[0].token_ids) for o in outs],
+            "text": [o.outputs[0].text for o in outs],
+        }
         result["runs"].append(run)
         print(f"[{result['platform']} {dtype}]")
         for prompt, ids, text in zip(prompts, run["outputs"], run["text"]):

@@ -73,12 +73,17 @@ def legato_vllm_backend(gm: torch.fx.GraphModule, example_inputs):
     elif os.environ.get(TOKEN_BOUND_ENV):
         bound = int(os.environ[TOKEN_BOUND_ENV])
     else:
-        raise RuntimeError("vllm_legato: no vLLM config and no $LEGATO_VLLM_TOKEN_BOUND: cannot "
-                           "bound the token dimension (the Bertha platform sets it)")
+        raise RuntimeError(
+            "vllm_legato: no vLLM config and no $LEGATO_VLLM_TOKEN_BOUND: cannot "
+            "bound the token dimension (the Bertha platform sets it)"
+        )
     device = BerthaPlatform.legato_device
     bounded = _bound_dynamic_dims(example_inputs, bound)
-    log.info("legato: compiling a forward graph for %s; dynamic dims %s", device,
-             ", ".join(bounded) or "none")
+    log.info(
+        "legato: compiling a forward graph for %s; dynamic dims %s",
+        device,
+        ", ".join(bounded) or "none",
+    )
     vllm_ops = _vllm_ops(gm)
     n_before = len(summaries())
     compiled = legato_backend(gm, example_inputs, options=_options(device))

@@ -47,8 +47,10 @@ class BerthaPlatform(CpuPlatform):
         super().check_and_update_config(vllm_config)
         if mode_before == CompilationMode.NONE or cc.mode == CompilationMode.NONE:
             # enforce_eager=True (or LoRA): nothing is compiled, nothing runs on Legato.
-            logger.warning("Bertha platform: compilation is off (enforce_eager / LoRA); the "
-                           "model runs eagerly on the host, not through Legato")
+            logger.warning(
+                "Bertha platform: compilation is off (enforce_eager / LoRA); the "
+                "model runs eagerly on the host, not through Legato"
+            )
             return
         cc.mode = CompilationMode.DYNAMO_TRACE_ONCE
         cc.backend = BACKEND
@@ -61,7 +63,10 @@ class BerthaPlatform(CpuPlatform):
         # Native torch implementations of vLLM's custom ops: Legato sees their ATen ops.
         if "none" not in cc.custom_ops and "all" not in cc.custom_ops:
             cc.custom_ops.insert(0, "none")
-        logger.info("Bertha platform: device %s; forward graphs compile with %s "
-                    "(token dimension bounded by max_num_batched_tokens=%d)",
-                    cls.legato_device, BACKEND,
-                    vllm_config.scheduler_config.max_num_batched_tokens)
+        logger.info(
+            "Bertha platform: device %s; forward graphs compile with %s "
+            "(token dimension bounded by max_num_batched_tokens=%d)",
+            cls.legato_device,
+            BACKEND,
+            vllm_config.scheduler_config.max_num_batched_tokens,
+        )

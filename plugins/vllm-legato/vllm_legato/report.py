@@ -58,8 +58,7 @@ class Report:
 
     @property
     def legato_nodes(self) -> int:
-        return sum(len(k["nodes"]) for g in self.graphs for p in g.placement
-                   for k in p["kernels"])
+        return sum(len(k["nodes"]) for g in self.graphs for p in g.placement for k in p["kernels"])
 
     def extern_ops(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -97,36 +96,52 @@ class Report:
         return None if c is None or not self.clock_ghz else c / (self.clock_ghz * 1e3)
 
     def to_json(self) -> dict:
-        return {"device": self.device, "clock_ghz": self.clock_ghz,
-                "graphs": [asdict(g) for g in self.graphs],
-                "steps": [asdict(s) for s in self.steps]}
+        return {
+            "device": self.device,
+            "clock_ghz": self.clock_ghz,
+            "graphs": [asdict(g) for g in self.graphs],
+            "steps": [asdict(s) for s in self.steps],
+        }
 
     @staticmethod
     def from_json(d: dict) -> Report:
-        return Report(d.get("device"), d.get("clock_ghz"),
-                      [GraphInfo(**g) for g in d.get("graphs", [])],
-                      [Step(**s) for s in d.get("steps", [])])
+        return Report(
+            d.get("device"),
+            d.get("clock_ghz"),
+            [GraphInfo(**g) for g in d.get("graphs", [])],
+            [Step(**s) for s in d.get("steps", [])],
+        )
 
     def __str__(self) -> str:
-        lines = [(f"vllm-legato on {self.device} ({self.clock_ghz} GHz): "
-                  f"{len(self.graphs)} forward graph(s), {self.legato_kernels} Legato kernel(s) "
-                  f"covering {self.legato_nodes} ATen node(s)")]
+        lines = [
+            (
+                f"vllm-legato on {self.device} ({self.clock_ghz} GHz): "
+                f"{len(self.graphs)} forward graph(s), {self.legato_kernels} Legato kernel(s) "
+                f"covering {self.legato_nodes} ATen node(s)"
+            )
+        ]
         if self.legato_ops():
-            lines.append("  on Legato: " + ", ".join(f"{k} x{v}" for k, v in
-                                                     self.legato_ops().items()))
+            lines.append(
+                "  on Legato: " + ", ".join(f"{k} x{v}" for k, v in self.legato_ops().items())
+            )
         if self.extern_ops():
-            lines.append("  extern:    " + ", ".join(f"{k} x{v}" for k, v in
-                                                     self.extern_ops().items()))
+            lines.append(
+                "  extern:    " + ", ".join(f"{k} x{v}" for k, v in self.extern_ops().items())
+            )
         if self.vllm_ops():
-            lines.append("  vLLM ops (extern; attention and the KV cache): " + ", ".join(
-                f"{k} x{v}" for k, v in self.vllm_ops().items()))
+            lines.append(
+                "  vLLM ops (extern; attention and the KV cache): "
+                + ", ".join(f"{k} x{v}" for k, v in self.vllm_ops().items())
+            )
         served = self._served()
         lines.append(f"  steps: {len(self.steps)} ({len(served)} serving requests)")
         for decode_only, what in ((True, "decode"), (False, "all steps")):
             c = self.cycles_per_token(decode_only)
             if c is not None:
-                lines.append(f"  simulated Legato time per generated token ({what}): "
-                             f"{c:.0f} cycles = {self.us_per_token(decode_only):.3f} us")
+                lines.append(
+                    f"  simulated Legato time per generated token ({what}): "
+                    f"{c:.0f} cycles = {self.us_per_token(decode_only):.3f} us"
+                )
         return "\n".join(lines)
 
 
@@ -161,8 +176,10 @@ def _write(report: Report, path: str | None) -> None:
 def _placement(summary) -> dict:
     return {
         "graph": summary.graph,
-        "kernels": [{"name": k.name, "nodes": list(k.nodes), "source": k.source_path}
-                    for k in summary.kernels],
+        "kernels": [
+            {"name": k.name, "nodes": list(k.nodes), "source": k.source_path}
+            for k in summary.kernels
+        ],
         "extern": [{"node": e.node, "op": e.op, "reason": e.reason} for e in summary.extern],
         "host": list(summary.host),
     }
@@ -206,8 +223,9 @@ def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None 
     with _lock:
         rep.device = device
         rep.clock_ghz = (_EVT1 if device == "bertha-evt1" else _EVT0)["clock_ghz"]
-        info = GraphInfo(len(rep.graphs), bound, [_placement(s) for s in graphs],
-                         dict(vllm_ops or {}))
+        info = GraphInfo(
+            len(rep.graphs), bound, [_placement(s) for s in graphs], dict(vllm_ops or {})
+        )
         rep.graphs.append(info)
         _write(rep, path)
 

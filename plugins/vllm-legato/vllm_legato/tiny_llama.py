@@ -13,13 +13,40 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "bertha", "runs", "fast", "slow", "legato",
-         "kernel", "tensor", "core", "chip"]
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "dog",
+    "sat",
+    "on",
+    "mat",
+    "bertha",
+    "runs",
+    "fast",
+    "slow",
+    "legato",
+    "kernel",
+    "tensor",
+    "core",
+    "chip",
+]
 
 
-def make_tiny_llama(path, dtype: str = "bfloat16", seed: int = 0, *, hidden: int = 64,
-                    heads: int = 2, kv_heads: int = 1, intermediate: int = 128, layers: int = 2,
-                    vocab: int = 256, max_pos: int = 256, init_scale: float = 0.5) -> Path:
+def make_tiny_llama(
+    path,
+    dtype: str = "bfloat16",
+    seed: int = 0,
+    *,
+    hidden: int = 64,
+    heads: int = 2,
+    kv_heads: int = 1,
+    intermediate: int = 128,
+    layers: int = 2,
+    vocab: int = 256,
+    max_pos: int = 256,
+    init_scale: float = 0.5,
+) -> Path:
     import torch
     from safetensors.torch import save_file
 
@@ -51,20 +78,23 @@ def make_tiny_llama(path, dtype: str = "bfloat16", seed: int = 0, *, hidden: int
         "dtype": dtype,
     }
     (path / "config.json").write_text(json.dumps(config, indent=2))
-    (path / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}))
+    (path / "generation_config.json").write_text(
+        json.dumps({"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0})
+    )
 
     g = torch.Generator().manual_seed(seed)
     tdt = getattr(torch, dtype)
 
     def rnd(*shape, scale=None):
         fan_in = shape[-1]
-        s = init_scale / fan_in ** 0.5 if scale is None else scale
+        s = init_scale / fan_in**0.5 if scale is None else scale
         return (torch.randn(*shape, generator=g) * s).to(tdt).contiguous()
 
-    w = {"model.embed_tokens.weight": rnd(vocab, hidden, scale=1.0),
-         "model.norm.weight": (1 + 0.1 * torch.randn(hidden, generator=g)).to(tdt),
-         "lm_head.weight": rnd(vocab, hidden, scale=1.0)}
+    w = {
+        "model.embed_tokens.weight": rnd(vocab, hidden, scale=1.0),
+        "model.norm.weight": (1 + 0.1 * torch.randn(hidden, generator=g)).to(tdt),
+        "lm_head.weight": rnd(vocab, hidden, scale=1.0),
+    }
     for i in range(layers):
         p = f"model.layers.{i}."
         w[p + "self_attn.q_proj.weight"] = rnd(heads * head_dim, hidden)
@@ -91,10 +121,22 @@ def _write_tokenizer(path: Path, vocab: int) -> None:
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
     tok.save(str(path / "tokenizer.json"))
-    (path / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
-        "model_max_length": 256, "add_bos_token": False, "clean_up_tokenization_spaces": False,
-    }))
-    (path / "special_tokens_map.json").write_text(json.dumps({
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}))
+    (path / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "pad_token": "<pad>",
+                "model_max_length": 256,
+                "add_bos_token": False,
+                "clean_up_tokenization_spaces": False,
+            }
+        )
+    )
+    (path / "special_tokens_map.json").write_text(
+        json.dumps(
+            {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}
+        )
+    )

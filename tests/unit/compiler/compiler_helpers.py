@@ -89,9 +89,7 @@ def assert_bit_equal(a: np.ndarray, b: np.ndarray) -> None:
     if not np.array_equal(ba, bb):
         bad = np.argwhere(ba != bb)
         i = tuple(bad[0])
-        raise AssertionError(
-            f"{len(bad)} elements differ; first at {i}: {a[i]!r} vs {b[i]!r}"
-        )
+        raise AssertionError(f"{len(bad)} elements differ; first at {i}: {a[i]!r} vs {b[i]!r}")
 
 
 def rand(shape, dtype: str, rng, low=-2.0, high=2.0) -> np.ndarray:

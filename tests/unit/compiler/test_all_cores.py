@@ -14,11 +14,15 @@ N = 4
 
 def _kernel() -> str:
     tin = ttype([2, 8], "f32", "shared_dram")
-    lines = [f"legato.kernel @spmd(%a : {ttype([N * 2, 8], 'f32', 'shared_dram')}, "
-             f"%out : {tin}) {{", "  legato.on top {"]
+    lines = [
+        f"legato.kernel @spmd(%a : {ttype([N * 2, 8], 'f32', 'shared_dram')}, %out : {tin}) {{",
+        "  legato.on top {",
+    ]
     for i in range(N):
-        lines.append(f"    %s{i} = legato.slice %a [{2 * i}, 0] [2, 8] [1, 1] : "
-                     f"{ttype([N * 2, 8], 'f32', 'shared_dram')} -> {tin}")
+        lines.append(
+            f"    %s{i} = legato.slice %a [{2 * i}, 0] [2, 8] [1, 1] : "
+            f"{ttype([N * 2, 8], 'f32', 'shared_dram')} -> {tin}"
+        )
         lines.append(f"    legato.request_load %s{i} to core({i}) memory sram queue 0 : {tin}")
     lines += [
         "    legato.yield",

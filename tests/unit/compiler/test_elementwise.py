@@ -25,7 +25,9 @@ def test_every_binary_and_unary_op(dt):
     lines = []
     prev = "%x0"
     for i, op in enumerate(BINARY):
-        lines.append(f"%b{i} = legato.{op} {prev}, %x1 : {T([4, 16])}, {T([4, 16])} -> {T([4, 16])}")
+        lines.append(
+            f"%b{i} = legato.{op} {prev}, %x1 : {T([4, 16])}, {T([4, 16])} -> {T([4, 16])}"
+        )
         prev = f"%b{i}"
     # keep log/sqrt/rsqrt defined: work on exp(x) > 0
     lines.append(f"%p = legato.exp {prev} : {T([4, 16])}")
@@ -60,12 +62,17 @@ def test_every_binary_and_unary_op(dt):
 def test_broadcasting(dt, lhs, rhs, op):
     rng = np.random.default_rng(2)
     T = _t(dt)
-    out = list(torch.broadcast_shapes(
-        tuple(6 if isinstance(d, tuple) else d for d in lhs),
-        tuple(6 if isinstance(d, tuple) else d for d in rhs),
-    ))
-    out_dims = [d if isinstance(d, tuple) else d for d in lhs] if len(lhs) == len(out) and any(
-        isinstance(d, tuple) for d in lhs) else out
+    out = list(
+        torch.broadcast_shapes(
+            tuple(6 if isinstance(d, tuple) else d for d in lhs),
+            tuple(6 if isinstance(d, tuple) else d for d in rhs),
+        )
+    )
+    out_dims = (
+        [d if isinstance(d, tuple) else d for d in lhs]
+        if len(lhs) == len(out) and any(isinstance(d, tuple) for d in lhs)
+        else out
+    )
     body = f"%r = legato.{op} %x0, %x1 : {T(lhs)}, {T(rhs)} -> {T(out_dims)}"
     text = core0_kernel([(lhs, dt), (rhs, dt)], (out_dims, dt), body)
     shape = lambda s: [d[1] for d in [d if isinstance(d, tuple) else (0, d) for d in s]]
@@ -73,12 +80,16 @@ def test_broadcasting(dt, lhs, rhs, op):
     b = rand(shape(rhs), dt, rng)
     emu, ref, _ = run_both(text, [a, b, np.zeros(shape(out_dims), NP[dt])])
     assert_bit_equal(emu[-1], ref[-1])
-    tr = getattr(torch, op)(torch.from_numpy(a.astype(np.float32)).to(TORCH[dt]),
-                            torch.from_numpy(b.astype(np.float32)).to(TORCH[dt]))
+    tr = getattr(torch, op)(
+        torch.from_numpy(a.astype(np.float32)).to(TORCH[dt]),
+        torch.from_numpy(b.astype(np.float32)).to(TORCH[dt]),
+    )
     np.testing.assert_array_equal(emu[-1].astype(np.float32), tr.float().numpy())
 
 
-@pytest.mark.parametrize("src,dst", [("bf16", "f32"), ("f32", "bf16"), ("f32", "f16"), ("bf16", "bf16")])
+@pytest.mark.parametrize(
+    "src,dst", [("bf16", "f32"), ("f32", "bf16"), ("f32", "f16"), ("bf16", "bf16")]
+)
 def test_cast(src, dst):
     rng = np.random.default_rng(3)
     body = f"%r = legato.cast %x0 : {ttype([3, 5], src, 'sram')} -> {ttype([3, 5], dst, 'sram')}"

@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[3]
 
 @legato.compile(backend=bertha)
 def seed_matmul(
-    a: legato.get_model().tensor_type(legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"),
+    a: legato.get_model().tensor_type(
+        legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"
+    ),
     b: legato.get_model().tensor_type(legato.types.float("bfloat16"), [256, 128], "mpu_dram"),
     out: legato.get_model().tensor_type(legato.types.float("bfloat16"), [10, 128], "shared_dram"),
 ):
@@ -99,8 +101,13 @@ def test_written_ir_lowers_with_legato_opt_to_the_same_assembly(tmp_path):
     with legato.session(output_type=legato.OutputType.MLIR, output_path=tmp_path):
         seed_matmul(a, b, out)
     r = subprocess.run(
-        [sys.executable, str(REPO / "tools" / "legato-opt"), str(tmp_path / "seed_matmul.mlir"),
-         "-t", "asm"],
+        [
+            sys.executable,
+            str(REPO / "tools" / "legato-opt"),
+            str(tmp_path / "seed_matmul.mlir"),
+            "-t",
+            "asm",
+        ],
         capture_output=True,
         check=False,
         text=True,
@@ -127,7 +134,9 @@ def test_compile_error_traceback_stops_at_the_call(tmp_path):
     from legato.errors import CompileError
 
     @legato.compile(backend=bertha)
-    def bad(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], "shared_dram")):
+    def bad(
+        a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [4, 8], "shared_dram"),
+    ):
         device = legato.get_context().get_device()
         with device.get_top():
             legato.tensor.request_load(a, device.get_core(0), "sramm")

@@ -29,14 +29,12 @@ def test_tiled_matmul(m, k, n, wspace):
     rows = m[1] if isinstance(m, tuple) else m
     wtype = "mpu_weight" if wspace == "mpu_buffer" else "sram"
     body = f"""
-%w = legato.receive_type queue 1 memory {wspace} : {ttype([k, n], 'bf16', wtype)}
-%r = legato.matmul %x0, %w : {ttype([m, k], 'bf16', 'sram')}, {ttype([k, n], 'bf16', wtype)} -> {ttype([m, n], 'bf16', 'sram')}
+%w = legato.receive_type queue 1 memory {wspace} : {ttype([k, n], "bf16", wtype)}
+%r = legato.matmul %x0, %w : {ttype([m, k], "bf16", "sram")}, {ttype([k, n], "bf16", wtype)} -> {ttype([m, n], "bf16", "sram")}
 """
     text = core0_kernel([([m, k], "bf16")], ([rows, n], "bf16"), body, r_shape=[m, n])
     # the weight: a second argument sent on queue 1 of `wspace`
-    text = text.replace(
-        "%out : ", f"%b : {ttype([k, n], 'bf16', 'mpu_dram')}, %out : "
-    ).replace(
+    text = text.replace("%out : ", f"%b : {ttype([k, n], 'bf16', 'mpu_dram')}, %out : ").replace(
         "    legato.yield\n  }\n  legato.on core(0)",
         f"    legato.request_load %b to core(0) memory {wspace} queue 1 : "
         f"{ttype([k, n], 'bf16', 'mpu_dram')}\n    legato.yield\n  }}\n  legato.on core(0)",
@@ -59,8 +57,8 @@ def test_matmul_f32_result_is_the_accumulator(m, k, n):
     one tile or tiled; the weight computed on the core (sram, staged into mpu_buffer)."""
     rng = np.random.default_rng(5)
     body = f"""
-%w = legato.transpose %x1 [1, 0] : {ttype([n, k], 'bf16', 'sram')} -> {ttype([k, n], 'bf16', 'sram')}
-%r = legato.matmul %x0, %w : {ttype([m, k], 'bf16', 'sram')}, {ttype([k, n], 'bf16', 'sram')} -> {ttype([m, n], 'f32', 'sram')}
+%w = legato.transpose %x1 [1, 0] : {ttype([n, k], "bf16", "sram")} -> {ttype([k, n], "bf16", "sram")}
+%r = legato.matmul %x0, %w : {ttype([m, k], "bf16", "sram")}, {ttype([k, n], "bf16", "sram")} -> {ttype([m, n], "f32", "sram")}
 """
     text = core0_kernel([([m, k], "bf16"), ([n, k], "bf16")], ([m, n], "f32"), body)
     a = rand([m, k], "bf16", rng)
@@ -75,7 +73,7 @@ def test_matmul_f32_result_needs_bf16_operands():
     from xdsl.utils.exceptions import VerifyException
 
     body = f"""
-%r = legato.matmul %x0, %x1 : {ttype([4, 8], 'f32', 'sram')}, {ttype([8, 8], 'f32', 'sram')} -> {ttype([4, 8], 'bf16', 'sram')}
+%r = legato.matmul %x0, %x1 : {ttype([4, 8], "f32", "sram")}, {ttype([8, 8], "f32", "sram")} -> {ttype([4, 8], "bf16", "sram")}
 """
     text = core0_kernel([([4, 8], "f32"), ([8, 8], "f32")], ([4, 8], "bf16"), body)
     with pytest.raises(VerifyException, match="does not match expected"):
@@ -101,13 +99,11 @@ def test_matmul_f32_operands(m, k, n, wspace):
     rows = m[1] if isinstance(m, tuple) else m
     wtype = "mpu_weight" if wspace == "mpu_buffer" else "sram"
     body = f"""
-%w = legato.receive_type queue 1 memory {wspace} : {ttype([k, n], 'f32', wtype)}
-%r = legato.matmul %x0, %w : {ttype([m, k], 'f32', 'sram')}, {ttype([k, n], 'f32', wtype)} -> {ttype([m, n], 'f32', 'sram')}
+%w = legato.receive_type queue 1 memory {wspace} : {ttype([k, n], "f32", wtype)}
+%r = legato.matmul %x0, %w : {ttype([m, k], "f32", "sram")}, {ttype([k, n], "f32", wtype)} -> {ttype([m, n], "f32", "sram")}
 """
     text = core0_kernel([([m, k], "f32")], ([rows, n], "f32"), body, r_shape=[m, n])
-    text = text.replace(
-        "%out : ", f"%b : {ttype([k, n], 'f32', 'mpu_dram')}, %out : "
-    ).replace(
+    text = text.replace("%out : ", f"%b : {ttype([k, n], 'f32', 'mpu_dram')}, %out : ").replace(
         "    legato.yield\n  }\n  legato.on core(0)",
         f"    legato.request_load %b to core(0) memory {wspace} queue 1 : "
         f"{ttype([k, n], 'f32', 'mpu_dram')}\n    legato.yield\n  }}\n  legato.on core(0)",
@@ -135,5 +131,6 @@ def test_matmul_f32_split_numerics():
     r = numerics.matmul_f32_split(a, w)
     scale = np.abs(a).astype(np.float64) @ np.abs(w).astype(np.float64)
     assert np.max(np.abs(r - exact) / scale) < 2.0**-14
-    np.testing.assert_allclose(r, (torch.from_numpy(a) @ torch.from_numpy(w)).numpy(),
-                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(
+        r, (torch.from_numpy(a) @ torch.from_numpy(w)).numpy(), rtol=1e-4, atol=1e-3
+    )

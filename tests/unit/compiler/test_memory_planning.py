@@ -118,7 +118,11 @@ def _placements(core_ir: str) -> list[tuple[str, int]]:
             continue
         off = re.search(r"offset = (\d+)", line)
         placement = re.search(r'placement = "(\w+)"', line)
-        space = placement.group(1) if placement else re.search(r"core.alloc (?:on core\(\d+\) )?(\w+)", line).group(1)
+        space = (
+            placement.group(1)
+            if placement
+            else re.search(r"core.alloc (?:on core\(\d+\) )?(\w+)", line).group(1)
+        )
         out.append((space, int(off.group(1)) if off else -1))
     return out
 
@@ -126,7 +130,9 @@ def _placements(core_ir: str) -> list[tuple[str, int]]:
 def test_working_set_above_sram_is_planned_into_private_dram(kernels):
     x, y = _inputs()
     out = torch.zeros(256, 1024)
-    kernels.spills.interpret(x, y, out, level="legato")  # compiles; the legato level has no placement
+    kernels.spills.interpret(
+        x, y, out, level="legato"
+    )  # compiles; the legato level has no placement
     core_ir = kernels.spills.last_artifacts.core_ir
     places = _placements(core_ir)
     spaces = [s for s, _ in places]

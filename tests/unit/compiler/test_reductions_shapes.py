@@ -28,15 +28,18 @@ def test_reduction(dt, op, shape, dim, keep):
     rng = np.random.default_rng(4)
     rshape = _dims(shape, dim, keep)
     kd = " keepdim" if keep else ""
-    body = (f"%r = legato.{op} %x0 dim {dim}{kd} : {ttype(shape, dt, 'sram')} -> "
-            f"{ttype(rshape, dt, 'sram')}")
+    body = (
+        f"%r = legato.{op} %x0 dim {dim}{kd} : {ttype(shape, dt, 'sram')} -> "
+        f"{ttype(rshape, dt, 'sram')}"
+    )
     text = core0_kernel([(shape, dt)], (rshape, dt), body)
     x = rand(shape, dt, rng, -4, 4)
     emu, ref, _ = run_both(text, [x, np.zeros(rshape, NP[dt])])
     assert_bit_equal(emu[-1], ref[-1])
     t = torch.from_numpy(x.astype(np.float32))
     expect = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax, "amin": torch.amin}[op](
-        t, dim=dim, keepdim=keep)
+        t, dim=dim, keepdim=keep
+    )
     tol = 0 if op in ("amax", "amin") else (2e-2 if dt == "bf16" else 1e-5)
     np.testing.assert_allclose(emu[-1].astype(np.float32), expect.numpy(), rtol=tol, atol=tol)
 
@@ -46,8 +49,8 @@ def test_reduction_dynamic_rows(dt):
     rng = np.random.default_rng(5)
     shape = [(-1, 8), 32]
     body = f"""
-%s = legato.sum %x0 dim 1 keepdim : {ttype(shape, dt, 'sram')} -> {ttype([(-1, 8), 1], dt, 'sram')}
-%r = legato.sub %x0, %s : {ttype(shape, dt, 'sram')}, {ttype([(-1, 8), 1], dt, 'sram')} -> {ttype(shape, dt, 'sram')}
+%s = legato.sum %x0 dim 1 keepdim : {ttype(shape, dt, "sram")} -> {ttype([(-1, 8), 1], dt, "sram")}
+%r = legato.sub %x0, %s : {ttype(shape, dt, "sram")}, {ttype([(-1, 8), 1], dt, "sram")} -> {ttype(shape, dt, "sram")}
 """
     text = core0_kernel([(shape, dt)], ([8, 32], dt), body, r_shape=shape)
     x = rand([5, 32], dt, rng)
@@ -56,13 +59,17 @@ def test_reduction_dynamic_rows(dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("shape,perm", [([4, 8], [1, 0]), ([2, 3, 4], [0, 2, 1]),
-                                        ([2, 3, 4], [1, 2, 0]), ([2, 3, 4], [2, 0, 1])])
+@pytest.mark.parametrize(
+    "shape,perm",
+    [([4, 8], [1, 0]), ([2, 3, 4], [0, 2, 1]), ([2, 3, 4], [1, 2, 0]), ([2, 3, 4], [2, 0, 1])],
+)
 def test_transpose(dt, shape, perm):
     rng = np.random.default_rng(6)
     rshape = [shape[p] for p in perm]
-    body = (f"%r = legato.transpose %x0 {perm} : {ttype(shape, dt, 'sram')} -> "
-            f"{ttype(rshape, dt, 'sram')}")
+    body = (
+        f"%r = legato.transpose %x0 {perm} : {ttype(shape, dt, 'sram')} -> "
+        f"{ttype(rshape, dt, 'sram')}"
+    )
     text = core0_kernel([(shape, dt)], (rshape, dt), body)
     x = rand(shape, dt, rng)
     emu, ref, _ = run_both(text, [x, np.zeros(rshape, NP[dt])])
@@ -74,8 +81,8 @@ def test_transpose(dt, shape, perm):
 def test_reshape_is_a_view(dt):
     rng = np.random.default_rng(7)
     body = f"""
-%v = legato.reshape %x0 : {ttype([4, 6], dt, 'sram')} -> {ttype([2, 12], dt, 'sram')}
-%r = legato.neg %v : {ttype([2, 12], dt, 'sram')}
+%v = legato.reshape %x0 : {ttype([4, 6], dt, "sram")} -> {ttype([2, 12], dt, "sram")}
+%r = legato.neg %v : {ttype([2, 12], dt, "sram")}
 """
     text = core0_kernel([([4, 6], dt)], ([2, 12], dt), body)
     x = rand([4, 6], dt, rng)
@@ -87,8 +94,8 @@ def test_reshape_is_a_view(dt):
 def test_reshape_dynamic():
     rng = np.random.default_rng(8)
     body = f"""
-%v = legato.reshape %x0 : {ttype([(-1, 6), 2, 4], 'f32', 'sram')} -> {ttype([(-1, 6), 8], 'f32', 'sram')}
-%r = legato.neg %v : {ttype([(-1, 6), 8], 'f32', 'sram')}
+%v = legato.reshape %x0 : {ttype([(-1, 6), 2, 4], "f32", "sram")} -> {ttype([(-1, 6), 8], "f32", "sram")}
+%r = legato.neg %v : {ttype([(-1, 6), 8], "f32", "sram")}
 """
     text = core0_kernel([([(-1, 6), 2, 4], "f32")], ([6, 8], "f32"), body, r_shape=[(-1, 6), 8])
     x = rand([3, 2, 4], "f32", rng)
@@ -101,8 +108,8 @@ def test_reshape_dynamic():
 def test_slice(dt, offsets, sizes):
     rng = np.random.default_rng(9)
     body = f"""
-%s = legato.slice %x0 {offsets} {sizes} [1, 1] : {ttype([4, 8], dt, 'sram')} -> {ttype(sizes, dt, 'sram')}
-%r = legato.exp %s : {ttype(sizes, dt, 'sram')}
+%s = legato.slice %x0 {offsets} {sizes} [1, 1] : {ttype([4, 8], dt, "sram")} -> {ttype(sizes, dt, "sram")}
+%r = legato.exp %s : {ttype(sizes, dt, "sram")}
 """
     text = core0_kernel([([4, 8], dt)], (sizes, dt), body)
     x = rand([4, 8], dt, rng)
@@ -118,8 +125,10 @@ def test_cat(dt, dim):
     b[dim] = 5
     r = list(a)
     r[dim] = a[dim] + b[dim]
-    body = (f"%r = legato.cat %x0, %x1 dim {dim} : {ttype(a, dt, 'sram')}, {ttype(b, dt, 'sram')}"
-            f" -> {ttype(r, dt, 'sram')}")
+    body = (
+        f"%r = legato.cat %x0, %x1 dim {dim} : {ttype(a, dt, 'sram')}, {ttype(b, dt, 'sram')}"
+        f" -> {ttype(r, dt, 'sram')}"
+    )
     text = core0_kernel([(a, dt), (b, dt)], (r, dt), body)
     xa, xb = rand(a, dt, rng), rand(b, dt, rng)
     emu, ref, _ = run_both(text, [xa, xb, np.zeros(r, NP[dt])])
@@ -128,12 +137,12 @@ def test_cat(dt, dim):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("src,dst", [([8], [3, 8]), ([3, 1], [3, 8]), ([], [2, 4]),
-                                     ([2, 1, 4], [2, 3, 4])])
+@pytest.mark.parametrize(
+    "src,dst", [([8], [3, 8]), ([3, 1], [3, 8]), ([], [2, 4]), ([2, 1, 4], [2, 3, 4])]
+)
 def test_broadcast_to(dt, src, dst):
     rng = np.random.default_rng(11)
-    body = (f"%r = legato.broadcast_to %x0 : {ttype(src, dt, 'sram')} -> "
-            f"{ttype(dst, dt, 'sram')}")
+    body = f"%r = legato.broadcast_to %x0 : {ttype(src, dt, 'sram')} -> {ttype(dst, dt, 'sram')}"
     text = core0_kernel([(src, dt)], (dst, dt), body)
     x = rand(src, dt, rng)
     emu, ref, _ = run_both(text, [x, np.zeros(dst, NP[dt])])

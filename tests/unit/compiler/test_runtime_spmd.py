@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))))
+sys.path.insert(
+    0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+)
 
 from legato.interp import StepLimitExceeded
 from legato.interp.api import run
@@ -48,8 +49,9 @@ def test_spmd_matmul_on_four_cores():
     w = torch.randn(256, 128).bfloat16()
     out = torch.zeros(rk.NC * rk.R, 128, dtype=torch.bfloat16)
     rk.spmd_matmul(a, w, out)
-    torch.testing.assert_close(out.float(), (a.float() @ w.float()).bfloat16().float(),
-                               rtol=2**-7, atol=1e-2)
+    torch.testing.assert_close(
+        out.float(), (a.float() @ w.float()).bfloat16().float(), rtol=2**-7, atol=1e-2
+    )
     asm = rk.spmd_matmul.lower("ASM")
     assert ".program cores on all_cores" in asm
 
@@ -99,8 +101,7 @@ def _spmd_error(body: str, tmp_path, name: str):
         "from tests.corpus.runtime_kernels import four_cores, tt\n\n"
         "@legato.compile(backend=four_cores)\n"
         f"def {name}(a: tt([8, 64], 'shared_dram'), out: tt([8, 64], 'shared_dram')):\n"
-        "    device = legato.get_context().get_device()\n"
-        + body
+        "    device = legato.get_context().get_device()\n" + body
     )
     spec = importlib.util.spec_from_file_location(name, src)
     mod = importlib.util.module_from_spec(spec)
@@ -110,18 +111,30 @@ def _spmd_error(body: str, tmp_path, name: str):
     return str(e.value)
 
 
-@pytest.mark.parametrize("body, message, line", [
-    ("    with device.get_all_cores():\n"
-     "        with device.get_core(legato.core_id()):\n            pass\n",
-     "needs a compile-time core index", 8),
-    ("    with device.get_all_cores():\n"
-     "        x = legato.tensor.load(a)\n"
-     "        legato.tensor.request_load(x, device.get_core(legato.core_id()), 'mpu_buffer')\n",
-     "supports memory 'sram' only", 9),
-    ("    with device.get_all_cores():\n"
-     "        legato.sync.signal(device.get_core(legato.core_id()))\n",
-     "of a compile-time i", 8),
-])
+@pytest.mark.parametrize(
+    "body, message, line",
+    [
+        (
+            "    with device.get_all_cores():\n"
+            "        with device.get_core(legato.core_id()):\n            pass\n",
+            "needs a compile-time core index",
+            8,
+        ),
+        (
+            "    with device.get_all_cores():\n"
+            "        x = legato.tensor.load(a)\n"
+            "        legato.tensor.request_load(x, device.get_core(legato.core_id()), 'mpu_buffer')\n",
+            "supports memory 'sram' only",
+            9,
+        ),
+        (
+            "    with device.get_all_cores():\n"
+            "        legato.sync.signal(device.get_core(legato.core_id()))\n",
+            "of a compile-time i",
+            8,
+        ),
+    ],
+)
 def test_spmd_runtime_core_errors(body, message, line, tmp_path):
     err = _spmd_error(body, tmp_path, f"k{abs(hash(body)) % 10000}")
     assert message in err and f".py:{line}:" in err, err
@@ -132,7 +145,8 @@ def test_with_get_core_of_a_runtime_index_is_refused(tmp_path):
         "    with device.get_all_cores():\n"
         "        c = legato.core_id()\n"
         "    with device.get_core(c):\n        pass\n",
-        tmp_path, "with_runtime",
+        tmp_path,
+        "with_runtime",
     )
     assert ".py:9:" in err, err
 
@@ -141,12 +155,12 @@ def test_spmd_on_all_32_cores():
     a = torch.randn(128, 64).bfloat16()
     out = torch.zeros_like(a)
     rk.spmd32_silu(a, out)
-    torch.testing.assert_close(out.float(),
-                               torch.nn.functional.silu(a.float()).bfloat16().float(),
-                               rtol=2**-7, atol=1e-2)
+    torch.testing.assert_close(
+        out.float(), torch.nn.functional.silu(a.float()).bfloat16().float(), rtol=2**-7, atol=1e-2
+    )
 
 
-RUNAWAY = '''
+RUNAWAY = """
 import legato
 
 f32 = legato.types.float("float32")
@@ -158,7 +172,7 @@ def runaway(x: legato.get_model().tensor_type(f32, ((-1, 64), 8), "shared_dram")
     with device.get_core(0):
         for i in range(x.size(0) * 1000000000):
             t = legato.tensor.load(x[0:1, :])
-'''
+"""
 
 
 def test_a_runaway_loop_is_stopped_by_the_instruction_limits(tmp_path):

@@ -20,8 +20,11 @@ def two_cores(ctx):
 
 
 @legato.compile(backend=two_cores)
-def streamed(a: tt([5, 8, 256], "shared_dram"), w: tt([256, 128], "mpu_dram"),
-             out: tt([8, 128], "shared_dram", F32)):
+def streamed(
+    a: tt([5, 8, 256], "shared_dram"),
+    w: tt([256, 128], "mpu_dram"),
+    out: tt([8, 128], "shared_dram", F32),
+):
     device = legato.get_context().get_device()
     with device.get_core(0):
         for t in legato.static_range(5):
@@ -36,8 +39,11 @@ def streamed(a: tt([5, 8, 256], "shared_dram"), w: tt([256, 128], "mpu_dram"),
 
 
 @legato.compile(backend=two_cores)
-def hoarded(a: tt([4, 8, 256], "shared_dram"), w: tt([256, 128], "mpu_dram"),
-            out: tt([8, 128], "shared_dram", F32)):
+def hoarded(
+    a: tt([4, 8, 256], "shared_dram"),
+    w: tt([256, 128], "mpu_dram"),
+    out: tt([8, 128], "shared_dram", F32),
+):
     """The receiver takes every transfer before it uses the first: no ring (it would deadlock),
     and acc is read twice, so its add stays a VPU add."""
     device = legato.get_context().get_device()

@@ -9,7 +9,7 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
-PREAMBLE = '''\
+PREAMBLE = """\
 import legato
 import legato.model.bertha as bertha
 
@@ -20,9 +20,9 @@ def tt(shape, memory, dtype=bf16):
     return legato.get_model().tensor_type(dtype, shape, memory)
 
 
-'''
+"""
 
-SEED_KERNEL = '''\
+SEED_KERNEL = """\
 import legato
 import legato.model.bertha as bertha
 
@@ -65,7 +65,7 @@ def simple_matmul(
         loaded_b = legato.tensor.receive_type(weight_type, 0, None, "mpu_buffer")
         result = loaded_a @ loaded_b
         legato.tensor.memcpy(out, result)
-'''
+"""
 
 _counter = [0]
 
@@ -123,8 +123,13 @@ class FakeToolchain:
 
         self.compiled.append(kernel_name)
         text = print_module(module, debuginfo=False)
-        return FakeArtifacts(text, "core " + kernel_name, "backend " + kernel_name,
-                             "asm " + kernel_name, b"\x7fELF" + kernel_name.encode())
+        return FakeArtifacts(
+            text,
+            "core " + kernel_name,
+            "backend " + kernel_name,
+            "asm " + kernel_name,
+            b"\x7fELF" + kernel_name.encode(),
+        )
 
     def run_binary(self, binary, model, args, **options):
         from legato.numerics import matmul_acc
@@ -162,6 +167,7 @@ def install_fake_toolchain(monkeypatch) -> FakeToolchain:
             monkeypatch.setitem(sys.modules, modname, module)
         monkeypatch.setattr(module, attr, getattr(fake, attr), raising=False)
     # the fake's binaries are not ELF files: the disk cache must not refuse them
-    monkeypatch.setattr(importlib.import_module("legato.jit"), "_validate_cached_binary",
-                        lambda binary: None)
+    monkeypatch.setattr(
+        importlib.import_module("legato.jit"), "_validate_cached_binary", lambda binary: None
+    )
     return fake

@@ -57,8 +57,8 @@ def test_seed_kernel_every_op_has_its_python_location(tmp_path):
     p = Path(path)
     want = {
         "legato.kernel @simple_matmul": (line_of(p, "def simple_matmul"), 1),
-        'request_load %a': (line_of(p, 'request_load(a, '), 9),
-        'request_load %b': (line_of(p, 'request_load(b, '), 9),
+        "request_load %a": (line_of(p, "request_load(a, "), 9),
+        "request_load %b": (line_of(p, "request_load(b, "), 9),
         "legato.receive %a": (line_of(p, "loaded_a = "), 20),
         "legato.receive_type": (line_of(p, "loaded_b = "), 20),
         "legato.matmul": (line_of(p, "result = loaded_a @ loaded_b"), 18),
@@ -208,8 +208,14 @@ def test_elementwise_scalar_and_reductions(tmp_path):
         """,
     )
     text = mod.k.to_mlir(debuginfo=False)
-    for op in ("legato.constant 2.0", "legato.mul", "legato.sub", "legato.silu",
-               "legato.maximum", "legato.sum %"):
+    for op in (
+        "legato.constant 2.0",
+        "legato.mul",
+        "legato.sub",
+        "legato.silu",
+        "legato.maximum",
+        "legato.sum %",
+    ):
         assert op in text, op
     mod.k.emit_module().verify()
 

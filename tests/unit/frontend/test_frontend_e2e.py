@@ -80,7 +80,9 @@ def test_seed_binary_for_every_n_with_one_compile(seed, cache_dir, tmp_path):
 def test_seed_example_verbatim(tmp_path, cache_dir, monkeypatch):
     """The README's quick look, as written (session BINARY into ./simple_matmul)."""
     monkeypatch.chdir(tmp_path)
-    src = SEED_KERNEL + '''
+    src = (
+        SEED_KERNEL
+        + """
 import torch
 output = torch.zeros(10, 128, dtype=torch.bfloat16)
 with legato.session(output_type=legato.OutputType.BINARY, output_path="simple_matmul"):
@@ -89,7 +91,8 @@ with legato.session(output_type=legato.OutputType.BINARY, output_path="simple_ma
         torch.randn(256, 128, dtype=torch.bfloat16),
         output,
     )
-'''
+"""
+    )
     mod = load_source(tmp_path, src)
     assert (tmp_path / "simple_matmul" / "simple_matmul.elf").exists()
     assert mod.output.abs().sum() > 0

@@ -331,10 +331,10 @@ def test_missing_annotation(tmp_path):
 def test_bad_string_annotation_points_at_it(tmp_path):
     from frontend_helpers import PREAMBLE, load_source
 
-    src = "from __future__ import annotations\n" + PREAMBLE + (
-        '@legato.compile(backend="bertha")\n'
-        "def k(a: tt([4], \"sram_x\")):  # BAD\n"
-        "    pass\n"
+    src = (
+        "from __future__ import annotations\n"
+        + PREAMBLE
+        + ('@legato.compile(backend="bertha")\ndef k(a: tt([4], "sram_x")):  # BAD\n    pass\n')
     )
     mod = load_source(tmp_path, src)
     from pathlib import Path

@@ -31,44 +31,80 @@ CASES = {
     "silu": ("legato.tensor.silu(x)", SHAPE, lambda x, y, w: torch.nn.functional.silu(x)),
     "gelu": ("legato.tensor.gelu(x)", SHAPE, lambda x, y, w: torch.nn.functional.gelu(x)),
     # the MPU multiplies bf16 (fp32 accumulation, rounded once to bf16)
-    "matmul": ("legato.tensor.matmul(legato.tensor.to(x, bf16), legato.tensor.to(w, bf16))",
-               (4, 4), lambda x, y, w: _bf16_matmul(x, w)),
+    "matmul": (
+        "legato.tensor.matmul(legato.tensor.to(x, bf16), legato.tensor.to(w, bf16))",
+        (4, 4),
+        lambda x, y, w: _bf16_matmul(x, w),
+    ),
     "sum": ("legato.tensor.sum(x, dim=1)", (4,), lambda x, y, w: torch.sum(x, dim=1)),
-    "sum_keepdim": ("legato.tensor.sum(x, dim=1, keepdim=True)", (4, 1),
-                    lambda x, y, w: torch.sum(x, dim=1, keepdim=True)),
-    "sum_dim0": ("legato.tensor.sum(x, 0, keepdim=True)", (1, 8),
-                 lambda x, y, w: torch.sum(x, 0, keepdim=True)),
+    "sum_keepdim": (
+        "legato.tensor.sum(x, dim=1, keepdim=True)",
+        (4, 1),
+        lambda x, y, w: torch.sum(x, dim=1, keepdim=True),
+    ),
+    "sum_dim0": (
+        "legato.tensor.sum(x, 0, keepdim=True)",
+        (1, 8),
+        lambda x, y, w: torch.sum(x, 0, keepdim=True),
+    ),
     "sum_negative_dim": ("legato.tensor.sum(x, dim=-1)", (4,), lambda x, y, w: x.sum(dim=-1)),
-    "sum_dims_tuple": ("legato.tensor.sum(x, dim=(0, 1), keepdim=True)", (1, 1),
-                       lambda x, y, w: torch.sum(x, dim=(0, 1), keepdim=True)),
-    "mean": ("legato.tensor.mean(x, dim=1, keepdim=True)", (4, 1),
-             lambda x, y, w: torch.mean(x, dim=1, keepdim=True)),
-    "mean_dims_tuple": ("legato.tensor.mean(x, dim=(0, 1), keepdim=True)", (1, 1),
-                        lambda x, y, w: torch.mean(x, dim=(0, 1), keepdim=True)),
-    "amax": ("legato.tensor.amax(x, dim=1, keepdim=True)", (4, 1),
-             lambda x, y, w: torch.amax(x, dim=1, keepdim=True)),
+    "sum_dims_tuple": (
+        "legato.tensor.sum(x, dim=(0, 1), keepdim=True)",
+        (1, 1),
+        lambda x, y, w: torch.sum(x, dim=(0, 1), keepdim=True),
+    ),
+    "mean": (
+        "legato.tensor.mean(x, dim=1, keepdim=True)",
+        (4, 1),
+        lambda x, y, w: torch.mean(x, dim=1, keepdim=True),
+    ),
+    "mean_dims_tuple": (
+        "legato.tensor.mean(x, dim=(0, 1), keepdim=True)",
+        (1, 1),
+        lambda x, y, w: torch.mean(x, dim=(0, 1), keepdim=True),
+    ),
+    "amax": (
+        "legato.tensor.amax(x, dim=1, keepdim=True)",
+        (4, 1),
+        lambda x, y, w: torch.amax(x, dim=1, keepdim=True),
+    ),
     "amin": ("legato.tensor.amin(x, dim=0)", (8,), lambda x, y, w: torch.amin(x, dim=0)),
-    "reshape": ("legato.tensor.reshape(x, (8, 4))", (8, 4), lambda x, y, w: torch.reshape(x, (8, 4))),
-    "transpose": ("legato.tensor.transpose(x, 0, 1)", (8, 4),
-                  lambda x, y, w: torch.transpose(x, 0, 1)),
+    "reshape": (
+        "legato.tensor.reshape(x, (8, 4))",
+        (8, 4),
+        lambda x, y, w: torch.reshape(x, (8, 4)),
+    ),
+    "transpose": (
+        "legato.tensor.transpose(x, 0, 1)",
+        (8, 4),
+        lambda x, y, w: torch.transpose(x, 0, 1),
+    ),
     "transpose_dims": ("legato.tensor.transpose(x, (1, 0))", (8, 4), lambda x, y, w: x.T),
-    "broadcast_to": ("legato.tensor.broadcast_to(x[0:1, :], (4, 8))", SHAPE,
-                     lambda x, y, w: torch.broadcast_to(x[0:1, :], (4, 8))),
+    "broadcast_to": (
+        "legato.tensor.broadcast_to(x[0:1, :], (4, 8))",
+        SHAPE,
+        lambda x, y, w: torch.broadcast_to(x[0:1, :], (4, 8)),
+    ),
     "cat": ("legato.tensor.cat((x, y), dim=0)", (8, 8), lambda x, y, w: torch.cat((x, y), dim=0)),
     "cat_dim1": ("legato.tensor.cat([x, y], 1)", (4, 16), lambda x, y, w: torch.cat([x, y], 1)),
-    "to": ("legato.tensor.to(legato.tensor.to(x, bf16), f32)", SHAPE,
-           lambda x, y, w: x.to(torch.bfloat16).to(torch.float32)),
+    "to": (
+        "legato.tensor.to(legato.tensor.to(x, bf16), f32)",
+        SHAPE,
+        lambda x, y, w: x.to(torch.bfloat16).to(torch.float32),
+    ),
     # Python operators
     "op_add": ("x + y", SHAPE, lambda x, y, w: x + y),
     "op_sub": ("x - y", SHAPE, lambda x, y, w: x - y),
     "op_mul": ("x * y", SHAPE, lambda x, y, w: x * y),
     "op_div": ("x / y", SHAPE, lambda x, y, w: x / y),
-    "op_matmul": ("legato.tensor.to(x, bf16) @ legato.tensor.to(w, bf16)", (4, 4),
-                  lambda x, y, w: _bf16_matmul(x, w)),
+    "op_matmul": (
+        "legato.tensor.to(x, bf16) @ legato.tensor.to(w, bf16)",
+        (4, 4),
+        lambda x, y, w: _bf16_matmul(x, w),
+    ),
     "op_neg": ("-x", SHAPE, lambda x, y, w: -x),
     "op_scalar": ("2.0 * x - 1.0 + y / 4.0", SHAPE, lambda x, y, w: 2.0 * x - 1.0 + y / 4.0),
-    "op_broadcast": ("x * y[:, 0:1] + x[1:2, :]", SHAPE,
-                     lambda x, y, w: x * y[:, 0:1] + x[1:2, :]),
+    "op_broadcast": ("x * y[:, 0:1] + x[1:2, :]", SHAPE, lambda x, y, w: x * y[:, 0:1] + x[1:2, :]),
     "slicing": ("x[1:3, 2:6]", (2, 4), lambda x, y, w: x[1:3, 2:6]),
     "slicing_int_index": ("x[2, :]", (8,), lambda x, y, w: x[2, :]),
     # older spellings keep working
@@ -76,16 +112,24 @@ CASES = {
     "sum_axis": ("legato.tensor.sum(x, axis=1)", (4,), lambda x, y, w: x.sum(1)),
     "max_reduce": ("legato.tensor.max(x, 1)", (4,), lambda x, y, w: x.amax(1)),
     "min_elementwise": ("legato.tensor.min(x, y)", SHAPE, lambda x, y, w: torch.minimum(x, y)),
-    "broadcast": ("legato.tensor.broadcast(x[:, 0:1], (4, 8))", SHAPE,
-                  lambda x, y, w: x[:, 0:1].expand(4, 8)),
-    "concat": ("legato.tensor.concat((x, y), axis=1)", (4, 16), lambda x, y, w: torch.cat((x, y), 1)),
+    "broadcast": (
+        "legato.tensor.broadcast(x[:, 0:1], (4, 8))",
+        SHAPE,
+        lambda x, y, w: x[:, 0:1].expand(4, 8),
+    ),
+    "concat": (
+        "legato.tensor.concat((x, y), axis=1)",
+        (4, 16),
+        lambda x, y, w: torch.cat((x, y), 1),
+    ),
 }
+
 
 def _bf16_matmul(x, w):
     return (x.bfloat16().float() @ w.bfloat16().float()).bfloat16()
 
 
-BODY = '''
+BODY = """
 f32 = legato.types.float("float32")
 
 
@@ -98,7 +142,7 @@ def k(a: tt([4, 8], "shared_dram", f32), b: tt([4, 8], "shared_dram", f32),
         y = legato.tensor.load(b)
         w = legato.tensor.load(c)
         legato.tensor.memcpy(out, {expr})
-'''
+"""
 
 
 def _inputs():
@@ -127,7 +171,33 @@ def test_name_runs_on_the_emulator_like_torch(name, tmp_path, cache_dir):
 
 
 def test_every_fixed_name_exists():
-    names = ["add", "sub", "mul", "div", "maximum", "minimum", "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "matmul", "sum", "mean", "amax", "amin", "reshape", "transpose", "broadcast_to", "cat", "to"]
+    names = [
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "maximum",
+        "minimum",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "rsqrt",
+        "tanh",
+        "sigmoid",
+        "silu",
+        "gelu",
+        "matmul",
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "reshape",
+        "transpose",
+        "broadcast_to",
+        "cat",
+        "to",
+    ]
     for n in names:
         fn = getattr(legato.tensor, n)
         assert getattr(fn, "_legato_op", None), n
@@ -137,7 +207,7 @@ def test_every_fixed_name_exists():
 
 def test_sum_over_every_dim(tmp_path, cache_dir):
     """`sum(x)` without dim reduces every dim (here kept as [1, 1])."""
-    body = '''
+    body = """
 f32 = legato.types.float("float32")
 
 
@@ -147,7 +217,7 @@ def k(a: tt([4, 8], "shared_dram", f32), out: tt([1, 1], "shared_dram", f32)):
     with device.get_core(0):
         x = legato.tensor.load(a)
         legato.tensor.memcpy(out, legato.tensor.sum(x, keepdim=True))
-'''
+"""
     mod, _ = load_kernel(tmp_path, body)
     x = _inputs()[0]
     out = torch.zeros(1, 1)
@@ -156,7 +226,7 @@ def k(a: tt([4, 8], "shared_dram", f32), out: tt([1, 1], "shared_dram", f32)):
 
 
 def test_reduction_dim_errors(tmp_path, cache_dir):
-    body = '''
+    body = """
 f32 = legato.types.float("float32")
 
 
@@ -166,7 +236,7 @@ def k(a: tt([4, 8], "shared_dram", f32), out: tt([4], "shared_dram", f32)):
     with device.get_core(0):
         x = legato.tensor.load(a)
         legato.tensor.memcpy(out, legato.tensor.amax(x, dim="rows"))
-'''
+"""
     mod, _ = load_kernel(tmp_path, body)
     with pytest.raises(legato.CompileError, match="dim must be a compile-time int"):
         mod.k(torch.zeros(4, 8), torch.zeros(4))

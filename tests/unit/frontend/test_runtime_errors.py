@@ -25,74 +25,97 @@ def compile_error(tmp_path, body: str, marker: str = "# BAD") -> str:
 
 
 def test_runtime_index_carried_around_a_loop(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         n = x.size(0)
         m = n
         for i in range(n):  # BAD
             m = m + 1
-    """)
+    """,
+    )
     assert "'m' is a runtime index defined before this loop" in msg
     assert "compute it from the loop index 'i'" in msg
 
 
 def test_name_assigned_in_a_loop_is_not_visible_after_it(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         for i in range(x.size(0)):
             t = legato.tensor.load(x[i:i + 1, :])
         legato.tensor.memcpy(out, t)  # BAD
-    """)
+    """,
+    )
     assert "'t' is assigned inside the runtime loop at line" in msg
     assert "assign the tensor before the loop" in msg
 
 
 def test_compile_time_value_changed_in_a_runtime_loop(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         k = 0
         for i in range(x.size(0)):  # BAD
             k = k + 1
-    """)
+    """,
+    )
     assert "'k' is a compile-time value (int 0) assigned inside this runtime loop" in msg
     assert "legato.static_range" in msg
 
 
 def test_carried_tensor_must_keep_its_type(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         acc = legato.tensor.load(x[0:2, :])
         for i in range(x.size(0)):  # BAD
             acc = legato.tensor.sum(acc, 0, keepdim=True)
-    """)
+    """,
+    )
     assert "'acc' is a tensor assigned inside this runtime loop" in msg
     assert "must keep its type" in msg
 
 
-@pytest.mark.parametrize("call", [
-    'legato.tensor.request_load(x, device.get_core(1), "sram")',
-    'legato.tensor.receive(x, 0, "sram")',
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        'legato.tensor.request_load(x, device.get_core(1), "sram")',
+        'legato.tensor.receive(x, 0, "sram")',
+    ],
+)
 def test_transfers_inside_a_runtime_loop(tmp_path, call):
-    msg = compile_error(tmp_path, f"""
+    msg = compile_error(
+        tmp_path,
+        f"""
     with device.get_core(0):
         for i in range(x.size(0)):
             {call}  # BAD
-    """)
+    """,
+    )
     assert "is not supported inside a runtime loop" in msg and "legato.tensor.load" in msg
 
 
 def test_yield_and_return_inside_a_runtime_loop(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         for i in range(x.size(0)):
             return  # BAD
-    """)
+    """,
+    )
     assert "`return` is not supported inside a runtime loop" in msg
 
 
 def test_function_returning_inside_its_own_runtime_loop(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         legato.tensor.memcpy(out[0:1, :], first_row(legato.tensor.load(x)))
 
@@ -101,13 +124,17 @@ def test_function_returning_inside_its_own_runtime_loop(tmp_path):
 def first_row(t):
     for i in range(t.size(0)):
         return t[0:1, :]  # BAD
-    """)
+    """,
+    )
     assert "`return` is not supported inside a runtime loop" in msg
 
 
 def test_function_called_inside_a_runtime_loop_returns(tmp_path):
     """A @legato.function's own return is not a return from the caller's runtime loop."""
-    mod, _ = load_kernel(tmp_path, HEADER + """
+    mod, _ = load_kernel(
+        tmp_path,
+        HEADER
+        + """
     with device.get_core(0):
         for i in range(x.size(0)):
             legato.tensor.memcpy(out[i:i + 1, :], twice(legato.tensor.load(x[i:i + 1, :])))
@@ -116,102 +143,137 @@ def test_function_called_inside_a_runtime_loop_returns(tmp_path):
 @legato.function
 def twice(t):
     return t + t
-    """)
+    """,
+    )
     assert "scf.for" in mod.k.to_mlir()
 
 
 def test_static_range_of_a_runtime_value(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         for i in legato.static_range(x.size(0)):  # BAD
             pass
-    """)
+    """,
+    )
     assert "static_range needs compile-time bounds" in msg and "range(n)" in msg
 
 
 def test_runtime_step(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         n = x.size(0)
         for i in range(0, n, n):  # BAD
             pass
-    """)
+    """,
+    )
     assert "the step of a runtime range must be a positive compile-time int" in msg
 
 
 def test_runtime_slice_needs_a_static_size(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         n = x.size(0)
         t = legato.tensor.load(x[0:n // 2, :])  # BAD
-    """)
+    """,
+    )
     assert "is not a compile-time int" in msg and "x[i*R:(i+1)*R]" in msg
 
 
 def test_if_on_a_runtime_index(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         if x.size(0):  # BAD
             pass
-    """)
+    """,
+    )
     assert "`if` on a runtime" in msg
 
 
 def test_runtime_index_from_another_region(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         n = x.size(0)
     with device.get_core(0):
         for i in range(n):  # BAD
             pass
-    """)
+    """,
+    )
     assert "'n' is a runtime index of another region" in msg
 
 
 def test_barrier_outside_all_cores(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_core(0):
         legato.sync.barrier()  # BAD
-    """)
+    """,
+    )
     assert "get_all_cores()" in msg and "legato.sync.signal" in msg
 
 
 def test_wait_in_all_cores(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_all_cores():
         legato.sync.wait(0)  # BAD
-    """)
+    """,
+    )
     assert "legato.sync.wait cannot run in an all-cores region" in msg
 
 
 def test_signal_to_all_cores(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_top():
         legato.sync.signal(device.get_all_cores(), 0)  # BAD
-    """)
+    """,
+    )
     assert "the target must be device.get_top() or device.get_core(i)" in msg
 
 
 def test_core_id_on_top(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_top():
         c = legato.core_id()  # BAD
-    """)
+    """,
+    )
     assert "legato.core_id()" in msg and "on top" in msg
 
 
 def test_load_on_top(tmp_path):
-    msg = compile_error(tmp_path, """
+    msg = compile_error(
+        tmp_path,
+        """
     with device.get_top():
         t = legato.tensor.load(x)  # BAD
-    """)
+    """,
+    )
     assert "must run in a core context" in msg
 
 
 def test_core_id_in_a_single_core_region_is_static(tmp_path):
-    mod, _ = load_kernel(tmp_path, HEADER + """
+    mod, _ = load_kernel(
+        tmp_path,
+        HEADER
+        + """
     with device.get_core(3):
         c = legato.core_id()
         assert c == 3, "core_id() of get_core(3) is the compile-time 3"
-    """)
+    """,
+    )
     mod.k.emit_module()

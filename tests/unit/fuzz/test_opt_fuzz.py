@@ -47,19 +47,37 @@ def mutate(text: str, kind: str, i: int, j: int) -> str:
 
 
 MUTATION = st.tuples(
-    st.sampled_from(["delete-token", "duplicate-token", "swap-token", "delete-line",
-                     "duplicate-line", "swap-line", "truncate"]),
-    st.integers(0, 1 << 20), st.integers(0, 1 << 20))
+    st.sampled_from(
+        [
+            "delete-token",
+            "duplicate-token",
+            "swap-token",
+            "delete-line",
+            "duplicate-line",
+            "swap-line",
+            "truncate",
+        ]
+    ),
+    st.integers(0, 1 << 20),
+    st.integers(0, 1 << 20),
+)
 
 
 def test_corpus_is_there():
     assert len(CORPUS) >= 20  # the fuzzer below has something to mutate
 
 
-@settings(max_examples=100, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(path=st.sampled_from(CORPUS), mutations=st.lists(MUTATION, min_size=1, max_size=3),
-       options=st.sampled_from(OPTIONS))
+@settings(
+    max_examples=100,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    path=st.sampled_from(CORPUS),
+    mutations=st.lists(MUTATION, min_size=1, max_size=3),
+    options=st.sampled_from(OPTIONS),
+)
 def test_mutated_corpus_never_crashes_legato_opt(tmp_path, path, mutations, options):
     text = TEXTS[path]
     for m in mutations:

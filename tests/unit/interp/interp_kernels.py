@@ -11,7 +11,9 @@ def ttype(shape: Sequence, dtype: str, space: str) -> str:
 
 
 def core0_kernel(
-    inputs: Sequence[tuple[Sequence, str]], out: tuple[Sequence, str], body: str,
+    inputs: Sequence[tuple[Sequence, str]],
+    out: tuple[Sequence, str],
+    body: str,
     name: str = "k",
 ) -> str:
     """A kernel: top sends each input to core 0's sram (queue i); core 0 receives them as

@@ -69,13 +69,23 @@ def test_torch_arguments_written_in_place():
 # -- elementwise ---------------------------------------------------------------------------
 
 BINARY = {
-    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-    "maximum": torch.maximum, "minimum": torch.minimum,
+    "add": torch.add,
+    "sub": torch.sub,
+    "mul": torch.mul,
+    "div": torch.div,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
 }
 UNARY = {
-    "neg": torch.neg, "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt,
-    "rsqrt": torch.rsqrt, "tanh": torch.tanh, "sigmoid": torch.sigmoid,
-    "silu": torch.nn.functional.silu, "gelu": torch.nn.functional.gelu,
+    "neg": torch.neg,
+    "exp": torch.exp,
+    "log": torch.log,
+    "sqrt": torch.sqrt,
+    "rsqrt": torch.rsqrt,
+    "tanh": torch.tanh,
+    "sigmoid": torch.sigmoid,
+    "silu": torch.nn.functional.silu,
+    "gelu": torch.nn.functional.gelu,
 }
 
 
@@ -85,11 +95,16 @@ def test_binary_ops_match_torch_bit_for_bit(op, dtype):
     npd = BF16 if dtype == "bf16" else np.float32
     shape_a, shape_b = [4, 64], [1, 64]  # broadcasting
     a, b = rand(shape_a, npd), rand(shape_b, npd, positive=(op == "div"))
-    body = (f"%r = legato.{op} %x0, %x1 : {ttype(shape_a, dtype, 'sram')}, "
-            f"{ttype(shape_b, dtype, 'sram')} -> {ttype(shape_a, dtype, 'sram')}")
+    body = (
+        f"%r = legato.{op} %x0, %x1 : {ttype(shape_a, dtype, 'sram')}, "
+        f"{ttype(shape_b, dtype, 'sram')} -> {ttype(shape_a, dtype, 'sram')}"
+    )
     out = np.zeros(shape_a, npd)
-    run(core0_kernel([(shape_a, dtype), (shape_b, dtype)], (shape_a, dtype), body), "legato",
-        [a, b, out])
+    run(
+        core0_kernel([(shape_a, dtype), (shape_b, dtype)], (shape_a, dtype), body),
+        "legato",
+        [a, b, out],
+    )
     ref = n(BINARY[op](t(a), t(b)))
     assert np.array_equal(out.view(np.uint8), ref.view(np.uint8))
 
@@ -116,16 +131,22 @@ def test_integer_elementwise():
         if op == "neg":
             body = f"%r = legato.neg %x0 : {ttype(shape, 'i32', 'sram')}"
         else:
-            body = (f"%r = legato.{op} %x0, %x1 : {ttype(shape, 'i32', 'sram')}, "
-                    f"{ttype(shape, 'i32', 'sram')} -> {ttype(shape, 'i32', 'sram')}")
+            body = (
+                f"%r = legato.{op} %x0, %x1 : {ttype(shape, 'i32', 'sram')}, "
+                f"{ttype(shape, 'i32', 'sram')} -> {ttype(shape, 'i32', 'sram')}"
+            )
         out = np.zeros(shape, np.int32)
-        run(core0_kernel([(shape, "i32"), (shape, "i32")], (shape, "i32"), body), "legato",
-            [a, b, out])
+        run(
+            core0_kernel([(shape, "i32"), (shape, "i32")], (shape, "i32"), body),
+            "legato",
+            [a, b, out],
+        )
         assert np.array_equal(out, ref), op
 
 
-@pytest.mark.parametrize("src,dst", [("f32", "bf16"), ("bf16", "f32"), ("f32", "i32"),
-                                     ("i32", "f32")])
+@pytest.mark.parametrize(
+    "src,dst", [("f32", "bf16"), ("bf16", "f32"), ("f32", "i32"), ("i32", "f32")]
+)
 def test_cast(src, dst):
     np_of = {"bf16": BF16, "f32": np.float32, "i32": np.int32}
     x = (rng.standard_normal((3, 8)) * 50).astype(np_of[src])
@@ -151,8 +172,10 @@ def test_reductions(op, dim, keepdim):
     else:
         del rshape[dim]
     kd = " keepdim" if keepdim else ""
-    body = (f"%r = legato.{op} %x0 dim {dim}{kd} : {ttype(shape, 'f32', 'sram')} -> "
-            f"{ttype(rshape, 'f32', 'sram')}")
+    body = (
+        f"%r = legato.{op} %x0 dim {dim}{kd} : {ttype(shape, 'f32', 'sram')} -> "
+        f"{ttype(rshape, 'f32', 'sram')}"
+    )
     out = np.zeros(rshape, np.float32)
     run(core0_kernel([(shape, "f32")], (rshape, "f32"), body), "legato", [x, out])
     ref = getattr(torch, op)(t(x), dim=dim, keepdim=keepdim).numpy()
@@ -179,14 +202,15 @@ def test_reshape_transpose_broadcast_slice():
     T = lambda s: ttype(s, "f32", "sram")
     x, out = _shape_op(f"%r = legato.reshape %x0 : {T([4, 6])} -> {T([2, 12])}", [4, 6], [2, 12])
     assert np.array_equal(out, x.reshape(2, 12))
-    x, out = _shape_op(f"%r = legato.transpose %x0 [1, 0] : {T([4, 6])} -> {T([6, 4])}",
-                       [4, 6], [6, 4])
+    x, out = _shape_op(
+        f"%r = legato.transpose %x0 [1, 0] : {T([4, 6])} -> {T([6, 4])}", [4, 6], [6, 4]
+    )
     assert np.array_equal(out, x.T)
-    x, out = _shape_op(f"%r = legato.broadcast_to %x0 : {T([1, 6])} -> {T([3, 6])}",
-                       [1, 6], [3, 6])
+    x, out = _shape_op(f"%r = legato.broadcast_to %x0 : {T([1, 6])} -> {T([3, 6])}", [1, 6], [3, 6])
     assert np.array_equal(out, np.broadcast_to(x, (3, 6)))
     x, out = _shape_op(
-        f"%r = legato.slice %x0 [1, 0] [2, 3] [1, 2] : {T([4, 6])} -> {T([2, 3])}", [4, 6], [2, 3])
+        f"%r = legato.slice %x0 [1, 0] [2, 3] [1, 2] : {T([4, 6])} -> {T([2, 3])}", [4, 6], [2, 3]
+    )
     assert np.array_equal(out, x[1:3, 0:6:2])
 
 
@@ -369,9 +393,12 @@ def test_unparsable_and_wrong_level():
 
 
 def test_op_without_implementation_is_named():
-    src = core0_kernel([([4], "f32")], ([4], "f32"),
-                       '%r = "test.unknown"(%x0) : (!legato.tensor<[4], f32, sram>) -> '
-                       '!legato.tensor<[4], f32, sram>')
+    src = core0_kernel(
+        [([4], "f32")],
+        ([4], "f32"),
+        '%r = "test.unknown"(%x0) : (!legato.tensor<[4], f32, sram>) -> '
+        "!legato.tensor<[4], f32, sram>",
+    )
     from xdsl.context import Context  # noqa: F401 - unregistered ops need allow_unregistered
 
     from legato.interp import api

@@ -23,8 +23,12 @@ def tt(shape, memory, dtype=bf16):
 
 
 @legato.compile(backend="bertha")
-def row_slices(x: tt([1, 512], "shared_dram"), w: tt([1, 2, 256, 128], "mpu_dram"),
-               out: tt([1, 128], "shared_dram", f32), n: tt(((-1, 2), 1), "shared_dram")):
+def row_slices(
+    x: tt([1, 512], "shared_dram"),
+    w: tt([1, 2, 256, 128], "mpu_dram"),
+    out: tt([1, 128], "shared_dram", f32),
+    n: tt(((-1, 2), 1), "shared_dram"),
+):
     """The MPU's left operand is a runtime-offset column slice of a [1, 512] row, its weight a
     tile w[0, t] of a 4-D argument (a [1, 1, 256, 128] slice viewed as [256, 128])."""
     device = legato.get_context().get_device()
@@ -33,7 +37,7 @@ def row_slices(x: tt([1, 512], "shared_dram"), w: tt([1, 2, 256, 128], "mpu_dram
         acc = legato.tensor.full((1, 128), 0.0, f32)
         for t in range(n.size(0)):  # a runtime loop
             wt = legato.tensor.load(w[0, t], "mpu_buffer")
-            acc = acc + legato.tensor.matmul(xs[:, t * 256:(t + 1) * 256], wt, f32)
+            acc = acc + legato.tensor.matmul(xs[:, t * 256 : (t + 1) * 256], wt, f32)
         legato.tensor.memcpy(out, acc)
 
 

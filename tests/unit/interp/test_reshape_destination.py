@@ -20,7 +20,7 @@ def into_reshaped_slice(a: tt([1, 64]), out: tt([4, 2, 64])):
     with device.get_core(0):
         x = legato.tensor.load(a)
         for i in range(out.size(0)):  # a runtime loop: the slice's offset is a runtime index
-            legato.tensor.memcpy(legato.tensor.reshape(out[i:i + 1, 1:2, :], (1, 64)), x * 2.0)
+            legato.tensor.memcpy(legato.tensor.reshape(out[i : i + 1, 1:2, :], (1, 64)), x * 2.0)
 
 
 @pytest.mark.parametrize("level", ["legato", "core", "backend", "binary"])
@@ -46,8 +46,9 @@ def test_memcpy_into_a_reshape_copy_is_refused_not_lost():
 
     def reshape_to(n):
         rtype = type("T", (), {"get_shape": lambda self: (n,)})()
-        return type("Reshape", (), {"name": "legato.reshape",
-                                    "result": type("R", (), {"type": rtype})()})()
+        return type(
+            "Reshape", (), {"name": "legato.reshape", "result": type("R", (), {"type": rtype})()}
+        )()
 
     class Memcpy:
         name = "legato.memcpy"

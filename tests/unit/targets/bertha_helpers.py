@@ -26,9 +26,3 @@ def build(src, args=(), model=None, **kw):
 def run(src, args=(), values=(), model=None, **kw):
     model = model or small_model()
     return run_binary(build(src, args, model), model, list(values), **kw)
-
-
-
-
-
-

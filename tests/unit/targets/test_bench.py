@@ -15,9 +15,24 @@ sys.path.insert(0, str(ROOT))
 from bench.kernels import KERNELS
 from bench.runner import measure, table
 
-KEYS = {"name", "target", "cycles", "roofline_cycles", "efficiency", "bound", "dram_bytes",
-        "wall_s", "torch_wall_s", "wall_ratio", "frontend_s", "compile_s", "first_call_s",
-        "cached_call_s", "disk_cached_call_s", "matches_torch"}
+KEYS = {
+    "name",
+    "target",
+    "cycles",
+    "roofline_cycles",
+    "efficiency",
+    "bound",
+    "dram_bytes",
+    "wall_s",
+    "torch_wall_s",
+    "wall_ratio",
+    "frontend_s",
+    "compile_s",
+    "first_call_s",
+    "cached_call_s",
+    "disk_cached_call_s",
+    "matches_torch",
+}
 
 
 @pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
@@ -39,10 +54,26 @@ def test_measure_seed_matmul(target):
 
 def test_python_m_bench_json():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    res = subprocess.run([sys.executable, "-m", "bench", "--json", "--repeat", "1", "--target",
-                          "bertha", "--kernel", "simple_matmul"], check=False,
-                         capture_output=True, text=True, cwd=ROOT,
-                         env=env, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--json",
+            "--repeat",
+            "1",
+            "--target",
+            "bertha",
+            "--kernel",
+            "simple_matmul",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     rows = json.loads(res.stdout)
     assert [(r["name"], r["target"]) for r in rows] == [("simple_matmul", "bertha")]

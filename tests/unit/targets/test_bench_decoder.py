@@ -63,8 +63,9 @@ def test_registered_in_the_bench():
     assert bk.specialize(bertha.evt1()).fn.__name__ == "decoder_layer_7b_ctx1024"
 
 
-@pytest.mark.parametrize("tiles,kt,p", [(1536, 16, 32), (1376, 43, 64), (2752, 16, 64),
-                                        (8, 2, 64), (14, 1, 32)])
+@pytest.mark.parametrize(
+    "tiles,kt,p", [(1536, 16, 32), (1376, 43, 64), (2752, 16, 64), (8, 2, 64), (14, 1, 32)]
+)
 def test_tile_ranges_cover_every_tile_once_and_slots_are_dense(tiles, kt, p):
     """The partition gemv_stage computes at run time, replayed in Python: core c's tiles
     [c*T/P', (c+1)*T/P') with P' = min(P, T); the cores meeting a block get the slots

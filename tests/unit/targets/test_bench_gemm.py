@@ -97,7 +97,9 @@ def test_small_instance_runs_at_every_level_bit_identically(which):
     compiled = diff.compile_corpus_kernel(kernel, record_passes=False)
     ir = compiled.artifacts.core_ir
     assert "_slot2" in ir and "accumulate = true" in ir  # receive rings, MPU accumulation
-    results = {lvl: diff.run_level(kernel, lvl, None if lvl == "legato" else compiled)
-               for lvl in diff.LEVELS}
+    results = {
+        lvl: diff.run_level(kernel, lvl, None if lvl == "legato" else compiled)
+        for lvl in diff.LEVELS
+    }
     diff.check_reference(kernel, results["legato"])
     diff.check(kernel, results, compiled)

@@ -60,14 +60,21 @@ def test_bounds_and_shapes_are_checked():
 
 
 def test_scalars_and_tuples():
-    lay = ArgLayout([Arg("n", ScalarSpec(i64)), Arg("x", ScalarSpec(f32)),
-                     Arg("t", TupleSpec((A, ScalarSpec(i32), TupleSpec((W,))))),
-                     Arg("k", ScalarSpec(i32))])
+    lay = ArgLayout(
+        [
+            Arg("n", ScalarSpec(i64)),
+            Arg("x", ScalarSpec(f32)),
+            Arg("t", TupleSpec((A, ScalarSpec(i32), TupleSpec((W,))))),
+            Arg("k", ScalarSpec(i32)),
+        ]
+    )
     assert lay.scalar_offset(0) == 8 and lay.scalar_offset(1) == 16
     assert lay.address_offset(2, 0) == 24 and lay.dim_offset(2, 0, 0) == 32
     assert lay.scalar_offset(2, 1) == 40 and lay.address_offset(2, 2, 0) == 48
     assert lay.scalar_offset(3) == 56
-    b = lay.pack([-3, 1.5, [0x10, 7, [0x20]], 5], [None, None, [(4, 256), None, [(256, 128)]], None])
+    b = lay.pack(
+        [-3, 1.5, [0x10, 7, [0x20]], 5], [None, None, [(4, 256), None, [(256, 128)]], None]
+    )
     w = words(b)
     assert w[0] == 64 and w[1] == -3
     assert w[2] == struct.unpack("<I", struct.pack("<f", 1.5))[0]  # float bits, zero-extended
@@ -77,8 +84,9 @@ def test_scalars_and_tuples():
 
 
 def test_json_round_trip():
-    lay = ArgLayout([Arg("a", A, "read"), Arg("s", ScalarSpec(f32)),
-                     Arg("t", TupleSpec((D2, W)), "readwrite")])
+    lay = ArgLayout(
+        [Arg("a", A, "read"), Arg("s", ScalarSpec(f32)), Arg("t", TupleSpec((D2, W)), "readwrite")]
+    )
     j = lay.to_json()
     again = ArgLayout.from_json(j)
     assert again == lay and again.to_json() == j
@@ -88,35 +96,51 @@ def test_json_round_trip():
 
 # ---- every dtype's scalar encoding ----------------------------------------------------------
 
-@pytest.mark.parametrize("dtype, value, word", [
-    (i64, -3, -3),
-    (i32, -1, -1),                     # sign-extended to 64 bits
-    (i32, 2**31 - 1, 2**31 - 1),
-    (i8, -128, -128),
-    (i1, True, 1), (i1, 0, 0), (i1, np.bool_(True), 1),
-    (i64, np.int64(-7), -7), (i64, 4.0, 4), (i32, np.array(5), 5),
-    (f32, 1.5, struct.unpack("<I", struct.pack("<f", 1.5))[0]),
-    (f32, -2.0, struct.unpack("<I", struct.pack("<f", -2.0))[0]),  # bits zero-extended, not sign
-    (f16, 1.0, 0x3C00),
-    (bf16, 1.0, 0x3F80), (bf16, -1.0, 0xBF80),
-    (f32, 3, struct.unpack("<I", struct.pack("<f", 3.0))[0]),
-])
+
+@pytest.mark.parametrize(
+    "dtype, value, word",
+    [
+        (i64, -3, -3),
+        (i32, -1, -1),  # sign-extended to 64 bits
+        (i32, 2**31 - 1, 2**31 - 1),
+        (i8, -128, -128),
+        (i1, True, 1),
+        (i1, 0, 0),
+        (i1, np.bool_(True), 1),
+        (i64, np.int64(-7), -7),
+        (i64, 4.0, 4),
+        (i32, np.array(5), 5),
+        (f32, 1.5, struct.unpack("<I", struct.pack("<f", 1.5))[0]),
+        (
+            f32,
+            -2.0,
+            struct.unpack("<I", struct.pack("<f", -2.0))[0],
+        ),  # bits zero-extended, not sign
+        (f16, 1.0, 0x3C00),
+        (bf16, 1.0, 0x3F80),
+        (bf16, -1.0, 0xBF80),
+        (f32, 3, struct.unpack("<I", struct.pack("<f", 3.0))[0]),
+    ],
+)
 def test_scalar_words(dtype, value, word):
     lay = ArgLayout([Arg("s", ScalarSpec(dtype))])
     w = struct.unpack("<Qq", lay.pack([value]))
     assert w[0] == 16 and w[1] == word
 
 
-@pytest.mark.parametrize("dtype, value, msg", [
-    (i32, 1 << 31, "argument 's': scalar 2147483648 does not fit i32"),
-    (i8, -129, "does not fit i8"),
-    (i64, 2.5, "argument 's' is a scalar i64, got the float 2.5"),
-    (i64, "3", "argument 's' is a scalar i64, got str"),
-    (i64, None, "got NoneType"),
-    (i1, 2, "scalar i1 \\(a bool\\), got 2"),
-    (f32, True, "scalar f32, got a bool"),
-    (f32, np.zeros(2), "scalar f32, got an array of shape \\(2,\\)"),
-])
+@pytest.mark.parametrize(
+    "dtype, value, msg",
+    [
+        (i32, 1 << 31, "argument 's': scalar 2147483648 does not fit i32"),
+        (i8, -129, "does not fit i8"),
+        (i64, 2.5, "argument 's' is a scalar i64, got the float 2.5"),
+        (i64, "3", "argument 's' is a scalar i64, got str"),
+        (i64, None, "got NoneType"),
+        (i1, 2, "scalar i1 \\(a bool\\), got 2"),
+        (f32, True, "scalar f32, got a bool"),
+        (f32, np.zeros(2), "scalar f32, got an array of shape \\(2,\\)"),
+    ],
+)
 def test_bad_scalars(dtype, value, msg):
     lay = ArgLayout([Arg("s", ScalarSpec(dtype))])
     with pytest.raises(ABIError, match=msg):
@@ -160,13 +184,19 @@ def test_inconsistent_recorded_layout_is_refused():
 # ---- property: any signature packs into aligned, disjoint, fixed-size words ----------------
 
 _dims = st.one_of(st.integers(1, 64), st.tuples(st.just(-1), st.integers(1, 64)))
-_tensors = st.builds(lambda dt, shape: TensorSpec.make(dt, shape, "shared_dram"),
-                     st.sampled_from([bf16, f32, i32]), st.lists(_dims, min_size=1, max_size=4))
+_tensors = st.builds(
+    lambda dt, shape: TensorSpec.make(dt, shape, "shared_dram"),
+    st.sampled_from([bf16, f32, i32]),
+    st.lists(_dims, min_size=1, max_size=4),
+)
 _scalars = st.builds(ScalarSpec, st.sampled_from([i64, i32, i8, i1, f32, bf16, f16]))
-_types = st.recursive(_tensors | _scalars,
-                      lambda inner: st.builds(lambda es: TupleSpec(tuple(es)),
-                                              st.lists(inner, min_size=1, max_size=3)),
-                      max_leaves=8)
+_types = st.recursive(
+    _tensors | _scalars,
+    lambda inner: st.builds(
+        lambda es: TupleSpec(tuple(es)), st.lists(inner, min_size=1, max_size=3)
+    ),
+    max_leaves=8,
+)
 
 
 def _leaves(t, path=()):
@@ -192,8 +222,11 @@ def _value_and_shape(t, rnd):
 def test_layout_property(types, rnd):
     lay = ArgLayout(types)
     # the size depends only on the signature (computed before any value is known) ...
-    expected_words = 1 + sum(1 + len(t.dynamic_dims) if isinstance(t, TensorSpec) else 1
-                             for a in types for _, t in _leaves(a))
+    expected_words = 1 + sum(
+        1 + len(t.dynamic_dims) if isinstance(t, TensorSpec) else 1
+        for a in types
+        for _, t in _leaves(a)
+    )
     assert lay.num_words == expected_words
     assert lay.size_bytes == lay.max_size_bytes == 8 * expected_words
     # ... every entry is one aligned word, in signature order, no gaps, no overlaps

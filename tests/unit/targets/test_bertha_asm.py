@@ -30,7 +30,10 @@ def test_sample_file():
     mod = assemble(SAMPLE)
     assert mod.kernel == "simple_matmul"
     assert [(p.name, p.context) for p in mod.programs] == [
-        ("top", "top"), ("core0", "core(0)"), ("spmd", "all_cores")]
+        ("top", "top"),
+        ("core0", "core(0)"),
+        ("spmd", "all_cores"),
+    ]
     core0 = mod.program("core0")
     assert core0.labels == {"loop": 0}
     assert core0.instructions[2].simm == -2  # bne back to loop
@@ -78,7 +81,12 @@ def test_branch_past_end_and_numeric_offsets():
         (".program p on top\n    mpu.ldw r1, r2, r3\n", 2, 5, "top has no MPU"),
         (".program p on core(0)\n    mpu.mm r1, r2, r3, bf16, acc\n", 2, 30, "acc needs an f32"),
         (".program p on core(0)\n    mpu.mm r1, r2, r3, f64\n", 2, 24, "bf16 or f32"),
-        (".program p on core(0)\n    vpu.add r1, r2, r3, r4, f32, bc.row\n", 2, 34, "needs a period"),
+        (
+            ".program p on core(0)\n    vpu.add r1, r2, r3, r4, f32, bc.row\n",
+            2,
+            34,
+            "needs a period",
+        ),
         (".program p on core(0)\n    vpu.exp r1, r2, r3, i64\n", 2, 25, "unknown element type"),
         (".program p on core(0)\n    sem.post 64, 1\n", 2, 14, "id 64 out of range"),
         (".program p on nowhere\n", 1, 15, "unknown context"),

@@ -44,9 +44,12 @@ COLUMN_BLOCK = """\
 def _column_block(rows, model=None):
     x = np.arange(rows * 64, dtype=np.int64).reshape(rows, 64)
     out = np.zeros((rows, 64), np.int64)
-    res = run(COLUMN_BLOCK.format(rows=rows),
-              [tensor("x", i64, [rows, 64]), tensor("out", i64, [rows, 64], "write")],
-              [x, out], model=model)
+    res = run(
+        COLUMN_BLOCK.format(rows=rows),
+        [tensor("x", i64, [rows, 64]), tensor("out", i64, [rows, 64], "write")],
+        [x, out],
+        model=model,
+    )
     return x, out, res
 
 
@@ -86,8 +89,10 @@ def test_one_transfer_pays_the_latency_once(name):
 
     def data(addr, stride):
         per = max(channel_bytes_2d(addr, rows, 128, stride, model.num_memory_channels))
-        return max(math.ceil(n / model.dma_port_bytes_per_cycle),
-                   math.ceil(per / model.dram_bytes_per_cycle_per_channel))
+        return max(
+            math.ceil(n / model.dma_port_bytes_per_cycle),
+            math.ceil(per / model.dram_bytes_per_cycle_per_channel),
+        )
 
     # two table loads (non-blocking: 7 scalar ops issue under their latency), `addi r3` waits
     # for r3 (register scoreboard), the load (latency + data), qwait, 4 scalar ops, the store
@@ -116,10 +121,12 @@ def test_channel_bytes_2d_counts_each_row():
 
 
 def test_overlapping_rows_fault():
-    src = (".program core0 on core(0)\n    lsa r3, sram, 0\n    lsa r4, sram, 4096\n"
-           "    li r5, 4\n    shli r5, r5, 32\n    addi r5, r5, 64\n"
-           "    li r6, 32\n    shli r6, r6, 32\n    addi r6, r6, 64\n"
-           "    dma2d r4, r3, r5, r6\n    halt\n")
+    src = (
+        ".program core0 on core(0)\n    lsa r3, sram, 0\n    lsa r4, sram, 4096\n"
+        "    li r5, 4\n    shli r5, r5, 32\n    addi r5, r5, 64\n"
+        "    li r6, 32\n    shli r6, r6, 32\n    addi r6, r6, 64\n"
+        "    dma2d r4, r3, r5, r6\n    halt\n"
+    )
     with pytest.raises(EmulatorFault, match="smaller than the row"):
         run(src)
 
@@ -127,8 +134,11 @@ def test_overlapping_rows_fault():
 def test_span_past_the_end_of_an_argument_traps():
     src = COLUMN_BLOCK.format(rows=9)  # 9 rows of a [8, 64] argument
     with pytest.raises(EmulatorFault, match="runs past the end"):
-        run(src, [tensor("x", i64, [8, 64]), tensor("out", i64, [8, 64], "write")],
-            [np.zeros((8, 64), np.int64), np.zeros((8, 64), np.int64)])
+        run(
+            src,
+            [tensor("x", i64, [8, 64]), tensor("out", i64, [8, 64], "write")],
+            [np.zeros((8, 64), np.int64), np.zeros((8, 64), np.int64)],
+        )
 
 
 BF = legato.types.float("bfloat16")

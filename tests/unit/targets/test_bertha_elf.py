@@ -41,7 +41,9 @@ L0:
 
 def make(model=None):
     model = model or small_model()
-    layout = ArgLayout([tensor("a", bf16, [(-1, 10), 256]), tensor("out", bf16, [10, 128], "write")])
+    layout = ArgLayout(
+        [tensor("a", bf16, [(-1, 10), 256]), tensor("out", bf16, [10, 128], "write")]
+    )
     return write_elf(assemble(SRC), model, layout, compiler={"pipeline": "test"}), model, layout
 
 
@@ -50,7 +52,10 @@ def test_write_read_round_trip():
     b = read_elf(data)
     assert b.kernel == "k"
     assert [(p.name, p.context) for p in b.programs] == [
-        ("top", "top"), ("core0", "core(0)"), ("spmd", "all_cores")]
+        ("top", "top"),
+        ("core0", "core(0)"),
+        ("spmd", "all_cores"),
+    ]
     assert b.program("core0").memory == {"sram": 1024}
     assert b.layout == layout
     assert b.target["fingerprint"] == model.fingerprint()
@@ -66,9 +71,19 @@ def test_pyelftools_view():
     assert elf.header["e_type"] == "ET_EXEC"
     assert struct.unpack_from("<H", data, 18)[0] == EM_BERTHA
     names = [s.name for s in elf.iter_sections()]
-    for n in (".text.top", ".text.core0", ".text.spmd", ".symtab", ".strtab", ".shstrtab",
-              ".legato.target", ".legato.compiler", ".legato.programs", ".legato.args",
-              ".legato.checksum"):
+    for n in (
+        ".text.top",
+        ".text.core0",
+        ".text.spmd",
+        ".symtab",
+        ".strtab",
+        ".shstrtab",
+        ".legato.target",
+        ".legato.compiler",
+        ".legato.programs",
+        ".legato.args",
+        ".legato.checksum",
+    ):
         assert n in names
     syms = {s.name: s for s in elf.get_section_by_name(".symtab").iter_symbols() if s.name}
     assert set(syms) == {"top", "core0", "spmd"}
@@ -78,9 +93,14 @@ def test_pyelftools_view():
         assert s["st_value"] == 0
     assert syms["core0"]["st_size"] == 3 * 8
     meta = json.loads(elf.get_section_by_name(".legato.programs").data())
-    assert meta["programs"][1] == {"name": "core0", "context": "core", "core": 0,
-                                   "section": ".text.core0", "instructions": 3,
-                                   "memory": {"sram": 1024}}
+    assert meta["programs"][1] == {
+        "name": "core0",
+        "context": "core",
+        "core": 0,
+        "section": ".text.core0",
+        "instructions": 3,
+        "memory": {"sram": 1024},
+    }
 
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="readelf not installed")
@@ -88,8 +108,9 @@ def test_readelf_reads_it(tmp_path):
     data, _, _ = make()
     path = tmp_path / "k.elf"
     path.write_bytes(data)
-    out = subprocess.run(["readelf", "-h", "-S", "-s", str(path)], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        ["readelf", "-h", "-S", "-s", str(path)], capture_output=True, text=True, check=True
+    )
     assert "ELF64" in out.stdout and "little endian" in out.stdout
     assert "0xbe27" in out.stdout.lower()
     assert ".text.core0" in out.stdout and ".legato.checksum" in out.stdout
@@ -112,7 +133,7 @@ def test_checksum_detects_tampering():
         read_elf(bytes(bad))
     off, size = _section_offset(data, ".legato.args")
     bad = bytearray(data)
-    bad[off:off + size] = bad[off:off + size].replace(b'"bf16"', b'"f32" ', 1)
+    bad[off : off + size] = bad[off : off + size].replace(b'"bf16"', b'"f32" ', 1)
     with pytest.raises(ChecksumError):
         read_elf(bytes(bad))
 
@@ -146,7 +167,9 @@ def test_truncated_file():
 def test_target_mismatch_says_what_differs():
     data, _, _ = make(small_model("bertha"))
     b = read_elf(data)
-    with pytest.raises(TargetMismatchError, match="chip is 'bertha' in the binary but 'bertha-evt1'"):
+    with pytest.raises(
+        TargetMismatchError, match="chip is 'bertha' in the binary but 'bertha-evt1'"
+    ):
         check_target(b, small_model("bertha-evt1"))
     with pytest.raises(TargetMismatchError, match="num_cores is 4 in the binary but 8"):
         check_target(b, small_model("bertha", cores=8))

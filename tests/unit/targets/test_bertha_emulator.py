@@ -50,8 +50,11 @@ MATMUL = """\
 
 
 def matmul_args(m_bound, k, n):
-    return [tensor("a", bf16, [(-1, m_bound), k]), tensor("w", bf16, [k, n], memory="mpu_dram"),
-            tensor("out", bf16, [(-1, m_bound), n], "write")]
+    return [
+        tensor("a", bf16, [(-1, m_bound), k]),
+        tensor("w", bf16, [k, n], memory="mpu_dram"),
+        tensor("out", bf16, [(-1, m_bound), n], "write"),
+    ]
 
 
 @pytest.mark.parametrize("m", [1, 7, 10])
@@ -126,8 +129,15 @@ def test_k_tiled_accumulation_is_bit_exact():
     w = rng.standard_normal((k, n)).astype(BF16)
     out = np.zeros((m, n), BF16)
     src = K_TILED.format(a_bytes=m * k * 2, w_bytes=k * n * 2, m=m, n=n, w_half=256 * n * 2)
-    run(src, [tensor("a", bf16, [m, k]), tensor("w", bf16, [k, n]),
-              tensor("out", bf16, [m, n], "write")], [a, w, out])
+    run(
+        src,
+        [
+            tensor("a", bf16, [m, k]),
+            tensor("w", bf16, [k, n]),
+            tensor("out", bf16, [m, n], "write"),
+        ],
+        [a, w, out],
+    )
     ref = numerics.round_to(numerics.matmul_acc(a, w), BF16)
     assert out.view(np.uint16).tolist() == ref.view(np.uint16).tolist()
 
@@ -196,9 +206,23 @@ end:
 def test_scalar_instructions():
     out = np.full(15, 99, np.int64)
     run(SCALAR, [tensor("out", i64, [15], "write")], [out])
-    expect = [-3, -1, (-7 % (1 << 64)) >> 2, -2, (3 << 32) | 1, 55, -14,
-              (((-7 ^ 2) & 255) | 2) << 4, 2, (-21 // 4 + 1) - (-3), 15,
-              space_base(2, "private_dram") + 16, space_base(2, "mpu_buffer"), 99, -1]
+    expect = [
+        -3,
+        -1,
+        (-7 % (1 << 64)) >> 2,
+        -2,
+        (3 << 32) | 1,
+        55,
+        -14,
+        (((-7 ^ 2) & 255) | 2) << 4,
+        2,
+        (-21 // 4 + 1) - (-3),
+        15,
+        space_base(2, "private_dram") + 16,
+        space_base(2, "mpu_buffer"),
+        99,
+        -1,
+    ]
     expect[2] = expect[2] - (1 << 64) if expect[2] >> 63 else expect[2]
     assert out.tolist() == expect
 
@@ -222,8 +246,10 @@ def test_out_of_bounds_load_traps():
 
 
 def test_dma_past_the_end_of_an_argument_traps():
-    src = (".program core0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 17\n"
-           "    dma r4, r3, r5\n    halt\n")
+    src = (
+        ".program core0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 17\n"
+        "    dma r4, r3, r5\n    halt\n"
+    )
     with pytest.raises(EmulatorFault, match="runs past the end of a") as ei:
         run(src, [tensor("a", bf16, [8])], [np.zeros(8, BF16)])
     assert ei.value.pc == 3
@@ -231,7 +257,9 @@ def test_dma_past_the_end_of_an_argument_traps():
 
 def test_sram_bound_and_unmapped_core_trap(model):
     sram_end = model.sram_size
-    src = f".program core0 on core(0)\n    lsa r4, sram, {sram_end - 8}\n    ld r5, 8(r4)\n    halt\n"
+    src = (
+        f".program core0 on core(0)\n    lsa r4, sram, {sram_end - 8}\n    ld r5, 8(r4)\n    halt\n"
+    )
     with pytest.raises(EmulatorFault, match="outside any allocation"):
         run(src)
     src = f".program core0 on core(0)\n    lsa r4, core{model.num_cores}.sram, 0\n    halt\n"
@@ -240,20 +268,28 @@ def test_sram_bound_and_unmapped_core_trap(model):
 
 
 def test_unit_operands_must_be_local():
-    src = (".program core0 on core(0)\n    lsa r3, mpu_buffer, 0\n    li r4, 2\n"
-           "    mpu.ldw r3, r4, r4\n    ld r5, 8(r1)\n    mpu.mm r5, r3, r4, bf16\n    halt\n")
-    with pytest.raises(EmulatorFault, match="mpu.mm destination must be in this core's local memory"):
+    src = (
+        ".program core0 on core(0)\n    lsa r3, mpu_buffer, 0\n    li r4, 2\n"
+        "    mpu.ldw r3, r4, r4\n    ld r5, 8(r1)\n    mpu.mm r5, r3, r4, bf16\n    halt\n"
+    )
+    with pytest.raises(
+        EmulatorFault, match="mpu.mm destination must be in this core's local memory"
+    ):
         run(src, [tensor("a", bf16, [8])], [np.zeros(8, BF16)])
-    src = (".program core0 on core(0)\n    lsa r3, sram, 0\n    li r4, 2\n"
-           "    mpu.ldw r3, r4, r4\n    halt\n")
+    src = (
+        ".program core0 on core(0)\n    lsa r3, sram, 0\n    li r4, 2\n"
+        "    mpu.ldw r3, r4, r4\n    halt\n"
+    )
     with pytest.raises(EmulatorFault, match="mpu_buffer"):
         run(src)
 
 
 @pytest.mark.parametrize("k, n", [(257, 8), (8, 129), (0, 8)])
 def test_weight_tile_limits(k, n):
-    src = (f".program core0 on core(0)\n    lsa r3, mpu_buffer, 0\n    li r4, {k}\n    li r5, {n}\n"
-           "    mpu.ldw r3, r4, r5\n    halt\n")
+    src = (
+        f".program core0 on core(0)\n    lsa r3, mpu_buffer, 0\n    li r4, {k}\n    li r5, {n}\n"
+        "    mpu.ldw r3, r4, r5\n    halt\n"
+    )
     with pytest.raises(EmulatorFault, match=r"exceeds the MPU's \[256, 128\]"):
         run(src)
 
@@ -413,7 +449,8 @@ def test_vpu_instructions():
     out = np.zeros(nout, np.float32)
     # vpu.div with bc.scalar reads its scalar from the *address* in r19 — use r18's fill instead
     src = VPU.format(nout=nout, nbytes=nout * 4).replace(
-        "vpu.div r20, r5, r19, r7, f32, bc.scalar", "vpu.div r20, r5, r18, r7, f32, bc.scalar")
+        "vpu.div r20, r5, r19, r7, f32, bc.scalar", "vpu.div r20, r5, r18, r7, f32, bc.scalar"
+    )
     run(src, [tensor("x", f32, [4, 8]), tensor("out", f32, [nout], "write")], [x, out])
     o = out.reshape(11, 32)
     flat = x.reshape(-1)
@@ -503,9 +540,15 @@ def test_vpu_sel_merges_where_the_condition_is_nonzero(cdt):
         cond = np.array([2.0, 0.0, np.nan, -1.0, -0.0, 0.0, np.inf, 0.0], np_dt)
         want = [True, False, True, True, False, False, True, False]
     out = b.copy()
-    run(SEL.format(cdt=cdt, cbytes=cond.nbytes),
-        [tensor("cond", DType(cdt), [8]), tensor("a", f32, [8]),
-         tensor("out", f32, [8], "readwrite")], [cond, a, out])
+    run(
+        SEL.format(cdt=cdt, cbytes=cond.nbytes),
+        [
+            tensor("cond", DType(cdt), [8]),
+            tensor("a", f32, [8]),
+            tensor("out", f32, [8], "readwrite"),
+        ],
+        [cond, a, out],
+    )
     expect = np.where(want, a, b)
     assert out.view(np.uint32).tolist() == expect.view(np.uint32).tolist()
 

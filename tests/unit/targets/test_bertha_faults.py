@@ -54,8 +54,12 @@ def test_out_of_bounds_store_names_module_pc_and_cause():
 
 def test_out_of_bounds_dma_and_unmapped_address():
     with pytest.raises(EmulatorFault, match="runs past the end") as ei:
-        run(".program c0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 72\n"
-            "    dma r4, r3, r5\n    halt\n", [tensor("x", i64, [8])], [np.zeros(8, np.int64)])
+        run(
+            ".program c0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 72\n"
+            "    dma r4, r3, r5\n    halt\n",
+            [tensor("x", i64, [8])],
+            [np.zeros(8, np.int64)],
+        )
     assert (ei.value.module, ei.value.pc) == ("core0", 3)
     with pytest.raises(EmulatorFault, match="outside any allocation") as ei:
         run(".program top on top\n    ld r3, 0(r0)\n    halt\n")
@@ -93,8 +97,10 @@ def test_deadlock_names_module_pc_and_cause():
 
 
 def test_instruction_limit_names_module_pc_and_cause():
-    src = ".program top on top\n    halt\n.program c2 on core(2)\n    li r3, 0\nL1:\n" \
-          "    addi r3, r3, 1\n    jmp L1\n"
+    src = (
+        ".program top on top\n    halt\n.program c2 on core(2)\n    li r3, 0\nL1:\n"
+        "    addi r3, r3, 1\n    jmp L1\n"
+    )
     with pytest.raises(InstructionLimitError) as ei:
         run(src, instruction_limit=5000)
     e = ei.value

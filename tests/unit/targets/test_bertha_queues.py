@@ -34,8 +34,11 @@ def dma_ends(res):
 
 
 def qwait_releases(res):
-    return [e["ts"] + e["dur"] for e in res.trace_events
-            if e.get("ph") == "X" and e["name"].startswith("qwait")]
+    return [
+        e["ts"] + e["dur"]
+        for e in res.trace_events
+        if e.get("ph") == "X" and e["name"].startswith("qwait")
+    ]
 
 
 def run_two(waits: int):

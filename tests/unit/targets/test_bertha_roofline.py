@@ -20,22 +20,37 @@ from legato.types import i64
 def test_roofline_terms_follow_the_model():
     m = bertha.evt0()
     r = roofline(m, dram_bytes=8 * 64 * 1000, macs=0, vpu_ops=0)
-    assert (r.dram_cycles, r.mpu_cycles, r.vpu_cycles, r.cycles, r.bound) == (1000, 0, 0, 1000, "dram")
+    assert (r.dram_cycles, r.mpu_cycles, r.vpu_cycles, r.cycles, r.bound) == (
+        1000,
+        0,
+        0,
+        1000,
+        "dram",
+    )
     r = roofline(m, 0, macs=32 * 1024 * 7, vpu_ops=0)
     assert (r.mpu_cycles, r.bound) == (7, "mpu")
     # VPU: plain ops at lanes, transcendental at their lower rate, on every core
     r = roofline(m, 0, 0, vpu_ops=32 * 64 * 10 + 32 * 16 * 5, vpu_transcendental_ops=32 * 16 * 5)
     assert (r.vpu_cycles, r.bound) == (15, "vpu")
     # rounded up, never down
-    assert roofline(m, 1, 1, 1).as_dict() == {"dram": 1, "mpu": 1, "vpu": 1, "cycles": 1,
-                                              "bound": "dram"}
+    assert roofline(m, 1, 1, 1).as_dict() == {
+        "dram": 1,
+        "mpu": 1,
+        "vpu": 1,
+        "cycles": 1,
+        "bound": "dram",
+    }
     assert roofline(m, 0, 0, 0).bound == "none"
 
 
 def test_roofline_reads_every_parameter_from_the_model():
     base = bertha.evt0()
-    counts = {"dram_bytes": 1 << 20, "macs": 1 << 24, "vpu_ops": 1 << 20,
-              "vpu_transcendental_ops": 1 << 18}
+    counts = {
+        "dram_bytes": 1 << 20,
+        "macs": 1 << 24,
+        "vpu_ops": 1 << 20,
+        "vpu_transcendental_ops": 1 << 18,
+    }
     r0 = roofline(base, **counts)
     for field, factor, term in [
         ("num_memory_channels", 2, "dram_cycles"),
@@ -83,10 +98,17 @@ OUT_OFF = 1 << 20  # unit results go to sram + 1 MiB
 op = st.one_of(
     st.tuples(st.just("dma_in"), st.integers(0, X_BYTES), st.integers(0, 4096)),
     st.tuples(st.just("dma_out"), st.integers(0, X_BYTES), st.integers(0, 4096)),
-    st.tuples(st.just("vpu"), st.sampled_from(["vpu.add", "vpu.mul", "vpu.exp", "vpu.tanh"]),
-              st.integers(0, 8192)),
-    st.tuples(st.just("v2d"), st.sampled_from(["vpu.rsum", "vpu.transpose"]),
-              st.integers(1, 64), st.integers(1, 64)),
+    st.tuples(
+        st.just("vpu"),
+        st.sampled_from(["vpu.add", "vpu.mul", "vpu.exp", "vpu.tanh"]),
+        st.integers(0, 8192),
+    ),
+    st.tuples(
+        st.just("v2d"),
+        st.sampled_from(["vpu.rsum", "vpu.transpose"]),
+        st.integers(1, 64),
+        st.integers(1, 64),
+    ),
     st.tuples(st.just("mm"), st.integers(1, 64), st.integers(1, 256), st.integers(1, 128)),
 )
 programs = st.lists(st.lists(op, max_size=6), min_size=1, max_size=4)
@@ -94,13 +116,22 @@ programs = st.lists(st.lists(op, max_size=6), min_size=1, max_size=4)
 
 def render(core: int, ops) -> tuple[str, dict]:
     """Assembly of one core's program and what it should count."""
-    lines = [f".program c{core} on core({core})", "    ld r3, 8(r1)", "    ld r4, 16(r1)",
-             "    lsa r5, sram, 0", f"    lsa r6, sram, {OUT_OFF}", "    lsa r7, mpu_buffer, 0"]
+    lines = [
+        f".program c{core} on core({core})",
+        "    ld r3, 8(r1)",
+        "    ld r4, 16(r1)",
+        "    lsa r5, sram, 0",
+        f"    lsa r6, sram, {OUT_OFF}",
+        "    lsa r7, mpu_buffer, 0",
+    ]
     counts = {"dram": 0, "macs": 0, "vpu": 0, "trans": 0}
     for o in ops:
         if o[0] in ("dma_in", "dma_out"):
             n, off = o[1], min(o[2], X_BYTES - o[1])
-            lines += [f"    li r8, {n}", f"    addi r9, {'r3' if o[0] == 'dma_in' else 'r4'}, {off}"]
+            lines += [
+                f"    li r8, {n}",
+                f"    addi r9, {'r3' if o[0] == 'dma_in' else 'r4'}, {off}",
+            ]
             lines.append("    dma r5, r9, r8" if o[0] == "dma_in" else "    dma r9, r5, r8")
             counts["dram"] += n
         elif o[0] == "vpu":
@@ -117,8 +148,13 @@ def render(core: int, ops) -> tuple[str, dict]:
             counts["vpu"] += o[2] * o[3]
         else:
             rows, k, n = o[1:]
-            lines += [f"    li r8, {k}", f"    li r9, {n}", "    mpu.ldw r7, r8, r9",
-                      f"    li r8, {rows}", "    mpu.mm r6, r5, r8, f32"]
+            lines += [
+                f"    li r8, {k}",
+                f"    li r9, {n}",
+                "    mpu.ldw r7, r8, r9",
+                f"    li r8, {rows}",
+                "    mpu.mm r6, r5, r8, f32",
+            ]
             counts["macs"] += rows * k * n
     lines += ["    dmawait", "    halt"]
     return "\n".join(lines) + "\n", counts
@@ -137,13 +173,19 @@ def test_random_programs_never_beat_the_roofline(name, progs):
             total[k] += counts[k]
     x = np.zeros(X_BYTES // 8, np.int64)
     out = np.zeros(X_BYTES // 8, np.int64)
-    res = run(src, [tensor("x", i64, [X_BYTES // 8]), tensor("out", i64, [X_BYTES // 8], "write")],
-              [x, out], model=model, trace=False)
+    res = run(
+        src,
+        [tensor("x", i64, [X_BYTES // 8]), tensor("out", i64, [X_BYTES // 8], "write")],
+        [x, out],
+        model=model,
+        trace=False,
+    )
     assert res.dram_bytes == total["dram"]
     assert res.mac_count == total["macs"]
     assert (res.vpu_element_ops, res.vpu_transcendental_ops) == (total["vpu"], total["trans"])
-    assert res.roofline == roofline(model, total["dram"], total["macs"], total["vpu"],
-                                    total["trans"])
+    assert res.roofline == roofline(
+        model, total["dram"], total["macs"], total["vpu"], total["trans"]
+    )
     assert res.roofline_cycles <= res.cycles
     assert 0 <= res.efficiency <= 1
 
@@ -151,9 +193,11 @@ def test_random_programs_never_beat_the_roofline(name, progs):
 def test_vpu_bound_program_counts_transcendental_ops_at_their_rate():
     model = small_model(cores=1)
     n = 64 * 16 * 4
-    src = (".program c0 on core(0)\n    lsa r5, sram, 0\n    lsa r6, sram, 65536\n"
-           f"    li r8, {n}\n    vpu.exp r6, r5, r8, f32\n    vpu.add r6, r5, r5, r8, f32\n"
-           "    halt\n")
+    src = (
+        ".program c0 on core(0)\n    lsa r5, sram, 0\n    lsa r6, sram, 65536\n"
+        f"    li r8, {n}\n    vpu.exp r6, r5, r8, f32\n    vpu.add r6, r5, r5, r8, f32\n"
+        "    halt\n"
+    )
     res = run(src, model=model)
     r = res.roofline
     assert r.vpu_cycles == n // model.vpu_transcendental_per_cycle + n // model.vpu_lanes

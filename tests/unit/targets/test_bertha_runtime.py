@@ -23,8 +23,11 @@ SRC = """\
     st r7, 0(r3)
     halt
 """
-ARGS = [tensor("out", i64, [1], "write"), tensor("a", bf16, [(-1, 10), 4]),
-        Arg("n", ScalarSpec(i64))]
+ARGS = [
+    tensor("out", i64, [1], "write"),
+    tensor("a", bf16, [(-1, 10), 4]),
+    Arg("n", ScalarSpec(i64)),
+]
 
 
 @pytest.fixture
@@ -41,8 +44,9 @@ def test_runs_and_writes_back(binary, model):
 
 def test_refuses_other_target(binary):
     with pytest.raises(TargetMismatchError, match="generation is 'evt0' in the binary but 'evt1'"):
-        run_binary(binary, small_model("bertha-evt1"), [np.zeros(1, np.int64),
-                                                        np.zeros((1, 4), BF16), 1])
+        run_binary(
+            binary, small_model("bertha-evt1"), [np.zeros(1, np.int64), np.zeros((1, 4), BF16), 1]
+        )
 
 
 def test_refuses_tampered_binary(binary, model):
@@ -60,16 +64,24 @@ def test_refuses_tampered_binary(binary, model):
     "args, msg",
     [
         (lambda: [np.zeros(1, np.int64)], "takes 3 arguments \\(out, a, n\\), got 1"),
-        (lambda: [np.zeros(1, np.int64), np.zeros((11, 4), BF16), 1],
-         "argument 'a' dim 0 is 11 but its bound is 10"),
-        (lambda: [np.zeros(1, np.int64), np.zeros((3, 5), BF16), 1],
-         "argument 'a' dim 1 is 5 but the kernel expects 4"),
-        (lambda: [np.zeros(1, np.int64), np.zeros((3, 4), np.float32), 1],
-         "argument 'a' has dtype f32 but the kernel expects bf16"),
+        (
+            lambda: [np.zeros(1, np.int64), np.zeros((11, 4), BF16), 1],
+            "argument 'a' dim 0 is 11 but its bound is 10",
+        ),
+        (
+            lambda: [np.zeros(1, np.int64), np.zeros((3, 5), BF16), 1],
+            "argument 'a' dim 1 is 5 but the kernel expects 4",
+        ),
+        (
+            lambda: [np.zeros(1, np.int64), np.zeros((3, 4), np.float32), 1],
+            "argument 'a' has dtype f32 but the kernel expects bf16",
+        ),
         (lambda: [np.zeros(1, np.int64), np.zeros((3, 4, 1), BF16), 1], "argument 'a' has rank 3"),
         (lambda: [[0], np.zeros((3, 4), BF16), 1], "argument 'out' must be a numpy array"),
-        (lambda: [np.zeros(1, np.int64), np.zeros((3, 4), BF16), np.zeros(2)],
-         "argument 'n' is a scalar i64, got an array of shape"),
+        (
+            lambda: [np.zeros(1, np.int64), np.zeros((3, 4), BF16), np.zeros(2)],
+            "argument 'n' is a scalar i64, got an array of shape",
+        ),
     ],
 )
 def test_refuses_mismatched_arguments(binary, model, args, msg):
@@ -116,11 +128,19 @@ TUPLE_SRC = """\
     st r5, 0(r7)       ; y[0] = x.shape[0]
     halt
 """
-TUPLE_ARGS = [tensor("out", i64, [2], "write"),
-              Arg("t", TupleSpec((TensorSpec.make(i64, [(-1, 8)], "shared_dram"),
-                                  TupleSpec((ScalarSpec(i64),
-                                             TensorSpec.make(i64, [1], "shared_dram"))))),
-                  "readwrite")]
+TUPLE_ARGS = [
+    tensor("out", i64, [2], "write"),
+    Arg(
+        "t",
+        TupleSpec(
+            (
+                TensorSpec.make(i64, [(-1, 8)], "shared_dram"),
+                TupleSpec((ScalarSpec(i64), TensorSpec.make(i64, [1], "shared_dram"))),
+            )
+        ),
+        "readwrite",
+    ),
+]
 
 
 def test_tuple_argument_end_to_end(model):
@@ -131,16 +151,25 @@ def test_tuple_argument_end_to_end(model):
     assert x[0] == -40 and y[0] == 5
 
 
-@pytest.mark.parametrize("t, msg", [
-    (lambda: (np.zeros(9, np.int64), [1, np.zeros(1, np.int64)]),
-     r"argument 't\[0\]' dim 0 is 9 but its bound is 8"),
-    (lambda: (np.zeros(2, np.int64), [1.5, np.zeros(1, np.int64)]),
-     r"argument 't\[1\]\[0\]' is a scalar i64, got the float 1.5"),
-    (lambda: (np.zeros(2, np.int64), [1, np.zeros(2, np.int64)]),
-     r"argument 't\[1\]\[1\]' dim 0 is 2 but the kernel expects 1"),
-    (lambda: (np.zeros(2, np.int64),), r"argument 't' must be a tuple of 2 elements"),
-    (lambda: np.zeros(2, np.int64), r"argument 't' must be a tuple of 2 elements"),
-])
+@pytest.mark.parametrize(
+    "t, msg",
+    [
+        (
+            lambda: (np.zeros(9, np.int64), [1, np.zeros(1, np.int64)]),
+            r"argument 't\[0\]' dim 0 is 9 but its bound is 8",
+        ),
+        (
+            lambda: (np.zeros(2, np.int64), [1.5, np.zeros(1, np.int64)]),
+            r"argument 't\[1\]\[0\]' is a scalar i64, got the float 1.5",
+        ),
+        (
+            lambda: (np.zeros(2, np.int64), [1, np.zeros(2, np.int64)]),
+            r"argument 't\[1\]\[1\]' dim 0 is 2 but the kernel expects 1",
+        ),
+        (lambda: (np.zeros(2, np.int64),), r"argument 't' must be a tuple of 2 elements"),
+        (lambda: np.zeros(2, np.int64), r"argument 't' must be a tuple of 2 elements"),
+    ],
+)
 def test_tuple_argument_refused_before_running(model, t, msg):
     b = build(TUPLE_SRC, TUPLE_ARGS, model)
     out = np.full(2, 7, np.int64)
@@ -149,11 +178,14 @@ def test_tuple_argument_refused_before_running(model, t, msg):
     assert list(out) == [7, 7]  # nothing ran, nothing was written back
 
 
-@pytest.mark.parametrize("value, msg", [
-    ("1", "argument 'n' is a scalar i64, got str"),
-    (2.5, "argument 'n' is a scalar i64, got the float 2.5"),
-    (1 << 63, "does not fit i64"),
-])
+@pytest.mark.parametrize(
+    "value, msg",
+    [
+        ("1", "argument 'n' is a scalar i64, got str"),
+        (2.5, "argument 'n' is a scalar i64, got the float 2.5"),
+        (1 << 63, "does not fit i64"),
+    ],
+)
 def test_bad_scalar_refused_before_running(binary, model, value, msg):
     out = np.full(1, 7, np.int64)
     with pytest.raises(ABIError, match=msg):

@@ -32,8 +32,10 @@ def expected_one_dma(model, n):
     # by the narrower of the port and the channels the transfer touches
     issue = lat
     per_channel = max(channel_bytes(0x10000, n, model.num_memory_channels))
-    data = max(math.ceil(n / model.dma_port_bytes_per_cycle),
-               math.ceil(per_channel / model.dram_bytes_per_cycle_per_channel))
+    data = max(
+        math.ceil(n / model.dma_port_bytes_per_cycle),
+        math.ceil(per_channel / model.dram_bytes_per_cycle_per_channel),
+    )
     end = issue + data + lat
     return end + 2  # dmawait issues at the end, halt one cycle later
 
@@ -231,8 +233,10 @@ def test_a_notify_core_register_is_on_the_scoreboard():
     from legato.targets.bertha.emulator import Module
 
     notify = isa.NOTIFY_PRESENT | (isa.CORE_REG << 20) | (1 << 16) | (1 << 8)
-    for ins in (isa.make("dma", a=3, b=4, c=5, d=9, imm=notify),
-                isa.make("dma2d", a=3, b=4, c=5, d=6, imm=notify | 9)):
+    for ins in (
+        isa.make("dma", a=3, b=4, c=5, d=9, imm=notify),
+        isa.make("dma2d", a=3, b=4, c=5, d=6, imm=notify | 9),
+    ):
         m = Module(0, "core0", None, 0, [])
         m.reg_ready = {9: 400}
         m.stall_on_loads(ins)

@@ -40,12 +40,17 @@ def test_prints_metadata_table_and_disassembly(elf, capsys):
     binary = read_elf(elf.read_bytes())
     assert f"{elf}: Bertha ELF64 binary, {elf.stat().st_size} bytes, format version 1" in out
     assert "kernel:    simple_matmul" in out
-    assert f"chip bertha, generation evt0, 32 cores, fingerprint {bertha.evt0().fingerprint()}" in out
+    assert (
+        f"chip bertha, generation evt0, 32 cores, fingerprint {bertha.evt0().fingerprint()}" in out
+    )
     assert "pipeline convert-legato-to-core," in out
     assert f"checksum:  sha256 {binary.checksum}" in out
     # programs with their contexts and memory footprints
-    prog_lines = {line.split()[0]: line for line in out.splitlines()
-                  if line.startswith("  ") and " instructions (" in line}
+    prog_lines = {
+        line.split()[0]: line
+        for line in out.splitlines()
+        if line.startswith("  ") and " instructions (" in line
+    }
     assert set(prog_lines) == {"top", "core0"}
     assert "on top" in prog_lines["top"] and "memory: -" in prog_lines["top"]
     core0 = binary.program("core0")
@@ -55,7 +60,7 @@ def test_prints_metadata_table_and_disassembly(elf, capsys):
     assert f"{len(core0.words)} instructions ({8 * len(core0.words)} B)" in prog_lines["core0"]
     # the Instruction Table: every word, its byte offset, argument, entry kind, type, access
     assert "Instruction Table: 5 words, 40 bytes (maximum 40 bytes" in out
-    table = out[out.index("Instruction Table"):out.index("Disassembly of")].splitlines()[2:]
+    table = out[out.index("Instruction Table") : out.index("Disassembly of")].splitlines()[2:]
     rows = [r.split(None, 4) for r in table if r.strip()]
     assert [r[:2] for r in rows] == [["0", "0"], ["1", "8"], ["2", "16"], ["3", "24"], ["4", "32"]]
     assert "tensor<[?10, 256], bf16, shared_dram>  [read]" in table[1]
@@ -118,8 +123,9 @@ def _corruptions(data: bytes):
     flip = bytearray(data)
     flip[text_off + 3] ^= 0x40
     meta = bytearray(data)
-    meta[args_off:args_off + args_size] = meta[args_off:args_off + args_size].replace(
-        b'"bf16"', b'"f32" ', 1)
+    meta[args_off : args_off + args_size] = meta[args_off : args_off + args_size].replace(
+        b'"bf16"', b'"f32" ', 1
+    )
     machine = bytearray(data)
     machine[18:20] = b"\x3e\x00"
     version = bytearray(data)
@@ -128,7 +134,10 @@ def _corruptions(data: bytes):
         "flipped instruction bit": (bytes(flip), "checksum mismatch"),
         "edited metadata": (bytes(meta), "checksum mismatch"),
         "truncated": (data[: len(data) - 100], "truncated or corrupt: the section header table"),
-        "truncated header": (data[:40], "truncated: the ELF header needs 64 bytes, the file has 40"),
+        "truncated header": (
+            data[:40],
+            "truncated: the ELF header needs 64 bytes, the file has 40",
+        ),
         "other machine": (bytes(machine), "machine is 0x003e"),
         "format version": (bytes(version), "format version is 9"),
         "not ELF": (b"hello, world\n" * 10, "not an ELF file"),
@@ -136,9 +145,19 @@ def _corruptions(data: bytes):
     }
 
 
-@pytest.mark.parametrize("case", [
-    "flipped instruction bit", "edited metadata", "truncated", "truncated header",
-    "other machine", "format version", "not ELF", "empty"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "flipped instruction bit",
+        "edited metadata",
+        "truncated",
+        "truncated header",
+        "other machine",
+        "format version",
+        "not ELF",
+        "empty",
+    ],
+)
 def test_invalid_binaries_exit_nonzero_with_the_reason(elf, tmp_path, capsys, case):
     data, reason = _corruptions(elf.read_bytes())[case]
     bad = tmp_path / "bad.elf"
@@ -157,19 +176,27 @@ def test_unreadable_file(tmp_path, capsys):
     assert status == 1 and "cannot read" in err
 
 
-@pytest.mark.parametrize("script", [[sys.executable, str(ROOT / "tools" / "legato-objdump")],
-                                    [sys.executable, "-m", "legato.tools.objdump"]])
+@pytest.mark.parametrize(
+    "script",
+    [
+        [sys.executable, str(ROOT / "tools" / "legato-objdump")],
+        [sys.executable, "-m", "legato.tools.objdump"],
+    ],
+)
 def test_command_line(elf, tmp_path, script):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    ok = subprocess.run([*script, str(elf)], check=False, capture_output=True, text=True,
-                        env=env, timeout=120)
+    ok = subprocess.run(
+        [*script, str(elf)], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert ok.returncode == 0 and "Disassembly of program core0" in ok.stdout
     bad = tmp_path / "bad.elf"
     bad.write_bytes(elf.read_bytes()[:-8])
-    res = subprocess.run([*script, str(bad)], check=False, capture_output=True, text=True,
-                        env=env, timeout=120)
+    res = subprocess.run(
+        [*script, str(bad)], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert res.returncode == 1
     assert res.stderr.startswith("legato-objdump: error:") and "Traceback" not in res.stderr
-    usage = subprocess.run([*script], check=False, capture_output=True, text=True,
-                        env=env, timeout=120)
+    usage = subprocess.run(
+        [*script], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
     assert usage.returncode == 2 and "usage: legato-objdump" in usage.stderr

@@ -46,32 +46,50 @@ def test_valid_input_still_works(write):
     assert status == 0 and err == "" and "legato.exp" in out
 
 
-@pytest.mark.parametrize("text, expected", [
-    # garbage
-    (b"\x00\xff garbage {{{", ["in.mlir:1:2: error: the input is not UTF-8 text (byte 0xff)"]),
-    ("}}} %% garbage", ["in.mlir:1:1"]),
-    # truncated IR, at several places
-    (KERNEL[: KERNEL.index("%e")], ["in.mlir:4:5", "in block definition"]),
-    (KERNEL[: KERNEL.index("[4], f32, sram>") + 5], ["in.mlir:3:"]),
-    (KERNEL[:-2], ["in.mlir:8:1", "in block definition"]),
-    # an unterminated string running to the end of a long line (xDSL's lexer used to hang)
-    ('builtin.module attributes {a = "' + "x" * 80 + " } : !core.buf<[4], f32, sram>\n",
-     ["in.mlir:1:32", "End of file reached before closing string literal"]),
-    # unknown op, unknown type, unknown memory space
-    (KERNEL.replace("legato.exp", "legato.frobnicate"),
-     ["in.mlir:4:28", "Operation legato.frobnicate is not registered"]),
-    (KERNEL.replace("!legato.tensor<[4], f32, sram>", "!legato.tensr<[4], f32, sram>"),
-     ["in.mlir:3:"]),
-    (KERNEL.replace("memory sram", "memory hbm"), ["in.mlir:3:", "hbm"]),
-    # type errors: one value used with two types; an op whose verifier refuses the types
-    ("func.func @f(%a : index, %b : i32) -> index {\n  %0 = arith.addi %a, %b : index\n"
-     "  func.return %0 : index\n}\n",
-     ["in.mlir:2:23", "operand is used with type index, but has been previously used or "
-                      "defined with type i32"]),
-    (KERNEL.replace("[4], f32, sram", "[8], f32, sram"),
-     ["in.mlir:3:5: error: legato.receive: result !legato.tensor<[8], f32, sram> must have the "
-      "shape and element type of %like"]),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # garbage
+        (b"\x00\xff garbage {{{", ["in.mlir:1:2: error: the input is not UTF-8 text (byte 0xff)"]),
+        ("}}} %% garbage", ["in.mlir:1:1"]),
+        # truncated IR, at several places
+        (KERNEL[: KERNEL.index("%e")], ["in.mlir:4:5", "in block definition"]),
+        (KERNEL[: KERNEL.index("[4], f32, sram>") + 5], ["in.mlir:3:"]),
+        (KERNEL[:-2], ["in.mlir:8:1", "in block definition"]),
+        # an unterminated string running to the end of a long line (xDSL's lexer used to hang)
+        (
+            'builtin.module attributes {a = "' + "x" * 80 + " } : !core.buf<[4], f32, sram>\n",
+            ["in.mlir:1:32", "End of file reached before closing string literal"],
+        ),
+        # unknown op, unknown type, unknown memory space
+        (
+            KERNEL.replace("legato.exp", "legato.frobnicate"),
+            ["in.mlir:4:28", "Operation legato.frobnicate is not registered"],
+        ),
+        (
+            KERNEL.replace("!legato.tensor<[4], f32, sram>", "!legato.tensr<[4], f32, sram>"),
+            ["in.mlir:3:"],
+        ),
+        (KERNEL.replace("memory sram", "memory hbm"), ["in.mlir:3:", "hbm"]),
+        # type errors: one value used with two types; an op whose verifier refuses the types
+        (
+            "func.func @f(%a : index, %b : i32) -> index {\n  %0 = arith.addi %a, %b : index\n"
+            "  func.return %0 : index\n}\n",
+            [
+                "in.mlir:2:23",
+                "operand is used with type index, but has been previously used or "
+                "defined with type i32",
+            ],
+        ),
+        (
+            KERNEL.replace("[4], f32, sram", "[8], f32, sram"),
+            [
+                "in.mlir:3:5: error: legato.receive: result !legato.tensor<[8], f32, sram> must have the "
+                "shape and element type of %like"
+            ],
+        ),
+    ],
+)
 def test_malformed_input(write, text, expected):
     err = refused(*run_opt(write(text)))
     for fragment in expected:
@@ -84,16 +102,25 @@ def test_errors_in_split_input_chunks_name_the_right_line(write):
     assert "in.mlir:15:22" in err and "legato.nope is not registered" in err
 
 
-@pytest.mark.parametrize("argv, status, expected", [
-    (["-p", "no-such-pass"], 1, "Unrecognized passes: ['no-such-pass']"),
-    (["-p", "convert-legato-to-core{bogus=1}"], 1,
-     'Provided arguments ["bogus"] not found in expected arguments ["target"]'),
-    (["-p", "convert-legato-to-core{"], 1, "Expected argument name here"),
-    (["-p", "convert-legato-to-core{target=no-such-chip}"], 1, "no-such-chip"),
-    (["-t", "no-such-target"], 2, "legato-opt: error: argument -t/--target: invalid choice: "
-                                  "'no-such-target'"),
-    (["--no-such-flag"], 2, "legato-opt: error: unrecognized arguments: --no-such-flag"),
-])
+@pytest.mark.parametrize(
+    "argv, status, expected",
+    [
+        (["-p", "no-such-pass"], 1, "Unrecognized passes: ['no-such-pass']"),
+        (
+            ["-p", "convert-legato-to-core{bogus=1}"],
+            1,
+            'Provided arguments ["bogus"] not found in expected arguments ["target"]',
+        ),
+        (["-p", "convert-legato-to-core{"], 1, "Expected argument name here"),
+        (["-p", "convert-legato-to-core{target=no-such-chip}"], 1, "no-such-chip"),
+        (
+            ["-t", "no-such-target"],
+            2,
+            "legato-opt: error: argument -t/--target: invalid choice: 'no-such-target'",
+        ),
+        (["--no-such-flag"], 2, "legato-opt: error: unrecognized arguments: --no-such-flag"),
+    ],
+)
 def test_invalid_passes_targets_and_options(write, argv, status, expected):
     path = write(KERNEL)
     err = refused(*run_opt(path, *argv), status_expected=status)
@@ -110,7 +137,8 @@ def test_pass_errors_are_located(write):
     err = refused(*run_opt(write(KERNEL), "-p", "convert-legato-to-core"))
     assert err.splitlines()[0].endswith(
         "in.mlir: error: this receive on core(0) sram queue 0 has no matching request_load "
-        "(0 sent, 1 received); it would wait forever")
+        "(0 sent, 1 received); it would wait forever"
+    )
     assert err.splitlines()[1].startswith("  at: %x = legato.receive %a")
 
 
@@ -131,15 +159,19 @@ class ExplodingPass(ModulePass):
 
 def test_a_pass_that_raises_is_an_internal_error_with_a_location(write, monkeypatch):
     passes = registry.get_all_passes()
-    monkeypatch.setattr(registry, "get_all_passes",
-                        lambda: {**passes, "explode": lambda: ExplodingPass})
+    monkeypatch.setattr(
+        registry, "get_all_passes", lambda: {**passes, "explode": lambda: ExplodingPass}
+    )
     err = refused(*run_opt(write(KERNEL), "-p", "explode"))
-    assert err.splitlines()[0].endswith("in.mlir:4:5: error: internal error in pass 'explode': "
-                                        "KeyError: 'legato.exp'")
+    assert err.splitlines()[0].endswith(
+        "in.mlir:4:5: error: internal error in pass 'explode': KeyError: 'legato.exp'"
+    )
     assert "this is a bug in Legato" in err
     # with a loc(...) on the op, that location is named instead
-    located = KERNEL.replace("!legato.tensor<[4], f32, sram>\n    legato.yield",
-                             '!legato.tensor<[4], f32, sram> loc("k.py":7:9)\n    legato.yield')
+    located = KERNEL.replace(
+        "!legato.tensor<[4], f32, sram>\n    legato.yield",
+        '!legato.tensor<[4], f32, sram> loc("k.py":7:9)\n    legato.yield',
+    )
     err = refused(*run_opt(write(located), "-p", "explode"))
     assert err.startswith("k.py:7:9: error: internal error in pass 'explode'")
 
@@ -147,7 +179,11 @@ def test_a_pass_that_raises_is_an_internal_error_with_a_location(write, monkeypa
 def test_the_installed_command_never_prints_a_traceback(write):
     # one real subprocess: the console entry point behaves like main()
     path = write(KERNEL.replace("legato.exp", "legato.frobnicate"))
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "legato-opt"), str(path)],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "legato-opt"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "in.mlir:4:28" in r.stderr

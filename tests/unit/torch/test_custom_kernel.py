@@ -14,9 +14,11 @@ BF16 = torch.bfloat16
 @legato.compile(backend="bertha")
 def custom_kernel(
     input: legato.get_model().tensor_type(
-        legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"),
+        legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"
+    ),
     output: legato.get_model().tensor_type(
-        legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"),
+        legato.types.float("bfloat16"), ((-1, 10), 256), "shared_dram"
+    ),
 ):
     device = legato.get_context().get_device()
     with device.get_top():

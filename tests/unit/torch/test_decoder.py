@@ -116,16 +116,21 @@ def test_tiny_llama_decoder():
     ids = torch.randint(0, 256, (1, 12))
     y, ref = run(model, ids)
     # bf16 tolerance relative to the logits' scale (summation orders differ from eager's)
-    torch.testing.assert_close(y.float(), ref.float(), rtol=1.6e-2,
-                               atol=1.6e-2 * ref.abs().max().item())
+    torch.testing.assert_close(
+        y.float(), ref.float(), rtol=1.6e-2, atol=1.6e-2 * ref.abs().max().item()
+    )
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.legato_nodes == 78, str(s)
     # extern: the position arange, the 8 weight transposes (7 + head); the embedding gathers
     # its rows from the table in shared DRAM inside the kernel
     assert s.extern_ops() == {"aten.arange.default": 1, "aten.t.default": 8}, str(s)
     nodes = "\n".join(s.kernels[0].nodes)
-    for op in ("aten.cos.default", "aten.sin.default", "aten.embedding.default",
-               "aten._scaled_dot_product_flash_attention_for_cpu.default"):
+    for op in (
+        "aten.cos.default",
+        "aten.sin.default",
+        "aten.embedding.default",
+        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    ):
         assert op in nodes, op
 
 
@@ -186,8 +191,9 @@ def test_tiny_llama_two_layers_in_one_kernel():
     model = TinyLlama(layers=2)
     ids = torch.randint(0, 256, (1, 12))
     y, ref = run(model, ids)
-    torch.testing.assert_close(y.float(), ref.float(), rtol=1.6e-2,
-                               atol=1.6e-2 * ref.abs().max().item())
+    torch.testing.assert_close(
+        y.float(), ref.float(), rtol=1.6e-2, atol=1.6e-2 * ref.abs().max().item()
+    )
     s = lt.last_summary()
     assert s.num_kernels == 1, str(s)
     assert s.extern_ops()["aten.t.default"] == 15, str(s)

@@ -145,8 +145,9 @@ def test_unbounded_dim_is_a_compile_error_or_extern():
     with pytest.raises(Exception, match="no upper bound"), torch.no_grad():
         g(x)
     torch._dynamo.reset()
-    g = torch.compile(lambda x: x @ W, backend="legato",
-                      options={"legato.unbounded_dims": "extern"})
+    g = torch.compile(
+        lambda x: x @ W, backend="legato", options={"legato.unbounded_dims": "extern"}
+    )
     with torch.no_grad():
         assert_close_bf16(g(x), x @ W)
     s = lt.last_summary()

@@ -38,8 +38,14 @@ SCRIPT = textwrap.dedent(
 def test_backend_found_through_entry_point(device, tmp_path):
     code = f"DEVICE = {device!r}\n" + SCRIPT
     env = {"LEGATO_CACHE_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       timeout=600, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("OK")
 

@@ -43,9 +43,23 @@ def site(tmp_path_factory):
     src = tmp_path_factory.mktemp("src") / "third_party_lib"
     shutil.copytree(FIXTURE, src)  # build in a copy: the repo stays clean
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-         "--no-index", "--quiet", "--target", str(target), str(src)],
-        capture_output=True, text=True, check=False, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(target),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     assert r.returncode == 0, r.stdout + r.stderr
     return target
@@ -53,8 +67,14 @@ def site(tmp_path_factory):
 
 def _run(site, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(site), LEGATO_CACHE_DIR=str(tmp_path))
-    return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                          env=env, check=False, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
 
 
 def test_third_party_library_via_entry_point(site, tmp_path):
@@ -67,7 +87,8 @@ def test_third_party_library_via_entry_point(site, tmp_path):
 
 def test_without_the_library_abs_is_extern(tmp_path):
     code = SCRIPT.replace("import legato_extra_ops\n", "").replace(
-        "assert legato_extra_ops.LOADED\n", "")
+        "assert legato_extra_ops.LOADED\n", ""
+    )
     code = code.split("s = lt.last_summary()")[0] + textwrap.dedent(
         """
         s = lt.last_summary()
@@ -77,6 +98,12 @@ def test_without_the_library_abs_is_extern(tmp_path):
     )
     env = dict(os.environ, LEGATO_CACHE_DIR=str(tmp_path))
     env.pop("PYTHONPATH", None)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                       check=False, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
