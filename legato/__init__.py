@@ -10,10 +10,8 @@ def kernel(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [16
 ```
 """
 
-__version__ = "0.1.0"
-
 from legato import sync, tensor, types
-from legato.context import get_context
+from legato.context import get_context, get_model
 from legato.errors import CompileError, LegatoError, LegatoRuntimeError
 from legato.jit import (
     Kernel,
@@ -26,7 +24,7 @@ from legato.jit import (
     session,
     static_range,
 )
-from legato.model import get_model
+from legato.version import __version__
 
 __all__ = [
     "CompileError",
@@ -51,5 +49,7 @@ __all__ = [
 
 if "torch" in __import__("sys").modules:
     # torch is loaded already: make the seed's `torch._dynamo.mark_dynamic(x, 0, max=128)` work
-    # on torch 2.13 (legato/torch/dynamic.py backports the upstream fix).
+    # on torch 2.13 (legato/torch/dynamic.py backports the upstream fix). Only then: torch is a
+    # heavy optional dependency, and `import legato` must not load it. The public API sits above
+    # every layer (docs/architecture.md), so it may import legato.torch.
     import legato.torch  # noqa: F401

@@ -14,12 +14,16 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from legato.dialects import backend as be
+from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.errors import CompileError
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
+from legato.targets.bertha.asm import assemble
+from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
 from legato.transforms.core_to_backend import arg_layout
+from legato.transforms.registry import get_all_dialects
 
 STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")
 
@@ -44,8 +48,6 @@ def context() -> Context:
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
     from xdsl.dialects.scf import Scf
-
-    from legato.transforms.registry import get_all_dialects
 
     ctx = Context()
     for d in (Builtin, Arith, Func, Scf):
@@ -98,8 +100,6 @@ def compile_kernel(
 
 def level_of(module: ModuleOp) -> str:
     """`legato`, `core` or `backend`: the level of the kernel in `module`."""
-    from legato.dialects import core
-
     for op in module.body.block.ops:
         if isinstance(op, lg.KernelOp):
             return "legato"
@@ -123,8 +123,6 @@ def lower_to_backend(module: ModuleOp, model: ComputeModel) -> None:
 
 def emit_binary(module: ModuleOp, model: ComputeModel, asm: str | None = None) -> bytes:
     """The ELF binary of the (allocated) backend kernel in `module`."""
-    from legato.targets.bertha.asm import assemble
-    from legato.targets.bertha.elf import write_elf
 
     kernels = [op for op in module.body.block.ops if isinstance(op, be.KernelOp)]
     if len(kernels) != 1:

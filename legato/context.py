@@ -124,7 +124,11 @@ def compiling(ctx: CompileContext):
 
 
 def get_model() -> ComputeModel:
-    """The kernel's target model inside a compilation; `default_model()` outside one."""
+    """The kernel's target model inside a compilation; `default_model()` outside one.
+
+    This is `legato.get_model()`: annotations evaluated at `def` time see the default model, and
+    inside a kernel the frontend evaluates it statically to the kernel's target.
+    """
     ctx = _current.get()
     if ctx is not None and ctx.model is not None:
         return ctx.model

@@ -30,7 +30,7 @@ import inspect
 import io
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -40,57 +40,29 @@ from xdsl.utils.exceptions import VerifyException
 import legato.dialects.legato as L
 from legato.context import CompileContext, ExecContext, compiling
 from legato.errors import CompileError, LegatoError
+from legato.frontend.language import Param, constexpr
 from legato.frontend.runtime import (
-    IRScalar,
     LoopLocal,
     RuntimeCodegen,
     RuntimeRange,
     TensorMethod,
 )
 from legato.frontend.source import FunctionSource, LegatoFunction
-from legato.types import CORE_SPACES, MEMORY_SPACES, SHARED_SPACES, Dim, DType, TensorSpec
+from legato.frontend.values import IRScalar, IRValue, RegionState
+from legato.frontend.values import describe as _describe
+from legato.frontend.values import op_symbol as _op_symbol
+from legato.types import (
+    CORE_SPACES,
+    MEMORY_SPACES,
+    SHARED_SPACES,
+    Dim,
+    DType,
+    TensorSpec,
+    parse_dim,
+)
 
 # --------------------------------------------------------------------------------------------
 # Values
-
-
-@dataclass(eq=False)
-class IRValue:
-    """A tensor value of the kernel: an SSA value, its type, and where it was made.
-
-    `region` is the `RegionState` that defined it (None for kernel arguments, which every region
-    may use). A value yielded out of a region is an `IRValue` with `yielded_from` set to the
-    context it may be used in (later regions of that context receive it as an input).
-    """
-
-    ssa: SSAValue
-    spec: TensorSpec
-    region: RegionState | None = None
-    name: str | None = None
-    yielded_from: ExecContext | None = None
-    defined_at: ast.AST | None = None
-    source: FunctionSource | None = None
-
-    @property
-    def type(self) -> L.TensorType:
-        return self.ssa.type  # type: ignore[return-value]
-
-    def __repr__(self) -> str:
-        return f"<tensor {self.name or '?'}: {self.spec}>"
-
-
-@dataclass(eq=False)
-class RegionState:
-    """A `with <ctx>:` region being emitted."""
-
-    ctx: ExecContext
-    block: Block
-    node: ast.With
-    source: FunctionSource
-    inputs: list[SSAValue] = field(default_factory=list)  # operands of the legato.on
-    input_args: dict[int, IRValue] = field(default_factory=dict)  # id(outer ssa) -> block arg
-    yields: list[tuple[str, IRValue]] = field(default_factory=list)
-    yield_node: ast.AST | None = None
 
 
 @dataclass(eq=False)
@@ -259,16 +231,12 @@ def _legato_op_name(value) -> str | None:
 
 
 def _is_constexpr_annotation(ann) -> bool:
-    from legato.jit import constexpr
-
     return ann is constexpr or isinstance(ann, constexpr)
 
 
 def kernel_params(src: FunctionSource, ctx: CompileContext) -> list:
     """The kernel's parameters: evaluated annotations (def-time objects, or strings under
     `from __future__ import annotations` evaluated in the function's globals now)."""
-    from legato.jit import Param
-
     fn = inspect.unwrap(src.fn)
     args = src.tree.args
     if args.vararg is not None or args.kwarg is not None:
@@ -961,9 +929,7 @@ class CodeGenerator(RuntimeCodegen):
             return self.call_legato_op(op_name, node)
         if isinstance(fn, LegatoFunction):
             return self.inline(fn, node)
-        from legato.jit import Kernel
-
-        if isinstance(fn, Kernel):
+        if getattr(fn, "_legato_kernel", False):  # a legato.jit.Kernel (a layer above)
             raise self.error(
                 node,
                 f"{fn.name} is a @legato.compile kernel; kernels cannot call kernels. Make the "
@@ -1430,8 +1396,6 @@ class CodeGenerator(RuntimeCodegen):
         return self.emit_value(L.CastOp, node, x.ssa, dtype)
 
     def _shape_arg(self, value, n) -> list[Dim]:
-        from legato.types import parse_dim
-
         if isinstance(value, int):
             value = (value,)
         if not isinstance(value, (tuple, list)):
@@ -1532,48 +1496,10 @@ def _iterable(value) -> bool:
     return True
 
 
-def _describe(value) -> str:
-    if isinstance(value, IRScalar):
-        return f"runtime index '{value.name}'" if value.name else "a runtime index"
-    if isinstance(value, IRValue):
-        return f"tensor '{value.name}' ({value.spec})" if value.name else f"a tensor ({value.spec})"
-    if isinstance(value, ExecContext):
-        return f"context {value}"
-    if value is None:
-        return "None"
-    if isinstance(value, (int, float, str, tuple, list, TensorSpec, DType)):
-        return (
-            f"{type(value).__name__} {value!r}" if not isinstance(value, TensorSpec) else str(value)
-        )
-    return type(value).__name__
-
-
 def _message(e: Exception) -> str:
     if isinstance(e, LegatoError):
         return str(e)
     return f"{type(e).__name__}: {e}" if not isinstance(e, (ValueError, TypeError)) else str(e)
-
-
-def _op_symbol(op) -> str:
-    return {
-        ast.Add: "+",
-        ast.Sub: "-",
-        ast.Mult: "*",
-        ast.Div: "/",
-        ast.FloorDiv: "//",
-        ast.Mod: "%",
-        ast.Pow: "**",
-        ast.LShift: "<<",
-        ast.RShift: ">>",
-        ast.BitOr: "|",
-        ast.BitAnd: "&",
-        ast.BitXor: "^",
-        ast.MatMult: "@",
-        ast.USub: "-",
-        ast.UAdd: "+",
-        ast.Not: "not",
-        ast.Invert: "~",
-    }.get(type(op), type(op).__name__)
 
 
 # --------------------------------------------------------------------------------------------

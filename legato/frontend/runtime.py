@@ -26,28 +26,15 @@ from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Block, Region, SSAValue
 
 import legato.dialects.legato as L
-from legato.context import ExecContext
+from legato.context import Device, ExecContext
+from legato.frontend.language import static_range
+from legato.frontend.values import IRScalar, IRValue
+from legato.frontend.values import describe as _describe
+from legato.frontend.values import op_symbol as _op_symbol
 from legato.types import CORE_SPACES, Dim
 
 # --------------------------------------------------------------------------------------------
 # Values
-
-
-@dataclass(eq=False)
-class IRScalar:
-    """A runtime index: `const + sum(coef * atom)` (atoms are `index` SSA values)."""
-
-    terms: tuple[tuple[SSAValue, int], ...]
-    const: int = 0
-    region: object = None  # the RegionState its atoms belong to
-    name: str | None = None
-
-    @staticmethod
-    def atom(ssa: SSAValue, region) -> IRScalar:
-        return IRScalar(((ssa, 1),), 0, region)
-
-    def __repr__(self) -> str:
-        return f"<runtime index {self.name or '?'}>"
 
 
 def _affine(a: IRScalar | int, b: IRScalar | int, kb: int, region) -> IRScalar | int:
@@ -166,8 +153,6 @@ class RuntimeCodegen:
         return IRScalar.atom(ssa, self.region)
 
     def check_index_operand(self, value, node: ast.AST):
-        from legato.frontend.codegen import IRValue, _describe
-
         if isinstance(value, IRScalar):
             return value
         if isinstance(value, bool) or not isinstance(value, int):
@@ -178,8 +163,6 @@ class RuntimeCodegen:
         return value
 
     def scalar_binary(self, node, op, left, right, left_node, right_node):
-        from legato.frontend.codegen import _op_symbol
-
         a = self.check_index_operand(left, left_node)
         b = self.check_index_operand(right, right_node)
         if isinstance(op, ast.Add):
@@ -243,8 +226,6 @@ class RuntimeCodegen:
 
     def runtime_call(self, fn, args: list, kwargs: dict, node: ast.Call):
         """Builtins that accept runtime indices; NotImplemented for anything else."""
-        from legato.jit import static_range
-
         if any(isinstance(a, IRScalar) for a in [*args, *kwargs.values()]):
             if fn is static_range:
                 raise self.error(
@@ -256,8 +237,6 @@ class RuntimeCodegen:
                 return self.runtime_range(node, args, kwargs)
             if fn in (min, max) and not kwargs:
                 return self.scalar_minmax(node, fn, args)
-            from legato.context import Device
-
             if getattr(fn, "__func__", None) is Device.get_core and len(args) == 1 and not kwargs:
                 if self.region is None or self.region.ctx.kind != "all_cores":
                     raise self.error(
@@ -305,8 +284,6 @@ class RuntimeCodegen:
         return self.blocks[-1] if self.blocks else self.region.block
 
     def runtime_for(self, node: ast.For, rng: RuntimeRange) -> None:
-        from legato.frontend.codegen import IRValue, _describe
-
         if self.region is None:
             raise self.error(
                 node, "a loop over a runtime value must be inside an execution context"
@@ -402,8 +379,6 @@ class RuntimeCodegen:
 
     def dynamic_slice(self, value, items: tuple, node: ast.AST):
         """`x[...]` with runtime bounds -> legato.dynamic_slice (+ reshape for int indices)."""
-        from legato.frontend.codegen import _describe
-
         spec = value.spec
         offsets: list = []
         sizes: list = []
@@ -573,8 +548,6 @@ class RuntimeCodegen:
         self.emit(L.BarrierOp(), node)
 
     def _op_sync_signal(self, node: ast.Call):
-        from legato.frontend.codegen import _describe
-
         if self.region is None:
             raise self.error(node, "legato.sync.signal must run in an execution context")
         b = self.bind_op_args(

@@ -13,8 +13,25 @@ from xdsl.interpreter import Interpreter
 from xdsl.ir import Operation
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
-from legato.interp.errors import InterpArgumentError, InterpError, InvalidModuleError
+from legato.dialects import get_all_dialects
+from legato.dialects.legato import KernelOp, OnOp
+from legato.interp import backend as backend_interp
+from legato.interp import core as core_interp
+from legato.interp import legato as legato_interp
+from legato.interp.backend import BackendFunctions
+from legato.interp.common import bind_args
+from legato.interp.core import CoreFunctions
+from legato.interp.errors import (
+    InterpArgumentError,
+    InterpError,
+    InvalidModuleError,
+    UnsupportedOpError,
+    op_name,
+)
+from legato.interp.legato import LegatoFunctions
+from legato.interp.registry import base_functions
 from legato.interp.scheduler import DEFAULT_MAX_STEPS, DEFAULT_QUANTUM, Scheduler
+from legato.model import bertha
 
 LEVELS = ("legato", "core", "backend")
 
@@ -25,8 +42,6 @@ def make_context() -> Context:
     from xdsl.dialects.builtin import Builtin
     from xdsl.dialects.func import Func
     from xdsl.dialects.scf import Scf
-
-    from legato.dialects import get_all_dialects
 
     ctx = Context()
     for d in (Builtin, Arith, Scf, Func):
@@ -155,9 +170,6 @@ def run(
     scheduler = Scheduler(quantum=quantum, max_steps=max_steps)
     start = time.perf_counter()
     if level == "legato":
-        from legato.interp import legato as legato_interp
-        from legato.interp.common import bind_args
-
         name = k.sym_name.data  # type: ignore[attr-defined]
         bound = bind_args(legato_interp.kernel_specs(k), args, name)  # type: ignore[arg-type]
         machine = legato_interp.run_kernel(
@@ -170,8 +182,6 @@ def run(
         )
         transfers = machine.transfers
     elif level == "core":
-        from legato.interp import core as core_interp
-
         name = k.sym_name.data  # type: ignore[attr-defined]
         bound, machine = core_interp.run_kernel(
             module,
@@ -183,8 +193,6 @@ def run(
         )
         transfers = machine.transfers
     else:
-        from legato.interp import backend as backend_interp
-
         name = getattr(getattr(k, "sym_name", None), "data", "kernel")
         bound, machine = backend_interp.run_kernel(
             module, k, args, model, scheduler, listeners=listeners
@@ -208,7 +216,6 @@ def _resolve_model(model, module: ModuleOp):
         if callable(model) and not hasattr(model, "num_cores"):
             model = model(None)
         return model
-    from legato.model import bertha
 
     for op in module.walk():
         if op.name.endswith(".kernel"):
@@ -222,8 +229,6 @@ def _resolve_model(model, module: ModuleOp):
 
 def _check_implemented(module: ModuleOp, level: str) -> None:
     """Name every op of the module the level's interpreter cannot run, before running."""
-    from legato.interp.errors import UnsupportedOpError, op_name
-
     known = implemented_ops(level)
     for op in module.walk():
         if op is module or type(op) in known:
@@ -234,25 +239,16 @@ def _check_implemented(module: ModuleOp, level: str) -> None:
 
 
 def implemented_ops(level: str) -> set[type[Operation]]:
-    from legato.interp.registry import base_functions
-
     fns = list(base_functions())
     if level == "legato":
-        from legato.dialects.legato import KernelOp, OnOp
-        from legato.interp.legato import LegatoFunctions
-
         fns.append(LegatoFunctions())
         extra = {KernelOp, OnOp}
     elif level == "core":
-        from legato.interp.core import CoreFunctions, structural_ops
-
         fns.append(CoreFunctions())
-        extra = structural_ops()
+        extra = core_interp.structural_ops()
     else:
-        from legato.interp.backend import BackendFunctions, structural_ops
-
         fns.append(BackendFunctions())
-        extra = structural_ops()
+        extra = backend_interp.structural_ops()
     ops: set[type[Operation]] = set(extra)
     for f in fns:
         ops.update(t for t, _ in type(f)._impls())

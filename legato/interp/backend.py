@@ -29,12 +29,13 @@ from xdsl.ir import Operation, SSAValue
 
 from legato import numerics
 from legato.dialects import backend as B
+from legato.dialects.core import ArgAttr, BufType
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.machine import Machine
 from legato.interp.memory import Memory, core_space_base, decode_address
 from legato.interp.scheduler import Scheduler, StepListener
-from legato.targets.bertha import isa
+from legato.targets.bertha import isa, vpu
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -384,8 +385,6 @@ class BackendFunctions(InterpreterFunctions):
         self.mem.bytes(addr, data.nbytes)[:] = data.view(np.uint8).reshape(-1)
 
     def _vbin(self, interpreter, op, args):
-        from legato.targets.bertha import vpu
-
         dst, s1, s2, n = args
         dt = _np(op.dtype.data)
         if n < 0:
@@ -416,8 +415,6 @@ class BackendFunctions(InterpreterFunctions):
     run_vmin = impl(B.VpuMinOp)(_vbin)
 
     def _vun(self, interpreter, op, args):
-        from legato.targets.bertha import vpu
-
         dst, src, n = args
         dt = _np(op.dtype.data)
         if n < 0:
@@ -442,8 +439,6 @@ class BackendFunctions(InterpreterFunctions):
 
     @impl(B.VpuCvtOp)
     def run_vcvt(self, interpreter, op: B.VpuCvtOp, args):
-        from legato.targets.bertha import vpu
-
         dst, src, n = args
         self._local(interpreter, op, src, "vpu.cvt source")
         x = self._read(src, n, _np(op.src_dtype.data))
@@ -452,8 +447,6 @@ class BackendFunctions(InterpreterFunctions):
 
     @impl(B.VpuSelOp)
     def run_vsel(self, interpreter, op: B.VpuSelOp, args):
-        from legato.targets.bertha import vpu
-
         dst, cond, src, n = args
         if n < 0:
             raise InterpError(f"vpu.sel with negative element count {n}", op)
@@ -475,8 +468,6 @@ class BackendFunctions(InterpreterFunctions):
         return ()
 
     def _v2d(self, interpreter, op, args):
-        from legato.targets.bertha import vpu
-
         dst, src, rows, cols = args
         if rows < 0 or cols < 0:
             raise InterpError(f"{op.MNEMONIC} with negative shape [{rows}, {cols}]", op)
@@ -503,8 +494,6 @@ def structural_ops() -> set[type[Operation]]:
 
 def kernel_specs(kernel) -> list:
     """Per argument (from the kernel's `args` descriptors): TensorSpec or scalar type."""
-    from legato.dialects.core import ArgAttr, BufType
-
     args = getattr(kernel, "args", None)
     if args is None:
         raise InvalidModuleError(

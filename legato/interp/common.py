@@ -11,14 +11,13 @@ import numpy as np
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
 from xdsl.ir import Attribute
 
+from legato.dialects.legato import dtype_of_element_type
 from legato.interp.errors import InterpArgumentError
 from legato.types import TensorSpec
 
 
 def np_dtype(element_type: Attribute) -> np.dtype:
     """numpy dtype of a builtin element type (`bf16` -> ml_dtypes.bfloat16)."""
-    from legato.dialects.legato import dtype_of_element_type
-
     return dtype_of_element_type(element_type).numpy
 
 

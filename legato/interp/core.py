@@ -47,7 +47,9 @@ from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, InvalidModuleError, MemoryFault
 from legato.interp.machine import Machine
 from legato.interp.memory import Buf, Memory, core_space_base, row_major_strides
+from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler, StepListener
+from legato.targets.bertha import vpu
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
@@ -395,8 +397,6 @@ class CoreFunctions(InterpreterFunctions):
 
     @impl(C.VpuSelectOp)
     def run_vpu_select(self, interpreter, op: C.VpuSelectOp, args):
-        from legato.targets.bertha import vpu
-
         cond, src, out = args
         m = self.memory
         c, x, o = cond.read(m), src.read(m), out.read(m)
@@ -482,8 +482,6 @@ def run_kernel(
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
-    from legato.interp.registry import base_functions
-
     machine = Machine(model, scheduler, Memory(model))
     specs = kernel_specs(kernel)
     bound = machine.place_args(specs, args, kernel.sym_name.data)

@@ -18,7 +18,15 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from legato.interp.api import parse_module, run
+from legato.compiler import compile_kernel, context, print_ir
+from legato.dialects import legato as lg
+from legato.interp.api import detect_level, parse_module, run
+from legato.interp.first_divergence import first_divergent_op
+from legato.model import bertha
+from legato.model.ir import attach_model
+from legato.targets.bertha.runtime import run_binary
+from legato.transforms import pipelines
+from legato.transforms.core_to_backend import ARG_NAMES_ATTR
 
 LEVELS = ("legato", "core", "backend", "emulator")
 
@@ -47,7 +55,6 @@ class CorpusKernel:
     def get_model(self):
         if self.model is not None:
             return self.model
-        from legato.model import bertha
 
         return bertha.evt0()
 
@@ -64,8 +71,6 @@ class Compiled:
 
 def compile_corpus_kernel(kernel: CorpusKernel, record_passes: bool = True) -> Compiled:
     """compile_kernel on the kernel's IR; with `record_passes`, also the IR after every pass."""
-    from legato.compiler import compile_kernel
-
     module = parse_module(kernel.mlir, kernel.name)
     art = compile_kernel(module, kernel.get_model())
     compiled = Compiled(art)
@@ -76,15 +81,9 @@ def compile_corpus_kernel(kernel: CorpusKernel, record_passes: bool = True) -> C
 
 def ir_after_each_pass(kernel: CorpusKernel) -> dict[str, str]:
     """The module printed after each pass of the compiler's pipeline, in order."""
-    from legato.compiler import context, print_ir
-    from legato.model.ir import attach_model
-    from legato.transforms import pipelines
 
     module = parse_module(kernel.mlir, kernel.name)
     from xdsl.dialects.builtin import ArrayAttr, StringAttr
-
-    from legato.dialects import legato as lg
-    from legato.transforms.core_to_backend import ARG_NAMES_ATTR
 
     for k in module.body.block.ops:
         if isinstance(k, lg.KernelOp):
@@ -108,8 +107,6 @@ def run_level(kernel: CorpusKernel, level: str, compiled: Compiled | None) -> li
     if level == "legato":
         run(kernel.mlir, "legato", args, model)
     elif level == "emulator":
-        from legato.targets.bertha.runtime import run_binary
-
         assert compiled is not None
         run_binary(compiled.artifacts.binary, model, args)
     else:
@@ -195,8 +192,6 @@ def _to_torch(a: np.ndarray):
 
 
 def _first_op(kernel: CorpusKernel) -> str:
-    from legato.interp.first_divergence import first_divergent_op
-
     try:
         return first_divergent_op(kernel) or ""
     except Exception as e:  # noqa: BLE001 - a report, not a test
@@ -206,8 +201,6 @@ def _first_op(kernel: CorpusKernel) -> str:
 def bisect_passes(kernel: CorpusKernel, compiled: Compiled | None) -> str:
     """Run the IR after each pass of the pipeline; name the first pass whose output computes a
     different result from the legato level (and the first op it ran on the differing data)."""
-    from legato.interp.api import detect_level
-
     stages = compiled.stages if compiled is not None and compiled.stages else None
     if stages is None:
         try:

@@ -21,8 +21,10 @@ from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.interpreter import Interpreter
 from xdsl.ir import Operation
 
+from legato.compiler import compile_kernel
 from legato.dialects import core as C
 from legato.dialects import legato as lg
+from legato.interp.api import parse_module, run
 
 
 def _loc_key(op: Operation) -> str | None:
@@ -116,8 +118,6 @@ def first_divergent_op(kernel) -> str | None:
     """Compile `kernel` (a `CorpusKernel`) with located ops, run the legato and core levels and
     return a sentence naming the first legato op whose value the core level does not reproduce,
     or None when every comparable value agrees."""
-    from legato.compiler import compile_kernel
-    from legato.interp.api import parse_module, run
 
     module = parse_module(kernel.mlir, kernel.name)
     annotate_locations(module, kernel.name)

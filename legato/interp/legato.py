@@ -37,8 +37,10 @@ from xdsl.ir import Operation
 from legato.dialects import legato as L
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
-from legato.interp.errors import InterpError, describe_op
-from legato.interp.scheduler import Scheduler
+from legato.interp.errors import InterpError, UnsupportedOpError, describe_op
+from legato.interp.registry import base_functions
+from legato.interp.scheduler import Scheduler, StepListener
+from legato.targets.bertha import vpu
 
 
 @dataclass
@@ -376,8 +378,6 @@ class LegatoFunctions(InterpreterFunctions):
 
     @impl(L.WhereOp)
     def run_where(self, interpreter, op: L.WhereOp, args):
-        from legato.targets.bertha import vpu
-
         c, a, b = args
         try:
             shape = np.broadcast_shapes(c.shape, a.shape, b.shape)
@@ -556,8 +556,6 @@ def _contexts_of(kernel: L.KernelOp, num_cores: int) -> list[tuple[str, int | No
             elif op.ctx.is_all_cores:
                 all_cores = True
         elif not isinstance(op, L.ReturnOp):
-            from legato.interp.errors import UnsupportedOpError
-
             raise UnsupportedOpError(
                 "only legato.on and legato.return may appear directly in a legato.kernel", op
             )
@@ -584,8 +582,6 @@ def run_kernel(
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> LegatoMachine:
     """Run `kernel` with the bound arguments; returns the machine (for statistics)."""
-    from legato.interp.registry import base_functions
-    from legato.interp.scheduler import StepListener
 
     machine = LegatoMachine(scheduler, num_cores)
     scheduler.deadlock_notes = machine.pending

@@ -20,11 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from legato.dialects.legato import dtype_of_element_type
 from legato.interp.common import BoundArg, bind_args
 from legato.interp.errors import InterpError
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
-from legato.types import TensorSpec
+from legato.targets.bertha.abi import ArgLayout, ScalarSpec
+from legato.types import DType, TensorSpec, i64
 
 
 @dataclass
@@ -70,8 +72,6 @@ class Machine:
         return bound
 
     def _write_table(self, specs: Sequence[Any], bound: list[BoundArg]) -> None:
-        from legato.targets.bertha.abi import ArgLayout, ScalarSpec
-
         layout_specs = []
         values = []
         shapes = []
@@ -175,14 +175,9 @@ class Machine:
 def _scalar_dtype(t):
     from xdsl.dialects.builtin import IndexType
 
-    from legato.dialects.legato import dtype_of_element_type
-    from legato.types import i64
-
     if isinstance(t, IndexType):
         return i64
     try:
         return dtype_of_element_type(t)
     except ValueError:
-        from legato.types import DType
-
         return DType("f32") if "f64" in str(t) else i64

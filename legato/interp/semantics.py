@@ -35,6 +35,7 @@ import ml_dtypes
 import numpy as np
 
 from legato import numerics
+from legato.targets.bertha import vpu
 
 FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
@@ -66,8 +67,6 @@ def _f32(x: np.ndarray) -> np.ndarray:
 
 
 def _vpu():
-    from legato.targets.bertha import vpu
-
     return vpu
 
 

@@ -21,6 +21,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 from legato.model.compute_model import ComputeModel
+from legato.model.targets import target_model, target_names
 
 MODEL_ATTR = "legato.model"
 
@@ -65,14 +66,12 @@ def attach_model(module: ModuleOp, model: ComputeModel) -> None:
 
 
 def model_of(module: ModuleOp, target: str | None = None) -> ComputeModel:
-    """The model attached to `module`; else the named Bertha generation (default EVT0)."""
+    """The model attached to `module`; else the named target (`legato.model.targets`; default
+    `bertha`, EVT0)."""
     attr = module.attributes.get(MODEL_ATTR)
     if isinstance(attr, DictionaryAttr):
         return model_from_attr(attr)
-    from legato.model import bertha
-
-    if target in (None, "", "bertha"):
-        return bertha.evt0()
-    if target == "bertha-evt1":
-        return bertha.evt1()
-    raise ValueError(f"unknown target '{target}'; expected bertha or bertha-evt1")
+    model = target_model(target or "bertha")
+    if model is None:
+        raise ValueError(f"unknown target '{target}'; expected one of {', '.join(target_names())}")
+    return model

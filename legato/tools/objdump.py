@@ -21,6 +21,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from legato.model.targets import target_model, target_names
 from legato.targets.bertha import isa
 from legato.targets.bertha.abi import TupleSpec
 from legato.targets.bertha.asm import disassemble, format_instruction
@@ -223,13 +224,10 @@ def to_json(binary: Binary, size: int, disassembly: bool = True) -> dict:
 
 # ---- driver ----------------------------------------------------------------------------------
 def _model(name: str):
-    from legato.model import bertha
-
-    if name == "bertha":
-        return bertha.evt0()
-    if name == "bertha-evt1":
-        return bertha.evt1()
-    raise BinaryError(f"unknown target {name!r} (expected bertha or bertha-evt1)")
+    model = target_model(name)
+    if model is None:
+        raise BinaryError(f"unknown target {name!r} (expected one of {', '.join(target_names())})")
+    return model
 
 
 def _fail(path: str, reason: str, status: int = 1) -> int:

@@ -30,6 +30,14 @@ import ml_dtypes
 import numpy as np
 
 from legato.errors import LegatoError
+from legato.interp import api
+from legato.interp.backend import kernel_specs as backend_specs
+from legato.interp.core import kernel_specs as core_specs
+from legato.interp.legato import kernel_specs as legato_specs
+from legato.interp.semantics import cast
+from legato.model import bertha
+from legato.model.targets import target_model, target_names
+from legato.types import TensorSpec
 
 
 def _parse_shape(text: str) -> tuple[int, ...]:
@@ -40,8 +48,6 @@ def _parse_shape(text: str) -> tuple[int, ...]:
 
 def make_arg(spec_text: str, spec, index: int):
     """Build one argument from its command-line text and the signature entry `spec`."""
-    from legato.types import TensorSpec
-
     text = spec_text.strip()
     shape_override = None
     if "@" in text and not text.startswith("["):
@@ -87,8 +93,6 @@ def make_arg(spec_text: str, spec, index: int):
 
 
 def _convert(arr: np.ndarray, dtype) -> np.ndarray:
-    from legato.interp.semantics import cast
-
     if arr.dtype == np.float64 and np.dtype(dtype) in (np.dtype(ml_dtypes.bfloat16),):
         arr = arr.astype(np.float32)
     return cast(arr, dtype)
@@ -96,22 +100,14 @@ def _convert(arr: np.ndarray, dtype) -> np.ndarray:
 
 def signature(module, level: str, kernel: str | None):
     """(kernel name, per-argument TensorSpec or scalar type, per-argument names)."""
-    from legato.interp.api import find_kernel
-
-    k = find_kernel(module, level, kernel)
+    k = api.find_kernel(module, level, kernel)
     if level == "legato":
-        from legato.interp.legato import kernel_specs
-
-        specs = kernel_specs(k)  # type: ignore[arg-type]
+        specs = legato_specs(k)  # type: ignore[arg-type]
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(k.body.block.args)]  # type: ignore[attr-defined]
         return k.sym_name.data, specs, names  # type: ignore[attr-defined]
     if level == "core":
-        from legato.interp.core import kernel_specs as core_specs
-
         specs = core_specs(k)
     else:
-        from legato.interp.backend import kernel_specs as backend_specs
-
         specs = backend_specs(k)
     name = getattr(getattr(k, "sym_name", None), "data", "kernel")
     return name, specs, [f"arg{i}" for i in range(len(specs))]
@@ -156,25 +152,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _model(text: str | None):
-    from legato.model import bertha
-
     if text is None:
         return None
     name, _, cores = text.partition(":")
-    if name not in bertha.GENERATIONS:
-        raise LegatoError(f"unknown model {name!r}; expected one of {bertha.GENERATIONS}")
-    base = bertha.evt0() if name == "bertha" else bertha.evt1()
+    base = target_model(name)
+    if base is None:
+        raise LegatoError(f"unknown model {name!r}; expected one of {tuple(target_names())}")
     if cores:
         return bertha.Bertha(
-            None, name, int(cores), False, base.num_memory_channels, base.shared_memory_size
+            None, base.name, int(cores), False, base.num_memory_channels, base.shared_memory_size
         )
     return base
 
 
 def _run(ns) -> int:
-    from legato.interp import api
-    from legato.types import TensorSpec
-
     text = sys.stdin.read() if ns.file == "-" else Path(ns.file).read_text()
     module = api.parse_module(text, ns.file)
     api.verify(module)

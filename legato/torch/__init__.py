@@ -18,6 +18,8 @@ install_backport()  # the seed's `torch._dynamo.mark_dynamic(x, 0, max=128)` on 
 
 
 def __getattr__(name):
+    # Lazy on purpose: the backend and the wrapper import torch._dynamo and torch.fx, which cost
+    # seconds; `import legato.torch` (done by `import legato` once torch is loaded) must not.
     if name == "legato_backend":
         from legato.torch.backend import legato_backend
 

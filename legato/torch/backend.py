@@ -17,6 +17,7 @@ import logging
 import torch
 
 from legato.torch.options import Options
+from legato.torch.wrapper import LegatoGraphWrapper
 
 log = logging.getLogger("legato.torch")
 
@@ -28,8 +29,6 @@ def legato_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | Non
     opts = Options.parse(options)
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
-
-    from legato.torch.wrapper import LegatoGraphWrapper
 
     counter = {"n": 0}
 

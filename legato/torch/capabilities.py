@@ -14,7 +14,7 @@ import hashlib
 import threading
 import types as pytypes
 
-from legato.torch.kernelgen import dtype_src
+from legato.torch.kernelgen import _write, dtype_src
 
 _X = "[8, 64]"
 # op -> (expression over x, output shape source, output dtype or None for x's)
@@ -114,8 +114,6 @@ def check(device: str, op: str, dtype) -> str | None:
     )
     reason = None
     try:
-        from legato.torch.kernelgen import _write
-
         path = _write(source, f"probe_{op}", None)
         module = pytypes.ModuleType(f"legato_probe_{hashlib.sha1(source.encode()).hexdigest()}")
         module.__file__ = str(path)

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from legato.errors import LegatoError
+from legato.jit.cache import cache_dir, write_atomic
 from legato.types import DType
 
 _DTYPES = {
@@ -289,11 +290,9 @@ def _global(ns: dict, fresh, value) -> str:
 
 
 def _write(source: str, name: str, cache_root: Path | None) -> Path:
-    from legato.jit import _write_atomic, cache_dir
-
     root = cache_root or (cache_dir() / "torch")
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     path = root / f"{name}_{digest}.py"
     if not path.exists():
-        _write_atomic(path, source.encode())
+        write_atomic(path, source.encode())
     return path

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from legato.errors import LegatoError
-
-DEVICES = ("bertha", "bertha-evt1")
+from legato.jit.session import OutputType, session
+from legato.model.targets import target_names
 
 
 @dataclass(frozen=True)
 class Options:
-    device: str = "bertha"  # "legato.device": "bertha" (EVT0) | "bertha-evt1"
+    device: str = "bertha"  # "legato.device": a target name (legato.model.targets)
     unbounded_dims: str = "error"  # "legato.unbounded_dims": "error" | "extern"
     on_kernel_error: str = "raise"  # "legato.on_kernel_error": "raise" | "extern"
     output_type: str | None = None  # "legato.output_type": MLIR/CORE_IR/BACKEND_IR/ASM/BINARY
@@ -34,33 +35,27 @@ class Options:
                 )
             kwargs[name] = value
         opts = Options(**kwargs)
-        if opts.device not in DEVICES:
+        if opts.device not in target_names():
             raise LegatoError(
                 f"legato.device {opts.device!r} is not a Legato device; expected one of "
-                + ", ".join(DEVICES)
+                + ", ".join(target_names())
             )
         if opts.unbounded_dims not in ("error", "extern"):
             raise LegatoError("legato.unbounded_dims must be 'error' or 'extern'")
         if opts.on_kernel_error not in ("raise", "extern"):
             raise LegatoError("legato.on_kernel_error must be 'raise' or 'extern'")
         if opts.output_type is not None:
-            import legato
-
             try:
-                legato.OutputType[str(opts.output_type).upper()]
+                OutputType[str(opts.output_type).upper()]
             except KeyError:
                 raise LegatoError(
                     f"legato.output_type {opts.output_type!r}; expected one of "
-                    + ", ".join(t.name for t in legato.OutputType)
+                    + ", ".join(t.name for t in OutputType)
                 ) from None
         return opts
 
     def session(self):
         """The `legato.session` the kernels of this graph run in."""
-        import contextlib
-
-        import legato
-
         if self.output_type is None:
             return contextlib.nullcontext()
-        return legato.session(str(self.output_type).upper(), Path(self.output_path or "."))
+        return session(str(self.output_type).upper(), Path(self.output_path or "."))

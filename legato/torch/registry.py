@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from legato.torch.capabilities import require
+
 log = logging.getLogger("legato.torch")
 
 ENTRY_POINT_GROUP = "legato-library"
@@ -71,8 +73,6 @@ class ResolveContext:
     def probe(self, op: str, dtype) -> None:
         """Assert that the compiler for this target can lower the legato op `op` on `dtype`
         (compiles a tiny probe kernel once per process and target)."""
-        from legato.torch.capabilities import require
-
         require(self, op, dtype)
 
 

@@ -20,6 +20,8 @@ import torch
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from legato.context import CompileContext
+from legato.model.targets import resolve_backend
 from legato.torch import kernelgen, registry
 from legato.torch.options import Options
 from legato.torch.summary import ExternInfo, KernelInfo, PlacementSummary, record
@@ -185,9 +187,6 @@ class LegatoGraphWrapper:
         self.name = name or f"graph{_graph_counter}"
         self.options = options
         self.bounds = Bounds(example_inputs)
-        from legato.context import CompileContext
-        from legato.jit import resolve_backend
-
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)

@@ -24,6 +24,8 @@ from xdsl.ir import Dialect
 from xdsl.passes import ModulePass
 from xdsl.utils.target import Target
 
+from legato.dialects import get_all_dialects as _dialects
+
 # "pass-name": "module:Class". Others add their passes here.
 PASSES: dict[str, str] = {
     "convert-legato-to-core": "legato.transforms.legato_to_core:ConvertLegatoToCorePass",
@@ -35,8 +37,8 @@ PASSES: dict[str, str] = {
 
 # "target-name": "module:Class" (a Target subclass) or "module:function" (legacy emitter).
 TARGETS: dict[str, str] = {
-    "asm": "legato.transforms.targets:AsmTarget",
-    "bin": "legato.transforms.targets:BinaryTarget",
+    "asm": "legato.tools.targets:AsmTarget",
+    "bin": "legato.tools.targets:BinaryTarget",
 }
 
 
@@ -86,6 +88,4 @@ def _lazy_target(name: str, spec: str) -> Callable[[], type[Target]]:
 
 def get_all_dialects() -> dict[str, Callable[[], Dialect]]:
     """Legato's own dialects (legato, core, backend), by name, as lazy factories."""
-    from legato.dialects import get_all_dialects as dialects
-
-    return dialects()
+    return _dialects()

@@ -53,7 +53,7 @@ def test_the_doc_has_examples():
 def test_example_runs(block, tmp_path, monkeypatch):
     heading, line, code = block
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(legato.jit, "_memory_cache", {})
+    monkeypatch.setattr(legato.jit.cache, "_memory_cache", {})
     monkeypatch.chdir(tmp_path)
     path = tmp_path / f"language_example_L{line}.py"
     # pad so that the line numbers of the file are those of the doc (errors point into the doc)

@@ -16,6 +16,7 @@ from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ArgLayout
 from legato.targets.bertha.asm import AsmModule, parse_context
+from legato.version import __version__
 
 EM_BERTHA = 0xBE27
 ET_EXEC = 2
@@ -126,14 +127,12 @@ def write_elf(
     """Encode an assembled module into a Bertha ELF binary for `model`.
 
     `compiler`: extra entries for `.legato.compiler` (e.g. `{"pipeline": "..."}`)."""
-    import legato
-
     kernel = kernel or module.kernel
     progs = module.programs
     if not progs:
         raise BinaryError("a binary needs at least one program")
     comp = {
-        "version": legato.__version__,
+        "version": __version__,
         "format_version": FORMAT_VERSION,
         "isa_version": isa.ISA_VERSION,
         "pipeline": None,

@@ -98,7 +98,7 @@ def kernels(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(legato.jit, "_memory_cache", {})
+    monkeypatch.setattr(legato.jit.cache, "_memory_cache", {})
 
 
 def _inputs():

@@ -149,7 +149,7 @@ def use_cache_dir(tmp_path: Path, monkeypatch) -> Path:
     d = tmp_path / "cache"
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(d))
     legato.jit.clear_memory_cache()
-    monkeypatch.setattr(legato.jit, "_memory_cache", {})
+    monkeypatch.setattr(legato.jit.cache, "_memory_cache", {})
     return d
 
 
@@ -168,6 +168,6 @@ def install_fake_toolchain(monkeypatch) -> FakeToolchain:
         monkeypatch.setattr(module, attr, getattr(fake, attr), raising=False)
     # the fake's binaries are not ELF files: the disk cache must not refuse them
     monkeypatch.setattr(
-        importlib.import_module("legato.jit"), "_validate_cached_binary", lambda binary: None
+        importlib.import_module("legato.jit.cache"), "validate_cached_binary", lambda binary: None
     )
     return fake

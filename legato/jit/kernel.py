@@ -1,312 +1,44 @@
-"""`@legato.compile`: the `Kernel` object, argument binding, the JIT cache and sessions.
+"""`@legato.compile`: the `Kernel` object.
 
 A call `kernel(*args)` checks the arguments against the kernel's signature (dtype, rank, static
 dims, dynamic dims against their bounds) before anything runs, converts them to numpy (bf16 through
-`ml_dtypes`, bit for bit), compiles (or reuses a cached binary), runs the binary on the Bertha
-runtime and writes results back into the caller's tensors in place. Non-contiguous tensors are
-copied in and written back; an input may alias an output (the kernel reads the values at the
-call); two written arguments sharing memory, or a read-only one, are refused before running.
+`ml_dtypes`, bit for bit), compiles (or reuses a cached binary, `legato.jit.cache`), runs the
+binary on the Bertha runtime and writes results back into the caller's tensors in place.
+Non-contiguous tensors are copied in and written back; an input may alias an output (the kernel
+reads the values at the call); two written arguments sharing memory, or a read-only one, are
+refused before running.
 
-Cache: in memory and on disk (`$LEGATO_CACHE_DIR`, default `~/.cache/legato`). The key hashes the
-kernel's source, the source of every `@legato.function` (and plain helper) it reaches, the values
-of the simple globals it reads, the argument types, constexpr values, the target's fingerprint and
-`legato.__version__`; changing any of them recompiles. Entries are written atomically (a temporary
-file, then a rename), so processes compiling the same kernel at once each write the same complete
-entry and no reader sees a partial one; an entry that is truncated, not JSON, fails its checksum
-or holds a binary the reader refuses is recompiled and overwritten.
+The cache key hashes the kernel's source, the source of every `@legato.function` (and plain
+helper) it reaches, the values of the simple globals it reads, the argument types, constexpr
+values, the target's fingerprint and `legato.__version__`; changing any of them recompiles.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import contextvars
-import enum
-import functools
 import hashlib
 import inspect
 import json
-import os
-import tempfile
-import threading
-import warnings
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from legato import compiler, interp
+from legato.arrays import copy_back, is_torch_tensor, numpy_view, torch_to_numpy
 from legato.context import CompileContext, compiling
 from legato.errors import CompileError, LegatoError, LegatoRuntimeError
+from legato.frontend.codegen import emit_kernel, kernel_params, print_module
+from legato.frontend.deps import dependency_fingerprint
+from legato.frontend.language import Param, constexpr
 from legato.frontend.source import FunctionSource, LegatoFunction
+from legato.jit import cache
+from legato.jit.session import OutputType, Session, current_session
 from legato.model.compute_model import ComputeModel
+from legato.model.targets import resolve_backend
+from legato.targets.bertha import runtime
+from legato.targets.bertha.abi import ABIError
 from legato.types import TensorSpec, dtype_of
-
-# --------------------------------------------------------------------------------------------
-# Output types and sessions
-
-
-class OutputType(enum.Enum):
-    """The stage a `legato.session` writes out."""
-
-    MLIR = "mlir"  # the legato dialect, as the frontend emits it
-    CORE_IR = "core_ir"
-    BACKEND_IR = "backend_ir"
-    ASM = "asm"
-    BINARY = "binary"  # the ELF
-
-    @property
-    def suffix(self) -> str:
-        return _SUFFIX[self]
-
-
-_SUFFIX = {
-    OutputType.MLIR: ".mlir",
-    OutputType.CORE_IR: ".core.mlir",
-    OutputType.BACKEND_IR: ".backend.mlir",
-    OutputType.ASM: ".s",
-    OutputType.BINARY: ".elf",
-}
-
-
-@dataclass(frozen=True)
-class Session:
-    output_type: OutputType | None
-    output_path: Path | None
-
-
-_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
-    "legato_session", default=None
-)
-
-
-@contextlib.contextmanager
-def session(output_type: OutputType | str | None = None, output_path=None):
-    """JIT options for the kernel calls inside the `with`: write stage `output_type` of every
-    kernel called to `output_path/<kernel><suffix>` (the kernels still run)."""
-    if isinstance(output_type, str):
-        try:
-            output_type = OutputType[output_type.upper()]
-        except KeyError:
-            raise LegatoError(
-                f"unknown output_type {output_type!r}; expected one of "
-                f"{', '.join(t.name for t in OutputType)}"
-            ) from None
-    if output_type is not None and not isinstance(output_type, OutputType):
-        raise LegatoError(f"output_type must be a legato.OutputType, got {output_type!r}")
-    if output_type is not None and output_path is None:
-        output_path = "."
-    token = _session.set(
-        Session(output_type, Path(output_path) if output_path is not None else None)
-    )
-    try:
-        yield _session.get()
-    finally:
-        _session.reset(token)
-
-
-def current_session() -> Session | None:
-    return _session.get()
-
-
-# --------------------------------------------------------------------------------------------
-# Language markers
-
-
-class constexpr:
-    """Annotation of a compile-time parameter: `n: legato.constexpr`. Its value is part of the
-    cache key, and the kernel body sees it as a static Python value."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self) -> str:
-        return f"constexpr({self.value!r})"
-
-
-def static_range(*args):
-    """`for i in legato.static_range(n):` unrolls at compile time (a plain `range` in Python)."""
-    return range(*args)
-
-
-static_range._legato_static_range = True
-
-
-def core_id():
-    """The index of the running core inside a `with device.get_all_cores():` region."""
-    raise LegatoError("legato.core_id() only exists inside a @legato.compile kernel")
-
-
-core_id._legato_op = "core_id"
-
-
-def function(fn):
-    """`@legato.function`: a helper written in Legato, inlined into the kernels that call it."""
-    if isinstance(fn, LegatoFunction):
-        return fn
-    if not callable(fn):
-        raise LegatoError("@legato.function decorates a function")
-    return LegatoFunction(fn)
-
-
-# --------------------------------------------------------------------------------------------
-# Backends
-
-
-def _bertha_evt0(ctx):
-    from legato.model import bertha
-
-    return bertha.evt0(ctx)
-
-
-def _bertha_evt1(ctx):
-    from legato.model import bertha
-
-    return bertha.evt1(ctx)
-
-
-_BACKENDS = {"bertha": _bertha_evt0, "bertha-evt0": _bertha_evt0, "bertha-evt1": _bertha_evt1}
-
-
-def register_backend(name: str, factory) -> None:
-    """Make `@legato.compile(backend=name)` use `factory(ctx) -> ComputeModel`."""
-    _BACKENDS[name] = factory
-
-
-def resolve_backend(backend):
-    """A factory `fn(ctx) -> ComputeModel` for `backend` (factory, module with `get_model`, name,
-    or a ComputeModel)."""
-    if isinstance(backend, ComputeModel):
-        return lambda ctx: backend
-    if isinstance(backend, str):
-        if backend not in _BACKENDS:
-            raise LegatoError(
-                f"unknown backend {backend!r}; registered backends: {', '.join(sorted(_BACKENDS))}"
-            )
-        return _BACKENDS[backend]
-    if inspect.ismodule(backend):
-        if not callable(getattr(backend, "get_model", None)):
-            raise LegatoError(
-                f"backend module {backend.__name__} has no get_model(ctx) to build its ComputeModel"
-            )
-        return backend.get_model
-    if callable(backend):
-        return backend
-    raise LegatoError(
-        f"backend must be a factory fn(ctx) -> ComputeModel, a module with get_model, or a "
-        f"registered name ({', '.join(sorted(_BACKENDS))}); got {backend!r}"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Cache
-
-
-@dataclass
-class StoredArtifacts:
-    """Artifacts read back from the on-disk cache (same attributes as the compiler's)."""
-
-    mlir: str
-    core_ir: str
-    backend_ir: str
-    asm: str
-    binary: bytes
-
-
-_ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
-_memory_cache: dict[str, object] = {}
-_cache_lock = threading.Lock()
-stats: Counter = Counter()  # "compiles", "memory_hits", "disk_hits", "corrupt_entries"
-CACHE_FORMAT = 1
-
-
-def cache_dir() -> Path:
-    env = os.environ.get("LEGATO_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "legato"
-
-
-def clear_memory_cache() -> None:
-    with _cache_lock:
-        _memory_cache.clear()
-
-
-def _entry_path(key: str) -> Path:
-    return cache_dir() / key[:2] / f"{key}.json"
-
-
-def _validate_cached_binary(binary: bytes) -> None:
-    """Raise unless the runtime's reader accepts `binary`: a binary it would refuse (damaged
-    before the entry's checksum was taken, or by an older writer) is recompiled, not served."""
-    from legato.targets.bertha.elf import read_elf
-
-    read_elf(binary)
-
-
-def _disk_load(key: str):
-    path = _entry_path(key)
-    try:
-        blob = path.read_bytes()
-    except OSError:
-        return None
-    try:
-        entry = json.loads(blob)
-        payload = entry["payload"]
-        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-        if entry.get("format") != CACHE_FORMAT or entry.get("sha256") != digest:
-            raise ValueError("checksum mismatch")
-        if payload["key"] != key:
-            raise ValueError("key mismatch")
-        stored = StoredArtifacts(
-            *(payload[name] for name in _ARTIFACT_TEXT),
-            base64.b64decode(payload["binary"], validate=True),
-        )
-        _validate_cached_binary(stored.binary)
-        return stored
-    except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
-        stats["corrupt_entries"] += 1
-        return None
-
-
-def _disk_store(key: str, artifacts) -> None:
-    payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
-    payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
-    payload["key"] = key
-    entry = {
-        "format": CACHE_FORMAT,
-        "sha256": hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest(),
-        "payload": payload,
-    }
-    path = _entry_path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(entry, f)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError as e:
-        warnings.warn(f"legato: cannot write the JIT cache entry {path}: {e}", stacklevel=3)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-# --------------------------------------------------------------------------------------------
-# Arguments
+from legato.version import __version__
 
 
 @dataclass
@@ -317,45 +49,15 @@ class _BoundArg:
     writeback: object | None  # callable or None when `array` shares the caller's memory
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:  # pragma: no cover
-        return None
-    return torch
-
-
-def _is_torch_tensor(x) -> bool:
-    torch = _torch()
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
 def _shape_of(x) -> tuple[int, ...]:
     return tuple(int(d) for d in x.shape)
 
 
 def _to_numpy(x, spec: TensorSpec) -> _BoundArg:
     """`x` (torch tensor or numpy array of `spec`'s dtype) as a C-contiguous numpy array."""
-    if _is_torch_tensor(x):
-        torch = _torch()
-        t = x.detach()
-        contiguous = t.is_contiguous()
-        src = t if contiguous else t.contiguous()
-        if src.dtype == torch.bfloat16:
-            arr = src.view(torch.int16).numpy().view(spec.dtype.numpy)
-        else:
-            arr = src.numpy()
-        if contiguous:
-            return _BoundArg(arr, None)
-
-        def writeback(arr=arr, t=t, torch=torch):
-            if t.dtype == torch.bfloat16:
-                back = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
-            else:
-                back = torch.from_numpy(arr)
-            t.copy_(back.reshape(t.shape))
-
-        return _BoundArg(arr, writeback)
+    if is_torch_tensor(x):
+        arr, copied = torch_to_numpy(x)
+        return _BoundArg(arr, (lambda arr=arr, x=x: copy_back(x, arr)) if copied else None)
     arr = x
     if arr.flags.c_contiguous and arr.flags.writeable:
         return _BoundArg(arr, None)
@@ -365,31 +67,10 @@ def _to_numpy(x, spec: TensorSpec) -> _BoundArg:
     return _BoundArg(copy, lambda copy=copy, arr=arr: np.copyto(arr, copy))
 
 
-def _numpy_view(x) -> np.ndarray:
-    """A numpy array sharing `x`'s memory (any strides), for the runtime's aliasing checks."""
-    if _is_torch_tensor(x):
-        torch = _torch()
-        t = x.detach()
-        return (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy()
-    return x
-
-
-@dataclass(frozen=True)
-class Param:
-    """A kernel parameter: a tensor (`spec`) or a compile-time value (`constexpr`)."""
-
-    name: str
-    kind: str  # "tensor" | "constexpr"
-    spec: TensorSpec | None = None
-    default: object = inspect.Parameter.empty
-
-
-# --------------------------------------------------------------------------------------------
-# Kernel
-
-
 class Kernel:
     """What `@legato.compile` returns. Call it with torch tensors or numpy arrays."""
+
+    _legato_kernel = True  # how the frontend (a layer below) recognizes a kernel called in a kernel
 
     def __init__(self, fn, backend="bertha"):
         self.fn = fn
@@ -442,8 +123,6 @@ class Kernel:
     def params(self) -> list[Param]:
         """The kernel's parameters with their evaluated annotations."""
         if self._params is None:
-            from legato.frontend.codegen import kernel_params
-
             with compiling(self._context()) as ctx:
                 self._params = kernel_params(self.source, ctx)
         return self._params
@@ -475,12 +154,12 @@ class Kernel:
     def _check_tensor(self, p: Param, x) -> None:
         spec = p.spec
         what = f"argument '{p.name}' of kernel {self.name} ({self.where})"
-        if not (_is_torch_tensor(x) or isinstance(x, np.ndarray)):
+        if not (is_torch_tensor(x) or isinstance(x, np.ndarray)):
             raise LegatoRuntimeError(
                 f"{what}: expected a torch tensor or numpy array of type {spec}, "
                 f"got {type(x).__name__}"
             )
-        if _is_torch_tensor(x) and x.device.type != "cpu":
+        if is_torch_tensor(x) and x.device.type != "cpu":
             raise LegatoRuntimeError(f"{what}: tensor is on {x.device}; pass a CPU tensor")
         try:
             actual = dtype_of(x)
@@ -511,9 +190,6 @@ class Kernel:
     # -- cache key -----------------------------------------------------------------------------
 
     def cache_key(self, constexprs: dict | None = None) -> str:
-        from legato import __version__
-        from legato.frontend.deps import dependency_fingerprint
-
         if self._deps is None:
             self._deps = dependency_fingerprint(self.source)
         model = self.model
@@ -527,8 +203,8 @@ class Kernel:
             "target": [model.name, model.fingerprint()],
             "version": __version__,
             # A binary-format change must not serve stale binaries that the runtime refuses.
-            "binary_format": _binary_format_version(),
-            "compiler": _compiler_fingerprint(),
+            "binary_format": cache.binary_format_version(),
+            "compiler": cache.compiler_fingerprint(),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
@@ -536,15 +212,11 @@ class Kernel:
 
     def emit_module(self, **constexprs):
         """The legato-dialect `builtin.module` of this kernel (the frontend's output)."""
-        from legato.frontend.codegen import emit_kernel
-
         with compiling(self._context()) as ctx:
             return emit_kernel(self.source, self.params, constexprs, ctx)
 
     def to_mlir(self, *, debuginfo: bool = True, **constexprs) -> str:
         """The legato IR as text (with `loc(...)` locations when `debuginfo`)."""
-        from legato.frontend.codegen import print_module
-
         return print_module(self.emit_module(**constexprs), debuginfo=debuginfo)
 
     def lower(self, stage: OutputType | str = OutputType.MLIR, *args, **kwargs):
@@ -565,50 +237,38 @@ class Kernel:
     def _artifacts(self, constexprs: dict):
         key = self.cache_key(constexprs)
         self.last_key = key
-        with _cache_lock:
-            hit = _memory_cache.get(key)
+        hit = cache.memory_get(key)
         if hit is not None:
-            stats["memory_hits"] += 1
+            cache.stats["memory_hits"] += 1
             return hit
-        hit = _disk_load(key)
+        hit = cache.disk_load(key)
         if hit is not None:
-            stats["disk_hits"] += 1
+            cache.stats["disk_hits"] += 1
             hit = self._as_compiler_artifacts(hit)
-            with _cache_lock:
-                _memory_cache[key] = hit
+            cache.memory_put(key, hit)
             return hit
         try:
             module = self.emit_module(**constexprs)
-            sess = _session.get()
+            sess = current_session()
             if sess is not None and sess.output_type is OutputType.MLIR:
                 # Written before the later stages run, so it is there even if they fail.
-                from legato.frontend.codegen import print_module
-
                 self._write_output(sess, print_module(module))
-            try:
-                from legato.compiler import compile_kernel
-            except ImportError as e:
-                raise LegatoError(f"the Legato compiler is not available: {e}") from None
-            artifacts = compile_kernel(module, self.model, self.name)
+            # through the module: tests put a fake toolchain in its place
+            artifacts = compiler.compile_kernel(module, self.model, self.name)
         except CompileError as e:
             # The message already points at the kernel's source line; the compiler's own frames
             # would only bury it, so the traceback ends here, under the user's call.
             raise e.with_traceback(None) from None
         self.compile_count += 1
-        stats["compiles"] += 1
-        with _cache_lock:
-            _memory_cache[key] = artifacts
-        _disk_store(key, artifacts)
+        cache.stats["compiles"] += 1
+        cache.memory_put(key, artifacts)
+        cache.disk_store(key, artifacts)
         return artifacts
 
-    def _as_compiler_artifacts(self, stored: StoredArtifacts):
+    def _as_compiler_artifacts(self, stored: cache.StoredArtifacts):
         """The compiler's own Artifacts type for a disk-cache entry, when it can be built."""
         try:
-            from legato.compiler import Artifacts
-        except ImportError:
-            return stored
-        try:
-            return Artifacts(
+            return compiler.Artifacts(
                 kernel=self.name,
                 model=self.model,
                 mlir=stored.mlir,
@@ -653,7 +313,7 @@ class Kernel:
 
     def _write_output(self, sess: Session, data) -> Path:
         path = sess.output_path / f"{self.name}{sess.output_type.suffix}"
-        _write_atomic(path, data if isinstance(data, bytes) else data.encode())
+        cache.write_atomic(path, data if isinstance(data, bytes) else data.encode())
         return path
 
     # -- call ----------------------------------------------------------------------------------
@@ -664,22 +324,19 @@ class Kernel:
             self._check_tensor(p, x)
         artifacts = self._artifacts(constexprs)
         self.last_artifacts = artifacts
-        sess = _session.get()
+        sess = current_session()
         if sess is not None and sess.output_type is not None:
             if sess.output_type is OutputType.BINARY:
                 self._write_output(sess, bytes(artifacts.binary))
             else:
                 self._write_output(sess, getattr(artifacts, sess.output_type.value))
         bound = [_to_numpy(x, p.spec) for p, x in tensors]
-        from legato.targets.bertha.abi import ABIError
-        from legato.targets.bertha.runtime import run_binary
-
         try:
-            result = run_binary(
+            result = runtime.run_binary(
                 artifacts.binary,
                 self.model,
                 [b.array for b in bound],
-                views=[_numpy_view(x) for _, x in tensors],
+                views=[numpy_view(x) for _, x in tensors],
             )
         except ABIError as e:
             raise LegatoRuntimeError(f"kernel {self.name} ({self.where}): {e}") from None
@@ -704,9 +361,7 @@ class Kernel:
             self._check_tensor(p, x)
         artifacts = self._artifacts(constexprs)
         self.last_artifacts = artifacts
-        from legato.interp import run
-
-        result = run(
+        result = interp.run(
             getattr(artifacts, self._LEVEL_STAGES[level]),
             level,
             [x for _, x in tensors],
@@ -714,26 +369,6 @@ class Kernel:
         )
         self.last_interp = result
         return result
-
-
-@functools.lru_cache(maxsize=1)
-def _compiler_fingerprint() -> str:
-    """A hash of the compiler's own sources (like Triton's), so an edited compiler never serves
-    binaries an older one produced under the same version number."""
-    root = Path(__file__).resolve().parent
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        if "torch" in path.relative_to(root).parts[:1]:
-            continue  # the torch integration does not change what a kernel compiles to
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _binary_format_version() -> int:
-    from legato.targets.bertha.elf import FORMAT_VERSION
-
-    return FORMAT_VERSION
 
 
 def _dtype_str(dtype) -> str:

@@ -1,7 +1,8 @@
 """`legato-opt` output targets: `-t asm` prints Bertha assembly, `-t bin` writes the ELF binary.
 
 Both accept a module at any level (legato, core or backend) and lower it first, with the model
-the module carries (`legato.model`) or the named `target`.
+the module carries (`legato.model`) or the named `target` (`legato.model.targets`). They drive
+the compiler, so they sit with the tools, above it (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations
@@ -14,14 +15,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
+from legato.compiler import emit_binary, lower_to_backend
 from legato.dialects import backend as be
 from legato.errors import LegatoError
 from legato.model.ir import model_of
 
 
 def _lowered(module: ModuleOp, target: str):
-    from legato.compiler import lower_to_backend
-
     model = model_of(module, target)
     try:
         lower_to_backend(module, model)
@@ -51,8 +51,6 @@ class BinaryTarget(Target):
     path: str = ""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        from legato.compiler import emit_binary
-
         model = _lowered(module, self.target)
         try:
             data = emit_binary(module, model)

@@ -1,0 +1,159 @@
+"""The JIT cache: in memory and on disk (`$LEGATO_CACHE_DIR`, default `~/.cache/legato`).
+
+Entries are written atomically (a temporary file, then a rename), so processes compiling the same
+kernel at once each write the same complete entry and no reader sees a partial one; an entry that
+is truncated, not JSON, fails its checksum or holds a binary the reader refuses is recompiled and
+overwritten. The key (built by `Kernel.cache_key`) includes `compiler_fingerprint()` and
+`binary_format_version()`, so an edited compiler or a new binary format never serves old entries.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import threading
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from legato.targets.bertha.elf import FORMAT_VERSION, read_elf
+
+
+@dataclass
+class StoredArtifacts:
+    """Artifacts read back from the on-disk cache (same attributes as the compiler's)."""
+
+    mlir: str
+    core_ir: str
+    backend_ir: str
+    asm: str
+    binary: bytes
+
+
+_ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
+_memory_cache: dict[str, object] = {}
+_cache_lock = threading.Lock()
+stats: Counter = Counter()  # "compiles", "memory_hits", "disk_hits", "corrupt_entries"
+CACHE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("LEGATO_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "legato"
+
+
+def clear_memory_cache() -> None:
+    with _cache_lock:
+        _memory_cache.clear()
+
+
+def memory_get(key: str):
+    """The artifacts cached in this process under `key`, or None."""
+    with _cache_lock:
+        return _memory_cache.get(key)
+
+
+def memory_put(key: str, artifacts) -> None:
+    with _cache_lock:
+        _memory_cache[key] = artifacts
+
+
+def _entry_path(key: str) -> Path:
+    return cache_dir() / key[:2] / f"{key}.json"
+
+
+def validate_cached_binary(binary: bytes) -> None:
+    """Raise unless the runtime's reader accepts `binary`: a binary it would refuse (damaged
+    before the entry's checksum was taken, or by an older writer) is recompiled, not served."""
+    read_elf(binary)
+
+
+def disk_load(key: str):
+    """The entry stored under `key`, or None (absent or damaged: counted in `stats`)."""
+    path = _entry_path(key)
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    try:
+        entry = json.loads(blob)
+        payload = entry["payload"]
+        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        if entry.get("format") != CACHE_FORMAT or entry.get("sha256") != digest:
+            raise ValueError("checksum mismatch")
+        if payload["key"] != key:
+            raise ValueError("key mismatch")
+        stored = StoredArtifacts(
+            *(payload[name] for name in _ARTIFACT_TEXT),
+            base64.b64decode(payload["binary"], validate=True),
+        )
+        validate_cached_binary(stored.binary)
+        return stored
+    except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
+        stats["corrupt_entries"] += 1
+        return None
+
+
+def disk_store(key: str, artifacts) -> None:
+    """Store `artifacts` under `key`, atomically; a cache that cannot be written only warns."""
+    payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
+    payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
+    payload["key"] = key
+    entry = {
+        "format": CACHE_FORMAT,
+        "sha256": hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest(),
+        "payload": payload,
+    }
+    path = _entry_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(entry, f)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as e:
+        warnings.warn(f"legato: cannot write the JIT cache entry {path}: {e}", stacklevel=3)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename (no reader sees a part)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of the compiler's own sources (like Triton's), so an edited compiler never serves
+    binaries an older one produced under the same version number."""
+    root = Path(__file__).resolve().parent.parent  # the legato package
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "torch" in path.relative_to(root).parts[:1]:
+            continue  # the torch integration does not change what a kernel compiles to
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def binary_format_version() -> int:
+    """The ELF format version the runtime reads (part of the cache key)."""
+    return FORMAT_VERSION

@@ -1,0 +1,75 @@
+"""JIT sessions: `legato.session(output_type, output_path)` and `legato.OutputType`, the stage a
+session writes out for every kernel called inside it."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+from legato.errors import LegatoError
+
+
+class OutputType(enum.Enum):
+    """The stage a `legato.session` writes out."""
+
+    MLIR = "mlir"  # the legato dialect, as the frontend emits it
+    CORE_IR = "core_ir"
+    BACKEND_IR = "backend_ir"
+    ASM = "asm"
+    BINARY = "binary"  # the ELF
+
+    @property
+    def suffix(self) -> str:
+        return _SUFFIX[self]
+
+
+_SUFFIX = {
+    OutputType.MLIR: ".mlir",
+    OutputType.CORE_IR: ".core.mlir",
+    OutputType.BACKEND_IR: ".backend.mlir",
+    OutputType.ASM: ".s",
+    OutputType.BINARY: ".elf",
+}
+
+
+@dataclass(frozen=True)
+class Session:
+    output_type: OutputType | None
+    output_path: Path | None
+
+
+_session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
+    "legato_session", default=None
+)
+
+
+@contextlib.contextmanager
+def session(output_type: OutputType | str | None = None, output_path=None):
+    """JIT options for the kernel calls inside the `with`: write stage `output_type` of every
+    kernel called to `output_path/<kernel><suffix>` (the kernels still run)."""
+    if isinstance(output_type, str):
+        try:
+            output_type = OutputType[output_type.upper()]
+        except KeyError:
+            raise LegatoError(
+                f"unknown output_type {output_type!r}; expected one of "
+                f"{', '.join(t.name for t in OutputType)}"
+            ) from None
+    if output_type is not None and not isinstance(output_type, OutputType):
+        raise LegatoError(f"output_type must be a legato.OutputType, got {output_type!r}")
+    if output_type is not None and output_path is None:
+        output_path = "."
+    token = _session.set(
+        Session(output_type, Path(output_path) if output_path is not None else None)
+    )
+    try:
+        yield _session.get()
+    finally:
+        _session.reset(token)
+
+
+def current_session() -> Session | None:
+    return _session.get()
