@@ -48,3 +48,9 @@ class CompileError(LegatoError):
 
 class LegatoRuntimeError(LegatoError):
     """A compiled kernel cannot run (bad arguments, refused binary, emulator fault)."""
+
+
+class ArgumentError(LegatoRuntimeError, ValueError):
+    """A kernel argument does not match the kernel's signature (type, dtype, rank, dims, bounds,
+    writeability, aliasing). The JIT, the interpreters and the runtime all raise it
+    (`legato.binding`); `ABIError` and `InterpArgumentError` are its subclasses."""

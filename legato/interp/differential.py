@@ -18,6 +18,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from legato.arrays import numpy_to_torch
 from legato.compiler import compile_kernel, context, print_ir
 from legato.dialects import legato as lg
 from legato.interp.api import detect_level, parse_module, run
@@ -158,7 +159,7 @@ def check(
 def check_reference(kernel: CorpusKernel, outs: list[np.ndarray]) -> None:
     import torch
 
-    tens = [_to_torch(a) for a in kernel.args()]
+    tens = [numpy_to_torch(a) for a in kernel.args()]
     expected = kernel.reference(tens)
     for i, exp in zip(kernel.outputs, expected):
         got = (
@@ -181,14 +182,6 @@ def check_reference(kernel: CorpusKernel, outs: list[np.ndarray]) -> None:
                 f"rtol={kernel.rtol}, atol={kernel.atol}: at {list(map(int, at))} got "
                 f"{np.asarray(got)[at]!r}, torch {exp_np[at]!r}"
             )
-
-
-def _to_torch(a: np.ndarray):
-    import torch
-
-    if a.dtype == np.dtype(ml_dtypes.bfloat16):
-        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.array(a))
 
 
 def _first_op(kernel: CorpusKernel) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from xdsl.dialects.builtin import FileLineColLoc, NameLoc, UnknownLoc
 from xdsl.ir import Operation
 
-from legato.errors import LegatoError, LegatoRuntimeError
+from legato.errors import ArgumentError, LegatoError
 
 
 def describe_location(op: Operation | None) -> str:
@@ -62,7 +62,7 @@ class InvalidModuleError(InterpError):
     """The module does not verify, or is not at the level it is run at."""
 
 
-class InterpArgumentError(InterpError, LegatoRuntimeError):
+class InterpArgumentError(InterpError, ArgumentError):
     """Arguments given to a run do not match the kernel's signature (count, shape, dtype)."""
 
 

@@ -18,15 +18,13 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from legato import compiler, interp
-from legato.arrays import copy_back, is_torch_tensor, numpy_view, torch_to_numpy
+from legato.arrays import numpy_view
+from legato.binding import bind, check_tensor
 from legato.context import CompileContext, compiling
-from legato.errors import CompileError, LegatoError, LegatoRuntimeError
+from legato.errors import ArgumentError, CompileError, LegatoError
 from legato.frontend.codegen import emit_kernel, kernel_params, print_module
 from legato.frontend.deps import dependency_fingerprint
 from legato.frontend.language import Param, constexpr
@@ -37,34 +35,8 @@ from legato.model.compute_model import ComputeModel
 from legato.model.targets import resolve_backend
 from legato.targets.bertha import runtime
 from legato.targets.bertha.abi import ABIError
-from legato.types import TensorSpec, dtype_of
+from legato.types import TensorSpec
 from legato.version import __version__
-
-
-@dataclass
-class _BoundArg:
-    """One tensor argument converted for the runtime; `writeback` copies results to the caller."""
-
-    array: np.ndarray
-    writeback: object | None  # callable or None when `array` shares the caller's memory
-
-
-def _shape_of(x) -> tuple[int, ...]:
-    return tuple(int(d) for d in x.shape)
-
-
-def _to_numpy(x, spec: TensorSpec) -> _BoundArg:
-    """`x` (torch tensor or numpy array of `spec`'s dtype) as a C-contiguous numpy array."""
-    if is_torch_tensor(x):
-        arr, copied = torch_to_numpy(x)
-        return _BoundArg(arr, (lambda arr=arr, x=x: copy_back(x, arr)) if copied else None)
-    arr = x
-    if arr.flags.c_contiguous and arr.flags.writeable:
-        return _BoundArg(arr, None)
-    copy = np.ascontiguousarray(arr).copy()
-    if not arr.flags.writeable:
-        return _BoundArg(copy, None)
-    return _BoundArg(copy, lambda copy=copy, arr=arr: np.copyto(arr, copy))
 
 
 class Kernel:
@@ -135,7 +107,7 @@ class Kernel:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             n_expected = len(self.params)
-            raise LegatoRuntimeError(
+            raise ArgumentError(
                 f"kernel {self.name} ({self.where}) takes {n_expected} argument(s) "
                 f"({', '.join(p.name for p in self.params)}): {e}"
             ) from None
@@ -152,40 +124,7 @@ class Kernel:
         return tensors, constexprs
 
     def _check_tensor(self, p: Param, x) -> None:
-        spec = p.spec
-        what = f"argument '{p.name}' of kernel {self.name} ({self.where})"
-        if not (is_torch_tensor(x) or isinstance(x, np.ndarray)):
-            raise LegatoRuntimeError(
-                f"{what}: expected a torch tensor or numpy array of type {spec}, "
-                f"got {type(x).__name__}"
-            )
-        if is_torch_tensor(x) and x.device.type != "cpu":
-            raise LegatoRuntimeError(f"{what}: tensor is on {x.device}; pass a CPU tensor")
-        try:
-            actual = dtype_of(x)
-        except TypeError as e:
-            raise LegatoRuntimeError(f"{what}: {e}; expected {spec.dtype.name}") from None
-        if actual != spec.dtype:
-            raise LegatoRuntimeError(
-                f"{what}: dtype mismatch: expected {spec.dtype.name} ({_dtype_str(spec.dtype)}), "
-                f"got {actual.name} ({x.dtype})"
-            )
-        shape = _shape_of(x)
-        if len(shape) != spec.rank:
-            raise LegatoRuntimeError(
-                f"{what}: expected a rank-{spec.rank} tensor {spec}, got shape {shape}"
-            )
-        for i, (dim, n) in enumerate(zip(spec.dims, shape)):
-            if dim.is_dynamic:
-                if n > dim.bound:
-                    raise LegatoRuntimeError(
-                        f"{what}: dim {i} is {n}, above its declared upper bound {dim.bound} "
-                        f"(type {spec}); the binary is sized for at most {dim.bound}"
-                    )
-            elif n != dim.size:
-                raise LegatoRuntimeError(
-                    f"{what}: dim {i} must be {dim.size} (type {spec}), got {n} (shape {shape})"
-                )
+        check_tensor(p.spec, x, f"argument '{p.name}' of kernel {self.name} ({self.where})")
 
     # -- cache key -----------------------------------------------------------------------------
 
@@ -287,7 +226,7 @@ class Kernel:
         for p, x in tensors:
             if isinstance(x, TensorSpec):
                 if x != p.spec:
-                    raise LegatoRuntimeError(
+                    raise ArgumentError(
                         f"argument '{p.name}' of kernel {self.name} ({self.where}): "
                         f"type {x} does not match the declared {p.spec}"
                     )
@@ -302,7 +241,7 @@ class Kernel:
             if any(
                 p.kind == "constexpr" and p.default is inspect.Parameter.empty for p in self.params
             ):
-                raise LegatoRuntimeError(
+                raise ArgumentError(
                     f"kernel {self.name} ({self.where}) has constexpr parameters: pass their "
                     "values to compile()"
                 )
@@ -330,20 +269,19 @@ class Kernel:
                 self._write_output(sess, bytes(artifacts.binary))
             else:
                 self._write_output(sess, getattr(artifacts, sess.output_type.value))
-        bound = [_to_numpy(x, p.spec) for p, x in tensors]
+        bound = [bind(x) for _, x in tensors]
         try:
             result = runtime.run_binary(
                 artifacts.binary,
                 self.model,
-                [b.array for b in bound],
+                [b.value for b in bound],
                 views=[numpy_view(x) for _, x in tensors],
             )
         except ABIError as e:
-            raise LegatoRuntimeError(f"kernel {self.name} ({self.where}): {e}") from None
+            raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None
         self.last_run = result
         for b in bound:
-            if b.writeback is not None:
-                b.writeback()
+            b.finish()
 
     _LEVEL_STAGES = {"legato": "mlir", "core": "core_ir", "backend": "backend_ir"}
 
@@ -369,13 +307,6 @@ class Kernel:
         )
         self.last_interp = result
         return result
-
-
-def _dtype_str(dtype) -> str:
-    try:
-        return str(dtype.torch)
-    except Exception:  # noqa: BLE001
-        return str(dtype.numpy)
 
 
 def compile(fn=None, *, backend="bertha"):

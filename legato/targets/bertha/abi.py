@@ -23,15 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from legato.errors import LegatoRuntimeError
+from legato.binding import check_type
+from legato.errors import ArgumentError
 from legato.types import DType, TensorSpec, dtype_from_name, parse_dim
 
 WORD = 8
 ACCESS = ("read", "write", "readwrite")
 
 
-class ABIError(LegatoRuntimeError, ValueError):
-    """An argument that does not match the kernel's signature."""
+class ABIError(ArgumentError):
+    """An argument that does not match the binary's argument layout (`legato.binding` checks
+    tensors)."""
 
 
 @dataclass(frozen=True)
@@ -192,24 +194,7 @@ class ArgLayout:
         name = self._name(i, path)
         if not isinstance(spec, TensorSpec):
             raise ABIError(f"argument {name!r} is a {spec}, got a tensor")
-        if dtype != spec.dtype:
-            raise ABIError(
-                f"argument {name!r} has dtype {dtype.name} but the kernel expects {spec.dtype.name}"
-            )
-        shape = tuple(int(s) for s in shape)
-        if len(shape) != spec.rank:
-            raise ABIError(
-                f"argument {name!r} has rank {len(shape)} (shape {list(shape)}) but the "
-                f"kernel expects rank {spec.rank} ({spec})"
-            )
-        for d, (s, dim) in enumerate(zip(shape, spec.dims, strict=True)):
-            if dim.is_dynamic:
-                if s > dim.bound:
-                    raise ABIError(f"argument {name!r} dim {d} is {s} but its bound is {dim.bound}")
-            elif s != dim.size:
-                raise ABIError(
-                    f"argument {name!r} dim {d} is {s} but the kernel expects {dim.size}"
-                )
+        check_type(spec, dtype, shape, f"argument {name!r}", ABIError)
 
     def _type_at(self, i: int, path) -> ArgType:
         t = self.args[i].type

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from legato.binding import check_writes
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf
 from legato.targets.bertha.emulator import Emulator
@@ -78,32 +79,11 @@ def _leaves(layout: ArgLayout, args, views) -> list[tuple[str, str, np.ndarray]]
     return out
 
 
-def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
-    try:
-        return bool(np.shares_memory(a, b, max_work=1 << 20))
-    except np.exceptions.TooHardError:  # pragma: no cover - exotic strides: be conservative
-        return bool(np.may_share_memory(a, b))
-
-
 def check_aliasing(layout: ArgLayout, args, views=None) -> None:
     """Refuse (ABIError) a written argument that is read-only, and two written arguments that
-    share memory (the result would depend on the order of the write-backs). A read argument may
-    alias anything: every argument is copied in before the kernel runs and written back after
-    it, so the kernel reads the values the arguments had at the call."""
+    share memory (`legato.binding.check_writes`)."""
     leaves = _leaves(layout, args, views)
-    written = [(n, arr) for n, acc, arr in leaves if acc != "read"]
-    for name, arr in written:
-        if not arr.flags.writeable:
-            raise ABIError(
-                f"argument {name!r} is read-only but the kernel writes it; pass a writeable array"
-            )
-    for k, (n1, a1) in enumerate(written):
-        for n2, a2 in written[k + 1 :]:
-            if a1.size and a2.size and _overlap(a1, a2):
-                raise ABIError(
-                    f"arguments {n1!r} and {n2!r} overlap in memory and the kernel "
-                    "writes both; pass separate tensors"
-                )
+    check_writes([(n, arr) for n, acc, arr in leaves if acc != "read"], ABIError)
 
 
 def run_binary(

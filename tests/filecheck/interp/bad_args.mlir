@@ -3,7 +3,7 @@
 // RUN: not %python -m legato.tools.run %s -a zeros -a zeros 2>&1 | filecheck %s --check-prefix=COUNT
 // RUN: not %python -m legato.tools.run %s -a zeros -a zeros -a zeros --level core 2>&1 | filecheck %s --check-prefix=LEVEL
 
-// BOUND: legato-run: error: kernel 'simple_matmul' argument 0: dim 0 is 12, above its bound 10
+// BOUND: legato-run: error: kernel 'simple_matmul' argument 0: dim 0 is 12, above its declared upper bound 10
 // COUNT: legato-run: error: kernel 'simple_matmul' takes 3 argument(s) (a, b, out), got 2 -a option(s)
 // LEVEL: legato-run: error: the module is at the legato level, not the core level
 
