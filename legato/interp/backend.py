@@ -32,9 +32,10 @@ from legato.dialects import backend as B
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.machine import Machine
-from legato.interp.memory import Memory, core_space_base, decode_address
+from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import isa
+from legato.targets.bertha.arch.address_map import core_space_base, decode_address
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1

@@ -46,8 +46,9 @@ from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, InvalidModuleError, MemoryFault
 from legato.interp.machine import Machine
-from legato.interp.memory import Buf, Memory, core_space_base, row_major_strides
+from legato.interp.memory import Buf, Memory, row_major_strides
 from legato.interp.scheduler import Scheduler, StepListener
+from legato.targets.bertha.arch.address_map import core_space_base
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64

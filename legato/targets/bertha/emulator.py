@@ -16,7 +16,6 @@ outside an allocation raises `EmulatorFault` with program, PC, address and cause
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
 from collections import deque
@@ -28,6 +27,15 @@ import numpy as np
 from legato import numerics
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, timing, vpu
+from legato.targets.bertha.arch.address_map import (
+    CORE_SPACE_OFFSET,
+    DRAM_REGIONS,
+    classify,
+    core_space_base,
+)
+from legato.targets.bertha.arch.errors import MapError
+from legato.targets.bertha.arch.errors import Trap as _Trap
+from legato.targets.bertha.arch.memory import PhysicalMemory
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
     BC_COL,
@@ -44,17 +52,6 @@ from legato.targets.bertha.isa import (
     SPACE_NAMES,
 )
 
-# ---- address map (docs/architecture.md) ------------------------------------------------------
-SHARED_BASE = 0x0000_0000_0000
-VIRTUAL_BASE = 0x0800_0000_0000
-CORE_WINDOW_BASE = 0x1000_0000_0000
-CORE_WINDOW_SIZE = 0x10_0000_0000
-SPACE_OFFSETS = {"sram": 0x0, "mpu_buffer": 0x1_0000_0000, "private_dram": 0x2_0000_0000}
-SPACE_STRIDE = 0x1_0000_0000  # the window reserved for each core space
-SHARED_ALLOC_START = 0x1_0000  # the first shared allocation; address 0 always traps
-SHARED_ALLOC_ALIGN = 4096
-LAZY_CHUNK = 1 << 20
-
 DEFAULT_INSTRUCTION_LIMIT = 20_000_000
 MAX_TRACE_EVENTS = 500_000
 
@@ -67,14 +64,6 @@ _NP_DTYPES = {
 }
 INF = 1 << 62
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
-
-
-def core_base(core: int) -> int:
-    return CORE_WINDOW_BASE + core * CORE_WINDOW_SIZE
-
-
-def space_base(core: int, space: str) -> int:
-    return core_base(core) + SPACE_OFFSETS[space]
 
 
 def _s64(v: int) -> int:
@@ -123,147 +112,22 @@ class DeadlockError(EmulatorError):
         super().__init__("\n".join(lines))
 
 
-class _Trap(Exception):
-    def __init__(self, cause: str, address: int | None = None):
-        super().__init__(cause)
-        self.cause, self.address = cause, address
-
-
-# ---- memory -----------------------------------------------------------------------------------
-class Region:
-    def __init__(self, base: int, size: int, name: str, lazy: bool = False):
-        self.base, self.size, self.name, self.lazy = base, size, name, lazy
-        self.data = None if lazy else np.zeros(size, np.uint8)
-        self.chunks: dict[int, np.ndarray] = {}
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
-
-    def read(self, off: int, n: int) -> np.ndarray:
-        """The bytes [off, off + n): a view of the memory where they are stored contiguously
-        (valid until the next write: every caller consumes it first, numpy copies overlapping
-        assignments), else a fresh array."""
-        if not self.lazy:
-            return self.data[off : off + n]
-        ci, co = divmod(off, LAZY_CHUNK)
-        if co + n <= LAZY_CHUNK and ci in self.chunks:
-            return self.chunks[ci][co : co + n]
-        out = np.zeros(n, np.uint8)
-        pos = 0
-        while pos < n:
-            ci, co = divmod(off + pos, LAZY_CHUNK)
-            take = min(n - pos, LAZY_CHUNK - co)
-            ch = self.chunks.get(ci)
-            if ch is not None:
-                out[pos : pos + take] = ch[co : co + take]
-            pos += take
-        return out
-
-    def write(self, off: int, data: np.ndarray) -> None:
-        n = data.size
-        if not self.lazy:
-            self.data[off : off + n] = data
-            return
-        pos = 0
-        while pos < n:
-            ci, co = divmod(off + pos, LAZY_CHUNK)
-            take = min(n - pos, LAZY_CHUNK - co)
-            ch = self.chunks.get(ci)
-            if ch is None:
-                ch = self.chunks[ci] = np.zeros(LAZY_CHUNK, np.uint8)
-            ch[co : co + take] = data[pos : pos + take]
-            pos += take
-
-
-class Memory:
-    """The chip's 64-bit physical address space: allocations only, everything else traps."""
+# ---- memory ----------------------------------------------------------------------------------
+class Memory(PhysicalMemory):
+    """The chip's 64-bit physical address space (`arch.memory`): allocations only, everything
+    else traps; private DRAM is stored in chunks allocated on first write."""
 
     def __init__(self, model):
-        self.model = model
-        self.regions: list[Region] = []
-        self._bases: list[int] = []
-        self._next_shared = SHARED_ALLOC_START
-
-    def _add(self, region: Region) -> Region:
-        i = bisect.bisect_left(self._bases, region.base)
-        for r in self.regions[max(0, i - 1) : i + 1]:
-            if region.base < r.end and r.base < region.end:
-                raise EmulatorError(f"allocation {region.name} overlaps {r.name}")
-        self.regions.insert(i, region)
-        self._bases.insert(i, region.base)
-        return region
+        super().__init__(model, lazy_spaces=frozenset({"private_dram"}))
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
-        addr = self._next_shared
-        size = max(int(size), 1)
-        if addr + size > self.model.shared_memory_size:
-            raise EmulatorError(f"shared DRAM exhausted allocating {size} bytes for {name}")
-        self._add(Region(addr, size, name))
-        self._next_shared = -(-(addr + size) // SHARED_ALLOC_ALIGN) * SHARED_ALLOC_ALIGN
-        return addr
+        try:
+            return super().allocate(size, name)
+        except MapError as e:
+            raise EmulatorError(str(e)) from None
 
-    def _lazy_core_region(self, addr: int) -> Region | None:
-        if addr < CORE_WINDOW_BASE:
-            return None
-        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
-        if core >= self.model.num_cores:
-            return None
-        for space, base_off in SPACE_OFFSETS.items():
-            size = self.model.memory_size(space)
-            if base_off <= off < base_off + size:
-                return self._add(
-                    Region(
-                        core_base(core) + base_off,
-                        size,
-                        f"core{core}.{space}",
-                        lazy=space == "private_dram",
-                    )
-                )
-        return None
-
-    def find(self, addr: int, n: int) -> tuple[Region, int]:
-        if n < 0:
-            raise _Trap(f"negative access size {n}", addr)
-        i = bisect.bisect_right(self._bases, addr) - 1
-        r = self.regions[i] if i >= 0 else None
-        if r is None or addr >= r.end:
-            r = self._lazy_core_region(addr)
-            if r is None:
-                raise _Trap(f"access of {n} bytes outside any allocation", addr)
-        if addr + n > r.end:
-            raise _Trap(
-                f"access of {n} bytes runs past the end of {r.name} ({r.base:#x}+{r.size:#x})", addr
-            )
-        return r, addr - r.base
-
-    def read(self, addr: int, n: int) -> np.ndarray:
-        r, off = self.find(addr, n)
-        return r.read(off, n)
-
-    def write(self, addr: int, data) -> None:
-        data = (
-            np.frombuffer(bytes(data), np.uint8)
-            if isinstance(data, (bytes, bytearray))
-            else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        )
-        r, off = self.find(addr, data.size)
-        r.write(off, data)
-
-    def read_array(self, addr: int, count: int, dtype) -> np.ndarray:
-        dt = np.dtype(dtype)
-        return self.read(addr, count * dt.itemsize).view(dt)
-
-    def classify(self, addr: int) -> tuple[str, int | None]:
-        """("shared", None) or (space, core) of an address (no allocation check)."""
-        if addr < CORE_WINDOW_BASE:
-            return ("shared", None) if addr < VIRTUAL_BASE else ("virtual", None)
-        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
-        for space, base_off in SPACE_OFFSETS.items():
-            if base_off <= off < base_off + SPACE_STRIDE:
-                return space, core
-        return "unmapped", core
+    classify = staticmethod(classify)
 
 
 # ---- modules ----------------------------------------------------------------------------------
@@ -640,8 +504,8 @@ class Emulator:
 
     def _local(self, m: Module, addr: int, n: int, what: str) -> None:
         """`addr` must be in this core's sram / mpu_buffer / private_dram."""
-        space, core = self.memory.classify(addr)
-        if core != m.core or space not in SPACE_OFFSETS:
+        space, core = classify(addr)
+        if core != m.core or space not in CORE_SPACE_OFFSET:
             raise _Trap(
                 f"{what} must be in this core's local memory (sram, mpu_buffer or "
                 f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
@@ -650,8 +514,7 @@ class Emulator:
         self._check(addr, n)
 
     def _is_dram(self, addr: int) -> bool:
-        space, _ = self.memory.classify(addr)
-        return space in ("shared", "virtual", "private_dram")
+        return classify(addr)[0] in DRAM_REGIONS
 
     def _unit_ready(self, m: Module, free: int, reads, writes) -> int:
         return max(m.time, free, m.conflict(reads, writes))
@@ -700,8 +563,8 @@ class Emulator:
             self._check(src, n)
             self._check(dst, n)
             notify = self._notify(m, ins)
-            s_space, s_core = self.memory.classify(src)
-            d_space, d_core = self.memory.classify(dst)
+            s_space, s_core = classify(src)
+            d_space, d_core = classify(dst)
             port = self._dma_port(m, s_core, d_core)
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
@@ -740,7 +603,7 @@ class Emulator:
                     f"weight tile [{k}, {n}] exceeds the MPU's "
                     f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)"
                 )
-            space, core = self.memory.classify(src)
+            space, core = classify(src)
             if space != "mpu_buffer" or core != m.core:
                 raise _Trap(f"mpu.ldw source must be in this core's mpu_buffer, got {space}", src)
             self._check(src, k * n * 2)
@@ -808,8 +671,8 @@ class Emulator:
         self._check(src, sspan)
         self._check(dst, dspan)
         notify = self._notify(m, ins)
-        s_space, s_core = self.memory.classify(src)
-        d_space, d_core = self.memory.classify(dst)
+        s_space, s_core = classify(src)
+        d_space, d_core = classify(dst)
         port = self._dma_port(m, s_core, d_core)
         reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
@@ -915,7 +778,7 @@ class Emulator:
             m.set(ins.a, (ins.imm << 32) | (r[ins.a] & 0xFFFFFFFF))
         elif mn == "lsa":
             core = self._core_of_selector(m, ins.d, ins.c)
-            m.set(ins.a, space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
+            m.set(ins.a, core_space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
         elif mn == "ld":
             (addr,) = plan.data
             m.set(ins.a, int.from_bytes(self.memory.read(addr, 8).tobytes(), "little", signed=True))
@@ -1005,7 +868,7 @@ class Emulator:
         data = self.memory.read(src, n)
         self.memory.write(dst, data)
         shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]
-        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
         self._dma_booked(m, t, end, (src, src + n), (dst, dst + n), notify, bytes=n, port=port)
 
@@ -1043,7 +906,7 @@ class Emulator:
             for a, st, sp in ((src, sstride, s_space), (dst, dstride, d_space))
             if sp == "shared"
         ]
-        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
         self._dma_booked(
             m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n, rows=rows, port=port
