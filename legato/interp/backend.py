@@ -280,42 +280,19 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.BarrierOp)
     def run_barrier(self, interpreter, op: B.BarrierOp, args):
         assert self.machine is not None
-        m = self.machine
-        bid, count = op.sync_id.data, op.count.data
-        st = m.isa_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise InterpError(
-                f"barrier {bid} entered with count {count} but others use {st['count']}", op
-            )
-        st["count"] = count
-        gen = st["gen"]
-        st["arrived"] += 1
-        if st["arrived"] >= count:
-            st["gen"] += 1
-            st["arrived"] = 0
-        m.scheduler.block_until(
-            lambda: st["gen"] > gen,
-            op,
-            f"barrier {bid} ({count} modules; {st['arrived']} arrived)",
-        )
+        self.machine.sync_barrier(op.sync_id.data, op.count.data, op)
         return ()
 
     @impl(B.SemPostOp)
     def run_sem_post(self, interpreter, op: B.SemPostOp, args):
         assert self.machine is not None
-        sems = self.machine.semaphores
-        sems[op.sync_id.data] = sems.get(op.sync_id.data, 0) + op.count.data
+        self.machine.sem_post(op.sync_id.data, op.count.data)
         return ()
 
     @impl(B.SemWaitOp)
     def run_sem_wait(self, interpreter, op: B.SemWaitOp, args):
         assert self.machine is not None
-        sems = self.machine.semaphores
-        sid, count = op.sync_id.data, op.count.data
-        self.machine.scheduler.block_until(
-            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
-        )
-        sems[sid] -= count
+        self.machine.sem_wait(op.sync_id.data, op.count.data, op)
         return ()
 
     # -- MPU --------------------------------------------------------------------------------
@@ -574,7 +551,6 @@ def run_kernel(
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
     machine = Machine(model, scheduler, Memory(model))
-    machine.isa_barriers = {}  # type: ignore[attr-defined]
     specs = kernel_specs(kernel)
     bound = machine.place_args(specs, args, kernel.sym_name.data)
     functions = BackendFunctions(machine)

@@ -39,6 +39,7 @@ from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, describe_op
 from legato.interp.scheduler import Scheduler
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 
 
 @dataclass
@@ -56,10 +57,9 @@ class LegatoMachine:
     num_cores: int
     queues: dict[tuple[int, str, int], deque[Transfer]] = field(default_factory=dict)
     transfers: int = 0
-    # legato.barrier: generation and arrivals; legato.signal/wait: (context, sem) -> value
-    barrier_gen: int = 0
-    barrier_arrived: int = 0
-    semaphores: dict[tuple[str, int], int] = field(default_factory=dict)
+    # legato.barrier: one barrier of every core; legato.signal/wait: keyed (context, sem)
+    barriers: Barriers = field(default_factory=Barriers)
+    semaphores: Semaphores = field(default_factory=Semaphores)
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
         return self.queues.setdefault((core, space, q), deque())
@@ -170,15 +170,11 @@ class LegatoFunctions(InterpreterFunctions):
     def run_barrier(self, interpreter: Interpreter, op: L.BarrierOp, args):
         m = self.machine
         assert m is not None
-        gen = m.barrier_gen
-        m.barrier_arrived += 1
-        if m.barrier_arrived >= m.num_cores:
-            m.barrier_gen += 1
-            m.barrier_arrived = 0
+        gen, _ = m.barriers.arrive(0, m.num_cores)
         m.scheduler.block_until(
-            lambda: m.barrier_gen > gen,
+            lambda: m.barriers.passed(0, gen),
             op,
-            f"barrier of all {m.num_cores} cores ({m.barrier_arrived} arrived)",
+            f"barrier of all {m.num_cores} cores ({m.barriers.arrived(0)} arrived)",
         )
         return ()
 
@@ -189,9 +185,7 @@ class LegatoFunctions(InterpreterFunctions):
     @impl(L.SignalOp)
     def run_signal(self, interpreter: Interpreter, op: L.SignalOp, args):
         assert self.machine is not None
-        key = (op.target.spelling, op.sem.data)
-        sems = self.machine.semaphores
-        sems[key] = sems.get(key, 0) + op.count.data
+        self.machine.semaphores.post((op.target.spelling, op.sem.data), op.count.data)
         return ()
 
     @impl(L.WaitOp)
@@ -201,11 +195,11 @@ class LegatoFunctions(InterpreterFunctions):
         key = (self._ctx_name(env.core), op.sem.data)
         sems, count = self.machine.semaphores, op.count.data
         self.machine.scheduler.block_until(
-            lambda: sems.get(key, 0) >= count,
+            lambda: sems.ready(key, count),
             op,
-            f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.get(key, 0)})",
+            f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.value(key)})",
         )
-        sems[key] -= count
+        sems.take(key, count)
         return ()
 
     # -- data movement ----------------------------------------------------------------------

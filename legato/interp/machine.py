@@ -24,6 +24,8 @@ from legato.interp.common import BoundArg, bind_args
 from legato.interp.errors import InterpError
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
+from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.types import TensorSpec
 
 
@@ -44,9 +46,8 @@ class Machine:
     arrivals: dict[tuple[int, str, int], int] = field(default_factory=dict)
     arrival_sources: dict[tuple[int, str, int], list[str]] = field(default_factory=dict)
     mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
-    barrier_arrivals: dict[int, int] = field(default_factory=dict)
-    semaphores: dict[int, int] = field(default_factory=dict)
-    sync_barriers: dict[int, dict] = field(default_factory=dict)
+    barriers: Barriers = field(default_factory=Barriers)
+    semaphores: Semaphores = field(default_factory=Semaphores)
     num_programs: int = 0
     transfers: int = 0
     dma_bytes: int = 0
@@ -124,42 +125,29 @@ class Machine:
 
     # -- synchronization ------------------------------------------------------------------
 
-    def barrier(self, generation: int, op) -> None:
-        self.barrier_arrivals[generation] = self.barrier_arrivals.get(generation, 0) + 1
-        self.scheduler.block_until(
-            lambda: self.barrier_arrivals[generation] >= self.num_programs,
-            op,
-            f"barrier #{generation} ({self.barrier_arrivals[generation]} of "
-            f"{self.num_programs} programs arrived)",
-        )
-
     def sync_barrier(self, bid: int, count: int, op) -> None:
         """The ISA's `barrier ID, COUNT`: block until `count` modules arrived at barrier `bid`;
-        the barrier then resets (a generation counter)."""
-        st = self.sync_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise InterpError(
-                f"barrier {bid} entered with count {count} but others use {st['count']}", op
-            )
-        st["count"] = count
-        gen = st["gen"]
-        st["arrived"] += 1
-        if st["arrived"] >= count:
-            st["gen"] += 1
-            st["arrived"] = 0
+        the barrier then resets (`arch.sync.Barriers`)."""
+        barriers = self.barriers
+        try:
+            gen, _ = barriers.arrive(bid, count)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         self.scheduler.block_until(
-            lambda: st["gen"] > gen, op, f"barrier {bid} ({count} modules; {st['arrived']} arrived)"
+            lambda: barriers.passed(bid, gen),
+            op,
+            f"barrier {bid} ({count} modules; {barriers.arrived(bid)} arrived)",
         )
 
     def sem_post(self, sid: int, count: int) -> None:
-        self.semaphores[sid] = self.semaphores.get(sid, 0) + count
+        self.semaphores.post(sid, count)
 
     def sem_wait(self, sid: int, count: int, op) -> None:
         sems = self.semaphores
         self.scheduler.block_until(
-            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
+            lambda: sems.ready(sid, count), op, f"semaphore {sid} >= {count}"
         )
-        sems[sid] -= count
+        sems.take(sid, count)
 
     # -- MPU ------------------------------------------------------------------------------
 

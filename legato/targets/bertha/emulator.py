@@ -36,6 +36,7 @@ from legato.targets.bertha.arch.address_map import (
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
 from legato.targets.bertha.arch.memory import PhysicalMemory
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
     BC_COL,
@@ -256,10 +257,8 @@ class Emulator:
         # (core, space code, queue) -> completion times of the DMAs notifying it, in *issue*
         # order: the k-th qwait on a queue waits for the k-th DMA that notifies it (FIFO).
         self.queues: dict[tuple[int, int, int], deque[int]] = {}
-        self.sems = [0] * (isa.MAX_SYNC_ID + 1)
-        self.sem_time = [0] * (isa.MAX_SYNC_ID + 1)
-        self.barriers: dict[int, dict] = {}
-        self.released: dict[tuple[int, int], int] = {}
+        self.sems = Semaphores()
+        self.barriers = Barriers()
         self.macs = 0
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
@@ -533,12 +532,13 @@ class Emulator:
     def _prepare(self, m: Module) -> _Plan:
         if m.barrier_token is not None:
             key = m.barrier_token
-            rel = self.released.get(key)
+            rel = self.barriers.released.get(key)
             if rel is None:
-                st = self.barriers[key[0]]
+                bid = key[0]
                 return _Plan(
                     INF,
-                    f"at barrier {key[0]}: {len(st['arrived'])} of {st['count']} modules arrived",
+                    f"at barrier {bid}: {self.barriers.arrived(bid)} of "
+                    f"{self.barriers.count(bid)} modules arrived",
                     external=True,
                 )
             return _Plan(max(m.time, rel))
@@ -587,11 +587,11 @@ class Emulator:
         if mn == "dmawait":
             return _Plan(max(m.time, m.dma_end))
         if mn == "sem.wait":
-            if self.sems[ins.a] >= ins.imm:
-                return _Plan(max(m.time, self.sem_time[ins.a]))
+            if self.sems.ready(ins.a, ins.imm):
+                return _Plan(max(m.time, self.sems.posted_at(ins.a)))
             return _Plan(
                 INF,
-                f"semaphore {ins.a} is {self.sems[ins.a]}, waiting for {ins.imm}",
+                f"semaphore {ins.a} is {self.sems.value(ins.a)}, waiting for {ins.imm}",
                 external=True,
             )
         if fmt == "mpu_ldw":
@@ -809,11 +809,10 @@ class Emulator:
             if t > m.time:
                 self._ev(m, "sync", "dmawait", m.time, t - m.time)
         elif mn == "sem.post":
-            self.sems[ins.a] += ins.imm
-            self.sem_time[ins.a] = t + 1
+            self.sems.post(ins.a, ins.imm, t + 1)
             self._wake()
         elif mn == "sem.wait":
-            self.sems[ins.a] -= ins.imm
+            self.sems.take(ins.a, ins.imm)
             if t > m.time:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
@@ -913,18 +912,10 @@ class Emulator:
         )
 
     def _arrive(self, m: Module, ins, t: int) -> bool:
-        bid, count = ins.a, ins.imm
-        st = self.barriers.setdefault(bid, {"gen": 0, "arrived": [], "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise _Trap(f"barrier {bid} entered with count {count} but others use {st['count']}")
-        st["count"] = count
-        st["arrived"].append(t)
-        m.barrier_token = (bid, st["gen"])
+        gen, complete = self.barriers.arrive(ins.a, ins.imm, t)
+        m.barrier_token = (ins.a, gen)
         m.time = t
-        if len(st["arrived"]) >= count:
-            self.released[(bid, st["gen"])] = max(st["arrived"]) + 1
-            st["gen"] += 1
-            st["arrived"] = []
+        if complete:
             self._wake()
         return False
 
