@@ -36,6 +36,8 @@ from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch.address_map import core_space_base, decode_address
+from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
+from legato.targets.bertha.arch.errors import Trap
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -136,19 +138,25 @@ class BackendFunctions(InterpreterFunctions):
 
     @impl(B.LsaOp)
     def run_lsa(self, interpreter, op: B.LsaOp, args):
-        env = _env(interpreter)
-        if op.core is not None:
-            core = op.core.data
-        elif op.core_reg is not None:
-            core = args[0]
-        else:
-            core = env.core if env.core is not None else 0
-        assert self.machine is not None
-        if not 0 <= core < self.machine.model.num_cores:
-            raise InterpError(
-                f"lsa names core {core}; the model has {self.machine.model.num_cores} cores", op
-            )
+        core = self._select_core(interpreter, op, op.core, op.core_reg, args)
         return (core_space_base(core, op.space.data) + (op.offset.data & 0xFFFF_FFFF),)
+
+    def _select_core(self, interpreter, op, static, reg, args) -> int:
+        """The core an `lsa` or notify names (`arch.dma.select_core`): the static `core(i)`,
+        the value of its core register (`args[0]`), else the running core."""
+        assert self.machine is not None
+        if static is not None:
+            mode, field = isa.CORE_STATIC, static.data
+        elif reg is not None:
+            mode, field = isa.CORE_REG, 0
+        else:
+            mode, field = isa.CORE_SELF, 0
+        try:
+            return select_core(
+                mode, field, args, _env(interpreter).core, self.machine.model.num_cores
+            )
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
 
     def _alu(self, op: Operation, mn: str, a: int, b: int) -> int:
         try:
@@ -220,30 +228,23 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.DmaOp)
     def run_dma(self, interpreter, op: B.DmaOp, args):
         assert self.machine is not None
-        env = _env(interpreter)
         dst, src, n = args[0], args[1], args[2]
         if n < 0:
             raise InterpError(f"dma of a negative length {n}", op)
         self.mem.copy(dst, src, n)
         self.machine.dma_bytes += n
-        self._notify(env, op, args[3:])
+        self._notify(interpreter, op, args[3:])
         return ()
 
-    def _notify(self, env, op: B.DmaOp | B.Dma2dOp, core_reg: tuple) -> None:
+    def _notify(self, interpreter, op: B.DmaOp | B.Dma2dOp, core_reg: tuple) -> None:
         """Signal the queue a dma/dma2d names (`core_reg`: the notify core register's value,
         when the op has one)."""
         if op.notify is None:
             return
-        if op.notify_core is not None:
-            core = op.notify_core.data
-        elif op.notify_core_reg is not None:
-            core = core_reg[0]
-        else:
-            core = env.core
+        env = _env(interpreter)
+        core = self._select_core(interpreter, op, op.notify_core, op.notify_core_reg, core_reg)
         assert self.machine is not None
         assert op.notify_space is not None and op.notify_queue is not None
-        if core is None:
-            raise InterpError(f"{op.MNEMONIC} on top notifies no core", op)
         self.machine.signal(
             core, op.notify_space.data, op.notify_queue.data, f"{env.name}'s {op.MNEMONIC}"
         )
@@ -251,19 +252,15 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.Dma2dOp)
     def run_dma2d(self, interpreter, op: B.Dma2dOp, args):
         assert self.machine is not None
-        env = _env(interpreter)
         dst, src = args[0], args[1]
-        rows, row = isa.dma2d_unpack(args[2])
-        dstride, sstride = isa.dma2d_unpack(args[3])
-        if rows * row and (sstride < row or dstride < row):
-            raise InterpError(
-                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of {row} bytes",
-                op,
-            )
+        try:
+            rows, row, dstride, sstride, _, _ = dma2d_geometry(args[2], args[3])
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         for r in range(rows if row else 0):
             self.mem.copy(dst + r * dstride, src + r * sstride, row)
         self.machine.dma_bytes += rows * row
-        self._notify(env, op, args[4:])
+        self._notify(interpreter, op, args[4:])
         return ()
 
     @impl(B.QwaitOp)

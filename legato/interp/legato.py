@@ -39,6 +39,7 @@ from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, describe_op
 from legato.interp.scheduler import Scheduler
+from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 
 
@@ -55,25 +56,25 @@ class LegatoMachine:
 
     scheduler: Scheduler
     num_cores: int
-    queues: dict[tuple[int, str, int], deque[Transfer]] = field(default_factory=dict)
+    # (core, space, queue) -> the transfers sent and not yet received, FIFO
+    queues: ArrivalQueues = field(default_factory=ArrivalQueues)
     transfers: int = 0
     # legato.barrier: one barrier of every core; legato.signal/wait: keyed (context, sem)
     barriers: Barriers = field(default_factory=Barriers)
     semaphores: Semaphores = field(default_factory=Semaphores)
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
-        return self.queues.setdefault((core, space, q), deque())
+        return self.queues.fifo((core, space, q))
 
     def pending(self) -> list[str]:
         """Transfers sent but never received (for deadlock reports)."""
         out = []
-        for (core, space, q), fifo in sorted(self.queues.items()):
-            if fifo:
-                first = fifo[0]
-                out.append(
-                    f"core {core} memory {space} queue {q} holds {len(fifo)} unreceived "
-                    f"transfer(s), the first sent by {first.sender} in {describe_op(first.op)}"
-                )
+        for (core, space, q), fifo in self.queues.pending():
+            first = fifo[0]
+            out.append(
+                f"core {core} memory {space} queue {q} holds {len(fifo)} unreceived "
+                f"transfer(s), the first sent by {first.sender} in {describe_op(first.op)}"
+            )
         return out
 
 

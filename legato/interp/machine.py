@@ -24,6 +24,7 @@ from legato.interp.common import BoundArg, bind_args
 from legato.interp.errors import InterpError
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
+from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.errors import Trap
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.types import TensorSpec
@@ -43,8 +44,8 @@ class Machine:
     memory: Memory
     args: list[ArgPlacement] = field(default_factory=list)
     table_addr: int = 0
-    arrivals: dict[tuple[int, str, int], int] = field(default_factory=dict)
-    arrival_sources: dict[tuple[int, str, int], list[str]] = field(default_factory=dict)
+    # per (core, space, queue): who sent each arrival not yet consumed
+    arrivals: ArrivalQueues = field(default_factory=ArrivalQueues)
     mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
     barriers: Barriers = field(default_factory=Barriers)
     semaphores: Semaphores = field(default_factory=Semaphores)
@@ -98,30 +99,23 @@ class Machine:
             raise InterpError(
                 f"DMA notifies core {core}, but the model has {self.model.num_cores} cores"
             )
-        key = (core, space, queue)
-        self.arrivals[key] = self.arrivals.get(key, 0) + 1
-        self.arrival_sources.setdefault(key, []).append(source)
+        self.arrivals.push((core, space, queue), source)
         self.transfers += 1
 
     def wait_arrival(self, core: int, space: str, queue: int, op) -> None:
         key = (core, space, queue)
+        fifo = self.arrivals.fifo(key)
         self.scheduler.block_until(
-            lambda: self.arrivals.get(key, 0) > 0,
-            op,
-            f"an arrival on core {core} {space} queue {queue}",
+            lambda: bool(fifo), op, f"an arrival on core {core} {space} queue {queue}"
         )
-        self.arrivals[key] -= 1
-        self.arrival_sources[key].pop(0)
+        self.arrivals.pop(key)
 
     def pending(self) -> list[str]:
-        out = []
-        for (core, space, q), n in sorted(self.arrivals.items()):
-            if n > 0:
-                out.append(
-                    f"core {core} {space} queue {q} has {n} unconsumed arrival(s), the first "
-                    f"from {self.arrival_sources[(core, space, q)][0]}"
-                )
-        return out
+        return [
+            f"core {core} {space} queue {q} has {len(fifo)} unconsumed arrival(s), the first "
+            f"from {fifo[0]}"
+            for (core, space, q), fifo in self.arrivals.pending()
+        ]
 
     # -- synchronization ------------------------------------------------------------------
 

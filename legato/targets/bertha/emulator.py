@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -33,6 +32,14 @@ from legato.targets.bertha.arch.address_map import (
     classify,
     core_space_base,
 )
+from legato.targets.bertha.arch.dma import (
+    ArrivalQueues,
+    decode_notify,
+    dma2d_geometry,
+    dma_port,
+    notify_core_reg,
+    select_core,
+)
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
 from legato.targets.bertha.arch.memory import PhysicalMemory
@@ -42,14 +49,10 @@ from legato.targets.bertha.isa import (
     BC_COL,
     BC_ROW,
     BC_SCALAR,
-    CORE_REG,
-    CORE_SELF,
-    CORE_STATIC,
     DTYPE_NAMES,
     DTYPE_SIZES,
     MM_ACC,
     MM_F32,
-    NOTIFY_PRESENT,
     SPACE_NAMES,
 )
 
@@ -146,17 +149,6 @@ _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
 _PURE = None  # the plan of a scalar instruction (unused by _execute)
 
 
-def _notify_core_reg(ins) -> int | None:
-    """The register naming the core a dma/dma2d notifies (CORE_REG mode), else None: field d
-    for dma, immediate bits 7:0 for dma2d (whose d holds the strides)."""
-    fmt = ins.op.format
-    if fmt not in ("dma", "dma2d") or not ins.imm & NOTIFY_PRESENT:
-        return None
-    if (ins.imm >> 20) & 3 != CORE_REG:
-        return None
-    return ins.d if fmt == "dma" else ins.imm & 0xFF
-
-
 # Decoding is a pure function of the word and Instructions are immutable: the programs of one
 # binary (32 cores running similar code) and repeated runs share their decoded words. A word
 # that does not decode raises every time (exceptions are not cached).
@@ -201,7 +193,7 @@ class Module:
         t = self.time
         for f in isa.REG_FIELDS[ins.op.format]:
             t = max(t, ready.get(getattr(ins, f), 0))
-        reg = _notify_core_reg(ins)
+        reg = notify_core_reg(ins.op.format, ins.imm, ins.d)
         if reg is not None:
             t = max(t, ready.get(reg, 0))
         self.time = max(self.time, t)
@@ -256,7 +248,7 @@ class Emulator:
         self.events: list[dict] = []
         # (core, space code, queue) -> completion times of the DMAs notifying it, in *issue*
         # order: the k-th qwait on a queue waits for the k-th DMA that notifies it (FIFO).
-        self.queues: dict[tuple[int, int, int], deque[int]] = {}
+        self.queues = ArrivalQueues()
         self.sems = Semaphores()
         self.barriers = Barriers()
         self.macs = 0
@@ -519,14 +511,7 @@ class Emulator:
         return max(m.time, free, m.conflict(reads, writes))
 
     def _core_of_selector(self, m: Module, mode: int, field: int) -> int:
-        if mode == CORE_SELF:
-            if m.core is None:
-                raise _Trap("top has no core memory or queues of its own")
-            return m.core
-        k = field if mode == CORE_STATIC else m.regs[field]
-        if not 0 <= k < self.model.num_cores:
-            raise _Trap(f"core index {k} out of range (the model has {self.model.num_cores} cores)")
-        return k
+        return select_core(mode, field, m.regs, m.core, self.model.num_cores)
 
     # ---- per-instruction readiness --------------------------------------------------------
     def _prepare(self, m: Module) -> _Plan:
@@ -565,7 +550,7 @@ class Emulator:
             notify = self._notify(m, ins)
             s_space, s_core = classify(src)
             d_space, d_core = classify(dst)
-            port = self._dma_port(m, s_core, d_core)
+            port = dma_port(m.core, s_core, d_core)
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
             t = max(m.time, m.conflict(reads, writes), slot)
@@ -577,13 +562,13 @@ class Emulator:
         if fmt == "qwait":
             if m.core is None:
                 raise _Trap("top has no queues")
-            q = self.queues.get((m.core, ins.a, ins.imm))
-            name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
-            if not q:
+            head = self.queues.head((m.core, ins.a, ins.imm))
+            if head is None:
+                name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
                 return _Plan(
                     INF, f"waiting for an arrival on queue {name} of core {m.core}", external=True
                 )
-            return _Plan(max(m.time, q[0]), external=True)
+            return _Plan(max(m.time, head), external=True)
         if mn == "dmawait":
             return _Plan(max(m.time, m.dma_end))
         if mn == "sem.wait":
@@ -638,19 +623,11 @@ class Emulator:
 
     def _notify(self, m: Module, ins) -> tuple[int, int, int] | None:
         """(core, space, queue) a dma/dma2d notifies on completion, or None."""
-        if not ins.imm & NOTIFY_PRESENT:
+        nt = decode_notify(ins.op.format, ins.imm, ins.d)
+        if nt is None:
             return None
-        mode = (ins.imm >> 20) & 3
-        reg = _notify_core_reg(ins)
-        core = self._core_of_selector(m, mode, ins.imm & 0xFF if reg is None else reg)
-        return (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
-
-    def _dma_port(self, m: Module, s_core, d_core) -> str:
-        if d_core is not None:
-            return f"core{d_core}"
-        if s_core is not None:
-            return f"core{s_core}"
-        return "top" if m.core is None else f"core{m.core}"
+        mode, field, space, queue = nt
+        return (select_core(mode, field, m.regs, m.core, self.model.num_cores), space, queue)
 
     def _dma2d_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
         """dma2d: rows of row bytes, src/dst advancing by their strides; each end's span (first
@@ -658,29 +635,33 @@ class Emulator:
         is what the scoreboard sees."""
         r = m.regs
         dst, src = r[ins.a], r[ins.b]
-        rows, row = isa.dma2d_unpack(r[ins.c])
-        dstride, sstride = isa.dma2d_unpack(r[ins.d])
-        n = rows * row
-        sspan = (rows - 1) * sstride + row if n else 0
-        dspan = (rows - 1) * dstride + row if n else 0
-        if n and (sstride < row or dstride < row):
-            raise _Trap(
-                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of "
-                f"{row} bytes: rows would overlap"
-            )
+        rows, row, dstride, sstride, sspan, dspan = dma2d_geometry(r[ins.c], r[ins.d])
         self._check(src, sspan)
         self._check(dst, dspan)
         notify = self._notify(m, ins)
         s_space, s_core = classify(src)
         d_space, d_core = classify(dst)
-        port = self._dma_port(m, s_core, d_core)
+        port = dma_port(m.core, s_core, d_core)
         reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
         t = max(m.time, m.conflict(reads, writes), slot)
         return _Plan(
             t,
             f"DMA port {port} full",
-            data=(dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space),
+            data=(
+                dst,
+                src,
+                rows,
+                row,
+                dstride,
+                sstride,
+                sspan,
+                dspan,
+                notify,
+                port,
+                s_space,
+                d_space,
+            ),
         )
 
     def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
@@ -800,8 +781,7 @@ class Emulator:
         elif fmt == "dma2d":
             self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
-            q = self.queues[(m.core, ins.a, ins.imm)]
-            arrival = q.popleft()
+            arrival = self.queues.pop((m.core, ins.a, ins.imm))
             if t > m.time:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
@@ -880,15 +860,15 @@ class Emulator:
         m._dma_busy_until = max(m._dma_busy_until, end)
         self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
         if notify is not None:
-            self.queues.setdefault(notify, deque()).append(end)
+            self.queues.push(notify, end)
             self._wake()
 
     def _exec_dma2d(self, m: Module, plan: _Plan, t: int) -> None:
-        dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space = plan.data
+        dst, src, rows, row, dstride, sstride, sspan, dspan, notify, port, s_space, d_space = (
+            plan.data
+        )
         n = rows * row
         if n:
-            sspan = (rows - 1) * sstride + row
-            dspan = (rows - 1) * dstride + row
             block = np.lib.stride_tricks.as_strided(
                 self.memory.read(src, sspan), (rows, row), (sstride, 1)
             )
@@ -898,8 +878,6 @@ class Emulator:
                 out = self.memory.read(dst, dspan)
                 np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
                 self.memory.write(dst, out)
-        else:
-            sspan = dspan = 0
         shared = [
             (a, rows, row, st)
             for a, st, sp in ((src, sstride, s_space), (dst, dstride, d_space))
