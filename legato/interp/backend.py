@@ -11,8 +11,9 @@ Execution model (docs/isa.md, docs/architecture.md level 3):
   infinite `j` registers) is an SSA value (the last value its defining op produced). So the same
   interpreter runs the IR before and after register allocation, and a difference between the
   two runs is a register allocation bug.
-* Memory, queues, MPU and barriers are `legato.interp.machine.Machine` (the address map of the
-  architecture, shared with the core level); DMAs complete at issue.
+* Memory, queues, MPU and barriers are `legato.interp.machine.Machine` (the machine model
+  `legato.targets.bertha.arch`, shared with the core level and the emulator: address map,
+  dma2d geometry, notify core selection); DMAs complete at issue.
 * Numerics: MPU via `legato.numerics`, VPU via `legato.targets.bertha.vpu` (the emulator's own
   definition), so results match the emulator bit for bit.
 """
@@ -31,13 +32,14 @@ from legato import numerics
 from legato.dialects import backend as B
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
-from legato.interp.machine import Machine
+from legato.interp.machine import Machine, program_tasks
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch.address_map import core_space_base, decode_address
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
 from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.modules import core_id
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -494,33 +496,6 @@ def kernel_specs(kernel) -> list:
     return out
 
 
-def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
-    tasks: list[tuple[str, int | None, Any]] = []
-    owner: dict[int | None, Any] = {}
-    for prog in kernel.programs:
-        ctx = prog.ctx
-        if ctx.is_top:
-            cores: list[int | None] = [None]
-        elif ctx.is_all_cores:
-            cores = list(range(num_cores))
-        else:
-            if ctx.core_index is None or ctx.core_index >= num_cores:
-                raise InvalidModuleError(
-                    f"backend.program @{prog.sym_name.data} runs on core {ctx.core_index}, but "
-                    f"the model has {num_cores} cores",
-                    prog,
-                )
-            cores = [ctx.core_index]
-        for c in cores:
-            if c in owner:
-                raise InvalidModuleError(
-                    f"{'top' if c is None else f'core {c}'} has two programs", prog
-                )
-            owner[c] = prog
-            tasks.append(("top" if c is None else f"core {c}", c, prog))
-    return tasks
-
-
 def run_program(interp: Interpreter, env: ProgramEnv, prog) -> None:
     ops = list(prog.body.block.ops)
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, B.LabelOp)}
@@ -563,7 +538,7 @@ def run_kernel(
                 interp.register_implementations(f)
             env = ProgramEnv(name, core)
             env.regs[1] = machine.table_addr
-            env.regs[2] = core or 0
+            env.regs[2] = core_id(core)
             interp.set_data(BackendFunctions, "env", env)
             run_program(interp, env, prog)
 

@@ -1,11 +1,12 @@
-"""The simulated chip state shared by the core- and backend-level interpreters.
+"""The simulated chip state shared by the core- and backend-level interpreters, on the machine
+model the emulator uses too (`legato.targets.bertha.arch`):
 
 * `memory`: the physical address space (`legato.interp.memory`), with the kernel's arguments
   placed in shared DRAM (on the caller's own arrays) and the Instruction Table after them.
-* `arrivals`: per (core, space, queue), the number of DMA completions not yet consumed
-  (`core.wait_queue` / `qwait` consume one, FIFO by construction: arrivals carry no data).
+* `arrivals`: per (core, space, queue), who sent each DMA completion not yet consumed
+  (`core.wait_queue` / `qwait` consume one, FIFO: `arch.dma.ArrivalQueues`).
 * `mpu_weight`: each core's stationary weight tile (`core.mpu_load_weight` / `mpu.ldw`).
-* Barriers and semaphores.
+* Barriers and semaphores (`arch.sync`).
 
 DMA timing: the interpreters complete a DMA when it is issued (data copied, arrival signalled),
 one legal schedule of the asynchronous hardware; `dma_wait` / `dmawait` therefore never block.
@@ -21,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from legato.interp.common import BoundArg, bind_args
-from legato.interp.errors import InterpError
+from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.modules import context_cores
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.types import TensorSpec
 
@@ -168,3 +170,30 @@ def _scalar_dtype(t):
         from legato.types import DType
 
         return DType("f32") if "f64" in str(t) else i64
+
+
+def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
+    """(task name, core index or None, program op) for every module that runs a program of a
+    `core.kernel` or `backend.kernel` (`arch.modules.context_cores`); a program on a core the
+    model lacks, or two programs on one module, is an `InvalidModuleError` at the program."""
+    tasks: list[tuple[str, int | None, Any]] = []
+    owner: dict[int | None, Any] = {}
+    for prog in kernel.programs:
+        ctx = prog.ctx
+        kind = "top" if ctx.is_top else "all_cores" if ctx.is_all_cores else "core"
+        if kind == "core" and (ctx.core_index is None or ctx.core_index >= num_cores):
+            raise InvalidModuleError(
+                f"{prog.name} @{prog.sym_name.data} runs on core {ctx.core_index}, but the "
+                f"model has {num_cores} cores",
+                prog,
+            )
+        for c in context_cores(kind, ctx.core_index, num_cores):
+            if c in owner:
+                raise InvalidModuleError(
+                    f"{'top' if c is None else f'core {c}'} has two programs "
+                    f"(@{owner[c].sym_name.data} and @{prog.sym_name.data}); a module has one PC",
+                    prog,
+                )
+            owner[c] = prog
+            tasks.append(("top" if c is None else f"core {c}", c, prog))
+    return tasks

@@ -1,5 +1,5 @@
-"""The memory model of the core and backend interpreters: one 64-bit physical address space laid
-out by the address map of docs/architecture.md, holding allocations (byte arrays).
+"""The memory model of the core and backend interpreters: the machine model's physical memory
+(`legato.targets.bertha.arch.memory`, the emulator's too), holding allocations (byte arrays).
 
 * Shared DRAM (`0x0`) holds only what the runtime placed there: the kernel's arguments (mapped
   onto the caller's own arrays, so writes land in place) and the Instruction Table.

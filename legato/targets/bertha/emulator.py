@@ -43,6 +43,7 @@ from legato.targets.bertha.arch.dma import (
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
 from legato.targets.bertha.arch.memory import PhysicalMemory
+from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
@@ -273,11 +274,7 @@ class Emulator:
                 if top_seen:
                     raise EmulatorError(f"two top programs: {top_seen!r} and {p.name!r}")
                 top_seen = p.name
-                targets = [None]
-            elif kind == "core":
-                targets = [index]
-            else:
-                targets = list(range(self.model.num_cores))
+            targets = context_cores(kind, index, self.model.num_cores)
             for c in targets:
                 if c is not None:
                     if c >= self.model.num_cores:
@@ -354,7 +351,7 @@ class Emulator:
     def run(self, table_address: int = 0) -> timing.RunResult:
         for m in self.modules:
             m.regs[1] = table_address
-            m.regs[2] = m.core or 0
+            m.regs[2] = core_id(m.core)
         heap: list[tuple[int, int, int]] = []
         self._heap = heap
         self._waiting: set[int] = set()

@@ -1,4 +1,4 @@
-"""Bertha's physical address map (docs/architecture.md, *Address map*): where every memory
+"""Bertha's physical address map (docs/architecture.md, *Machine model*): where every memory
 space of the chip lives in the one 64-bit address space, and the region an address falls in.
 
     shared DRAM     0x0000_0000_0000 ...  (shared_memory_size)
@@ -27,6 +27,7 @@ CORE_SPACE_STRIDE = 0x1_0000_0000  # the slot reserved for each core space in a 
 DRAM_REGIONS = frozenset({"shared", "virtual", "private_dram"})
 
 _SLOTS = tuple(CORE_SPACE_OFFSET)  # core space by slot index (offset // CORE_SPACE_STRIDE)
+_NUM_SLOTS = len(_SLOTS)
 
 
 def core_base(core: int) -> int:
@@ -48,7 +49,7 @@ def classify(addr: int) -> tuple[str, int | None]:
         return ("shared", None) if addr < VIRTUAL_DRAM_BASE else ("virtual", None)
     core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
     slot = off // CORE_SPACE_STRIDE
-    return (_SLOTS[slot], core) if slot < len(_SLOTS) else ("unmapped", core)
+    return (_SLOTS[slot], core) if slot < _NUM_SLOTS else ("unmapped", core)
 
 
 def decode_address(addr: int) -> tuple[str, int | None, int]:
@@ -58,7 +59,7 @@ def decode_address(addr: int) -> tuple[str, int | None, int]:
     if addr >= CORE_WINDOW_BASE:
         core, rest = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
         slot = rest // CORE_SPACE_STRIDE
-        if slot < len(_SLOTS):
+        if slot < _NUM_SLOTS:
             return _SLOTS[slot], core, rest - slot * CORE_SPACE_STRIDE
         return "unmapped", core, rest
     if addr >= VIRTUAL_DRAM_BASE:
