@@ -55,17 +55,9 @@ class Memory(PhysicalMemory):
     def find(self, addr: int, nbytes: int) -> tuple[Region, int]:
         """The region holding [addr, addr+nbytes) and the offset of addr in it."""
         try:
-            return super().find(addr, nbytes)
+            return PhysicalMemory.find(self, addr, nbytes)
         except AccessFault as e:
-            space, core, offset = decode_address(addr)
-            if nbytes < 0:
-                raise MemoryFault(f"access of {nbytes} bytes at {addr:#x}: negative size") from None
-            inside = "" if e.region is None else f" (runs past the end of {e.region.name})"
-            raise MemoryFault(
-                f"access of {nbytes} bytes at {addr:#x} ({space}"
-                + (f" of core {core}" if core is not None else "")
-                + f", offset {offset:#x}) is outside every allocation{inside}"
-            ) from None
+            raise _fault(e, addr, nbytes) from None
 
     # -- access ---------------------------------------------------------------------------
 
@@ -73,7 +65,10 @@ class Memory(PhysicalMemory):
         """A writable uint8 view of [addr, addr+nbytes)."""
         if nbytes == 0:
             return np.zeros(0, np.uint8)
-        region, off = self.find(addr, nbytes)
+        try:  # (PhysicalMemory.find itself: this is the interpreters' hottest call)
+            region, off = PhysicalMemory.find(self, addr, nbytes)
+        except AccessFault as e:
+            raise _fault(e, addr, nbytes) from None
         return region.data[off : off + nbytes]
 
     def read_u64(self, addr: int) -> int:
@@ -88,6 +83,19 @@ class Memory(PhysicalMemory):
             return
         data = self.bytes(src, nbytes).copy()
         self.bytes(dst, nbytes)[:] = data
+
+
+def _fault(e: AccessFault, addr: int, nbytes: int) -> MemoryFault:
+    """The interpreters' wording of an access fault: the address decoded to its space."""
+    if nbytes < 0:
+        return MemoryFault(f"access of {nbytes} bytes at {addr:#x}: negative size")
+    space, core, offset = decode_address(addr)
+    inside = "" if e.region is None else f" (runs past the end of {e.region.name})"
+    return MemoryFault(
+        f"access of {nbytes} bytes at {addr:#x} ({space}"
+        + (f" of core {core}" if core is not None else "")
+        + f", offset {offset:#x}) is outside every allocation{inside}"
+    )
 
 
 @dataclass(frozen=True)
