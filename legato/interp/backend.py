@@ -11,8 +11,9 @@ Execution model (docs/isa.md, docs/architecture.md level 3):
   infinite `j` registers) is an SSA value (the last value its defining op produced). So the same
   interpreter runs the IR before and after register allocation, and a difference between the
   two runs is a register allocation bug.
-* Memory, queues, MPU and barriers are `legato.interp.machine.Machine` (the address map of the
-  architecture, shared with the core level); DMAs complete at issue.
+* Memory, queues, MPU and barriers are `legato.interp.machine.Machine` (the machine model
+  `legato.targets.bertha.arch`, shared with the core level and the emulator: address map,
+  dma2d geometry, notify core selection); DMAs complete at issue.
 * Numerics: MPU via `legato.numerics`, VPU via `legato.targets.bertha.vpu` (the emulator's own
   definition), so results match the emulator bit for bit.
 """
@@ -32,10 +33,14 @@ from legato.dialects import backend as B
 from legato.dialects.core import ArgAttr, BufType
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
-from legato.interp.machine import Machine
-from legato.interp.memory import Memory, core_space_base, decode_address
+from legato.interp.machine import Machine, program_tasks
+from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import isa, vpu
+from legato.targets.bertha.arch.address_map import core_space_base, decode_address
+from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
+from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.modules import core_id
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -136,19 +141,25 @@ class BackendFunctions(InterpreterFunctions):
 
     @impl(B.LsaOp)
     def run_lsa(self, interpreter, op: B.LsaOp, args):
-        env = _env(interpreter)
-        if op.core is not None:
-            core = op.core.data
-        elif op.core_reg is not None:
-            core = args[0]
-        else:
-            core = env.core if env.core is not None else 0
-        assert self.machine is not None
-        if not 0 <= core < self.machine.model.num_cores:
-            raise InterpError(
-                f"lsa names core {core}; the model has {self.machine.model.num_cores} cores", op
-            )
+        core = self._select_core(interpreter, op, op.core, op.core_reg, args)
         return (core_space_base(core, op.space.data) + (op.offset.data & 0xFFFF_FFFF),)
+
+    def _select_core(self, interpreter, op, static, reg, args) -> int:
+        """The core an `lsa` or notify names (`arch.dma.select_core`): the static `core(i)`,
+        the value of its core register (`args[0]`), else the running core."""
+        assert self.machine is not None
+        if static is not None:
+            mode, field = isa.CORE_STATIC, static.data
+        elif reg is not None:
+            mode, field = isa.CORE_REG, 0
+        else:
+            mode, field = isa.CORE_SELF, 0
+        try:
+            return select_core(
+                mode, field, args, _env(interpreter).core, self.machine.model.num_cores
+            )
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
 
     def _alu(self, op: Operation, mn: str, a: int, b: int) -> int:
         try:
@@ -220,30 +231,23 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.DmaOp)
     def run_dma(self, interpreter, op: B.DmaOp, args):
         assert self.machine is not None
-        env = _env(interpreter)
         dst, src, n = args[0], args[1], args[2]
         if n < 0:
             raise InterpError(f"dma of a negative length {n}", op)
         self.mem.copy(dst, src, n)
         self.machine.dma_bytes += n
-        self._notify(env, op, args[3:])
+        self._notify(interpreter, op, args[3:])
         return ()
 
-    def _notify(self, env, op: B.DmaOp | B.Dma2dOp, core_reg: tuple) -> None:
+    def _notify(self, interpreter, op: B.DmaOp | B.Dma2dOp, core_reg: tuple) -> None:
         """Signal the queue a dma/dma2d names (`core_reg`: the notify core register's value,
         when the op has one)."""
         if op.notify is None:
             return
-        if op.notify_core is not None:
-            core = op.notify_core.data
-        elif op.notify_core_reg is not None:
-            core = core_reg[0]
-        else:
-            core = env.core
+        env = _env(interpreter)
+        core = self._select_core(interpreter, op, op.notify_core, op.notify_core_reg, core_reg)
         assert self.machine is not None
         assert op.notify_space is not None and op.notify_queue is not None
-        if core is None:
-            raise InterpError(f"{op.MNEMONIC} on top notifies no core", op)
         self.machine.signal(
             core, op.notify_space.data, op.notify_queue.data, f"{env.name}'s {op.MNEMONIC}"
         )
@@ -251,19 +255,15 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.Dma2dOp)
     def run_dma2d(self, interpreter, op: B.Dma2dOp, args):
         assert self.machine is not None
-        env = _env(interpreter)
         dst, src = args[0], args[1]
-        rows, row = isa.dma2d_unpack(args[2])
-        dstride, sstride = isa.dma2d_unpack(args[3])
-        if rows * row and (sstride < row or dstride < row):
-            raise InterpError(
-                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of {row} bytes",
-                op,
-            )
+        try:
+            rows, row, dstride, sstride, _, _ = dma2d_geometry(args[2], args[3])
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         for r in range(rows if row else 0):
             self.mem.copy(dst + r * dstride, src + r * sstride, row)
         self.machine.dma_bytes += rows * row
-        self._notify(env, op, args[4:])
+        self._notify(interpreter, op, args[4:])
         return ()
 
     @impl(B.QwaitOp)
@@ -280,42 +280,19 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.BarrierOp)
     def run_barrier(self, interpreter, op: B.BarrierOp, args):
         assert self.machine is not None
-        m = self.machine
-        bid, count = op.sync_id.data, op.count.data
-        st = m.isa_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise InterpError(
-                f"barrier {bid} entered with count {count} but others use {st['count']}", op
-            )
-        st["count"] = count
-        gen = st["gen"]
-        st["arrived"] += 1
-        if st["arrived"] >= count:
-            st["gen"] += 1
-            st["arrived"] = 0
-        m.scheduler.block_until(
-            lambda: st["gen"] > gen,
-            op,
-            f"barrier {bid} ({count} modules; {st['arrived']} arrived)",
-        )
+        self.machine.sync_barrier(op.sync_id.data, op.count.data, op)
         return ()
 
     @impl(B.SemPostOp)
     def run_sem_post(self, interpreter, op: B.SemPostOp, args):
         assert self.machine is not None
-        sems = self.machine.semaphores
-        sems[op.sync_id.data] = sems.get(op.sync_id.data, 0) + op.count.data
+        self.machine.sem_post(op.sync_id.data, op.count.data)
         return ()
 
     @impl(B.SemWaitOp)
     def run_sem_wait(self, interpreter, op: B.SemWaitOp, args):
         assert self.machine is not None
-        sems = self.machine.semaphores
-        sid, count = op.sync_id.data, op.count.data
-        self.machine.scheduler.block_until(
-            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
-        )
-        sems[sid] -= count
+        self.machine.sem_wait(op.sync_id.data, op.count.data, op)
         return ()
 
     # -- MPU --------------------------------------------------------------------------------
@@ -508,33 +485,6 @@ def kernel_specs(kernel) -> list:
     return out
 
 
-def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
-    tasks: list[tuple[str, int | None, Any]] = []
-    owner: dict[int | None, Any] = {}
-    for prog in kernel.programs:
-        ctx = prog.ctx
-        if ctx.is_top:
-            cores: list[int | None] = [None]
-        elif ctx.is_all_cores:
-            cores = list(range(num_cores))
-        else:
-            if ctx.core_index is None or ctx.core_index >= num_cores:
-                raise InvalidModuleError(
-                    f"backend.program @{prog.sym_name.data} runs on core {ctx.core_index}, but "
-                    f"the model has {num_cores} cores",
-                    prog,
-                )
-            cores = [ctx.core_index]
-        for c in cores:
-            if c in owner:
-                raise InvalidModuleError(
-                    f"{'top' if c is None else f'core {c}'} has two programs", prog
-                )
-            owner[c] = prog
-            tasks.append(("top" if c is None else f"core {c}", c, prog))
-    return tasks
-
-
 def run_program(interp: Interpreter, env: ProgramEnv, prog) -> None:
     ops = list(prog.body.block.ops)
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, B.LabelOp)}
@@ -562,7 +512,6 @@ def run_kernel(
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
     machine = Machine(model, scheduler, Memory(model))
-    machine.isa_barriers = {}  # type: ignore[attr-defined]
     specs = kernel_specs(kernel)
     bound = machine.place_args(specs, args, kernel.sym_name.data)
     functions = BackendFunctions(machine)
@@ -578,7 +527,7 @@ def run_kernel(
                 interp.register_implementations(f)
             env = ProgramEnv(name, core)
             env.regs[1] = machine.table_addr
-            env.regs[2] = core or 0
+            env.regs[2] = core_id(core)
             interp.set_data(BackendFunctions, "env", env)
             run_program(interp, env, prog)
 

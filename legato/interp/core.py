@@ -6,8 +6,8 @@ Execution model (docs/architecture.md, level 2):
   core of the model (`core.core_id` = its index). Tasks run concurrently
   (`legato.interp.scheduler`); `core.wait_queue` blocks until an arrival, `core.barrier id count
   n` until n programs reached barrier id, `core.sem_wait` until its semaphore is high enough.
-* Memory is `legato.interp.memory`: the address map of the architecture. A `!core.buf` value is a
-  `Buf` (address, runtime shape, dtype, element strides). `core.arg i` is the caller's array,
+* Memory is `legato.interp.memory`: the machine model's (`legato.targets.bertha.arch`). A
+  `!core.buf` value is a `Buf` (address, runtime shape, dtype, element strides). `core.arg i` is the caller's array,
   placed in shared DRAM. `core.alloc` with `offset` is at that byte offset of its core's space;
   without one (before planning) each alloc op gets one fixed slot per core (a bump allocator
   from the top of the space downwards, so it cannot collide with planned offsets); allocs that
@@ -44,12 +44,14 @@ from legato import numerics
 from legato.dialects import core as C
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
-from legato.interp.errors import InterpError, InvalidModuleError, MemoryFault
-from legato.interp.machine import Machine
-from legato.interp.memory import Buf, Memory, core_space_base, row_major_strides
+from legato.interp.errors import InterpError, MemoryFault
+from legato.interp.machine import Machine, program_tasks
+from legato.interp.memory import Buf, Memory, row_major_strides
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import vpu
+from legato.targets.bertha.arch.address_map import core_space_base
+from legato.targets.bertha.arch.modules import core_id
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
@@ -109,8 +111,7 @@ class CoreFunctions(InterpreterFunctions):
 
     @impl(C.CoreIdOp)
     def run_core_id(self, interpreter, op, args):
-        core = _env(interpreter).core
-        return (_index(0 if core is None else core),)
+        return (_index(core_id(_env(interpreter).core)),)
 
     @impl(C.ArgOp)
     def run_arg(self, interpreter, op: C.ArgOp, args):
@@ -440,37 +441,6 @@ def kernel_specs(kernel: C.KernelOp) -> list:
         t = a.type
         out.append(t.to_spec() if isinstance(t, C.BufType) else t)
     return out
-
-
-def program_tasks(kernel: C.KernelOp, num_cores: int) -> list[tuple[str, int | None, Any]]:
-    """(task name, core index or None, program op) for every module that runs a program."""
-    tasks: list[tuple[str, int | None, Any]] = []
-    owner: dict[int | None, Any] = {}
-    for prog in kernel.programs:
-        ctx = prog.ctx
-        if ctx.is_top:
-            cores: list[int | None] = [None]
-        elif ctx.is_all_cores:
-            cores = list(range(num_cores))
-        else:
-            idx = ctx.core_index
-            if idx is None or idx >= num_cores:
-                raise InvalidModuleError(
-                    f"core.program @{prog.sym_name.data} runs on core {idx}, but the model has "
-                    f"{num_cores} cores",
-                    prog,
-                )
-            cores = [idx]
-        for c in cores:
-            if c in owner:
-                raise InvalidModuleError(
-                    f"{'top' if c is None else f'core {c}'} has two programs "
-                    f"(@{owner[c].sym_name.data} and @{prog.sym_name.data}); a module has one PC",
-                    prog,
-                )
-            owner[c] = prog
-            tasks.append(("top" if c is None else f"core {c}", c, prog))
-    return tasks
 
 
 def run_kernel(

@@ -41,6 +41,8 @@ from legato.interp.errors import InterpError, UnsupportedOpError, describe_op
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import vpu
+from legato.targets.bertha.arch.dma import ArrivalQueues
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 
 
 @dataclass
@@ -56,26 +58,25 @@ class LegatoMachine:
 
     scheduler: Scheduler
     num_cores: int
-    queues: dict[tuple[int, str, int], deque[Transfer]] = field(default_factory=dict)
+    # (core, space, queue) -> the transfers sent and not yet received, FIFO
+    queues: ArrivalQueues = field(default_factory=ArrivalQueues)
     transfers: int = 0
-    # legato.barrier: generation and arrivals; legato.signal/wait: (context, sem) -> value
-    barrier_gen: int = 0
-    barrier_arrived: int = 0
-    semaphores: dict[tuple[str, int], int] = field(default_factory=dict)
+    # legato.barrier: one barrier of every core; legato.signal/wait: keyed (context, sem)
+    barriers: Barriers = field(default_factory=Barriers)
+    semaphores: Semaphores = field(default_factory=Semaphores)
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
-        return self.queues.setdefault((core, space, q), deque())
+        return self.queues.fifo((core, space, q))
 
     def pending(self) -> list[str]:
         """Transfers sent but never received (for deadlock reports)."""
         out = []
-        for (core, space, q), fifo in sorted(self.queues.items()):
-            if fifo:
-                first = fifo[0]
-                out.append(
-                    f"core {core} memory {space} queue {q} holds {len(fifo)} unreceived "
-                    f"transfer(s), the first sent by {first.sender} in {describe_op(first.op)}"
-                )
+        for (core, space, q), fifo in self.queues.pending():
+            first = fifo[0]
+            out.append(
+                f"core {core} memory {space} queue {q} holds {len(fifo)} unreceived "
+                f"transfer(s), the first sent by {first.sender} in {describe_op(first.op)}"
+            )
         return out
 
 
@@ -172,15 +173,11 @@ class LegatoFunctions(InterpreterFunctions):
     def run_barrier(self, interpreter: Interpreter, op: L.BarrierOp, args):
         m = self.machine
         assert m is not None
-        gen = m.barrier_gen
-        m.barrier_arrived += 1
-        if m.barrier_arrived >= m.num_cores:
-            m.barrier_gen += 1
-            m.barrier_arrived = 0
+        gen, _ = m.barriers.arrive(0, m.num_cores)
         m.scheduler.block_until(
-            lambda: m.barrier_gen > gen,
+            lambda: m.barriers.passed(0, gen),
             op,
-            f"barrier of all {m.num_cores} cores ({m.barrier_arrived} arrived)",
+            f"barrier of all {m.num_cores} cores ({m.barriers.arrived(0)} arrived)",
         )
         return ()
 
@@ -191,9 +188,7 @@ class LegatoFunctions(InterpreterFunctions):
     @impl(L.SignalOp)
     def run_signal(self, interpreter: Interpreter, op: L.SignalOp, args):
         assert self.machine is not None
-        key = (op.target.spelling, op.sem.data)
-        sems = self.machine.semaphores
-        sems[key] = sems.get(key, 0) + op.count.data
+        self.machine.semaphores.post((op.target.spelling, op.sem.data), op.count.data)
         return ()
 
     @impl(L.WaitOp)
@@ -203,11 +198,11 @@ class LegatoFunctions(InterpreterFunctions):
         key = (self._ctx_name(env.core), op.sem.data)
         sems, count = self.machine.semaphores, op.count.data
         self.machine.scheduler.block_until(
-            lambda: sems.get(key, 0) >= count,
+            lambda: sems.ready(key, count),
             op,
-            f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.get(key, 0)})",
+            f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.value(key)})",
         )
-        sems[key] -= count
+        sems.take(key, count)
         return ()
 
     # -- data movement ----------------------------------------------------------------------

@@ -1,11 +1,12 @@
-"""The simulated chip state shared by the core- and backend-level interpreters.
+"""The simulated chip state shared by the core- and backend-level interpreters, on the machine
+model the emulator uses too (`legato.targets.bertha.arch`):
 
 * `memory`: the physical address space (`legato.interp.memory`), with the kernel's arguments
   placed in shared DRAM (on the caller's own arrays) and the Instruction Table after them.
-* `arrivals`: per (core, space, queue), the number of DMA completions not yet consumed
-  (`core.wait_queue` / `qwait` consume one, FIFO by construction: arrivals carry no data).
+* `arrivals`: per (core, space, queue), who sent each DMA completion not yet consumed
+  (`core.wait_queue` / `qwait` consume one, FIFO: `arch.dma.ArrivalQueues`).
 * `mpu_weight`: each core's stationary weight tile (`core.mpu_load_weight` / `mpu.ldw`).
-* Barriers and semaphores.
+* Barriers and semaphores (`arch.sync`).
 
 DMA timing: the interpreters complete a DMA when it is issued (data copied, arrival signalled),
 one legal schedule of the asynchronous hardware; `dma_wait` / `dmawait` therefore never block.
@@ -22,10 +23,14 @@ import numpy as np
 
 from legato.dialects.legato import dtype_of_element_type
 from legato.interp.common import BoundArg, bind_args
-from legato.interp.errors import InterpError
+from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha.abi import ArgLayout, ScalarSpec
+from legato.targets.bertha.arch.dma import ArrivalQueues
+from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.modules import context_cores
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.types import DType, TensorSpec, i64
 
 
@@ -43,12 +48,11 @@ class Machine:
     memory: Memory
     args: list[ArgPlacement] = field(default_factory=list)
     table_addr: int = 0
-    arrivals: dict[tuple[int, str, int], int] = field(default_factory=dict)
-    arrival_sources: dict[tuple[int, str, int], list[str]] = field(default_factory=dict)
+    # per (core, space, queue): who sent each arrival not yet consumed
+    arrivals: ArrivalQueues = field(default_factory=ArrivalQueues)
     mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
-    barrier_arrivals: dict[int, int] = field(default_factory=dict)
-    semaphores: dict[int, int] = field(default_factory=dict)
-    sync_barriers: dict[int, dict] = field(default_factory=dict)
+    barriers: Barriers = field(default_factory=Barriers)
+    semaphores: Semaphores = field(default_factory=Semaphores)
     num_programs: int = 0
     transfers: int = 0
     dma_bytes: int = 0
@@ -97,69 +101,49 @@ class Machine:
             raise InterpError(
                 f"DMA notifies core {core}, but the model has {self.model.num_cores} cores"
             )
-        key = (core, space, queue)
-        self.arrivals[key] = self.arrivals.get(key, 0) + 1
-        self.arrival_sources.setdefault(key, []).append(source)
+        self.arrivals.push((core, space, queue), source)
         self.transfers += 1
 
     def wait_arrival(self, core: int, space: str, queue: int, op) -> None:
         key = (core, space, queue)
+        fifo = self.arrivals.fifo(key)
         self.scheduler.block_until(
-            lambda: self.arrivals.get(key, 0) > 0,
-            op,
-            f"an arrival on core {core} {space} queue {queue}",
+            lambda: bool(fifo), op, f"an arrival on core {core} {space} queue {queue}"
         )
-        self.arrivals[key] -= 1
-        self.arrival_sources[key].pop(0)
+        self.arrivals.pop(key)
 
     def pending(self) -> list[str]:
-        out = []
-        for (core, space, q), n in sorted(self.arrivals.items()):
-            if n > 0:
-                out.append(
-                    f"core {core} {space} queue {q} has {n} unconsumed arrival(s), the first "
-                    f"from {self.arrival_sources[(core, space, q)][0]}"
-                )
-        return out
+        return [
+            f"core {core} {space} queue {q} has {len(fifo)} unconsumed arrival(s), the first "
+            f"from {fifo[0]}"
+            for (core, space, q), fifo in self.arrivals.pending()
+        ]
 
     # -- synchronization ------------------------------------------------------------------
 
-    def barrier(self, generation: int, op) -> None:
-        self.barrier_arrivals[generation] = self.barrier_arrivals.get(generation, 0) + 1
-        self.scheduler.block_until(
-            lambda: self.barrier_arrivals[generation] >= self.num_programs,
-            op,
-            f"barrier #{generation} ({self.barrier_arrivals[generation]} of "
-            f"{self.num_programs} programs arrived)",
-        )
-
     def sync_barrier(self, bid: int, count: int, op) -> None:
         """The ISA's `barrier ID, COUNT`: block until `count` modules arrived at barrier `bid`;
-        the barrier then resets (a generation counter)."""
-        st = self.sync_barriers.setdefault(bid, {"gen": 0, "arrived": 0, "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise InterpError(
-                f"barrier {bid} entered with count {count} but others use {st['count']}", op
-            )
-        st["count"] = count
-        gen = st["gen"]
-        st["arrived"] += 1
-        if st["arrived"] >= count:
-            st["gen"] += 1
-            st["arrived"] = 0
+        the barrier then resets (`arch.sync.Barriers`)."""
+        barriers = self.barriers
+        try:
+            gen, _ = barriers.arrive(bid, count)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         self.scheduler.block_until(
-            lambda: st["gen"] > gen, op, f"barrier {bid} ({count} modules; {st['arrived']} arrived)"
+            lambda: barriers.passed(bid, gen),
+            op,
+            f"barrier {bid} ({count} modules; {barriers.arrived(bid)} arrived)",
         )
 
     def sem_post(self, sid: int, count: int) -> None:
-        self.semaphores[sid] = self.semaphores.get(sid, 0) + count
+        self.semaphores.post(sid, count)
 
     def sem_wait(self, sid: int, count: int, op) -> None:
         sems = self.semaphores
         self.scheduler.block_until(
-            lambda: sems.get(sid, 0) >= count, op, f"semaphore {sid} >= {count}"
+            lambda: sems.ready(sid, count), op, f"semaphore {sid} >= {count}"
         )
-        sems[sid] -= count
+        sems.take(sid, count)
 
     # -- MPU ------------------------------------------------------------------------------
 
@@ -181,3 +165,30 @@ def _scalar_dtype(t):
         return dtype_of_element_type(t)
     except ValueError:
         return DType("f32") if "f64" in str(t) else i64
+
+
+def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
+    """(task name, core index or None, program op) for every module that runs a program of a
+    `core.kernel` or `backend.kernel` (`arch.modules.context_cores`); a program on a core the
+    model lacks, or two programs on one module, is an `InvalidModuleError` at the program."""
+    tasks: list[tuple[str, int | None, Any]] = []
+    owner: dict[int | None, Any] = {}
+    for prog in kernel.programs:
+        ctx = prog.ctx
+        kind = "top" if ctx.is_top else "all_cores" if ctx.is_all_cores else "core"
+        if kind == "core" and (ctx.core_index is None or ctx.core_index >= num_cores):
+            raise InvalidModuleError(
+                f"{prog.name} @{prog.sym_name.data} runs on core {ctx.core_index}, but the "
+                f"model has {num_cores} cores",
+                prog,
+            )
+        for c in context_cores(kind, ctx.core_index, num_cores):
+            if c in owner:
+                raise InvalidModuleError(
+                    f"{'top' if c is None else f'core {c}'} has two programs "
+                    f"(@{owner[c].sym_name.data} and @{prog.sym_name.data}); a module has one PC",
+                    prog,
+                )
+            owner[c] = prog
+            tasks.append(("top" if c is None else f"core {c}", c, prog))
+    return tasks

@@ -1,5 +1,5 @@
-"""The memory model of the core and backend interpreters: one 64-bit physical address space laid
-out by the address map of docs/architecture.md, holding allocations (byte arrays).
+"""The memory model of the core and backend interpreters: the machine model's physical memory
+(`legato.targets.bertha.arch.memory`, the emulator's too), holding allocations (byte arrays).
 
 * Shared DRAM (`0x0`) holds only what the runtime placed there: the kernel's arguments (mapped
   onto the caller's own arrays, so writes land in place) and the Instruction Table.
@@ -15,117 +15,49 @@ contiguous prefix of the bound-sized reservation).
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 import numpy as np
 
 from legato.interp.errors import MemoryFault
-
-SHARED_DRAM_BASE = 0x0000_0000_0000
-VIRTUAL_DRAM_BASE = 0x0800_0000_0000
-CORE_WINDOW_BASE = 0x1000_0000_0000
-CORE_WINDOW_SIZE = 0x10_0000_0000
-CORE_SPACE_OFFSET = {
-    "sram": 0x0,
-    "mpu_buffer": 0x1_0000_0000,
-    "private_dram": 0x2_0000_0000,
-}
-SHARED_SPACES = ("shared_dram", "virtual_dram", "mpu_dram")
-# Where the runtime places arguments and the Instruction Table in shared DRAM.
-ARG_REGION_BASE = 0x1000
-ARG_ALIGN = 0x1000
+from legato.targets.bertha.arch.address_map import decode_address
+from legato.targets.bertha.arch.errors import AccessFault, MapError
+from legato.targets.bertha.arch.memory import PhysicalMemory, Region
 
 
-def core_space_base(core: int, space: str) -> int:
-    """Physical address of offset 0 of `space` in core `core`'s window."""
-    if space not in CORE_SPACE_OFFSET:
-        raise ValueError(f"{space!r} is not an addressable core memory space")
-    return CORE_WINDOW_BASE + core * CORE_WINDOW_SIZE + CORE_SPACE_OFFSET[space]
-
-
-def decode_address(addr: int) -> tuple[str, int | None, int]:
-    """(space, core or None, offset in that space) of a physical address."""
-    if addr >= CORE_WINDOW_BASE:
-        core, rest = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
-        for space, off in sorted(CORE_SPACE_OFFSET.items(), key=lambda kv: -kv[1]):
-            if rest >= off:
-                return space, core, rest - off
-    if addr >= VIRTUAL_DRAM_BASE:
-        return "virtual_dram", None, addr - VIRTUAL_DRAM_BASE
-    return "shared_dram", None, addr
-
-
-@dataclass
-class Allocation:
-    base: int
-    data: np.ndarray  # uint8, 1-D
-    name: str
-
-    @property
-    def end(self) -> int:
-        return self.base + self.data.size
-
-
-class Memory:
-    """A sparse physical address space of byte-array allocations."""
+class Memory(PhysicalMemory):
+    """The chip's physical memory (`arch.memory`) as the interpreters use it: regions over the
+    caller's arrays, writable views, and faults worded for an IR op (`MemoryFault`)."""
 
     def __init__(self, model, num_cores: int | None = None):
-        self.model = model
-        self.num_cores = model.num_cores if num_cores is None else num_cores
-        self._bases: list[int] = []
-        self._allocs: list[Allocation] = []
-        self._next_shared = ARG_REGION_BASE
+        super().__init__(model, num_cores, core_region_name="core {core} {space}")
 
     # -- mapping --------------------------------------------------------------------------
 
-    def map(self, base: int, data: np.ndarray, name: str) -> Allocation:
+    def map(self, base: int, data: np.ndarray, name: str) -> Region:
         """Map the bytes `data` (1-D uint8; may be a view of a caller's array) at `base`."""
         if data.dtype != np.uint8 or data.ndim != 1:
             raise TypeError("Memory.map takes a 1-D uint8 array")
-        i = bisect.bisect_left(self._bases, base)
-        if i > 0 and self._allocs[i - 1].end > base:
-            raise MemoryFault(f"mapping {name} at {base:#x} overlaps {self._allocs[i - 1].name}")
-        if i < len(self._allocs) and base + data.size > self._allocs[i].base:
-            raise MemoryFault(f"mapping {name} at {base:#x} overlaps {self._allocs[i].name}")
-        alloc = Allocation(base, data, name)
-        self._bases.insert(i, base)
-        self._allocs.insert(i, alloc)
-        return alloc
+        try:
+            return self.add(Region(base, data.size, name, data=data))
+        except MapError as e:
+            raise MemoryFault(f"mapping {name} at {base:#x} overlaps {e.existing.name}") from None
 
     def place_shared(self, data: np.ndarray, name: str) -> int:
         """Map `data` at the next free aligned address of shared DRAM; return the address."""
-        base = self._next_shared
-        self.map(base, data, name)
-        size = max(int(data.size), 1)
-        self._next_shared = (base + size + ARG_ALIGN - 1) // ARG_ALIGN * ARG_ALIGN
-        return base
+        if data.dtype != np.uint8 or data.ndim != 1:
+            raise TypeError("Memory.map takes a 1-D uint8 array")
+        try:
+            return self.allocate(data.size, name, data=data)
+        except MapError as e:
+            raise MemoryFault(str(e)) from None
 
-    def _map_core_space(self, addr: int) -> Allocation | None:
-        space, core, offset = decode_address(addr)
-        if core is None or core >= self.num_cores:
-            return None
-        size = self.model.memory_size(space)
-        if offset >= size:
-            return None
-        base = core_space_base(core, space)
-        return self.map(base, np.zeros(size, np.uint8), f"core {core} {space}")
-
-    def find(self, addr: int, nbytes: int) -> tuple[Allocation, int]:
-        """The allocation holding [addr, addr+nbytes) and the offset of addr in it."""
-        i = bisect.bisect_right(self._bases, addr) - 1
-        alloc = self._allocs[i] if i >= 0 else None
-        if alloc is None or addr >= alloc.end:
-            alloc = self._map_core_space(addr)
-        if alloc is None or addr + nbytes > alloc.end:
-            where = decode_address(addr)
-            inside = "" if alloc is None else f" (runs past the end of {alloc.name})"
-            raise MemoryFault(
-                f"access of {nbytes} bytes at {addr:#x} ({where[0]}"
-                + (f" of core {where[1]}" if where[1] is not None else "")
-                + f", offset {where[2]:#x}) is outside every allocation{inside}"
-            )
-        return alloc, addr - alloc.base
+    def find(self, addr: int, nbytes: int) -> tuple[Region, int]:
+        """The region holding [addr, addr+nbytes) and the offset of addr in it."""
+        try:
+            return PhysicalMemory.find(self, addr, nbytes)
+        except AccessFault as e:
+            raise _fault(e, addr, nbytes) from None
 
     # -- access ---------------------------------------------------------------------------
 
@@ -133,8 +65,11 @@ class Memory:
         """A writable uint8 view of [addr, addr+nbytes)."""
         if nbytes == 0:
             return np.zeros(0, np.uint8)
-        alloc, off = self.find(addr, nbytes)
-        return alloc.data[off : off + nbytes]
+        try:  # (PhysicalMemory.find itself: this is the interpreters' hottest call)
+            region, off = PhysicalMemory.find(self, addr, nbytes)
+        except AccessFault as e:
+            raise _fault(e, addr, nbytes) from None
+        return region.data[off : off + nbytes]
 
     def read_u64(self, addr: int) -> int:
         return int(self.bytes(addr, 8).view("<u8")[0])
@@ -148,6 +83,19 @@ class Memory:
             return
         data = self.bytes(src, nbytes).copy()
         self.bytes(dst, nbytes)[:] = data
+
+
+def _fault(e: AccessFault, addr: int, nbytes: int) -> MemoryFault:
+    """The interpreters' wording of an access fault: the address decoded to its space."""
+    if nbytes < 0:
+        return MemoryFault(f"access of {nbytes} bytes at {addr:#x}: negative size")
+    space, core, offset = decode_address(addr)
+    inside = "" if e.region is None else f" (runs past the end of {e.region.name})"
+    return MemoryFault(
+        f"access of {nbytes} bytes at {addr:#x} ({space}"
+        + (f" of core {core}" if core is not None else "")
+        + f", offset {offset:#x}) is outside every allocation{inside}"
+    )
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,8 @@ outside an allocation raises `EmulatorFault` with program, PC, address and cause
 
 from __future__ import annotations
 
-import bisect
 import functools
 import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -28,32 +26,36 @@ import numpy as np
 from legato import numerics
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, timing, vpu
+from legato.targets.bertha.arch.address_map import (
+    CORE_SPACE_OFFSET,
+    DRAM_REGIONS,
+    classify,
+    core_space_base,
+)
+from legato.targets.bertha.arch.dma import (
+    ArrivalQueues,
+    decode_notify,
+    dma2d_geometry,
+    dma_port,
+    notify_core_reg,
+    select_core,
+)
+from legato.targets.bertha.arch.errors import MapError
+from legato.targets.bertha.arch.errors import Trap as _Trap
+from legato.targets.bertha.arch.memory import PhysicalMemory
+from legato.targets.bertha.arch.modules import context_cores, core_id
+from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
     BC_COL,
     BC_ROW,
     BC_SCALAR,
-    CORE_REG,
-    CORE_SELF,
-    CORE_STATIC,
     DTYPE_NAMES,
     DTYPE_SIZES,
     MM_ACC,
     MM_F32,
-    NOTIFY_PRESENT,
     SPACE_NAMES,
 )
-
-# ---- address map (docs/architecture.md) ------------------------------------------------------
-SHARED_BASE = 0x0000_0000_0000
-VIRTUAL_BASE = 0x0800_0000_0000
-CORE_WINDOW_BASE = 0x1000_0000_0000
-CORE_WINDOW_SIZE = 0x10_0000_0000
-SPACE_OFFSETS = {"sram": 0x0, "mpu_buffer": 0x1_0000_0000, "private_dram": 0x2_0000_0000}
-SPACE_STRIDE = 0x1_0000_0000  # the window reserved for each core space
-SHARED_ALLOC_START = 0x1_0000  # the first shared allocation; address 0 always traps
-SHARED_ALLOC_ALIGN = 4096
-LAZY_CHUNK = 1 << 20
 
 DEFAULT_INSTRUCTION_LIMIT = 20_000_000
 MAX_TRACE_EVENTS = 500_000
@@ -67,14 +69,6 @@ _NP_DTYPES = {
 }
 INF = 1 << 62
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
-
-
-def core_base(core: int) -> int:
-    return CORE_WINDOW_BASE + core * CORE_WINDOW_SIZE
-
-
-def space_base(core: int, space: str) -> int:
-    return core_base(core) + SPACE_OFFSETS[space]
 
 
 def _s64(v: int) -> int:
@@ -123,147 +117,22 @@ class DeadlockError(EmulatorError):
         super().__init__("\n".join(lines))
 
 
-class _Trap(Exception):
-    def __init__(self, cause: str, address: int | None = None):
-        super().__init__(cause)
-        self.cause, self.address = cause, address
-
-
-# ---- memory -----------------------------------------------------------------------------------
-class Region:
-    def __init__(self, base: int, size: int, name: str, lazy: bool = False):
-        self.base, self.size, self.name, self.lazy = base, size, name, lazy
-        self.data = None if lazy else np.zeros(size, np.uint8)
-        self.chunks: dict[int, np.ndarray] = {}
-
-    @property
-    def end(self) -> int:
-        return self.base + self.size
-
-    def read(self, off: int, n: int) -> np.ndarray:
-        """The bytes [off, off + n): a view of the memory where they are stored contiguously
-        (valid until the next write: every caller consumes it first, numpy copies overlapping
-        assignments), else a fresh array."""
-        if not self.lazy:
-            return self.data[off : off + n]
-        ci, co = divmod(off, LAZY_CHUNK)
-        if co + n <= LAZY_CHUNK and ci in self.chunks:
-            return self.chunks[ci][co : co + n]
-        out = np.zeros(n, np.uint8)
-        pos = 0
-        while pos < n:
-            ci, co = divmod(off + pos, LAZY_CHUNK)
-            take = min(n - pos, LAZY_CHUNK - co)
-            ch = self.chunks.get(ci)
-            if ch is not None:
-                out[pos : pos + take] = ch[co : co + take]
-            pos += take
-        return out
-
-    def write(self, off: int, data: np.ndarray) -> None:
-        n = data.size
-        if not self.lazy:
-            self.data[off : off + n] = data
-            return
-        pos = 0
-        while pos < n:
-            ci, co = divmod(off + pos, LAZY_CHUNK)
-            take = min(n - pos, LAZY_CHUNK - co)
-            ch = self.chunks.get(ci)
-            if ch is None:
-                ch = self.chunks[ci] = np.zeros(LAZY_CHUNK, np.uint8)
-            ch[co : co + take] = data[pos : pos + take]
-            pos += take
-
-
-class Memory:
-    """The chip's 64-bit physical address space: allocations only, everything else traps."""
+# ---- memory ----------------------------------------------------------------------------------
+class Memory(PhysicalMemory):
+    """The chip's 64-bit physical address space (`arch.memory`): allocations only, everything
+    else traps; private DRAM is stored in chunks allocated on first write."""
 
     def __init__(self, model):
-        self.model = model
-        self.regions: list[Region] = []
-        self._bases: list[int] = []
-        self._next_shared = SHARED_ALLOC_START
-
-    def _add(self, region: Region) -> Region:
-        i = bisect.bisect_left(self._bases, region.base)
-        for r in self.regions[max(0, i - 1) : i + 1]:
-            if region.base < r.end and r.base < region.end:
-                raise EmulatorError(f"allocation {region.name} overlaps {r.name}")
-        self.regions.insert(i, region)
-        self._bases.insert(i, region.base)
-        return region
+        super().__init__(model, lazy_spaces=frozenset({"private_dram"}))
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
-        addr = self._next_shared
-        size = max(int(size), 1)
-        if addr + size > self.model.shared_memory_size:
-            raise EmulatorError(f"shared DRAM exhausted allocating {size} bytes for {name}")
-        self._add(Region(addr, size, name))
-        self._next_shared = -(-(addr + size) // SHARED_ALLOC_ALIGN) * SHARED_ALLOC_ALIGN
-        return addr
+        try:
+            return super().allocate(size, name)
+        except MapError as e:
+            raise EmulatorError(str(e)) from None
 
-    def _lazy_core_region(self, addr: int) -> Region | None:
-        if addr < CORE_WINDOW_BASE:
-            return None
-        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
-        if core >= self.model.num_cores:
-            return None
-        for space, base_off in SPACE_OFFSETS.items():
-            size = self.model.memory_size(space)
-            if base_off <= off < base_off + size:
-                return self._add(
-                    Region(
-                        core_base(core) + base_off,
-                        size,
-                        f"core{core}.{space}",
-                        lazy=space == "private_dram",
-                    )
-                )
-        return None
-
-    def find(self, addr: int, n: int) -> tuple[Region, int]:
-        if n < 0:
-            raise _Trap(f"negative access size {n}", addr)
-        i = bisect.bisect_right(self._bases, addr) - 1
-        r = self.regions[i] if i >= 0 else None
-        if r is None or addr >= r.end:
-            r = self._lazy_core_region(addr)
-            if r is None:
-                raise _Trap(f"access of {n} bytes outside any allocation", addr)
-        if addr + n > r.end:
-            raise _Trap(
-                f"access of {n} bytes runs past the end of {r.name} ({r.base:#x}+{r.size:#x})", addr
-            )
-        return r, addr - r.base
-
-    def read(self, addr: int, n: int) -> np.ndarray:
-        r, off = self.find(addr, n)
-        return r.read(off, n)
-
-    def write(self, addr: int, data) -> None:
-        data = (
-            np.frombuffer(bytes(data), np.uint8)
-            if isinstance(data, (bytes, bytearray))
-            else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        )
-        r, off = self.find(addr, data.size)
-        r.write(off, data)
-
-    def read_array(self, addr: int, count: int, dtype) -> np.ndarray:
-        dt = np.dtype(dtype)
-        return self.read(addr, count * dt.itemsize).view(dt)
-
-    def classify(self, addr: int) -> tuple[str, int | None]:
-        """("shared", None) or (space, core) of an address (no allocation check)."""
-        if addr < CORE_WINDOW_BASE:
-            return ("shared", None) if addr < VIRTUAL_BASE else ("virtual", None)
-        core, off = divmod(addr - CORE_WINDOW_BASE, CORE_WINDOW_SIZE)
-        for space, base_off in SPACE_OFFSETS.items():
-            if base_off <= off < base_off + SPACE_STRIDE:
-                return space, core
-        return "unmapped", core
+    classify = staticmethod(classify)
 
 
 # ---- modules ----------------------------------------------------------------------------------
@@ -279,17 +148,6 @@ _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
 
 
 _PURE = None  # the plan of a scalar instruction (unused by _execute)
-
-
-def _notify_core_reg(ins) -> int | None:
-    """The register naming the core a dma/dma2d notifies (CORE_REG mode), else None: field d
-    for dma, immediate bits 7:0 for dma2d (whose d holds the strides)."""
-    fmt = ins.op.format
-    if fmt not in ("dma", "dma2d") or not ins.imm & NOTIFY_PRESENT:
-        return None
-    if (ins.imm >> 20) & 3 != CORE_REG:
-        return None
-    return ins.d if fmt == "dma" else ins.imm & 0xFF
 
 
 # Decoding is a pure function of the word and Instructions are immutable: the programs of one
@@ -336,7 +194,7 @@ class Module:
         t = self.time
         for f in isa.REG_FIELDS[ins.op.format]:
             t = max(t, ready.get(getattr(ins, f), 0))
-        reg = _notify_core_reg(ins)
+        reg = notify_core_reg(ins.op.format, ins.imm, ins.d)
         if reg is not None:
             t = max(t, ready.get(reg, 0))
         self.time = max(self.time, t)
@@ -391,11 +249,9 @@ class Emulator:
         self.events: list[dict] = []
         # (core, space code, queue) -> completion times of the DMAs notifying it, in *issue*
         # order: the k-th qwait on a queue waits for the k-th DMA that notifies it (FIFO).
-        self.queues: dict[tuple[int, int, int], deque[int]] = {}
-        self.sems = [0] * (isa.MAX_SYNC_ID + 1)
-        self.sem_time = [0] * (isa.MAX_SYNC_ID + 1)
-        self.barriers: dict[int, dict] = {}
-        self.released: dict[tuple[int, int], int] = {}
+        self.queues = ArrivalQueues()
+        self.sems = Semaphores()
+        self.barriers = Barriers()
         self.macs = 0
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
@@ -418,11 +274,7 @@ class Emulator:
                 if top_seen:
                     raise EmulatorError(f"two top programs: {top_seen!r} and {p.name!r}")
                 top_seen = p.name
-                targets = [None]
-            elif kind == "core":
-                targets = [index]
-            else:
-                targets = list(range(self.model.num_cores))
+            targets = context_cores(kind, index, self.model.num_cores)
             for c in targets:
                 if c is not None:
                     if c >= self.model.num_cores:
@@ -499,7 +351,7 @@ class Emulator:
     def run(self, table_address: int = 0) -> timing.RunResult:
         for m in self.modules:
             m.regs[1] = table_address
-            m.regs[2] = m.core or 0
+            m.regs[2] = core_id(m.core)
         heap: list[tuple[int, int, int]] = []
         self._heap = heap
         self._waiting: set[int] = set()
@@ -640,8 +492,8 @@ class Emulator:
 
     def _local(self, m: Module, addr: int, n: int, what: str) -> None:
         """`addr` must be in this core's sram / mpu_buffer / private_dram."""
-        space, core = self.memory.classify(addr)
-        if core != m.core or space not in SPACE_OFFSETS:
+        space, core = classify(addr)
+        if core != m.core or space not in CORE_SPACE_OFFSET:
             raise _Trap(
                 f"{what} must be in this core's local memory (sram, mpu_buffer or "
                 f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
@@ -650,32 +502,25 @@ class Emulator:
         self._check(addr, n)
 
     def _is_dram(self, addr: int) -> bool:
-        space, _ = self.memory.classify(addr)
-        return space in ("shared", "virtual", "private_dram")
+        return classify(addr)[0] in DRAM_REGIONS
 
     def _unit_ready(self, m: Module, free: int, reads, writes) -> int:
         return max(m.time, free, m.conflict(reads, writes))
 
     def _core_of_selector(self, m: Module, mode: int, field: int) -> int:
-        if mode == CORE_SELF:
-            if m.core is None:
-                raise _Trap("top has no core memory or queues of its own")
-            return m.core
-        k = field if mode == CORE_STATIC else m.regs[field]
-        if not 0 <= k < self.model.num_cores:
-            raise _Trap(f"core index {k} out of range (the model has {self.model.num_cores} cores)")
-        return k
+        return select_core(mode, field, m.regs, m.core, self.model.num_cores)
 
     # ---- per-instruction readiness --------------------------------------------------------
     def _prepare(self, m: Module) -> _Plan:
         if m.barrier_token is not None:
             key = m.barrier_token
-            rel = self.released.get(key)
+            rel = self.barriers.released.get(key)
             if rel is None:
-                st = self.barriers[key[0]]
+                bid = key[0]
                 return _Plan(
                     INF,
-                    f"at barrier {key[0]}: {len(st['arrived'])} of {st['count']} modules arrived",
+                    f"at barrier {bid}: {self.barriers.arrived(bid)} of "
+                    f"{self.barriers.count(bid)} modules arrived",
                     external=True,
                 )
             return _Plan(max(m.time, rel))
@@ -700,9 +545,9 @@ class Emulator:
             self._check(src, n)
             self._check(dst, n)
             notify = self._notify(m, ins)
-            s_space, s_core = self.memory.classify(src)
-            d_space, d_core = self.memory.classify(dst)
-            port = self._dma_port(m, s_core, d_core)
+            s_space, s_core = classify(src)
+            d_space, d_core = classify(dst)
+            port = dma_port(m.core, s_core, d_core)
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
             t = max(m.time, m.conflict(reads, writes), slot)
@@ -714,21 +559,21 @@ class Emulator:
         if fmt == "qwait":
             if m.core is None:
                 raise _Trap("top has no queues")
-            q = self.queues.get((m.core, ins.a, ins.imm))
-            name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
-            if not q:
+            head = self.queues.head((m.core, ins.a, ins.imm))
+            if head is None:
+                name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
                 return _Plan(
                     INF, f"waiting for an arrival on queue {name} of core {m.core}", external=True
                 )
-            return _Plan(max(m.time, q[0]), external=True)
+            return _Plan(max(m.time, head), external=True)
         if mn == "dmawait":
             return _Plan(max(m.time, m.dma_end))
         if mn == "sem.wait":
-            if self.sems[ins.a] >= ins.imm:
-                return _Plan(max(m.time, self.sem_time[ins.a]))
+            if self.sems.ready(ins.a, ins.imm):
+                return _Plan(max(m.time, self.sems.posted_at(ins.a)))
             return _Plan(
                 INF,
-                f"semaphore {ins.a} is {self.sems[ins.a]}, waiting for {ins.imm}",
+                f"semaphore {ins.a} is {self.sems.value(ins.a)}, waiting for {ins.imm}",
                 external=True,
             )
         if fmt == "mpu_ldw":
@@ -740,7 +585,7 @@ class Emulator:
                     f"weight tile [{k}, {n}] exceeds the MPU's "
                     f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)"
                 )
-            space, core = self.memory.classify(src)
+            space, core = classify(src)
             if space != "mpu_buffer" or core != m.core:
                 raise _Trap(f"mpu.ldw source must be in this core's mpu_buffer, got {space}", src)
             self._check(src, k * n * 2)
@@ -775,19 +620,11 @@ class Emulator:
 
     def _notify(self, m: Module, ins) -> tuple[int, int, int] | None:
         """(core, space, queue) a dma/dma2d notifies on completion, or None."""
-        if not ins.imm & NOTIFY_PRESENT:
+        nt = decode_notify(ins.op.format, ins.imm, ins.d)
+        if nt is None:
             return None
-        mode = (ins.imm >> 20) & 3
-        reg = _notify_core_reg(ins)
-        core = self._core_of_selector(m, mode, ins.imm & 0xFF if reg is None else reg)
-        return (core, (ins.imm >> 16) & 0xF, (ins.imm >> 8) & 0xFF)
-
-    def _dma_port(self, m: Module, s_core, d_core) -> str:
-        if d_core is not None:
-            return f"core{d_core}"
-        if s_core is not None:
-            return f"core{s_core}"
-        return "top" if m.core is None else f"core{m.core}"
+        mode, field, space, queue = nt
+        return (select_core(mode, field, m.regs, m.core, self.model.num_cores), space, queue)
 
     def _dma2d_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
         """dma2d: rows of row bytes, src/dst advancing by their strides; each end's span (first
@@ -795,29 +632,33 @@ class Emulator:
         is what the scoreboard sees."""
         r = m.regs
         dst, src = r[ins.a], r[ins.b]
-        rows, row = isa.dma2d_unpack(r[ins.c])
-        dstride, sstride = isa.dma2d_unpack(r[ins.d])
-        n = rows * row
-        sspan = (rows - 1) * sstride + row if n else 0
-        dspan = (rows - 1) * dstride + row if n else 0
-        if n and (sstride < row or dstride < row):
-            raise _Trap(
-                f"dma2d strides (src {sstride}, dst {dstride}) smaller than the row of "
-                f"{row} bytes: rows would overlap"
-            )
+        rows, row, dstride, sstride, sspan, dspan = dma2d_geometry(r[ins.c], r[ins.d])
         self._check(src, sspan)
         self._check(dst, dspan)
         notify = self._notify(m, ins)
-        s_space, s_core = self.memory.classify(src)
-        d_space, d_core = self.memory.classify(dst)
-        port = self._dma_port(m, s_core, d_core)
+        s_space, s_core = classify(src)
+        d_space, d_core = classify(dst)
+        port = dma_port(m.core, s_core, d_core)
         reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
         t = max(m.time, m.conflict(reads, writes), slot)
         return _Plan(
             t,
             f"DMA port {port} full",
-            data=(dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space),
+            data=(
+                dst,
+                src,
+                rows,
+                row,
+                dstride,
+                sstride,
+                sspan,
+                dspan,
+                notify,
+                port,
+                s_space,
+                d_space,
+            ),
         )
 
     def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
@@ -915,7 +756,7 @@ class Emulator:
             m.set(ins.a, (ins.imm << 32) | (r[ins.a] & 0xFFFFFFFF))
         elif mn == "lsa":
             core = self._core_of_selector(m, ins.d, ins.c)
-            m.set(ins.a, space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
+            m.set(ins.a, core_space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
         elif mn == "ld":
             (addr,) = plan.data
             m.set(ins.a, int.from_bytes(self.memory.read(addr, 8).tobytes(), "little", signed=True))
@@ -937,8 +778,7 @@ class Emulator:
         elif fmt == "dma2d":
             self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
-            q = self.queues[(m.core, ins.a, ins.imm)]
-            arrival = q.popleft()
+            arrival = self.queues.pop((m.core, ins.a, ins.imm))
             if t > m.time:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
@@ -946,11 +786,10 @@ class Emulator:
             if t > m.time:
                 self._ev(m, "sync", "dmawait", m.time, t - m.time)
         elif mn == "sem.post":
-            self.sems[ins.a] += ins.imm
-            self.sem_time[ins.a] = t + 1
+            self.sems.post(ins.a, ins.imm, t + 1)
             self._wake()
         elif mn == "sem.wait":
-            self.sems[ins.a] -= ins.imm
+            self.sems.take(ins.a, ins.imm)
             if t > m.time:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
@@ -1005,7 +844,7 @@ class Emulator:
         data = self.memory.read(src, n)
         self.memory.write(dst, data)
         shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]
-        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
         self._dma_booked(m, t, end, (src, src + n), (dst, dst + n), notify, bytes=n, port=port)
 
@@ -1018,15 +857,15 @@ class Emulator:
         m._dma_busy_until = max(m._dma_busy_until, end)
         self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
         if notify is not None:
-            self.queues.setdefault(notify, deque()).append(end)
+            self.queues.push(notify, end)
             self._wake()
 
     def _exec_dma2d(self, m: Module, plan: _Plan, t: int) -> None:
-        dst, src, rows, row, dstride, sstride, notify, port, s_space, d_space = plan.data
+        dst, src, rows, row, dstride, sstride, sspan, dspan, notify, port, s_space, d_space = (
+            plan.data
+        )
         n = rows * row
         if n:
-            sspan = (rows - 1) * sstride + row
-            dspan = (rows - 1) * dstride + row
             block = np.lib.stride_tricks.as_strided(
                 self.memory.read(src, sspan), (rows, row), (sstride, 1)
             )
@@ -1036,32 +875,22 @@ class Emulator:
                 out = self.memory.read(dst, dspan)
                 np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
                 self.memory.write(dst, out)
-        else:
-            sspan = dspan = 0
         shared = [
             (a, rows, row, st)
             for a, st, sp in ((src, sstride, s_space), (dst, dstride, d_space))
             if sp == "shared"
         ]
-        dram = any(sp in ("shared", "virtual", "private_dram") for sp in (s_space, d_space))
+        dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
         self._dma_booked(
             m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n, rows=rows, port=port
         )
 
     def _arrive(self, m: Module, ins, t: int) -> bool:
-        bid, count = ins.a, ins.imm
-        st = self.barriers.setdefault(bid, {"gen": 0, "arrived": [], "count": count})
-        if st["arrived"] and st["count"] != count:
-            raise _Trap(f"barrier {bid} entered with count {count} but others use {st['count']}")
-        st["count"] = count
-        st["arrived"].append(t)
-        m.barrier_token = (bid, st["gen"])
+        gen, complete = self.barriers.arrive(ins.a, ins.imm, t)
+        m.barrier_token = (ins.a, gen)
         m.time = t
-        if len(st["arrived"]) >= count:
-            self.released[(bid, st["gen"])] = max(st["arrived"]) + 1
-            st["gen"] += 1
-            st["arrived"] = []
+        if complete:
             self._wake()
         return False
 

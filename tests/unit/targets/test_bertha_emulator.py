@@ -7,11 +7,11 @@ from bertha_helpers import BF16, build, run, tensor
 
 from legato import numerics
 from legato.targets.bertha import vpu
+from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.emulator import (
     DeadlockError,
     EmulatorFault,
     InstructionLimitError,
-    space_base,
 )
 from legato.targets.bertha.runtime import run_binary
 from legato.types import bf16, f32, i64
@@ -218,8 +218,8 @@ def test_scalar_instructions():
         2,
         (-21 // 4 + 1) - (-3),
         15,
-        space_base(2, "private_dram") + 16,
-        space_base(2, "mpu_buffer"),
+        core_space_base(2, "private_dram") + 16,
+        core_space_base(2, "mpu_buffer"),
         99,
         -1,
     ]

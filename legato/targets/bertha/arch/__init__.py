@@ -1,0 +1,16 @@
+"""Bertha's machine model: the rules of the chip that every executor of its programs shares.
+
+The emulator (`legato.targets.bertha.emulator`, binaries with timing) and the core and backend
+interpreters (`legato.interp`, IR without timing) run programs on the same machine; this
+package is that machine, written once, in pure Python over numpy (no IR):
+
+* `address_map`: where each memory space lives in the 64-bit physical address space, and which
+  region (space, core) an address falls in;
+* `memory`: the sparse, lazily mapped physical memory with bounds-checked access (`Trap` /
+  `AccessFault` with the address; the executor adds the module / PC or the IR op);
+* `sync`: barriers (generation counters) and semaphores;
+* `dma`: the DMA descriptor rules (dma2d shape and strides, notify decoding, which engine's
+  port a transfer uses) and the arrival queues (FIFO per core, space and queue).
+
+docs/architecture.md (*Machine model*) describes the rules; tests/unit/targets/arch tests them.
+"""
