@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
@@ -36,57 +36,12 @@ from legato.model.ir import model_of
 from legato.transforms import lower_runtime as _runtime
 from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
+from legato.transforms.index_arith import INDEX_OPS
 
-BUFFER_ATTR = "buffer"
-RING_SLOTS = 3  # receive buffers of a core-to-core stream (see _ring_streams)
-RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
-MAX_QUEUE = 255  # queues per (core, space): credit queues are taken from the top down
-
-
-def _starts_at(view: SSAValue, buf: SSAValue) -> bool:
-    """`view` is `buf` or a chain of views of it at offset 0."""
-    while view is not buf:
-        op = view.owner
-        if not isinstance(op, core.ViewOp) and not (
-            isinstance(op, core.SubviewOp)
-            and not op.offsets
-            and all(o == 0 for o in op.static_offsets.get_values())
-        ):
-            return False
-        view = op.source
-    return True
+BUFFER_ATTR = core.BUFFER_ATTR
 
 
 ARG_NAMES_ATTR = "arg_names"
-
-
-def _last_touches(body: list[Operation]) -> dict[SSAValue, int | None]:
-    """For each buffer allocated in `body`: the index of the last top-level op touching it (or a
-    view of it; ops nested in loops count as their loop), or None when that last touch does not
-    reach the buffer's first byte (only views at a nonzero offset)."""
-    root: dict[SSAValue, SSAValue] = {}
-    last: dict[SSAValue, list] = {}  # buffer -> [index, touches its first byte]
-    for i, top in enumerate(body):
-        for op in top.walk():
-            if isinstance(op, core.AllocOp):
-                root[op.result] = op.result
-                continue
-            hit = {root[v] for v in op.operands if v in root}
-            if not hit:
-                continue
-            view = isinstance(op, core.SubviewOp | core.ViewOp)
-            if view and len(hit) == 1:
-                root[op.results[0]] = next(iter(hit))
-            for v in op.operands:
-                if v not in root:
-                    continue
-                r = root[v]
-                entry = last.setdefault(r, [i, False])
-                if entry[0] != i:
-                    entry[0], entry[1] = i, False
-                if not view:
-                    entry[1] = entry[1] or _starts_at(v, r)
-    return {r: (e[0] if e[1] else None) for r, e in last.items()}
 
 
 @dataclass
@@ -145,12 +100,10 @@ class _KernelLowering:
         self.transfer_of: dict[Operation, str] = {}  # request_load / receive -> buffer name
         self.transfer_type: dict[str, core.BufType] = {}
         self.fused: set[Operation] = set()  # ops folded into an earlier op's lowering
-        # core-to-core streams (receiver core, space, queue) -> (sends, receives) in pairing order
+        # What `_pair_spmd` records of each stream; read by nothing since the transfer rings
+        # became their own pass (`core-transfer-rings` reads the streams from the core IR).
         self.streams: dict[tuple, tuple[list, list]] = {}
-        self.send_ctx: dict[Operation, lg.ContextAttr] = {}
-        # SPMD streams (space, queue) -> the target core of each core (a permutation)
         self.spmd_targets: dict[tuple, list[int]] = {}
-        self.lowered: dict[Operation, tuple[_Program, Operation, core.AllocOp]] = {}
 
     # -- entry ---------------------------------------------------------------------------------
 
@@ -174,7 +127,6 @@ class _KernelLowering:
             )
             arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
             args.append(core.ArgAttr(i, arg_type, access))
-        self._ring_streams()
         body = Block()
         for prog in self.programs.values():
             block = prog.op.body.block
@@ -232,12 +184,10 @@ class _KernelLowering:
                             op, "a request_load to a runtime core runs in an all_cores region"
                         )
                     spmd_sends[(op.memory.data, op.queue.data)].append(op)
-                    self.send_ctx[op] = on.ctx
                 elif isinstance(op, lg.RequestLoadOp):
                     if not op.target.is_core:
                         raise error_at(op, "request_load can only target one core: get_core(i)")
                     sends[(op.target.core_index, op.memory.data, op.queue.data)].append(op)
-                    self.send_ctx[op] = on.ctx
                 elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
                     if on.ctx.is_all_cores:
                         spmd_recvs[(op.memory.data, op.queue.data)].append(op)
@@ -270,7 +220,6 @@ class _KernelLowering:
                     f"this request_load to core({core_i}) {space} queue {q} is never received "
                     f"({len(s)} sent, {len(r)} received)",
                 )
-            self.streams[key] = (s, r)
             for send, recv in zip(s, r):
                 src_t = send.src.type
                 assert isinstance(src_t, lg.TensorType)
@@ -381,192 +330,6 @@ class _KernelLowering:
             self.streams[(None, space, q)] = (ss, rs)
             self.spmd_targets[(space, q)] = first  # type: ignore[assignment]
         return 0
-
-    # -- transfer rings ------------------------------------------------------------------------
-
-    def _ring_streams(self) -> None:
-        """Core-to-core streams of more than `RING_SLOTS` transfers reuse `RING_SLOTS` buffers.
-
-        Each transfer of a stream normally has its own receive buffer for the whole kernel (the
-        sender writes it whenever it runs). A stream from one core program to another whose
-        transfers all have one static type, and whose receiver is done with transfer k - S before
-        it receives transfer k (its last touch of that buffer comes first in its program, and
-        touches the buffer from its start), instead cycles through S buffers (slot k % S), with
-        credits: after its last touch of transfer k's buffer the receiver copies the buffer's
-        first bytes onto themselves, a DMA that the scoreboard holds until the unit ops reading
-        the buffer are done, and that notifies a credit queue of the sender; before sending
-        transfer k >= S the sender waits on that queue (for transfer k - S's credit). A stream
-        that does not qualify keeps one buffer per transfer."""
-        used = {(c, sp, q) for c, sp, q in self.streams}
-        touch: dict[int, dict[SSAValue, int | None]] = {}  # program -> buffer -> last touch
-        pos: dict[int, dict[Operation, int]] = {}  # program -> op -> index (before inserting)
-        inserts: dict[int, tuple[_Program, list[tuple[int, list[Operation]]]]] = {}
-        for key, (sends, recvs) in self.streams.items():
-            n = len(sends)
-            if n <= RING_SLOTS or any(x not in self.lowered for x in sends + recvs):
-                continue
-            if key[0] is None:  # an SPMD stream: sender and receiver run one program
-                self._ring_spmd(key, sends, recvs, used, touch, pos, inserts)
-                continue
-            ctxs = {self.send_ctx[x] for x in sends}
-            if len(ctxs) != 1 or not next(iter(ctxs)).is_core:
-                continue
-            sender = next(iter(ctxs)).core_index
-            rprog = self.lowered[recvs[0]][0]
-            sprog = self.lowered[sends[0]][0]
-            if not rprog.ctx.is_core or any(self.lowered[x][0] is not rprog for x in recvs):
-                continue
-            allocs = [self.lowered[x][2] for x in recvs]
-            types = {a.result.type for a in allocs}
-            t = next(iter(types))
-            assert isinstance(t, core.BufType)
-            if len(types) != 1 or not t.is_static:
-                continue
-            for prog in (rprog, sprog):
-                if id(prog) not in pos:
-                    pos[id(prog)] = {op: k for k, op in enumerate(prog.body)}
-                    touch[id(prog)] = _last_touches(prog.body)
-            touches = [touch[id(rprog)].get(a.result) for a in allocs]
-            waits = [pos[id(rprog)][self.lowered[x][1]] for x in recvs]
-            if any(p is None for p in touches) or any(
-                touches[k - RING_SLOTS] >= waits[k]
-                for k in range(RING_SLOTS, n)  # type: ignore[operator]
-            ):
-                continue
-            cq = next(q for q in range(MAX_QUEUE, -1, -1) if (sender, "sram", q) not in used)
-            used.add((sender, "sram", cq))
-            s_ins = inserts.setdefault(id(sprog), (sprog, []))[1]
-            self._ring_slots_and_waits(sends, recvs, cq, pos[id(sprog)], s_ins)
-            nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
-            r_ins = inserts.setdefault(id(rprog), (rprog, []))[1]
-            for k in range(n - RING_SLOTS):
-                buf = allocs[k].result
-                at = touches[k] + 1  # type: ignore[operator]
-                c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
-                credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
-                for o in (c, credit):
-                    o.location = rprog.body[at - 1].location
-                r_ins.append((at, [c, credit]))
-        for prog, items in inserts.values():
-            # from the back, so that the indices (taken before any insertion) stay valid; at one
-            # index, in the order they were planned
-            for at, ops in sorted(items, key=lambda x: x[0], reverse=True):
-                prog.body[at:at] = ops
-
-    def _ring_slots_and_waits(self, sends, recvs, cq: int, prog_pos, inserts: list) -> None:
-        """Put transfer k of a ring stream (sender side and receiver side) in buffer slot
-        k % RING_SLOTS, and make the sender wait for a credit on its queue `cq` before each send
-        from the (RING_SLOTS+1)-th on; `inserts` collects (position, ops) of the sender's
-        program."""
-        base = self.transfer_of[sends[0]]
-        for k, (snd, rcv) in enumerate(zip(sends, recvs, strict=True)):
-            slot = StringAttr(f"{base}_slot{k % RING_SLOTS}")
-            self.lowered[snd][2].attributes[BUFFER_ATTR] = slot
-            self.lowered[rcv][2].attributes[BUFFER_ATTR] = slot
-        for k in range(RING_SLOTS, len(sends)):
-            dma = self.lowered[sends[k]][1]
-            wait = core.WaitQueueOp("sram", cq)
-            wait.location = dma.location
-            inserts.append((prog_pos[dma], [wait]))
-
-    def _sender_of(
-        self, prog: _Program, key: tuple, before: int, positions: dict, limit: int
-    ) -> SSAValue | None:
-        """An `index` value (of `prog`'s core level) holding the core that sends to the running
-        core under the permutation `targets`: another SPMD stream's target when it is the
-        inverse, else the target applied order - 1 times (order <= `limit`, built in the
-        prologue), else None."""
-        targets = self.spmd_targets[key[1:]]
-        inverse = [0] * len(targets)
-        for c, t in enumerate(targets):
-            inverse[t] = c
-        for (space, q), tg in self.spmd_targets.items():
-            if tg == inverse:
-                send = self.streams[(None, space, q)][0][0]
-                v = prog.scalars.get(send.target_core)
-                if isinstance(v, OpResult) and positions.get(v.op, before) < before:
-                    return v  # computed in the body before the first credit
-        order, cur = 1, list(targets)
-        while cur != list(range(len(targets))):
-            cur = [targets[x] for x in cur]
-            order += 1
-            if order > limit:
-                return None
-        value = self.streams[key][0][0].target_core
-        x: SSAValue = core.CoreIdOp().results[0]
-        prog.prologue.append(x.owner)  # type: ignore[arg-type]
-        for _ in range(order - 1):
-            x = self._clone_index(prog, value, x, {})
-        return x
-
-    def _clone_index(self, prog: _Program, value: SSAValue, cid: SSAValue, memo: dict) -> SSAValue:
-        """`value` (a legato index computed from core_id and constants) recomputed in `prog`'s
-        prologue with `cid` for core_id."""
-        assert isinstance(value, OpResult)
-        op = value.op
-        if isinstance(op, lg.CoreIdOp):
-            return cid
-        if value not in memo:
-            operands = [self._clone_index(prog, v, cid, memo) for v in op.operands]
-            new = op.clone()
-            for i, v in enumerate(operands):
-                new.operands[i] = v
-            prog.prologue.append(new)
-            memo[value] = new.results[value.index]
-        return memo[value]
-
-    def _ring_spmd(self, key, sends, recvs, used, touch, pos, inserts) -> None:
-        """`_ring_streams` for a stream of an SPMD program (sends to a runtime core and the
-        receives they pair with): the same slots and credits; the credit goes to the core that
-        sends to this one (the inverse permutation), and the receiver's last touch of transfer
-        k - S also comes before the send of transfer k in the program (every core runs both
-        sides, so a credit wait never waits on a later point of the program: no deadlock)."""
-        _, space, q = key
-        prog = self.lowered[sends[0]][0]
-        if any(self.lowered[x][0] is not prog for x in sends + recvs) or space != "sram":
-            return
-        allocs = [self.lowered[x][2] for x in recvs]
-        types = {a.result.type for a in allocs}
-        t = next(iter(types))
-        assert isinstance(t, core.BufType)
-        if len(types) != 1 or not t.is_static:
-            return
-        if id(prog) not in pos:
-            pos[id(prog)] = {op: k for k, op in enumerate(prog.body)}
-            touch[id(prog)] = _last_touches(prog.body)
-        n = len(sends)
-        touches = [touch[id(prog)].get(a.result) for a in allocs]
-        waits = [pos[id(prog)][self.lowered[x][1]] for x in recvs]
-        dmas = [pos[id(prog)][self.lowered[x][1]] for x in sends]
-        if any(p is None for p in touches) or any(
-            touches[k - RING_SLOTS] >= min(waits[k], dmas[k])  # type: ignore[operator]
-            for k in range(RING_SLOTS, n)
-        ):
-            return
-        sender = self._sender_of(prog, key, touches[0] + 1, pos[id(prog)], 4)  # type: ignore[operator]
-        if sender is None:
-            return
-        spmd_used = {(sp, qq) for _, sp, qq in used}
-        cq = next(x for x in range(MAX_QUEUE, -1, -1) if ("sram", x) not in spmd_used)
-        used.add((None, "sram", cq))
-        ins = inserts.setdefault(id(prog), (prog, []))[1]
-        self._ring_slots_and_waits(sends, recvs, cq, pos[id(prog)], ins)
-        nbytes = min(RING_CREDIT_BYTES, t.max_bytes)
-        for k in range(n - RING_SLOTS):
-            buf = allocs[k].result
-            at = touches[k] + 1  # type: ignore[operator]
-            # The credit DMA issues once the unit ops reading the buffer are done, and the core
-            # issues in order: after the next MPU/VPU op, which the unit then has queued while
-            # the credit waits (if that still comes before transfer k + S is received or sent).
-            limit = min(waits[k + RING_SLOTS], dmas[k + RING_SLOTS])
-            nxt = next((j for j in range(at, limit) if _is_unit_op(prog.body[j])), None)
-            if nxt is not None:
-                at = nxt + 1
-            c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
-            credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
-            for o in (c, credit):
-                o.location = prog.body[at - 1].location
-            ins.append((at, [c, credit]))
 
     # -- programs ------------------------------------------------------------------------------
 
@@ -692,19 +455,17 @@ class _KernelLowering:
         if op.target_core is not None:  # a runtime core: its copy of the SPMD receive buffer
             target = prog.scalars[op.target_core]
             dst = self._alloc(prog, t, src.dims, op, on=target, name=name)
-            dma = prog.emit(
+            prog.emit(
                 core.DmaOp(src.value, dst.value, None, (target, op.memory.data, op.queue.data)), op
             )
             prog.issued_dma = True
-            self.lowered[op] = (prog, dma, dst.value.owner)
             return
         core_i = op.target.core_index
         dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
-        dma = prog.emit(
+        prog.emit(
             core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op
         )
         prog.issued_dma = True
-        self.lowered[op] = (prog, dma, dst.value.owner)
 
     def _receive(self, prog: _Program, op: lg.ReceiveOp | lg.ReceiveTypeOp) -> None:
         name = self.transfer_of[op]
@@ -723,9 +484,8 @@ class _KernelLowering:
                     "(receive_type(type, queue, src, memory)) to know the runtime sizes",
                 )
             dims = [d.size for d in rt.dims]
-        wait = prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
+        prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
         buf = self._alloc(prog, t, dims, op, name=name)
-        self.lowered[op] = (prog, wait, buf.value.owner)
         result_t = op.result.type
         assert isinstance(result_t, lg.TensorType)
         if result_t.space == "mpu_weight":
@@ -777,21 +537,7 @@ class _KernelLowering:
         # unit ops (and `ld`) on the copied range wait for it.
 
 
-def _is_unit_op(op: Operation) -> bool:
-    """An op the MPU or VPU runs (the core only issues it)."""
-    return op.name.startswith(("core.mpu_", "core.vpu_"))
-
-
-_INDEX_OPS = {
-    "arith.addi": lambda a, b: a + b,
-    "arith.subi": lambda a, b: a - b,
-    "arith.muli": lambda a, b: a * b,
-    "arith.divsi": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
-    "arith.remsi": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
-    "arith.floordivsi": lambda a, b: a // b,
-    "arith.minsi": min,
-    "arith.maxsi": max,
-}
+_INDEX_OPS = INDEX_OPS
 
 
 def _eval_index(value: SSAValue | None, core_id: int) -> int | None:

@@ -13,8 +13,13 @@ from legato.transforms.core_to_backend import ConvertCoreToBackendPass
 from legato.transforms.legato_to_core import ConvertLegatoToCorePass
 from legato.transforms.plan_memory import CorePlanMemoryPass
 from legato.transforms.regalloc import BackendAllocateRegistersPass
+from legato.transforms.transfer_rings import CoreTransferRingsPass
 
-LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (ConvertLegatoToCorePass, CorePlanMemoryPass)
+LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (
+    ConvertLegatoToCorePass,
+    CoreTransferRingsPass,
+    CorePlanMemoryPass,
+)
 CORE_TO_BACKEND: tuple[type[ModulePass], ...] = (
     ConvertCoreToBackendPass,
     BackendAllocateRegistersPass,

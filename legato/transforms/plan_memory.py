@@ -31,10 +31,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
+from legato.dialects.core import BUFFER_ATTR
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at
-from legato.transforms.legato_to_core import BUFFER_ATTR
 
 ALIGN = 64
 PLACEMENT_ATTR = "placement"
