@@ -99,7 +99,6 @@ class _KernelLowering:
         self.arg_index = {a: i for i, a in enumerate(kernel.args)}
         self.transfer_of: dict[Operation, str] = {}  # request_load / receive -> buffer name
         self.transfer_type: dict[str, core.BufType] = {}
-        self.fused: set[Operation] = set()  # ops folded into an earlier op's lowering
         # What `_pair_spmd` records of each stream; read by nothing since the transfer rings
         # became their own pass (`core-transfer-rings` reads the streams from the core IR).
         self.streams: dict[tuple, tuple[list, list]] = {}
@@ -392,8 +391,6 @@ class _KernelLowering:
                 self._lower_op(prog, op)
 
     def _lower_op(self, prog: _Program, op: Operation) -> None:
-        if op in self.fused:  # e.g. an accumulator add done by the MPU (tensor_ops.matmul)
-            return
         if isinstance(op, lg.RequestLoadOp):
             self._request_load(prog, op)
         elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
-from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from legato.dialects import core
 from legato.dialects import legato as lg
@@ -623,42 +623,6 @@ def _split_bf16(L: _KernelLowering, prog: _Program, x: _Buffer, space: str, at) 
     return [hi, lo]
 
 
-def _accumulator_add(
-    L: _KernelLowering, prog: _Program, op: lg.MatmulOp
-) -> tuple[lg.AddOp, _Buffer] | None:
-    """The `legato.add` of an f32 matmul result into an accumulator that the MPU can do in
-    place: the matmul's only use is an add, later in the same block, of an f32 tensor `acc` of
-    the result's type whose only use is that add, defined (by an op other than a view) before
-    the matmul, in a contiguous buffer of this core's memory. Returns (add, acc's buffer)."""
-    res = op.result
-    if res.uses.get_length() != 1:
-        return None
-    add = next(iter(res.uses)).operation
-    if not isinstance(add, lg.AddOp) or add.parent_block() is not op.parent_block():
-        return None
-    acc_v = add.rhs if add.lhs is res else add.lhs
-    if acc_v is res or acc_v.type != res.type or add.result.type != res.type:
-        return None
-    rt = res.type
-    assert isinstance(rt, lg.TensorType)
-    if rt.dtype.name != "f32" or acc_v.uses.get_length() != 1 or not isinstance(acc_v, OpResult):
-        return None
-    owner = acc_v.op
-    if owner.parent_block() is not op.parent_block() or isinstance(
-        owner, lg.SliceOp | lg.DynamicSliceOp | lg.ReshapeOp
-    ):
-        return None
-    block = op.parent_block()
-    assert block is not None
-    order = {o: i for i, o in enumerate(block.ops)}
-    if not order[owner] < order[op] < order[add]:
-        return None
-    acc = prog.values.get(acc_v)
-    if acc is None or not acc.contiguous or acc.type.space not in LOCAL:
-        return None
-    return add, acc
-
-
 def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     """bf16 operands: one MPU pass per tile. f32 operands (`legato.numerics.matmul_f32_split`):
     each is split into bf16 hi + lo on the VPU, then the passes a_hi@w_hi, a_hi@w_lo, a_lo@w_hi
@@ -692,21 +656,6 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     a2 = view(prog, a, [m, ad[-1]], op)
     kt, nt = L.model.mpu_tile_k, L.model.mpu_tile_n
     small = k <= kt and n <= nt
-    fused = _accumulator_add(L, prog, op) if small and not split else None
-    if fused is not None:
-        add, acc = fused
-        # `acc + a @ w`, that add being acc's only use: the MPU accumulates into acc's buffer
-        # (`mpu.mm ..., acc` is the matmul followed by one f32 add per element, so the bits
-        # are those of the add; numerics.mpu_matmul)
-        if prog.loaded_weight is not op.rhs:
-            tile = w if w.type.space == "mpu_buffer" else _stage(L, prog, w, op)
-            prog.emit(core.MpuLoadWeightOp(tile.value), op)
-            prog.loaded_weight = op.rhs
-        prog.emit(core.MpuMatmulOp(a2.value, view(prog, acc, [m, (n, n)], op).value, True), op)
-        prog.values[op.result] = acc
-        prog.values[add.result] = acc
-        L.fused.add(add)
-        return
     out = alloc(L, prog, ad[:-1] + [(n, n)], res_t.element_type, space, op)
     out2 = view(prog, out, [m, (n, n)], op)
     prog.values[op.result] = out
