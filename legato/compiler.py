@@ -19,7 +19,7 @@ from legato.errors import CompileError
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
 from legato.transforms import pipelines
-from legato.transforms.core_to_backend import arg_layout
+from legato.transforms.kernel_abi import arg_layout
 
 STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")
 

@@ -84,7 +84,7 @@ def ir_after_each_pass(kernel: CorpusKernel) -> dict[str, str]:
     from xdsl.dialects.builtin import ArrayAttr, StringAttr
 
     from legato.dialects import legato as lg
-    from legato.transforms.core_to_backend import ARG_NAMES_ATTR
+    from legato.targets.bertha.abi import ARG_NAMES_ATTR
 
     for k in module.body.block.ops:
         if isinstance(k, lg.KernelOp):

@@ -33,15 +33,13 @@ from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
+from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.transforms import lower_runtime as _runtime
 from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 from legato.transforms.index_arith import INDEX_OPS
 
 BUFFER_ATTR = core.BUFFER_ATTR
-
-
-ARG_NAMES_ATTR = "arg_names"
 
 
 @dataclass

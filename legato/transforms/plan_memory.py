@@ -70,6 +70,12 @@ def alloc_core(alloc: core.AllocOp, program: core.ProgramOp) -> int | None:
     raise error_at(alloc, "core.alloc in the top program needs `on core(i)`")
 
 
+def placed_space(alloc: core.AllocOp) -> str:
+    """The space an alloc's buffer is in: its own, or where the planner moved it."""
+    p = alloc.attributes.get(PLACEMENT_ATTR)
+    return p.data if isinstance(p, StringAttr) else alloc.memory.data
+
+
 def _whole_kernel(alloc: core.AllocOp, program: core.ProgramOp) -> bool:
     """Shared with or written by another program: no reuse."""
     if isinstance(alloc.attributes.get(BUFFER_ATTR), StringAttr):
