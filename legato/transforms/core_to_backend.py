@@ -19,6 +19,7 @@ from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from legato.dialects import backend as be
 from legato.dialects import core
@@ -67,20 +68,6 @@ ARITH = {
 SYNC = {core.BarrierOp: be.BarrierOp, core.SemPostOp: be.SemPostOp, core.SemWaitOp: be.SemWaitOp}
 MAX_LOOP_DEPTH = 8
 """Nested runtime loops: the index of a loop at depth d is pinned to register r(31 - d)."""
-# Ops without side effects: dropped when their results are unused.
-PURE = (
-    be.LiOp,
-    be.LihOp,
-    be.LsaOp,
-    be.LdOp,
-    be.EntryRegOp,
-    be.AddOp,
-    be.SubOp,
-    be.MulOp,
-    be.AddiOp,
-    be.MuliOp,
-    be.ShliOp,
-)
 
 
 def element_bits(value: float, dtype: str) -> int:
@@ -103,21 +90,6 @@ def _vpu_dtype(op: Operation, t: core.BufType) -> str:
             op, f"{op.name}: the VPU computes on bf16, f32, f16 and i32, not {t.dtype.name}"
         )
     return t.dtype.name
-
-
-def dead_code_elimination(ops: list[Operation]) -> list[Operation]:
-    """Drop side-effect-free ops (`li`, `ld`, `lsa`, address arithmetic) whose results are
-    unused (straight-line code: one backward pass)."""
-    live: set[SSAValue] = set()
-    kept: list[Operation] = []
-    for op in reversed(ops):
-        if isinstance(op, PURE) and not any(r in live for r in op.results):
-            op.drop_all_references()
-            continue
-        live.update(op.operands)
-        kept.append(op)
-    kept.reverse()
-    return kept
 
 
 @dataclass
@@ -611,12 +583,13 @@ class ConvertCoreToBackendPass(ModulePass):
                 sel = _Selector(program, layout)
                 for inner in program.body.block.ops:
                     sel.select(inner)
-                sel.ops = dead_code_elimination(sel.ops)
                 mem = None
                 if program.ctx.is_core or program.ctx.is_all_cores:
                     core_index = program.ctx.core_index if program.ctx.is_core else None
                     mem = program_footprint(use, core_index)
                 new = be.ProgramOp(program.sym_name.data, program.ctx, sel.ops, mem or None)
+                # drop the address and constant ops no instruction reads (Pure, or `ld`)
+                region_dce(new.body)
                 new.location = program.location
                 programs.append(new)
             bk = be.KernelOp(kernel.sym_name.data, programs, kernel.args)
