@@ -51,7 +51,7 @@ from legato.interp.scheduler import Scheduler, StepListener
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
-BUFFER_ATTR = "buffer"  # legato.transforms.legato_to_core.BUFFER_ATTR
+BUFFER_ATTR = "buffer"  # legato.dialects.core.BUFFER_ATTR
 PLACEMENT_ATTR = "placement"  # legato.transforms.plan_memory.PLACEMENT_ATTR
 
 

@@ -21,7 +21,7 @@ ops into unit ops.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith
@@ -34,69 +34,20 @@ from legato.dialects import legato as lg
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
+from legato.transforms import lower_data_movement as _data
 from legato.transforms import lower_runtime as _runtime
 from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 from legato.transforms.index_arith import INDEX_OPS
-
-BUFFER_ATTR = core.BUFFER_ATTR
-
-
-@dataclass
-class _Buffer:
-    """A core-level buffer standing for a legato tensor value in one program."""
-
-    value: SSAValue  # a !core.buf value
-    dims: list  # per dim: an index SSA value (dynamic) or an int (static)
-    contiguous: bool = True  # False for a strided view (a slice): copy before computing
-
-    @property
-    def type(self) -> core.BufType:
-        t = self.value.type
-        assert isinstance(t, core.BufType)
-        return t
-
-    @property
-    def bounds(self) -> list[int]:
-        return list(self.type.get_bounds())
+from legato.transforms.lowering_state import LoweringState, ProgramState
 
 
-@dataclass
-class _Program:
-    ctx: lg.ContextAttr
-    op: core.ProgramOp
-    prologue: list[Operation] = field(default_factory=list)
-    body: list[Operation] = field(default_factory=list)
-    args: dict[int, _Buffer] = field(default_factory=dict)
-    values: dict[SSAValue, _Buffer] = field(default_factory=dict)
-    scalars: dict[SSAValue, SSAValue] = field(default_factory=dict)  # legato index -> core
-    issued_dma: bool = False
-    loaded_weight: SSAValue | None = None  # the legato value whose tile is in the MPU
+class _KernelLowering(LoweringState):
+    """The driver: checks the contexts, pairs the transfers, then lowers each region's ops
+    into its context's program (`lower_op` dispatches to the op families)."""
 
-    def emit(self, op: Operation, at: Operation | None = None) -> Operation:
-        if at is not None:
-            op.location = at.location
-        self.body.append(op)
-        return op
-
-
-def _program_name(ctx: lg.ContextAttr) -> str:
-    if ctx.is_top:
-        return "top"
-    if ctx.is_core:
-        return f"core{ctx.core_index}"
-    return "cores"
-
-
-class _KernelLowering:
     def __init__(self, kernel: lg.KernelOp, model: ComputeModel):
-        self.kernel = kernel
-        self.model = model
-        self.programs: dict[lg.ContextAttr, _Program] = {}
-        self.access: dict[int, set[str]] = defaultdict(set)
-        self.arg_index = {a: i for i, a in enumerate(kernel.args)}
-        self.transfer_of: dict[Operation, str] = {}  # request_load / receive -> buffer name
-        self.transfer_type: dict[str, core.BufType] = {}
+        super().__init__(kernel, model)
         # What `_pair_spmd` records of each stream; read by nothing since the transfer rings
         # became their own pass (`core-transfer-rings` reads the streams from the core IR).
         self.streams: dict[tuple, tuple[list, list]] = {}
@@ -328,75 +279,30 @@ class _KernelLowering:
             self.spmd_targets[(space, q)] = first  # type: ignore[assignment]
         return 0
 
-    # -- programs ------------------------------------------------------------------------------
-
-    def _program(self, ctx: lg.ContextAttr) -> _Program:
-        if ctx not in self.programs:
-            op = core.ProgramOp(_program_name(ctx), ctx)
-            self.programs[ctx] = _Program(ctx, op)
-        return self.programs[ctx]
-
-    def _arg(self, prog: _Program, i: int) -> _Buffer:
-        if i not in prog.args:
-            t = self.kernel.function_type.inputs.data[i]
-            arg = core.ArgOp(i, core.BufType.from_tensor(t))
-            prog.prologue.append(arg)
-            dims: list = []
-            for d, dim in enumerate(t.dims):
-                if dim.is_dynamic:
-                    dop = core.DimOp(arg, d)
-                    prog.prologue.append(dop)
-                    dims.append(dop.result)
-                else:
-                    dims.append(dim.size)
-            prog.args[i] = _Buffer(arg.result, dims)
-        return prog.args[i]
-
-    def _lookup(self, prog: _Program, value: SSAValue, user: Operation) -> _Buffer:
-        if value in self.arg_index:
-            return self._arg(prog, self.arg_index[value])
-        if value in prog.values:
-            return prog.values[value]
-        raise error_at(user, "internal: operand has no buffer (a value used out of its region?)")
-
-    def _alloc(
-        self,
-        prog: _Program,
-        t: core.BufType,
-        dims: list,
-        at: Operation,
-        on: int | None = None,
-        name: str | None = None,
-    ) -> _Buffer:
-        dyn = [d for d in dims if isinstance(d, SSAValue)]
-        op = core.AllocOp(t, dyn, core=on)
-        if name is not None:
-            op.attributes[BUFFER_ATTR] = StringAttr(name)
-        prog.emit(op, at)
-        return _Buffer(op.result, list(dims))
-
     # -- ops -----------------------------------------------------------------------------------
 
     def _lower_on(self, on: lg.OnOp) -> None:
-        prog = self._program(on.ctx)
+        prog = self.program(on.ctx)
         for barg, inp in zip(on.body.block.args, on.inputs):
             prog.values[barg] = prog.values[inp]
         for op in on.body.block.ops:
             if isinstance(op, lg.YieldOp):
                 for res, v in zip(on.res, op.values):
-                    prog.values[res] = self._lookup(prog, v, op)
+                    prog.values[res] = self.lookup(prog, v, op)
             else:
-                self._lower_op(prog, op)
+                self.lower_op(prog, op)
 
-    def _lower_op(self, prog: _Program, op: Operation) -> None:
+    def lower_op(self, prog: ProgramState, op: Operation) -> None:
         if isinstance(op, lg.RequestLoadOp):
-            self._request_load(prog, op)
+            _data.request_load(self, prog, op)
         elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
-            self._receive(prog, op)
+            _data.receive(self, prog, op)
         elif isinstance(op, lg.MatmulOp):
             self._matmul(prog, op)
         elif isinstance(op, lg.MemcpyOp):
-            self._memcpy(prog, op)
+            _data.memcpy(self, prog, op)
+        elif isinstance(op, lg.LoadOp):
+            _data.load(self, prog, op)
         elif type(op) in _tensor_ops.BINARY_KINDS:
             _tensor_ops.binary(self, prog, op)
         elif type(op) in _tensor_ops.UNARY_KINDS:
@@ -432,104 +338,8 @@ class _KernelLowering:
                 "(no lowering to the core level)",
             )
 
-    def _note_access(self, value: SSAValue, kind: str) -> None:
-        # A slice or reshape of an argument is a view of it: writing the view writes the
-        # argument (the runtime copies back only arguments written).
-        while isinstance(value, OpResult) and isinstance(
-            value.op, lg.SliceOp | lg.DynamicSliceOp | lg.ReshapeOp
-        ):
-            value = value.op.operands[0]
-        if value in self.arg_index:
-            self.access[self.arg_index[value]].add(kind)
-
-    def _request_load(self, prog: _Program, op: lg.RequestLoadOp) -> None:
-        src = self._lookup(prog, op.src, op)
-        self._note_access(op.src, "read")
-        name = self.transfer_of[op]
-        t = self.transfer_type[name]
-        if op.target_core is not None:  # a runtime core: its copy of the SPMD receive buffer
-            target = prog.scalars[op.target_core]
-            dst = self._alloc(prog, t, src.dims, op, on=target, name=name)
-            prog.emit(
-                core.DmaOp(src.value, dst.value, None, (target, op.memory.data, op.queue.data)), op
-            )
-            prog.issued_dma = True
-            return
-        core_i = op.target.core_index
-        dst = self._alloc(prog, t, src.dims, op, on=core_i, name=name)
-        prog.emit(
-            core.DmaOp(src.value, dst.value, None, (core_i, op.memory.data, op.queue.data)), op
-        )
-        prog.issued_dma = True
-
-    def _receive(self, prog: _Program, op: lg.ReceiveOp | lg.ReceiveTypeOp) -> None:
-        name = self.transfer_of[op]
-        t = self.transfer_type[name]
-        if isinstance(op, lg.ReceiveOp):
-            dims = self._lookup(prog, op.like, op).dims
-        elif op.src is not None:
-            dims = self._lookup(prog, op.src, op).dims
-        else:
-            rt = op.result.type
-            assert isinstance(rt, lg.TensorType)
-            if not rt.is_static:
-                raise error_at(
-                    op,
-                    "receive_type of a type with dynamic dims needs its source tensor "
-                    "(receive_type(type, queue, src, memory)) to know the runtime sizes",
-                )
-            dims = [d.size for d in rt.dims]
-        prog.emit(core.WaitQueueOp(op.memory.data, op.queue.data), op)
-        buf = self._alloc(prog, t, dims, op, name=name)
-        result_t = op.result.type
-        assert isinstance(result_t, lg.TensorType)
-        if result_t.space == "mpu_weight":
-            if self._fits_tile(buf):
-                self._load_weight(prog, buf, op)
-                prog.loaded_weight = op.result
-            # else: matmul splits it into tiles (and stages them in mpu_buffer)
-        prog.values[op.result] = buf
-
-    def _fits_tile(self, buf: _Buffer) -> bool:
-        t = buf.type
-        return (
-            t.rank == 2
-            and t.is_static
-            and t.space == "mpu_buffer"
-            and lg.element_type_name(t.element_type) == "bf16"  # f32: matmul splits it first
-            and t.get_shape()[0] <= self.model.mpu_tile_k
-            and t.get_shape()[1] <= self.model.mpu_tile_n
-        )
-
-    def _load_weight(self, prog: _Program, buf: _Buffer, at: Operation) -> None:
-        t = buf.value.type
-        assert isinstance(t, core.BufType)
-        k, n = t.get_bounds() if t.rank == 2 else (None, None)
-        if t.rank != 2 or k > self.model.mpu_tile_k or n > self.model.mpu_tile_n:
-            raise error_at(
-                at,
-                f"a {t.dims_str()} weight does not fit the MPU weight tile "
-                f"({self.model.mpu_tile_k}x{self.model.mpu_tile_n}) of {self.model.name}; "
-                "receive it into 'mpu_buffer' or 'sram' and let matmul tile it",
-            )
-        if not t.is_static:
-            raise error_at(at, "an MPU weight must have static dims")
-        if t.space != "mpu_buffer":
-            raise error_at(at, f"the MPU loads weights from mpu_buffer, not {t.space}")
-        prog.emit(core.MpuLoadWeightOp(buf.value), at)
-
-    def _matmul(self, prog: _Program, op: lg.MatmulOp) -> None:
+    def _matmul(self, prog: ProgramState, op: lg.MatmulOp) -> None:
         _tensor_ops.matmul(self, prog, op)
-
-    def _memcpy(self, prog: _Program, op: lg.MemcpyOp) -> None:
-        dst = self._lookup(prog, op.dst, op)
-        src = self._lookup(prog, op.src, op)
-        self._note_access(op.dst, "write")
-        self._note_access(op.src, "read")
-        prog.emit(core.DmaOp(src.value, dst.value), op)
-        prog.issued_dma = True
-        # A copy into core memory is not waited for: the scoreboard makes this program's later
-        # unit ops (and `ld`) on the copied range wait for it.
 
 
 _INDEX_OPS = INDEX_OPS
