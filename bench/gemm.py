@@ -16,7 +16,7 @@ from DRAM once (four strided `dma2d`, one per row block), two slabs ahead, and f
 row block core-to-core (`request_load` to each neighbour's sram, queues 1..4: on-chip, the
 receiver's port only, no DRAM latency or channel bytes) one slab ahead; the neighbours
 `receive` each block right before its matmul. The compiler cycles each such stream through
-three receive buffers with credits (legato_to_core `_ring_streams`). Group g starts at K tile g,
+three receive buffers with credits (the `core-transfer-rings` pass). Group g starts at K tile g,
 so at every step the loaders read column slabs on different channels. Row blocks keep the
 first transfer small (the MPU starts sooner) and let a block's output (`dma2d` into the column
 block of `out`) go out while the MPU does the next block in the last step.

@@ -22,7 +22,7 @@ from legato.model.ir import attach_model
 from legato.targets.bertha.asm import assemble
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
-from legato.transforms.core_to_backend import arg_layout
+from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
 STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")

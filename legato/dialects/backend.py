@@ -64,7 +64,15 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import IsolatedFromAbove, NoTerminator, SymbolOpInterface, SymbolTable
+from xdsl.traits import (
+    IsolatedFromAbove,
+    MemoryReadEffect,
+    NoMemoryEffect,
+    NoTerminator,
+    Pure,
+    SymbolOpInterface,
+    SymbolTable,
+)
 from xdsl.utils.exceptions import VerifyException
 
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
@@ -470,6 +478,7 @@ class EntryRegOp(BackendOp):
     Builder: `EntryRegOp("r1")`."""
 
     name = "backend.entry_reg"
+    traits = traits_def(Pure())
     reg = prop_def(StringAttr)
     result = result_def(RegType)
 
@@ -564,6 +573,7 @@ class LiOp(BackendOp):
 
     name = "backend.li"
     MNEMONIC: ClassVar[str] = "li"
+    traits = traits_def(Pure())
     imm = prop_def(IntAttr)
     rd = result_def(RegType)
 
@@ -602,6 +612,7 @@ class LihOp(BackendOp):
 
     name = "backend.lih"
     MNEMONIC: ClassVar[str] = "lih"
+    traits = traits_def(Pure())
     lo = operand_def(RegType)
     imm = prop_def(IntAttr)
     rd = result_def(RegType)
@@ -651,6 +662,7 @@ class LsaOp(BackendOp):
 
     name = "backend.lsa"
     MNEMONIC: ClassVar[str] = "lsa"
+    traits = traits_def(Pure())
     core_reg = opt_operand_def(RegType)
     core = opt_prop_def(IntAttr)
     space = prop_def(StringAttr)
@@ -767,90 +779,105 @@ class RRROp(BackendOp, ABC):
 class AddOp(RRROp):
     name = "backend.add"
     MNEMONIC: ClassVar[str] = "add"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class SubOp(RRROp):
     name = "backend.sub"
     MNEMONIC: ClassVar[str] = "sub"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class MulOp(RRROp):
     name = "backend.mul"
     MNEMONIC: ClassVar[str] = "mul"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class DivOp(RRROp):
     name = "backend.div"
     MNEMONIC: ClassVar[str] = "div"
+    traits = traits_def(NoMemoryEffect())  # not Pure: a zero divisor faults
 
 
 @irdl_op_definition
 class RemOp(RRROp):
     name = "backend.rem"
     MNEMONIC: ClassVar[str] = "rem"
+    traits = traits_def(NoMemoryEffect())  # not Pure: a zero divisor faults
 
 
 @irdl_op_definition
 class AndOp(RRROp):
     name = "backend.and"
     MNEMONIC: ClassVar[str] = "and"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class OrOp(RRROp):
     name = "backend.or"
     MNEMONIC: ClassVar[str] = "or"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class XorOp(RRROp):
     name = "backend.xor"
     MNEMONIC: ClassVar[str] = "xor"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class ShlOp(RRROp):
     name = "backend.shl"
     MNEMONIC: ClassVar[str] = "shl"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class ShrOp(RRROp):
     name = "backend.shr"
     MNEMONIC: ClassVar[str] = "shr"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class SraOp(RRROp):
     name = "backend.sra"
     MNEMONIC: ClassVar[str] = "sra"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class MinOp(RRROp):
     name = "backend.min"
     MNEMONIC: ClassVar[str] = "min"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class MaxOp(RRROp):
     name = "backend.max"
     MNEMONIC: ClassVar[str] = "max"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class SltOp(RRROp):
     name = "backend.slt"
     MNEMONIC: ClassVar[str] = "slt"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class SeqOp(RRROp):
     name = "backend.seq"
     MNEMONIC: ClassVar[str] = "seq"
+    traits = traits_def(Pure())
 
 
 class RRIOp(BackendOp, ABC):
@@ -895,42 +922,49 @@ class RRIOp(BackendOp, ABC):
 class AddiOp(RRIOp):
     name = "backend.addi"
     MNEMONIC: ClassVar[str] = "addi"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class MuliOp(RRIOp):
     name = "backend.muli"
     MNEMONIC: ClassVar[str] = "muli"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class AndiOp(RRIOp):
     name = "backend.andi"
     MNEMONIC: ClassVar[str] = "andi"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class ShliOp(RRIOp):
     name = "backend.shli"
     MNEMONIC: ClassVar[str] = "shli"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class ShriOp(RRIOp):
     name = "backend.shri"
     MNEMONIC: ClassVar[str] = "shri"
+    traits = traits_def(Pure())
 
 
 @irdl_op_definition
 class DiviOp(RRIOp):
     name = "backend.divi"
     MNEMONIC: ClassVar[str] = "divi"
+    traits = traits_def(NoMemoryEffect())  # not Pure: a zero divisor faults
 
 
 @irdl_op_definition
 class RemiOp(RRIOp):
     name = "backend.remi"
     MNEMONIC: ClassVar[str] = "remi"
+    traits = traits_def(NoMemoryEffect())  # not Pure: a zero divisor faults
 
 
 @irdl_op_definition
@@ -940,6 +974,7 @@ class LdOp(BackendOp):
 
     name = "backend.ld"
     MNEMONIC: ClassVar[str] = "ld"
+    traits = traits_def(MemoryReadEffect())  # dropped when unused, like a pure op
     base = operand_def(RegType)
     offset = prop_def(IntAttr)
     rd = result_def(RegType)

@@ -93,6 +93,10 @@ QUEUE_SPACES = ("sram", "mpu_buffer", "private_dram")
 VPU_SPACES = ("sram", "private_dram", "mpu_buffer")
 """Memory spaces the VPU reads and writes."""
 
+BUFFER_ATTR = "buffer"
+"""The `core.alloc` attribute naming one buffer allocated in several programs (both ends of a
+transfer): `core-plan-memory` gives every alloc of one name one offset."""
+
 ACCESS_KINDS = ("read", "write", "readwrite")
 
 VPU_BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")

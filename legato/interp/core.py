@@ -55,7 +55,7 @@ from legato.targets.bertha.arch.modules import core_id
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
-BUFFER_ATTR = "buffer"  # legato.transforms.legato_to_core.BUFFER_ATTR
+BUFFER_ATTR = "buffer"  # legato.dialects.core.BUFFER_ATTR
 PLACEMENT_ATTR = "placement"  # legato.transforms.plan_memory.PLACEMENT_ATTR
 
 

@@ -25,9 +25,9 @@ from legato.interp.api import detect_level, parse_module, run
 from legato.interp.first_divergence import first_divergent_op
 from legato.model import bertha
 from legato.model.ir import attach_model
+from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.targets.bertha.runtime import run_binary
 from legato.transforms import pipelines
-from legato.transforms.core_to_backend import ARG_NAMES_ATTR
 
 LEVELS = ("legato", "core", "backend", "emulator")
 

@@ -16,62 +16,19 @@ import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import region_dce
 
 from legato.dialects import backend as be
 from legato.dialects import core
 from legato.model.ir import model_of
-from legato.targets.bertha.abi import Arg, ArgLayout
+from legato.targets.bertha.abi import ARG_NAMES_ATTR, ArgLayout, program_footprint
 from legato.transforms.diagnostics import error_at
-from legato.transforms.legato_to_core import ARG_NAMES_ATTR
-from legato.transforms.plan_memory import PLACEMENT_ATTR, alloc_core
+from legato.transforms.kernel_abi import arg_layout, footprints
+from legato.transforms.plan_memory import placed_space as _placed_space
 from legato.transforms.vpu_shapes import broadcast_form
-
-
-def arg_layout(kernel: core.KernelOp | be.KernelOp) -> ArgLayout:
-    """The Instruction Table layout of a core (or backend) kernel's signature."""
-    names_attr = kernel.attributes.get(ARG_NAMES_ATTR)
-    names = [n.data for n in names_attr.data] if isinstance(names_attr, ArrayAttr) else None
-    args = []
-    assert kernel.args is not None
-    for a in kernel.args.data:
-        assert isinstance(a, core.ArgAttr)
-        t = a.type
-        if not isinstance(t, core.BufType):
-            raise error_at(
-                kernel, f"argument {a.index.data}: scalar arguments are not supported yet"
-            )
-        name = names[a.index.data] if names else f"arg{a.index.data}"
-        args.append(Arg(name, t.to_spec(), a.access.data))
-    return ArgLayout(args)
-
-
-def _placed_space(alloc: core.AllocOp) -> str:
-    p = alloc.attributes.get(PLACEMENT_ATTR)
-    return p.data if isinstance(p, StringAttr) else alloc.memory.data
-
-
-def footprints(kernel: core.KernelOp) -> dict[int | None, dict[str, int]]:
-    """Bytes used per (core or None for SPMD) and space, from the planned allocs."""
-    use: dict[int | None, dict[str, int]] = {}
-    for program in kernel.body.block.ops:
-        if not isinstance(program, core.ProgramOp):
-            continue
-        for alloc in program.walk():
-            if isinstance(alloc, core.AllocOp):
-                if alloc.offset is None:
-                    raise error_at(alloc, "core.alloc has no offset: run core-plan-memory first")
-                t = alloc.result.type
-                assert isinstance(t, core.BufType)
-                c = alloc_core(alloc, program)
-                space = _placed_space(alloc)
-                end = alloc.offset.value.data + t.max_bytes
-                d = use.setdefault(c, {})
-                d[space] = max(d.get(space, 0), end)
-    return use
-
 
 _NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16, "i32": np.int32}
 
@@ -111,20 +68,6 @@ ARITH = {
 SYNC = {core.BarrierOp: be.BarrierOp, core.SemPostOp: be.SemPostOp, core.SemWaitOp: be.SemWaitOp}
 MAX_LOOP_DEPTH = 8
 """Nested runtime loops: the index of a loop at depth d is pinned to register r(31 - d)."""
-# Ops without side effects: dropped when their results are unused.
-PURE = (
-    be.LiOp,
-    be.LihOp,
-    be.LsaOp,
-    be.LdOp,
-    be.EntryRegOp,
-    be.AddOp,
-    be.SubOp,
-    be.MulOp,
-    be.AddiOp,
-    be.MuliOp,
-    be.ShliOp,
-)
 
 
 def element_bits(value: float, dtype: str) -> int:
@@ -147,21 +90,6 @@ def _vpu_dtype(op: Operation, t: core.BufType) -> str:
             op, f"{op.name}: the VPU computes on bf16, f32, f16 and i32, not {t.dtype.name}"
         )
     return t.dtype.name
-
-
-def dead_code_elimination(ops: list[Operation]) -> list[Operation]:
-    """Drop side-effect-free ops (`li`, `ld`, `lsa`, address arithmetic) whose results are
-    unused (straight-line code: one backward pass)."""
-    live: set[SSAValue] = set()
-    kept: list[Operation] = []
-    for op in reversed(ops):
-        if isinstance(op, PURE) and not any(r in live for r in op.results):
-            op.drop_all_references()
-            continue
-        live.update(op.operands)
-        kept.append(op)
-    kept.reverse()
-    return kept
 
 
 @dataclass
@@ -655,18 +583,13 @@ class ConvertCoreToBackendPass(ModulePass):
                 sel = _Selector(program, layout)
                 for inner in program.body.block.ops:
                     sel.select(inner)
-                sel.ops = dead_code_elimination(sel.ops)
                 mem = None
-                if program.ctx.is_core:
-                    mem = dict(use.get(program.ctx.core_index, {}))
-                    for space, n in use.get(None, {}).items():
-                        mem[space] = max(mem.get(space, 0), n)
-                elif program.ctx.is_all_cores:
-                    mem = {}
-                    for d in use.values():
-                        for space, n in d.items():
-                            mem[space] = max(mem.get(space, 0), n)
+                if program.ctx.is_core or program.ctx.is_all_cores:
+                    core_index = program.ctx.core_index if program.ctx.is_core else None
+                    mem = program_footprint(use, core_index)
                 new = be.ProgramOp(program.sym_name.data, program.ctx, sel.ops, mem or None)
+                # drop the address and constant ops no instruction reads (Pure, or `ld`)
+                region_dce(new.body)
                 new.location = program.location
                 programs.append(new)
             bk = be.KernelOp(kernel.sym_name.data, programs, kernel.args)

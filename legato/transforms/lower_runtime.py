@@ -10,9 +10,6 @@
   their pairing is static. The MPU weight known to be loaded survives a loop only when the body
   loads no other weight.
 - `legato.dynamic_slice` is a `core.subview` with the mapped offsets and sizes.
-- `legato.load` allocates the result in the core's memory and copies with a DMA; it is not
-  waited for (the scoreboard holds the first unit op reading the copy), so a load issued ahead of
-  its use is a prefetch.
 - `legato.barrier` is `core.dma_wait` + `core.barrier 0 count <num_cores>` (every core of the
   all-cores program). `legato.signal to <ctx> sem s` is `core.dma_wait` + `core.sem_post`, and
   `legato.wait sem s` a `core.sem_wait`, on the chip-wide semaphore the kernel assigns to
@@ -33,7 +30,9 @@ from legato.transforms import lower_tensor_ops as T
 from legato.transforms.diagnostics import error_at
 
 if TYPE_CHECKING:
-    from legato.transforms.legato_to_core import _Buffer, _KernelLowering, _Program
+    from legato.transforms.lowering_state import Buffer as _Buffer
+    from legato.transforms.lowering_state import LoweringState as _KernelLowering
+    from legato.transforms.lowering_state import ProgramState as _Program
 
 MAX_SEMAPHORES = core.MAX_SYNC_ID + 1
 _VIEW_OPS = (lg.SliceOp, lg.DynamicSliceOp, lg.ReshapeOp)
@@ -41,9 +40,7 @@ _VIEW_OPS = (lg.SliceOp, lg.DynamicSliceOp, lg.ReshapeOp)
 
 def handles(op: Operation) -> bool:
     return (
-        isinstance(
-            op, lg.DimOp | lg.DynamicSliceOp | lg.LoadOp | lg.BarrierOp | lg.SignalOp | lg.WaitOp
-        )
+        isinstance(op, lg.DimOp | lg.DynamicSliceOp | lg.BarrierOp | lg.SignalOp | lg.WaitOp)
         or isinstance(op, scf.ForOp)
         or op.name.startswith("arith.")
     )
@@ -60,13 +57,11 @@ def lower(L: _KernelLowering, prog: _Program, op: Operation) -> None:
     if isinstance(op, scf.ForOp):
         _for(L, prog, op)
     elif isinstance(op, lg.DimOp):
-        buf = L._lookup(prog, op.input, op)
+        buf = L.lookup(prog, op.input, op)
         d = buf.dims[op.dim.data]
         prog.scalars[op.result] = d if isinstance(d, SSAValue) else T.index_const(prog, d, op)
     elif isinstance(op, lg.DynamicSliceOp):
         _dynamic_slice(L, prog, op)
-    elif isinstance(op, lg.LoadOp):
-        _load(L, prog, op)
     elif isinstance(op, lg.BarrierOp):
         if not prog.ctx.is_all_cores:
             raise error_at(op, "legato.barrier runs in an all_cores region")
@@ -119,7 +114,7 @@ def _scalar(prog: _Program, v: SSAValue, at: Operation) -> SSAValue:
 
 
 def _dynamic_slice(L: _KernelLowering, prog: _Program, op: lg.DynamicSliceOp) -> None:
-    buf = L._lookup(prog, op.input, op)
+    buf = L.lookup(prog, op.input, op)
     rt = op.result.type
     assert isinstance(rt, lg.TensorType)
     offsets = [o if isinstance(o, int) else _scalar(prog, o, op) for o in op.mixed_offsets()]
@@ -127,18 +122,6 @@ def _dynamic_slice(L: _KernelLowering, prog: _Program, op: lg.DynamicSliceOp) ->
     for s, d in zip(op.mixed_sizes(), rt.dims):
         sizes.append((s, s) if isinstance(s, int) else (_scalar(prog, s, op), d.bound))
     prog.values[op.result] = T.subview(prog, buf, offsets, sizes, op)
-
-
-def _load(L: _KernelLowering, prog: _Program, op: lg.LoadOp) -> None:
-    if prog.ctx.is_top:
-        raise error_at(op, "legato.load runs in a core context, not on top")
-    src = L._lookup(prog, op.input, op)
-    L._note_access(op.input, "read")
-    rt = op.result.type
-    assert isinstance(rt, lg.TensorType)
-    out = T.alloc(L, prog, T.dimsb(src), rt.element_type, rt.space, op)
-    T.copy_dma(L, prog, src, out, op)
-    prog.values[op.result] = out
 
 
 def _copy(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, at: Operation) -> None:
@@ -160,7 +143,7 @@ def _for(L: _KernelLowering, prog: _Program, op: scf.ForOp) -> None:
     lb, ub, step = (_scalar(prog, v, op) for v in (op.lb, op.ub, op.step))
     accs = []
     for init, barg in zip(op.iter_args, op.body.block.args[1:]):
-        ib = L._lookup(prog, init, op)
+        ib = L.lookup(prog, init, op)
         if ib.type.space not in T.LOCAL:
             raise error_at(
                 op,
@@ -182,11 +165,11 @@ def _for(L: _KernelLowering, prog: _Program, op: scf.ForOp) -> None:
         for inner in op.body.block.ops:
             if isinstance(inner, scf.YieldOp):
                 for v, acc in zip(inner.operands, accs):
-                    y = L._lookup(prog, v, inner)
+                    y = L.lookup(prog, v, inner)
                     if y.value is not acc.value:
                         _copy(L, prog, y, acc, inner)
             else:
-                L._lower_op(prog, inner)
+                L.lower_op(prog, inner)
         body = prog.body
     finally:
         prog.body = saved

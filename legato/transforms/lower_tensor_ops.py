@@ -1,6 +1,6 @@
 """Lowering of legato tensor ops to core VPU/MPU/DMA ops (part of `convert-legato-to-core`).
 
-Every function takes the kernel lowering `L` (`legato_to_core._KernelLowering`), the program
+Every function takes the kernel lowering `L` (`lowering_state.LoweringState`), the program
 being built and the legato op; it emits core ops into the program and binds the op's result to a
 buffer. The core ops emitted are the shapes the units accept, so instruction selection maps each
 to one instruction (or a short unrolled sequence):
@@ -31,16 +31,19 @@ from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
-from xdsl.ir import Operation, OpResult, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.transforms.diagnostics import error_at
+from legato.transforms.lowering_state import Buffer
 from legato.transforms.vpu_shapes import broadcast_form
 from legato.types import Dim
 
 if TYPE_CHECKING:
-    from legato.transforms.legato_to_core import _Buffer, _KernelLowering, _Program
+    from legato.transforms.lowering_state import Buffer as _Buffer
+    from legato.transforms.lowering_state import LoweringState as _KernelLowering
+    from legato.transforms.lowering_state import ProgramState as _Program
 
 LOCAL = ("sram", "private_dram", "mpu_buffer")
 VPU_DTYPES = ("bf16", "f32", "f16")
@@ -77,12 +80,6 @@ REDUCE_KINDS: dict[type, str] = {
 DimB = tuple  # (int | SSAValue value, int bound)
 
 
-def _buffer_cls():
-    from legato.transforms.legato_to_core import _Buffer
-
-    return _Buffer
-
-
 # -- small builders ----------------------------------------------------------------------------
 
 
@@ -97,7 +94,7 @@ def buf_type(dims: list[DimB], elem, space: str) -> core.BufType:
 
 
 def alloc(L: _KernelLowering, prog: _Program, dims: list[DimB], elem, space: str, at) -> _Buffer:
-    return L._alloc(prog, buf_type(dims, elem, space), [v for v, _ in dims], at)
+    return L.alloc(prog, buf_type(dims, elem, space), [v for v, _ in dims], at)
 
 
 def index_const(prog: _Program, v: int, at: Operation) -> SSAValue:
@@ -126,7 +123,7 @@ def view(prog: _Program, buf: _Buffer, dims: list[DimB], at: Operation) -> _Buff
         return buf
     assert buf.contiguous, "core.view of a strided buffer"
     op = prog.emit(core.ViewOp(buf.value, t, [v for v, _ in dims if not isinstance(v, int)]), at)
-    return _buffer_cls()(op.results[0], [v for v, _ in dims])
+    return Buffer(op.results[0], [v for v, _ in dims])
 
 
 def subview(
@@ -138,7 +135,7 @@ def subview(
     contiguous = buf.contiguous and (
         not partial or all(sizes[k][0] == 1 for k in range(partial[-1]))
     )
-    return _buffer_cls()(op.results[0], [v for v, _ in sizes], contiguous)
+    return Buffer(op.results[0], [v for v, _ in sizes], contiguous)
 
 
 def copy_dma(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, at) -> None:
@@ -162,7 +159,7 @@ def contiguous(L: _KernelLowering, prog: _Program, buf: _Buffer, at: Operation) 
 
 
 def local(L: _KernelLowering, prog: _Program, value: SSAValue, op: Operation, role: str) -> _Buffer:
-    buf = L._lookup(prog, value, op)
+    buf = L.lookup(prog, value, op)
     space = buf.type.space
     if space not in LOCAL:
         raise error_at(
@@ -370,8 +367,8 @@ def gather(L: _KernelLowering, prog: _Program, op: lg.GatherOp) -> None:
     rt = _rtype(op)
     if prog.ctx.is_top:
         raise error_at(op, "legato.gather runs in a core context, not on top")
-    table = L._lookup(prog, op.table, op)
-    L._note_access(op.table, "read")
+    table = L.lookup(prog, op.table, op)
+    L.note_access(op.table, "read")
     idx = local(L, prog, op.indices, op, "index tensor")
     row = dimsb(table)[1:]
     n = prod(prog, dimsb(idx), op)
@@ -526,7 +523,7 @@ def reduce(L: _KernelLowering, prog: _Program, op: lg.ReductionOp) -> None:
 
 def reshape(L: _KernelLowering, prog: _Program, op: lg.ReshapeOp) -> None:
     rt = _rtype(op)
-    x = L._lookup(prog, op.input, op)
+    x = L.lookup(prog, op.input, op)
     if not x.contiguous:
         x = local(L, prog, op.input, op, "operand")
     dyn = [i for i, d in enumerate(rt.dims) if d.is_dynamic]
@@ -551,7 +548,7 @@ def reshape(L: _KernelLowering, prog: _Program, op: lg.ReshapeOp) -> None:
 
 
 def slice_(L: _KernelLowering, prog: _Program, op: lg.SliceOp) -> None:
-    x = L._lookup(prog, op.input, op)
+    x = L.lookup(prog, op.input, op)
     offsets = list(op.static_offsets.get_values())
     sizes = list(op.static_sizes.get_values())
     strides = list(op.static_strides.get_values())
@@ -573,7 +570,7 @@ def cat(L: _KernelLowering, prog: _Program, op: lg.CatOp) -> None:
     rt = _rtype(op)
     space = result_space(op, rt)
     d = op.dim.data
-    bufs = [L._lookup(prog, v, op) for v in op.inputs]
+    bufs = [L.lookup(prog, v, op) for v in op.inputs]
     for b in bufs:
         if not isinstance(b.dims[d], int):
             raise error_at(
@@ -623,42 +620,6 @@ def _split_bf16(L: _KernelLowering, prog: _Program, x: _Buffer, space: str, at) 
     return [hi, lo]
 
 
-def _accumulator_add(
-    L: _KernelLowering, prog: _Program, op: lg.MatmulOp
-) -> tuple[lg.AddOp, _Buffer] | None:
-    """The `legato.add` of an f32 matmul result into an accumulator that the MPU can do in
-    place: the matmul's only use is an add, later in the same block, of an f32 tensor `acc` of
-    the result's type whose only use is that add, defined (by an op other than a view) before
-    the matmul, in a contiguous buffer of this core's memory. Returns (add, acc's buffer)."""
-    res = op.result
-    if res.uses.get_length() != 1:
-        return None
-    add = next(iter(res.uses)).operation
-    if not isinstance(add, lg.AddOp) or add.parent_block() is not op.parent_block():
-        return None
-    acc_v = add.rhs if add.lhs is res else add.lhs
-    if acc_v is res or acc_v.type != res.type or add.result.type != res.type:
-        return None
-    rt = res.type
-    assert isinstance(rt, lg.TensorType)
-    if rt.dtype.name != "f32" or acc_v.uses.get_length() != 1 or not isinstance(acc_v, OpResult):
-        return None
-    owner = acc_v.op
-    if owner.parent_block() is not op.parent_block() or isinstance(
-        owner, lg.SliceOp | lg.DynamicSliceOp | lg.ReshapeOp
-    ):
-        return None
-    block = op.parent_block()
-    assert block is not None
-    order = {o: i for i, o in enumerate(block.ops)}
-    if not order[owner] < order[op] < order[add]:
-        return None
-    acc = prog.values.get(acc_v)
-    if acc is None or not acc.contiguous or acc.type.space not in LOCAL:
-        return None
-    return add, acc
-
-
 def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     """bf16 operands: one MPU pass per tile. f32 operands (`legato.numerics.matmul_f32_split`):
     each is split into bf16 hi + lo on the VPU, then the passes a_hi@w_hi, a_hi@w_lo, a_lo@w_hi
@@ -675,7 +636,7 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     if lt.space not in LOCAL:
         raise error_at(op, f"matmul's left operand must be in core memory (sram), not {lt.space}")
     a = local(L, prog, op.lhs, op, "left operand")
-    w = L._lookup(prog, op.rhs, op)
+    w = L.lookup(prog, op.rhs, op)
     if w.type.space not in LOCAL:
         raise error_at(
             op,
@@ -692,21 +653,6 @@ def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
     a2 = view(prog, a, [m, ad[-1]], op)
     kt, nt = L.model.mpu_tile_k, L.model.mpu_tile_n
     small = k <= kt and n <= nt
-    fused = _accumulator_add(L, prog, op) if small and not split else None
-    if fused is not None:
-        add, acc = fused
-        # `acc + a @ w`, that add being acc's only use: the MPU accumulates into acc's buffer
-        # (`mpu.mm ..., acc` is the matmul followed by one f32 add per element, so the bits
-        # are those of the add; numerics.mpu_matmul)
-        if prog.loaded_weight is not op.rhs:
-            tile = w if w.type.space == "mpu_buffer" else _stage(L, prog, w, op)
-            prog.emit(core.MpuLoadWeightOp(tile.value), op)
-            prog.loaded_weight = op.rhs
-        prog.emit(core.MpuMatmulOp(a2.value, view(prog, acc, [m, (n, n)], op).value, True), op)
-        prog.values[op.result] = acc
-        prog.values[add.result] = acc
-        L.fused.add(add)
-        return
     out = alloc(L, prog, ad[:-1] + [(n, n)], res_t.element_type, space, op)
     out2 = view(prog, out, [m, (n, n)], op)
     prog.values[op.result] = out

@@ -10,11 +10,18 @@ from xdsl.passes import ModulePass, PassPipeline
 
 from legato.model.compute_model import ComputeModel
 from legato.transforms.core_to_backend import ConvertCoreToBackendPass
+from legato.transforms.fuse_mpu_accumulate import CoreFuseMpuAccumulatePass
 from legato.transforms.legato_to_core import ConvertLegatoToCorePass
 from legato.transforms.plan_memory import CorePlanMemoryPass
 from legato.transforms.regalloc import BackendAllocateRegistersPass
+from legato.transforms.transfer_rings import CoreTransferRingsPass
 
-LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (ConvertLegatoToCorePass, CorePlanMemoryPass)
+LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (
+    ConvertLegatoToCorePass,
+    CoreFuseMpuAccumulatePass,  # before the rings: they place credits by the fused ops
+    CoreTransferRingsPass,
+    CorePlanMemoryPass,
+)
 CORE_TO_BACKEND: tuple[type[ModulePass], ...] = (
     ConvertCoreToBackendPass,
     BackendAllocateRegistersPass,

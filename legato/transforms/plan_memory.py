@@ -31,10 +31,10 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
+from legato.dialects.core import BUFFER_ATTR
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at
-from legato.transforms.legato_to_core import BUFFER_ATTR
 
 ALIGN = 64
 PLACEMENT_ATTR = "placement"
@@ -68,6 +68,12 @@ def alloc_core(alloc: core.AllocOp, program: core.ProgramOp) -> int | None:
     if program.ctx.is_all_cores:
         return None
     raise error_at(alloc, "core.alloc in the top program needs `on core(i)`")
+
+
+def placed_space(alloc: core.AllocOp) -> str:
+    """The space an alloc's buffer is in: its own, or where the planner moved it."""
+    p = alloc.attributes.get(PLACEMENT_ATTR)
+    return p.data if isinstance(p, StringAttr) else alloc.memory.data
 
 
 def _whole_kernel(alloc: core.AllocOp, program: core.ProgramOp) -> bool:

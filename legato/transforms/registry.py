@@ -29,6 +29,8 @@ from legato.dialects import get_all_dialects as _dialects
 # "pass-name": "module:Class". Others add their passes here.
 PASSES: dict[str, str] = {
     "convert-legato-to-core": "legato.transforms.legato_to_core:ConvertLegatoToCorePass",
+    "core-fuse-mpu-accumulate": "legato.transforms.fuse_mpu_accumulate:CoreFuseMpuAccumulatePass",
+    "core-transfer-rings": "legato.transforms.transfer_rings:CoreTransferRingsPass",
     "core-plan-memory": "legato.transforms.plan_memory:CorePlanMemoryPass",
     "convert-core-to-backend": "legato.transforms.core_to_backend:ConvertCoreToBackendPass",
     "backend-allocate-registers": "legato.transforms.regalloc:BackendAllocateRegistersPass",

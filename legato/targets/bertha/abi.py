@@ -29,6 +29,24 @@ from legato.types import DType, TensorSpec, dtype_from_name, parse_dim
 
 WORD = 8
 ACCESS = ("read", "write", "readwrite")
+ARG_NAMES_ATTR = "arg_names"
+"""The kernel attribute (legato, core and backend level) holding the arguments' names: they
+travel to the binary's metadata, so that runtime errors name the argument."""
+
+Footprints = dict[int | None, dict[str, int]]
+"""Bytes used per core (None: every core, an `all_cores` program's buffers) and memory space."""
+
+
+def program_footprint(use: Footprints, core: int | None) -> dict[str, int]:
+    """The bytes per space a program reserves on its core, from a kernel's `use`: a core
+    program's own buffers and the SPMD ones (`core` its index), or (`core` None, an
+    `all_cores` program) the most any core uses."""
+    mem: dict[str, int] = dict(use.get(core, {})) if core is not None else {}
+    for c, spaces in use.items():
+        if core is None or c is None:
+            for space, n in spaces.items():
+                mem[space] = max(mem.get(space, 0), n)
+    return mem
 
 
 class ABIError(ArgumentError):

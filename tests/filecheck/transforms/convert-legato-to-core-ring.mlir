@@ -1,4 +1,4 @@
-// RUN: legato-opt %s -p convert-legato-to-core | filecheck %s
+// RUN: legato-opt %s -p convert-legato-to-core,core-fuse-mpu-accumulate,core-transfer-rings | filecheck %s
 
 // core(0) streams four [8, 256] tiles to core(1) on sram queue 1; core(1) is done with each
 // before it receives the next, so the stream cycles through three receive buffers (slots) with

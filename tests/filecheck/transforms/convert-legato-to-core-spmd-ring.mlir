@@ -1,4 +1,4 @@
-// RUN: legato-opt %s -p convert-legato-to-core | filecheck %s
+// RUN: legato-opt %s -p convert-legato-to-core,core-transfer-rings | filecheck %s
 
 // An SPMD stream of four transfers to a runtime core (the next core of c's group of four): each core
 // is done with transfer k - 3 before it receives and before it sends transfer k, so the stream

@@ -1,4 +1,4 @@
-"""Core-to-core streams through reused receive buffers (legato_to_core `_ring_streams`) and the
+"""Core-to-core streams through reused receive buffers (the `core-transfer-rings` pass) and the
 MPU accumulating `acc + a @ w` in place: when they apply, when they must not, and that the
 results are the same at every level."""
 
