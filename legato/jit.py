@@ -204,20 +204,18 @@ def resolve_backend(backend):
 
 @dataclass
 class StoredArtifacts:
-    """Artifacts read back from the on-disk cache (same attributes as the compiler's)."""
+    """Artifacts read back from the on-disk cache: the binary and the text stages the compile
+    recorded (`texts`, by stage name; an entry stores only what was printed)."""
 
-    mlir: str
-    core_ir: str
-    backend_ir: str
-    asm: str
     binary: bytes
+    texts: dict
 
 
 _ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
 _memory_cache: dict[str, object] = {}
 _cache_lock = threading.Lock()
 stats: Counter = Counter()  # "compiles", "memory_hits", "disk_hits", "corrupt_entries"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: text stages optional (only those printed are stored)
 
 
 def cache_dir() -> Path:
@@ -256,10 +254,10 @@ def _disk_load(key: str):
             raise ValueError("checksum mismatch")
         if payload["key"] != key:
             raise ValueError("key mismatch")
-        stored = StoredArtifacts(
-            *(payload[name] for name in _ARTIFACT_TEXT),
-            base64.b64decode(payload["binary"], validate=True),
-        )
+        texts = {name: payload[name] for name in _ARTIFACT_TEXT if name in payload}
+        if not all(isinstance(t, str) for t in texts.values()):
+            raise ValueError("a text stage is not a string")
+        stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts)
         _validate_cached_binary(stored.binary)
         return stored
     except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
@@ -268,7 +266,11 @@ def _disk_load(key: str):
 
 
 def _disk_store(key: str, artifacts) -> None:
-    payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
+    recorded = getattr(artifacts, "recorded", None)  # the compiler's Artifacts print lazily
+    if recorded is not None:
+        payload = recorded()
+    else:
+        payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
     payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
     payload["key"] = key
     entry = {
@@ -573,7 +575,7 @@ class Kernel:
         hit = _disk_load(key)
         if hit is not None:
             stats["disk_hits"] += 1
-            hit = self._as_compiler_artifacts(hit)
+            hit = self._as_compiler_artifacts(hit, constexprs)
             with _cache_lock:
                 _memory_cache[key] = hit
             return hit
@@ -589,7 +591,21 @@ class Kernel:
                 from legato.compiler import compile_kernel
             except ImportError as e:
                 raise LegatoError(f"the Legato compiler is not available: {e}") from None
-            artifacts = compile_kernel(module, self.model, self.name)
+            # Print only the stage the session writes; any other is printed when read.
+            record = ()
+            if sess is not None and sess.output_type not in (
+                None,
+                OutputType.MLIR,
+                OutputType.BINARY,
+            ):
+                record = (sess.output_type.value,)
+            artifacts = compile_kernel(
+                module,
+                self.model,
+                self.name,
+                record=record,
+                source=functools.partial(self.emit_module, **constexprs),
+            )
         except CompileError as e:
             # The message already points at the kernel's source line; the compiler's own frames
             # would only bury it, so the traceback ends here, under the user's call.
@@ -601,24 +617,20 @@ class Kernel:
         _disk_store(key, artifacts)
         return artifacts
 
-    def _as_compiler_artifacts(self, stored: StoredArtifacts):
-        """The compiler's own Artifacts type for a disk-cache entry, when it can be built."""
+    def _as_compiler_artifacts(self, stored: StoredArtifacts, constexprs: dict):
+        """The compiler's own Artifacts type for a disk-cache entry, when it can be built: it
+        prints a stage the entry lacks from the frontend's module, when read."""
         try:
             from legato.compiler import Artifacts
         except ImportError:
             return stored
-        try:
-            return Artifacts(
-                kernel=self.name,
-                model=self.model,
-                mlir=stored.mlir,
-                core_ir=stored.core_ir,
-                backend_ir=stored.backend_ir,
-                asm=stored.asm,
-                binary=stored.binary,
-            )
-        except TypeError:
-            return stored
+        return Artifacts(
+            self.name,
+            self.model,
+            stored.binary,
+            texts=stored.texts,
+            source=functools.partial(self.emit_module, **constexprs),
+        )
 
     def compile(self, *args, **kwargs):
         """Compile (or fetch from the cache) without running. Arguments are sample tensors/arrays,
@@ -688,30 +700,32 @@ class Kernel:
             if b.writeback is not None:
                 b.writeback()
 
-    _LEVEL_STAGES = {"legato": "mlir", "core": "core_ir", "backend": "backend_ir"}
+    _LEVELS = ("legato", "core", "backend")
 
     def interpret(self, *args, level: str = "legato", **kwargs):
         """Run the kernel with the interpreter of IR level `level` ("legato", "core" or
         "backend") instead of the emulator. Same argument handling as a call: torch tensors or
-        numpy arrays, outputs written in place. Returns the interpreter's RunResult."""
-        if level not in self._LEVEL_STAGES:
+        numpy arrays, outputs written in place. Returns the interpreter's RunResult.
+
+        The frontend's module is lowered in memory only as far as `level` (no binary, no text,
+        no cache): `level="legato"` runs no compiler pass, so it works where a lowering fails."""
+        if level not in self._LEVELS:
             raise LegatoError(
-                f"unknown level {level!r}; expected one of {', '.join(self._LEVEL_STAGES)} "
+                f"unknown level {level!r}; expected one of {', '.join(self._LEVELS)} "
                 "(call the kernel itself to run the binary on the emulator)"
             )
         tensors, constexprs = self._bind(args, kwargs)
         for p, x in tensors:
             self._check_tensor(p, x)
-        artifacts = self._artifacts(constexprs)
-        self.last_artifacts = artifacts
+        from legato.compiler import lower
         from legato.interp import run
 
-        result = run(
-            getattr(artifacts, self._LEVEL_STAGES[level]),
-            level,
-            [x for _, x in tensors],
-            self.model,
-        )
+        try:
+            module = self.emit_module(**constexprs)
+            lower(module, self.model, level)
+        except CompileError as e:
+            raise e.with_traceback(None) from None
+        result = run(module, level, [x for _, x in tensors], self.model)
         self.last_interp = result
         return result
 
