@@ -415,9 +415,9 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<legato.Kernel {self.name} at {self.where}>"
 
-    @property
+    @functools.cached_property
     def where(self) -> str:
-        """`file:line` of the kernel's `def` (used in error messages)."""
+        """`file:line` of the kernel's `def` (used in error messages; read on every call)."""
         loc = self.source.def_location
         return f"{loc.file}:{loc.line}"
 

@@ -648,10 +648,9 @@ def _accumulator_add(
         owner, lg.SliceOp | lg.DynamicSliceOp | lg.ReshapeOp
     ):
         return None
-    block = op.parent_block()
-    assert block is not None
-    order = {o: i for i, o in enumerate(block.ops)}
-    if not order[owner] < order[op] < order[add]:
+    # all three share one block (checked above); walking forward from each costs the distance,
+    # not a numbering of the whole block per matmul
+    if not (owner.is_before_in_block(op) and op.is_before_in_block(add)):
         return None
     acc = prog.values.get(acc_v)
     if acc is None or not acc.contiguous or acc.type.space not in LOCAL:
