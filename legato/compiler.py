@@ -1,12 +1,16 @@
 """The compiler driver: one kernel from the legato dialect to a Bertha binary.
 
 `compile_kernel(module, model)` runs the named pipelines of `legato.transforms.pipelines` and
-returns every stage's artifact. Each stage's text re-parses with `legato-opt`.
+returns the kernel's `Artifacts`: the binary, encoded straight from the backend ops in memory
+(no assembly text), and each IR/assembly stage as text only when someone asks for it (each
+stage's text re-parses with `legato-opt`). `lower(module, model, level)` lowers in place only as
+far as one level (what `Kernel.interpret(level=...)` runs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Callable, Iterable
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -19,27 +23,94 @@ from legato.dialects import legato as lg
 from legato.errors import CompileError
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
-from legato.targets.bertha.asm import assemble
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
 STAGES = ("mlir", "core_ir", "backend_ir", "asm", "binary")
+TEXT_STAGES = ("mlir", "core_ir", "backend_ir", "asm")
+LEVELS = ("legato", "core", "backend")
+
+VERIFY_EACH_ENV = "LEGATO_VERIFY_EACH"
+"""Set to 1 to verify the core level too (the test suite does); see `compile_kernel`."""
 
 
-@dataclass
 class Artifacts:
-    kernel: str
-    model: ComputeModel
-    mlir: str
-    core_ir: str
-    backend_ir: str
-    asm: str
-    binary: bytes
+    """What `compile_kernel` made of one kernel: `binary` (the ELF) and the text stages `mlir`,
+    `core_ir`, `backend_ir` and `asm`.
+
+    A text stage is printed once, when first read (or during the compile, when `record` named
+    it): `mlir` from the legato module as it entered the pipeline, `core_ir` by lowering that
+    module again to the core level, `backend_ir` and `asm` from the final backend module. The
+    lowering is deterministic, so a stage read later is the text the compile would have printed.
+    `source` is a function returning a fresh legato-level module of the kernel (the JIT passes
+    its frontend, so a disk-cache hit can still print any stage); `backend` the final module,
+    when in memory."""
+
+    def __init__(
+        self,
+        kernel: str,
+        model: ComputeModel,
+        binary: bytes,
+        *,
+        texts: dict[str, str] | None = None,
+        source: Callable[[], ModuleOp] | None = None,
+        backend: ModuleOp | None = None,
+    ):
+        self.kernel = kernel
+        self.model = model
+        self.binary = binary
+        self._texts: dict[str, str] = dict(texts or {})
+        self._source = source
+        self._backend = backend
+
+    def recorded(self) -> dict[str, str]:
+        """The text stages printed so far, by name (what the disk cache stores)."""
+        return {name: self._texts[name] for name in TEXT_STAGES if name in self._texts}
 
     def stage(self, name: str) -> str | bytes:
-        return getattr(self, name)
+        """Stage `name` (one of `STAGES`), printed now if it was not yet."""
+        if name == "binary":
+            return self.binary
+        if name not in TEXT_STAGES:
+            raise KeyError(f"unknown stage {name!r}; expected one of {', '.join(STAGES)}")
+        if name not in self._texts:
+            self._texts[name] = self._print(name)
+        return self._texts[name]
+
+    def _print(self, name: str) -> str:
+        if name in ("backend_ir", "asm") and self._backend is not None:
+            module = self._backend
+        else:
+            if self._source is None:
+                raise CompileError(
+                    f"the {name} of kernel {self.kernel} was not recorded and cannot be "
+                    "printed again (no source module)"
+                )
+            module = self._source()
+            attach_model(module, self.model)
+            lower(module, self.model, "legato" if name == "mlir" else "core")
+            if name in ("backend_ir", "asm"):
+                lower(module, self.model, "backend")
+                self._backend = module
+        return be.print_assembly(module) if name == "asm" else print_ir(module)
+
+    @property
+    def mlir(self) -> str:
+        return self.stage("mlir")  # type: ignore[return-value]
+
+    @property
+    def core_ir(self) -> str:
+        return self.stage("core_ir")  # type: ignore[return-value]
+
+    @property
+    def backend_ir(self) -> str:
+        return self.stage("backend_ir")  # type: ignore[return-value]
+
+    @property
+    def asm(self) -> str:
+        return self.stage("asm")  # type: ignore[return-value]
 
 
 def context() -> Context:
@@ -72,30 +143,84 @@ def _verify(module: ModuleOp, stage: str) -> None:
         raise CompileError(f"internal compiler error: the {stage} IR does not verify: {e}") from e
 
 
+def _verify_each(option: bool | None) -> bool:
+    if option is not None:
+        return option
+    return os.environ.get(VERIFY_EACH_ENV, "") not in ("", "0")
+
+
 def compile_kernel(
-    module: ModuleOp, model: ComputeModel, kernel_name: str | None = None
+    module: ModuleOp,
+    model: ComputeModel,
+    kernel_name: str | None = None,
+    *,
+    record: Iterable[str] = (),
+    source: Callable[[], ModuleOp] | None = None,
+    verify_each: bool | None = None,
 ) -> Artifacts:
-    """Compile the one `legato.kernel` in `module` (modified in place) down to a binary."""
+    """Compile the one `legato.kernel` in `module` (modified in place) down to a binary.
+
+    The binary is encoded from the backend ops in memory. Text stages named in `record` (of
+    `TEXT_STAGES`) are printed as the compile passes them; any other is printed when first read
+    from the returned `Artifacts` (from `source()`, a fresh legato module of the kernel, or a
+    copy of `module` taken before lowering when `source` is None).
+
+    Verification: the legato input and the final backend module are always verified (a failure
+    is an internal compiler error naming the level). The core level in between is verified only
+    with `verify_each=True`, or `$LEGATO_VERIFY_EACH=1` when `verify_each` is None (the test
+    suite sets it): its ops are checked again, indirectly, by the backend they lower to, and
+    verifying every level cost 13% of a compile."""
     kernels = [op for op in module.body.block.ops if isinstance(op, lg.KernelOp)]
     if len(kernels) != 1:
         raise CompileError(f"expected one legato.kernel in the module, found {len(kernels)}")
     name = kernel_name or kernels[0].sym_name.data
+    record = set(record)
+    unknown = record - set(TEXT_STAGES)
+    if unknown:
+        raise CompileError(
+            f"cannot record stage(s) {', '.join(sorted(unknown))}; expected {', '.join(TEXT_STAGES)}"
+        )
     attach_model(module, model)
     _verify(module, "legato")
     ctx = context()
-    mlir = print_ir(module)
+    texts: dict[str, str] = {}
+    if "mlir" in record:
+        texts["mlir"] = print_ir(module)
+    if source is None and not {"mlir", "core_ir"} <= record:
+        source = module.clone().clone  # each call: a fresh copy of the legato input
 
     pipelines.legato_to_core(model).apply(ctx, module)
-    _verify(module, "core")
-    core_ir = print_ir(module)
+    if _verify_each(verify_each):
+        _verify(module, "core")
+    if "core_ir" in record:
+        texts["core_ir"] = print_ir(module)
 
     pipelines.core_to_backend(model).apply(ctx, module)
     _verify(module, "backend")
-    backend_ir = print_ir(module)
+    artifacts = Artifacts(
+        name, model, emit_binary(module, model), texts=texts, source=source, backend=module
+    )
+    for stage in sorted(record - set(texts)):
+        artifacts.stage(stage)
+    return artifacts
 
-    asm = be.print_assembly(module)
-    binary = emit_binary(module, model, asm)
-    return Artifacts(name, model, mlir, core_ir, backend_ir, asm, binary)
+
+def lower(module: ModuleOp, model: ComputeModel, level: str) -> None:
+    """Lower `module` in place to `level` ("legato", "core" or "backend", allocated) and
+    verify it there; a module already at or below `level` is only verified. Lowers no further
+    than asked: `lower(m, model, "legato")` runs no pass at all."""
+    if level not in LEVELS:
+        raise CompileError(f"unknown level {level!r}; expected one of {', '.join(LEVELS)}")
+    found = level_of(module)
+    ctx = context()
+    if found == "legato" and level != "legato":
+        attach_model(module, model)
+        pipelines.legato_to_core(model).apply(ctx, module)
+        found = "core"
+    if found == "core" and level == "backend":
+        pipelines.core_to_backend(model).apply(ctx, module)
+        found = "backend"
+    _verify(module, found)
 
 
 def level_of(module: ModuleOp) -> str:
@@ -121,8 +246,9 @@ def lower_to_backend(module: ModuleOp, model: ComputeModel) -> None:
         pipelines.core_to_backend(model).apply(ctx, module)
 
 
-def emit_binary(module: ModuleOp, model: ComputeModel, asm: str | None = None) -> bytes:
-    """The ELF binary of the (allocated) backend kernel in `module`."""
+def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
+    """The ELF binary of the (allocated) backend kernel in `module`, encoded from its ops (no
+    assembly text; `asm.assemble` of `print_assembly(module)` gives the same words)."""
 
     kernels = [op for op in module.body.block.ops if isinstance(op, be.KernelOp)]
     if len(kernels) != 1:
@@ -131,11 +257,12 @@ def emit_binary(module: ModuleOp, model: ComputeModel, asm: str | None = None) -
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
-    if asm is None:
-        asm = be.print_assembly(module)
-    assembled = assemble(asm, filename=f"{kernel.sym_name.data}.s")
+    try:
+        encoded = be.encode(kernel)
+    except ValueError as e:
+        raise CompileError(f"internal compiler error: {e}") from e
     return write_elf(
-        assembled,
+        encoded,
         model,
         layout,
         compiler={"pipeline": pipelines.describe()},

@@ -76,6 +76,9 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
+from legato.targets.bertha import isa
+from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
+from legato.targets.bertha.asm import parse_context as parse_asm_context
 
 NUM_REGS = 32
 SPACES = ("sram", "mpu_buffer", "private_dram")
@@ -136,6 +139,35 @@ def _rn(value: SSAValue) -> str:
         name = owner.name if isinstance(owner, Operation) else "block argument"
         raise ValueError(f"{name}: register {t} is not allocated to r0..r31")
     return t.register_name
+
+
+def _ri(value: SSAValue) -> int:
+    """The register number of a register value (an ISA field); raises when unallocated."""
+    t = value.type
+    assert isinstance(t, RegType)
+    if not isinstance(t.index, IntAttr) or t.index.data < 0:
+        _rn(value)  # raises, naming the op
+    return t.index.data  # type: ignore[union-attr]
+
+
+Fields = tuple[int, int, int, int, int]
+"""The raw fields (a, b, c, d, imm) of one instruction word (`legato.targets.bertha.isa`)."""
+
+
+def _core_fields(core: IntAttr | None, core_reg: SSAValue | None) -> tuple[int, int]:
+    """(core selector mode, static core index or register number) of `lsa` / a dma notify."""
+    if core is not None:
+        return isa.CORE_STATIC, core.data
+    if core_reg is not None:
+        return isa.CORE_REG, _ri(core_reg)
+    return isa.CORE_SELF, 0
+
+
+def _offset_to(op: Operation, target: StringAttr, pc: int, labels: dict[str, int]) -> int:
+    """The pc-relative offset of a branch at `pc` to label `target`."""
+    if target.data not in labels:
+        raise ValueError(f"{op.name} at instruction {pc}: undefined label {target.data!r}")
+    return labels[target.data] - pc
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,6 +254,20 @@ class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
 
     def assembly_line(self) -> str | None:
         raise NotImplementedError
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        """The instruction's fields (a, b, c, d, imm; imm may be negative) once registers are
+        allocated: what the assembler makes of `assembly_line()`. `pc` is the op's instruction
+        index in its program, `labels` the index each label of the program names."""
+        raise NotImplementedError
+
+    def instruction(self, pc: int, labels: dict[str, int]) -> isa.Instruction:
+        """The encoded instruction (validated like a decode) of this op: `MNEMONIC`'s entry of
+        the ISA table with `fields(pc, labels)`."""
+        try:
+            return isa.make(self.MNEMONIC, *self.fields(pc, labels))
+        except (isa.DecodeError, ValueError) as e:
+            raise ValueError(f"{self.name} at instruction {pc}: {e}") from None
 
     def _finish(self, parser: Parser) -> None:
         self.attributes |= parser.parse_optional_attr_dict()
@@ -407,6 +453,27 @@ class ProgramOp(IRDLOperation):
                     "(top has no queues, MPU or VPU)"
                 )
 
+    def encode(self) -> AsmProgram:
+        """The program's instructions, encoded straight from the ops (no assembly text): the
+        same `AsmProgram` that `asm.assemble` makes of `assembly_lines()`."""
+        instructions: list[BackendOp] = []
+        labels: dict[str, int] = {}
+        for op in self.body.block.ops:
+            if isinstance(op, LabelOp):
+                labels[op.label.data] = len(instructions)
+            elif not isinstance(op, BackendOp):
+                raise TypeError(f"{op.name} in backend.program has no encoding")
+            elif op.MNEMONIC:
+                instructions.append(op)
+        mem = self.memory
+        return AsmProgram(
+            self.sym_name.data,
+            format_context(*parse_asm_context(self.ctx.spelling)),
+            [op.instruction(pc, labels) for pc, op in enumerate(instructions)],
+            labels,
+            {space: mem[space] for space in SPACES if space in mem},
+        )
+
     def assembly_lines(self) -> list[str]:
         """The program as ASM lines: `.program`, `.mem`, then labels and indented
         instructions."""
@@ -438,6 +505,19 @@ def print_assembly(module: ModuleOp | KernelOp | ProgramOp, output: IO[str] | No
     if output is not None:
         output.write(text)
     return text
+
+
+def encode(module: ModuleOp | KernelOp | ProgramOp) -> AsmModule:
+    """Every backend kernel/program in `module` encoded to instruction words, straight from the
+    ops: equal to `asm.assemble(print_assembly(module))`, without the text."""
+    kernel: str | None = None
+    programs: list[AsmProgram] = []
+    for op in module.walk():
+        if isinstance(op, KernelOp) and kernel is None:
+            kernel = op.sym_name.data
+        elif isinstance(op, ProgramOp):
+            programs.append(op.encode())
+    return AsmModule(kernel, programs)
 
 
 @irdl_op_definition
@@ -542,6 +622,9 @@ class NullaryOp(BackendOp, ABC):
     def assembly_line(self) -> str:
         return self.MNEMONIC
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return 0, 0, 0, 0, 0
+
 
 @irdl_op_definition
 class NopOp(NullaryOp):
@@ -603,6 +686,9 @@ class LiOp(BackendOp):
             v -= 1 << 32
         return f"li {_rn(self.rd)}, {v}"
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rd), 0, 0, 0, self.imm.data
+
 
 @irdl_op_definition
 class LihOp(BackendOp):
@@ -650,6 +736,9 @@ class LihOp(BackendOp):
 
     def assembly_line(self) -> str:
         return f"lih {_rn(self.rd)}, {self.imm.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rd), 0, 0, 0, self.imm.data
 
 
 @irdl_op_definition
@@ -740,6 +829,10 @@ class LsaOp(BackendOp):
     def assembly_line(self) -> str:
         return f"lsa {_rn(self.rd)}, {self._selector()}{self.space.data}, {self.offset.data}"
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        mode, core = _core_fields(self.core, self.core_reg)
+        return _ri(self.rd), isa.SPACES[self.space.data], core, mode, self.offset.data
+
 
 class RRROp(BackendOp, ABC):
     """`%d = backend.add %a, %b : (!backend.reg, !backend.reg) -> !backend.reg`
@@ -773,6 +866,9 @@ class RRROp(BackendOp, ABC):
 
     def assembly_line(self) -> str:
         return f"{self.MNEMONIC} {_rn(self.rd)}, {_rn(self.rs1)}, {_rn(self.rs2)}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rd), _ri(self.rs1), _ri(self.rs2), 0, 0
 
 
 @irdl_op_definition
@@ -917,6 +1013,9 @@ class RRIOp(BackendOp, ABC):
     def assembly_line(self) -> str:
         return f"{self.MNEMONIC} {_rn(self.rd)}, {_rn(self.rs1)}, {self.imm.data}"
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rd), _ri(self.rs1), 0, 0, self.imm.data
+
 
 @irdl_op_definition
 class AddiOp(RRIOp):
@@ -1010,6 +1109,9 @@ class LdOp(BackendOp):
     def assembly_line(self) -> str:
         return f"ld {_rn(self.rd)}, {self.offset.data}({_rn(self.base)})"
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rd), _ri(self.base), 0, 0, self.offset.data
+
 
 @irdl_op_definition
 class StOp(BackendOp):
@@ -1052,6 +1154,9 @@ class StOp(BackendOp):
 
     def assembly_line(self) -> str:
         return f"st {_rn(self.value)}, {self.offset.data}({_rn(self.base)})"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.value), _ri(self.base), 0, 0, self.offset.data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1098,6 +1203,9 @@ class BranchOp(BackendOp, ABC):
 
     def assembly_line(self) -> str:
         return f"{self.MNEMONIC} {_rn(self.rs1)}, {_rn(self.rs2)}, {self.target.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rs1), _ri(self.rs2), 0, 0, _offset_to(self, self.target, pc, labels)
 
 
 @irdl_op_definition
@@ -1150,6 +1258,9 @@ class JmpOp(BackendOp):
 
     def assembly_line(self) -> str:
         return f"jmp {self.target.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return 0, 0, 0, 0, _offset_to(self, self.target, pc, labels)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1245,6 +1356,20 @@ class _DmaMixin:
                 sel = ""
             s += f", {sel}{space.data}.q{queue.data}"
         return s
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        regs = [_ri(getattr(self, f)) for f in self.DATA] + [0] * (4 - len(self.DATA))
+        imm = 0
+        if self.notify is not None:  # type: ignore[attr-defined]
+            space, queue = self.notify_space, self.notify_queue  # type: ignore[attr-defined]
+            assert space is not None and queue is not None
+            mode, core = _core_fields(self.notify_core, self.notify_core_reg)  # type: ignore[attr-defined]
+            imm = isa.NOTIFY_PRESENT | queue.data << 8 | isa.SPACES[space.data] << 16 | mode << 20
+            if len(self.DATA) == 4 or mode == isa.CORE_STATIC:
+                imm |= core  # dma2d: a static index or a register number, both in bits 7:0
+            elif mode == isa.CORE_REG:
+                regs[3] = core  # dma: a register core goes in field d
+        return regs[0], regs[1], regs[2], regs[3], imm
 
 
 @irdl_op_definition
@@ -1386,6 +1511,9 @@ class QwaitOp(CoreOnlyOp):
     def assembly_line(self) -> str:
         return f"qwait {self.space.data}.q{self.queue.data}"
 
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return isa.SPACES[self.space.data], 0, 0, 0, self.queue.data
+
 
 class SyncOp(BackendOp, ABC):
     """`backend.barrier 0, 33` (`barrier id, count`; also `sem_post`, `sem_wait`).
@@ -1416,6 +1544,9 @@ class SyncOp(BackendOp, ABC):
 
     def assembly_line(self) -> str:
         return f"{self.MNEMONIC} {self.sync_id.data}, {self.count.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return self.sync_id.data, 0, 0, 0, self.count.data
 
 
 @irdl_op_definition
@@ -1476,6 +1607,9 @@ class MpuLdwOp(CoreOnlyOp):
 
     def assembly_line(self) -> str:
         return f"mpu.ldw {_rn(self.src)}, {_rn(self.k)}, {_rn(self.n)}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.src), _ri(self.k), _ri(self.n), 0, 0
 
 
 @irdl_op_definition
@@ -1541,6 +1675,12 @@ class MpuMmOp(CoreOnlyOp):
     def assembly_line(self) -> str:
         s = f"mpu.mm {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.m)}, {self.out_dtype.data}"
         return s + (", acc" if self.acc is not None else "")
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        flags = (isa.MM_F32 if self.out_dtype.data == "f32" else 0) | (
+            isa.MM_ACC if self.acc is not None else 0
+        )
+        return _ri(self.dst), _ri(self.src), _ri(self.m), 0, flags
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1611,6 +1751,16 @@ class VpuRegsOp(CoreOnlyOp, ABC):
         dts = "".join(f", {self.properties[p].data}" for p in self.DTYPE_PROPS)  # type: ignore[attr-defined]
         return f"{self.MNEMONIC} {regs}{dts}{self._extra_text()}"
 
+    def _extra_imm(self) -> int:
+        return 0
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        regs = [_ri(o) for o in self.operands] + [0] * (4 - len(self.operands))
+        imm = self._extra_imm()
+        for i, p in enumerate(self.DTYPE_PROPS):  # dtype codes, 4 bits each from bit 0
+            imm |= isa.COND_DTYPES[self.properties[p].data] << 4 * i  # type: ignore[attr-defined]
+        return regs[0], regs[1], regs[2], regs[3], imm
+
 
 BCAST_KINDS = ("scalar", "row", "col")
 
@@ -1674,6 +1824,13 @@ class VpuBinaryOp(VpuRegsOp, ABC):
             return ", bc.scalar"
         assert self.period is not None
         return f", bc.{self.bcast.data}({self.period.data})"
+
+    def _extra_imm(self) -> int:
+        if self.bcast is None:
+            return 0
+        kind = {"scalar": isa.BC_SCALAR, "row": isa.BC_ROW, "col": isa.BC_COL}[self.bcast.data]
+        period = self.period.data if self.period is not None else 0
+        return kind << 4 | period << 8
 
     def verify_(self) -> None:
         super().verify_()

@@ -32,7 +32,8 @@ def _is_simple(value) -> bool:
 
 
 def _chains(tree: ast.AST) -> list[list[str]]:
-    """Dotted name chains read in `tree`: `a.b.c(...)` gives ['a', 'b', 'c']."""
+    """Dotted name chains read in `tree`, each once, in first-read order: `a.b.c(...)` gives
+    ['a', 'b', 'c']."""
     out: list[list[str]] = []
     seen_inner: set[int] = set()
     for node in ast.walk(tree):
@@ -49,17 +50,24 @@ def _chains(tree: ast.AST) -> list[list[str]]:
                 out.append([cur.id, *reversed(chain)])
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             out.append([node.id])
-    return out
+    # each chain once (a kernel reads the same names many times; the key is read every call)
+    return [list(c) for c in dict.fromkeys(tuple(c) for c in out)]
 
 
-def _scope(fn) -> dict:
-    fn = inspect.unwrap(fn)
-    scope = dict(getattr(fn, "__globals__", {}))
-    try:
-        scope.update(inspect.getclosurevars(fn).nonlocals)
-    except (TypeError, ValueError):
-        pass
-    return scope
+_MISSING = object()
+
+
+def _lookup(fn, name: str):
+    """What `name` means inside `fn` now: a closure variable, else a global (else _MISSING).
+    Reads the cells and the globals dict directly (no copy): this runs on every kernel call."""
+    code = getattr(fn, "__code__", None)
+    closure = getattr(fn, "__closure__", None)
+    if code is not None and closure and name in code.co_freevars:
+        try:
+            return closure[code.co_freevars.index(name)].cell_contents
+        except ValueError:  # an empty cell
+            return _MISSING
+    return getattr(fn, "__globals__", {}).get(name, _MISSING)
 
 
 @dataclass
@@ -68,6 +76,11 @@ class Dependencies:
 
     source: FunctionSource
     chains: list[list[str]] = field(default_factory=list)
+    # What does not change between calls, computed once: the name chains of each helper's
+    # source (by FunctionSource, kept alive here so its id is not reused) and the source text
+    # hash of each plain Python helper (by code object: a redefinition is a new code object).
+    _chains_of: dict[int, tuple[FunctionSource, list[list[str]], str]] = field(default_factory=dict)
+    _python_hash: dict[object, str | None] = field(default_factory=dict)
 
     def fingerprint(self) -> dict:
         found: dict[str, str] = {}
@@ -78,12 +91,12 @@ class Dependencies:
         if id(src.fn) in visiting:
             return
         visiting.add(id(src.fn))
-        scope = _scope(src.fn)
+        fn = inspect.unwrap(src.fn)
         prefix = getattr(src.fn, "__module__", "?") + ":" + getattr(src.fn, "__qualname__", "?")
         for chain in chains:
-            if chain[0] not in scope:
+            value = _lookup(fn, chain[0])
+            if value is _MISSING:
                 continue
-            value = scope[chain[0]]
             for attr in chain[1:]:
                 if not isinstance(value, (pytypes.ModuleType, type)):
                     break
@@ -96,16 +109,29 @@ class Dependencies:
     def _record(self, name: str, value, found: dict, visiting: set) -> None:
         if isinstance(value, LegatoFunction):
             sub = value.source
-            found[name] = "function:" + hashlib.sha256(sub.text.encode()).hexdigest()
-            self._visit(sub, _chains(sub.tree), found, visiting)
+            cached = self._chains_of.get(id(sub))
+            if cached is None or cached[0] is not sub:
+                cached = self._chains_of[id(sub)] = (
+                    sub,
+                    _chains(sub.tree),
+                    "function:" + hashlib.sha256(sub.text.encode()).hexdigest(),
+                )
+            found[name] = cached[2]
+            self._visit(sub, cached[1], found, visiting)
         elif _is_simple(value):
             found[name] = "value:" + repr(value)
         elif isinstance(value, pytypes.FunctionType) and not _is_legato(value):
-            try:
-                text = inspect.getsource(value)
-            except (OSError, TypeError):
-                return
-            found[name] = "python:" + hashlib.sha256(text.encode()).hexdigest()
+            code = value.__code__
+            if code not in self._python_hash:
+                try:
+                    text = inspect.getsource(value)
+                except (OSError, TypeError):
+                    text = None
+                self._python_hash[code] = (
+                    None if text is None else "python:" + hashlib.sha256(text.encode()).hexdigest()
+                )
+            if self._python_hash[code] is not None:
+                found[name] = self._python_hash[code]
 
 
 def _is_legato(fn) -> bool:

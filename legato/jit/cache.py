@@ -27,20 +27,18 @@ from legato.targets.bertha.elf import FORMAT_VERSION, read_elf
 
 @dataclass
 class StoredArtifacts:
-    """Artifacts read back from the on-disk cache (same attributes as the compiler's)."""
+    """Artifacts read back from the on-disk cache: the binary and the text stages the compile
+    recorded (`texts`, by stage name; an entry stores only what was printed)."""
 
-    mlir: str
-    core_ir: str
-    backend_ir: str
-    asm: str
     binary: bytes
+    texts: dict
 
 
 _ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
 _memory_cache: dict[str, object] = {}
 _cache_lock = threading.Lock()
 stats: Counter = Counter()  # "compiles", "memory_hits", "disk_hits", "corrupt_entries"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: text stages optional (only those printed are stored)
 
 
 def cache_dir() -> Path:
@@ -89,10 +87,10 @@ def disk_load(key: str):
             raise ValueError("checksum mismatch")
         if payload["key"] != key:
             raise ValueError("key mismatch")
-        stored = StoredArtifacts(
-            *(payload[name] for name in _ARTIFACT_TEXT),
-            base64.b64decode(payload["binary"], validate=True),
-        )
+        texts = {name: payload[name] for name in _ARTIFACT_TEXT if name in payload}
+        if not all(isinstance(t, str) for t in texts.values()):
+            raise ValueError("a text stage is not a string")
+        stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts)
         validate_cached_binary(stored.binary)
         return stored
     except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
@@ -102,7 +100,11 @@ def disk_load(key: str):
 
 def disk_store(key: str, artifacts) -> None:
     """Store `artifacts` under `key`, atomically; a cache that cannot be written only warns."""
-    payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
+    recorded = getattr(artifacts, "recorded", None)  # the compiler's Artifacts print lazily
+    if recorded is not None:
+        payload = recorded()
+    else:
+        payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
     payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
     payload["key"] = key
     entry = {

@@ -15,6 +15,7 @@ values, the target's fingerprint and `legato.__version__`; changing any of them 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -66,9 +67,9 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<legato.Kernel {self.name} at {self.where}>"
 
-    @property
+    @functools.cached_property
     def where(self) -> str:
-        """`file:line` of the kernel's `def` (used in error messages)."""
+        """`file:line` of the kernel's `def` (used in error messages; read on every call)."""
         loc = self.source.def_location
         return f"{loc.file}:{loc.line}"
 
@@ -183,7 +184,7 @@ class Kernel:
         hit = cache.disk_load(key)
         if hit is not None:
             cache.stats["disk_hits"] += 1
-            hit = self._as_compiler_artifacts(hit)
+            hit = self._as_compiler_artifacts(hit, constexprs)
             cache.memory_put(key, hit)
             return hit
         try:
@@ -193,7 +194,21 @@ class Kernel:
                 # Written before the later stages run, so it is there even if they fail.
                 self._write_output(sess, print_module(module))
             # through the module: tests put a fake toolchain in its place
-            artifacts = compiler.compile_kernel(module, self.model, self.name)
+            # Print only the stage the session writes; any other is printed when read.
+            record = ()
+            if sess is not None and sess.output_type not in (
+                None,
+                OutputType.MLIR,
+                OutputType.BINARY,
+            ):
+                record = (sess.output_type.value,)
+            artifacts = compiler.compile_kernel(
+                module,
+                self.model,
+                self.name,
+                record=record,
+                source=functools.partial(self.emit_module, **constexprs),
+            )
         except CompileError as e:
             # The message already points at the kernel's source line; the compiler's own frames
             # would only bury it, so the traceback ends here, under the user's call.
@@ -204,20 +219,16 @@ class Kernel:
         cache.disk_store(key, artifacts)
         return artifacts
 
-    def _as_compiler_artifacts(self, stored: cache.StoredArtifacts):
-        """The compiler's own Artifacts type for a disk-cache entry, when it can be built."""
-        try:
-            return compiler.Artifacts(
-                kernel=self.name,
-                model=self.model,
-                mlir=stored.mlir,
-                core_ir=stored.core_ir,
-                backend_ir=stored.backend_ir,
-                asm=stored.asm,
-                binary=stored.binary,
-            )
-        except TypeError:
-            return stored
+    def _as_compiler_artifacts(self, stored: cache.StoredArtifacts, constexprs: dict):
+        """The compiler's own Artifacts type for a disk-cache entry: it prints a stage the entry
+        lacks from the frontend's module, when read."""
+        return compiler.Artifacts(
+            self.name,
+            self.model,
+            stored.binary,
+            texts=stored.texts,
+            source=functools.partial(self.emit_module, **constexprs),
+        )
 
     def compile(self, *args, **kwargs):
         """Compile (or fetch from the cache) without running. Arguments are sample tensors/arrays,
@@ -283,28 +294,29 @@ class Kernel:
         for b in bound:
             b.finish()
 
-    _LEVEL_STAGES = {"legato": "mlir", "core": "core_ir", "backend": "backend_ir"}
+    _LEVELS = ("legato", "core", "backend")
 
     def interpret(self, *args, level: str = "legato", **kwargs):
         """Run the kernel with the interpreter of IR level `level` ("legato", "core" or
         "backend") instead of the emulator. Same argument handling as a call: torch tensors or
-        numpy arrays, outputs written in place. Returns the interpreter's RunResult."""
-        if level not in self._LEVEL_STAGES:
+        numpy arrays, outputs written in place. Returns the interpreter's RunResult.
+
+        The frontend's module is lowered in memory only as far as `level` (no binary, no text,
+        no cache): `level="legato"` runs no compiler pass, so it works where a lowering fails."""
+        if level not in self._LEVELS:
             raise LegatoError(
-                f"unknown level {level!r}; expected one of {', '.join(self._LEVEL_STAGES)} "
+                f"unknown level {level!r}; expected one of {', '.join(self._LEVELS)} "
                 "(call the kernel itself to run the binary on the emulator)"
             )
         tensors, constexprs = self._bind(args, kwargs)
         for p, x in tensors:
             self._check_tensor(p, x)
-        artifacts = self._artifacts(constexprs)
-        self.last_artifacts = artifacts
-        result = interp.run(
-            getattr(artifacts, self._LEVEL_STAGES[level]),
-            level,
-            [x for _, x in tensors],
-            self.model,
-        )
+        try:
+            module = self.emit_module(**constexprs)
+            compiler.lower(module, self.model, level)
+        except CompileError as e:
+            raise e.with_traceback(None) from None
+        result = interp.run(module, level, [x for _, x in tensors], self.model)
         self.last_interp = result
         return result
 

@@ -49,8 +49,13 @@ class ComputeModel:
 
     def fingerprint(self) -> str:
         """A stable hash of every parameter: a binary records it and is refused elsewhere."""
-        blob = json.dumps(self.params(), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:16]
+        # The parameters are frozen, so the hash is computed once (every kernel call reads it
+        # for its cache key); `extra` is not a parameter.
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            blob = json.dumps(self.params(), sort_keys=True).encode()
+            cached = self.__dict__["_fingerprint"] = hashlib.sha256(blob).hexdigest()[:16]
+        return cached
 
     @property
     def dram_bytes_per_cycle(self) -> int:

@@ -223,15 +223,17 @@ class _KernelLowering(LoweringState):
                     "region's receive of the same rank on that queue",
                 )
             first = None
+            memo: dict[SSAValue, tuple[int, ...] | None] = {}
             for send, recv in zip(ss, rs):
-                targets = [_eval_index(send.target_core, c) for c in range(self.model.num_cores)]
-                if any(t is None for t in targets):
+                per_core = _eval_index(send.target_core, self.model.num_cores, memo)
+                if per_core is None:
                     raise error_at(
                         send,
                         "the target core of a request_load in an all-cores region must be "
                         "computed from legato.core_id() and compile-time ints (+ - * // % "
                         "min max)",
                     )
+                targets = list(per_core)
                 nc = self.model.num_cores
                 if sorted(targets) != list(range(nc)):  # type: ignore[type-var]
                     bad = next(
@@ -345,26 +347,34 @@ class _KernelLowering(LoweringState):
 _INDEX_OPS = INDEX_OPS
 
 
-def _eval_index(value: SSAValue | None, core_id: int) -> int | None:
-    """`value` on core `core_id` when it is computed from `legato.core_id` and constants."""
+def _eval_index(
+    value: SSAValue | None, num_cores: int, memo: dict[SSAValue, tuple[int, ...] | None]
+) -> tuple[int, ...] | None:
+    """`value` on each core 0..num_cores-1 when it is computed from `legato.core_id` and
+    constants, else None (also when a division by zero happens on any core).
+
+    Evaluated once per op over all cores (memoized in `memo`), not once per core: the SSA chain
+    of a target core is shared by every core and often by every send of the region."""
     if value is None or not isinstance(value, OpResult):
         return None
+    if value in memo:
+        return memo[value]
     op = value.op
+    result: tuple[int, ...] | None = None
     if isinstance(op, lg.CoreIdOp):
-        return core_id
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    fn = _INDEX_OPS.get(op.name)
-    if fn is None or len(op.operands) != 2:
-        return None
-    a, b = (_eval_index(v, core_id) for v in op.operands)
-    if (
-        a is None
-        or b is None
-        or (b == 0 and op.name in ("arith.divsi", "arith.remsi", "arith.floordivsi"))
-    ):
-        return None
-    return fn(a, b)
+        result = tuple(range(num_cores))
+    elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        result = (op.value.value.data,) * num_cores
+    elif (fn := _INDEX_OPS.get(op.name)) is not None and len(op.operands) == 2:
+        a, b = (_eval_index(v, num_cores, memo) for v in op.operands)
+        if (
+            a is not None
+            and b is not None
+            and not (0 in b and op.name in ("arith.divsi", "arith.remsi", "arith.floordivsi"))
+        ):
+            result = tuple(map(fn, a, b))
+    memo[value] = result
+    return result
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,8 @@ def _rewrite_binary(entry: dict, binary: bytes) -> dict:
     [
         lambda raw: raw[: len(raw) // 2],  # truncated
         lambda raw: b"{not json",  # bad JSON
-        lambda raw: raw.replace(b'"format": 1', b'"format": 99'),  # unknown cache format
+        # unknown cache format
+        lambda raw: raw.replace(f'"format": {jit.cache.CACHE_FORMAT}'.encode(), b'"format": 99'),
         lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],  # checksum no longer matches
         # a consistent entry whose binary the reader refuses: one byte of code flipped
         lambda raw: json.dumps(_rewrite_binary(json.loads(raw), _flip(json.loads(raw)))).encode(),

@@ -130,10 +130,8 @@ def _placements(core_ir: str) -> list[tuple[str, int]]:
 def test_working_set_above_sram_is_planned_into_private_dram(kernels):
     x, y = _inputs()
     out = torch.zeros(256, 1024)
-    kernels.spills.interpret(
-        x, y, out, level="legato"
-    )  # compiles; the legato level has no placement
-    core_ir = kernels.spills.last_artifacts.core_ir
+    kernels.spills.interpret(x, y, out, level="legato")  # the legato level has no placement
+    core_ir = kernels.spills.compile(x, y, out).core_ir
     places = _placements(core_ir)
     spaces = [s for s, _ in places]
     assert "private_dram" in spaces and "sram" in spaces, places
@@ -196,5 +194,5 @@ def test_spmd_kernel_spills_on_every_core(kernels, level):
         k(x, out)
     else:
         k.interpret(x, out, level=level)
-    assert "private_dram" in [s for s, _ in _placements(k.last_artifacts.core_ir)]
+    assert "private_dram" in [s for s, _ in _placements(k.compile(x, out).core_ir)]
     torch.testing.assert_close(out, torch.exp(x) * x + x * x, rtol=1e-6, atol=1e-6)

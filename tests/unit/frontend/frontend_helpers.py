@@ -118,7 +118,7 @@ class FakeToolchain:
         self.compiled: list[str] = []
         self.runs: list[list] = []
 
-    def compile_kernel(self, module, model, kernel_name):
+    def compile_kernel(self, module, model, kernel_name, **options):
         from legato.frontend.codegen import print_module
 
         self.compiled.append(kernel_name)
