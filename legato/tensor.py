@@ -7,6 +7,7 @@ one from ordinary Python raises a `LegatoError` that says so.
 
 from __future__ import annotations
 
+from legato import opset
 from legato.errors import LegatoError
 
 
@@ -60,20 +61,12 @@ full = _op(
     "full", "(shape, value, dtype, memory='sram')", "a static-shape tensor filled with `value`"
 )
 
-_ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-_ELEMENTWISE_UNARY = (
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "cos",
-    "sin",
-)
+_ELEMENTWISE_BINARY = tuple(o.name for o in opset.legato_binary())
+"""The binary elementwise ops (`legato.opset`): `(a, b)`, torch broadcasting; the comparisons
+`eq ne lt le gt ge` give 1 where true and 0 where false in the operands' dtype (a mask
+`legato.tensor.where` takes as is)."""
+_ELEMENTWISE_UNARY = tuple(o.name for o in opset.legato_unary())
+"""The unary elementwise ops (`legato.opset`): `(x)`."""
 _OTHER = {
     "cast": ("(x, dtype)", "convert `x` to element type `dtype`"),
     "to": ("(x, dtype)", "convert `x` to element type `dtype` (torch's spelling of cast)"),

@@ -87,6 +87,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from legato import opset
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -1439,36 +1440,6 @@ class ElementwiseBinaryOp(IRDLOperation, ABC):
         _check_result(self, self.result.type, expected)
 
 
-@irdl_op_definition
-class AddOp(ElementwiseBinaryOp):
-    name = "legato.add"
-
-
-@irdl_op_definition
-class SubOp(ElementwiseBinaryOp):
-    name = "legato.sub"
-
-
-@irdl_op_definition
-class MulOp(ElementwiseBinaryOp):
-    name = "legato.mul"
-
-
-@irdl_op_definition
-class DivOp(ElementwiseBinaryOp):
-    name = "legato.div"
-
-
-@irdl_op_definition
-class MaximumOp(ElementwiseBinaryOp):
-    name = "legato.maximum"
-
-
-@irdl_op_definition
-class MinimumOp(ElementwiseBinaryOp):
-    name = "legato.minimum"
-
-
 class ElementwiseUnaryOp(IRDLOperation, ABC):
     """Base of `legato.neg/exp/log/sqrt/rsqrt/tanh/sigmoid/silu/gelu/cos/sin`:
     `%r = legato.exp %x : T` (result type = operand type; all but neg need a float type).
@@ -1492,60 +1463,30 @@ class ElementwiseUnaryOp(IRDLOperation, ABC):
             raise VerifyException(f"{self.name} needs a floating-point tensor, got {t}")
 
 
-@irdl_op_definition
-class NegOp(ElementwiseUnaryOp):
-    name = "legato.neg"
-    FLOAT_ONLY: ClassVar[bool] = False
+def _elementwise_class(row: opset.OpKind) -> type[IRDLOperation]:
+    """The legato op class of the op table's row `row` (`legato.<name>` over the family's base,
+    which holds the operands, syntax and verifier)."""
+    unary = row.family == opset.UNARY
+    cls = type(
+        row.legato_class_name,
+        (ElementwiseUnaryOp if unary else ElementwiseBinaryOp,),
+        {
+            "__module__": __name__,
+            "__doc__": f"`legato.{row.name}`: elementwise {row.name} (`legato.opset` row).",
+            "__annotations__": {"FLOAT_ONLY": ClassVar[bool], "ROW": ClassVar[opset.OpKind]},
+            "name": f"legato.{row.name}",
+            "FLOAT_ONLY": row.float_only,
+            "ROW": row,
+        },
+    )
+    return irdl_op_definition(cls)
 
 
-@irdl_op_definition
-class ExpOp(ElementwiseUnaryOp):
-    name = "legato.exp"
-
-
-@irdl_op_definition
-class LogOp(ElementwiseUnaryOp):
-    name = "legato.log"
-
-
-@irdl_op_definition
-class SqrtOp(ElementwiseUnaryOp):
-    name = "legato.sqrt"
-
-
-@irdl_op_definition
-class RsqrtOp(ElementwiseUnaryOp):
-    name = "legato.rsqrt"
-
-
-@irdl_op_definition
-class TanhOp(ElementwiseUnaryOp):
-    name = "legato.tanh"
-
-
-@irdl_op_definition
-class SigmoidOp(ElementwiseUnaryOp):
-    name = "legato.sigmoid"
-
-
-@irdl_op_definition
-class SiluOp(ElementwiseUnaryOp):
-    name = "legato.silu"
-
-
-@irdl_op_definition
-class GeluOp(ElementwiseUnaryOp):
-    name = "legato.gelu"
-
-
-@irdl_op_definition
-class CosOp(ElementwiseUnaryOp):
-    name = "legato.cos"
-
-
-@irdl_op_definition
-class SinOp(ElementwiseUnaryOp):
-    name = "legato.sin"
+ELEMENTWISE_OPS: dict[str, type[IRDLOperation]] = {
+    row.name: _elementwise_class(row) for row in (*opset.legato_binary(), *opset.legato_unary())
+}
+"""legato name -> op class (`exp` -> `ExpOp`, `maximum` -> `MaximumOp`), from the op table."""
+globals().update({c.__name__: c for c in ELEMENTWISE_OPS.values()})
 
 
 @irdl_op_definition
@@ -2446,23 +2387,7 @@ Legato = Dialect(
         ReceiveTypeOp,
         MemcpyOp,
         MatmulOp,
-        AddOp,
-        SubOp,
-        MulOp,
-        DivOp,
-        MaximumOp,
-        MinimumOp,
-        NegOp,
-        ExpOp,
-        LogOp,
-        SqrtOp,
-        RsqrtOp,
-        TanhOp,
-        SigmoidOp,
-        SiluOp,
-        GeluOp,
-        CosOp,
-        SinOp,
+        *ELEMENTWISE_OPS.values(),
         CastOp,
         SumOp,
         MeanOp,

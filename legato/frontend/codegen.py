@@ -38,6 +38,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 import legato.dialects.legato as L
+from legato import opset
 from legato.context import CompileContext, ExecContext, compiling
 from legato.errors import CompileError, LegatoError
 from legato.frontend.runtime import (
@@ -183,26 +184,10 @@ _COMPARE_OPS = {
     ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-_UNARY_TENSOR_OPS = {
-    "neg": L.NegOp,
-    "exp": L.ExpOp,
-    "log": L.LogOp,
-    "sqrt": L.SqrtOp,
-    "rsqrt": L.RsqrtOp,
-    "tanh": L.TanhOp,
-    "sigmoid": L.SigmoidOp,
-    "silu": L.SiluOp,
-    "gelu": L.GeluOp,
-    "cos": L.CosOp,
-    "sin": L.SinOp,
-}
+_UNARY_TENSOR_OPS = {o.name: L.ELEMENTWISE_OPS[o.name] for o in opset.legato_unary()}
+"""`legato.tensor.<name>(x)` -> its op class (the op table's unary rows)."""
 _BINARY_TENSOR_OPS = {
-    "add": L.AddOp,
-    "sub": L.SubOp,
-    "mul": L.MulOp,
-    "div": L.DivOp,
-    "maximum": L.MaximumOp,
-    "minimum": L.MinimumOp,
+    **{o.name: L.ELEMENTWISE_OPS[o.name] for o in opset.legato_binary()},
     "matmul": L.MatmulOp,
 }
 

@@ -34,27 +34,16 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
-from legato import numerics
+from legato import numerics, opset
 
 FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
-UNARY_OPS = (
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "cos",
-    "sin",
-)
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
+UNARY_OPS = tuple(o.name for o in opset.legato_unary())
+"""The legato unary ops (`legato.opset`), by legato name."""
+BINARY_OPS = tuple(o.kind for o in opset.legato_binary())
+"""The legato binary ops (`legato.opset`), by core kind (`max`, not `maximum`)."""
 REDUCTIONS = ("sum", "mean", "max", "min")
-TRANSCENDENTAL = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin")
+_INT = {o.kind: o.i64 for o in opset.legato_binary() if o.i64 is not None}
 
 
 def is_float(dtype) -> bool:
@@ -79,10 +68,8 @@ def unary(name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
         raise KeyError(f"unknown unary op {name!r}")
     if is_float(x.dtype):
         return _vpu().unary(name, x, out_dtype)
-    if name == "neg":
-        return (-x).astype(out_dtype)
-    if name == "abs":
-        return np.abs(x).astype(out_dtype)
+    if name in ("neg", "abs"):
+        return opset.BY_KIND[opset.UNARY, name].i64(x).astype(out_dtype)
     # integer operands of a transcendental op: computed like torch (as float) then cast
     return cast(unary(name, x.astype(np.float32), np.float32), out_dtype)
 
@@ -102,13 +89,7 @@ def binary(name: str, a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarra
                 raise ZeroDivisionError("integer division by zero")
             r = np.floor_divide(a, b)
         else:
-            r = {
-                "add": np.add,
-                "sub": np.subtract,
-                "mul": np.multiply,
-                "max": np.maximum,
-                "min": np.minimum,
-            }[name](a, b)
+            r = _INT[name](a, b)
     return r.astype(out_dtype)
 
 

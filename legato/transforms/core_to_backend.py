@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
+from legato import opset
 from legato.dialects import backend as be
 from legato.dialects import core
 from legato.model.ir import model_of
@@ -75,28 +76,10 @@ def footprints(kernel: core.KernelOp) -> dict[int | None, dict[str, int]]:
 
 _NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16, "i32": np.int32}
 
-VPU_BINARY = {
-    "add": be.VpuAddOp,
-    "sub": be.VpuSubOp,
-    "mul": be.VpuMulOp,
-    "div": be.VpuDivOp,
-    "max": be.VpuMaxOp,
-    "min": be.VpuMinOp,
-}
-VPU_UNARY = {
-    "neg": be.VpuNegOp,
-    "exp": be.VpuExpOp,
-    "log": be.VpuLogOp,
-    "sqrt": be.VpuSqrtOp,
-    "rsqrt": be.VpuRsqrtOp,
-    "tanh": be.VpuTanhOp,
-    "sigmoid": be.VpuSigmoidOp,
-    "silu": be.VpuSiluOp,
-    "gelu": be.VpuGeluOp,
-    "cos": be.VpuCosOp,
-    "sin": be.VpuSinOp,
-    "copy": be.VpuCopyOp,
-}
+VPU_BINARY = {o.kind: be.VPU_ELEMENTWISE_OPS[o.kind] for o in opset.family(opset.BINARY)}
+"""`core.vpu_binary` kind -> its instruction's class (the op table's binary rows)."""
+VPU_UNARY = {o.kind: be.VPU_ELEMENTWISE_OPS[o.kind] for o in opset.family(opset.UNARY)}
+"""`core.vpu_unary` kind -> its instruction's class (`cast` is `vpu.cvt`, selected apart)."""
 ARITH = {
     arith.MuliOp: be.MulOp,
     arith.AddiOp: be.AddOp,
