@@ -41,7 +41,7 @@ FLOATS = ("bf16", "f32", "f16")
 INTS = ("i32",)
 """The integer element types the VPU computes on (wrapping two's complement)."""
 
-UNARY, BINARY, REDUCE, CAST, SELECT, FILL, TRANSPOSE = (
+UNARY, BINARY, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL = (
     "unary",
     "binary",
     "reduce",
@@ -49,6 +49,7 @@ UNARY, BINARY, REDUCE, CAST, SELECT, FILL, TRANSPOSE = (
     "select",
     "fill",
     "transpose",
+    "matmul",
 )
 
 
@@ -171,6 +172,22 @@ def _cmp(kind, opcode, f64, i64, commutative=False):
     )
 
 
+_OTHER_DOCS = {
+    "vpu.cvt": "dst[i] = round(src[i]) to dtype_dst, rn elements",
+    "vpu.fill": "dst[i] = element with bit pattern rbits, rn elements",
+    "vpu.rsum": "dst[r] = sum_c src[r, c], fp32 sequential, rounded once",
+    "vpu.rmax": "dst[r] = max_c src[r, c]",
+    "vpu.transpose": "dst[c, r] = src[r, c]",
+    "vpu.sel": "dst[i] = src[i] if cond[i] != 0 else dst[i], rn elements",
+}
+
+
+def _other(fam, kind, name, mnemonic, opcode, fmt, dtypes):
+    return OpKind(
+        fam, kind, name, mnemonic, opcode, fmt, PLAIN, dtypes, doc=_OTHER_DOCS.get(mnemonic, "")
+    )
+
+
 N = numerics
 OPS: tuple[OpKind, ...] = (
     # -- binary (vbin: `rdst, rsrc1, rsrc2, rn, dtype[, bcast]`) --------------------------------
@@ -206,73 +223,15 @@ OPS: tuple[OpKind, ...] = (
     _un("softplus", 0x92, TRANSCENDENTAL, N.softplus),
     _un("log1p", 0x93, TRANSCENDENTAL, np.log1p),
     # -- the other VPU families ------------------------------------------------------------------
-    OpKind(
-        CAST,
-        "cast",
-        "cast",
-        "vpu.cvt",
-        0x80,
-        "vcvt",
-        PLAIN,
-        FLOATS,
-        doc="dst[i] = round(src[i]) to dtype_dst, rn elements",
-    ),  # fmt: skip
-    OpKind(
-        FILL,
-        "fill",
-        None,
-        "vpu.fill",
-        0x81,
-        "vfill",
-        PLAIN,
-        _ANY,
-        doc="dst[i] = element with bit pattern rbits, rn elements",
-    ),  # fmt: skip
-    OpKind(
-        REDUCE,
-        "sum",
-        "sum",
-        "vpu.rsum",
-        0x82,
-        "v2d",
-        PLAIN,
-        FLOATS,
-        doc="dst[r] = sum_c src[r, c], fp32 sequential, rounded once",
-    ),  # fmt: skip
-    OpKind(
-        REDUCE,
-        "max",
-        "amax",
-        "vpu.rmax",
-        0x83,
-        "v2d",
-        PLAIN,
-        FLOATS,
-        doc="dst[r] = max_c src[r, c]",
-    ),  # fmt: skip
-    OpKind(REDUCE, "min", "amin", None, None, None, PLAIN, FLOATS),  # lowered as -max(-x)
-    OpKind(
-        TRANSPOSE,
-        "transpose",
-        None,
-        "vpu.transpose",
-        0x84,
-        "v2d",
-        PLAIN,
-        _ANY,
-        doc="dst[c, r] = src[r, c]",
-    ),  # fmt: skip
-    OpKind(
-        SELECT,
-        "select",
-        None,
-        "vpu.sel",
-        0x85,
-        "vsel",
-        PLAIN,
-        _ANY,
-        doc="dst[i] = src[i] if cond[i] != 0 else dst[i], rn elements",
-    ),  # fmt: skip
+    _other(CAST, "cast", "cast", "vpu.cvt", 0x80, "vcvt", FLOATS),
+    _other(FILL, "fill", None, "vpu.fill", 0x81, "vfill", _ANY),
+    _other(REDUCE, "sum", "sum", "vpu.rsum", 0x82, "v2d", FLOATS),
+    _other(REDUCE, "max", "amax", "vpu.rmax", 0x83, "v2d", FLOATS),
+    _other(REDUCE, "min", "amin", None, None, None, FLOATS),  # no instruction: -max(-x)
+    _other(TRANSPOSE, "transpose", None, "vpu.transpose", 0x84, "v2d", _ANY),
+    _other(SELECT, "select", None, "vpu.sel", 0x85, "vsel", _ANY),
+    # -- the MPU (its instructions, mpu.ldw and mpu.mm, are in the ISA table) -------------------
+    OpKind(MATMUL, "matmul", "matmul", None, None, None, PLAIN, ("bf16", "f32"), unit=MPU),
 )
 """Every row, in ISA opcode-table order within each family."""
 

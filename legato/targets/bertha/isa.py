@@ -203,7 +203,7 @@ _op("mpu.mm", 0x51, "mpu_mm", "X", "dst[rm, N] (+)= src[rm, K] @ W[K, N], fp32 a
 # The VPU's instructions are the rows of the op table (`legato.opset`): one per op kind that has
 # an instruction of its own.
 for _row in opset.OPS:
-    if _row.mnemonic is not None:
+    if _row.unit == opset.VPU and _row.mnemonic is not None:
         assert _row.opcode is not None and _row.format is not None
         _op(_row.mnemonic, _row.opcode, _row.format, "V", _row.isa_doc)
 
