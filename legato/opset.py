@@ -41,9 +41,10 @@ FLOATS = ("bf16", "f32", "f16")
 INTS = ("i32",)
 """The integer element types the VPU computes on (wrapping two's complement)."""
 
-UNARY, BINARY, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL = (
+UNARY, BINARY, CLAMP, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL = (
     "unary",
     "binary",
+    "clamp",
     "reduce",
     "cast",
     "select",
@@ -222,6 +223,8 @@ OPS: tuple[OpKind, ...] = (
     _un("gelu_tanh", 0x91, TRANSCENDENTAL, N.gelu_tanh, mn="vpu.gelu.tanh"),
     _un("softplus", 0x92, TRANSCENDENTAL, N.softplus),
     _un("log1p", 0x93, TRANSCENDENTAL, np.log1p),
+    # clamp(x, lo, hi) = min(max(x, lo), hi): vpu.max and vpu.min with a bc.scalar bound
+    OpKind(CLAMP, "clamp", "clamp", None, None, None, PLAIN, _ANY),
     # -- the other VPU families ------------------------------------------------------------------
     _other(CAST, "cast", "cast", "vpu.cvt", 0x80, "vcvt", FLOATS),
     _other(FILL, "fill", None, "vpu.fill", 0x81, "vfill", _ANY),

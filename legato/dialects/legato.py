@@ -1490,6 +1490,87 @@ globals().update({c.__name__: c for c in ELEMENTWISE_OPS.values()})
 
 
 @irdl_op_definition
+class ClampOp(IRDLOperation):
+    """`%r = legato.clamp %x [min <lo>] [max <hi>] : T`: `minimum(maximum(x, lo), hi)` with
+    scalar bounds (torch.clamp; NaN in x stays NaN; at least one bound). The bounds are
+    rounded to T's element type first (the same bits as torch, rounding being monotonic).
+    Builder: `ClampOp(x, lo=None, hi=None)`."""
+
+    name = "legato.clamp"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    lo = opt_prop_def(FloatAttr | IntegerAttr, prop_name="min")
+    hi = opt_prop_def(FloatAttr | IntegerAttr, prop_name="max")
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        lo: float | None = None,
+        hi: float | None = None,
+    ):
+        t = SSAValue.get(input).type
+        assert isinstance(t, TensorType)
+        super().__init__(
+            operands=[input],
+            result_types=[t],
+            properties={"min": _bound_attr(lo, t), "max": _bound_attr(hi, t)},
+        )
+
+    @property
+    def bounds(self) -> tuple[int | float | None, int | float | None]:
+        """(lo, hi), None for an absent bound."""
+        return tuple(b.value.data if b is not None else None for b in (self.lo, self.hi))  # type: ignore[return-value]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ClampOp:
+        x = parser.parse_unresolved_operand()
+        lo = parse_scalar(parser) if parser.parse_optional_keyword("min") is not None else None
+        hi = parse_scalar(parser) if parser.parse_optional_keyword("max") is not None else None
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = ClampOp(parser.resolve_operand(x, t), lo, hi)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        for word, b in zip(("min", "max"), self.bounds):
+            if b is not None:
+                printer.print_string(f" {word} {format_scalar(b)}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+
+    def verify_(self) -> None:
+        t = self.input.type
+        assert isinstance(t, TensorType)
+        if self.lo is None and self.hi is None:
+            raise VerifyException("legato.clamp needs a min or a max bound")
+        for b in (self.lo, self.hi):
+            if b is not None and is_float_type(t.element_type) != isinstance(b, FloatAttr):
+                raise VerifyException(
+                    "legato.clamp: a float tensor takes float bounds and an integer tensor "
+                    f"integer bounds, got {format_scalar(b.value.data)} for {t}"
+                )
+
+
+def _bound_attr(v: float | None, t: TensorType) -> FloatAttr | IntegerAttr | None:
+    if v is None:
+        return None
+    if is_float_type(t.element_type):
+        return FloatAttr(float(v), Float64Type())
+    if isinstance(v, float) and not v.is_integer():
+        return FloatAttr(v, Float64Type())  # refused by the verifier, with the value
+    return IntegerAttr(int(v), i64)
+
+
+@irdl_op_definition
 class CastOp(IRDLOperation):
     """`%r = legato.cast %x : T -> T2`: convert element type (same shape and memory).
     Builder: `CastOp(x, dtype)` (`dtype` a DType, its name or a builtin type) or
@@ -2388,6 +2469,7 @@ Legato = Dialect(
         MemcpyOp,
         MatmulOp,
         *ELEMENTWISE_OPS.values(),
+        ClampOp,
         CastOp,
         SumOp,
         MeanOp,

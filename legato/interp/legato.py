@@ -322,6 +322,10 @@ class LegatoFunctions(InterpreterFunctions):
         locals()[f"run_{_row.name}"] = _elementwise_impl(_row)
     del _row
 
+    @impl(L.ClampOp)
+    def run_clamp(self, interpreter, op: L.ClampOp, args):
+        return (semantics.clamp(args[0], *op.bounds),)
+
     @impl(L.WhereOp)
     def run_where(self, interpreter, op: L.WhereOp, args):
         from legato.targets.bertha import vpu

@@ -160,6 +160,16 @@ def cast(x: np.ndarray, out_dtype) -> np.ndarray:
     return x.astype(out_dtype)
 
 
+def clamp(x: np.ndarray, lo=None, hi=None) -> np.ndarray:
+    """`min(max(x, lo), hi)` with the bounds rounded to x's dtype (torch.clamp; NaN stays)."""
+    x = np.asarray(x)
+    r = x.copy()
+    for name, bound in (("max", lo), ("min", hi)):
+        if bound is not None:
+            r = binary(name, r, full((), bound, x.dtype), x.dtype)
+    return r
+
+
 def full(shape, value, dtype) -> np.ndarray:
     """A constant tensor: `value` rounded to `dtype` and broadcast to `shape`."""
     return np.full(

@@ -276,6 +276,24 @@ def unary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseUnaryOp) -> None
     prog.values[op.result] = out
 
 
+def clamp(L: _KernelLowering, prog: _Program, op: lg.ClampOp) -> None:
+    """`min(max(x, lo), hi)`: each bound a one-element fill broadcast by `bc.scalar`."""
+    rt = _rtype(op)
+    check_vpu_dtype(op, rt, int_ok=True)
+    x = local(L, prog, op.input, op, "operand")
+    space = result_space(op, rt)
+    cur = x
+    for kind, bound in (("max", op.lo), ("min", op.hi)):
+        if bound is None:
+            continue
+        c = alloc(L, prog, [], rt.element_type, space, op)
+        prog.emit(core.VpuFillOp(bound, c.value), op)
+        out = alloc(L, prog, dimsb(x), rt.element_type, space, op)
+        prog.emit(core.VpuBinaryOp(kind, cur.value, c.value, out.value), op)
+        cur = out
+    prog.values[op.result] = cur
+
+
 def cast(L: _KernelLowering, prog: _Program, op: lg.CastOp) -> None:
     rt = _rtype(op)
     it = op.input.type

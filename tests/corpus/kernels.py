@@ -135,6 +135,13 @@ def shaped(
     )
 
 
+def clamp(dtype: str, bounds: str, ref: Callable) -> CorpusKernel:
+    """`legato.clamp %x0 <bounds>` on an [8, 64] tensor of `dtype`."""
+    t = ttype([8, 64], dtype, "sram")
+    name = f"clamp_{bounds.split()[0]}_{dtype}"
+    return shaped(name, [[8, 64]], [8, 64], f"%r = legato.clamp %x0 {bounds} : {t}", ref, dtype)
+
+
 SEED_MATMUL = CorpusKernel(
     name="seed_matmul",
     mlir="""
@@ -250,6 +257,9 @@ CORPUS: list[CorpusKernel] = [
     elementwise("cos", torch.cos, dtype="f32"),
     elementwise("sin", torch.sin, dtype="f32"),
     # the ops the torch work needs (legato/opset.py rows)
+    clamp("bf16", "min -0.5 max 0.75", lambda x: torch.clamp(x, -0.5, 0.75)),
+    clamp("f32", "min 0.1", lambda x: torch.clamp(x, min=0.1)),
+    clamp("i32", "max 1000", lambda x: torch.clamp(x, max=1000)),
     elementwise("abs", torch.abs),
     elementwise("abs", torch.abs, dtype="i32"),
     elementwise("neg", torch.neg, dtype="i32"),
