@@ -35,7 +35,7 @@ _FLOAT_VPU = (
 )
 _DATA_MOVEMENT = ("reshape", "concat", "slice", "gather")
 
-OPS: tuple[str, ...] = (*opset.ELEMENTWISE, *_FLOAT_VPU, *_DATA_MOVEMENT, "matmul")
+OPS: tuple[str, ...] = (*opset.ELEMENTWISE, "clamp", *_FLOAT_VPU, *_DATA_MOVEMENT, "matmul")
 """The op names `check` answers."""
 
 _ELEMENT_TYPES = {
@@ -58,6 +58,8 @@ def dtypes(op: str) -> tuple[str, ...] | None:
     """The element types the compiler lowers `op` on (None: every element type)."""
     if op in opset.ELEMENTWISE:
         return opset.ELEMENTWISE[op].dtypes
+    if op == "clamp":
+        return opset.BY_KIND[opset.CLAMP, "clamp"].dtypes
     if op in _FLOAT_VPU:
         from legato.transforms.lower_tensor_ops import VPU_DTYPES
 

@@ -23,6 +23,7 @@ ORACLE = {
         op: (f"legato.tensor.{op}(x, x)" if row.arity == 2 else f"legato.tensor.{op}(x)", _X, None)
         for op, row in opset.ELEMENTWISE.items()
     },
+    "clamp": ("legato.tensor.clamp(x, max=1)", _X, None),
     "constant": ("x * 2.0", _X, None),
     "sum": ("legato.tensor.sum(x, 1, True)", "[8, 1]", None),
     "mean": ("legato.tensor.mean(x, 1, True)", "[8, 1]", None),
