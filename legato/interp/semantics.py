@@ -10,7 +10,11 @@ the emulator share one function:
   op is applied in float64, rounded (nearest even) to float32 (the VPU's result), then to the
   result dtype. For `add sub mul div max min neg abs` (and `sqrt`) this equals one IEEE fp32
   operation, i.e. torch's bf16/f32 result bit for bit. `gelu` is the exact (erf) form, torch's
-  default; `rsqrt(x) = 1/sqrt(x)`, `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`.
+  default, `gelu_tanh` torch's tanh approximation; `rsqrt(x) = 1/sqrt(x)`,
+  `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`, `softplus(x) = log1p(exp(x))` (x
+  above 20: x). The comparisons `eq ne lt le gt ge` give 1 or 0 in the result dtype (NaN:
+  false, `ne` true). `clamp(x, lo, hi) = min(max(x, lo), hi)`, bounds rounded to x's dtype.
+  The op list is `legato.opset`'s.
   `max`/`min` propagate NaN (torch.maximum semantics).
 * **Integer elementwise** (`i8 i32 i64`): wrap-around `add sub mul neg abs`, `max min`, and `div`
   as floor division (torch's `//`).

@@ -2,9 +2,11 @@
 
 Elementwise ops convert their inputs exactly to float64, apply the operation in float64, round
 (nearest-even) to float32 and then, for a narrower dtype, from float32 to the instruction's dtype.
-For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes
-`add sub mul max min` (two's complement, wrapping), `neg` and `copy` exactly in 32-bit integers.  `rsum` accumulates in fp32 over columns in increasing order and
-rounds once; `rmax` is exact.
+The float64 function of each op is its row's in `legato.opset` (defined in `legato.numerics`).
+For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes the rows
+with an int64 function (`add sub mul max min`, the comparisons, `neg abs copy`) exactly, wrapping
+to 32 bits. `rsum` accumulates in fp32 over columns in increasing order and rounds once; `rmax`
+is exact.
 """
 
 from __future__ import annotations
