@@ -208,3 +208,77 @@ def matmul_f32_split(a: np.ndarray, w: np.ndarray) -> np.ndarray:
 def round_to(x: np.ndarray, dtype) -> np.ndarray:
     """Round (nearest-even) to `dtype` (a numpy/ml_dtypes dtype)."""
     return np.asarray(x).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise ops in float64 (the VPU's definition: `legato.targets.bertha.vpu` rounds each
+# result to f32, then to the element type). `legato.opset` names each one in its op's row.
+# ---------------------------------------------------------------------------------------------
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+SOFTPLUS_THRESHOLD = 20.0
+"""`softplus(x) = x` above this (torch's default `threshold`: beyond it log1p(exp(x)) == x in
+every float type the VPU has)."""
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def silu(x):
+    return x * sigmoid(x)
+
+
+def rsqrt(x):
+    return 1.0 / np.sqrt(x)
+
+
+def erf(x):
+    return _erf(x)
+
+
+def gelu(x):
+    """The exact (erf) form, torch's default `gelu`."""
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x):
+    """torch's `gelu(x, approximate="tanh")`."""
+    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+def softplus(x):
+    """torch's `softplus` (beta 1, threshold 20): `log1p(exp(x))`, and `x` above the threshold."""
+    with np.errstate(over="ignore"):
+        return np.where(x > SOFTPLUS_THRESHOLD, x, np.log1p(np.exp(x)))
+
+
+def identity(x):
+    return x
+
+
+def _mask(cmp):
+    def f(a, b):
+        return cmp(a, b).astype(np.float64)
+
+    f.__name__ = cmp.__name__
+    return f
+
+
+def _int_mask(cmp):
+    def f(a, b):
+        return cmp(a, b).astype(np.int64)
+
+    f.__name__ = cmp.__name__
+    return f
+
+
+# comparisons: 1 where true, 0 where false (NaN compares false, except `ne`: true)
+EQ, NE, LT, LE, GT, GE = (
+    _mask(f) for f in (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
+)
+INT_EQ, INT_NE, INT_LT, INT_LE, INT_GT, INT_GE = (
+    _int_mask(f)
+    for f in (np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal)
+)

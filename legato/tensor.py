@@ -7,10 +7,26 @@ one from ordinary Python raises a `LegatoError` that says so.
 
 from __future__ import annotations
 
+import inspect
+
+from legato import opset
 from legato.errors import LegatoError
+
+SIGNATURES: dict[str, inspect.Signature] = {}
+"""op name -> its real signature: the frontend binds a call's arguments to it (Triton's
+builtin pattern), so a bad call is an error at the call naming this signature."""
+
+
+def _signature(params: str) -> inspect.Signature:
+    """The signature of the parameter list `params` ("(x, dim=None, keepdim=False)")."""
+    ns: dict = {}
+    exec(f"def _f{params}: pass", {}, ns)  # noqa: S102 - our own parameter lists, below
+    return inspect.signature(ns["_f"])
 
 
 def _op(name: str, signature: str, doc: str):
+    sig = _signature(signature)
+
     def stub(*args, **kwargs):
         raise LegatoError(
             f"legato.tensor.{name} only exists inside a @legato.compile kernel "
@@ -21,7 +37,9 @@ def _op(name: str, signature: str, doc: str):
     stub.__qualname__ = name
     stub.__module__ = __name__
     stub.__doc__ = f"legato.tensor.{name}{signature}: {doc}"
+    stub.__signature__ = sig
     stub._legato_op = name  # how the frontend recognises it
+    SIGNATURES[name] = sig
     return stub
 
 
@@ -38,7 +56,7 @@ receive = _op(
 )
 receive_type = _op(
     "receive_type",
-    "(type, queue, src_or_None, memory)",
+    "(type, queue, src, memory)",
     "wait for the next transfer on (queue, memory); result of the given tensor type",
 )
 memcpy = _op("memcpy", "(dst, src)", "copy `src` into `dst`")
@@ -60,33 +78,51 @@ full = _op(
     "full", "(shape, value, dtype, memory='sram')", "a static-shape tensor filled with `value`"
 )
 
-_ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
-_ELEMENTWISE_UNARY = (
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "cos",
-    "sin",
-)
+_ELEMENTWISE_BINARY = tuple(o.name for o in opset.legato_binary())
+"""The binary elementwise ops (`legato.opset`): `(a, b)`, torch broadcasting; the comparisons
+`eq ne lt le gt ge` give 1 where true and 0 where false in the operands' dtype (a mask
+`legato.tensor.where` takes as is)."""
+_ELEMENTWISE_UNARY = tuple(o.name for o in opset.legato_unary())
+"""The unary elementwise ops (`legato.opset`): `(x)`."""
 _OTHER = {
     "cast": ("(x, dtype)", "convert `x` to element type `dtype`"),
+    "clamp": (
+        "(x, min=None, max=None)",
+        "`x` clamped to [min, max] (torch.clamp; compile-time number bounds, either may be None)",
+    ),
     "to": ("(x, dtype)", "convert `x` to element type `dtype` (torch's spelling of cast)"),
-    "sum": ("(x, dim=None, keepdim=False)", "sum over `dim` (an int, a tuple, None: all)"),
-    "mean": ("(x, dim=None, keepdim=False)", "mean over `dim` (an int, a tuple, None: all)"),
-    "amax": ("(x, dim=None, keepdim=False)", "maximum over `dim` (an int, a tuple, None: all)"),
-    "amin": ("(x, dim=None, keepdim=False)", "minimum over `dim` (an int, a tuple, None: all)"),
-    "max": ("(a, b) or (x, dim=...)", "elementwise maximum, or maximum over `dim`"),
-    "min": ("(a, b) or (x, dim=...)", "elementwise minimum, or minimum over `dim`"),
+    "sum": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "sum over `dim` (an int, a tuple, None: all)",
+    ),
+    "mean": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "mean over `dim` (an int, a tuple, None: all)",
+    ),
+    "amax": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "maximum over `dim` (an int, a tuple, None: all)",
+    ),
+    "amin": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "minimum over `dim` (an int, a tuple, None: all)",
+    ),
+    "max": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "maximum over `dim`; `max(a, b)` (two positional operands, `b` a tensor or a float) "
+        "is the elementwise maximum",
+    ),
+    "min": (
+        "(x, dim=None, keepdim=False, axis=None)",
+        "minimum over `dim`; `min(a, b)` is the elementwise minimum",
+    ),
     "broadcast": ("(x, shape)", "broadcast `x` to `shape` (also `broadcast_to`)"),
     "reshape": ("(x, shape)", "reshape `x` to `shape`"),
-    "transpose": ("(x, dim0, dim1) or (x, dims)", "swap two dims, or permute the dims of `x`"),
-    "concat": ("(xs, dim=0)", "concatenate along `dim` (also `cat`)"),
+    "transpose": (
+        "(x, dims=None, dim1=None)",
+        "`transpose(x, dim0, dim1)` swaps two dims; `transpose(x, dims)` permutes the dims",
+    ),
+    "concat": ("(xs, dim=None, axis=None)", "concatenate along `dim` (default 0; also `cat`)"),
     "where": (
         "(cond, a, b)",
         "`a` where `cond` is true, else `b` (torch.where, broadcasting; `cond` bool or a float "

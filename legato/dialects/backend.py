@@ -75,6 +75,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from legato import opset
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
 from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
@@ -1851,42 +1852,6 @@ class VpuBinaryOp(VpuRegsOp, ABC):
             )
 
 
-@irdl_op_definition
-class VpuAddOp(VpuBinaryOp):
-    name = "backend.vpu_add"
-    MNEMONIC: ClassVar[str] = "vpu.add"
-
-
-@irdl_op_definition
-class VpuSubOp(VpuBinaryOp):
-    name = "backend.vpu_sub"
-    MNEMONIC: ClassVar[str] = "vpu.sub"
-
-
-@irdl_op_definition
-class VpuMulOp(VpuBinaryOp):
-    name = "backend.vpu_mul"
-    MNEMONIC: ClassVar[str] = "vpu.mul"
-
-
-@irdl_op_definition
-class VpuDivOp(VpuBinaryOp):
-    name = "backend.vpu_div"
-    MNEMONIC: ClassVar[str] = "vpu.div"
-
-
-@irdl_op_definition
-class VpuMaxOp(VpuBinaryOp):
-    name = "backend.vpu_max"
-    MNEMONIC: ClassVar[str] = "vpu.max"
-
-
-@irdl_op_definition
-class VpuMinOp(VpuBinaryOp):
-    name = "backend.vpu_min"
-    MNEMONIC: ClassVar[str] = "vpu.min"
-
-
 class VpuUnaryOp(VpuRegsOp, ABC):
     """`backend.vpu_exp %dst, %src, %n, f32 : (3 x !backend.reg) -> ()`
     (`vpu.exp rdst, rsrc, rn, dtype`). Builder: `VpuExpOp(dst, src, n, dtype)`."""
@@ -1907,82 +1872,32 @@ class VpuUnaryOp(VpuRegsOp, ABC):
         super().__init__(operands=[dst, src, n], properties={"dtype": StringAttr(dtype)})
 
 
-@irdl_op_definition
-class VpuNegOp(VpuUnaryOp):
-    name = "backend.vpu_neg"
-    MNEMONIC: ClassVar[str] = "vpu.neg"
+def _vpu_class(row: opset.OpKind, base: type[VpuRegsOp]) -> type[VpuRegsOp]:
+    """The backend op class of the op table's row `row` (like xDSL's riscv ops over their
+    format bases: the base holds the operands, syntax and verifier; the row names it)."""
+    name, mnemonic = row.backend_op_name, row.mnemonic
+    cls = type(
+        row.backend_class_name,
+        (base,),
+        {
+            "__module__": __name__,
+            "__doc__": f"`{mnemonic}`: {row.isa_doc} (`legato.opset` row `{row.kind}`).",
+            "__annotations__": {"MNEMONIC": ClassVar[str], "ROW": ClassVar[opset.OpKind]},
+            "name": name,
+            "MNEMONIC": mnemonic,
+            "ROW": row,
+        },
+    )
+    return irdl_op_definition(cls)
 
 
-@irdl_op_definition
-class VpuAbsOp(VpuUnaryOp):
-    name = "backend.vpu_abs"
-    MNEMONIC: ClassVar[str] = "vpu.abs"
-
-
-@irdl_op_definition
-class VpuExpOp(VpuUnaryOp):
-    name = "backend.vpu_exp"
-    MNEMONIC: ClassVar[str] = "vpu.exp"
-
-
-@irdl_op_definition
-class VpuLogOp(VpuUnaryOp):
-    name = "backend.vpu_log"
-    MNEMONIC: ClassVar[str] = "vpu.log"
-
-
-@irdl_op_definition
-class VpuSqrtOp(VpuUnaryOp):
-    name = "backend.vpu_sqrt"
-    MNEMONIC: ClassVar[str] = "vpu.sqrt"
-
-
-@irdl_op_definition
-class VpuRsqrtOp(VpuUnaryOp):
-    name = "backend.vpu_rsqrt"
-    MNEMONIC: ClassVar[str] = "vpu.rsqrt"
-
-
-@irdl_op_definition
-class VpuTanhOp(VpuUnaryOp):
-    name = "backend.vpu_tanh"
-    MNEMONIC: ClassVar[str] = "vpu.tanh"
-
-
-@irdl_op_definition
-class VpuSigmoidOp(VpuUnaryOp):
-    name = "backend.vpu_sigmoid"
-    MNEMONIC: ClassVar[str] = "vpu.sigmoid"
-
-
-@irdl_op_definition
-class VpuSiluOp(VpuUnaryOp):
-    name = "backend.vpu_silu"
-    MNEMONIC: ClassVar[str] = "vpu.silu"
-
-
-@irdl_op_definition
-class VpuGeluOp(VpuUnaryOp):
-    name = "backend.vpu_gelu"
-    MNEMONIC: ClassVar[str] = "vpu.gelu"
-
-
-@irdl_op_definition
-class VpuCosOp(VpuUnaryOp):
-    name = "backend.vpu_cos"
-    MNEMONIC: ClassVar[str] = "vpu.cos"
-
-
-@irdl_op_definition
-class VpuSinOp(VpuUnaryOp):
-    name = "backend.vpu_sin"
-    MNEMONIC: ClassVar[str] = "vpu.sin"
-
-
-@irdl_op_definition
-class VpuCopyOp(VpuUnaryOp):
-    name = "backend.vpu_copy"
-    MNEMONIC: ClassVar[str] = "vpu.copy"
+VPU_ELEMENTWISE_OPS: dict[str, type[VpuRegsOp]] = {
+    row.kind: _vpu_class(row, VpuBinaryOp if row.family == opset.BINARY else VpuUnaryOp)
+    for row in opset.OPS
+    if row.family in (opset.BINARY, opset.UNARY)
+}
+"""core kind -> the backend class of its instruction (`add` -> `VpuAddOp`), from the op table."""
+globals().update({c.__name__: c for c in VPU_ELEMENTWISE_OPS.values()})
 
 
 @irdl_op_definition
@@ -2164,26 +2079,8 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     SemWaitOp,
     MpuLdwOp,
     MpuMmOp,
-    VpuAddOp,
-    VpuSubOp,
-    VpuMulOp,
-    VpuDivOp,
-    VpuMaxOp,
-    VpuMinOp,
-    VpuNegOp,
-    VpuAbsOp,
-    VpuExpOp,
-    VpuLogOp,
-    VpuSqrtOp,
-    VpuRsqrtOp,
-    VpuTanhOp,
-    VpuSigmoidOp,
-    VpuSiluOp,
-    VpuGeluOp,
-    VpuCosOp,
-    VpuSinOp,
+    *VPU_ELEMENTWISE_OPS.values(),
     VpuSelOp,
-    VpuCopyOp,
     VpuCvtOp,
     VpuFillOp,
     VpuRsumOp,

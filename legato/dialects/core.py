@@ -64,6 +64,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from legato import opset
 from legato.dialects.legato import (
     ELEMENT_TYPES,
     ContextAttr,
@@ -99,23 +100,12 @@ transfer): `core-plan-memory` gives every alloc of one name one offset."""
 
 ACCESS_KINDS = ("read", "write", "readwrite")
 
-VPU_BINARY_KINDS = ("add", "sub", "mul", "div", "max", "min")
-VPU_UNARY_KINDS = (
-    "neg",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "cos",
-    "sin",
-    "copy",
-    "cast",
-)
-VPU_REDUCE_KINDS = ("sum", "max", "min")
+VPU_BINARY_KINDS = opset.binary_kinds()
+"""`core.vpu_binary` kinds (`legato.opset`'s binary rows)."""
+VPU_UNARY_KINDS = opset.unary_kinds()
+"""`core.vpu_unary` kinds (`legato.opset`'s unary rows, then `cast`)."""
+VPU_REDUCE_KINDS = opset.reduce_kinds()
+"""`core.vpu_reduce` kinds (over the last axis)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1182,8 +1172,9 @@ def _broadcasts_to(x: ShapedSpaceType, out: ShapedSpaceType) -> bool:
 
 @irdl_op_definition
 class VpuBinaryOp(IRDLOperation):
-    """`core.vpu_binary <kind> %lhs, %rhs to %out : T_lhs, T_rhs, T_out`, kind in add, sub,
-    mul, div, max, min. Operands broadcast (torch rules) to `%out`'s shape; one element type.
+    """`core.vpu_binary <kind> %lhs, %rhs to %out : T_lhs, T_rhs, T_out`, kind a binary row of
+    `legato.opset` (add, sub, mul, div, max, min; the comparisons eq, ne, lt, le, gt, ge write
+    1 or 0 in the element type). Operands broadcast (torch rules) to `%out`'s shape; one element type.
     Builder: `VpuBinaryOp(kind, lhs, rhs, out)`."""
 
     name = "core.vpu_binary"
@@ -1284,8 +1275,8 @@ class _VpuKindOp(IRDLOperation, ABC):
 
 @irdl_op_definition
 class VpuUnaryOp(_VpuKindOp):
-    """`core.vpu_unary <kind> %in to %out : T_in, T_out`, kind in neg, exp, log, sqrt, rsqrt,
-    tanh, sigmoid, silu, gelu, copy, cast. Same shape (`%in` may broadcast to `%out`); one
+    """`core.vpu_unary <kind> %in to %out : T_in, T_out`, kind a unary row of `legato.opset`
+    (neg, abs, exp, log, ..., copy) or cast. Same shape (`%in` may broadcast to `%out`); one
     element type except for `cast`. Builder: `VpuUnaryOp(kind, input, out)`."""
 
     name = "core.vpu_unary"
@@ -1305,8 +1296,9 @@ class VpuUnaryOp(_VpuKindOp):
             raise VerifyException(
                 f"core.vpu_unary {kind}: input and out must have one element type (use cast)"
             )
-        if kind not in ("neg", "copy", "cast") and not is_float_type(x.element_type):
-            raise VerifyException(f"core.vpu_unary {kind} needs a floating-point input")
+        if kind != "cast" and opset.BY_KIND[opset.UNARY, kind].float_only:
+            if not is_float_type(x.element_type):
+                raise VerifyException(f"core.vpu_unary {kind} needs a floating-point input")
         if not _broadcasts_to(x, o):
             raise VerifyException(
                 f"core.vpu_unary: input {x.dims_str()} does not broadcast to out {o.dims_str()}"

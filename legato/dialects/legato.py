@@ -87,6 +87,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from legato import opset
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -1439,36 +1440,6 @@ class ElementwiseBinaryOp(IRDLOperation, ABC):
         _check_result(self, self.result.type, expected)
 
 
-@irdl_op_definition
-class AddOp(ElementwiseBinaryOp):
-    name = "legato.add"
-
-
-@irdl_op_definition
-class SubOp(ElementwiseBinaryOp):
-    name = "legato.sub"
-
-
-@irdl_op_definition
-class MulOp(ElementwiseBinaryOp):
-    name = "legato.mul"
-
-
-@irdl_op_definition
-class DivOp(ElementwiseBinaryOp):
-    name = "legato.div"
-
-
-@irdl_op_definition
-class MaximumOp(ElementwiseBinaryOp):
-    name = "legato.maximum"
-
-
-@irdl_op_definition
-class MinimumOp(ElementwiseBinaryOp):
-    name = "legato.minimum"
-
-
 class ElementwiseUnaryOp(IRDLOperation, ABC):
     """Base of `legato.neg/exp/log/sqrt/rsqrt/tanh/sigmoid/silu/gelu/cos/sin`:
     `%r = legato.exp %x : T` (result type = operand type; all but neg need a float type).
@@ -1492,60 +1463,111 @@ class ElementwiseUnaryOp(IRDLOperation, ABC):
             raise VerifyException(f"{self.name} needs a floating-point tensor, got {t}")
 
 
-@irdl_op_definition
-class NegOp(ElementwiseUnaryOp):
-    name = "legato.neg"
-    FLOAT_ONLY: ClassVar[bool] = False
+def _elementwise_class(row: opset.OpKind) -> type[IRDLOperation]:
+    """The legato op class of the op table's row `row` (`legato.<name>` over the family's base,
+    which holds the operands, syntax and verifier)."""
+    unary = row.family == opset.UNARY
+    cls = type(
+        row.legato_class_name,
+        (ElementwiseUnaryOp if unary else ElementwiseBinaryOp,),
+        {
+            "__module__": __name__,
+            "__doc__": f"`legato.{row.name}`: elementwise {row.name} (`legato.opset` row).",
+            "__annotations__": {"FLOAT_ONLY": ClassVar[bool], "ROW": ClassVar[opset.OpKind]},
+            "name": f"legato.{row.name}",
+            "FLOAT_ONLY": row.float_only,
+            "ROW": row,
+        },
+    )
+    return irdl_op_definition(cls)
+
+
+ELEMENTWISE_OPS: dict[str, type[IRDLOperation]] = {
+    row.name: _elementwise_class(row) for row in (*opset.legato_binary(), *opset.legato_unary())
+}
+"""legato name -> op class (`exp` -> `ExpOp`, `maximum` -> `MaximumOp`), from the op table."""
+globals().update({c.__name__: c for c in ELEMENTWISE_OPS.values()})
 
 
 @irdl_op_definition
-class ExpOp(ElementwiseUnaryOp):
-    name = "legato.exp"
+class ClampOp(IRDLOperation):
+    """`%r = legato.clamp %x [min <lo>] [max <hi>] : T`: `minimum(maximum(x, lo), hi)` with
+    scalar bounds (torch.clamp; NaN in x stays NaN; at least one bound). The bounds are
+    rounded to T's element type first (the same bits as torch, rounding being monotonic).
+    Builder: `ClampOp(x, lo=None, hi=None)`."""
+
+    name = "legato.clamp"
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    input = operand_def(T)
+    lo = opt_prop_def(FloatAttr | IntegerAttr, prop_name="min")
+    hi = opt_prop_def(FloatAttr | IntegerAttr, prop_name="max")
+    result = result_def(T)
+
+    traits = traits_def(Pure())
+
+    def __init__(
+        self,
+        input: SSAValue | Operation,
+        lo: float | None = None,
+        hi: float | None = None,
+    ):
+        t = SSAValue.get(input).type
+        assert isinstance(t, TensorType)
+        super().__init__(
+            operands=[input],
+            result_types=[t],
+            properties={"min": _bound_attr(lo, t), "max": _bound_attr(hi, t)},
+        )
+
+    @property
+    def bounds(self) -> tuple[int | float | None, int | float | None]:
+        """(lo, hi), None for an absent bound."""
+        return tuple(b.value.data if b is not None else None for b in (self.lo, self.hi))  # type: ignore[return-value]
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ClampOp:
+        x = parser.parse_unresolved_operand()
+        lo = parse_scalar(parser) if parser.parse_optional_keyword("min") is not None else None
+        hi = parse_scalar(parser) if parser.parse_optional_keyword("max") is not None else None
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        t = parser.parse_type()
+        op = ClampOp(parser.resolve_operand(x, t), lo, hi)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.input)
+        for word, b in zip(("min", "max"), self.bounds):
+            if b is not None:
+                printer.print_string(f" {word} {format_scalar(b)}")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.input.type)
+
+    def verify_(self) -> None:
+        t = self.input.type
+        assert isinstance(t, TensorType)
+        if self.lo is None and self.hi is None:
+            raise VerifyException("legato.clamp needs a min or a max bound")
+        for b in (self.lo, self.hi):
+            if b is not None and is_float_type(t.element_type) != isinstance(b, FloatAttr):
+                raise VerifyException(
+                    "legato.clamp: a float tensor takes float bounds and an integer tensor "
+                    f"integer bounds, got {format_scalar(b.value.data)} for {t}"
+                )
 
 
-@irdl_op_definition
-class LogOp(ElementwiseUnaryOp):
-    name = "legato.log"
-
-
-@irdl_op_definition
-class SqrtOp(ElementwiseUnaryOp):
-    name = "legato.sqrt"
-
-
-@irdl_op_definition
-class RsqrtOp(ElementwiseUnaryOp):
-    name = "legato.rsqrt"
-
-
-@irdl_op_definition
-class TanhOp(ElementwiseUnaryOp):
-    name = "legato.tanh"
-
-
-@irdl_op_definition
-class SigmoidOp(ElementwiseUnaryOp):
-    name = "legato.sigmoid"
-
-
-@irdl_op_definition
-class SiluOp(ElementwiseUnaryOp):
-    name = "legato.silu"
-
-
-@irdl_op_definition
-class GeluOp(ElementwiseUnaryOp):
-    name = "legato.gelu"
-
-
-@irdl_op_definition
-class CosOp(ElementwiseUnaryOp):
-    name = "legato.cos"
-
-
-@irdl_op_definition
-class SinOp(ElementwiseUnaryOp):
-    name = "legato.sin"
+def _bound_attr(v: float | None, t: TensorType) -> FloatAttr | IntegerAttr | None:
+    if v is None:
+        return None
+    if is_float_type(t.element_type):
+        return FloatAttr(float(v), Float64Type())
+    if isinstance(v, float) and not v.is_integer():
+        return FloatAttr(v, Float64Type())  # refused by the verifier, with the value
+    return IntegerAttr(int(v), i64)
 
 
 @irdl_op_definition
@@ -2446,23 +2468,8 @@ Legato = Dialect(
         ReceiveTypeOp,
         MemcpyOp,
         MatmulOp,
-        AddOp,
-        SubOp,
-        MulOp,
-        DivOp,
-        MaximumOp,
-        MinimumOp,
-        NegOp,
-        ExpOp,
-        LogOp,
-        SqrtOp,
-        RsqrtOp,
-        TanhOp,
-        SigmoidOp,
-        SiluOp,
-        GeluOp,
-        CosOp,
-        SinOp,
+        *ELEMENTWISE_OPS.values(),
+        ClampOp,
         CastOp,
         SumOp,
         MeanOp,

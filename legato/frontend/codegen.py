@@ -38,6 +38,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 import legato.dialects.legato as L
+from legato import opset
 from legato.context import CompileContext, ExecContext, compiling
 from legato.errors import CompileError, LegatoError
 from legato.frontend.language import Param, constexpr
@@ -51,6 +52,7 @@ from legato.frontend.source import FunctionSource, LegatoFunction
 from legato.frontend.values import IRScalar, IRValue, RegionState
 from legato.frontend.values import describe as _describe
 from legato.frontend.values import op_symbol as _op_symbol
+from legato.tensor import SIGNATURES as BUILTIN_SIGNATURES
 from legato.types import (
     CORE_SPACES,
     MEMORY_SPACES,
@@ -155,26 +157,19 @@ _COMPARE_OPS = {
     ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-_UNARY_TENSOR_OPS = {
-    "neg": L.NegOp,
-    "exp": L.ExpOp,
-    "log": L.LogOp,
-    "sqrt": L.SqrtOp,
-    "rsqrt": L.RsqrtOp,
-    "tanh": L.TanhOp,
-    "sigmoid": L.SigmoidOp,
-    "silu": L.SiluOp,
-    "gelu": L.GeluOp,
-    "cos": L.CosOp,
-    "sin": L.SinOp,
+_TENSOR_COMPARE = {
+    ast.Eq: "eq",
+    ast.NotEq: "ne",
+    ast.Lt: "lt",
+    ast.LtE: "le",
+    ast.Gt: "gt",
+    ast.GtE: "ge",
 }
+"""Python comparisons of tensors -> the op table's comparison (a 0/1 mask in the dtype)."""
+_UNARY_TENSOR_OPS = {o.name: L.ELEMENTWISE_OPS[o.name] for o in opset.legato_unary()}
+"""`legato.tensor.<name>(x)` -> its op class (the op table's unary rows)."""
 _BINARY_TENSOR_OPS = {
-    "add": L.AddOp,
-    "sub": L.SubOp,
-    "mul": L.MulOp,
-    "div": L.DivOp,
-    "maximum": L.MaximumOp,
-    "minimum": L.MinimumOp,
+    **{o.name: L.ELEMENTWISE_OPS[o.name] for o in opset.legato_binary()},
     "matmul": L.MatmulOp,
 }
 
@@ -788,9 +783,16 @@ class CodeGenerator(RuntimeCodegen):
         left = self.eval(node.left)
         for op, right_node in zip(node.ops, node.comparators):
             right = self.eval(right_node)
+            if (isinstance(left, IRValue) or isinstance(right, IRValue)) and len(node.ops) == 1:
+                if type(op) in _TENSOR_COMPARE:  # `x < y`: the 0/1 mask of legato.lt
+                    b = {"a": (left, node.left), "b": (right, right_node)}
+                    return self._elementwise_binary(node, _TENSOR_COMPARE[type(op)], b)
             if not (_is_static(left) and _is_static(right)):
                 raise self.error(
-                    node, "comparisons of tensors are not supported; compare compile-time values"
+                    node,
+                    "this comparison of tensors is not supported: compare two tensors (or a "
+                    "tensor and a number) with one of == != < <= > >=, or compare compile-time "
+                    "values",
                 )
             try:
                 ok = _COMPARE_OPS[type(op)](left, right)
@@ -972,31 +974,44 @@ class CodeGenerator(RuntimeCodegen):
             kwargs[k.arg] = self.eval(k.value)
         return args, kwargs
 
-    def bind_op_args(self, node: ast.Call, op: str, names: list[str], defaults: dict) -> dict:
-        """Bind a legato op call's arguments to `names`: name -> (value, node)."""
+    def bind_op_args(
+        self,
+        node: ast.Call,
+        op: str,
+        names: list[str] | None = None,
+        defaults: dict | None = None,
+    ) -> dict:
+        """Bind a legato op call's arguments: name -> (value, node). The names and defaults are
+        the builtin's signature (`legato.tensor.SIGNATURES[op]`) unless given; an error names
+        the signature and points at the offending argument."""
+        sig = BUILTIN_SIGNATURES.get(op)
+        if names is None:
+            assert sig is not None, f"legato.tensor.{op} has no registered signature"
+            names = list(sig.parameters)
+            defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
+        defaults = defaults or {}
+        what = f"legato.tensor.{op}{sig}" if sig is not None else f"legato.tensor.{op}"
         bound: dict = {}
         if len(node.args) > len(names):
             raise self.error(
                 node,
-                f"legato.tensor.{op} takes at most {len(names)} arguments "
-                f"({', '.join(names)}), got {len(node.args)}",
+                f"{what} takes at most {len(names)} arguments ({', '.join(names)}), got "
+                f"{len(node.args)}",
             )
         for name, a in zip(names, node.args):
             if isinstance(a, ast.Starred):
-                raise self.error(a, f"`*` arguments are not supported for legato.tensor.{op}")
+                raise self.error(a, f"`*` arguments are not supported for {what}")
             bound[name] = (self.eval(a), a)
         for k in node.keywords:
             if k.arg not in names:
-                raise self.error(
-                    k.value, f"legato.tensor.{op} has no argument '{k.arg}' ({', '.join(names)})"
-                )
+                raise self.error(k.value, f"{what} has no argument '{k.arg}' ({', '.join(names)})")
             if k.arg in bound:
-                raise self.error(k.value, f"argument '{k.arg}' given twice")
+                raise self.error(k.value, f"{what}: argument '{k.arg}' given twice")
             bound[k.arg] = (self.eval(k.value), k.value)
         for name in names:
             if name not in bound:
                 if name not in defaults:
-                    raise self.error(node, f"legato.tensor.{op}: missing argument '{name}'")
+                    raise self.error(node, f"{what}: missing argument '{name}'")
                 bound[name] = (defaults[name], node)
         return bound
 
@@ -1070,7 +1085,7 @@ class CodeGenerator(RuntimeCodegen):
             "request_load",
             "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')",
         )
-        b = self.bind_op_args(node, op, ["src", "target_ctx", "memory", "queue"], {"queue": 0})
+        b = self.bind_op_args(node, op)
         src = self.tensor_arg(b, "src", op)
         target, tnode = b["target_ctx"]
         to_all = isinstance(target, ExecContext) and target.kind == "all_cores"
@@ -1113,7 +1128,7 @@ class CodeGenerator(RuntimeCodegen):
             "receive",
             "their pairing is static; load tiles inside the loop with legato.tensor.load(x[...], 'sram')",
         )
-        b = self.bind_op_args(node, op, ["like", "queue", "memory"], {})
+        b = self.bind_op_args(node, op)
         like = self.tensor_arg(b, "like", op)
         queue = self.queue_arg(b, op)
         memory = self.memory_arg(b, "memory", op)
@@ -1179,7 +1194,7 @@ class CodeGenerator(RuntimeCodegen):
     def _op_memcpy(self, node: ast.Call):
         op = "memcpy"
         self.require_region(node, op)
-        b = self.bind_op_args(node, op, ["dst", "src"], {})
+        b = self.bind_op_args(node, op)
         dst = self.tensor_arg(b, "dst", op)
         src = self.tensor_arg(b, "src", op)
         if dst.spec.rank != src.spec.rank:
@@ -1213,7 +1228,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_matmul(self, node: ast.Call):
         self.require_region(node, "matmul")
-        b = self.bind_op_args(node, "matmul", ["a", "b", "dtype"], {"dtype": None})
+        b = self.bind_op_args(node, "matmul")
         dtype, dnode = b["dtype"]
         if dtype is not None and not isinstance(dtype, DType):
             raise self.error(dnode, f"matmul: dtype must be a legato type, got {_describe(dtype)}")
@@ -1223,9 +1238,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_full(self, node: ast.Call):
         self.require_region(node, "full")
-        b = self.bind_op_args(
-            node, "full", ["shape", "value", "dtype", "memory"], {"memory": "sram"}
-        )
+        b = self.bind_op_args(node, "full")
         dims = self._shape_arg(*b["shape"])
         value, vnode = b["value"]
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -1244,7 +1257,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_where(self, node: ast.Call):
         self.require_region(node, "where")
-        b = self.bind_op_args(node, "where", ["cond", "a", "b"], {})
+        b = self.bind_op_args(node, "where")
         cond = self.tensor_arg(b, "cond", "where")
         (x, xn), (y, yn) = b["a"], b["b"]
         if not isinstance(x, IRValue) and not isinstance(y, IRValue):
@@ -1258,7 +1271,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_gather(self, node: ast.Call):
         self.require_region(node, "gather")
-        b = self.bind_op_args(node, "gather", ["table", "indices", "memory"], {"memory": "sram"})
+        b = self.bind_op_args(node, "gather")
         table = self.tensor_arg(b, "table", "gather")
         indices = self.tensor_arg(b, "indices", "gather")
         memory = self.memory_arg(
@@ -1283,7 +1296,7 @@ class CodeGenerator(RuntimeCodegen):
     def _elementwise_binary(self, node: ast.Call, op: str, b: dict | None = None):
         self.require_region(node, op)
         if b is None:
-            b = self.bind_op_args(node, op, ["a", "b"], {})
+            b = self.bind_op_args(node, op)
         (x, xn), (y, yn) = b["a"], b["b"]
         if not isinstance(x, IRValue) and not isinstance(y, IRValue):
             raise self.error(node, f"legato.tensor.{op} needs at least one tensor operand")
@@ -1295,7 +1308,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _elementwise_unary(self, node: ast.Call, op: str):
         self.require_region(node, op)
-        b = self.bind_op_args(node, op, ["x"], {})
+        b = self.bind_op_args(node, op)
         return self.emit_value(_UNARY_TENSOR_OPS[op], node, self.tensor_arg(b, "x", op).ssa)
 
     def _reduction(self, node: ast.Call, op: str, op_cls, b: dict | None = None):
@@ -1303,12 +1316,7 @@ class CodeGenerator(RuntimeCodegen):
         an int, a tuple of ints, or None (every dim)."""
         self.require_region(node, op)
         if b is None:
-            b = self.bind_op_args(
-                node,
-                op,
-                ["x", "dim", "keepdim", "axis"],
-                {"dim": None, "keepdim": False, "axis": None},
-            )
+            b = self.bind_op_args(node, op)
         x = self.tensor_arg(b, "x", op)
         dim, anode = b["dim"]
         if dim is None and b.get("axis", (None, None))[0] is not None:
@@ -1386,9 +1394,29 @@ class CodeGenerator(RuntimeCodegen):
     def _op_to(self, node):  # torch's `x.to(dtype)` spelling of cast
         return self._op_cast(node, "to")
 
+    def _op_clamp(self, node: ast.Call):
+        self.require_region(node, "clamp")
+        b = self.bind_op_args(node, "clamp")
+        x = self.tensor_arg(b, "x", "clamp")
+        bounds = []
+        for name in ("min", "max"):
+            v, n = b[name]
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise self.error(
+                    n,
+                    f"legato.tensor.clamp: {name} must be a compile-time number or None, got "
+                    f"{_describe(v)}",
+                )
+            if isinstance(v, float) and not x.spec.dtype.is_float:
+                raise self.error(n, f"clamp: float bound {v} for the integer tensor {x.spec}")
+            bounds.append(v)
+        if bounds == [None, None]:
+            raise self.error(node, "legato.tensor.clamp needs a min or a max bound")
+        return self.emit_value(L.ClampOp, node, x.ssa, *bounds)
+
     def _op_cast(self, node: ast.Call, op: str = "cast"):
         self.require_region(node, op)
-        b = self.bind_op_args(node, op, ["x", "dtype"], {})
+        b = self.bind_op_args(node, op)
         x = self.tensor_arg(b, "x", op)
         dtype, dnode = b["dtype"]
         if not isinstance(dtype, DType):
@@ -1407,23 +1435,21 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_reshape(self, node: ast.Call):
         self.require_region(node, "reshape")
-        b = self.bind_op_args(node, "reshape", ["x", "shape"], {})
+        b = self.bind_op_args(node, "reshape")
         x = self.tensor_arg(b, "x", "reshape")
         dims = self._shape_arg(*b["shape"])
         return self.emit_value(L.ReshapeOp, node, x.ssa, None, dims)
 
     def _op_broadcast(self, node: ast.Call):
         self.require_region(node, "broadcast")
-        b = self.bind_op_args(node, "broadcast", ["x", "shape"], {})
+        b = self.bind_op_args(node, "broadcast")
         x = self.tensor_arg(b, "x", "broadcast")
         dims = self._shape_arg(*b["shape"])
         return self.emit_value(L.BroadcastToOp, node, x.ssa, None, dims)
 
     def _op_transpose(self, node: ast.Call):
         self.require_region(node, "transpose")
-        b = self.bind_op_args(
-            node, "transpose", ["x", "dims", "dim1"], {"dims": None, "dim1": None}
-        )
+        b = self.bind_op_args(node, "transpose")
         x = self.tensor_arg(b, "x", "transpose")
         perm, pnode = b["dims"]
         d1, _ = b["dim1"]
@@ -1442,7 +1468,7 @@ class CodeGenerator(RuntimeCodegen):
 
     def _op_concat(self, node: ast.Call):
         self.require_region(node, "concat")
-        b = self.bind_op_args(node, "concat", ["xs", "dim", "axis"], {"dim": None, "axis": None})
+        b = self.bind_op_args(node, "concat")
         xs, xnode = b["xs"]
         if not isinstance(xs, (tuple, list)) or not all(isinstance(x, IRValue) for x in xs):
             raise self.error(xnode, "concat: xs must be a tuple of tensors")

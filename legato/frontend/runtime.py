@@ -475,7 +475,7 @@ class RuntimeCodegen:
     def _op_load(self, node: ast.Call):
         op = "load"
         region = self.require_region(node, op, core_only=True)
-        b = self.bind_op_args(node, op, ["src", "memory"], {"memory": "sram"})
+        b = self.bind_op_args(node, op)
         src = self.tensor_arg(b, "src", op)
         memory = self.memory_arg(
             b, "memory", op, allowed=tuple(s for s in CORE_SPACES if s != "mpu_weight")

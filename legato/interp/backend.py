@@ -381,15 +381,8 @@ class BackendFunctions(InterpreterFunctions):
             y = np.resize(self._read(s2, min(n, period), dt), n)
         else:
             y = self._read(s2, n, dt)
-        self._write(interpreter, op, dst, vpu.binary(op.MNEMONIC[4:], x, y, dt))
+        self._write(interpreter, op, dst, vpu.binary(op.ROW.kind, x, y, dt))
         return ()
-
-    run_vadd = impl(B.VpuAddOp)(_vbin)
-    run_vsub = impl(B.VpuSubOp)(_vbin)
-    run_vmul = impl(B.VpuMulOp)(_vbin)
-    run_vdiv = impl(B.VpuDivOp)(_vbin)
-    run_vmax = impl(B.VpuMaxOp)(_vbin)
-    run_vmin = impl(B.VpuMinOp)(_vbin)
 
     def _vun(self, interpreter, op, args):
         dst, src, n = args
@@ -397,22 +390,15 @@ class BackendFunctions(InterpreterFunctions):
         if n < 0:
             raise InterpError(f"{op.MNEMONIC} with negative element count {n}", op)
         self._local(interpreter, op, src, f"{op.MNEMONIC} source")
-        self._write(interpreter, op, dst, vpu.unary(op.MNEMONIC[4:], self._read(src, n, dt), dt))
+        self._write(interpreter, op, dst, vpu.unary(op.ROW.kind, self._read(src, n, dt), dt))
         return ()
 
-    run_vneg = impl(B.VpuNegOp)(_vun)
-    run_vabs = impl(B.VpuAbsOp)(_vun)
-    run_vexp = impl(B.VpuExpOp)(_vun)
-    run_vlog = impl(B.VpuLogOp)(_vun)
-    run_vsqrt = impl(B.VpuSqrtOp)(_vun)
-    run_vrsqrt = impl(B.VpuRsqrtOp)(_vun)
-    run_vtanh = impl(B.VpuTanhOp)(_vun)
-    run_vsigmoid = impl(B.VpuSigmoidOp)(_vun)
-    run_vsilu = impl(B.VpuSiluOp)(_vun)
-    run_vgelu = impl(B.VpuGeluOp)(_vun)
-    run_vcos = impl(B.VpuCosOp)(_vun)
-    run_vsin = impl(B.VpuSinOp)(_vun)
-    run_vcopy = impl(B.VpuCopyOp)(_vun)
+    # one impl per elementwise instruction of the op table (its row names the numerics)
+    for _cls in B.VPU_ELEMENTWISE_OPS.values():
+        locals()[f"run_{_cls.name.removeprefix('backend.')}"] = impl(_cls)(
+            _vbin if _cls.ROW.family == "binary" else _vun
+        )
+    del _cls
 
     @impl(B.VpuCvtOp)
     def run_vcvt(self, interpreter, op: B.VpuCvtOp, args):

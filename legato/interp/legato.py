@@ -34,6 +34,7 @@ from xdsl.interpreter import (
 )
 from xdsl.ir import Operation
 
+from legato import opset
 from legato.dialects import legato as L
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
@@ -94,6 +95,16 @@ def _env(interpreter: Interpreter) -> TaskEnv:
 
 def runtime_shape_error(op: Operation, msg: str) -> InterpError:
     return InterpError(msg, op)
+
+
+def _elementwise_impl(row: opset.OpKind):
+    """The impl of the legato op of `row`: `semantics.binary/unary(row.kind, ...)`."""
+
+    def run(self, interpreter, op, args):
+        f = self._binary if row.family == opset.BINARY else self._unary
+        return f(row.kind, op, args)
+
+    return impl(L.ELEMENTWISE_OPS[row.name])(run)
 
 
 @register_impls
@@ -300,76 +311,17 @@ class LegatoFunctions(InterpreterFunctions):
             ) from None
         return (semantics.binary(name, a, b, np_dtype(op.result.type.element_type)),)
 
-    @impl(L.AddOp)
-    def run_add(self, interpreter, op, args):
-        return self._binary("add", op, args)
-
-    @impl(L.SubOp)
-    def run_sub(self, interpreter, op, args):
-        return self._binary("sub", op, args)
-
-    @impl(L.MulOp)
-    def run_mul(self, interpreter, op, args):
-        return self._binary("mul", op, args)
-
-    @impl(L.DivOp)
-    def run_div(self, interpreter, op, args):
-        return self._binary("div", op, args)
-
-    @impl(L.MaximumOp)
-    def run_maximum(self, interpreter, op, args):
-        return self._binary("max", op, args)
-
-    @impl(L.MinimumOp)
-    def run_minimum(self, interpreter, op, args):
-        return self._binary("min", op, args)
-
     def _unary(self, name: str, op: Operation, args):
         return (semantics.unary(name, args[0], np_dtype(op.result.type.element_type)),)
 
-    @impl(L.NegOp)
-    def run_neg(self, interpreter, op, args):
-        return self._unary("neg", op, args)
+    # one impl per elementwise op of the op table: semantics.binary/unary by the row's kind
+    for _row in (*opset.legato_binary(), *opset.legato_unary()):
+        locals()[f"run_{_row.name}"] = _elementwise_impl(_row)
+    del _row
 
-    @impl(L.ExpOp)
-    def run_exp(self, interpreter, op, args):
-        return self._unary("exp", op, args)
-
-    @impl(L.LogOp)
-    def run_log(self, interpreter, op, args):
-        return self._unary("log", op, args)
-
-    @impl(L.SqrtOp)
-    def run_sqrt(self, interpreter, op, args):
-        return self._unary("sqrt", op, args)
-
-    @impl(L.RsqrtOp)
-    def run_rsqrt(self, interpreter, op, args):
-        return self._unary("rsqrt", op, args)
-
-    @impl(L.TanhOp)
-    def run_tanh(self, interpreter, op, args):
-        return self._unary("tanh", op, args)
-
-    @impl(L.SigmoidOp)
-    def run_sigmoid(self, interpreter, op, args):
-        return self._unary("sigmoid", op, args)
-
-    @impl(L.SiluOp)
-    def run_silu(self, interpreter, op, args):
-        return self._unary("silu", op, args)
-
-    @impl(L.GeluOp)
-    def run_gelu(self, interpreter, op, args):
-        return self._unary("gelu", op, args)
-
-    @impl(L.CosOp)
-    def run_cos(self, interpreter, op, args):
-        return self._unary("cos", op, args)
-
-    @impl(L.SinOp)
-    def run_sin(self, interpreter, op, args):
-        return self._unary("sin", op, args)
+    @impl(L.ClampOp)
+    def run_clamp(self, interpreter, op: L.ClampOp, args):
+        return (semantics.clamp(args[0], *op.bounds),)
 
     @impl(L.WhereOp)
     def run_where(self, interpreter, op: L.WhereOp, args):

@@ -10,7 +10,11 @@ the emulator share one function:
   op is applied in float64, rounded (nearest even) to float32 (the VPU's result), then to the
   result dtype. For `add sub mul div max min neg abs` (and `sqrt`) this equals one IEEE fp32
   operation, i.e. torch's bf16/f32 result bit for bit. `gelu` is the exact (erf) form, torch's
-  default; `rsqrt(x) = 1/sqrt(x)`, `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`.
+  default, `gelu_tanh` torch's tanh approximation; `rsqrt(x) = 1/sqrt(x)`,
+  `sigmoid(x) = 1/(1+exp(-x))`, `silu(x) = x*sigmoid(x)`, `softplus(x) = log1p(exp(x))` (x
+  above 20: x). The comparisons `eq ne lt le gt ge` give 1 or 0 in the result dtype (NaN:
+  false, `ne` true). `clamp(x, lo, hi) = min(max(x, lo), hi)`, bounds rounded to x's dtype.
+  The op list is `legato.opset`'s.
   `max`/`min` propagate NaN (torch.maximum semantics).
 * **Integer elementwise** (`i8 i32 i64`): wrap-around `add sub mul neg abs`, `max min`, and `div`
   as floor division (torch's `//`).
@@ -34,28 +38,17 @@ from collections.abc import Callable
 import ml_dtypes
 import numpy as np
 
-from legato import numerics
+from legato import numerics, opset
 from legato.targets.bertha import vpu
 
 FLOAT_DTYPES = (np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float32))
 
-UNARY_OPS = (
-    "neg",
-    "abs",
-    "exp",
-    "log",
-    "sqrt",
-    "rsqrt",
-    "tanh",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "cos",
-    "sin",
-)
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min")
+UNARY_OPS = tuple(o.name for o in opset.legato_unary())
+"""The legato unary ops (`legato.opset`), by legato name."""
+BINARY_OPS = tuple(o.kind for o in opset.legato_binary())
+"""The legato binary ops (`legato.opset`), by core kind (`max`, not `maximum`)."""
 REDUCTIONS = ("sum", "mean", "max", "min")
-TRANSCENDENTAL = ("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin")
+_INT = {o.kind: o.i64 for o in opset.legato_binary() if o.i64 is not None}
 
 
 def is_float(dtype) -> bool:
@@ -78,10 +71,8 @@ def unary(name: str, x: np.ndarray, out_dtype=None) -> np.ndarray:
         raise KeyError(f"unknown unary op {name!r}")
     if is_float(x.dtype):
         return _vpu().unary(name, x, out_dtype)
-    if name == "neg":
-        return (-x).astype(out_dtype)
-    if name == "abs":
-        return np.abs(x).astype(out_dtype)
+    if name in ("neg", "abs"):
+        return opset.BY_KIND[opset.UNARY, name].i64(x).astype(out_dtype)
     # integer operands of a transcendental op: computed like torch (as float) then cast
     return cast(unary(name, x.astype(np.float32), np.float32), out_dtype)
 
@@ -101,13 +92,7 @@ def binary(name: str, a: np.ndarray, b: np.ndarray, out_dtype=None) -> np.ndarra
                 raise ZeroDivisionError("integer division by zero")
             r = np.floor_divide(a, b)
         else:
-            r = {
-                "add": np.add,
-                "sub": np.subtract,
-                "mul": np.multiply,
-                "max": np.maximum,
-                "min": np.minimum,
-            }[name](a, b)
+            r = _INT[name](a, b)
     return r.astype(out_dtype)
 
 
@@ -176,6 +161,16 @@ def cast(x: np.ndarray, out_dtype) -> np.ndarray:
         f = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
         return np.clip(f, info.min, info.max).astype(out_dtype)
     return x.astype(out_dtype)
+
+
+def clamp(x: np.ndarray, lo=None, hi=None) -> np.ndarray:
+    """`min(max(x, lo), hi)` with the bounds rounded to x's dtype (torch.clamp; NaN stays)."""
+    x = np.asarray(x)
+    r = x.copy()
+    for name, bound in (("max", lo), ("min", hi)):
+        if bound is not None:
+            r = binary(name, r, full((), bound, x.dtype), x.dtype)
+    return r
 
 
 def full(shape, value, dtype) -> np.ndarray:

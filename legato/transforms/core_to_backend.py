@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -21,6 +23,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
 
+from legato import opset
 from legato.dialects import backend as be
 from legato.dialects import core
 from legato.model.ir import model_of
@@ -32,28 +35,10 @@ from legato.transforms.vpu_shapes import broadcast_form
 
 _NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16, "i32": np.int32}
 
-VPU_BINARY = {
-    "add": be.VpuAddOp,
-    "sub": be.VpuSubOp,
-    "mul": be.VpuMulOp,
-    "div": be.VpuDivOp,
-    "max": be.VpuMaxOp,
-    "min": be.VpuMinOp,
-}
-VPU_UNARY = {
-    "neg": be.VpuNegOp,
-    "exp": be.VpuExpOp,
-    "log": be.VpuLogOp,
-    "sqrt": be.VpuSqrtOp,
-    "rsqrt": be.VpuRsqrtOp,
-    "tanh": be.VpuTanhOp,
-    "sigmoid": be.VpuSigmoidOp,
-    "silu": be.VpuSiluOp,
-    "gelu": be.VpuGeluOp,
-    "cos": be.VpuCosOp,
-    "sin": be.VpuSinOp,
-    "copy": be.VpuCopyOp,
-}
+VPU_BINARY = {o.kind: be.VPU_ELEMENTWISE_OPS[o.kind] for o in opset.family(opset.BINARY)}
+"""`core.vpu_binary` kind -> its instruction's class (the op table's binary rows)."""
+VPU_UNARY = {o.kind: be.VPU_ELEMENTWISE_OPS[o.kind] for o in opset.family(opset.UNARY)}
+"""`core.vpu_unary` kind -> its instruction's class (`cast` is `vpu.cvt`, selected apart)."""
 ARITH = {
     arith.MuliOp: be.MulOp,
     arith.AddiOp: be.AddOp,
@@ -209,142 +194,158 @@ class _Selector:
     # -- ops -----------------------------------------------------------------------------------
 
     def select(self, op: Operation) -> None:
+        """Emit the instructions of core op `op` (the handler `ISEL` names for its type)."""
         self.consts = {}  # short live ranges: constants are rematerialized per core op
-        if isinstance(op, core.ArgOp):
-            i = op.index.data
-            addr = self.emit(be.LdOp(self.entry_table(), self.layout.address_offset(i)), op)
-            self.regs[op.result] = addr.results[0]
-            self.arg_of[op.result] = i
-            t = op.result.type
-            assert isinstance(t, core.BufType)
-            dims: list = []
-            for d, dim in enumerate(t.dims):
-                if dim.is_dynamic:
-                    r = self.emit(be.LdOp(self.entry_table(), self.layout.dim_offset(i, d)), op)
-                    dims.append(r.results[0])
-                else:
-                    dims.append(dim.size)
-            self.dims[op.result] = dims
-        elif isinstance(op, core.DimOp):
-            d = self.dims[op.buf][op.dim.data]
-            self.regs[op.result] = self.scalar(d)
-        elif isinstance(op, core.AllocOp):
-            if op.offset is None:
-                raise error_at(op, "core.alloc has no offset: run core-plan-memory first")
-            on = None
-            if op.core is not None and not (
-                self.program.ctx.is_core and self.program.ctx.core_index == op.core.core_index
-            ):
-                on = op.core.core_index
-            if op.core_reg is not None:  # `lsa rd, core(rK).SPACE, offset`: a runtime core
-                on = self.regs[op.core_reg]
-            lsa = self.emit(be.LsaOp(_placed_space(op), op.offset.value.data, on), op)
-            self.regs[op.result] = lsa.results[0]
-            t = op.result.type
-            assert isinstance(t, core.BufType)
-            dyn = iter(op.dyn_dims)
-            self.dims[op.result] = [
-                self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
-            ]
-        elif isinstance(op, core.SubviewOp):
-            self._subview(op)
-        elif isinstance(op, core.ViewOp):
-            self.need_contiguous(op, op.source)
-            self.regs[op.result] = self.regs[op.source]
-            t = _buf_type(op.result)
-            dyn = iter(op.dyn_dims)
-            self.dims[op.result] = [
-                self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
-            ]
-        elif isinstance(op, core.DmaOp):
-            self._dma(op)
-        elif isinstance(op, core.WaitQueueOp):
-            self.emit(be.QwaitOp(op.memory.data, op.queue.data), op)
-        elif isinstance(op, core.DmaWaitOp):
-            self.emit(be.DmaWaitOp(), op)
-        elif isinstance(op, core.MpuLoadWeightOp):
-            self.need_contiguous(op, op.weight)
-            k, n = self.dims[op.weight]
-            self.emit(be.MpuLdwOp(self.regs[op.weight], self.scalar(k), self.scalar(n)), op)
-        elif isinstance(op, core.MpuMatmulOp):
-            self.need_contiguous(op, op.input, op.out)
-            out_t = op.out.type
-            assert isinstance(out_t, core.BufType)
-            m = self.scalar(self.dims[op.input][0])
-            self.emit(
-                be.MpuMmOp(
-                    self.regs[op.out], self.regs[op.input], m, out_t.dtype.name, op.is_accumulate
-                ),
-                op,
-            )
-        elif isinstance(op, core.VpuBinaryOp):
-            self._vpu_binary(op)
-        elif isinstance(op, core.VpuUnaryOp):
-            self._vpu_unary(op)
-        elif isinstance(op, core.VpuReduceOp):
-            self._vpu_reduce(op)
-        elif isinstance(op, core.VpuFillOp):
-            self.need_contiguous(op, op.out)
-            dt = _vpu_dtype(op, _buf_type(op.out))
-            bits = self.const(element_bits(op.value.value.data, dt))
-            self.emit(be.VpuFillOp(self.regs[op.out], self.count(op.out, op), bits, dt), op)
-        elif isinstance(op, core.LoadIndexOp):
-            self.need_contiguous(op, op.buf)
-            off = self.mul(self.regs[op.index], 8, op)
-            addr = self.scalar(self.add(self.regs[op.buf], off, op))
-            self.regs[op.result] = self.emit(be.LdOp(addr, 0), op).results[0]
-        elif isinstance(op, core.VpuSelectOp):
-            self.need_contiguous(op, op.cond, op.src, op.out)
-            dt = _vpu_dtype(op, _buf_type(op.out))
-            ct = _buf_type(op.cond).dtype.name
-            if ct != "i1":
-                ct = _vpu_dtype(op, _buf_type(op.cond))
-            self.emit(
-                be.VpuSelOp(
-                    self.regs[op.out],
-                    self.regs[op.cond],
-                    self.regs[op.src],
-                    self.count(op.out, op),
-                    dt,
-                    ct,
-                ),
-                op,
-            )
-        elif isinstance(op, core.VpuTransposeOp):
-            self.need_contiguous(op, op.input, op.out)
-            dt = _vpu_dtype(op, _buf_type(op.input))
-            rows, cols = self.dims[op.input]
-            self.emit(
-                be.VpuTransposeOp(
-                    self.regs[op.out],
-                    self.regs[op.input],
-                    self.scalar(rows),
-                    self.scalar(cols),
-                    dt,
-                ),
-                op,
-            )
-        elif isinstance(op, core.CoreIdOp):
-            if self.program.ctx.is_top:
-                self.regs[op.result] = self.const(0)
-            else:
-                self.regs[op.result] = self.emit(be.EntryRegOp("r2"), op).results[0]
-        elif isinstance(op, core.EndOp):
-            self.emit(be.HaltOp(), op)
-        elif isinstance(op, scf.ForOp):
-            self._for(op)
-        elif type(op) in SYNC:
-            self.emit(SYNC[type(op)](op.sync_id.data, op.count.data), op)
-        elif isinstance(op, arith.ConstantOp):
-            v = op.value
-            assert isinstance(v, IntegerAttr)
-            self.regs[op.result] = self.emit(be.LiOp(v.value.data), op).results[0]
-        elif type(op) in ARITH:
-            cls = ARITH[type(op)]
-            r = self.emit(cls(self.regs[op.lhs], self.regs[op.rhs]), op)  # type: ignore[attr-defined]
-            self.regs[op.results[0]] = r.results[0]
-        else:
+        handler = ISEL.get(type(op))
+        if handler is None:
             raise error_at(op, f"{op.name} has no instruction selection for Bertha yet")
+        handler(self, op)
+
+    # -- scalar unit: arguments, dims, constants, index arithmetic ------------------------------
+
+    def _arg(self, op: core.ArgOp) -> None:
+        i = op.index.data
+        addr = self.emit(be.LdOp(self.entry_table(), self.layout.address_offset(i)), op)
+        self.regs[op.result] = addr.results[0]
+        self.arg_of[op.result] = i
+        t = op.result.type
+        assert isinstance(t, core.BufType)
+        dims: list = []
+        for d, dim in enumerate(t.dims):
+            if dim.is_dynamic:
+                r = self.emit(be.LdOp(self.entry_table(), self.layout.dim_offset(i, d)), op)
+                dims.append(r.results[0])
+            else:
+                dims.append(dim.size)
+        self.dims[op.result] = dims
+
+    def _dim(self, op: core.DimOp) -> None:
+        d = self.dims[op.buf][op.dim.data]
+        self.regs[op.result] = self.scalar(d)
+
+    def _core_id(self, op: core.CoreIdOp) -> None:
+        if self.program.ctx.is_top:
+            self.regs[op.result] = self.const(0)
+        else:
+            self.regs[op.result] = self.emit(be.EntryRegOp("r2"), op).results[0]
+
+    def _constant(self, op: arith.ConstantOp) -> None:
+        v = op.value
+        assert isinstance(v, IntegerAttr)
+        self.regs[op.result] = self.emit(be.LiOp(v.value.data), op).results[0]
+
+    def _arith(self, op: Operation) -> None:
+        cls = ARITH[type(op)]
+        r = self.emit(cls(self.regs[op.lhs], self.regs[op.rhs]), op)  # type: ignore[attr-defined]
+        self.regs[op.results[0]] = r.results[0]
+
+    # -- memory: buffers and views (addresses), index loads --------------------------------------
+
+    def _alloc(self, op: core.AllocOp) -> None:
+        if op.offset is None:
+            raise error_at(op, "core.alloc has no offset: run core-plan-memory first")
+        on = None
+        if op.core is not None and not (
+            self.program.ctx.is_core and self.program.ctx.core_index == op.core.core_index
+        ):
+            on = op.core.core_index
+        if op.core_reg is not None:  # `lsa rd, core(rK).SPACE, offset`: a runtime core
+            on = self.regs[op.core_reg]
+        lsa = self.emit(be.LsaOp(_placed_space(op), op.offset.value.data, on), op)
+        self.regs[op.result] = lsa.results[0]
+        t = op.result.type
+        assert isinstance(t, core.BufType)
+        dyn = iter(op.dyn_dims)
+        self.dims[op.result] = [
+            self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
+        ]
+
+    def _view(self, op: core.ViewOp) -> None:
+        self.need_contiguous(op, op.source)
+        self.regs[op.result] = self.regs[op.source]
+        t = _buf_type(op.result)
+        dyn = iter(op.dyn_dims)
+        self.dims[op.result] = [
+            self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
+        ]
+
+    def _load_index(self, op: core.LoadIndexOp) -> None:
+        self.need_contiguous(op, op.buf)
+        off = self.mul(self.regs[op.index], 8, op)
+        addr = self.scalar(self.add(self.regs[op.buf], off, op))
+        self.regs[op.result] = self.emit(be.LdOp(addr, 0), op).results[0]
+
+    # -- DMA unit and queues ---------------------------------------------------------------------
+
+    def _wait_queue(self, op: core.WaitQueueOp) -> None:
+        self.emit(be.QwaitOp(op.memory.data, op.queue.data), op)
+
+    def _dma_wait(self, op: core.DmaWaitOp) -> None:
+        self.emit(be.DmaWaitOp(), op)
+
+    # -- MPU -------------------------------------------------------------------------------------
+
+    def _mpu_load_weight(self, op: core.MpuLoadWeightOp) -> None:
+        self.need_contiguous(op, op.weight)
+        k, n = self.dims[op.weight]
+        self.emit(be.MpuLdwOp(self.regs[op.weight], self.scalar(k), self.scalar(n)), op)
+
+    def _mpu_matmul(self, op: core.MpuMatmulOp) -> None:
+        self.need_contiguous(op, op.input, op.out)
+        out_t = op.out.type
+        assert isinstance(out_t, core.BufType)
+        m = self.scalar(self.dims[op.input][0])
+        self.emit(
+            be.MpuMmOp(
+                self.regs[op.out], self.regs[op.input], m, out_t.dtype.name, op.is_accumulate
+            ),
+            op,
+        )
+
+    # -- VPU (elementwise kinds: the op table's rows) -------------------------------------------
+
+    def _vpu_fill(self, op: core.VpuFillOp) -> None:
+        self.need_contiguous(op, op.out)
+        dt = _vpu_dtype(op, _buf_type(op.out))
+        bits = self.const(element_bits(op.value.value.data, dt))
+        self.emit(be.VpuFillOp(self.regs[op.out], self.count(op.out, op), bits, dt), op)
+
+    def _vpu_select(self, op: core.VpuSelectOp) -> None:
+        self.need_contiguous(op, op.cond, op.src, op.out)
+        dt = _vpu_dtype(op, _buf_type(op.out))
+        ct = _buf_type(op.cond).dtype.name
+        if ct != "i1":
+            ct = _vpu_dtype(op, _buf_type(op.cond))
+        self.emit(
+            be.VpuSelOp(
+                self.regs[op.out],
+                self.regs[op.cond],
+                self.regs[op.src],
+                self.count(op.out, op),
+                dt,
+                ct,
+            ),
+            op,
+        )
+
+    def _vpu_transpose(self, op: core.VpuTransposeOp) -> None:
+        self.need_contiguous(op, op.input, op.out)
+        dt = _vpu_dtype(op, _buf_type(op.input))
+        rows, cols = self.dims[op.input]
+        self.emit(
+            be.VpuTransposeOp(
+                self.regs[op.out], self.regs[op.input], self.scalar(rows), self.scalar(cols), dt
+            ),
+            op,
+        )
+
+    # -- synchronization and control flow -------------------------------------------------------
+
+    def _sync(self, op: core.BarrierOp | core.SemPostOp | core.SemWaitOp) -> None:
+        self.emit(SYNC[type(op)](op.sync_id.data, op.count.data), op)
+
+    def _end(self, op: core.EndOp) -> None:
+        self.emit(be.HaltOp(), op)
 
     def _for(self, op: scf.ForOp) -> None:
         """`scf.for` (no iter_args): the index lives in a pinned register r(31 - depth);
@@ -561,6 +562,48 @@ class _Selector:
         cols = self.scalar(dims[-1])
         cls = be.VpuRsumOp if kind == "sum" else be.VpuRmaxOp
         self.emit(cls(self.regs[op.out], self.regs[op.input], rows, cols, dt), op)
+
+
+_Handler = Callable[[_Selector, Any], None]
+ISEL_BY_UNIT: dict[str, dict[type[Operation], _Handler]] = {
+    "scalar": {
+        core.ArgOp: _Selector._arg,
+        core.DimOp: _Selector._dim,
+        core.CoreIdOp: _Selector._core_id,
+        arith.ConstantOp: _Selector._constant,
+        **{cls: _Selector._arith for cls in ARITH},
+    },
+    "memory": {
+        core.AllocOp: _Selector._alloc,
+        core.SubviewOp: _Selector._subview,
+        core.ViewOp: _Selector._view,
+        core.LoadIndexOp: _Selector._load_index,
+    },
+    "dma": {
+        core.DmaOp: _Selector._dma,
+        core.WaitQueueOp: _Selector._wait_queue,
+        core.DmaWaitOp: _Selector._dma_wait,
+    },
+    "mpu": {
+        core.MpuLoadWeightOp: _Selector._mpu_load_weight,
+        core.MpuMatmulOp: _Selector._mpu_matmul,
+    },
+    "vpu": {
+        core.VpuBinaryOp: _Selector._vpu_binary,
+        core.VpuUnaryOp: _Selector._vpu_unary,
+        core.VpuReduceOp: _Selector._vpu_reduce,
+        core.VpuFillOp: _Selector._vpu_fill,
+        core.VpuSelectOp: _Selector._vpu_select,
+        core.VpuTransposeOp: _Selector._vpu_transpose,
+    },
+    "sync": {cls: _Selector._sync for cls in SYNC},
+    "control": {core.EndOp: _Selector._end, scf.ForOp: _Selector._for},
+}
+"""Instruction selection, split by the unit the instructions run on: core op type -> handler."""
+ISEL: dict[type[Operation], _Handler] = {
+    t: h for table in ISEL_BY_UNIT.values() for t, h in table.items()
+}
+assert len(ISEL) == sum(len(t) for t in ISEL_BY_UNIT.values()), "an op type in two units"
 
 
 @dataclass(frozen=True)

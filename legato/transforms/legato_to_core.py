@@ -311,6 +311,8 @@ class _KernelLowering(LoweringState):
             _tensor_ops.unary(self, prog, op)
         elif isinstance(op, lg.CastOp):
             _tensor_ops.cast(self, prog, op)
+        elif isinstance(op, lg.ClampOp):
+            _tensor_ops.clamp(self, prog, op)
         elif isinstance(op, lg.ConstantOp):
             _tensor_ops.constant(self, prog, op)
         elif type(op) in _tensor_ops.REDUCE_KINDS:

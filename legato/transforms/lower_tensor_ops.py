@@ -33,6 +33,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType
 from xdsl.ir import Operation, SSAValue
 
+from legato import opset
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.transforms.diagnostics import error_at
@@ -46,30 +47,13 @@ if TYPE_CHECKING:
     from legato.transforms.lowering_state import ProgramState as _Program
 
 LOCAL = ("sram", "private_dram", "mpu_buffer")
-VPU_DTYPES = ("bf16", "f32", "f16")
+VPU_DTYPES = opset.FLOATS
 
-BINARY_KINDS: dict[type, str] = {
-    lg.AddOp: "add",
-    lg.SubOp: "sub",
-    lg.MulOp: "mul",
-    lg.DivOp: "div",
-    lg.MaximumOp: "max",
-    lg.MinimumOp: "min",
-}
-COMMUTATIVE = ("add", "mul", "max", "min")
-UNARY_KINDS: dict[type, str] = {
-    lg.NegOp: "neg",
-    lg.ExpOp: "exp",
-    lg.LogOp: "log",
-    lg.SqrtOp: "sqrt",
-    lg.RsqrtOp: "rsqrt",
-    lg.TanhOp: "tanh",
-    lg.SigmoidOp: "sigmoid",
-    lg.SiluOp: "silu",
-    lg.GeluOp: "gelu",
-    lg.CosOp: "cos",
-    lg.SinOp: "sin",
-}
+BINARY_KINDS: dict[type, str] = {lg.ELEMENTWISE_OPS[o.name]: o.kind for o in opset.legato_binary()}
+"""legato binary op class -> its `core.vpu_binary` kind (the op table's rows)."""
+COMMUTATIVE = tuple(o.kind for o in opset.legato_binary() if o.commutative)
+UNARY_KINDS: dict[type, str] = {lg.ELEMENTWISE_OPS[o.name]: o.kind for o in opset.legato_unary()}
+"""legato unary op class -> its `core.vpu_unary` kind."""
 REDUCE_KINDS: dict[type, str] = {
     lg.SumOp: "sum",
     lg.MeanOp: "mean",
@@ -170,17 +154,18 @@ def local(L: _KernelLowering, prog: _Program, value: SSAValue, op: Operation, ro
     return contiguous(L, prog, buf, op)
 
 
-INT_BINARY_KINDS = ("add", "sub", "mul", "max", "min")  # what the VPU computes on i32
+INT_KINDS = tuple(o.name for o in opset.OPS if o.name and not o.float_only)
+"""The legato ops the VPU computes on i32 too."""
 
 
 def check_vpu_dtype(op: Operation, t: lg.ShapedSpaceType, int_ok: bool = False) -> None:
-    if int_ok and t.dtype.name == "i32":
+    if int_ok and t.dtype.name in opset.INTS:
         return
     if t.dtype.name not in VPU_DTYPES:
         raise error_at(
             op,
             f"{op.name} on {t.dtype.name} is not supported: the VPU computes on bf16, f32 and "
-            "f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first",
+            f"f16 (i32: {', '.join(INT_KINDS)}); cast with legato.tensor.to(x, ...) first",
         )
 
 
@@ -262,7 +247,7 @@ def materialize(L: _KernelLowering, prog: _Program, src: _Buffer, like: _Buffer,
 def binary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseBinaryOp) -> None:
     kind = BINARY_KINDS[type(op)]
     rt = _rtype(op)
-    check_vpu_dtype(op, rt, int_ok=kind in INT_BINARY_KINDS)
+    check_vpu_dtype(op, rt, int_ok=not op.ROW.float_only)
     a = local(L, prog, op.lhs, op, "left operand")
     b = local(L, prog, op.rhs, op, "right operand")
     space = result_space(op, rt)
@@ -281,11 +266,29 @@ def binary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseBinaryOp) -> No
 
 def unary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseUnaryOp) -> None:
     rt = _rtype(op)
-    check_vpu_dtype(op, rt)
+    check_vpu_dtype(op, rt, int_ok=not op.ROW.float_only)
     x = local(L, prog, op.input, op, "operand")
     out = alloc(L, prog, dimsb(x), rt.element_type, result_space(op, rt), op)
     prog.emit(core.VpuUnaryOp(UNARY_KINDS[type(op)], x.value, out.value), op)
     prog.values[op.result] = out
+
+
+def clamp(L: _KernelLowering, prog: _Program, op: lg.ClampOp) -> None:
+    """`min(max(x, lo), hi)`: each bound a one-element fill broadcast by `bc.scalar`."""
+    rt = _rtype(op)
+    check_vpu_dtype(op, rt, int_ok=True)
+    x = local(L, prog, op.input, op, "operand")
+    space = result_space(op, rt)
+    cur = x
+    for kind, bound in (("max", op.lo), ("min", op.hi)):
+        if bound is None:
+            continue
+        c = alloc(L, prog, [], rt.element_type, space, op)
+        prog.emit(core.VpuFillOp(bound, c.value), op)
+        out = alloc(L, prog, dimsb(x), rt.element_type, space, op)
+        prog.emit(core.VpuBinaryOp(kind, cur.value, c.value, out.value), op)
+        cur = out
+    prog.values[op.result] = cur
 
 
 def cast(L: _KernelLowering, prog: _Program, op: lg.CastOp) -> None:

@@ -54,7 +54,11 @@ def core0_kernel(name: str, inputs, out, body: str) -> str:
     return "\n".join(lines)
 
 
-def _rand(rng, shape, dtype, positive=False):
+def _rand(rng, shape, dtype, positive=False, values=None):
+    if values is not None:  # e.g. a few small values, so that comparisons meet equal operands
+        return (
+            rng.choice(np.asarray(values, np.float64), shape).astype(np.float32).astype(NP[dtype])
+        )
     if dtype == "i32":  # products overflow and wrap, like torch
         return rng.integers(1 if positive else -(2**20), 2**20, shape).astype(np.int32)
     x = rng.standard_normal(shape)
@@ -69,8 +73,21 @@ def _t(x: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.array(x))
 
 
+def _mask_of(op: str) -> Callable:
+    """torch's comparison `op` as the VPU's 0/1 mask in the operands' dtype."""
+    fn = getattr(torch, op)
+    return lambda a, b: fn(a, b).to(a.dtype)
+
+
 def elementwise(
-    op: str, torch_fn: Callable, shape=(8, 64), dtype="bf16", rhs_shape=None, positive=False
+    op: str,
+    torch_fn: Callable,
+    shape=(8, 64),
+    dtype="bf16",
+    rhs_shape=None,
+    positive=False,
+    values=None,
+    name=None,
 ) -> CorpusKernel:
     s = list(shape)
     binary = rhs_shape is not None
@@ -81,12 +98,12 @@ def elementwise(
     else:
         body = f"%r = legato.{op} %x0 : {T(s)}"
         inputs = [(s, dtype)]
-    name = f"{op}_{dtype}"
+    name = name or f"{op}_{dtype}"
     return CorpusKernel(
         name=name,
         mlir=core0_kernel(name, inputs, (s, dtype), body),
         make_args=lambda rng: (
-            [_rand(rng, _bounds(sh), d, positive) for sh, d in inputs]
+            [_rand(rng, _bounds(sh), d, positive, values) for sh, d in inputs]
             + [np.zeros(_bounds(s), NP[dtype])]
         ),
         reference=lambda ins: [torch_fn(*ins[:-1])],
@@ -116,6 +133,13 @@ def shaped(
         reference=lambda ins: [ref(*ins[:-1])],
         outputs=(len(inputs),),
     )
+
+
+def clamp(dtype: str, bounds: str, ref: Callable) -> CorpusKernel:
+    """`legato.clamp %x0 <bounds>` on an [8, 64] tensor of `dtype`."""
+    t = ttype([8, 64], dtype, "sram")
+    name = f"clamp_{bounds.split()[0]}_{dtype}"
+    return shaped(name, [[8, 64]], [8, 64], f"%r = legato.clamp %x0 {bounds} : {t}", ref, dtype)
 
 
 SEED_MATMUL = CorpusKernel(
@@ -232,6 +256,42 @@ CORPUS: list[CorpusKernel] = [
     elementwise("sin", torch.sin),
     elementwise("cos", torch.cos, dtype="f32"),
     elementwise("sin", torch.sin, dtype="f32"),
+    # the ops the torch work needs (legato/opset.py rows)
+    clamp("bf16", "min -0.5 max 0.75", lambda x: torch.clamp(x, -0.5, 0.75)),
+    clamp("f32", "min 0.1", lambda x: torch.clamp(x, min=0.1)),
+    clamp("i32", "max 1000", lambda x: torch.clamp(x, max=1000)),
+    elementwise("abs", torch.abs),
+    elementwise("abs", torch.abs, dtype="i32"),
+    elementwise("neg", torch.neg, dtype="i32"),
+    elementwise("erf", torch.erf),
+    elementwise("erf", torch.erf, dtype="f32"),
+    elementwise("gelu_tanh", lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+    elementwise(
+        "gelu_tanh", lambda x: torch.nn.functional.gelu(x, approximate="tanh"), dtype="f32"
+    ),
+    elementwise("softplus", torch.nn.functional.softplus),
+    elementwise("softplus", torch.nn.functional.softplus, dtype="f32", values=[-30, -1, 0, 3, 25]),
+    elementwise("log1p", torch.log1p, positive=True),
+    elementwise("log1p", torch.log1p, dtype="f32", positive=True),
+    *(
+        elementwise(
+            op,
+            _mask_of(op),
+            dtype=dt,
+            rhs_shape=rhs,
+            values=[-1.0, 0.0, 0.5, 2.0],
+            name=f"{op}_{dt}",
+        )
+        for op, rhs in (
+            ("eq", [8, 64]),
+            ("ne", [1, 64]),
+            ("lt", [8, 1]),
+            ("le", [64]),
+            ("gt", [8, 64]),
+            ("ge", [8, 64]),
+        )
+        for dt in ("bf16", "f32", "i32")
+    ),
     shaped(
         "cast_f32_bf16",
         [[8, 64]],

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from legato import numerics
+from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, timing, vpu
 from legato.targets.bertha.arch.address_map import (
@@ -68,6 +68,8 @@ _NP_DTYPES = {
     "i32": np.dtype(np.int32),
 }
 INF = 1 << 62
+_VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}
+"""VPU mnemonic -> the op table's kind, which names its numerics in `vpu`."""
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
 
 
@@ -915,10 +917,10 @@ class Emulator:
                 y = np.resize(mem.read_array(r[ins.c], min(n, period), dt), n)
             else:
                 y = mem.read_array(r[ins.c], n, dt)
-            res = vpu.binary(mn[4:], x, y, dt)
+            res = vpu.binary(_VPU_KIND[mn], x, y, dt)
         elif fmt == "vun":
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
-            res = vpu.unary(mn[4:], mem.read_array(r[ins.b], elems, dt), dt)
+            res = vpu.unary(_VPU_KIND[mn], mem.read_array(r[ins.b], elems, dt), dt)
         elif fmt == "vcvt":
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
             st = _NP_DTYPES[DTYPE_NAMES[ins.imm >> 4]]

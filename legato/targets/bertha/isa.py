@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from legato import opset
+
 ISA_VERSION = 1
 NUM_REGS = 32
 WORD_BYTES = 8
@@ -198,20 +200,12 @@ _op("sem.post", 0x44, "sync", "Q", "semaphore[id] += count")
 _op("sem.wait", 0x45, "sync", "Q", "block until semaphore[id] >= count, then subtract count")
 _op("mpu.ldw", 0x50, "mpu_ldw", "X", "MPU weight tile = bf16 [rk, rn] at rsrc (row-major)")
 _op("mpu.mm", 0x51, "mpu_mm", "X", "dst[rm, N] (+)= src[rm, K] @ W[K, N], fp32 accumulation")
-for _i, _m in enumerate(["add", "sub", "mul", "div", "max", "min"]):
-    _op(f"vpu.{_m}", 0x60 + _i, "vbin", "V", f"dst[i] = src1[i] {_m} src2[i'] over rn elements")
-for _i, _m in enumerate(
-    ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "copy"]
-):
-    _op(f"vpu.{_m}", 0x70 + _i, "vun", "V", f"dst[i] = {_m}(src[i]) over rn elements")
-_op("vpu.cvt", 0x80, "vcvt", "V", "dst[i] = round(src[i]) to dtype_dst, rn elements")
-_op("vpu.fill", 0x81, "vfill", "V", "dst[i] = element with bit pattern rbits, rn elements")
-_op("vpu.rsum", 0x82, "v2d", "V", "dst[r] = sum_c src[r, c], fp32 sequential, rounded once")
-_op("vpu.rmax", 0x83, "v2d", "V", "dst[r] = max_c src[r, c]")
-_op("vpu.transpose", 0x84, "v2d", "V", "dst[c, r] = src[r, c]")
-for _i, _m in enumerate(["cos", "sin"]):
-    _op(f"vpu.{_m}", 0x7B + _i, "vun", "V", f"dst[i] = {_m}(src[i]) over rn elements")
-_op("vpu.sel", 0x85, "vsel", "V", "dst[i] = src[i] if cond[i] != 0 else dst[i], rn elements")
+# The VPU's instructions are the rows of the op table (`legato.opset`): one per op kind that has
+# an instruction of its own.
+for _row in opset.OPS:
+    if _row.unit == opset.VPU and _row.mnemonic is not None:
+        assert _row.opcode is not None and _row.format is not None
+        _op(_row.mnemonic, _row.opcode, _row.format, "V", _row.isa_doc)
 
 OPS: tuple[OpInfo, ...] = tuple(_OPS)
 BY_MNEMONIC: dict[str, OpInfo] = {o.mnemonic: o for o in OPS}
@@ -220,17 +214,7 @@ assert len(BY_MNEMONIC) == len(OPS) and len(BY_OPCODE) == len(OPS)
 
 # VPU transcendental ops run at vpu_transcendental_per_cycle instead of vpu_lanes.
 VPU_TRANSCENDENTAL = frozenset(
-    {
-        "vpu.exp",
-        "vpu.log",
-        "vpu.rsqrt",
-        "vpu.tanh",
-        "vpu.sigmoid",
-        "vpu.silu",
-        "vpu.gelu",
-        "vpu.cos",
-        "vpu.sin",
-    }
+    o.mnemonic for o in opset.OPS if o.mnemonic and o.cost == opset.TRANSCENDENTAL
 )
 
 

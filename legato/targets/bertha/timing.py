@@ -247,7 +247,7 @@ class RunResult:
     trace_events: list = field(default_factory=list, repr=False)
     mac_count: int = 0
     vpu_element_ops: int = 0  # every VPU element-op, transcendental ones included
-    vpu_transcendental_ops: int = 0  # the element-ops of exp/log/rsqrt/tanh/sigmoid/silu/gelu
+    vpu_transcendental_ops: int = 0  # the element-ops of the transcendental rows of legato.opset
     roofline: Roofline | None = None  # set by the emulator from the model it ran on
     model_name: str = ""
 

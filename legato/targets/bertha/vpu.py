@@ -2,18 +2,18 @@
 
 Elementwise ops convert their inputs exactly to float64, apply the operation in float64, round
 (nearest-even) to float32 and then, for a narrower dtype, from float32 to the instruction's dtype.
-For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes
-`add sub mul max min` (two's complement, wrapping), `neg` and `copy` exactly in 32-bit integers.  `rsum` accumulates in fp32 over columns in increasing order and
-rounds once; `rmax` is exact.
+The float64 function of each op is its row's in `legato.opset` (defined in `legato.numerics`).
+For f32 add/sub/mul/div/sqrt this equals numpy's float32 result. On i32 the VPU computes the rows
+with an int64 function (`add sub mul max min`, the comparisons, `neg abs copy`) exactly, wrapping
+to 32 bits. `rsum` accumulates in fp32 over columns in increasing order and rounds once; `rmax`
+is exact.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-_erf = np.vectorize(math.erf, otypes=[np.float64])
+from legato import opset
 
 
 def _f64(x: np.ndarray) -> np.ndarray:
@@ -24,49 +24,20 @@ def _f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(np.float32)
 
 
-# Ops computed directly in float32, bit-identical to the float64-then-round definition: for
-# + - * / and sqrt of float32 operands (bf16 and f16 convert exactly), rounding the f64 result
-# to f32 gives the correctly rounded f32 result because 53 >= 2*24 + 2 (double rounding is
-# innocuous; in the f32 subnormal range a sum is exact, and a product or quotient is farther
-# from an f32 midpoint than f64's rounding error); NaNs come out with the same bits (checked on
-# random bit patterns). Not max/min/neg/abs/copy: exact, but the f64 round trip quiets a
-# signaling NaN and may pick the other NaN operand.
-F32_EXACT = frozenset({"add", "sub", "mul", "div", "sqrt"})
+# Ops computed directly in float32, bit-identical to the float64-then-round definition (the
+# rows marked `f32_exact` in `legato.opset`): for + - * / and sqrt of float32 operands (bf16 and
+# f16 convert exactly), rounding the f64 result to f32 gives the correctly rounded f32 result
+# because 53 >= 2*24 + 2 (double rounding is innocuous; in the f32 subnormal range a sum is
+# exact, and a product or quotient is farther from an f32 midpoint than f64's rounding error);
+# NaNs come out with the same bits (checked on random bit patterns). Not max/min/neg/abs/copy:
+# exact, but the f64 round trip quiets a signaling NaN and may pick the other NaN operand.
+F32_EXACT = frozenset(o.kind for o in opset.OPS if o.f32_exact)
 
-
-BINARY = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-}
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-UNARY = {
-    "neg": np.negative,
-    "abs": np.abs,
-    "exp": np.exp,
-    "log": np.log,
-    "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1.0 / np.sqrt(x),
-    "tanh": np.tanh,
-    "sigmoid": _sigmoid,
-    "silu": lambda x: x * _sigmoid(x),
-    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
-    "cos": np.cos,
-    "sin": np.sin,
-    "copy": lambda x: x,
-}
-
-
-INT_BINARY = ("add", "sub", "mul", "max", "min")
-INT_UNARY = ("neg", "copy")
+BINARY = {o.kind: o.f64 for o in opset.family(opset.BINARY)}
+UNARY = {o.kind: o.f64 for o in opset.family(opset.UNARY)}
+INT_BINARY = tuple(o.kind for o in opset.family(opset.BINARY) if o.i64 is not None)
+INT_UNARY = tuple(o.kind for o in opset.family(opset.UNARY) if o.i64 is not None)
+_INT_FN = {o.kind: o.i64 for o in opset.OPS if o.i64 is not None}
 
 
 def _is_int(dtype) -> bool:
@@ -77,7 +48,7 @@ def binary(op: str, x: np.ndarray, y: np.ndarray, dtype) -> np.ndarray:
     if _is_int(dtype):
         if op not in INT_BINARY:
             raise ValueError(f"vpu.{op} on {np.dtype(dtype)}: integer ops are {INT_BINARY}")
-        r = BINARY[op](np.asarray(x).astype(np.int64), np.asarray(y).astype(np.int64))
+        r = _INT_FN[op](np.asarray(x).astype(np.int64), np.asarray(y).astype(np.int64))
         return r.astype(dtype)  # wraps (two's complement)
     with np.errstate(all="ignore"):
         if op in F32_EXACT:
@@ -89,8 +60,7 @@ def unary(op: str, x: np.ndarray, dtype) -> np.ndarray:
     if _is_int(dtype):
         if op not in INT_UNARY:
             raise ValueError(f"vpu.{op} on {np.dtype(dtype)}: integer ops are {INT_UNARY}")
-        x64 = np.asarray(x).astype(np.int64)
-        return (-x64 if op == "neg" else x64).astype(dtype)
+        return _INT_FN[op](np.asarray(x).astype(np.int64)).astype(dtype)
     with np.errstate(all="ignore"):
         if op in F32_EXACT:
             return UNARY[op](_f32(x)).astype(dtype)

@@ -151,6 +151,14 @@ def unary(x, op):
         return legato.tensor.cos(x)
     if op == "sin":
         return legato.tensor.sin(x)
+    if op == "abs":
+        return legato.tensor.abs(x)
+    if op == "erf":
+        return legato.tensor.erf(x)
+    if op == "log1p":
+        return legato.tensor.log1p(x)
+    if op == "gelu_tanh":
+        return legato.tensor.gelu_tanh(x)
     assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
@@ -404,15 +412,21 @@ def _unary(op):
     def resolver(node, ctx):
         x = node.args[0]
         dt = _same_dtype(node, x)
+        kind = op
         if op == "gelu":
-            assert node.kwargs.get("approximate", "none") == "none", "tanh-approximated gelu"
-        ctx.probe(op, dt)
-        return Impl(unary, (x, op))
+            approximate = node.kwargs.get("approximate", "none")
+            assert approximate in ("none", "tanh"), f"gelu with approximate={approximate!r}"
+            kind = "gelu_tanh" if approximate == "tanh" else "gelu"
+        ctx.probe(kind, dt)
+        return Impl(unary, (x, kind))
 
     return resolver
 
 
-for _op in ("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"):
+for _op in (
+    *("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"),
+    *("abs", "erf", "log1p"),
+):
     register(getattr(aten, _op).default, _unary(_op))
 
 

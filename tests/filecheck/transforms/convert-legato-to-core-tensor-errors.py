@@ -44,7 +44,7 @@ builtin.module {
     legato.return
   }
 }""")
-# CHECK: error: legato.div on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first
+# CHECK: error: legato.div on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum, eq, ne, lt, le, gt, ge, neg, abs, clamp); cast with legato.tensor.to(x, ...) first
 CASES.append("""// A constant in shared memory.
 builtin.module {
   legato.kernel @k() {
@@ -226,7 +226,7 @@ builtin.module {
     legato.return
   }
 }""")
-# CHECK: error: legato.where on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum); cast with legato.tensor.to(x, ...) first
+# CHECK: error: legato.where on i32 is not supported: the VPU computes on bf16, f32 and f16 (i32: add, sub, mul, maximum, minimum, eq, ne, lt, le, gt, ge, neg, abs, clamp); cast with legato.tensor.to(x, ...) first
 CASES.append("""// Gather indices in shared memory: the core reads them from its own memory.
 builtin.module {
   legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, shared_dram>) {

@@ -458,3 +458,68 @@ def test_gather_with_float_indices_and_into_shared_memory(tmp_path):
         "# BAD",
     )
     assert "legato.tensor.gather: memory space 'shared_dram' is a shared memory" in msg
+
+
+def test_a_builtin_called_with_a_bad_argument_names_its_signature(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a)
+        y = legato.tensor.exp(x, dim=1)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.exp(x) has no argument 'dim' (x)" in msg
+
+
+def test_a_builtin_called_with_too_many_arguments_names_its_signature(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a)
+        y = legato.tensor.clamp(x, 0.0, 1.0, 2.0)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.clamp(x, min=None, max=None) takes at most 3 arguments" in msg
+
+
+def test_clamp_needs_a_bound(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a)
+        y = legato.tensor.clamp(x)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.clamp needs a min or a max bound" in msg
+
+
+def test_clamp_bound_must_be_a_number(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a)
+        y = legato.tensor.clamp(x, max=x)  # BAD
+    """,
+        "# BAD",
+    )
+    assert "legato.tensor.clamp: max must be a compile-time number or None, got tensor" in msg
+
+
+def test_chained_tensor_comparison_is_refused(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a)
+        y = 0.0 < x < 1.0  # BAD
+    """,
+        "# BAD",
+    )
+    assert "this comparison of tensors is not supported" in msg

@@ -92,7 +92,40 @@ CASES = {
         SHAPE,
         lambda x, y, w: x.to(torch.bfloat16).to(torch.float32),
     ),
+    # the op table's rows added for the torch work
+    "abs": ("legato.tensor.abs(x)", SHAPE, lambda x, y, w: torch.abs(x)),
+    "erf": ("legato.tensor.erf(x)", SHAPE, lambda x, y, w: torch.erf(x)),
+    "gelu_tanh": (
+        "legato.tensor.gelu_tanh(x)",
+        SHAPE,
+        lambda x, y, w: torch.nn.functional.gelu(x, approximate="tanh"),
+    ),
+    "softplus": (
+        "legato.tensor.softplus(x)",
+        SHAPE,
+        lambda x, y, w: torch.nn.functional.softplus(x),
+    ),
+    "log1p": ("legato.tensor.log1p(y)", SHAPE, lambda x, y, w: torch.log1p(y)),
+    "clamp": ("legato.tensor.clamp(x, -0.5, max=0.5)", SHAPE, lambda x, y, w: x.clamp(-0.5, 0.5)),
+    "clamp_min": ("legato.tensor.clamp(x, min=0.0)", SHAPE, lambda x, y, w: x.clamp(min=0.0)),
+    **{
+        op: (
+            f"legato.tensor.{op}(x, y - 1.0)",
+            SHAPE,
+            lambda x, y, w, _op=op: getattr(torch, _op)(x, y - 1.0).float(),
+        )
+        for op in ("eq", "ne", "lt", "le", "gt", "ge")
+    },
+    "where_lt_mask": (
+        "legato.tensor.where(x < 0.0, y, x)",
+        SHAPE,
+        lambda x, y, w: torch.where(x < 0.0, y, x),
+    ),
     # Python operators
+    "op_lt": ("x < y - 1.0", SHAPE, lambda x, y, w: (x < y - 1.0).float()),
+    "op_ge_scalar": ("x >= 0.25", SHAPE, lambda x, y, w: (x >= 0.25).float()),
+    "op_eq_self": ("x == x", SHAPE, lambda x, y, w: (x == x).float()),
+    "op_ne": ("x != y", SHAPE, lambda x, y, w: (x != y).float()),
     "op_add": ("x + y", SHAPE, lambda x, y, w: x + y),
     "op_sub": ("x - y", SHAPE, lambda x, y, w: x - y),
     "op_mul": ("x * y", SHAPE, lambda x, y, w: x * y),
@@ -166,7 +199,7 @@ def test_name_runs_on_the_emulator_like_torch(name, tmp_path, cache_dir):
     mod.k(x, y, w, out)
     assert mod.k.last_run is not None
     # f32 VPU math is computed in float64 and rounded once: within a few f32 ulps of torch
-    tol = {"gelu": 1e-5, "matmul": 1e-2, "op_matmul": 1e-2}.get(name, 2e-6)
+    tol = {"gelu": 1e-5, "gelu_tanh": 1e-5, "matmul": 1e-2, "op_matmul": 1e-2}.get(name, 2e-6)
     torch.testing.assert_close(out, expect, rtol=tol, atol=tol)
 
 

@@ -15,18 +15,18 @@ core.kernel @k args [] {
     core.end
   }
 }
-// CHECK: unknown vpu_binary kind 'pow'; expected one of add, sub, mul, div, max, min
+// CHECK: unknown vpu_binary kind 'pow'; expected one of add, sub, mul, div, max, min, eq, ne, lt, le, gt, ge
 
 // -----
 
 core.kernel @k args [] {
   core.program @c on core(0) {
     %a = core.alloc sram : !core.buf<[4], f32, sram>
-    core.vpu_unary erf %a to %a : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
+    core.vpu_unary cbrt %a to %a : !core.buf<[4], f32, sram>, !core.buf<[4], f32, sram>
     core.end
   }
 }
-// CHECK: unknown vpu_unary kind 'erf'
+// CHECK: unknown vpu_unary kind 'cbrt'
 
 // -----
 

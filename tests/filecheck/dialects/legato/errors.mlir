@@ -534,3 +534,36 @@ legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.te
   legato.return
 }
 // CHECK: legato.gather: result type !legato.tensor<[4, 16], f32, sram> does not match expected !legato.tensor<[4, 8], f32, sram>
+
+// -----
+
+legato.kernel @k(%a : !legato.tensor<[4], f32, sram>) {
+  legato.on core(0) {
+    %r = legato.clamp %a : !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.clamp needs a min or a max bound
+
+// -----
+
+legato.kernel @k(%a : !legato.tensor<[4], i32, sram>) {
+  legato.on core(0) {
+    %r = legato.clamp %a min 0.5 : !legato.tensor<[4], i32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.clamp: a float tensor takes float bounds and an integer tensor integer bounds, got 0.5 for !legato.tensor<[4], i32, sram>
+
+// -----
+
+legato.kernel @k(%a : !legato.tensor<[4], i32, sram>) {
+  legato.on core(0) {
+    %r = legato.erf %a : !legato.tensor<[4], i32, sram>
+    legato.yield
+  }
+  legato.return
+}
+// CHECK: legato.erf needs a floating-point tensor, got !legato.tensor<[4], i32, sram>

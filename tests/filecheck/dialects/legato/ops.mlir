@@ -93,6 +93,14 @@ legato.kernel @tensor_ops(%a : !legato.tensor<[?10, 256], f32, shared_dram>, %n 
     %u6 = legato.sigmoid %u5 : !legato.tensor<[?10, 256], f32, sram>
     %u7 = legato.silu %u6 : !legato.tensor<[?10, 256], f32, sram>
     %e = legato.gelu %u7 : !legato.tensor<[?10, 256], f32, sram>
+    // CHECK-NEXT: %n0 = legato.gelu_tanh %e : !legato.tensor<[?10, 256], f32, sram>
+    // CHECK-NEXT: %n1 = legato.clamp %n0 min -1.5 max 2.0 : !legato.tensor<[?10, 256], f32, sram>
+    // CHECK-NEXT: %n2 = legato.clamp %u0 max 7 : !legato.tensor<[2], i32, sram>
+    // CHECK-NEXT: %n3 = legato.lt %n1, %e : !legato.tensor<[?10, 256], f32, sram>, !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 256], f32, sram>
+    %n0 = legato.gelu_tanh %e : !legato.tensor<[?10, 256], f32, sram>
+    %n1 = legato.clamp %n0 min -1.5 max 2.0 : !legato.tensor<[?10, 256], f32, sram>
+    %n2 = legato.clamp %u0 max 7 : !legato.tensor<[2], i32, sram>
+    %n3 = legato.lt %n1, %e : !legato.tensor<[?10, 256], f32, sram>, !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 256], f32, sram>
     // CHECK-NEXT: %b = legato.cast %e : !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 256], bf16, sram>
     %b = legato.cast %e : !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 256], bf16, sram>
     // CHECK-NEXT: %m = legato.amax %e dim 1 keepdim : !legato.tensor<[?10, 256], f32, sram> -> !legato.tensor<[?10, 1], f32, sram>
