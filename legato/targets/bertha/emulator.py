@@ -9,9 +9,10 @@ every unhalted module is blocked the run stops with a `DeadlockError` naming eac
 
 Data effects happen at issue (a DMA copies its bytes when it issues; its completion time is what
 `qwait`, `dmawait` and the scoreboard observe), so a program that synchronises correctly sees
-exactly the data real hardware would.  Memory is lazily allocated: shared-DRAM allocations made by
-the runtime, and each core's sram / mpu_buffer / private_dram windows on first touch; any access
-outside an allocation raises `EmulatorFault` with program, PC, address and cause.
+exactly the data real hardware would.  The machine's rules (address map, lazily allocated
+memory, barriers, semaphores, DMA descriptors, queues) are the machine model's
+(`legato.targets.bertha.arch`, shared with the interpreters); this module adds timing and
+scheduling, and turns a `Trap` into an `EmulatorFault` with program, PC, address and cause.
 """
 
 from __future__ import annotations
@@ -509,9 +510,6 @@ class Emulator:
     def _unit_ready(self, m: Module, free: int, reads, writes) -> int:
         return max(m.time, free, m.conflict(reads, writes))
 
-    def _core_of_selector(self, m: Module, mode: int, field: int) -> int:
-        return select_core(mode, field, m.regs, m.core, self.model.num_cores)
-
     # ---- per-instruction readiness --------------------------------------------------------
     def _prepare(self, m: Module) -> _Plan:
         if m.barrier_token is not None:
@@ -757,7 +755,7 @@ class Emulator:
         elif mn == "lih":
             m.set(ins.a, (ins.imm << 32) | (r[ins.a] & 0xFFFFFFFF))
         elif mn == "lsa":
-            core = self._core_of_selector(m, ins.d, ins.c)
+            core = select_core(ins.d, ins.c, r, m.core, self.model.num_cores)
             m.set(ins.a, core_space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
         elif mn == "ld":
             (addr,) = plan.data
