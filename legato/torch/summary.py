@@ -14,6 +14,8 @@ class KernelInfo:
     calls: int = 0
     last_cycles: int | None = None
     total_cycles: int = 0
+    eager_calls: int = 0  # calls the kernel could not take, run eagerly (eager_reason)
+    eager_reason: str | None = None
 
 
 @dataclass
@@ -62,6 +64,8 @@ class PlacementSummary:
         for k in self.kernels:
             cyc = "not run yet" if k.last_cycles is None else f"{k.last_cycles} cycles (last call)"
             lines.append(f"  kernel {k.name}: {len(k.nodes)} node(s), {cyc}, {k.calls} call(s)")
+            if k.eager_calls:
+                lines.append(f"      {k.eager_calls} call(s) ran eagerly: {k.eager_reason}")
             for n in k.nodes:
                 lines.append(f"      {n}")
             lines.append(f"      source: {k.source_path}")

@@ -555,6 +555,16 @@ def resolve_to_copy(node, ctx):
     return Impl(cast, (x, ty))
 
 
+def _statically_empty(t, dim) -> bool:
+    """torch's cat skips a legacy empty [0] tensor (DynamicCache starts its KV cache as one)
+    and adds nothing for an operand of size 0 along `dim`."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if t.dim() == 1 and statically_known_true(t.shape[0] == 0):
+        return True
+    return t.dim() > dim and statically_known_true(t.shape[dim] == 0)
+
+
 @register(aten.cat.default)
 def resolve_cat(node, ctx):
     xs = node.args[0]
@@ -562,8 +572,13 @@ def resolve_cat(node, ctx):
     dt = _layout_dtype(node, xs[0])
     for x in xs:
         assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, "cat of mixed dtypes"
+    dim = _norm_dim(dim, val(node).dim())
+    xs = [x for x in xs if not _statically_empty(val(x), dim)]
+    assert xs, "cat of empty tensors only"
+    if len(xs) == 1:
+        return Impl(identity, (xs[0],))
     ctx.probe("concat", dt)
-    return Impl(concat, (tuple(xs), _norm_dim(dim, val(node).dim())))
+    return Impl(concat, (tuple(xs), dim))
 
 
 @legato.function
