@@ -74,6 +74,25 @@ def _symints(node):
                     yield d
 
 
+def _statically_empty(v) -> bool:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return isinstance(v, torch.Tensor) and any(statically_known_true(d == 0) for d in v.shape)
+
+
+def _empty_operand(node) -> str | None:
+    """Why a node with an empty (size-0) tensor runs eagerly: there is nothing to compute, and
+    Legato's memories and MPU take no empty tile. `cat` drops empty operands itself (the [0]
+    tensor DynamicCache starts its KV cache with), so only its result counts."""
+    vals = [node.meta.get("val")]
+    if node.target is not torch.ops.aten.cat.default:
+        vals += [a.meta.get("val") for a in node.all_input_nodes]
+    vals = [x for v in vals for x in (v if isinstance(v, (tuple, list)) else [v])]
+    if any(_statically_empty(v) for v in vals):
+        return "empty tensor (a size-0 dim): nothing to compute on Legato"
+    return None
+
+
 class Bounds:
     """Upper bounds of dynamic sizes, from the ShapeEnv's value ranges (mark_dynamic max=).
 
@@ -368,6 +387,10 @@ class LegatoGraphWrapper:
                         'options={"legato.unbounded_dims": "extern"} to run such nodes eagerly'
                     )
                 decisions[node] = NodeDecision(None, msg)
+                continue
+            empty = _empty_operand(node)
+            if empty is not None:
+                decisions[node] = NodeDecision(None, empty)
                 continue
             res = registry.resolve(node, self.ctx)
             d = NodeDecision(res.impl, res.reason)

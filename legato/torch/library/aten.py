@@ -452,6 +452,8 @@ def _reduction(op):
         assert node.kwargs.get("dtype") is None, "reduction with a dtype= conversion"
         dt = _same_dtype(node, x)
         rank = val(x).dim()
+        if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 / () to itself
+            return Impl(identity, (x,))
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
             assert rank == 1, "full reduction of a tensor of rank > 1"
             dims = [0]
@@ -464,7 +466,7 @@ def _reduction(op):
     return resolver
 
 
-register(aten.sum.dim_IntList, _reduction("sum"))
+register([aten.sum.dim_IntList, aten.sum.default], _reduction("sum"))
 register(aten.mean.dim, _reduction("mean"))
 register(aten.amax.default, _reduction("amax"))
 
@@ -474,6 +476,7 @@ def resolve_softmax(node, ctx):
     x, dim, half_to_float = node.args[:3]
     assert not half_to_float, "softmax with half_to_float"
     dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
@@ -610,6 +613,7 @@ def resolve_slice(node, ctx):
     step = node.args[4] if len(node.args) > 4 else 1
     for v in (start, end, step):
         assert v is None or isinstance(v, int), "slice bounds must be static"
+    assert step == 1, f"strided slice (step {step}) is not compiled yet (no strided copy)"
     assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
     ctx.probe("slice", dt)
     size = val(x).shape[dim]
@@ -747,6 +751,7 @@ def resolve_safe_softmax(node, ctx):
     dtype = node.args[2] if len(node.args) > 2 else node.kwargs.get("dtype")
     assert dtype is None, "_safe_softmax with a dtype= conversion"
     dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
     for op in ("max", "sub", "exp", "sum", "div", "maximum", "where", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(safe_softmax, (x, _norm_dim(dim, val(x).dim()), float(torch.finfo(dt).max)))
