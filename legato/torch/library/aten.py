@@ -67,26 +67,32 @@ def causal_mask(s, lk, dtype):
 
 
 @legato.function
-def attention(q, k, v, scale, causal):
+def attention(q, k, v, scale, causal, wide):
     """softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head), as the CPU flash kernel
     computes it: scores and softmax in f32, the unnormalized probabilities rounded to the input
-    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end."""
+    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end.
+    Grouped-query attention: query head h reads key/value head h // (heads / kv heads).
+    `wide`: the operands are f32 (no rounding of the probabilities)."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
+    rep = nh // k.shape[1]
     if causal and lk > 1:
         mask = causal_mask(s, lk, f32)
     per_b = ()
     for b in legato.static_range(nb):
         per_h = ()
         for h in legato.static_range(nh):
-            kt = legato.tensor.transpose(k[b, h], (1, 0))
+            kt = legato.tensor.transpose(k[b, h // rep], (1, 0))
             sc = legato.tensor.matmul(q[b, h], kt, f32) * scale
             if causal and lk > 1:
                 sc = sc + mask
             e = legato.tensor.exp(sc - legato.tensor.max(sc, axis=1, keepdim=True))
-            o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), v[b, h], f32)
-            o = legato.tensor.cast(o / legato.tensor.sum(e, 1, True), q.dtype)
+            if wide:
+                o = legato.tensor.matmul(e, v[b, h // rep], f32) / legato.tensor.sum(e, 1, True)
+            else:
+                o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), v[b, h // rep], f32)
+                o = legato.tensor.cast(o / legato.tensor.sum(e, 1, True), q.dtype)
             per_h = per_h + (legato.tensor.reshape(o, (1, 1, s, d)),)
         per_b = per_b + ((per_h[0] if nh == 1 else legato.tensor.concat(per_h, 1)),)
     return ((per_b[0] if nb == 1 else legato.tensor.concat(per_b, 0)),)
@@ -578,6 +584,9 @@ def resolve_cat(node, ctx):
     dim = _norm_dim(dim, val(node).dim())
     xs = [x for x in xs if not _statically_empty(val(x), dim)]
     assert xs, "cat of empty tensors only"
+    assert all(isinstance(val(x).shape[dim], int) for x in xs), (
+        f"cat along dim {dim}, which is dynamic (the compiler concatenates along static dims)"
+    )
     if len(xs) == 1:
         return Impl(identity, (xs[0],))
     ctx.probe("concat", dt)
@@ -650,14 +659,17 @@ def resolve_sdpa_flash_cpu(node, ctx):
             "the attention's logsumexp output is used (only the output is computed)"
         )
     tq, tk, tv = val(q), val(k), val(v)
-    assert tq.dtype == tk.dtype == tv.dtype == torch.bfloat16, (
-        f"attention on {tq.dtype} (the MPU multiplies bf16)"
+    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _FLOATS, (
+        f"attention on {tq.dtype}, {tk.dtype}, {tv.dtype} (bf16 or f32, one dtype)"
     )
     for t in (tq, tk, tv):
         assert t.dim() == 4 and all(isinstance(d, int) for d in t.shape), (
             "attention needs static [B, H, S, D] operands"
         )
-    assert tk.shape[:2] == tq.shape[:2] == tv.shape[:2], "attention with broadcast heads (GQA)"
+    assert tk.shape == tv.shape and tk.shape[0] == tq.shape[0], "attention operand shapes"
+    assert tq.shape[1] % tk.shape[1] == 0, (
+        f"{tq.shape[1]} query heads are not a multiple of {tk.shape[1]} key/value heads"
+    )
     scale = node.kwargs.get("scale")
     scale = 1.0 / math.sqrt(tq.shape[-1]) if scale is None else float(scale)
     for op in (
@@ -672,11 +684,14 @@ def resolve_sdpa_flash_cpu(node, ctx):
         "add",
         "broadcast_binary",
         "cast_bf16",
+        "matmul",
     ):
         ctx.probe(op, torch.float32)
-    ctx.probe("cast_f32", torch.bfloat16)
+    wide = tq.dtype == torch.float32
+    if not wide:
+        ctx.probe("cast_f32", torch.bfloat16)
     _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
-    return Impl(attention, (q, k, v, scale, bool(causal)))
+    return Impl(attention, (q, k, v, scale, bool(causal), wide))
 
 
 # --------------------------------------------------------------------------------------------
