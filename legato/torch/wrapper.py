@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass
 
@@ -91,6 +92,40 @@ def _empty_operand(node) -> str | None:
     if any(_statically_empty(v) for v in vals):
         return "empty tensor (a size-0 dim): nothing to compute on Legato"
     return None
+
+
+def _matmul_flops(node, bounds) -> int:
+    """Multiply-add FLOPs (2 per MAC) of a matmul or attention node; 0 for other nodes. A
+    dynamic size counts with its example value (else its bound)."""
+
+    def shape(a):
+        v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor):
+            return None
+        out = []
+        for d in v.shape:
+            if isinstance(d, int):
+                out.append(d)
+            else:
+                hint = getattr(d.node, "hint", None)
+                out.append(int(hint) if hint is not None else (bounds(d) or 0))
+        return out
+
+    aten = torch.ops.aten
+    t, args = node.target, node.args
+    if t in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default):
+        a, b = (args[1], args[2]) if t in (aten.addmm.default, aten.baddbmm.default) else args[:2]
+        sa, sb = shape(a), shape(b)
+        if sa is None or sb is None:
+            return 0
+        return 2 * math.prod(sa) * sb[-1]
+    if "scaled_dot_product" in str(t):
+        sq, sk, sv = (shape(x) for x in args[:3])
+        if sq is None or sk is None or sv is None:
+            return 0
+        # q @ k^T and p @ v per query head (kv heads shared under GQA)
+        return 2 * math.prod(sq[:-1]) * sk[-2] * (sq[-1] + sv[-1])
+    return 0
 
 
 class Bounds:
@@ -474,6 +509,10 @@ class LegatoGraphWrapper:
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target in _BOOKKEEPING:
                 continue
+            flops = _matmul_flops(node, self.bounds)
+            self.summary.matmul_flops += flops
+            if node in in_partition:
+                self.summary.matmul_flops_legato += flops
             if _is_host(node):
                 self.summary.host.append(f"{node.name}: {_op_name(node)}")
                 continue
