@@ -128,6 +128,32 @@ def _matmul_flops(node, bounds) -> int:
     return 0
 
 
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
+
+
+def _host_index_work(gm, decisions) -> set:
+    """Integer and bool tensor work computed from graph inputs only (position ids, cache
+    positions, masks built from them, and their conversion to float): index arithmetic that runs
+    on the host before the kernels, upstream of every Legato value, so it never splits a
+    partition. Reported with the host work, not as extern computation."""
+    host: set = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node not in decisions or decisions[node].impl:
+            continue
+        v = node.meta.get("val")
+        ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+        if not isinstance(v, torch.Tensor) or not all(
+            a.op in ("placeholder", "get_attr") or a in host for a in ins
+        ):
+            continue
+        index_in = [a for a in ins if a.meta["val"].dtype in _INDEX_DTYPES]
+        if v.dtype in _INDEX_DTYPES and len(index_in) == len(ins):
+            host.add(node)  # int/bool from int/bool (or from nothing: arange, ones)
+        elif node.target is torch.ops.aten._to_copy.default and index_in and len(ins) == 1:
+            host.add(node)  # positions converted to float for the rotary embedding
+    return host
+
+
 class Bounds:
     """Upper bounds of dynamic sizes, from the ShapeEnv's value ranges (mark_dynamic max=).
 
@@ -458,6 +484,7 @@ class LegatoGraphWrapper:
                         "from graph inputs; it runs eagerly so the kernel loads the weight "
                         "straight into mpu_buffer",
                     )
+        self.host_index = _host_index_work(gm, decisions)
         return decisions
 
     # -- partitions ----------------------------------------------------------------------------
@@ -515,6 +542,9 @@ class LegatoGraphWrapper:
                 self.summary.matmul_flops_legato += flops
             if _is_host(node):
                 self.summary.host.append(f"{node.name}: {_op_name(node)}")
+                continue
+            if node in self.host_index:
+                self.summary.host.append(f"{node.name}: {_op_name(node)} (index arithmetic)")
                 continue
             if node not in in_partition:
                 d = self.decisions.get(node)

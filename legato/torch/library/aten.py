@@ -129,6 +129,21 @@ def square(x):
 
 
 @legato.function
+def cube(x):
+    return x * x * x
+
+
+@legato.function
+def gelu_tanh(x, wide):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in f32 for a bf16 x (as torch's CPU
+    kernel computes it), rounded once at the end."""
+    y = legato.tensor.cast(x, legato.types.float("float32")) if wide else x
+    inner = (y + y * y * y * 0.044715) * 0.7978845608028654
+    r = y * (legato.tensor.tanh(inner) + 1.0) * 0.5
+    return legato.tensor.cast(r, x.dtype) if wide else r
+
+
+@legato.function
 def relu(x):
     return legato.tensor.maximum(x, 0.0)
 
@@ -366,13 +381,44 @@ def _known_same_shape(x, y) -> bool:
     return len(x) == len(y) and all(statically_known_true(p == q) for p, q in zip(x, y))
 
 
+@legato.function
+def widened(fn, a, b, wide_a, wide_b):
+    """`fn(a, b)` with the bf16 operand(s) flagged `wide_*` cast to f32 first: torch's type
+    promotion of bf16 with f32 (exact: every bf16 is an f32)."""
+    f32 = legato.types.float("float32")
+    if wide_a:
+        a = legato.tensor.cast(a, f32)
+    if wide_b:
+        b = legato.tensor.cast(b, f32)
+    return fn(a, b)
+
+
+def _widen(node, ctx, *operands):
+    """Which operands are bf16 tensors of an f32 result (promoted exactly by a cast); asserts
+    that the others have the result's dtype."""
+    dt = _float_out(node)
+    wide = []
+    for o in operands:
+        is_wide = (
+            isinstance(o, torch.fx.Node)
+            and dt == torch.float32
+            and val(o).dtype == torch.bfloat16
+            and val(o).dim() > 0
+        )
+        wide.append(is_wide)
+    if any(wide):
+        ctx.probe("cast_f32", torch.bfloat16)
+    _same_dtype(node, *(o for o, w in zip(operands, wide) if not w))
+    return dt, wide
+
+
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
-        dt = _same_dtype(node, a, b)
+        dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
                 f"operand {x!r} is neither a tensor nor a number"
@@ -386,6 +432,8 @@ def _binary(fn, probe_op):
             )
         elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
+        if any(wide):
+            return Impl(widened, (fn, a, b, *wide), name=f"{fn.__name__} (bf16 -> f32)")
         return Impl(fn, (a, b))
 
     return resolver
@@ -410,8 +458,15 @@ def _unary(op):
     def resolver(node, ctx):
         x = node.args[0]
         dt = _same_dtype(node, x)
-        if op == "gelu":
-            assert node.kwargs.get("approximate", "none") == "none", "tanh-approximated gelu"
+        if op == "gelu" and node.kwargs.get("approximate", "none") == "tanh":
+            for p in ("tanh", "mul", "add", "constant"):
+                ctx.probe(p, torch.float32)
+            wide = dt == torch.bfloat16
+            if wide:
+                ctx.probe("cast_f32", dt)
+                ctx.probe("cast_bf16", torch.float32)
+            return Impl(gelu_tanh, (x, wide))
+        assert node.kwargs.get("approximate", "none") == "none", "gelu approximation"
         ctx.probe(op, dt)
         return Impl(unary, (x, op))
 
@@ -437,13 +492,16 @@ def resolve_pow(node, ctx):
     if e == 2:
         ctx.probe("mul", dt)
         return Impl(square, (x,))
+    if e == 3:  # gelu_new / GPT-2's tanh-gelu
+        ctx.probe("mul", dt)
+        return Impl(cube, (x,))
     if e == 0.5:
         ctx.probe("sqrt", dt)
         return Impl(unary, (x, "sqrt"))
     if e == -0.5:
         ctx.probe("rsqrt", dt)
         return Impl(unary, (x, "rsqrt"))
-    raise AssertionError(f"pow with exponent {e} (2, 0.5 and -0.5 are implemented)")
+    raise AssertionError(f"pow with exponent {e} (2, 3, 0.5 and -0.5 are implemented)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -486,6 +544,53 @@ def resolve_softmax(node, ctx):
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
+
+
+@legato.function
+def layer_norm(x, w, b, eps, has_w, has_b, wide, stat_ty):
+    """torch's native_layer_norm over the last dim: (y, mean, rstd); a bf16 x is normalized in
+    f32 (as torch's CPU kernel) and y rounded once."""
+    f32 = legato.types.float("float32")
+    y = legato.tensor.cast(x, f32) if wide else x
+    axis = x.ndim - 1
+    mean = legato.tensor.mean(y, axis, True)
+    d = y - mean
+    rstd = legato.tensor.rsqrt(legato.tensor.mean(d * d, axis, True) + eps)
+    y = d * rstd
+    if has_w:
+        y = y * (legato.tensor.cast(w, f32) if wide else w)
+    if has_b:
+        y = y + (legato.tensor.cast(b, f32) if wide else b)
+    if wide:
+        y = legato.tensor.cast(y, x.dtype)
+        mean = legato.tensor.cast(mean, stat_ty)
+        rstd = legato.tensor.cast(rstd, stat_ty)
+    return (y, mean, rstd)
+
+
+@register(aten.native_layer_norm.default)
+def resolve_layer_norm(node, ctx):
+    x, shape, w, b, eps = node.args[:5]
+    tx = val(x)
+    dt = _float_out(node.args[0])
+    assert len(shape) == 1 and tx.dim() >= 1, "layer norm over several dims"
+    for t in (w, b):
+        assert t is None or val(t).dtype == dt, "layer norm with a weight of another dtype"
+    stats = node.meta["val"][1].dtype
+    assert stats in _FLOATS, f"layer norm statistics in {stats}"
+    wide = dt == torch.bfloat16
+    for op in ("mean", "sub", "mul", "add", "rsqrt", "broadcast_binary", "constant"):
+        ctx.probe(op, torch.float32 if wide else dt)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    _fits_sram(ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies")
+    ty = legato.types.float("float32" if stats == torch.float32 else "bfloat16")
+    return Impl(
+        layer_norm,
+        (x, w if w is not None else 0.0, b if b is not None else 0.0, float(eps))
+        + (w is not None, b is not None, wide, ty),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -591,6 +696,32 @@ def resolve_cat(node, ctx):
         return Impl(identity, (xs[0],))
     ctx.probe("concat", dt)
     return Impl(concat, (tuple(xs), dim))
+
+
+@legato.function
+def split_dim(x, dim, bounds):
+    outs = ()
+    for se in bounds:
+        outs = outs + (x[_index(x.ndim, dim, se[0], se[1], None)],)
+    return outs
+
+
+@register([aten.split.Tensor, aten.split_with_sizes.default])
+def resolve_split(node, ctx):
+    x, sizes = node.args[:2]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    dt = val(x).dtype
+    assert dt in _FLOATS, f"dtype {dt} is not supported (bf16 and f32 are)"
+    dim = _norm_dim(dim, val(x).dim())
+    n = val(x).shape[dim]
+    assert isinstance(n, int), "split of a dynamic dim"
+    if isinstance(sizes, int):
+        assert sizes > 0, "split into empty chunks"
+        sizes = [min(sizes, n - s) for s in range(0, n, sizes)]
+    assert all(isinstance(z, int) for z in sizes), "split sizes must be static"
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    ctx.probe("slice", dt)
+    return Impl(split_dim, (x, dim, tuple((s, s + z) for s, z in zip(starts, sizes))))
 
 
 @legato.function
