@@ -1,7 +1,8 @@
 """Hugging Face models through `torch.compile(backend="legato")` (issue 13): tiny configs (hidden
 64, 2 layers, vocab 128), random seeded weights, no downloads, torch.compile's default dynamic
 settings. `model(ids)` with its default arguments (KV cache on) matches eager; greedy
-`generate()` gives eager's tokens without a recompile per token; the share of nodes and of
+`generate()` gives eager's tokens (in bf16 up to a near-tie of eager's own logits) without a
+recompile per token; the share of nodes and of
 matmul FLOPs that ran on Legato is asserted per model (floors: what runs today, see
 docs/torch.md for the gaps).
 
@@ -153,17 +154,34 @@ def _generate(name, dtype, cache):
     kwargs = dict(max_new_tokens=8, do_sample=False)
     if cache == "static":
         kwargs["cache_implementation"] = "static"
+    eager_forward = model.forward
     with torch.no_grad():
         ref = model.generate(ids, **kwargs)
         model.forward = torch.compile(model.forward, backend="legato")
         before = len(lt.summaries())
         out = model.generate(ids, **kwargs)
-    assert torch.equal(out, ref), (out.tolist(), ref.tolist())
+        if not torch.equal(out, ref):
+            _assert_diverged_at_a_tie(eager_forward, out, ref, dtype)
     graphs = lt.summaries()[before:]
     # prefill, the first decode step and one graph for every later length (dynamo makes the
     # length dynamic after the first change): never a graph per token
     assert 1 <= len(graphs) <= 3, [str(s) for s in graphs]
     return graphs
+
+
+def _assert_diverged_at_a_tie(eager_forward, out, ref, dtype):
+    """Greedy bf16 decoding of a random tiny model meets near-ties: where Legato's token first
+    differs from eager's, eager's own logits (on the same prefix) must rate both within two bf16
+    ulps of the largest logit, i.e. both are greedy choices up to bf16 rounding. f32: no ties."""
+    assert out.shape == ref.shape and dtype == BF16, (out.tolist(), ref.tolist())
+    i = int((out[0] != ref[0]).nonzero()[0])
+    logits = eager_forward(input_ids=out[:, :i]).logits[0, -1].float()
+    gap = (logits[ref[0, i]] - logits[out[0, i]]).abs().item()
+    tol = 2 * torch.finfo(BF16).eps * logits.abs().max().item()
+    assert gap <= tol, (
+        f"token {i}: Legato chose {int(out[0, i])}, eager {int(ref[0, i])}, eager's logits "
+        f"differ by {gap:.3g} > {tol:.3g}: {out.tolist()} vs {ref.tolist()}"
+    )
 
 
 # generation cases that run by default (~40 s each); the rest with LEGATO_SLOW_TESTS=1
