@@ -20,7 +20,7 @@ import math
 import operator
 import re
 import types as pytypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -114,6 +114,9 @@ class Generated:
     kernel: object  # legato.Kernel
     inputs: list  # fx nodes (tensor inputs, in kernel argument order)
     outputs: list  # fx nodes (in kernel argument order, after the inputs)
+    # per input / output: per dim, the bound of a dynamic dim (None for a static one)
+    input_bounds: list = field(default_factory=list)
+    output_bounds: list = field(default_factory=list)
 
 
 def generate(
@@ -280,7 +283,20 @@ def generate(
     module.__dict__.update(ns)
     exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - our own source
     kernel = module.__dict__[name]
-    return Generated(name, source, path, kernel, list(inputs), list(outputs))
+
+    def dim_bounds(n):
+        return [None if isinstance(d, int) else bound(d) for d in val(n).shape]
+
+    return Generated(
+        name,
+        source,
+        path,
+        kernel,
+        list(inputs),
+        list(outputs),
+        [dim_bounds(n) for n in inputs],
+        [dim_bounds(n) for n in outputs],
+    )
 
 
 def _global(ns: dict, fresh, value) -> str:

@@ -14,8 +14,15 @@ from legato.model.targets import target_names
 @dataclass(frozen=True)
 class Options:
     device: str = "bertha"  # "legato.device": a target name (legato.model.targets)
-    unbounded_dims: str = "error"  # "legato.unbounded_dims": "error" | "extern"
-    on_kernel_error: str = "raise"  # "legato.on_kernel_error": "raise" | "extern"
+    # "legato.strict": fail fast (raise) where Legato would otherwise run something eagerly
+    # because it cannot: a kernel that fails to compile or to run, an unbounded dynamic dim
+    strict: bool = False
+    # "legato.max_dynamic_dim": the bound assumed for a dynamic dim torch left unbounded
+    # (torch.compile's automatic dynamic shapes); a call above it runs that partition eagerly.
+    # None: no assumption, such dims follow `unbounded_dims`.
+    max_dynamic_dim: int | None = 1024
+    unbounded_dims: str = "extern"  # "legato.unbounded_dims": "extern" | "error"
+    on_kernel_error: str = "extern"  # "legato.on_kernel_error": "extern" | "raise"
     output_type: str | None = None  # "legato.output_type": MLIR/CORE_IR/BACKEND_IR/ASM/BINARY
     output_path: str | None = None  # "legato.output_path": where output_type writes
     log_summary: bool = True  # "legato.log_summary": log the placement summary (INFO)
@@ -34,11 +41,24 @@ class Options:
                     + ", ".join(f"legato.{n}" for n in sorted(known))
                 )
             kwargs[name] = value
+        if kwargs.get("strict"):
+            # strict: every "cannot" raises, unless the user chose otherwise for one of them
+            kwargs.setdefault("on_kernel_error", "raise")
+            kwargs.setdefault("unbounded_dims", "error")
         opts = Options(**kwargs)
         if opts.device not in target_names():
             raise LegatoError(
                 f"legato.device {opts.device!r} is not a Legato device; expected one of "
                 + ", ".join(target_names())
+            )
+        if opts.max_dynamic_dim is not None and (
+            isinstance(opts.max_dynamic_dim, bool)
+            or not isinstance(opts.max_dynamic_dim, int)
+            or opts.max_dynamic_dim < 1
+        ):
+            raise LegatoError(
+                f"legato.max_dynamic_dim must be a positive int or None, got "
+                f"{opts.max_dynamic_dim!r}"
             )
         if opts.unbounded_dims not in ("error", "extern"):
             raise LegatoError("legato.unbounded_dims must be 'error' or 'extern'")

@@ -193,6 +193,15 @@ def resolve(node, ctx: ResolveContext) -> Resolution:
         except AssertionError as e:
             refusals.append(str(e) or f"{getattr(r, '__qualname__', r)} asserted")
             continue
+        except Exception as e:  # a resolver's bug must not break the model (unless strict)
+            if getattr(ctx.options, "strict", False):
+                raise
+            where = getattr(r, "__qualname__", r)
+            log.warning(
+                "legato resolver %s failed on %s: %s: %s", where, node.name, type(e).__name__, e
+            )
+            refusals.append(f"{where} failed: {type(e).__name__}: {e}")
+            continue
         if impl is None:
             refusals.append(f"{getattr(r, '__qualname__', r)} returned None")
             continue

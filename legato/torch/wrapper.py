@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from dataclasses import dataclass
 
@@ -27,6 +28,10 @@ from legato.torch.options import Options
 from legato.torch.summary import ExternInfo, KernelInfo, PlacementSummary, record
 
 log = logging.getLogger("legato.torch")
+
+# A graph whose kernels keep failing to compile is not bisected forever: after this many nodes
+# made eager for it, a failing partition runs eagerly whole.
+_MAX_CULPRITS = 24
 
 # Nodes that are bookkeeping, not computation: never counted as extern.
 _BOOKKEEPING = {operator.getitem}
@@ -72,14 +77,113 @@ def _symints(node):
                     yield d
 
 
-class Bounds:
-    """Upper bounds of dynamic sizes, from the ShapeEnv's value ranges (mark_dynamic max=)."""
+def _statically_empty(v) -> bool:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
 
-    def __init__(self, example_inputs):
+    return isinstance(v, torch.Tensor) and any(statically_known_true(d == 0) for d in v.shape)
+
+
+def _empty_operand(node) -> str | None:
+    """Why a node with an empty (size-0) tensor runs eagerly: there is nothing to compute, and
+    Legato's memories and MPU take no empty tile. `cat` drops empty operands itself (the [0]
+    tensor DynamicCache starts its KV cache with), so only its result counts."""
+    vals = [node.meta.get("val")]
+    if node.target is not torch.ops.aten.cat.default:
+        vals += [a.meta.get("val") for a in node.all_input_nodes]
+    vals = [x for v in vals for x in (v if isinstance(v, (tuple, list)) else [v])]
+    if any(_statically_empty(v) for v in vals):
+        return "empty tensor (a size-0 dim): nothing to compute on Legato"
+    return None
+
+
+def _matmul_flops(node, bounds) -> int:
+    """Multiply-add FLOPs (2 per MAC) of a matmul or attention node; 0 for other nodes. A
+    dynamic size counts with its example value (else its bound)."""
+
+    def shape(a):
+        v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        if not isinstance(v, torch.Tensor):
+            return None
+        out = []
+        for d in v.shape:
+            if isinstance(d, int):
+                out.append(d)
+            else:
+                hint = getattr(d.node, "hint", None)
+                out.append(int(hint) if hint is not None else (bounds(d) or 0))
+        return out
+
+    aten = torch.ops.aten
+    t, args = node.target, node.args
+    if t in (aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default):
+        a, b = (args[1], args[2]) if t in (aten.addmm.default, aten.baddbmm.default) else args[:2]
+        sa, sb = shape(a), shape(b)
+        if sa is None or sb is None:
+            return 0
+        return 2 * math.prod(sa) * sb[-1]
+    if "scaled_dot_product" in str(t):
+        sq, sk, sv = (shape(x) for x in args[:3])
+        if sq is None or sk is None or sv is None:
+            return 0
+        # q @ k^T and p @ v per query head (kv heads shared under GQA)
+        return 2 * math.prod(sq[:-1]) * sk[-2] * (sq[-1] + sv[-1])
+    return 0
+
+
+_INDEX_DTYPES = (torch.int64, torch.int32, torch.bool)
+
+
+def _host_index_work(gm, decisions) -> set:
+    """Integer and bool tensor work computed from graph inputs only (position ids, cache
+    positions, masks built from them, and their conversion to float): index arithmetic that runs
+    on the host before the kernels, upstream of every Legato value, so it never splits a
+    partition. Reported with the host work, not as extern computation."""
+    host: set = set()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node not in decisions or decisions[node].impl:
+            continue
+        v = node.meta.get("val")
+        ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+        if not isinstance(v, torch.Tensor) or not all(
+            a.op in ("placeholder", "get_attr") or a in host for a in ins
+        ):
+            continue
+        index_in = [a for a in ins if a.meta["val"].dtype in _INDEX_DTYPES]
+        if v.dtype in _INDEX_DTYPES and len(index_in) == len(ins):
+            host.add(node)  # int/bool from int/bool (or from nothing: arange, ones)
+        elif node.target is torch.ops.aten._to_copy.default and index_in and len(ins) == 1:
+            host.add(node)  # positions converted to float for the rotary embedding
+    return host
+
+
+class Bounds:
+    """Upper bounds of dynamic sizes, from the ShapeEnv's value ranges (mark_dynamic max=).
+
+    A symbol torch left without an upper bound (torch.compile's automatic dynamic shapes) is
+    assumed to be at most `assume` (`legato.max_dynamic_dim`) when that is set; `assumed`
+    records which symbols got that bound, so a call above it can run eagerly instead."""
+
+    def __init__(self, example_inputs, assume: int | None = None):
         from torch._guards import detect_fake_mode
 
         mode = detect_fake_mode(example_inputs)
         self.shape_env = getattr(mode, "shape_env", None)
+        self.assume = assume
+        self.assumed: set = set()
+
+    def _ranges(self, expr):
+        from torch.utils._sympy.value_ranges import ValueRanges
+
+        ranges = {}
+        for x in expr.free_symbols:
+            r = self.shape_env.var_to_range.get(x)
+            if r is None:
+                continue
+            if self.assume is not None and _infinite(r.upper):
+                r = ValueRanges(r.lower, max(int(r.lower), self.assume))
+                self.assumed.add(x)
+            ranges[x] = r
+        return ranges
 
     def __call__(self, size) -> int | None:
         if isinstance(size, int):
@@ -88,18 +192,29 @@ class Bounds:
             return None
         expr = size.node.expr if isinstance(size, torch.SymInt) else size
         try:
-            upper = self.shape_env.bound_sympy(expr).upper
-        except Exception:  # noqa: BLE001
+            from torch.utils._sympy.value_ranges import bound_sympy
+
+            upper = bound_sympy(expr, self._ranges(expr)).upper
+        except Exception:  # noqa: BLE001 - no bound known: the caller reports the dim
+            return None
+        if _infinite(upper):
             return None
         try:
-            from torch.utils._sympy.numbers import IntInfinity
-
-            if isinstance(upper, IntInfinity) or upper.is_finite is False:
-                return None
             value = int(upper)
-        except (TypeError, ValueError, AttributeError, ImportError):
+        except (TypeError, ValueError):
             return None
         return value if value < 2**40 else None  # "bounded" by sys.maxsize is unbounded
+
+
+def _infinite(upper) -> bool:
+    try:
+        from torch.utils._sympy.numbers import IntInfinity
+
+        if isinstance(upper, IntInfinity) or getattr(upper, "is_finite", True) is False:
+            return True
+        return int(upper) >= 2**40
+    except (TypeError, ValueError):
+        return True
 
 
 @dataclass
@@ -122,9 +237,97 @@ class LegatoSupport(OperatorSupportBase):
         return d is not None and d.impl is not None
 
 
+class OutputShapes:
+    """Sizes, strides and dtypes of a partition's outputs for one call.
+
+    They come from the fake values the traced graph recorded (`meta["val"]`), their symbolic
+    sizes evaluated with this call's input sizes, never by running the partition again (meta
+    tensors cannot run `_to_copy(device=cpu)` nor bf16 `rms_norm`). A size whose symbol no input
+    carries is found by running the partition under a FakeTensorMode instead."""
+
+    def __init__(self, fused: torch.fx.GraphModule, outputs: list):
+        placeholders = [n for n in fused.graph.nodes if n.op == "placeholder"]
+        self.fused = fused
+        self.plan = []  # (arg position, dim or None, symbol)
+        for i, n in enumerate(placeholders):
+            v = n.meta.get("val")
+            if isinstance(v, torch.Tensor):
+                for d, size in enumerate(v.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                        self.plan.append((i, d, size.node.expr))
+            elif isinstance(v, torch.SymInt) and v.node.expr.is_Symbol:
+                self.plan.append((i, None, v.node.expr))
+        known = {sym for _, _, sym in self.plan}
+        self.outs = []
+        free = set()
+        for o in outputs:
+            v = o.meta["val"]
+            sizes = [_expr(x) for x in v.shape]
+            strides = [_expr(x) for x in v.stride()]
+            for e in sizes + strides:
+                free |= getattr(e, "free_symbols", set())
+            self.outs.append((sizes, strides, v.dtype))
+        self.symbolic = bool(free)
+        self.complete = free <= known
+        self._cache: dict = {}
+
+    def __call__(self, args) -> list:
+        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
+        shapes = self._cache.get(key)
+        if shapes is not None:
+            return shapes
+        if not self.symbolic:
+            shapes = [(tuple(sz), tuple(st), dt) for sz, st, dt in self.outs]
+        elif self.complete:
+            env = {}
+            for i, d, sym in self.plan:
+                env[sym] = int(args[i].shape[d] if d is not None else args[i])
+            shapes = [
+                (tuple(_eval(x, env) for x in sz), tuple(_eval(x, env) for x in st), dt)
+                for sz, st, dt in self.outs
+            ]
+        else:
+            shapes = self._fake_run(args)
+        self._cache[key] = shapes
+        return shapes
+
+    def _fake_run(self, args):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode() as mode:
+            fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+            res = self.fused(*fakes)
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        return [(tuple(r.shape), tuple(r.stride()), r.dtype) for r in res]
+
+
+def _expr(x):
+    return x.node.expr if isinstance(x, torch.SymInt) else int(x)
+
+
+def _eval(e, env) -> int:
+    return e if isinstance(e, int) else int(e.xreplace(env))
+
+
+def _empty_out(shape, stride, dtype):
+    """The output buffer: the traced strides (a later extern op may depend on them), unless they
+    overlap (an `expand`'s stride 0): the kernel writes every element, so a dense buffer."""
+    expected = 1
+    for st, sz in sorted((st, sz) for sz, st in zip(shape, stride) if sz != 1):
+        if st != expected:
+            return torch.empty(shape, dtype=dtype)
+        expected *= sz
+    return torch.empty_strided(shape, stride, dtype=dtype)
+
+
 class LegatoKernelModule(torch.nn.Module):
     """Runs one partition as its Legato kernel: tensor inputs in, outputs allocated and written
-    in place by the kernel, returned in the structure of the fused submodule."""
+    in place by the kernel, returned in the structure of the fused submodule.
+
+    A call the kernel cannot take (a dynamic size above the bound the kernel was built for,
+    `legato.max_dynamic_dim`) or whose run fails runs the partition eagerly instead (a warning,
+    counted in the summary's `eager_calls`) unless `legato.strict` / `on_kernel_error="raise"`.
+    """
 
     def __init__(
         self,
@@ -136,41 +339,69 @@ class LegatoKernelModule(torch.nn.Module):
         super().__init__()
         self.gen = gen
         self.kernel = gen.kernel
-        self.fused = fused  # used on meta tensors for output shapes
+        self.fused = fused  # runs eagerly for a call the kernel cannot take
         self.info = info
         self.options = options
-        placeholders = [n for n in fused.graph.nodes if n.op == "placeholder"]
-        self.tensor_pos = [
-            i for i, n in enumerate(placeholders) if isinstance(n.meta.get("val"), torch.Tensor)
-        ]
+        placeholders = [n.name for n in fused.graph.nodes if n.op == "placeholder"]
+        self.in_pos = [placeholders.index(n.name) for n in gen.inputs]
         out = next(n for n in fused.graph.nodes if n.op == "output").args[0]
         self.single = not isinstance(out, (tuple, list))
-        self._shapes: dict = {}
+        names = [out.name] if self.single else [o.name for o in out]
+        by_name = {n.name: i for i, n in enumerate(gen.outputs)}
+        self.out_order = [by_name[nm] for nm in names]  # fused output j is kernel output
+        self.shapes = OutputShapes(fused, [gen.outputs[i] for i in self.out_order])
+        self._warned = False
 
-    def _out_shapes(self, args):
-        key = tuple(tuple(a.shape) if isinstance(a, torch.Tensor) else a for a in args)
-        shapes = self._shapes.get(key)
-        if shapes is None:
-            meta = [a.to("meta") if isinstance(a, torch.Tensor) else a for a in args]
-            res = self.fused(*meta)
-            res = [res] if self.single else list(res)
-            # the strides the traced graph expects (a later extern view may depend on them);
-            # the kernel writes a non-contiguous output through a contiguous copy
-            shapes = [(tuple(r.shape), tuple(r.stride()), r.dtype) for r in res]
-            self._shapes[key] = shapes
-        return shapes
+    def _too_large(self, ins, shapes) -> str | None:
+        tensors = [(f"input {n.name}", t.shape) for n, t in zip(self.gen.inputs, ins)]
+        tensors += [(f"output {self.gen.outputs[j].name}", s[0]) for j, s in enumerate(shapes)]
+        bounds = list(self.gen.input_bounds) + [self.gen.output_bounds[j] for j in self.out_order]
+        for (what, shape), bnds in zip(tensors, bounds):
+            for d, (n, b) in enumerate(zip(shape, bnds)):
+                if b is not None and n > b:
+                    return (
+                        f"{what}: dim {d} is {n}, above the bound {b} the kernel was built for "
+                        "(legato.max_dynamic_dim, or mark_dynamic(..., max=N))"
+                    )
+        return None
+
+    def _eager(self, args, reason: str):
+        if self.options.on_kernel_error == "raise":
+            raise kernelgen.LegatoError(f"legato kernel {self.info.name}: {reason}")
+        if not self._warned:
+            log.warning("legato: kernel %s runs eagerly for this call: %s", self.info.name, reason)
+            self._warned = True
+        self.info.eager_calls += 1
+        self.info.eager_reason = reason
+        return self.fused(*args)
 
     def forward(self, *args):
-        outs = [torch.empty_strided(s, st, dtype=dt) for s, st, dt in self._out_shapes(args)]
-        ins = [args[i] for i in self.tensor_pos]
-        with self.options.session():
-            self.kernel(*ins, *outs)
+        shapes = self.shapes(args)
+        ins = [args[i] for i in self.in_pos]
+        reason = self._too_large(ins, shapes)
+        if reason is not None:
+            return self._eager(args, reason)
+        outs = [_empty_out(*s) for s in shapes]
+        kouts = [None] * len(outs)
+        for j, i in enumerate(self.out_order):
+            kouts[i] = outs[j]
+        try:
+            with self.options.session():
+                self.kernel(*ins, *kouts)
+        except Exception as e:  # noqa: BLE001 - strict raises it; else the call runs eagerly
+            if self.options.on_kernel_error == "raise":
+                raise
+            return self._eager(args, f"kernel run failed: {_first_line(e)}")
         run = self.kernel.last_run
         cycles = int(getattr(run, "cycles", 0) or 0)
         self.info.calls += 1
         self.info.last_cycles = cycles
         self.info.total_cycles += cycles
         return outs[0] if self.single else tuple(outs)
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 _graph_counter = 0
@@ -186,7 +417,8 @@ class LegatoGraphWrapper:
         _graph_counter += 1
         self.name = name or f"graph{_graph_counter}"
         self.options = options
-        self.bounds = Bounds(example_inputs)
+        self.bounds = Bounds(example_inputs, options.max_dynamic_dim)
+        self._kernels = 0
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
@@ -215,6 +447,10 @@ class LegatoGraphWrapper:
                         'options={"legato.unbounded_dims": "extern"} to run such nodes eagerly'
                     )
                 decisions[node] = NodeDecision(None, msg)
+                continue
+            empty = _empty_operand(node)
+            if empty is not None:
+                decisions[node] = NodeDecision(None, empty)
                 continue
             res = registry.resolve(node, self.ctx)
             d = NodeDecision(res.impl, res.reason)
@@ -247,25 +483,67 @@ class LegatoGraphWrapper:
                         "from graph inputs; it runs eagerly so the kernel loads the weight "
                         "straight into mpu_buffer",
                     )
+        self.host_index = _host_index_work(gm, decisions)
         return decisions
 
     # -- partitions ----------------------------------------------------------------------------
 
-    def _partition(self, gm):
+    def _propose(self, gm):
         support = LegatoSupport(self.decisions)
         partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
-        partitions = partitioner.propose_partitions()
         partitions = [
             p
-            for p in partitions
+            for p in partitioner.propose_partitions()
             if sum(1 for n in p.nodes if n.target not in _BOOKKEEPING) >= self.options.min_ops
         ]
+        return partitioner, partitions
+
+    def _partition(self, gm):
+        """Partitions whose kernels all compile. A partition that fails is bisected to the first
+        node that makes it fail; that node runs eagerly (reason `kernel failed: ...`) and the
+        graph is partitioned again, up to `_MAX_CULPRITS` times per graph (then a failing
+        partition runs eagerly whole)."""
+        compiled: dict[frozenset, kernelgen.Generated | str] = {}
+        culprits = 0
+        while True:
+            partitioner, partitions = self._propose(gm)
+            retry = False
+            for p in partitions:
+                nodes = [n for n in gm.graph.nodes if n in p.nodes]
+                got = self._compiled(nodes, compiled)
+                if isinstance(got, kernelgen.Generated):
+                    continue
+                if culprits >= _MAX_CULPRITS:
+                    for n in nodes:
+                        if n.target not in _BOOKKEEPING:
+                            self.decisions[n] = NodeDecision(None, f"kernel failed: {got}")
+                    retry = True
+                    continue
+                culprit, why = self._bisect(nodes, got, compiled)
+                log.warning(
+                    "legato: %s (%s) runs eagerly: its kernel fails to compile: %s",
+                    culprit.name,
+                    _op_name(culprit),
+                    why,
+                )
+                self.decisions[culprit] = NodeDecision(None, f"kernel failed: {why}")
+                culprits += 1
+                retry = True
+            if not retry:
+                break
         in_partition = {n for p in partitions for n in p.nodes}
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target in _BOOKKEEPING:
                 continue
+            flops = _matmul_flops(node, self.bounds)
+            self.summary.matmul_flops += flops
+            if node in in_partition:
+                self.summary.matmul_flops_legato += flops
             if _is_host(node):
                 self.summary.host.append(f"{node.name}: {_op_name(node)}")
+                continue
+            if node in self.host_index:
+                self.summary.host.append(f"{node.name}: {_op_name(node)} (index arithmetic)")
                 continue
             if node not in in_partition:
                 d = self.decisions.get(node)
@@ -275,91 +553,93 @@ class LegatoGraphWrapper:
                     else f"partition smaller than legato.min_ops={self.options.min_ops}"
                 )
                 self.summary.extern.append(ExternInfo(node.name, _op_name(node), reason))
+        gens = []
+        for p in partitions:
+            nodes = [n for n in gm.graph.nodes if n in p.nodes]
+            gens.append((nodes, compiled[frozenset(nodes)]))
         fused = partitioner.fuse_partitions(partitions) if partitions else gm
-        kernels_by_sub = {}
-        idx = 0
-        for node in list(fused.graph.nodes):
-            if node.op != "call_module" or not node.target.startswith("fused_"):
-                continue
-            sub = getattr(fused, node.target)
-            module = self._compile_partition(node.target, sub, idx)
-            idx += 1
-            if module is None:
-                continue
-            kernels_by_sub[node.target] = module
-        for target, module in kernels_by_sub.items():
-            setattr(fused, target, module)
+        subs = [
+            n.target
+            for n in fused.graph.nodes
+            if n.op == "call_module" and n.target.startswith("fused_")
+        ]
+        # fused submodules hold copies of the partition's nodes, with the same names
+        by_names = {frozenset(n.name for n in nodes): (nodes, gen) for nodes, gen in gens}
+        for target in subs:
+            sub = getattr(fused, target)
+            names = frozenset(n.name for n in sub.graph.nodes if n.op == "call_function")
+            nodes, gen = by_names[names]
+            labels = [
+                f"{n.name}: {_op_name(n)} -> {self.decisions[n].impl.label}"
+                for n in nodes
+                if n.target not in _BOOKKEEPING
+            ]
+            info = KernelInfo(gen.name, labels, str(gen.path))
+            self.summary.kernels.append(info)
+            setattr(fused, target, LegatoKernelModule(gen, sub, info, self.options))
         fused.recompile()
         return fused
 
-    def _compile_partition(self, target: str, sub: torch.fx.GraphModule, idx: int):
-        inputs = [
-            n
-            for n in sub.graph.nodes
-            if n.op == "placeholder" and isinstance(n.meta.get("val"), torch.Tensor)
-        ]
-        steps, nodes = [], []
-        # fused submodules hold copies of the original nodes: find the decisions by name
-        by_name = {n.name: d for n, d in self.decisions.items()}
-        for n in sub.graph.nodes:
-            if n.op != "call_function":
-                continue
-            if n.target in _BOOKKEEPING:
-                steps.append(kernelgen.Step(n, None))  # an element of a tuple result
-                continue
-            d = by_name.get(n.name)
-            impl = d.impl if d is not None else None
-            if impl is None:  # re-resolve on the copy (args must point into `sub`)
-                impl = registry.resolve(n, self.ctx).impl
-            else:
-                impl = self._rebind(impl, n)
-            steps.append(kernelgen.Step(n, impl))
-            nodes.append(f"{n.name}: {_op_name(n)} -> {impl.label}")
-        out = next(n for n in sub.graph.nodes if n.op == "output").args[0]
-        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
-        name = f"{self.name}_k{idx}"
-        info = KernelInfo(name, nodes, "")
+    def _kernel_io(self, nodes):
+        """The tensor inputs, steps and outputs of a kernel running `nodes` of the graph."""
+        inside = set(nodes)
+        inputs, outputs, steps = [], [], []
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if (
+                    a not in inside
+                    and a not in inputs
+                    and isinstance(a.meta.get("val"), torch.Tensor)
+                ):
+                    inputs.append(a)
+            d = self.decisions.get(n)
+            steps.append(kernelgen.Step(n, None if n.target in _BOOKKEEPING else d.impl))
+            if any(u not in inside for u in n.users) and isinstance(
+                n.meta.get("val"), torch.Tensor
+            ):
+                outputs.append(n)
+        return inputs, steps, outputs
+
+    def _compiled(self, nodes, cache) -> kernelgen.Generated | str:
+        """The compiled kernel of `nodes`, or the first line of why it does not compile."""
+        key = frozenset(nodes)
+        if key in cache:
+            return cache[key]
+        self._kernels += 1
+        name = f"{self.name}_k{self._kernels - 1}"
         try:
+            inputs, steps, outputs = self._kernel_io(nodes)
             gen = kernelgen.generate(name, inputs, steps, outputs, self.options.device, self.bounds)
-            info.source_path = str(gen.path)
             gen.kernel.compile()
-        except Exception as e:
+            result: kernelgen.Generated | str = gen
+        except Exception as e:  # noqa: BLE001 - strict raises it; else the nodes run eagerly
             if self.options.on_kernel_error == "raise":
                 raise
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-            log.warning(
-                "legato: kernel %s failed to compile, its %d node(s) run extern: %s",
-                name,
-                len(steps),
-                first,
-            )
-            for s in steps:
-                self.summary.extern.append(
-                    ExternInfo(s.node.name, _op_name(s.node), f"kernel failed: {first}")
-                )
-            return None
-        self.summary.kernels.append(info)
-        return LegatoKernelModule(gen, sub, info, self.options)
+            result = _first_line(e)
+        cache[key] = result
+        return result
 
-    @staticmethod
-    def _rebind(impl: registry.Impl, node) -> registry.Impl:
-        """The implementation with its node operands replaced by `node`'s (the copy in the
-        fused submodule): the resolver saw the original graph's nodes."""
-        originals = node.args
-        # map original arg nodes by name to the copy's arg nodes
-        copy_by_name = {a.name: a for a in node.all_input_nodes}
+    def _bisect(self, nodes, why: str, cache):
+        """The first node of `nodes` (graph order) whose prefix fails to compile, with the
+        reason. A prefix keeps the getitems of the tuple results it holds."""
+        compute = [n for n in nodes if n.target not in _BOOKKEEPING]
 
-        def sub(a):
-            if isinstance(a, torch.fx.Node):
-                return copy_by_name.get(a.name, a)
-            if isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
-                return type(a)(sub(x) for x in a)
-            return a
+        def prefix(k):
+            keep = set(compute[:k])
+            return [
+                n for n in nodes if n in keep or (n.target in _BOOKKEEPING and n.args[0] in keep)
+            ]
 
-        del originals
-        return registry.Impl(
-            impl.fn, tuple(sub(a) for a in impl.args), dict(impl.memory), impl.name
-        )
+        lo, hi = 1, len(compute)  # prefix(hi) fails; find the smallest failing k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            got = self._compiled(prefix(mid), cache)
+            if isinstance(got, kernelgen.Generated):
+                lo = mid + 1
+            else:
+                hi, why = mid, got
+        got = self._compiled(prefix(lo), cache)
+        return compute[lo - 1], (got if isinstance(got, str) else why)
 
     def __call__(self, *args):
         return self.gm(*args)

@@ -67,26 +67,32 @@ def causal_mask(s, lk, dtype):
 
 
 @legato.function
-def attention(q, k, v, scale, causal):
+def attention(q, k, v, scale, causal, wide):
     """softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head), as the CPU flash kernel
     computes it: scores and softmax in f32, the unnormalized probabilities rounded to the input
-    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end."""
+    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end.
+    Grouped-query attention: query head h reads key/value head h // (heads / kv heads).
+    `wide`: the operands are f32 (no rounding of the probabilities)."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
+    rep = nh // k.shape[1]
     if causal and lk > 1:
         mask = causal_mask(s, lk, f32)
     per_b = ()
     for b in legato.static_range(nb):
         per_h = ()
         for h in legato.static_range(nh):
-            kt = legato.tensor.transpose(k[b, h], (1, 0))
+            kt = legato.tensor.transpose(k[b, h // rep], (1, 0))
             sc = legato.tensor.matmul(q[b, h], kt, f32) * scale
             if causal and lk > 1:
                 sc = sc + mask
             e = legato.tensor.exp(sc - legato.tensor.max(sc, axis=1, keepdim=True))
-            o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), v[b, h], f32)
-            o = legato.tensor.cast(o / legato.tensor.sum(e, 1, True), q.dtype)
+            if wide:
+                o = legato.tensor.matmul(e, v[b, h // rep], f32) / legato.tensor.sum(e, 1, True)
+            else:
+                o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), v[b, h // rep], f32)
+                o = legato.tensor.cast(o / legato.tensor.sum(e, 1, True), q.dtype)
             per_h = per_h + (legato.tensor.reshape(o, (1, 1, s, d)),)
         per_b = per_b + ((per_h[0] if nh == 1 else legato.tensor.concat(per_h, 1)),)
     return ((per_b[0] if nb == 1 else legato.tensor.concat(per_b, 0)),)
@@ -120,6 +126,11 @@ def rsub(a, b):
 @legato.function
 def square(x):
     return x * x
+
+
+@legato.function
+def cube(x):
+    return x * x * x
 
 
 @legato.function
@@ -368,13 +379,44 @@ def _known_same_shape(x, y) -> bool:
     return len(x) == len(y) and all(statically_known_true(p == q) for p, q in zip(x, y))
 
 
+@legato.function
+def widened(fn, a, b, wide_a, wide_b):
+    """`fn(a, b)` with the bf16 operand(s) flagged `wide_*` cast to f32 first: torch's type
+    promotion of bf16 with f32 (exact: every bf16 is an f32)."""
+    f32 = legato.types.float("float32")
+    if wide_a:
+        a = legato.tensor.cast(a, f32)
+    if wide_b:
+        b = legato.tensor.cast(b, f32)
+    return fn(a, b)
+
+
+def _widen(node, ctx, *operands):
+    """Which operands are bf16 tensors of an f32 result (promoted exactly by a cast); asserts
+    that the others have the result's dtype."""
+    dt = _float_out(node)
+    wide = []
+    for o in operands:
+        is_wide = (
+            isinstance(o, torch.fx.Node)
+            and dt == torch.float32
+            and val(o).dtype == torch.bfloat16
+            and val(o).dim() > 0
+        )
+        wide.append(is_wide)
+    if any(wide):
+        ctx.probe("cast_f32", torch.bfloat16)
+    _same_dtype(node, *(o for o, w in zip(operands, wide) if not w))
+    return dt, wide
+
+
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
-        dt = _same_dtype(node, a, b)
+        dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
                 f"operand {x!r} is neither a tensor nor a number"
@@ -388,6 +430,8 @@ def _binary(fn, probe_op):
             )
         elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
+        if any(wide):
+            return Impl(widened, (fn, a, b, *wide), name=f"{fn.__name__} (bf16 -> f32)")
         return Impl(fn, (a, b))
 
     return resolver
@@ -445,13 +489,16 @@ def resolve_pow(node, ctx):
     if e == 2:
         ctx.probe("mul", dt)
         return Impl(square, (x,))
+    if e == 3:  # gelu_new / GPT-2's tanh-gelu
+        ctx.probe("mul", dt)
+        return Impl(cube, (x,))
     if e == 0.5:
         ctx.probe("sqrt", dt)
         return Impl(unary, (x, "sqrt"))
     if e == -0.5:
         ctx.probe("rsqrt", dt)
         return Impl(unary, (x, "rsqrt"))
-    raise AssertionError(f"pow with exponent {e} (2, 0.5 and -0.5 are implemented)")
+    raise AssertionError(f"pow with exponent {e} (2, 3, 0.5 and -0.5 are implemented)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,6 +513,8 @@ def _reduction(op):
         assert node.kwargs.get("dtype") is None, "reduction with a dtype= conversion"
         dt = _same_dtype(node, x)
         rank = val(x).dim()
+        if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 / () to itself
+            return Impl(identity, (x,))
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
             assert rank == 1, "full reduction of a tensor of rank > 1"
             dims = [0]
@@ -478,7 +527,7 @@ def _reduction(op):
     return resolver
 
 
-register(aten.sum.dim_IntList, _reduction("sum"))
+register([aten.sum.dim_IntList, aten.sum.default], _reduction("sum"))
 register(aten.mean.dim, _reduction("mean"))
 register(aten.amax.default, _reduction("amax"))
 
@@ -488,9 +537,57 @@ def resolve_softmax(node, ctx):
     x, dim, half_to_float = node.args[:3]
     assert not half_to_float, "softmax with half_to_float"
     dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
+
+
+@legato.function
+def layer_norm(x, w, b, eps, has_w, has_b, wide, stat_ty):
+    """torch's native_layer_norm over the last dim: (y, mean, rstd); a bf16 x is normalized in
+    f32 (as torch's CPU kernel) and y rounded once."""
+    f32 = legato.types.float("float32")
+    y = legato.tensor.cast(x, f32) if wide else x
+    axis = x.ndim - 1
+    mean = legato.tensor.mean(y, axis, True)
+    d = y - mean
+    rstd = legato.tensor.rsqrt(legato.tensor.mean(d * d, axis, True) + eps)
+    y = d * rstd
+    if has_w:
+        y = y * (legato.tensor.cast(w, f32) if wide else w)
+    if has_b:
+        y = y + (legato.tensor.cast(b, f32) if wide else b)
+    if wide:
+        y = legato.tensor.cast(y, x.dtype)
+        mean = legato.tensor.cast(mean, stat_ty)
+        rstd = legato.tensor.cast(rstd, stat_ty)
+    return (y, mean, rstd)
+
+
+@register(aten.native_layer_norm.default)
+def resolve_layer_norm(node, ctx):
+    x, shape, w, b, eps = node.args[:5]
+    tx = val(x)
+    dt = _float_out(node.args[0])
+    assert len(shape) == 1 and tx.dim() >= 1, "layer norm over several dims"
+    for t in (w, b):
+        assert t is None or val(t).dtype == dt, "layer norm with a weight of another dtype"
+    stats = node.meta["val"][1].dtype
+    assert stats in _FLOATS, f"layer norm statistics in {stats}"
+    wide = dt == torch.bfloat16
+    for op in ("mean", "sub", "mul", "add", "rsqrt", "broadcast_binary", "constant"):
+        ctx.probe(op, torch.float32 if wide else dt)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    _fits_sram(ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies")
+    ty = legato.types.float("float32" if stats == torch.float32 else "bfloat16")
+    return Impl(
+        layer_norm,
+        (x, w if w is not None else 0.0, b if b is not None else 0.0, float(eps))
+        + (w is not None, b is not None, wide, ty),
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -569,6 +666,16 @@ def resolve_to_copy(node, ctx):
     return Impl(cast, (x, ty))
 
 
+def _statically_empty(t, dim) -> bool:
+    """torch's cat skips a legacy empty [0] tensor (DynamicCache starts its KV cache as one)
+    and adds nothing for an operand of size 0 along `dim`."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    if t.dim() == 1 and statically_known_true(t.shape[0] == 0):
+        return True
+    return t.dim() > dim and statically_known_true(t.shape[dim] == 0)
+
+
 @register(aten.cat.default)
 def resolve_cat(node, ctx):
     xs = node.args[0]
@@ -576,8 +683,42 @@ def resolve_cat(node, ctx):
     dt = _layout_dtype(node, xs[0])
     for x in xs:
         assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, "cat of mixed dtypes"
+    dim = _norm_dim(dim, val(node).dim())
+    xs = [x for x in xs if not _statically_empty(val(x), dim)]
+    assert xs, "cat of empty tensors only"
+    assert all(isinstance(val(x).shape[dim], int) for x in xs), (
+        f"cat along dim {dim}, which is dynamic (the compiler concatenates along static dims)"
+    )
+    if len(xs) == 1:
+        return Impl(identity, (xs[0],))
     ctx.probe("concat", dt)
-    return Impl(concat, (tuple(xs), _norm_dim(dim, val(node).dim())))
+    return Impl(concat, (tuple(xs), dim))
+
+
+@legato.function
+def split_dim(x, dim, bounds):
+    outs = ()
+    for se in bounds:
+        outs = outs + (x[_index(x.ndim, dim, se[0], se[1], None)],)
+    return outs
+
+
+@register([aten.split.Tensor, aten.split_with_sizes.default])
+def resolve_split(node, ctx):
+    x, sizes = node.args[:2]
+    dim = node.args[2] if len(node.args) > 2 else node.kwargs.get("dim", 0)
+    dt = val(x).dtype
+    assert dt in _FLOATS, f"dtype {dt} is not supported (bf16 and f32 are)"
+    dim = _norm_dim(dim, val(x).dim())
+    n = val(x).shape[dim]
+    assert isinstance(n, int), "split of a dynamic dim"
+    if isinstance(sizes, int):
+        assert sizes > 0, "split into empty chunks"
+        sizes = [min(sizes, n - s) for s in range(0, n, sizes)]
+    assert all(isinstance(z, int) for z in sizes), "split sizes must be static"
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    ctx.probe("slice", dt)
+    return Impl(split_dim, (x, dim, tuple((s, s + z) for s, z in zip(starts, sizes))))
 
 
 @legato.function
@@ -609,6 +750,7 @@ def resolve_slice(node, ctx):
     step = node.args[4] if len(node.args) > 4 else 1
     for v in (start, end, step):
         assert v is None or isinstance(v, int), "slice bounds must be static"
+    assert step == 1, f"strided slice (step {step}) is not compiled yet (no strided copy)"
     assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
     ctx.probe("slice", dt)
     size = val(x).shape[dim]
@@ -645,14 +787,17 @@ def resolve_sdpa_flash_cpu(node, ctx):
             "the attention's logsumexp output is used (only the output is computed)"
         )
     tq, tk, tv = val(q), val(k), val(v)
-    assert tq.dtype == tk.dtype == tv.dtype == torch.bfloat16, (
-        f"attention on {tq.dtype} (the MPU multiplies bf16)"
+    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _FLOATS, (
+        f"attention on {tq.dtype}, {tk.dtype}, {tv.dtype} (bf16 or f32, one dtype)"
     )
     for t in (tq, tk, tv):
         assert t.dim() == 4 and all(isinstance(d, int) for d in t.shape), (
             "attention needs static [B, H, S, D] operands"
         )
-    assert tk.shape[:2] == tq.shape[:2] == tv.shape[:2], "attention with broadcast heads (GQA)"
+    assert tk.shape == tv.shape and tk.shape[0] == tq.shape[0], "attention operand shapes"
+    assert tq.shape[1] % tk.shape[1] == 0, (
+        f"{tq.shape[1]} query heads are not a multiple of {tk.shape[1]} key/value heads"
+    )
     scale = node.kwargs.get("scale")
     scale = 1.0 / math.sqrt(tq.shape[-1]) if scale is None else float(scale)
     for op in (
@@ -667,11 +812,14 @@ def resolve_sdpa_flash_cpu(node, ctx):
         "add",
         "broadcast_binary",
         "cast_bf16",
+        "matmul",
     ):
         ctx.probe(op, torch.float32)
-    ctx.probe("cast_f32", torch.bfloat16)
+    wide = tq.dtype == torch.float32
+    if not wide:
+        ctx.probe("cast_f32", torch.bfloat16)
     _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
-    return Impl(attention, (q, k, v, scale, bool(causal)))
+    return Impl(attention, (q, k, v, scale, bool(causal), wide))
 
 
 # --------------------------------------------------------------------------------------------
@@ -746,6 +894,7 @@ def resolve_safe_softmax(node, ctx):
     dtype = node.args[2] if len(node.args) > 2 else node.kwargs.get("dtype")
     assert dtype is None, "_safe_softmax with a dtype= conversion"
     dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
     for op in ("max", "sub", "exp", "sum", "div", "maximum", "where", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(safe_softmax, (x, _norm_dim(dim, val(x).dim()), float(torch.finfo(dt).max)))

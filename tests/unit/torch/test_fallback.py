@@ -1,4 +1,5 @@
-"""Extern fallback: no resolver, a resolver that asserts; kernels that fail to compile raise."""
+"""Extern fallback: no resolver, a resolver that asserts or crashes, a kernel that fails to
+compile: the node runs eagerly by default; `legato.strict` raises."""
 
 import pytest
 import torch
@@ -73,7 +74,7 @@ def broken(x):
     return legato.tensor.matmul(x, x)  # [8, 64] @ [8, 64]: a compile error
 
 
-def test_kernel_that_fails_to_compile_raises_by_default():
+def test_kernel_that_fails_to_compile_runs_eagerly_by_default_and_strict_raises(caplog):
     op = torch.ops.aten.cumsum.default
 
     def resolve(node, ctx):
@@ -82,20 +83,48 @@ def test_kernel_that_fails_to_compile_raises_by_default():
     lt.register(op, resolve)
     try:
         x = torch.randn(8, 64, dtype=BF16)
-        with pytest.raises(Exception, match="matmul"), torch.no_grad():
-            torch.compile(lambda x: torch.cumsum(x, 1), backend="legato")(x)
-        torch._dynamo.reset()
-        with torch.no_grad():
-            y = torch.compile(
-                lambda x: torch.cumsum(x, 1),
-                backend="legato",
-                options={"legato.on_kernel_error": "extern"},
-            )(x)
-        assert_close_bf16(y, torch.cumsum(x, 1))
+
+        def f(x):
+            return torch.cumsum(x * 2.0, 1) + 1.0
+
+        with torch.no_grad(), caplog.at_level("WARNING", logger="legato.torch"):
+            y = torch.compile(f, backend="legato")(x)
+        assert_close_bf16(y, f(x), ulps=8)
         s = lt.last_summary()
-        assert s.num_kernels == 0 and s.extern[0].reason.startswith("kernel failed:")
+        # bisected: only the failing node runs eagerly, its neighbours stay Legato kernels
+        assert [(e.op, e.reason.split(":")[0]) for e in s.extern] == [
+            ("aten.cumsum.default", "kernel failed")
+        ], str(s)
+        assert "matmul" in s.extern[0].reason
+        assert s.num_kernels == 2 and all(k.calls == 1 for k in s.kernels), str(s)
+        assert any("cumsum" in r.message and "runs eagerly" in r.message for r in caplog.records)
+        for options in ({"legato.strict": True}, {"legato.on_kernel_error": "raise"}):
+            torch._dynamo.reset()
+            with pytest.raises(Exception, match="matmul"), torch.no_grad():
+                torch.compile(f, backend="legato", options=options)(x)
     finally:
         lt.unregister(op, resolve)
+
+
+def test_a_resolver_that_crashes_is_a_refusal_unless_strict():
+    op = torch.ops.aten.tanh.default
+
+    def crash(node, ctx):
+        raise KeyError("a bug in this resolver")
+
+    lt.register(op, crash)
+    try:
+        x = torch.randn(8, 64, dtype=BF16)
+        with torch.no_grad():
+            y = torch.compile(torch.tanh, backend="legato")(x)
+        assert_close_bf16(y, torch.tanh(x))
+        s = lt.last_summary()
+        assert s.num_kernels == 1 and s.num_extern == 0, str(s)  # the built-in resolver ran
+        torch._dynamo.reset()
+        with pytest.raises(Exception, match="a bug in this resolver"), torch.no_grad():
+            torch.compile(torch.tanh, backend="legato", options={"legato.strict": True})(x)
+    finally:
+        lt.unregister(op, crash)
 
 
 def test_a_user_resolver_registered_before_any_compile_is_asked_first():

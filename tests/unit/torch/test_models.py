@@ -137,21 +137,48 @@ def test_size_one_with_min_1_shares_the_dynamic_kernel():
     assert s.num_kernels == 1 and s.kernels[0].calls == 2 and s.num_extern == 0, str(s)
 
 
-def test_unbounded_dim_is_a_compile_error_or_extern():
+def test_unbounded_dim_gets_the_assumed_bound_and_larger_calls_run_eagerly():
+    W = torch.randn(256, 128, dtype=BF16)
+    f = lambda x: x @ W
+    x = torch.randn(6, 256, dtype=BF16)
+    torch._dynamo.mark_dynamic(x, 0)  # dynamic, no max
+    g = torch.compile(f, backend="legato", options={"legato.max_dynamic_dim": 32})
+    with torch.no_grad():
+        assert_close_bf16(g(x), f(x))
+        s = lt.last_summary()
+        assert (s.num_kernels, s.num_extern) == (1, 0), str(s)
+        assert "(-1, 32)" in Path(s.kernels[0].source_path).read_text()
+        big = torch.randn(40, 256, dtype=BF16)  # above the assumed bound: eager, no recompile
+        assert_close_bf16(g(big), f(big))
+    assert lt.last_summary() is s
+    assert (s.kernels[0].calls, s.kernels[0].eager_calls) == (1, 1), str(s)
+    assert "above the bound 32" in s.kernels[0].eager_reason
+    with pytest.raises(Exception, match="above the bound 32"), torch.no_grad():
+        torch._dynamo.reset()
+        g = torch.compile(
+            f, backend="legato", options={"legato.max_dynamic_dim": 32, "legato.strict": True}
+        )
+        g(x)
+        g(big)
+
+
+def test_unbounded_dim_without_an_assumed_bound_is_extern_or_a_strict_error():
     W = torch.randn(256, 128, dtype=BF16)
     x = torch.randn(6, 256, dtype=BF16)
     torch._dynamo.mark_dynamic(x, 0)  # dynamic, no max
-    g = torch.compile(lambda x: x @ W, backend="legato")
-    with pytest.raises(Exception, match="no upper bound"), torch.no_grad():
-        g(x)
-    torch._dynamo.reset()
-    g = torch.compile(
-        lambda x: x @ W, backend="legato", options={"legato.unbounded_dims": "extern"}
-    )
+    g = torch.compile(lambda x: x @ W, backend="legato", options={"legato.max_dynamic_dim": None})
     with torch.no_grad():
         assert_close_bf16(g(x), x @ W)
     s = lt.last_summary()
     assert s.num_kernels == 0 and "no upper bound" in s.extern[0].reason
+    torch._dynamo.reset()
+    g = torch.compile(
+        lambda x: x @ W,
+        backend="legato",
+        options={"legato.max_dynamic_dim": None, "legato.strict": True},
+    )
+    with pytest.raises(Exception, match="no upper bound"), torch.no_grad():
+        g(x)
 
 
 def test_evt1_device():

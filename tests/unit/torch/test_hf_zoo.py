@@ -1,0 +1,231 @@
+"""Hugging Face models through `torch.compile(backend="legato")` (issue 13): tiny configs (hidden
+64, 2 layers, vocab 128), random seeded weights, no downloads, torch.compile's default dynamic
+settings. `model(ids)` with its default arguments (KV cache on) matches eager; greedy
+`generate()` gives eager's tokens (in bf16 up to a near-tie of eager's own logits) without a
+recompile per token; the share of nodes and of
+matmul FLOPs that ran on Legato is asserted per model (floors: what runs today, see
+docs/torch.md for the gaps).
+
+Every forward case runs by default; generation runs for a few models by default and for the
+whole zoo with LEGATO_SLOW_TESTS=1 (each generation compiles three graphs)."""
+
+import pytest
+import torch
+import transformers as T
+
+import legato.torch as lt
+
+BF16, F32 = torch.bfloat16, torch.float32
+TINY = dict(vocab_size=128, max_position_embeddings=128)
+LLAMA_LIKE = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,  # grouped-query attention: 2 query heads per kv head
+    **TINY,
+)
+# name -> (config class, model class, config arguments)
+ZOO = {
+    "llama": (T.LlamaConfig, T.LlamaForCausalLM, LLAMA_LIKE),
+    "mistral": (T.MistralConfig, T.MistralForCausalLM, dict(LLAMA_LIKE, sliding_window=None)),
+    "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM, LLAMA_LIKE),
+    "qwen3": (T.Qwen3Config, T.Qwen3ForCausalLM, dict(LLAMA_LIKE, head_dim=16)),
+    "gemma": (T.GemmaConfig, T.GemmaForCausalLM, dict(LLAMA_LIKE, head_dim=16)),
+    "gemma2": (
+        T.Gemma2Config,
+        T.Gemma2ForCausalLM,
+        dict(LLAMA_LIKE, head_dim=16, sliding_window=64),
+    ),
+    "phi": (T.PhiConfig, T.PhiForCausalLM, LLAMA_LIKE),
+    "phi3": (T.Phi3Config, T.Phi3ForCausalLM, dict(LLAMA_LIKE, pad_token_id=0)),
+    "gpt2": (
+        T.GPT2Config,
+        T.GPT2LMHeadModel,
+        dict(n_embd=64, n_layer=2, n_head=4, n_positions=128, vocab_size=128),
+    ),
+    "gpt_neox": (
+        T.GPTNeoXConfig,
+        T.GPTNeoXForCausalLM,
+        dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+        | TINY,
+    ),
+    "opt": (
+        T.OPTConfig,
+        T.OPTForCausalLM,
+        dict(hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4)
+        | dict(word_embed_proj_dim=64, **TINY),
+    ),
+    "olmo2": (T.Olmo2Config, T.Olmo2ForCausalLM, LLAMA_LIKE),
+    "stablelm": (T.StableLmConfig, T.StableLmForCausalLM, LLAMA_LIKE),
+    "granite": (T.GraniteConfig, T.GraniteForCausalLM, LLAMA_LIKE),
+    "bert": (
+        T.BertConfig,
+        T.BertModel,
+        dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4)
+        | TINY,
+    ),
+}
+CAUSAL = [n for n in ZOO if n != "bert"]
+
+# model -> (bf16, f32) floor of the share of model(ids)'s compute nodes that run on Legato:
+# measured, rounded down to a percent (docs/torch.md has the table and what the rest is; the
+# weight transposes nn.Linear feeds the MPU are extern by design).
+NODE_FLOORS = {
+    "bert": (0.85, 1.00),
+    "gemma": (0.89, 0.97),
+    "gemma2": (0.91, 0.98),
+    "gpt2": (0.94, 0.95),
+    "gpt_neox": (0.89, 0.96),
+    "granite": (0.89, 0.97),
+    "llama": (0.89, 0.97),
+    "mistral": (0.89, 0.97),
+    "olmo2": (0.91, 0.97),
+    "opt": (0.78, 0.91),
+    "phi": (0.89, 0.97),
+    "phi3": (0.90, 0.95),
+    "qwen2": (0.89, 0.97),
+    "qwen3": (0.90, 0.97),
+    "stablelm": (0.88, 0.97),
+}
+# issue 13: at least 95% of the matmul and attention FLOPs on Legato (every model is at 100%)
+MATMUL_FLOP_FLOOR = 0.95
+
+
+def build(name, dtype):
+    config_cls, model_cls, kwargs = ZOO[name]
+    torch.manual_seed(0)
+    model = model_cls(config_cls(**kwargs)).to(dtype).eval()
+    ids = torch.randint(0, 128, (1, 8), generator=torch.Generator().manual_seed(1))
+    return model, ids
+
+
+def _output(out):
+    return out.logits if hasattr(out, "logits") else out.last_hidden_state
+
+
+def assert_matches_eager(actual, expected, dtype):
+    """bf16: within two bf16 ulps of the largest logit; f32: 1e-4 relative to it."""
+    a, e = actual.float(), expected.float()
+    assert a.shape == e.shape
+    scale = e.abs().max().item()
+    rel = 2 * torch.finfo(BF16).eps if dtype == BF16 else 1e-4
+    diff = (a - e).abs().max().item()
+    assert diff <= rel * scale, f"max |diff| {diff:.3g} > {rel:.3g} * max |eager| {scale:.3g}"
+
+
+# f32 forward cases that run by default (every bf16 one does); the rest with LEGATO_SLOW_TESTS=1
+FAST_F32 = {"llama", "gemma", "gpt2", "opt", "bert"}
+FORWARD_CASES = [
+    pytest.param(
+        n,
+        dt,
+        marks=() if dt == BF16 or n in FAST_F32 else pytest.mark.slow,
+        id=f"{n}-{'bf16' if dt == BF16 else 'f32'}",
+    )
+    for n in ZOO
+    for dt in (BF16, F32)
+]
+
+
+@pytest.mark.parametrize(("name", "dtype"), FORWARD_CASES)
+def test_forward_matches_eager(name, dtype):
+    model, ids = build(name, dtype)
+    before = len(lt.summaries())
+    with torch.no_grad():
+        ref = model(ids)
+        out = torch.compile(model, backend="legato")(ids)
+    assert_matches_eager(_output(out), _output(ref), dtype)
+    graphs = lt.summaries()[before:]
+    assert len(graphs) == 1, [str(s) for s in graphs]
+    s = graphs[0]
+    assert all(k.calls == 1 and k.eager_calls == 0 for k in s.kernels), str(s)
+    node_floor = NODE_FLOORS[name][dtype == F32]
+    print(
+        f"{name} {dtype}: nodes on Legato {s.node_share:.1%}, matmul FLOPs "
+        f"{s.matmul_flop_share:.1%}, {s.num_kernels} kernel(s)"
+    )
+    assert s.node_share >= node_floor, str(s)
+    assert s.matmul_flop_share >= MATMUL_FLOP_FLOOR, str(s)
+
+
+def _generate(name, dtype, cache):
+    model, ids = build(name, dtype)
+    kwargs = dict(max_new_tokens=8, do_sample=False)
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    eager_forward = model.forward
+    with torch.no_grad():
+        ref = model.generate(ids, **kwargs)
+        model.forward = torch.compile(model.forward, backend="legato")
+        before = len(lt.summaries())
+        out = model.generate(ids, **kwargs)
+        if not torch.equal(out, ref):
+            _assert_diverged_at_a_tie(eager_forward, out, ref, dtype)
+    graphs = lt.summaries()[before:]
+    # prefill, the first decode step and one graph for every later length (dynamo makes the
+    # length dynamic after the first change): never a graph per token
+    assert 1 <= len(graphs) <= 3, [str(s) for s in graphs]
+    return graphs
+
+
+def _assert_diverged_at_a_tie(eager_forward, out, ref, dtype):
+    """Greedy bf16 decoding of a random tiny model meets near-ties: where Legato's token first
+    differs from eager's, eager's own logits (on the same prefix) must rate both within two bf16
+    ulps of the largest logit, i.e. both are greedy choices up to bf16 rounding. f32: no ties."""
+    assert out.shape == ref.shape and dtype == BF16, (out.tolist(), ref.tolist())
+    i = int((out[0] != ref[0]).nonzero()[0])
+    logits = eager_forward(input_ids=out[:, :i]).logits[0, -1].float()
+    gap = (logits[ref[0, i]] - logits[out[0, i]]).abs().item()
+    tol = 2 * torch.finfo(BF16).eps * logits.abs().max().item()
+    assert gap <= tol, (
+        f"token {i}: Legato chose {int(out[0, i])}, eager {int(ref[0, i])}, eager's logits "
+        f"differ by {gap:.3g} > {tol:.3g}: {out.tolist()} vs {ref.tolist()}"
+    )
+
+
+# generation cases that run by default (~40 s each); the rest with LEGATO_SLOW_TESTS=1
+# (llama, dynamic, bf16) runs by default as the README's example: test_the_readme_example)
+FAST_GENERATE = {("llama", "static", F32), ("gpt2", "dynamic", BF16)}
+GENERATE_CASES = [
+    pytest.param(
+        n,
+        c,
+        dt,
+        marks=() if (n, c, dt) in FAST_GENERATE else pytest.mark.slow,
+        id=f"{n}-{c}-{'bf16' if dt == BF16 else 'f32'}",
+    )
+    for n in CAUSAL
+    for c in ("dynamic", "static")
+    for dt in (BF16, F32)
+]
+
+
+@pytest.mark.parametrize(("name", "cache", "dtype"), GENERATE_CASES)
+def test_generate_matches_eager(name, cache, dtype):
+    graphs = _generate(name, dtype, cache)
+    assert sum(k.calls for s in graphs for k in s.kernels) > 0, [str(s) for s in graphs]
+
+
+def test_the_readme_example_generates_eagers_tokens(tmp_path):
+    """examples/hf_generate.py (the README's PyTorch section) runs as written."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    r = subprocess.run(
+        [sys.executable, str(root / "examples" / "hf_generate.py")],
+        cwd=tmp_path,
+        env={**os.environ, "LEGATO_CACHE_DIR": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "same as eager: True" in r.stdout, r.stdout
+    graphs = [line for line in r.stdout.splitlines() if line.startswith("graph")]
+    assert len(graphs) == 3, r.stdout  # prefill, first decode, every later decode step
+    assert all("100% of the matmul FLOPs" in g for g in graphs[:2]), r.stdout
