@@ -58,7 +58,9 @@ def snapshot(only: str | None = None) -> dict[str, dict]:
     for kernel in CORPUS:
         if only and only not in kernel.name:
             continue
-        models = [kernel.get_model()] if kernel.model is not None else [bertha.evt0(), bertha.evt1()]
+        models = (
+            [kernel.get_model()] if kernel.model is not None else [bertha.evt0(), bertha.evt1()]
+        )
         for model in models:
             key = f"{kernel.name}@{model.name}"
             try:
@@ -88,7 +90,9 @@ def main() -> int:
                 print(f"new: {key}")
                 continue
             if old[key] != new:
-                fields = sorted(k for k in set(old[key]) | set(new) if old[key].get(k) != new.get(k))
+                fields = sorted(
+                    k for k in set(old[key]) | set(new) if old[key].get(k) != new.get(k)
+                )
                 bad.append(key)
                 print(f"CHANGED {key}: {', '.join(fields)}")
                 if "cycles" in fields:
