@@ -216,7 +216,8 @@ def round_to(x: np.ndarray, dtype) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_TANH_BETA = math.sqrt(2.0) * (2.0 / math.sqrt(math.pi)) * 0.5  # torch's kBeta
+_GELU_TANH_KAPPA = 0.044715
 SOFTPLUS_THRESHOLD = 20.0
 """`softplus(x) = x` above this (torch's default `threshold`: beyond it log1p(exp(x)) == x in
 every float type the VPU has)."""
@@ -244,8 +245,9 @@ def gelu(x):
 
 
 def gelu_tanh(x):
-    """torch's `gelu(x, approximate="tanh")`."""
-    return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+    """torch's `gelu(x, approximate="tanh")`, in torch's order of operations."""
+    inner = _GELU_TANH_BETA * (x + _GELU_TANH_KAPPA * (x * x * x))
+    return 0.5 * x * (1.0 + np.tanh(inner))
 
 
 def softplus(x):

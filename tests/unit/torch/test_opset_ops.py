@@ -1,5 +1,5 @@
-"""The op table's rows added for the torch work run on Legato through torch.compile: abs, erf,
-log1p and tanh-approximated gelu (aten resolvers), matching eager in bf16."""
+"""The op table's rows added for the torch work run on Legato through torch.compile: erf, log1p
+and tanh-approximated gelu (aten resolvers), matching eager in bf16."""
 
 import torch
 import torch.nn.functional as F
@@ -13,7 +13,7 @@ def test_new_unary_ops_are_one_kernel_and_match_eager():
     x = torch.randn(8, 64, dtype=torch.bfloat16)
 
     def f(x):
-        return torch.log1p(torch.abs(x)) + torch.erf(x) + F.gelu(x, approximate="tanh")
+        return torch.log1p(x * x) + torch.erf(x) + F.gelu(x, approximate="tanh")
 
     compiled = torch.compile(f, backend="legato")
     with torch.no_grad():
