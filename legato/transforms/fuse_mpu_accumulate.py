@@ -25,7 +25,7 @@ applies when
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -93,13 +93,15 @@ def _touches(root: SSAValue) -> list[tuple[Operation, bool, bool]]:
     return out
 
 
-def _only_the_add_reads(root: SSAValue, mm: Operation, add: Operation) -> bool:
-    """The value acc's buffer holds when `mm` runs is read by `add` alone (module docstring)."""
+def _only_the_add_reads(
+    root: SSAValue, mm: Operation, add: Operation, index: dict[Operation, float]
+) -> bool:
+    """The value acc's buffer holds when `mm` runs is read by `add` alone (module docstring);
+    `index` orders the ops of mm's block."""
     block = mm.parent_block()
     assert block is not None
-    index = {o: i for i, o in enumerate(block.ops)}
     at_mm, at_add = index[mm], index[add]
-    last_write, reads = -1, []
+    last_write, reads = -1.0, []
     for op, reads_it, writes_it in _touches(root):
         if op is add:
             continue
@@ -116,6 +118,15 @@ def _only_the_add_reads(root: SSAValue, mm: Operation, add: Operation) -> bool:
 @dataclass
 class FuseMpuAccumulate(RewritePattern):
     """`acc + a @ w` into `mpu_matmul {accumulate = true}` (module docstring)."""
+
+    # the order of each block's ops, numbered once (a rewrite keeps the others' order and puts
+    # its new ops at the matmul's place)
+    _order: dict[Block, dict[Operation, float]] = field(default_factory=dict)
+
+    def _index(self, block: Block) -> dict[Operation, float]:
+        if block not in self._order:
+            self._order[block] = {o: float(i) for i, o in enumerate(block.ops)}
+        return self._order[block]
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, mm: core.MpuMatmulOp, rewriter: PatternRewriter) -> None:
@@ -150,7 +161,9 @@ class FuseMpuAccumulate(RewritePattern):
             o.parent_block() is not block or not o.is_before_in_block(mm) for o in [root, *views]
         ):
             return
-        if not _only_the_add_reads(root.result, mm, add):
+        assert block is not None
+        index = self._index(block)
+        if not _only_the_add_reads(root.result, mm, add, index):
             return
         target = acc
         new: list[Operation] = []
@@ -163,6 +176,8 @@ class FuseMpuAccumulate(RewritePattern):
         fused = core.MpuMatmulOp(mm.input, target, True)
         fused.location = mm.location
         new.append(fused)
+        for k, o in enumerate(new):
+            index[o] = index[mm] - 0.5 + k / (2 * len(new))
         rewriter.erase(add)
         rewriter.replace_all_uses_with(s, acc)
         rewriter.erase(s.owner)  # type: ignore[arg-type]
