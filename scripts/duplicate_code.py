@@ -28,12 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # hash of the shared text -> why the two copies stay (for now)
 ALLOWED: dict[str, str] = {
-    # The unary op names, listed by the DSL stubs (legato.tensor), the core dialect and the torch
-    # capability probes: issue 12 item 1 derives all three from one op table (legato/opset.py,
-    # the op-table branch), which removes these copies. They cannot share a list today without
-    # legato.tensor (base layer) importing a dialect.
-    "e4309582b314": "legato.tensor ~ legato.torch.capabilities: unary op names, until the op table",
-    "98d4a59aaf33": "legato.dialects.core ~ legato.tensor: unary op names, until the op table",
+    # none today: the op-name lists that were here are derived from legato/opset.py now
 }
 
 _PLACE = re.compile(r"^==(\S+):\[(\d+):(\d+)\]$")
