@@ -4,7 +4,8 @@ Entries are written atomically (a temporary file, then a rename), so processes c
 kernel at once each write the same complete entry and no reader sees a partial one; an entry that
 is truncated, not JSON, fails its checksum or holds a binary the reader refuses is recompiled and
 overwritten. The key (built by `Kernel.cache_key`) includes `compiler_fingerprint()` and
-`binary_format_version()`, so an edited compiler or a new binary format never serves old entries.
+`binary_format_version()` and `library_versions()`, so an edited compiler, a new binary format or
+an upgraded xDSL/numpy/ml_dtypes never serves old entries.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import base64
 import contextlib
 import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import tempfile
@@ -154,6 +156,25 @@ def compiler_fingerprint() -> str:
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
+
+
+# The libraries whose versions can change what a kernel compiles to: xDSL (the IR, its printer and
+# passes), numpy and ml_dtypes (constant folding, bf16 rounding of literals and of array globals).
+KEY_LIBRARIES = ("xdsl", "numpy", "ml_dtypes")
+
+
+def _distribution_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+@functools.lru_cache(maxsize=1)
+def library_versions() -> tuple[tuple[str, str], ...]:
+    """The installed version of each of `KEY_LIBRARIES` (part of the cache key): an upgraded
+    xDSL or numpy never serves a binary the older one produced."""
+    return tuple((name, _distribution_version(name)) for name in KEY_LIBRARIES)
 
 
 def binary_format_version() -> int:

@@ -10,7 +10,8 @@ refused before running.
 
 The cache key hashes the kernel's source, the source of every `@legato.function` (and plain
 helper) it reaches, the values of the simple globals it reads, the argument types, constexpr
-values, the target's fingerprint and `legato.__version__`; changing any of them recompiles.
+values, the target's fingerprint, `legato.__version__` and the versions of xDSL, numpy and
+ml_dtypes; changing any of them recompiles.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ class Kernel:
             # A binary-format change must not serve stale binaries that the runtime refuses.
             "binary_format": cache.binary_format_version(),
             "compiler": cache.compiler_fingerprint(),
+            "libraries": cache.library_versions(),
         }
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()
 
