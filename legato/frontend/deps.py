@@ -1,9 +1,13 @@
 """What a kernel depends on besides its own source, for the JIT cache key.
 
 The key must change when anything that changes the compiled program changes: the source of every
-`@legato.function` the kernel reaches (transitively), of plain Python helpers it calls statically,
-and the values of simple globals it reads (`N = 128` at module level). Modules and classes are
-followed through attribute chains (`mylib.helper`) but not hashed themselves.
+`@legato.function` the kernel reaches (transitively), of the plain Python helpers it calls
+(transitively, with the globals *they* read), and the values the frontend reads at compile time:
+simple globals (`N = 128`), attribute chains on any object (`cfg.scale`: the value at the end of
+the chain), numpy arrays (dtype, shape and bytes) and plain objects made of such values. Modules
+and classes are followed through attribute chains (`mylib.helper`) but not hashed themselves. A
+name the function binds itself (a parameter, an assignment, a loop variable) is a local, not the
+module global of the same name, so a global that a local shadows is not part of the key.
 """
 
 from __future__ import annotations
@@ -11,8 +15,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import textwrap
 import types as pytypes
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from legato.frontend.source import FunctionSource, LegatoFunction
 from legato.model.compute_model import ComputeModel
@@ -54,6 +61,73 @@ def _chains(tree: ast.AST) -> list[list[str]]:
     return [list(c) for c in dict.fromkeys(tuple(c) for c in out)]
 
 
+def _local_names(tree: ast.FunctionDef) -> set[str]:
+    """The names `tree` binds in its own scope (parameters, assignments, loop and `with` targets,
+    imports, nested definitions), minus those it declares `global`/`nonlocal`. Comprehension and
+    lambda scopes are not entered: their variables stay candidates for globals, which at worst
+    adds an entry to the key (never leaves one out)."""
+    args = tree.args
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    declared: set[str] = set()
+    comprehensions = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            continue
+        if isinstance(node, comprehensions):
+            continue
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        todo.extend(ast.iter_child_nodes(node))
+    return names - declared
+
+
+def _global_chains(tree: ast.FunctionDef) -> list[list[str]]:
+    """The name chains `tree` reads whose head is not one of its own locals."""
+    local = _local_names(tree)
+    return [c for c in _chains(tree) if c[0] not in local]
+
+
+def _value_fingerprint(value, depth: int = 0) -> str | None:
+    """A stable text for a value the frontend may read at compile time, or None when it has none
+    (a tensor, a callable, an object with other state): simple values by repr, numpy arrays by
+    dtype, shape and bytes, plain objects (dataclasses, config objects) by type and fields."""
+    if _is_simple(value):
+        return "value:" + repr(value)
+    if isinstance(value, np.ndarray):
+        digest = hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()
+        return f"array:{value.dtype.str}:{value.shape}:{digest}"
+    if isinstance(value, np.generic):
+        return f"scalar:{value.dtype.str}:{value.tobytes().hex()}"
+    if depth >= 4:
+        return None
+    if isinstance(value, (tuple, list)):
+        parts = [_value_fingerprint(v, depth + 1) for v in value]
+        return None if None in parts else f"{type(value).__name__}:[{','.join(parts)}]"
+    if (
+        not isinstance(value, (type, pytypes.ModuleType))
+        and not callable(value)
+        and isinstance(getattr(value, "__dict__", None), dict)
+    ):
+        fields = sorted(vars(value).items())
+        parts = [_value_fingerprint(v, depth + 1) for _, v in fields]
+        if None in parts:
+            return None
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        body = ",".join(f"{k}={p}" for (k, _), p in zip(fields, parts, strict=True))
+        return f"object:{kind}:{{{body}}}"
+    return None
+
+
 _MISSING = object()
 
 
@@ -70,6 +144,23 @@ def _lookup(fn, name: str):
     return getattr(fn, "__globals__", {}).get(name, _MISSING)
 
 
+def _python_helper(fn) -> tuple[str | None, list[list[str]]]:
+    """The source hash and the global name chains of a plain Python helper (None, [] when its
+    source cannot be read)."""
+    try:
+        text = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None, []
+    digest = "python:" + hashlib.sha256(text.encode()).hexdigest()
+    try:
+        tree = ast.parse(textwrap.dedent(text))
+    except SyntaxError:
+        return digest, []
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    node = next((n for n in tree.body if isinstance(n, defs)), None)
+    return digest, ([] if node is None else _global_chains(node))
+
+
 @dataclass
 class Dependencies:
     """The resolvable names a function reads; `fingerprint()` re-reads their current values."""
@@ -78,31 +169,33 @@ class Dependencies:
     chains: list[list[str]] = field(default_factory=list)
     # What does not change between calls, computed once: the name chains of each helper's
     # source (by FunctionSource, kept alive here so its id is not reused) and the source text
-    # hash of each plain Python helper (by code object: a redefinition is a new code object).
+    # hash and name chains of each plain Python helper (by code object, kept alive likewise: a
+    # redefinition is a new code object).
     _chains_of: dict[int, tuple[FunctionSource, list[list[str]], str]] = field(default_factory=dict)
-    _python_hash: dict[object, str | None] = field(default_factory=dict)
+    _python_of: dict[int, tuple[object, str | None, list[list[str]]]] = field(default_factory=dict)
 
     def fingerprint(self) -> dict:
         found: dict[str, str] = {}
-        self._visit(self.source, self.chains, found, set())
+        self._visit(self.source.fn, self.chains, found, set())
         return found
 
-    def _visit(self, src: FunctionSource, chains, found: dict, visiting: set) -> None:
-        if id(src.fn) in visiting:
+    def _visit(self, fn, chains, found: dict, visiting: set) -> None:
+        if id(fn) in visiting:
             return
-        visiting.add(id(src.fn))
-        fn = inspect.unwrap(src.fn)
-        prefix = getattr(src.fn, "__module__", "?") + ":" + getattr(src.fn, "__qualname__", "?")
+        visiting.add(id(fn))
+        prefix = getattr(fn, "__module__", "?") + ":" + getattr(fn, "__qualname__", "?")
+        fn = inspect.unwrap(fn)
         for chain in chains:
             value = _lookup(fn, chain[0])
             if value is _MISSING:
                 continue
+            # Follow the chain as the frontend does at compile time (`cfg.scale` reads an
+            # attribute of any object); stop where it stops resolving.
             for attr in chain[1:]:
-                if not isinstance(value, (pytypes.ModuleType, type)):
+                try:
+                    value = getattr(value, attr)
+                except Exception:  # noqa: BLE001 - an attribute the frontend cannot read either
                     break
-                if not hasattr(value, attr):
-                    break
-                value = getattr(value, attr)
             name = f"{prefix}/{'.'.join(chain)}"
             self._record(name, value, found, visiting)
 
@@ -113,25 +206,24 @@ class Dependencies:
             if cached is None or cached[0] is not sub:
                 cached = self._chains_of[id(sub)] = (
                     sub,
-                    _chains(sub.tree),
+                    _global_chains(sub.tree),
                     "function:" + hashlib.sha256(sub.text.encode()).hexdigest(),
                 )
             found[name] = cached[2]
-            self._visit(sub, cached[1], found, visiting)
-        elif _is_simple(value):
-            found[name] = "value:" + repr(value)
+            self._visit(sub.fn, cached[1], found, visiting)
         elif isinstance(value, pytypes.FunctionType) and not _is_legato(value):
             code = value.__code__
-            if code not in self._python_hash:
-                try:
-                    text = inspect.getsource(value)
-                except (OSError, TypeError):
-                    text = None
-                self._python_hash[code] = (
-                    None if text is None else "python:" + hashlib.sha256(text.encode()).hexdigest()
-                )
-            if self._python_hash[code] is not None:
-                found[name] = self._python_hash[code]
+            cached = self._python_of.get(id(code))
+            if cached is None or cached[0] is not code:
+                cached = self._python_of[id(code)] = (code, *_python_helper(value))
+            if cached[1] is not None:
+                found[name] = cached[1]
+                # The helper runs at compile time: the globals and helpers it reads count too.
+                self._visit(value, cached[2], found, visiting)
+        else:
+            text = _value_fingerprint(value)
+            if text is not None:
+                found[name] = text
 
 
 def _is_legato(fn) -> bool:
@@ -140,4 +232,4 @@ def _is_legato(fn) -> bool:
 
 def dependency_fingerprint(source: FunctionSource) -> Dependencies:
     """The dependencies of the function `source` (cheap to fingerprint on every call)."""
-    return Dependencies(source, _chains(source.tree))
+    return Dependencies(source, _global_chains(source.tree))

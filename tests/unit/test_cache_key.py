@@ -4,7 +4,11 @@ versions of the libraries codegen uses, what the frontend reads at compile time)
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
 import legato
@@ -50,3 +54,131 @@ def test_a_library_version_changes_the_key(library, monkeypatch, fresh_versions)
     monkeypatch.undo()
     cache.library_versions.cache_clear()
     assert twice.cache_key() == key
+
+
+# -- what the frontend reads at compile time, across processes ------------------------------------
+
+HELPERS = """
+K = 2.0
+
+
+def factor():
+    return K
+
+
+def scale():
+    return factor()
+"""
+
+KERNEL = """
+import numpy as np
+
+import legato
+from legato import jit
+from legato.model import bertha
+from helpmod import scale
+
+f32 = legato.types.float("float32")
+
+
+def one_core(ctx):
+    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
+
+
+@legato.compile(backend=one_core)
+def k(
+    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * scale())
+
+
+x = np.ones((4, 8), np.float32)
+out = np.zeros_like(x)
+k(x, out)
+print(float(out[0, 0]), jit.stats["compiles"])
+"""
+
+
+def _run(directory, cache_dir) -> tuple[float, int]:
+    env = dict(os.environ, LEGATO_CACHE_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(directory), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, str(directory / "kmain.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    value, compiles = done.stdout.split()
+    return float(value), int(compiles)
+
+
+def test_a_transitive_helper_constant_edited_on_disk_recompiles(tmp_path):
+    (tmp_path / "helpmod.py").write_text(HELPERS)
+    (tmp_path / "kmain.py").write_text(KERNEL)
+    cache_dir = tmp_path / "cache"
+    assert _run(tmp_path, cache_dir) == (2.0, 1)
+    assert _run(tmp_path, cache_dir) == (2.0, 0)  # another process: the disk cache
+    # An unrelated edit (a new constant no helper reads): no recompile.
+    (tmp_path / "helpmod.py").write_text(HELPERS + "\nUNUSED = 7\n")
+    assert _run(tmp_path, cache_dir) == (2.0, 0)
+    # The constant that `factor` (called by `scale`, called by the kernel) reads: recompiled.
+    (tmp_path / "helpmod.py").write_text(HELPERS.replace("K = 2.0", "K = 3.0"))
+    assert _run(tmp_path, cache_dir) == (3.0, 1)
+    assert _run(tmp_path, cache_dir) == (3.0, 0)
+
+
+# -- attributes, arrays, shadowing (in process: the key is read from the live values) -------------
+
+
+class Config:
+    def __init__(self, scale):
+        self.scale = scale
+
+
+cfg = Config(2.0)
+TABLE = np.arange(8, dtype=np.float32)
+n = 5  # a global that the kernel's local `n` shadows
+
+
+@legato.compile(backend=one_core)
+def reads(
+    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        n = x.size(0)
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * cfg.scale * float(TABLE[1]) * n)
+
+
+def test_an_attribute_read_at_compile_time_is_in_the_key(monkeypatch):
+    key = reads.cache_key()
+    monkeypatch.setattr(cfg, "scale", 3.0)
+    assert reads.cache_key() != key
+    monkeypatch.setattr(cfg, "scale", 2.0)
+    assert reads.cache_key() == key
+
+
+def test_a_numpy_array_global_is_in_the_key_by_dtype_shape_and_bytes(monkeypatch):
+    key = reads.cache_key()
+    TABLE[1] = 5.0
+    try:
+        assert reads.cache_key() != key  # the same array object, other bytes
+    finally:
+        TABLE[1] = 1.0
+    assert reads.cache_key() == key
+    monkeypatch.setitem(globals(), "TABLE", TABLE.astype(np.float64))
+    assert reads.cache_key() != key
+    monkeypatch.setitem(globals(), "TABLE", np.concatenate([TABLE, TABLE]))
+    assert reads.cache_key() != key
+
+
+def test_a_global_that_a_kernel_local_shadows_is_not_in_the_key(monkeypatch):
+    key = reads.cache_key()
+    monkeypatch.setitem(globals(), "n", 6)
+    assert reads.cache_key() == key
