@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import functools
 import hashlib
 import importlib.metadata
@@ -19,11 +20,13 @@ import json
 import os
 import tempfile
 import threading
+import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from legato.errors import CompileError
 from legato.targets.bertha.elf import FORMAT_VERSION, read_elf
 
 
@@ -128,6 +131,51 @@ def disk_store(key: str, artifacts) -> None:
             raise
     except OSError as e:
         warnings.warn(f"legato: cannot write the JIT cache entry {path}: {e}", stacklevel=3)
+
+
+DEFAULT_LOCK_TIMEOUT = 600.0  # seconds; `$LEGATO_COMPILE_LOCK_TIMEOUT` overrides
+
+
+def _lock_path(key: str) -> Path:
+    return cache_dir() / "locks" / f"{key}.lock"
+
+
+@contextlib.contextmanager
+def compile_lock(key: str, what: str, timeout: float | None = None):
+    """Hold the cache directory's lock for `key` (an exclusive `flock` on `locks/<key>.lock`):
+    processes compiling the same kernel at once compile it once; the others wait here, then read
+    the entry the first one stored. Waits at most `timeout` seconds (default
+    `$LEGATO_COMPILE_LOCK_TIMEOUT`, else 600) and then raises a CompileError naming `what` (the
+    kernel) and the lock file. A cache directory where no lock can be created is used unlocked
+    (as an unwritable cache is: it only costs duplicate compiles). The lock files stay: removing
+    one while another process waits on it would let a third process lock a new file at once."""
+    if timeout is None:
+        timeout = float(os.environ.get("LEGATO_COMPILE_LOCK_TIMEOUT", DEFAULT_LOCK_TIMEOUT))
+    path = _lock_path(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise CompileError(
+                        f"{what}: timed out after {timeout:g} s waiting for another process "
+                        f"compiling the same kernel (lock {path})",
+                        note="if no other process is compiling it, the lock is held by a hung "
+                        "process; stop it, or raise $LEGATO_COMPILE_LOCK_TIMEOUT",
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_atomic(path: Path, data: bytes) -> None:

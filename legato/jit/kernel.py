@@ -183,6 +183,12 @@ class Kernel:
         if hit is not None:
             cache.stats["memory_hits"] += 1
             return hit
+        # Looked up under the key's lock: a process that finds another compiling this kernel
+        # waits for it and then reads its entry instead of compiling it again.
+        with cache.compile_lock(key, f"kernel {self.name} ({self.where})"):
+            return self._load_or_compile(key, constexprs)
+
+    def _load_or_compile(self, key: str, constexprs: dict):
         hit = cache.disk_load(key)
         if hit is not None:
             cache.stats["disk_hits"] += 1

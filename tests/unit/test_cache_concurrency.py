@@ -1,5 +1,5 @@
-"""The on-disk JIT cache: four processes compiling one kernel at once leave one consistent entry
-and all compute the right result; a damaged entry (truncated, bad JSON, a binary the reader
+"""The on-disk JIT cache: four processes compiling one kernel at once compile it once (a lock per
+key), leave one consistent entry and all compute the right result; a damaged entry (truncated, bad JSON, a binary the reader
 refuses) is recompiled and overwritten."""
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def _worker(cache, barrier, results, i):
 
 
 def _entries(cache):
-    return sorted(p for p in cache.rglob("*") if p.is_file())
+    """The cache's files, without the compile locks (`locks/<key>.lock`, which stay)."""
+    return sorted(p for p in cache.rglob("*") if p.is_file() and p.parent.name != "locks")
 
 
 @pytest.fixture
@@ -87,6 +88,8 @@ def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeyp
         results = dict(results)
     assert all(ok for ok, _, _ in results.values()), results
     assert not any(corrupt for _, _, corrupt in results.values()), results
+    # the compile lock: one process compiled, the three others waited and read its entry
+    assert sum(compiles for _, compiles, _ in results.values()) == 1, results
     # exactly one entry, no temporary files left, and it is a valid, loadable entry
     entries = _entries(cache)
     assert len(entries) == 1 and entries[0].suffix == ".json", entries
@@ -142,3 +145,32 @@ def _flip(entry: dict) -> bytes:
     binary = bytearray(base64.b64decode(entry["payload"]["binary"]))
     binary[0x48] ^= 0x01  # inside the header/first section: the reader refuses it
     return bytes(binary)
+
+
+def test_a_held_compile_lock_times_out_with_a_clear_error(cache, monkeypatch):
+    key = twice.cache_key()
+    ctx = multiprocessing.get_context("fork")
+    held, release = ctx.Event(), ctx.Event()
+
+    def hold():
+        with jit.cache.compile_lock(key, "holder"):
+            held.set()
+            release.wait(30)
+
+    holder = ctx.Process(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        monkeypatch.setenv("LEGATO_COMPILE_LOCK_TIMEOUT", "0.2")
+        with pytest.raises(
+            legato.CompileError,
+            match=r"kernel twice \(.*test_cache_concurrency.py:\d+\): timed out after 0.2 s waiting for another process",
+        ):
+            twice(X, np.zeros((4, 8), np.float32))
+    finally:
+        release.set()
+        holder.join(30)
+    # released: the call compiles
+    out = np.zeros((4, 8), np.float32)
+    twice(X, out)
+    assert np.array_equal(out, X * 2)
