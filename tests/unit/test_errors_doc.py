@@ -602,12 +602,34 @@ def torch_resolver_refused(tmp_path):
     return _summary_of(lambda x: x @ W, torch.randn(8, 64, dtype=torch.float16))
 
 
+# ---- the JIT cache ------------------------------------------------------------------------
+
+
+def cache_compile_lock_timeout(tmp_path):
+    import os
+
+    from legato.jit import cache
+
+    mod = load(tmp_path, HEADER.replace("def k(a: tt(((-1, 16), 256)", "def k(a: tt([16, 256]"))
+    saved = os.environ.get("LEGATO_COMPILE_LOCK_TIMEOUT")
+    os.environ["LEGATO_COMPILE_LOCK_TIMEOUT"] = "0.1"
+    try:
+        # A lock held through another open file: flock refuses it even within this process.
+        with cache.compile_lock(mod.k.cache_key(), "holder"):
+            return raised(CompileError, mod.k.compile)
+    finally:
+        if saved is None:
+            del os.environ["LEGATO_COMPILE_LOCK_TIMEOUT"]
+        else:
+            os.environ["LEGATO_COMPILE_LOCK_TIMEOUT"] = saved
+
+
 TRIGGERS = {
     name.replace("_", "-"): fn
     for name, fn in dict(globals()).items()
     if callable(fn)
     and name.split("_")[0]
-    in ("frontend", "pass", "opt", "args", "binary", "emulator", "interp", "torch")
+    in ("frontend", "pass", "opt", "cache", "args", "binary", "emulator", "interp", "torch")
     and not name.startswith("_")
     and name != "torch"
 }
