@@ -220,6 +220,14 @@ class Dependencies:
                 found[name] = cached[1]
                 # The helper runs at compile time: the globals and helpers it reads count too.
                 self._visit(value, cached[2], found, visiting)
+        elif isinstance(value, pytypes.MethodType) and isinstance(
+            value.__func__, pytypes.FunctionType
+        ):
+            # `cfg.factor()`: the method's code and globals, and the object it reads as `self`.
+            owner = _value_fingerprint(value.__self__)
+            if owner is not None:
+                found[name + "/self"] = owner
+            self._record(name, value.__func__, found, visiting)
         else:
             text = _value_fingerprint(value)
             if text is not None:

@@ -135,9 +135,15 @@ def test_a_transitive_helper_constant_edited_on_disk_recompiles(tmp_path):
 # -- attributes, arrays, shadowing (in process: the key is read from the live values) -------------
 
 
+OFFSET = 1.0
+
+
 class Config:
     def __init__(self, scale):
         self.scale = scale
+
+    def factor(self):
+        return self.scale + OFFSET
 
 
 cfg = Config(2.0)
@@ -153,7 +159,9 @@ def reads(
     device = legato.get_context().get_device()
     with device.get_core(0):
         n = x.size(0)
-        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * cfg.scale * float(TABLE[1]) * n)
+        legato.tensor.memcpy(
+            out, legato.tensor.load(x, "sram") * cfg.scale * float(TABLE[1]) * n * cfg.factor()
+        )
 
 
 def test_an_attribute_read_at_compile_time_is_in_the_key(monkeypatch):
@@ -181,4 +189,18 @@ def test_a_numpy_array_global_is_in_the_key_by_dtype_shape_and_bytes(monkeypatch
 def test_a_global_that_a_kernel_local_shadows_is_not_in_the_key(monkeypatch):
     key = reads.cache_key()
     monkeypatch.setitem(globals(), "n", 6)
+    assert reads.cache_key() == key
+
+
+def test_a_method_helper_its_object_and_its_globals_are_in_the_key(monkeypatch):
+    key = reads.cache_key()
+    monkeypatch.setitem(globals(), "OFFSET", 2.0)  # read by `cfg.factor()` at compile time
+    assert reads.cache_key() != key
+    monkeypatch.undo()
+    assert reads.cache_key() == key
+    cfg.extra = 1  # `self` gained state the method may read
+    try:
+        assert reads.cache_key() != key
+    finally:
+        del cfg.extra
     assert reads.cache_key() == key
