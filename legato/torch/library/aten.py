@@ -67,18 +67,40 @@ def causal_mask(s, lk, dtype):
 
 
 @legato.function
-def attention(q, k, v, scale, causal, wide):
-    """softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head), as the CPU flash kernel
-    computes it: scores and softmax in f32, the unnormalized probabilities rounded to the input
-    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end.
-    Grouped-query attention: query head h reads key/value head h // (heads / kv heads).
-    `wide`: the operands are f32 (no rounding of the probabilities)."""
+def mask_rows(m, b, h, per_b, per_h):
+    """The [S, L] slice of an explicit attention mask for (batch b, head h): `m` is 2-, 3- or
+    4-d, broadcast over batch (`per_b` False) and heads (`per_h` False)."""
+    if m.ndim == 4:
+        if per_b:
+            if per_h:
+                return m[b, h]
+            return m[b, 0]
+        if per_h:
+            return m[0, h]
+        return m[0, 0]
+    if m.ndim == 3:
+        if per_h:
+            return m[h]
+        return m[0]
+    return m
+
+
+@legato.function
+def attention(q, k, v, scale, causal, wide, mask, mask_b, mask_h, has_mask):
+    """softmax(q @ k^T * scale [+ causal mask] [+ explicit mask]) @ v per (batch, head), as the
+    CPU flash kernel computes it: scores and softmax in f32, the unnormalized probabilities
+    rounded to the input dtype for the second matmul (fp32 accumulation), divided by the f32 row
+    sums at the end. Grouped-query attention: query head h reads key/value head h // (heads /
+    kv heads). `wide`: the operands are f32 (no rounding of the probabilities).
+    `has_mask`: `mask` is an additive float mask (torch turns a boolean one into 0 / -inf
+    before this op), added to the scaled scores in f32; `mask_b`/`mask_h`: it differs per
+    batch / head (else broadcast)."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
     rep = nh // k.shape[1]
     if causal and lk > 1:
-        mask = causal_mask(s, lk, f32)
+        cmask = causal_mask(s, lk, f32)
     per_b = ()
     for b in legato.static_range(nb):
         per_h = ()
@@ -86,7 +108,9 @@ def attention(q, k, v, scale, causal, wide):
             kt = legato.tensor.transpose(k[b, h // rep], (1, 0))
             sc = legato.tensor.matmul(q[b, h], kt, f32) * scale
             if causal and lk > 1:
-                sc = sc + mask
+                sc = sc + cmask
+            if has_mask:
+                sc = sc + legato.tensor.cast(mask_rows(mask, b, h, mask_b, mask_h), f32)
             e = legato.tensor.exp(sc - legato.tensor.max(sc, axis=1, keepdim=True))
             if wide:
                 o = legato.tensor.matmul(e, v[b, h // rep], f32) / legato.tensor.sum(e, 1, True)
@@ -780,7 +804,6 @@ def resolve_sdpa_flash_cpu(node, ctx):
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
     causal = node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)
     assert dropout == 0.0, "attention with dropout"
-    assert node.kwargs.get("attn_mask") is None, "attention with an explicit attn_mask"
     for u in node.users:
         assert u.target is operator.getitem and u.args[1] == 0, (
             "the attention's logsumexp output is used (only the output is computed)"
@@ -817,8 +840,45 @@ def resolve_sdpa_flash_cpu(node, ctx):
     wide = tq.dtype == torch.float32
     if not wide:
         ctx.probe("cast_f32", torch.bfloat16)
-    _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
-    return Impl(attention, (q, k, v, scale, bool(causal), wide))
+    mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
+    has_mask = isinstance(mask, torch.fx.Node)
+    extra = [val(mask)] if has_mask else []
+    _fits_sram(ctx, tq, tk, tv, tq, tq, *extra, what="attention operands, mask and result")
+    return Impl(
+        attention,
+        (q, k, v, scale, bool(causal), wide, mask, mask_b, mask_h, has_mask),
+        name="attention (additive mask)" if has_mask else "attention",
+    )
+
+
+def _attention_mask(node, ctx, tq, tk):
+    """(mask, per batch, per head) of the node's explicit `attn_mask` (mask 0.0, a placeholder,
+    when there is none). The op takes an additive mask of the query's dtype only; the mask must be [S, L] in its last two
+    dims (no broadcast there) and 1 or the operand's size in its batch and head dims."""
+    m = node.kwargs.get("attn_mask")
+    if m is None:
+        return 0.0, False, False
+    assert not (node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)), (
+        "attention with both is_causal and an explicit attn_mask"
+    )
+    tm = val(m)
+    nb, nh, s = tq.shape[:3]
+    lk = tk.shape[2]
+    assert 2 <= tm.dim() <= 4 and all(isinstance(d, int) for d in tm.shape), (
+        f"attention mask of shape {list(tm.shape)} (a static 2- to 4-d mask)"
+    )
+    assert tuple(tm.shape[-2:]) == (s, lk), (
+        f"attention mask {list(tm.shape)} does not end in [{s}, {lk}] (query and key lengths; "
+        "broadcasting over them is not implemented)"
+    )
+    lead = (1,) * (4 - tm.dim()) + tuple(tm.shape[:-2])
+    assert lead[0] in (1, nb) and lead[1] in (1, nh), (
+        f"attention mask {list(tm.shape)} does not broadcast over batch {nb} and heads {nh}"
+    )
+    assert tm.dtype == tq.dtype, f"attention mask of {tm.dtype} with {tq.dtype} operands"
+    if tm.dtype == torch.bfloat16:
+        ctx.probe("cast_f32", torch.bfloat16)
+    return m, lead[0] > 1, lead[1] > 1
 
 
 # --------------------------------------------------------------------------------------------
