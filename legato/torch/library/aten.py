@@ -148,6 +148,21 @@ def rsub(a, b):
 
 
 @legato.function
+def maximum(a, b):
+    return legato.tensor.maximum(a, b)
+
+
+@legato.function
+def minimum(a, b):
+    return legato.tensor.minimum(a, b)
+
+
+@legato.function
+def clamp(x, lo, hi):
+    return legato.tensor.clamp(x, lo, hi)
+
+
+@legato.function
 def square(x):
     return x * x
 
@@ -192,6 +207,8 @@ def unary(x, op):
         return legato.tensor.log1p(x)
     if op == "gelu_tanh":
         return legato.tensor.gelu_tanh(x)
+    if op == "softplus":
+        return legato.tensor.softplus(x)
     assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
@@ -211,6 +228,16 @@ def softmax(x, axis):
     m = legato.tensor.max(x, axis=axis, keepdim=True)
     e = legato.tensor.exp(x - m)
     return e / legato.tensor.sum(e, axis, True)
+
+
+@legato.function
+def log_softmax(x, axis, wide):
+    """x - max - log(sum(exp(x - max))) over `axis`; a bf16 x (`wide`) in f32, rounded once (as
+    torch's CPU kernel)."""
+    y = legato.tensor.cast(x, legato.types.float("float32")) if wide else x
+    d = y - legato.tensor.max(y, axis=axis, keepdim=True)
+    r = d - legato.tensor.log(legato.tensor.sum(legato.tensor.exp(d), axis, True))
+    return legato.tensor.cast(r, x.dtype) if wide else r
 
 
 @legato.function
@@ -463,6 +490,41 @@ register([aten.add.Tensor, aten.add.Scalar], _binary(add, "add"))
 register([aten.sub.Tensor, aten.sub.Scalar], _binary(sub, "sub"))
 register([aten.mul.Tensor, aten.mul.Scalar], _binary(mul, "mul"))
 register([aten.div.Tensor, aten.div.Scalar], _binary(div, "div"))
+register(aten.maximum.default, _binary(maximum, "maximum"))
+register(aten.minimum.default, _binary(minimum, "minimum"))
+
+
+@register([aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default])
+def resolve_clamp(node, ctx):
+    x = node.args[0]
+    if node.target == aten.clamp_min.default:
+        lo, hi = node.args[1], None
+    elif node.target == aten.clamp_max.default:
+        lo, hi = None, node.args[1]
+    else:
+        lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    for b in (lo, hi):
+        assert b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)), (
+            f"clamp bound {b!r} is not a number (tensor bounds are not implemented)"
+        )
+    assert lo is not None or hi is not None, "clamp without bounds"
+    dt = _same_dtype(node, x)
+    ctx.probe("clamp", dt)
+    return Impl(clamp, (x, None if lo is None else float(lo), None if hi is None else float(hi)))
+
+
+@register(aten.softplus.default)
+def resolve_softplus(node, ctx):
+    x = node.args[0]
+    beta = node.args[1] if len(node.args) > 1 else node.kwargs.get("beta", 1)
+    threshold = node.args[2] if len(node.args) > 2 else node.kwargs.get("threshold", 20)
+    assert beta == 1 and threshold == 20, (
+        f"softplus with beta={beta}, threshold={threshold} (the VPU's is beta 1, threshold 20)"
+    )
+    dt = _same_dtype(node, x)
+    ctx.probe("softplus", dt)
+    return Impl(unary, (x, "softplus"))
 
 
 @register(aten.rsub.Scalar)
@@ -564,6 +626,21 @@ def resolve_softmax(node, ctx):
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
+
+
+@register(aten._log_softmax.default)
+def resolve_log_softmax(node, ctx):
+    x, dim, half_to_float = node.args[:3]
+    assert not half_to_float, "log_softmax with half_to_float"
+    dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "log_softmax of a 0-d tensor (it is 0.0)"
+    wide = dt == torch.bfloat16
+    for op in ("max", "sub", "exp", "sum", "log", "broadcast_binary"):
+        ctx.probe(op, torch.float32 if wide else dt)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    return Impl(log_softmax, (x, _norm_dim(dim, val(x).dim()), wide))
 
 
 @legato.function
