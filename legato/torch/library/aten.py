@@ -36,6 +36,30 @@ def addmm(bias, a, w):
 
 
 @legato.function
+def scaled_sum(r, bias, alpha, beta, dtype):
+    """beta * bias + alpha * r in f32 (`r` the f32 product), rounded once to `dtype` (as
+    torch's CPU addmm / baddbmm); beta 0 ignores the bias (as torch: a NaN there is not
+    propagated)."""
+    f32 = legato.types.float("float32")
+    if alpha != 1.0:
+        r = r * alpha
+    if beta != 0.0:
+        b = legato.tensor.cast(bias, f32)
+        if beta != 1.0:
+            b = b * beta
+        r = r + b
+    return legato.tensor.cast(r, dtype)
+
+
+@legato.function
+def addmm_scaled(bias, a, w, alpha, beta):
+    """beta * bias + alpha * (a @ w), computed in f32."""
+    return scaled_sum(
+        legato.tensor.matmul(a, w, legato.types.float("float32")), bias, alpha, beta, a.dtype
+    )
+
+
+@legato.function
 def bmm(a, b):
     """[B, M, K] @ [B, K, N]: one 2-D matmul per batch (b[i] is staged into mpu_buffer as the
     MPU weight), stacked."""
@@ -120,6 +144,27 @@ def attention(q, k, v, scale, causal, wide, mask, mask_b, mask_h, has_mask):
             per_h = per_h + (legato.tensor.reshape(o, (1, 1, s, d)),)
         per_b = per_b + ((per_h[0] if nh == 1 else legato.tensor.concat(per_h, 1)),)
     return ((per_b[0] if nb == 1 else legato.tensor.concat(per_b, 0)),)
+
+
+@legato.function
+def baddbmm(bias, a, b, alpha, beta):
+    """beta * bias + alpha * (a @ b) per batch (as `bmm`), computed in f32."""
+    f32 = legato.types.float("float32")
+    outs = ()
+    for i in legato.static_range(a.shape[0]):
+        r = legato.tensor.matmul(a[i], b[i], f32)
+        outs = outs + (legato.tensor.reshape(r, (1,) + r.shape),)
+    r = outs[0] if a.shape[0] == 1 else legato.tensor.concat(outs, 0)
+    return scaled_sum(r, bias, alpha, beta, a.dtype)
+
+
+@legato.function
+def stack(xs, dim, single):
+    """torch.stack: each operand with a new size-1 dim at `dim`, concatenated along it."""
+    outs = ()
+    for x in xs:
+        outs = outs + (legato.tensor.reshape(x, x.shape[:dim] + (1,) + x.shape[dim:]),)
+    return outs[0] if single else legato.tensor.concat(outs, dim)
 
 
 @legato.function
@@ -404,16 +449,35 @@ def resolve_mm(node, ctx):
 @register(aten.addmm.default)
 def resolve_addmm(node, ctx):
     bias, a, w = node.args[:3]
-    assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, (
-        "addmm with beta/alpha != 1"
-    )
+    alpha, beta = _alpha_beta(node)
     where = _mpu_checks(ctx, node, a, w)
     dt = val(a).dtype
     assert val(bias).dtype == dt, f"addmm bias is {val(bias).dtype}, the operands {dt}"
     ctx.probe("matmul", dt)
     ctx.probe("add", dt)
     ctx.probe("broadcast_binary", dt)
-    return Impl(addmm, (bias, a, w), memory={2: where})
+    if alpha == 1 and beta == 1:
+        return Impl(addmm, (bias, a, w), memory={2: where})
+    _probe_scaled_sum(ctx, dt)
+    return Impl(addmm_scaled, (bias, a, w, alpha, beta), memory={2: where})
+
+
+def _probe_scaled_sum(ctx, dt):
+    for op in ("mul", "add", "constant", "broadcast_binary"):
+        ctx.probe(op, torch.float32)
+    if dt == torch.bfloat16:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+
+
+def _alpha_beta(node):
+    """(alpha, beta) of an addmm / baddbmm node as floats (numbers only)."""
+    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        assert isinstance(x, (int, float)) and not isinstance(x, bool), (
+            f"{node.target} with {name}={x!r} (a number is implemented)"
+        )
+    return float(alpha), float(beta)
 
 
 # --------------------------------------------------------------------------------------------
@@ -776,14 +840,20 @@ def _statically_empty(t, dim) -> bool:
     return t.dim() > dim and statically_known_true(t.shape[dim] == 0)
 
 
-@register(aten.cat.default)
-def resolve_cat(node, ctx):
+def _tensor_list(node, what):
+    """(operands, dim normalized to the result's rank, dtype) of a cat / stack node; asserts
+    that the operands are tensors of one dtype."""
     xs = node.args[0]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     dt = _layout_dtype(node, xs[0])
     for x in xs:
-        assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, "cat of mixed dtypes"
-    dim = _norm_dim(dim, val(node).dim())
+        assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, f"{what} of mixed dtypes"
+    return xs, _norm_dim(dim, val(node).dim()), dt
+
+
+@register(aten.cat.default)
+def resolve_cat(node, ctx):
+    xs, dim, dt = _tensor_list(node, "cat")
     xs = [x for x in xs if not _statically_empty(val(x), dim)]
     assert xs, "cat of empty tensors only"
     assert all(isinstance(val(x).shape[dim], int) for x in xs), (
@@ -861,6 +931,12 @@ def resolve_slice(node, ctx):
 @register(aten.bmm.default)
 def resolve_bmm(node, ctx):
     a, b = node.args[:2]
+    _bmm_checks(node, ctx, a, b)
+    return Impl(bmm, (a, b))
+
+
+def _bmm_checks(node, ctx, a, b):
+    """Asserts that `a @ b` ([B, M, K] @ [B, K, N]) runs on the MPU one batch at a time."""
     ta, tb = val(a), val(b)
     assert ta.dtype == tb.dtype and ta.dtype in (torch.bfloat16, torch.float32), (
         f"the MPU multiplies bf16 (or f32, split into bf16 halves) operands of one dtype, got "
@@ -872,7 +948,30 @@ def resolve_bmm(node, ctx):
     ctx.probe("transpose", ta.dtype)
     ctx.probe("concat", ta.dtype)
     _fits_sram(ctx, ta, tb, val(node), val(node), what="bmm operands and result")
-    return Impl(bmm, (a, b))
+
+
+@register(aten.baddbmm.default)
+def resolve_baddbmm(node, ctx):
+    bias, a, b = node.args[:3]
+    alpha, beta = _alpha_beta(node)
+    tb = val(bias)
+    assert tb.dtype == val(node).dtype, f"baddbmm bias is {tb.dtype}, the result {val(node).dtype}"
+    assert all(isinstance(d, int) for d in tb.shape), "baddbmm with a dynamic bias"
+    _bmm_checks(node, ctx, a, b)
+    _probe_scaled_sum(ctx, tb.dtype)
+    _fits_sram(ctx, tb, val(node), what="baddbmm bias and result")
+    return Impl(baddbmm, (bias, a, b, alpha, beta))
+
+
+@register(aten.stack.default)
+def resolve_stack(node, ctx):
+    xs, dim, dt = _tensor_list(node, "stack")
+    for x in xs:
+        assert all(isinstance(d, int) for d in val(x).shape), "stack of dynamic shapes"
+    ctx.probe("reshape", dt)
+    if len(xs) > 1:
+        ctx.probe("concat", dt)
+    return Impl(stack, (tuple(xs), dim, len(xs) == 1))
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)

@@ -2,13 +2,12 @@
 maximum / minimum, log_softmax): each case runs wholly on Legato in strict mode and matches
 eager torch, in bf16 and f32; what the VPU has no instruction for runs eagerly with the reason."""
 
-import re
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 import legato.torch as lt
+from tests.unit.torch.torch_backend_helpers import run_case_strict
 
 BF16, F32 = torch.bfloat16, torch.float32
 
@@ -66,17 +65,8 @@ CASES = {
 @pytest.mark.parametrize("dtype", [BF16, F32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_runs_on_legato_and_matches_eager(name, dtype):
-    torch.manual_seed(0)
-    f, make, op = CASES[name]
-    args = make(dtype)
-    with torch.no_grad():
-        y = torch.compile(f, backend="legato", options={"legato.strict": True})(*args)
-        ref = f(*args)
-    s = lt.last_summary()
-    assert s.num_extern == 0 and s.num_kernels == 1, str(s)
-    # the op itself ran on Legato (not a decomposition into other ops)
-    assert re.search(rf"aten\.{op}\.\w+ -> legato", str(s)), str(s)
-    assert y.dtype == ref.dtype and y.shape == ref.shape
+    y, ref = run_case_strict(CASES, name, dtype, r"aten\.{op}\.\w+ -> legato")
+    assert lt.last_summary().num_kernels == 1
     # one bf16 ulp of the largest value (f32: 1e-5 relative)
     tol = (torch.finfo(BF16).eps if dtype == BF16 else 1e-5) * ref.float().abs().max()
     assert (y.float() - ref.float()).abs().max() <= tol
