@@ -6,9 +6,9 @@ with grouped-query attention, in bf16 and f32."""
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_backend_helpers import assert_close_bf16
 
 import legato.torch as lt
-from tests.unit.torch.torch_backend_helpers import assert_close_bf16
 
 B, H, KVH, S, D = 2, 4, 2, 8, 16
 

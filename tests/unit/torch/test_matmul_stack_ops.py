@@ -3,8 +3,7 @@ Legato in strict mode and match eager torch, in bf16 and f32."""
 
 import pytest
 import torch
-
-from tests.unit.torch.torch_backend_helpers import assert_close_bf16, run_case_strict
+from torch_backend_helpers import assert_close_bf16, run_case_strict
 
 BF16, F32 = torch.bfloat16, torch.float32
 

@@ -5,9 +5,9 @@ eager torch, in bf16 and f32; what the VPU has no instruction for runs eagerly w
 import pytest
 import torch
 import torch.nn.functional as F
+from torch_backend_helpers import run_case_strict
 
 import legato.torch as lt
-from tests.unit.torch.torch_backend_helpers import run_case_strict
 
 BF16, F32 = torch.bfloat16, torch.float32
 
