@@ -36,6 +36,30 @@ def addmm(bias, a, w):
 
 
 @legato.function
+def scaled_sum(r, bias, alpha, beta, dtype):
+    """beta * bias + alpha * r in f32 (`r` the f32 product), rounded once to `dtype` (as
+    torch's CPU addmm / baddbmm); beta 0 ignores the bias (as torch: a NaN there is not
+    propagated)."""
+    f32 = legato.types.float("float32")
+    if alpha != 1.0:
+        r = r * alpha
+    if beta != 0.0:
+        b = legato.tensor.cast(bias, f32)
+        if beta != 1.0:
+            b = b * beta
+        r = r + b
+    return legato.tensor.cast(r, dtype)
+
+
+@legato.function
+def addmm_scaled(bias, a, w, alpha, beta):
+    """beta * bias + alpha * (a @ w), computed in f32."""
+    return scaled_sum(
+        legato.tensor.matmul(a, w, legato.types.float("float32")), bias, alpha, beta, a.dtype
+    )
+
+
+@legato.function
 def bmm(a, b):
     """[B, M, K] @ [B, K, N]: one 2-D matmul per batch (b[i] is staged into mpu_buffer as the
     MPU weight), stacked."""
@@ -67,18 +91,40 @@ def causal_mask(s, lk, dtype):
 
 
 @legato.function
-def attention(q, k, v, scale, causal, wide):
-    """softmax(q @ k^T * scale [+ causal mask]) @ v per (batch, head), as the CPU flash kernel
-    computes it: scores and softmax in f32, the unnormalized probabilities rounded to the input
-    dtype for the second matmul (fp32 accumulation), divided by the f32 row sums at the end.
-    Grouped-query attention: query head h reads key/value head h // (heads / kv heads).
-    `wide`: the operands are f32 (no rounding of the probabilities)."""
+def mask_rows(m, b, h, per_b, per_h):
+    """The [S, L] slice of an explicit attention mask for (batch b, head h): `m` is 2-, 3- or
+    4-d, broadcast over batch (`per_b` False) and heads (`per_h` False)."""
+    if m.ndim == 4:
+        if per_b:
+            if per_h:
+                return m[b, h]
+            return m[b, 0]
+        if per_h:
+            return m[0, h]
+        return m[0, 0]
+    if m.ndim == 3:
+        if per_h:
+            return m[h]
+        return m[0]
+    return m
+
+
+@legato.function
+def attention(q, k, v, scale, causal, wide, mask, mask_b, mask_h, has_mask):
+    """softmax(q @ k^T * scale [+ causal mask] [+ explicit mask]) @ v per (batch, head), as the
+    CPU flash kernel computes it: scores and softmax in f32, the unnormalized probabilities
+    rounded to the input dtype for the second matmul (fp32 accumulation), divided by the f32 row
+    sums at the end. Grouped-query attention: query head h reads key/value head h // (heads /
+    kv heads). `wide`: the operands are f32 (no rounding of the probabilities).
+    `has_mask`: `mask` is an additive float mask (torch turns a boolean one into 0 / -inf
+    before this op), added to the scaled scores in f32; `mask_b`/`mask_h`: it differs per
+    batch / head (else broadcast)."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
     rep = nh // k.shape[1]
     if causal and lk > 1:
-        mask = causal_mask(s, lk, f32)
+        cmask = causal_mask(s, lk, f32)
     per_b = ()
     for b in legato.static_range(nb):
         per_h = ()
@@ -86,7 +132,9 @@ def attention(q, k, v, scale, causal, wide):
             kt = legato.tensor.transpose(k[b, h // rep], (1, 0))
             sc = legato.tensor.matmul(q[b, h], kt, f32) * scale
             if causal and lk > 1:
-                sc = sc + mask
+                sc = sc + cmask
+            if has_mask:
+                sc = sc + legato.tensor.cast(mask_rows(mask, b, h, mask_b, mask_h), f32)
             e = legato.tensor.exp(sc - legato.tensor.max(sc, axis=1, keepdim=True))
             if wide:
                 o = legato.tensor.matmul(e, v[b, h // rep], f32) / legato.tensor.sum(e, 1, True)
@@ -96,6 +144,27 @@ def attention(q, k, v, scale, causal, wide):
             per_h = per_h + (legato.tensor.reshape(o, (1, 1, s, d)),)
         per_b = per_b + ((per_h[0] if nh == 1 else legato.tensor.concat(per_h, 1)),)
     return ((per_b[0] if nb == 1 else legato.tensor.concat(per_b, 0)),)
+
+
+@legato.function
+def baddbmm(bias, a, b, alpha, beta):
+    """beta * bias + alpha * (a @ b) per batch (as `bmm`), computed in f32."""
+    f32 = legato.types.float("float32")
+    outs = ()
+    for i in legato.static_range(a.shape[0]):
+        r = legato.tensor.matmul(a[i], b[i], f32)
+        outs = outs + (legato.tensor.reshape(r, (1,) + r.shape),)
+    r = outs[0] if a.shape[0] == 1 else legato.tensor.concat(outs, 0)
+    return scaled_sum(r, bias, alpha, beta, a.dtype)
+
+
+@legato.function
+def stack(xs, dim, single):
+    """torch.stack: each operand with a new size-1 dim at `dim`, concatenated along it."""
+    outs = ()
+    for x in xs:
+        outs = outs + (legato.tensor.reshape(x, x.shape[:dim] + (1,) + x.shape[dim:]),)
+    return outs[0] if single else legato.tensor.concat(outs, dim)
 
 
 @legato.function
@@ -121,6 +190,21 @@ def div(a, b):
 @legato.function
 def rsub(a, b):
     return b - a
+
+
+@legato.function
+def maximum(a, b):
+    return legato.tensor.maximum(a, b)
+
+
+@legato.function
+def minimum(a, b):
+    return legato.tensor.minimum(a, b)
+
+
+@legato.function
+def clamp(x, lo, hi):
+    return legato.tensor.clamp(x, lo, hi)
 
 
 @legato.function
@@ -168,6 +252,8 @@ def unary(x, op):
         return legato.tensor.log1p(x)
     if op == "gelu_tanh":
         return legato.tensor.gelu_tanh(x)
+    if op == "softplus":
+        return legato.tensor.softplus(x)
     assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
@@ -187,6 +273,16 @@ def softmax(x, axis):
     m = legato.tensor.max(x, axis=axis, keepdim=True)
     e = legato.tensor.exp(x - m)
     return e / legato.tensor.sum(e, axis, True)
+
+
+@legato.function
+def log_softmax(x, axis, wide):
+    """x - max - log(sum(exp(x - max))) over `axis`; a bf16 x (`wide`) in f32, rounded once (as
+    torch's CPU kernel)."""
+    y = legato.tensor.cast(x, legato.types.float("float32")) if wide else x
+    d = y - legato.tensor.max(y, axis=axis, keepdim=True)
+    r = d - legato.tensor.log(legato.tensor.sum(legato.tensor.exp(d), axis, True))
+    return legato.tensor.cast(r, x.dtype) if wide else r
 
 
 @legato.function
@@ -353,16 +449,35 @@ def resolve_mm(node, ctx):
 @register(aten.addmm.default)
 def resolve_addmm(node, ctx):
     bias, a, w = node.args[:3]
-    assert node.kwargs.get("beta", 1) == 1 and node.kwargs.get("alpha", 1) == 1, (
-        "addmm with beta/alpha != 1"
-    )
+    alpha, beta = _alpha_beta(node)
     where = _mpu_checks(ctx, node, a, w)
     dt = val(a).dtype
     assert val(bias).dtype == dt, f"addmm bias is {val(bias).dtype}, the operands {dt}"
     ctx.probe("matmul", dt)
     ctx.probe("add", dt)
     ctx.probe("broadcast_binary", dt)
-    return Impl(addmm, (bias, a, w), memory={2: where})
+    if alpha == 1 and beta == 1:
+        return Impl(addmm, (bias, a, w), memory={2: where})
+    _probe_scaled_sum(ctx, dt)
+    return Impl(addmm_scaled, (bias, a, w, alpha, beta), memory={2: where})
+
+
+def _probe_scaled_sum(ctx, dt):
+    for op in ("mul", "add", "constant", "broadcast_binary"):
+        ctx.probe(op, torch.float32)
+    if dt == torch.bfloat16:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+
+
+def _alpha_beta(node):
+    """(alpha, beta) of an addmm / baddbmm node as floats (numbers only)."""
+    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+    for name, x in (("alpha", alpha), ("beta", beta)):
+        assert isinstance(x, (int, float)) and not isinstance(x, bool), (
+            f"{node.target} with {name}={x!r} (a number is implemented)"
+        )
+    return float(alpha), float(beta)
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,6 +554,41 @@ register([aten.add.Tensor, aten.add.Scalar], _binary(add, "add"))
 register([aten.sub.Tensor, aten.sub.Scalar], _binary(sub, "sub"))
 register([aten.mul.Tensor, aten.mul.Scalar], _binary(mul, "mul"))
 register([aten.div.Tensor, aten.div.Scalar], _binary(div, "div"))
+register(aten.maximum.default, _binary(maximum, "maximum"))
+register(aten.minimum.default, _binary(minimum, "minimum"))
+
+
+@register([aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default])
+def resolve_clamp(node, ctx):
+    x = node.args[0]
+    if node.target == aten.clamp_min.default:
+        lo, hi = node.args[1], None
+    elif node.target == aten.clamp_max.default:
+        lo, hi = None, node.args[1]
+    else:
+        lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    for b in (lo, hi):
+        assert b is None or (isinstance(b, (int, float)) and not isinstance(b, bool)), (
+            f"clamp bound {b!r} is not a number (tensor bounds are not implemented)"
+        )
+    assert lo is not None or hi is not None, "clamp without bounds"
+    dt = _same_dtype(node, x)
+    ctx.probe("clamp", dt)
+    return Impl(clamp, (x, None if lo is None else float(lo), None if hi is None else float(hi)))
+
+
+@register(aten.softplus.default)
+def resolve_softplus(node, ctx):
+    x = node.args[0]
+    beta = node.args[1] if len(node.args) > 1 else node.kwargs.get("beta", 1)
+    threshold = node.args[2] if len(node.args) > 2 else node.kwargs.get("threshold", 20)
+    assert beta == 1 and threshold == 20, (
+        f"softplus with beta={beta}, threshold={threshold} (the VPU's is beta 1, threshold 20)"
+    )
+    dt = _same_dtype(node, x)
+    ctx.probe("softplus", dt)
+    return Impl(unary, (x, "softplus"))
 
 
 @register(aten.rsub.Scalar)
@@ -540,6 +690,21 @@ def resolve_softmax(node, ctx):
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
+
+
+@register(aten._log_softmax.default)
+def resolve_log_softmax(node, ctx):
+    x, dim, half_to_float = node.args[:3]
+    assert not half_to_float, "log_softmax with half_to_float"
+    dt = _same_dtype(node, x)
+    assert val(x).dim() > 0, "log_softmax of a 0-d tensor (it is 0.0)"
+    wide = dt == torch.bfloat16
+    for op in ("max", "sub", "exp", "sum", "log", "broadcast_binary"):
+        ctx.probe(op, torch.float32 if wide else dt)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    return Impl(log_softmax, (x, _norm_dim(dim, val(x).dim()), wide))
 
 
 @legato.function
@@ -675,14 +840,20 @@ def _statically_empty(t, dim) -> bool:
     return t.dim() > dim and statically_known_true(t.shape[dim] == 0)
 
 
-@register(aten.cat.default)
-def resolve_cat(node, ctx):
+def _tensor_list(node, what):
+    """(operands, dim normalized to the result's rank, dtype) of a cat / stack node; asserts
+    that the operands are tensors of one dtype."""
     xs = node.args[0]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     dt = _layout_dtype(node, xs[0])
     for x in xs:
-        assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, "cat of mixed dtypes"
-    dim = _norm_dim(dim, val(node).dim())
+        assert isinstance(x, torch.fx.Node) and val(x).dtype == dt, f"{what} of mixed dtypes"
+    return xs, _norm_dim(dim, val(node).dim()), dt
+
+
+@register(aten.cat.default)
+def resolve_cat(node, ctx):
+    xs, dim, dt = _tensor_list(node, "cat")
     xs = [x for x in xs if not _statically_empty(val(x), dim)]
     assert xs, "cat of empty tensors only"
     assert all(isinstance(val(x).shape[dim], int) for x in xs), (
@@ -760,6 +931,12 @@ def resolve_slice(node, ctx):
 @register(aten.bmm.default)
 def resolve_bmm(node, ctx):
     a, b = node.args[:2]
+    _bmm_checks(node, ctx, a, b)
+    return Impl(bmm, (a, b))
+
+
+def _bmm_checks(node, ctx, a, b):
+    """Asserts that `a @ b` ([B, M, K] @ [B, K, N]) runs on the MPU one batch at a time."""
     ta, tb = val(a), val(b)
     assert ta.dtype == tb.dtype and ta.dtype in (torch.bfloat16, torch.float32), (
         f"the MPU multiplies bf16 (or f32, split into bf16 halves) operands of one dtype, got "
@@ -771,7 +948,30 @@ def resolve_bmm(node, ctx):
     ctx.probe("transpose", ta.dtype)
     ctx.probe("concat", ta.dtype)
     _fits_sram(ctx, ta, tb, val(node), val(node), what="bmm operands and result")
-    return Impl(bmm, (a, b))
+
+
+@register(aten.baddbmm.default)
+def resolve_baddbmm(node, ctx):
+    bias, a, b = node.args[:3]
+    alpha, beta = _alpha_beta(node)
+    tb = val(bias)
+    assert tb.dtype == val(node).dtype, f"baddbmm bias is {tb.dtype}, the result {val(node).dtype}"
+    assert all(isinstance(d, int) for d in tb.shape), "baddbmm with a dynamic bias"
+    _bmm_checks(node, ctx, a, b)
+    _probe_scaled_sum(ctx, tb.dtype)
+    _fits_sram(ctx, tb, val(node), what="baddbmm bias and result")
+    return Impl(baddbmm, (bias, a, b, alpha, beta))
+
+
+@register(aten.stack.default)
+def resolve_stack(node, ctx):
+    xs, dim, dt = _tensor_list(node, "stack")
+    for x in xs:
+        assert all(isinstance(d, int) for d in val(x).shape), "stack of dynamic shapes"
+    ctx.probe("reshape", dt)
+    if len(xs) > 1:
+        ctx.probe("concat", dt)
+    return Impl(stack, (tuple(xs), dim, len(xs) == 1))
 
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
@@ -780,7 +980,6 @@ def resolve_sdpa_flash_cpu(node, ctx):
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
     causal = node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)
     assert dropout == 0.0, "attention with dropout"
-    assert node.kwargs.get("attn_mask") is None, "attention with an explicit attn_mask"
     for u in node.users:
         assert u.target is operator.getitem and u.args[1] == 0, (
             "the attention's logsumexp output is used (only the output is computed)"
@@ -817,8 +1016,45 @@ def resolve_sdpa_flash_cpu(node, ctx):
     wide = tq.dtype == torch.float32
     if not wide:
         ctx.probe("cast_f32", torch.bfloat16)
-    _fits_sram(ctx, tq, tk, tv, tq, tq, what="attention operands and result")
-    return Impl(attention, (q, k, v, scale, bool(causal), wide))
+    mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
+    has_mask = isinstance(mask, torch.fx.Node)
+    extra = [val(mask)] if has_mask else []
+    _fits_sram(ctx, tq, tk, tv, tq, tq, *extra, what="attention operands, mask and result")
+    return Impl(
+        attention,
+        (q, k, v, scale, bool(causal), wide, mask, mask_b, mask_h, has_mask),
+        name="attention (additive mask)" if has_mask else "attention",
+    )
+
+
+def _attention_mask(node, ctx, tq, tk):
+    """(mask, per batch, per head) of the node's explicit `attn_mask` (mask 0.0, a placeholder,
+    when there is none). The op takes an additive mask of the query's dtype only; the mask must be [S, L] in its last two
+    dims (no broadcast there) and 1 or the operand's size in its batch and head dims."""
+    m = node.kwargs.get("attn_mask")
+    if m is None:
+        return 0.0, False, False
+    assert not (node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)), (
+        "attention with both is_causal and an explicit attn_mask"
+    )
+    tm = val(m)
+    nb, nh, s = tq.shape[:3]
+    lk = tk.shape[2]
+    assert 2 <= tm.dim() <= 4 and all(isinstance(d, int) for d in tm.shape), (
+        f"attention mask of shape {list(tm.shape)} (a static 2- to 4-d mask)"
+    )
+    assert tuple(tm.shape[-2:]) == (s, lk), (
+        f"attention mask {list(tm.shape)} does not end in [{s}, {lk}] (query and key lengths; "
+        "broadcasting over them is not implemented)"
+    )
+    lead = (1,) * (4 - tm.dim()) + tuple(tm.shape[:-2])
+    assert lead[0] in (1, nb) and lead[1] in (1, nh), (
+        f"attention mask {list(tm.shape)} does not broadcast over batch {nb} and heads {nh}"
+    )
+    assert tm.dtype == tq.dtype, f"attention mask of {tm.dtype} with {tq.dtype} operands"
+    if tm.dtype == torch.bfloat16:
+        ctx.probe("cast_f32", torch.bfloat16)
+    return m, lead[0] > 1, lead[1] > 1
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,3 +13,25 @@ def assert_close_bf16(actual, expected, ulps=2.0):
         f"{int(bad.sum())} element(s) differ from eager; max |diff| "
         f"{(a - e).abs().max().item():.4g}"
     )
+
+
+def run_case_strict(cases, name, dtype, op_pattern):
+    """Runs case `name` of `cases` ({name: (f, make_args(dtype), op)}) through the backend in
+    strict mode and eagerly; asserts that nothing ran extern and that an `aten.<op>` overload
+    matching `op_pattern.format(op=op)` (a regex) ran on Legato. Returns (result, eager)."""
+    import re
+
+    import legato.torch as lt
+
+    torch.manual_seed(0)
+    f, make, op = cases[name]
+    args = make(dtype)
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options={"legato.strict": True})(*args)
+        ref = f(*args)
+    s = lt.last_summary()
+    assert s.num_extern == 0, str(s)
+    # the op itself ran on Legato (not a decomposition into other ops)
+    assert re.search(op_pattern.format(op=op), str(s)), str(s)
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    return y, ref
