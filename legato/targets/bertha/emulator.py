@@ -727,7 +727,8 @@ class Emulator:
             m.inflight = [x for x in m.inflight if x[0] > t]
         if m.barrier_token is not None:
             m.barrier_token = None
-            self._ev(m, "sync", "barrier", m.time, t - m.time)
+            if self.trace_on:
+                self._ev(m, "sync", "barrier", m.time, t - m.time)
             m.time = t + 1
             m.pc += 1
             return True
@@ -779,18 +780,18 @@ class Emulator:
             self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
             arrival = self.queues.pop((m.core, ins.a, ins.imm))
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
         elif mn == "dmawait":
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", "dmawait", m.time, t - m.time)
         elif mn == "sem.post":
             self.sems.post(ins.a, ins.imm, t + 1)
             self._wake()
         elif mn == "sem.wait":
             self.sems.take(ins.a, ins.imm)
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
             return self._arrive(m, ins, t)
@@ -798,7 +799,7 @@ class Emulator:
             src, k, n, reads = plan.data
             m.weight = self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
             dur = timing.mpu_load_cycles(self.model, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, [], f"mpu.ldw [{k},{n}]")
+            self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
         elif fmt == "mpu_mm":
             dst, src, rows, k, n, reads, writes = plan.data
             a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
@@ -811,7 +812,7 @@ class Emulator:
             self.memory.write(dst, np.ascontiguousarray(res))
             self.macs += rows * k * n
             dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, writes, f"mpu.mm [{rows},{k}]x[{k},{n}]")
+            self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
         elif op.timing == "V":
             self._exec_vpu(m, ins, plan, t)
         else:  # pragma: no cover - every mnemonic is handled above
@@ -828,7 +829,9 @@ class Emulator:
         except ZeroDivisionError as e:
             raise _Trap(str(e)) from None
 
-    def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str) -> None:
+    def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str, *fmt):
+        """Book `dur` cycles of `unit` from `t`; the trace event is named `name.format(*fmt)`,
+        formatted only when tracing is on (the trace-off path does no per-event work)."""
         end = t + dur
         if unit == "mpu":
             m.mpu_free = end
@@ -837,7 +840,8 @@ class Emulator:
         m.busy[unit] += dur
         m.unit_end = max(m.unit_end, end)
         m.inflight.append((end, reads, writes))
-        self._ev(m, unit, name, t, dur)
+        if self.trace_on:
+            self._ev(m, unit, name.format(*fmt), t, dur)
 
     def _exec_dma(self, m: Module, ins, plan: _Plan, t: int) -> None:
         dst, src, n, notify, port, s_space, d_space = plan.data
@@ -855,7 +859,8 @@ class Emulator:
         m.dma_end = max(m.dma_end, end)
         m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
         m._dma_busy_until = max(m._dma_busy_until, end)
-        self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
+        if self.trace_on:
+            self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
         if notify is not None:
             self.queues.push(notify, end)
             self._wake()
@@ -952,4 +957,4 @@ class Emulator:
         if trans:
             self.vpu_trans_elems += elems
         dur = timing.vpu_cycles(self.model, elems, trans)
-        self._unit_op(m, "vpu", t, dur, reads, writes, f"{mn} {elems}")
+        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", mn, elems)

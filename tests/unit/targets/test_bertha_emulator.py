@@ -564,3 +564,59 @@ def test_vpu_sel_condition_types_are_validated():
     word = isa.make("vpu.sel", 1, 2, 3, 4, 2 | 4 << 4).encode()
     with pytest.raises(isa.DecodeError, match="dtype codes"):
         isa.decode(word | (6 << 4) << 32 & ~((4 << 4) << 32))
+
+
+def _timing(res):
+    return (
+        res.cycles,
+        res.module_cycles,
+        res.unit_busy,
+        res.port_busy,
+        res.dram_bytes_per_channel,
+        res.instructions,
+    )
+
+
+def test_trace_off_records_nothing_and_changes_no_timing(model):
+    rng = np.random.default_rng(1)
+    src = MATMUL.format(a_row=512, w_bytes=256 * 128 * 2, k=256, n=128, out_row=256)
+    binary = build(src, matmul_args(10, 256, 128), model)
+    a = rng.standard_normal((4, 256)).astype(BF16)
+    w = rng.standard_normal((256, 128)).astype(BF16)
+    o_on, o_off = np.zeros((4, 128), BF16), np.zeros((4, 128), BF16)
+    on = run_binary(binary, model, [a, w, o_on], trace=True)
+    off = run_binary(binary, model, [a, w, o_off], trace=False)
+    assert off.trace_events == [] and len(on.trace_events) > 0
+    assert _timing(on) == _timing(off) and o_on.tobytes() == o_off.tobytes()
+
+
+def test_jit_traces_only_inside_a_tracing_session():
+    import torch
+
+    import legato
+    import legato.model.bertha as bertha
+
+    t = legato.get_model().tensor_type(legato.types.float("float32"), [4, 64], "shared_dram")
+
+    @legato.compile(backend=bertha)
+    def traced_tanh(a: t, out: t):
+        device = legato.get_context().get_device()
+        with device.get_core(0):
+            legato.tensor.memcpy(out, legato.tensor.tanh(legato.tensor.load(a)))
+
+    a, out = torch.randn(4, 64), torch.zeros(4, 64)
+    traced_tanh(a, out)
+    off = traced_tanh.last_run
+    assert off.trace_events == []
+    with legato.session(trace=True):
+        traced_tanh(a, out)
+    on = traced_tanh.last_run
+    torch.testing.assert_close(out, torch.tanh(a))
+    ref = run_binary(
+        traced_tanh.last_artifacts.binary,
+        traced_tanh.model,
+        [a.numpy(), np.zeros((4, 64), np.float32)],
+        trace=True,
+    )
+    assert on.trace_events == ref.trace_events and any(e["ph"] == "X" for e in on.trace_events)
+    assert _timing(on) == _timing(off)
