@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
@@ -237,6 +238,22 @@ class Module:
         return t if t > self.time else 0
 
 
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    # Built once (it scans the loaded libraries: ~2 ms); numpy's BLAS is loaded before this
+    # module, so a later scan would find no other library the emulator calls.
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """A context in which numpy's BLAS uses one thread. The emulator's matmuls are small
+    (an `mpu.mm` is at most [512,256]x[256,128]): BLAS threads spinning against the emulating
+    thread made them up to 10x slower on a loaded 2-core machine (issue 15). The previous
+    limits are restored on exit; BLAS threads are process-wide, so a thread running numpy
+    beside an emulator run is limited too while it lasts."""
+    return _blas_controller().limit(limits=1, user_api="blas")
+
+
 # ---- the emulator ------------------------------------------------------------------------------
 class Emulator:
     """`Emulator(binary, model)`; allocate arguments with `memory.allocate`/`memory.write`, then
@@ -352,6 +369,12 @@ class Emulator:
 
     # ---- scheduling -----------------------------------------------------------------------
     def run(self, table_address: int = 0) -> timing.RunResult:
+        """Run every module from `table_address` to its halt; numpy's BLAS runs on one thread
+        meanwhile (`_one_blas_thread`)."""
+        with _one_blas_thread():
+            return self._run(table_address)
+
+    def _run(self, table_address: int) -> timing.RunResult:
         for m in self.modules:
             m.regs[1] = table_address
             m.regs[2] = core_id(m.core)

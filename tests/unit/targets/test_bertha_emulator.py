@@ -620,3 +620,31 @@ def test_jit_traces_only_inside_a_tracing_session():
     )
     assert on.trace_events == ref.trace_events and any(e["ph"] == "X" for e in on.trace_events)
     assert _timing(on) == _timing(off)
+
+
+def test_blas_runs_on_one_thread_inside_the_emulator(model, monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from legato.targets.bertha import emulator
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen = []
+    real = numerics.mpu_matmul
+
+    def spy(*a):
+        seen.append(blas_threads())
+        return real(*a)
+
+    monkeypatch.setattr(emulator.numerics, "mpu_matmul", spy)
+    src = MATMUL.format(a_row=512, w_bytes=256 * 128 * 2, k=256, n=128, out_row=256)
+    a, w, o = np.ones((2, 256), BF16), np.ones((256, 128), BF16), np.zeros((2, 128), BF16)
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        run(src, matmul_args(10, 256, 128), [a, w, o])
+        after = blas_threads()
+    assert before and all(n == 2 for n in before)
+    assert seen and all(n == 1 for s in seen for n in s)
+    assert after == before
+    assert o.astype(np.float32).tolist() == np.full((2, 128), 256.0).tolist()
