@@ -136,6 +136,16 @@ class Memory(PhysicalMemory):
         except MapError as e:
             raise EmulatorError(str(e)) from None
 
+    def map_read_only(self, data: np.ndarray, name: str) -> int:
+        """A new shared-DRAM allocation over the bytes of `data` (a C-contiguous array, not
+        copied: a view of the caller's memory); every write to it traps. Returns its address."""
+        flat = data.reshape(-1).view(np.uint8)
+        flat.flags.writeable = False  # a stray in-place write raises instead of landing
+        try:
+            return super().allocate(flat.size, name, data=flat, read_only=True)
+        except MapError as e:
+            raise EmulatorError(str(e)) from None
+
     classify = staticmethod(classify)
 
 
@@ -901,6 +911,8 @@ class Emulator:
                 self.memory.write(dst, np.ascontiguousarray(block))
             else:
                 out = self.memory.read(dst, dspan)
+                if not out.flags.writeable:  # a read-only region: the write below traps
+                    out = out.copy()
                 np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
                 self.memory.write(dst, out)
         shared = [

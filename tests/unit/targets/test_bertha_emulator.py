@@ -230,7 +230,9 @@ def test_scalar_instructions():
 def test_read_only_arguments_are_not_copied_back():
     src = ".program top on top\n    ld r3, 8(r1)\n    li r4, 5\n    st r4, 0(r3)\n    halt\n"
     x = np.zeros(1, np.int64)
-    run(src, [tensor("x", i64, [1], "read")], [x])
+    # a `read` argument is mapped uncopied and read-only: the store traps, x stays as it was
+    with pytest.raises(EmulatorFault, match="to x, which is read-only"):
+        run(src, [tensor("x", i64, [1], "read")], [x])
     assert x[0] == 0
     run(src, [tensor("x", i64, [1], "readwrite")], [x])
     assert x[0] == 5
