@@ -157,28 +157,39 @@ def run_emulator_gemm(repeat: int) -> tuple[float, bool]:
     return t, bool((got.view(np.uint16) == ref.view(np.uint16)).all())
 
 
-def run_bench_kernels(names: list[str], targets: list[str], repeat: int) -> None:
-    """Time `run_binary` (tracing off, as the JIT runs it) on bench kernels `names`: best wall
-    time of `repeat` runs on fresh copies of the arguments, with that run's CPU time."""
+def bench_binary(name: str, target: str):
+    """(model, binary bytes, numpy arguments) of bench kernel `name` (bench/kernels.py) on
+    `target` ("bertha" or "bertha-evt1"), compiled without the JIT's cache."""
     import torch
 
     import legato
     from bench.kernels import KERNELS
     from bench.runner import _model_factory, _to_numpy
     from legato.compiler import compile_kernel
-    from legato.targets.bertha.runtime import run_binary
 
     by_name = {k.name: k for k in KERNELS}
+    if name not in by_name:
+        raise SystemExit(f"no bench kernel {name!r}; known: {', '.join(by_name)}")
+    factory = _model_factory(target)
+    model = factory()
+    bk = by_name[name].specialize(model)
+    kernel = legato.compile(backend=factory)(bk.fn)
+    binary = bytes(compile_kernel(kernel.emit_module(), model, bk.name).binary)
+    return (
+        model,
+        binary,
+        [_to_numpy(t) for t in bk.make_args(torch, torch.Generator().manual_seed(0))],
+    )
+
+
+def run_bench_kernels(names: list[str], targets: list[str], repeat: int) -> None:
+    """Time `run_binary` (tracing off, as the JIT runs it) on bench kernels `names`: best wall
+    time of `repeat` runs on fresh copies of the arguments, with that run's CPU time."""
+    from legato.targets.bertha.runtime import run_binary
+
     for name in names:
-        if name not in by_name:
-            raise SystemExit(f"no bench kernel {name!r}; known: {', '.join(by_name)}")
         for target in targets:
-            factory = _model_factory(target)
-            model = factory()
-            bk = by_name[name].specialize(model)
-            kernel = legato.compile(backend=factory)(bk.fn)
-            binary = bytes(compile_kernel(kernel.emit_module(), model, bk.name).binary)
-            np_args = [_to_numpy(t) for t in bk.make_args(torch, torch.Generator().manual_seed(0))]
+            model, binary, np_args = bench_binary(name, target)
             res = {}
 
             def emulate(binary=binary, model=model, np_args=np_args, res=res):
