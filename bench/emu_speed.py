@@ -1,6 +1,7 @@
 """Host-side speed of the emulator's numerics on GEMM-sized work, against torch eager.
 
     .venv/bin/python bench/emu_speed.py [--repeat N] [--skip-emulator] [--old]
+    .venv/bin/python bench/emu_speed.py --kernel NAME [--kernel NAME] [--target T] [--repeat N]
 
 Prints, best of N (wall times depend on the machine and its load: compare numbers of one run):
 - torch eager: `[512, 4096] @ [4096, 4096]` bf16 (what issue 5's GEMM computes);
@@ -16,6 +17,8 @@ Prints, best of N (wall times depend on the machine and its load: compare number
 Each line also gives the process CPU time of the best run: on a loaded machine, multithreaded
 BLAS / torch wall times swing by 10x, CPU time much less (`OPENBLAS_NUM_THREADS=1` for a
 single-threaded emulator).
+With `--kernel NAME` (a bench kernel of bench/kernels.py, e.g. gemv_1x4096x4096,
+rmsnorm_32x4096) it only times `run_binary` on that kernel's binary, tracing off, per target.
 """
 
 from __future__ import annotations
@@ -154,12 +157,72 @@ def run_emulator_gemm(repeat: int) -> tuple[float, bool]:
     return t, bool((got.view(np.uint16) == ref.view(np.uint16)).all())
 
 
+def bench_binary(name: str, target: str):
+    """(model, binary bytes, numpy arguments) of bench kernel `name` (bench/kernels.py) on
+    `target` ("bertha" or "bertha-evt1"), compiled without the JIT's cache."""
+    import torch
+
+    import legato
+    from bench.kernels import KERNELS
+    from bench.runner import _model_factory, _to_numpy
+    from legato.compiler import compile_kernel
+
+    by_name = {k.name: k for k in KERNELS}
+    if name not in by_name:
+        raise SystemExit(f"no bench kernel {name!r}; known: {', '.join(by_name)}")
+    factory = _model_factory(target)
+    model = factory()
+    bk = by_name[name].specialize(model)
+    kernel = legato.compile(backend=factory)(bk.fn)
+    binary = bytes(compile_kernel(kernel.emit_module(), model, bk.name).binary)
+    return (
+        model,
+        binary,
+        [_to_numpy(t) for t in bk.make_args(torch, torch.Generator().manual_seed(0))],
+    )
+
+
+def run_bench_kernels(names: list[str], targets: list[str], repeat: int) -> None:
+    """Time `run_binary` (tracing off, as the JIT runs it) on bench kernels `names`: best wall
+    time of `repeat` runs on fresh copies of the arguments, with that run's CPU time."""
+    from legato.targets.bertha.runtime import run_binary
+
+    for name in names:
+        for target in targets:
+            model, binary, np_args = bench_binary(name, target)
+            res = {}
+
+            def emulate(binary=binary, model=model, np_args=np_args, res=res):
+                res["r"] = run_binary(binary, model, [a.copy() for a in np_args], trace=False)
+
+            label = f"{name}@{target}"
+            t = best(emulate, repeat, label)
+            print(
+                f"emulator {label:36} {t * 1e3:9.1f} ms (cpu {CPU[label] * 1e3:.0f} ms; "
+                f"{res['r'].cycles} cycles)"
+            )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--old", action="store_true", help="also time the previous MPU definition")
     p.add_argument("--skip-emulator", action="store_true")
+    p.add_argument(
+        "--kernel",
+        action="append",
+        help="only time the emulator on this bench kernel (bench/kernels.py; repeatable)",
+    )
+    p.add_argument(
+        "--target",
+        action="append",
+        choices=("bertha", "bertha-evt1"),
+        help="with --kernel: only this target (repeatable; default: both)",
+    )
     ns = p.parse_args()
+    if ns.kernel:
+        run_bench_kernels(ns.kernel, ns.target or ["bertha", "bertha-evt1"], ns.repeat)
+        return
     import torch
 
     ta = torch.randn(M, K).bfloat16()

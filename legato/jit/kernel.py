@@ -295,6 +295,7 @@ class Kernel:
                 self.model,
                 [b.value for b in bound],
                 views=[numpy_view(x) for _, x in tensors],
+                trace=sess is not None and sess.trace,
             )
         except ABIError as e:
             raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None

@@ -39,6 +39,7 @@ _SUFFIX = {
 class Session:
     output_type: OutputType | None
     output_path: Path | None
+    trace: bool = False  # record the emulator's trace events in `kernel.last_run`
 
 
 _session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
@@ -47,9 +48,11 @@ _session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def session(output_type: OutputType | str | None = None, output_path=None):
+def session(output_type: OutputType | str | None = None, output_path=None, *, trace: bool = False):
     """JIT options for the kernel calls inside the `with`: write stage `output_type` of every
-    kernel called to `output_path/<kernel><suffix>` (the kernels still run)."""
+    kernel called to `output_path/<kernel><suffix>` (the kernels still run); with `trace=True`
+    the emulator records its trace events (`kernel.last_run.trace_events`, `write_trace`),
+    which calls outside such a session do not (they cost time to build and to release)."""
     if isinstance(output_type, str):
         try:
             output_type = OutputType[output_type.upper()]
@@ -63,7 +66,7 @@ def session(output_type: OutputType | str | None = None, output_path=None):
     if output_type is not None and output_path is None:
         output_path = "."
     token = _session.set(
-        Session(output_type, Path(output_path) if output_path is not None else None)
+        Session(output_type, Path(output_path) if output_path is not None else None, bool(trace))
     )
     try:
         yield _session.get()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
@@ -135,6 +136,16 @@ class Memory(PhysicalMemory):
         except MapError as e:
             raise EmulatorError(str(e)) from None
 
+    def map_read_only(self, data: np.ndarray, name: str) -> int:
+        """A new shared-DRAM allocation over the bytes of `data` (a C-contiguous array, not
+        copied: a view of the caller's memory); every write to it traps. Returns its address."""
+        flat = data.reshape(-1).view(np.uint8)
+        flat.flags.writeable = False  # a stray in-place write raises instead of landing
+        try:
+            return super().allocate(flat.size, name, data=flat, read_only=True)
+        except MapError as e:
+            raise EmulatorError(str(e)) from None
+
     classify = staticmethod(classify)
 
 
@@ -235,6 +246,22 @@ class Module:
             if hit:
                 t = end
         return t if t > self.time else 0
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    # Built once (it scans the loaded libraries: ~2 ms); numpy's BLAS is loaded before this
+    # module, so a later scan would find no other library the emulator calls.
+    return ThreadpoolController()
+
+
+def _one_blas_thread():
+    """A context in which numpy's BLAS uses one thread. The emulator's matmuls are small
+    (an `mpu.mm` is at most [512,256]x[256,128]): BLAS threads spinning against the emulating
+    thread made them up to 10x slower on a loaded 2-core machine (issue 15). The previous
+    limits are restored on exit; BLAS threads are process-wide, so a thread running numpy
+    beside an emulator run is limited too while it lasts."""
+    return _blas_controller().limit(limits=1, user_api="blas")
 
 
 # ---- the emulator ------------------------------------------------------------------------------
@@ -352,6 +379,12 @@ class Emulator:
 
     # ---- scheduling -----------------------------------------------------------------------
     def run(self, table_address: int = 0) -> timing.RunResult:
+        """Run every module from `table_address` to its halt; numpy's BLAS runs on one thread
+        meanwhile (`_one_blas_thread`)."""
+        with _one_blas_thread():
+            return self._run(table_address)
+
+    def _run(self, table_address: int) -> timing.RunResult:
         for m in self.modules:
             m.regs[1] = table_address
             m.regs[2] = core_id(m.core)
@@ -727,7 +760,8 @@ class Emulator:
             m.inflight = [x for x in m.inflight if x[0] > t]
         if m.barrier_token is not None:
             m.barrier_token = None
-            self._ev(m, "sync", "barrier", m.time, t - m.time)
+            if self.trace_on:
+                self._ev(m, "sync", "barrier", m.time, t - m.time)
             m.time = t + 1
             m.pc += 1
             return True
@@ -779,18 +813,18 @@ class Emulator:
             self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
             arrival = self.queues.pop((m.core, ins.a, ins.imm))
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
         elif mn == "dmawait":
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", "dmawait", m.time, t - m.time)
         elif mn == "sem.post":
             self.sems.post(ins.a, ins.imm, t + 1)
             self._wake()
         elif mn == "sem.wait":
             self.sems.take(ins.a, ins.imm)
-            if t > m.time:
+            if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
             return self._arrive(m, ins, t)
@@ -798,7 +832,7 @@ class Emulator:
             src, k, n, reads = plan.data
             m.weight = self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
             dur = timing.mpu_load_cycles(self.model, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, [], f"mpu.ldw [{k},{n}]")
+            self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
         elif fmt == "mpu_mm":
             dst, src, rows, k, n, reads, writes = plan.data
             a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
@@ -811,7 +845,7 @@ class Emulator:
             self.memory.write(dst, np.ascontiguousarray(res))
             self.macs += rows * k * n
             dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, writes, f"mpu.mm [{rows},{k}]x[{k},{n}]")
+            self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
         elif op.timing == "V":
             self._exec_vpu(m, ins, plan, t)
         else:  # pragma: no cover - every mnemonic is handled above
@@ -828,7 +862,9 @@ class Emulator:
         except ZeroDivisionError as e:
             raise _Trap(str(e)) from None
 
-    def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str) -> None:
+    def _unit_op(self, m: Module, unit: str, t: int, dur: int, reads, writes, name: str, *fmt):
+        """Book `dur` cycles of `unit` from `t`; the trace event is named `name.format(*fmt)`,
+        formatted only when tracing is on (the trace-off path does no per-event work)."""
         end = t + dur
         if unit == "mpu":
             m.mpu_free = end
@@ -837,7 +873,8 @@ class Emulator:
         m.busy[unit] += dur
         m.unit_end = max(m.unit_end, end)
         m.inflight.append((end, reads, writes))
-        self._ev(m, unit, name, t, dur)
+        if self.trace_on:
+            self._ev(m, unit, name.format(*fmt), t, dur)
 
     def _exec_dma(self, m: Module, ins, plan: _Plan, t: int) -> None:
         dst, src, n, notify, port, s_space, d_space = plan.data
@@ -855,7 +892,8 @@ class Emulator:
         m.dma_end = max(m.dma_end, end)
         m.busy["dma"] += max(0, end - max(t, m._dma_busy_until))
         m._dma_busy_until = max(m._dma_busy_until, end)
-        self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
+        if self.trace_on:
+            self._dma_ev(m, t, end, src=hex(read[0]), dst=hex(write[0]), **ev)
         if notify is not None:
             self.queues.push(notify, end)
             self._wake()
@@ -873,6 +911,8 @@ class Emulator:
                 self.memory.write(dst, np.ascontiguousarray(block))
             else:
                 out = self.memory.read(dst, dspan)
+                if not out.flags.writeable:  # a read-only region: the write below traps
+                    out = out.copy()
                 np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
                 self.memory.write(dst, out)
         shared = [
@@ -952,4 +992,4 @@ class Emulator:
         if trans:
             self.vpu_trans_elems += elems
         dur = timing.vpu_cycles(self.model, elems, trans)
-        self._unit_op(m, "vpu", t, dur, reads, writes, f"{mn} {elems}")
+        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", mn, elems)

@@ -145,7 +145,12 @@ def run_binary(
         if isinstance(t, TensorSpec):
             arr = value
             data = np.ascontiguousarray(arr)
-            addr = mem.allocate(data.nbytes, layout._name(i, path))
+            name = layout._name(i, path)
+            if layout.args[i].access == "read" and data.nbytes:
+                # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
+                # write it, and nothing writes the caller's array while the kernel runs.
+                return mem.map_read_only(data, name), tuple(arr.shape)
+            addr = mem.allocate(data.nbytes, name)
             if data.nbytes:
                 mem.write(addr, data)
             if layout.args[i].access in ("write", "readwrite"):

@@ -230,7 +230,9 @@ def test_scalar_instructions():
 def test_read_only_arguments_are_not_copied_back():
     src = ".program top on top\n    ld r3, 8(r1)\n    li r4, 5\n    st r4, 0(r3)\n    halt\n"
     x = np.zeros(1, np.int64)
-    run(src, [tensor("x", i64, [1], "read")], [x])
+    # a `read` argument is mapped uncopied and read-only: the store traps, x stays as it was
+    with pytest.raises(EmulatorFault, match="to x, which is read-only"):
+        run(src, [tensor("x", i64, [1], "read")], [x])
     assert x[0] == 0
     run(src, [tensor("x", i64, [1], "readwrite")], [x])
     assert x[0] == 5
@@ -564,3 +566,87 @@ def test_vpu_sel_condition_types_are_validated():
     word = isa.make("vpu.sel", 1, 2, 3, 4, 2 | 4 << 4).encode()
     with pytest.raises(isa.DecodeError, match="dtype codes"):
         isa.decode(word | (6 << 4) << 32 & ~((4 << 4) << 32))
+
+
+def _timing(res):
+    return (
+        res.cycles,
+        res.module_cycles,
+        res.unit_busy,
+        res.port_busy,
+        res.dram_bytes_per_channel,
+        res.instructions,
+    )
+
+
+def test_trace_off_records_nothing_and_changes_no_timing(model):
+    rng = np.random.default_rng(1)
+    src = MATMUL.format(a_row=512, w_bytes=256 * 128 * 2, k=256, n=128, out_row=256)
+    binary = build(src, matmul_args(10, 256, 128), model)
+    a = rng.standard_normal((4, 256)).astype(BF16)
+    w = rng.standard_normal((256, 128)).astype(BF16)
+    o_on, o_off = np.zeros((4, 128), BF16), np.zeros((4, 128), BF16)
+    on = run_binary(binary, model, [a, w, o_on], trace=True)
+    off = run_binary(binary, model, [a, w, o_off], trace=False)
+    assert off.trace_events == [] and len(on.trace_events) > 0
+    assert _timing(on) == _timing(off) and o_on.tobytes() == o_off.tobytes()
+
+
+def test_jit_traces_only_inside_a_tracing_session():
+    import torch
+
+    import legato
+    import legato.model.bertha as bertha
+
+    t = legato.get_model().tensor_type(legato.types.float("float32"), [4, 64], "shared_dram")
+
+    @legato.compile(backend=bertha)
+    def traced_tanh(a: t, out: t):
+        device = legato.get_context().get_device()
+        with device.get_core(0):
+            legato.tensor.memcpy(out, legato.tensor.tanh(legato.tensor.load(a)))
+
+    a, out = torch.randn(4, 64), torch.zeros(4, 64)
+    traced_tanh(a, out)
+    off = traced_tanh.last_run
+    assert off.trace_events == []
+    with legato.session(trace=True):
+        traced_tanh(a, out)
+    on = traced_tanh.last_run
+    torch.testing.assert_close(out, torch.tanh(a))
+    ref = run_binary(
+        traced_tanh.last_artifacts.binary,
+        traced_tanh.model,
+        [a.numpy(), np.zeros((4, 64), np.float32)],
+        trace=True,
+    )
+    assert on.trace_events == ref.trace_events and any(e["ph"] == "X" for e in on.trace_events)
+    assert _timing(on) == _timing(off)
+
+
+def test_blas_runs_on_one_thread_inside_the_emulator(model, monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from legato.targets.bertha import emulator
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    seen = []
+    real = numerics.mpu_matmul
+
+    def spy(*a):
+        seen.append(blas_threads())
+        return real(*a)
+
+    monkeypatch.setattr(emulator.numerics, "mpu_matmul", spy)
+    src = MATMUL.format(a_row=512, w_bytes=256 * 128 * 2, k=256, n=128, out_row=256)
+    a, w, o = np.ones((2, 256), BF16), np.ones((256, 128), BF16), np.zeros((2, 128), BF16)
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        run(src, matmul_args(10, 256, 128), [a, w, o])
+        after = blas_threads()
+    assert before and all(n == 2 for n in before)
+    assert seen and all(n == 1 for s in seen for n in s)
+    assert after == before
+    assert o.astype(np.float32).tolist() == np.full((2, 128), 256.0).tolist()

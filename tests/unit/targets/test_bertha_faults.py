@@ -120,3 +120,51 @@ def test_many_faults_in_a_row_leave_the_process_working():
         with pytest.raises(InstructionLimitError):
             run(".program top on top\nL0:\n    jmp L0\n", instruction_limit=100)
         seed_run_succeeds()
+
+
+WRITE_READ_ARG = {
+    "st": ".program c0 on core(0)\n    ld r3, 8(r1)\n    li r4, 7\n    st r4, 8(r3)\n    halt\n",
+    "dma": (
+        ".program c0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 16\n"
+        "    dma r3, r4, r5\n    dmawait\n    halt\n"
+    ),
+    "dma2d": (
+        ".program c0 on core(0)\n    ld r3, 8(r1)\n    lsa r4, sram, 0\n    li r5, 2\n"
+        "    shli r5, r5, 32\n    addi r5, r5, 16\n    li r6, 32\n    shli r6, r6, 32\n"
+        "    addi r6, r6, 16\n    dma2d r3, r4, r5, r6\n    dmawait\n    halt\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(WRITE_READ_ARG))
+def test_writing_a_read_argument_traps_and_leaves_it_unchanged(how):
+    """A `read` argument is mapped uncopied and read-only: a store or DMA into it faults with
+    the argument's name, and the caller's array is untouched."""
+    x = np.arange(8, dtype=np.int64)
+    with pytest.raises(EmulatorFault, match=r"to x, which is read-only") as ei:
+        run(WRITE_READ_ARG[how], [tensor("x", i64, [8])], [x])
+    assert ei.value.program == "c0" and ei.value.instruction.startswith(how)
+    assert x.tolist() == list(range(8))
+    seed_run_succeeds()
+
+
+def test_read_arguments_are_mapped_not_copied(monkeypatch):
+    from legato.targets.bertha import emulator
+
+    mapped = []
+    real = emulator.Memory.map_read_only
+
+    def spy(self, data, name):
+        addr = real(self, data, name)
+        mapped.append((name, self.find(addr, data.nbytes)[0].data))
+        return addr
+
+    monkeypatch.setattr(emulator.Memory, "map_read_only", spy)
+    model = bertha.evt0()
+    args, expected = seed_args(rows=5, seed=3)
+    run_binary(seed_binary(model), model, args)
+    assert args[2].tobytes() == expected.tobytes()
+    names = [n for n, _ in mapped]
+    assert names == ["a", "b"]
+    for (_, data), arr in zip(mapped, args[:2]):
+        assert np.shares_memory(data, arr) and not data.flags.writeable

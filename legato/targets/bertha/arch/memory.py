@@ -3,7 +3,8 @@ checked (anything outside a region traps with its address).
 
 * Shared DRAM holds only what the runtime allocated there (`allocate`: a bump allocator from
   `SHARED_ALLOC_START`, 4 KiB aligned; address 0 is never allocated, so a null pointer traps).
-  A region may be backed by the caller's own bytes (`data=`): writes land in place.
+  A region may be backed by the caller's own bytes (`data=`): writes land in place, or trap
+  when the region is `read_only` (the runtime maps a kernel's `read` arguments so, uncopied).
 * Each core's `sram`, `mpu_buffer` and `private_dram` are mapped whole on first touch (numpy
   zeros: the OS commits pages only when written). Spaces in `lazy_spaces` are stored in 1 MiB
   chunks allocated on first write instead, so that a sparse use of a large space costs little.
@@ -32,10 +33,14 @@ LAZY_CHUNK = 1 << 20
 
 
 class Region:
-    """`size` bytes at `base`: in one array (`data`, given or zeros), or `lazy` in chunks."""
+    """`size` bytes at `base`: in one array (`data`, given or zeros), or `lazy` in chunks;
+    every write to a `read_only` region traps (`PhysicalMemory.write`)."""
 
-    def __init__(self, base: int, size: int, name: str, lazy: bool = False, data=None):
+    def __init__(
+        self, base: int, size: int, name: str, lazy: bool = False, data=None, read_only=False
+    ):
         self.base, self.size, self.name, self.lazy = base, size, name, lazy
+        self.read_only = read_only
         if data is not None:
             self.data = data
         else:
@@ -117,14 +122,19 @@ class PhysicalMemory:
         self._bases.insert(i, region.base)
         return region
 
-    def allocate(self, size: int, name: str, data: np.ndarray | None = None) -> int:
+    def allocate(
+        self, size: int, name: str, data: np.ndarray | None = None, read_only: bool = False
+    ) -> int:
         """A new shared-DRAM region of `size` bytes (at least 1), or over `data` (1-D uint8,
-        possibly a view of the caller's array); returns its address."""
+        possibly a view of the caller's array; `read_only`: writes to it trap); returns its
+        address."""
         addr = self._next_shared
         size = max(int(size), 1)
         if addr + size > self.model.shared_memory_size:
             raise MapError(f"shared DRAM exhausted allocating {size} bytes for {name}", name, addr)
-        self.add(Region(addr, size if data is None else data.size, name, data=data))
+        self.add(
+            Region(addr, size if data is None else data.size, name, data=data, read_only=read_only)
+        )
         self._next_shared = -(-(addr + size) // SHARED_ALLOC_ALIGN) * SHARED_ALLOC_ALIGN
         return addr
 
@@ -180,6 +190,14 @@ class PhysicalMemory:
             else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         )
         r, off = self.find(addr, data.size)
+        if r.read_only:
+            raise AccessFault(
+                f"write of {data.size} bytes to {r.name}, which is read-only (an argument the "
+                "kernel declares `read` is mapped uncopied and may not be written)",
+                addr,
+                data.size,
+                r,
+            )
         r.write(off, data)
 
     def read_array(self, addr: int, count: int, dtype) -> np.ndarray:
