@@ -17,6 +17,12 @@ import torch
 
 log = logging.getLogger("vllm_legato")
 
+# vLLM's CPU attention kernels use AMX tiles without asking Linux for them; torch asks (through
+# oneDNN) only when it runs a bf16 matmul itself. With every matmul of the forward on Legato,
+# nothing in the process had asked, and the first attention step died of SIGILL. Ask up front.
+if hasattr(torch._C, "_cpu") and hasattr(torch._C._cpu, "_init_amx"):
+    torch._C._cpu._init_amx()
+
 
 def _options(device: str) -> dict:
     return {
