@@ -42,6 +42,7 @@ from xdsl.ir import Operation
 
 from legato import numerics
 from legato.dialects import core as C
+from legato.dialects.core import BUFFER_ATTR
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, MemoryFault
@@ -52,11 +53,10 @@ from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import vpu
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.modules import core_id
+from legato.transforms.plan_memory import PLACEMENT_ATTR
 from legato.types import TensorSpec
 
 ALLOC_ALIGN = 64
-BUFFER_ATTR = "buffer"  # legato.dialects.core.BUFFER_ATTR
-PLACEMENT_ATTR = "placement"  # legato.transforms.plan_memory.PLACEMENT_ATTR
 
 
 @dataclass

@@ -24,34 +24,25 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, OpResult, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.dialects import legato as lg
-from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.transforms import lower_data_movement as _data
 from legato.transforms import lower_runtime as _runtime
 from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
-from legato.transforms.index_arith import INDEX_OPS
+from legato.transforms.index_arith import per_core_values
 from legato.transforms.lowering_state import LoweringState, ProgramState
 
 
 class _KernelLowering(LoweringState):
     """The driver: checks the contexts, pairs the transfers, then lowers each region's ops
     into its context's program (`lower_op` dispatches to the op families)."""
-
-    def __init__(self, kernel: lg.KernelOp, model: ComputeModel):
-        super().__init__(kernel, model)
-        # What `_pair_spmd` records of each stream; read by nothing since the transfer rings
-        # became their own pass (`core-transfer-rings` reads the streams from the core IR).
-        self.streams: dict[tuple, tuple[list, list]] = {}
-        self.spmd_targets: dict[tuple, list[int]] = {}
 
     # -- entry ---------------------------------------------------------------------------------
 
@@ -225,7 +216,9 @@ class _KernelLowering(LoweringState):
             first = None
             memo: dict[SSAValue, tuple[int, ...] | None] = {}
             for send, recv in zip(ss, rs):
-                per_core = _eval_index(send.target_core, self.model.num_cores, memo)
+                per_core = per_core_values(
+                    send.target_core, self.model.num_cores, lg.CoreIdOp, memo
+                )
                 if per_core is None:
                     raise error_at(
                         send,
@@ -277,8 +270,6 @@ class _KernelLowering(LoweringState):
                 n += 1
                 self.transfer_of[send] = self.transfer_of[recv] = name
                 self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
-            self.streams[(None, space, q)] = (ss, rs)
-            self.spmd_targets[(space, q)] = first  # type: ignore[assignment]
         return 0
 
     # -- ops -----------------------------------------------------------------------------------
@@ -344,39 +335,6 @@ class _KernelLowering(LoweringState):
 
     def _matmul(self, prog: ProgramState, op: lg.MatmulOp) -> None:
         _tensor_ops.matmul(self, prog, op)
-
-
-_INDEX_OPS = INDEX_OPS
-
-
-def _eval_index(
-    value: SSAValue | None, num_cores: int, memo: dict[SSAValue, tuple[int, ...] | None]
-) -> tuple[int, ...] | None:
-    """`value` on each core 0..num_cores-1 when it is computed from `legato.core_id` and
-    constants, else None (also when a division by zero happens on any core).
-
-    Evaluated once per op over all cores (memoized in `memo`), not once per core: the SSA chain
-    of a target core is shared by every core and often by every send of the region."""
-    if value is None or not isinstance(value, OpResult):
-        return None
-    if value in memo:
-        return memo[value]
-    op = value.op
-    result: tuple[int, ...] | None = None
-    if isinstance(op, lg.CoreIdOp):
-        result = tuple(range(num_cores))
-    elif isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        result = (op.value.value.data,) * num_cores
-    elif (fn := _INDEX_OPS.get(op.name)) is not None and len(op.operands) == 2:
-        a, b = (_eval_index(v, num_cores, memo) for v in op.operands)
-        if (
-            a is not None
-            and b is not None
-            and not (0 in b and op.name in ("arith.divsi", "arith.remsi", "arith.floordivsi"))
-        ):
-            result = tuple(map(fn, a, b))
-    memo[value] = result
-    return result
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.model.ir import model_of
-from legato.transforms.index_arith import DIVISIONS, INDEX_OPS
+from legato.transforms.index_arith import per_core_values
 
 RING_SLOTS = 3  # receive buffers of a ring stream
 RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
@@ -96,24 +96,6 @@ def last_touches(ops: list[Operation]) -> dict[SSAValue, int | None]:
 def is_unit_op(op: Operation) -> bool:
     """An op the MPU or VPU runs (the core only issues it)."""
     return op.name.startswith(("core.mpu_", "core.vpu_"))
-
-
-def eval_index(value: SSAValue | None, core_id: int) -> int | None:
-    """`value` on core `core_id` when it is computed from `core.core_id` and constants."""
-    if value is None or not isinstance(value, OpResult):
-        return None
-    op = value.op
-    if isinstance(op, core.CoreIdOp):
-        return core_id
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    fn = INDEX_OPS.get(op.name)
-    if fn is None or len(op.operands) != 2:
-        return None
-    a, b = (eval_index(v, core_id) for v in op.operands)
-    if a is None or b is None or (b == 0 and op.name in DIVISIONS):
-        return None
-    return fn(a, b)
 
 
 @dataclass
@@ -259,7 +241,8 @@ class _Rings:
         for s in self.streams:
             if s.key[0] is None:
                 reg = s.sends[0].op.notify_core_reg  # type: ignore[attr-defined]
-                targets = [eval_index(reg, c) for c in range(num_cores)]
+                per_core = per_core_values(reg, num_cores, core.CoreIdOp)
+                targets = list(per_core) if per_core is not None else [None] * num_cores
                 self.spmd_targets[s.key[1:]] = (s, targets)
 
     def run(self) -> None:
