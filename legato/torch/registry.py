@@ -46,12 +46,24 @@ class Impl:
     input: "sram" (default) or "mpu_weight" (loaded through mpu_buffer into the MPU's weight tile).
     An operand that must be in `mpu_weight` has to come from outside the kernel (a graph input or
     an extern node); the partitioner enforces this.
+
+    `spmd=True` (issue 14, chip scale): the implementation runs on every core. The generated
+    kernel calls `fn(*args, *outs, *scratch)` inside `with device.get_all_cores():`, where each
+    tensor operand, each of the node's outputs (`outs`: one, or one per element of a tuple
+    result) and each scratch tensor is the kernel's shared-DRAM argument itself, not a loaded
+    value: the function loads what each core needs (`legato.tensor.load(x[...])`), writes its
+    outputs with `legato.tensor.memcpy(out[...], v)` and may meet the other cores at
+    `legato.sync.barrier()`. `scratch` lists shared-DRAM scratch tensors `(shape, torch.dtype)`
+    the kernel takes as extra arguments (partial sums between phases). A node with an spmd
+    implementation is a partition of its own.
     """
 
     fn: Any
     args: tuple
     memory: dict[int, str] = field(default_factory=dict)
     name: str | None = None
+    spmd: bool = False
+    scratch: tuple = ()
 
     @property
     def label(self) -> str:
