@@ -6,6 +6,13 @@ is truncated, not JSON, fails its checksum or holds a binary the reader refuses 
 overwritten. The key (built by `Kernel.cache_key`) includes `compiler_fingerprint()` and
 `binary_format_version()` and `library_versions()`, so an edited compiler, a new binary format or
 an upgraded xDSL/numpy/ml_dtypes never serves old entries.
+
+Entries are signed (HMAC-SHA256) with a key kept per user (`signing_key_path()`: `$LEGATO_CACHE_KEY`,
+else `signing.key` in the cache directory, 32 random bytes created on first use with mode 0600).
+An entry whose signature does not verify under that key (written by someone else, or edited and
+re-hashed) is refused: logged (`logging.getLogger("legato.cache")`) with the reason, counted in
+`stats["refused_entries"]`, recompiled and overwritten. A key file that is not the user's own or
+that others can read or write is not used: the disk cache is then off, with a warning.
 """
 
 from __future__ import annotations
@@ -15,9 +22,13 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import hmac
 import importlib.metadata
 import json
+import logging
 import os
+import secrets
+import stat
 import tempfile
 import threading
 import time
@@ -26,7 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from legato.errors import CompileError
+from legato.errors import CompileError, LegatoError
 from legato.targets.bertha.elf import FORMAT_VERSION, read_elf
 
 
@@ -42,8 +53,11 @@ class StoredArtifacts:
 _ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
 _memory_cache: dict[str, object] = {}
 _cache_lock = threading.Lock()
-stats: Counter = Counter()  # "compiles", "memory_hits", "disk_hits", "corrupt_entries"
-CACHE_FORMAT = 2  # 2: text stages optional (only those printed are stored)
+stats: Counter = Counter()
+""""compiles", "memory_hits", "disk_hits", "corrupt_entries" (damaged or refused: recompiled),
+"refused_entries" (of those, the ones whose signature did not verify)."""
+CACHE_FORMAT = 3  # 2: text stages optional (only those printed are stored); 3: HMAC-signed
+log = logging.getLogger("legato.cache")
 
 
 def cache_dir() -> Path:
@@ -77,19 +91,105 @@ def validate_cached_binary(binary: bytes) -> None:
     read_elf(binary)
 
 
+class CacheKeyError(LegatoError):
+    """The cache's signing key cannot be used (not the user's own, readable by others, ...)."""
+
+
+KEY_ENV = "LEGATO_CACHE_KEY"
+KEY_BYTES = 32
+
+
+def signing_key_path() -> Path:
+    """Where the user's cache signing key lives: `$LEGATO_CACHE_KEY`, else `signing.key` in
+    `cache_dir()`."""
+    env = os.environ.get(KEY_ENV)
+    return Path(env) if env else cache_dir() / "signing.key"
+
+
+def _read_key(path: Path) -> bytes:
+    """The key in `path`, refusing (CacheKeyError) a file that is a symlink, not a regular file,
+    not owned by this user, accessible to group or others, or not `KEY_BYTES` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as e:
+        raise CacheKeyError(f"cannot open the cache signing key {path}: {e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CacheKeyError(f"the cache signing key {path} is not a regular file")
+        if st.st_uid != os.geteuid():
+            raise CacheKeyError(
+                f"the cache signing key {path} belongs to uid {st.st_uid}, not to this user "
+                f"(uid {os.geteuid()})"
+            )
+        if st.st_mode & 0o077:
+            raise CacheKeyError(
+                f"the cache signing key {path} has mode {stat.S_IMODE(st.st_mode):04o}; "
+                "it must be readable and writable by its owner only (0600)"
+            )
+        key = os.read(fd, KEY_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(key) != KEY_BYTES:
+        raise CacheKeyError(
+            f"the cache signing key {path} holds {len(key)} bytes, expected {KEY_BYTES}"
+        )
+    return key
+
+
+def signing_key() -> bytes:
+    """This user's cache signing key, created (mode 0600, atomically: a temporary file linked
+    into place, so concurrent first uses agree on one key) when absent. CacheKeyError when the
+    file cannot be used."""
+    path = signing_key_path()
+    if not os.path.lexists(path):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".key-")  # created 0600
+            try:
+                os.write(fd, secrets.token_bytes(KEY_BYTES))
+                os.close(fd)
+                with contextlib.suppress(FileExistsError):  # another process won the race
+                    os.link(tmp, path)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+        except OSError as e:
+            raise CacheKeyError(f"cannot create the cache signing key {path}: {e}") from None
+    return _read_key(path)
+
+
+def _signature(key: bytes, payload: dict) -> str:
+    return hmac.new(key, json.dumps(payload, sort_keys=True).encode(), hashlib.sha256).hexdigest()
+
+
+class _Refused(Exception):
+    """An entry this cache did not sign."""
+
+
 def disk_load(key: str):
-    """The entry stored under `key`, or None (absent or damaged: counted in `stats`)."""
+    """The entry stored under `key`, or None: absent, or damaged or not signed with this user's
+    key (logged with the reason and counted in `stats`; the caller recompiles and overwrites)."""
     path = _entry_path(key)
     try:
         blob = path.read_bytes()
     except OSError:
         return None
     try:
+        secret = signing_key()
+    except CacheKeyError as e:
+        warnings.warn(f"legato: the disk cache is off: {e}", stacklevel=3)
+        return None
+    try:
         entry = json.loads(blob)
+        if entry.get("format") != CACHE_FORMAT:
+            raise ValueError(f"cache format {entry.get('format')!r}, expected {CACHE_FORMAT}")
         payload = entry["payload"]
-        digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-        if entry.get("format") != CACHE_FORMAT or entry.get("sha256") != digest:
-            raise ValueError("checksum mismatch")
+        mac = entry.get("hmac")
+        if not isinstance(mac, str) or not hmac.compare_digest(mac, _signature(secret, payload)):
+            raise _Refused(
+                f"its signature does not verify with this user's key ({signing_key_path()})"
+            )
         if payload["key"] != key:
             raise ValueError("key mismatch")
         texts = {name: payload[name] for name in _ARTIFACT_TEXT if name in payload}
@@ -98,8 +198,14 @@ def disk_load(key: str):
         stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts)
         validate_cached_binary(stored.binary)
         return stored
-    except Exception:  # noqa: BLE001 - any damage means: recompile and overwrite
+    except Exception as e:  # noqa: BLE001 - any damage means: recompile and overwrite
         stats["corrupt_entries"] += 1
+        if isinstance(e, _Refused):
+            stats["refused_entries"] += 1
+            why = f"refused, not signed by this cache: {e}"
+        else:
+            why = f"damaged ({type(e).__name__}: {e})"
+        log.warning("legato: JIT cache entry %s %s; recompiling", path, why)
         return None
 
 
@@ -112,12 +218,16 @@ def disk_store(key: str, artifacts) -> None:
         payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
     payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
     payload["key"] = key
-    entry = {
-        "format": CACHE_FORMAT,
-        "sha256": hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest(),
-        "payload": payload,
-    }
     path = _entry_path(key)
+    try:
+        entry = {
+            "format": CACHE_FORMAT,
+            "hmac": _signature(signing_key(), payload),
+            "payload": payload,
+        }
+    except CacheKeyError as e:
+        warnings.warn(f"legato: the disk cache is off: {e}", stacklevel=3)
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")

@@ -53,8 +53,13 @@ def _worker(cache, barrier, results, i):
 
 
 def _entries(cache):
-    """The cache's files, without the compile locks (`locks/<key>.lock`, which stay)."""
-    return sorted(p for p in cache.rglob("*") if p.is_file() and p.parent.name != "locks")
+    """The cache's entries, without the compile locks (`locks/<key>.lock`, which stay) and the
+    signing key."""
+    return sorted(
+        p
+        for p in cache.rglob("*")
+        if p.is_file() and p.parent.name != "locks" and p.name != "signing.key"
+    )
 
 
 @pytest.fixture
@@ -105,9 +110,13 @@ def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeyp
 
 
 def _rewrite_binary(entry: dict, binary: bytes) -> dict:
+    """`entry` holding `binary`, signed with this user's key (a consistent entry)."""
     payload = dict(entry["payload"], binary=base64.b64encode(binary).decode())
-    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-    return {**entry, "payload": payload, "sha256": digest}
+    return {
+        **entry,
+        "payload": payload,
+        "hmac": jit.cache._signature(jit.cache.signing_key(), payload),
+    }
 
 
 @pytest.mark.parametrize(
@@ -117,7 +126,7 @@ def _rewrite_binary(entry: dict, binary: bytes) -> dict:
         lambda raw: b"{not json",  # bad JSON
         # unknown cache format
         lambda raw: raw.replace(f'"format": {jit.cache.CACHE_FORMAT}'.encode(), b'"format": 99'),
-        lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],  # checksum no longer matches
+        lambda raw: raw[:-40] + b"0" * 30 + raw[-10:],  # signature no longer matches
         # a consistent entry whose binary the reader refuses: one byte of code flipped
         lambda raw: json.dumps(_rewrite_binary(json.loads(raw), _flip(json.loads(raw)))).encode(),
         # ... or a binary that is not an ELF at all
