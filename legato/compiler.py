@@ -46,7 +46,9 @@ class Artifacts:
     lowering is deterministic, so a stage read later is the text the compile would have printed.
     `source` is a function returning a fresh legato-level module of the kernel (the JIT passes
     its frontend, so a disk-cache hit can still print any stage); `backend` the final module,
-    when in memory."""
+    when in memory. `arg_access`: each argument's access (`read`/`write`/`readwrite`) in the
+    compiled kernel's own signature, taken from its IR, not from the binary's metadata (the
+    runtime refuses a binary whose metadata disagrees)."""
 
     def __init__(
         self,
@@ -57,8 +59,10 @@ class Artifacts:
         texts: dict[str, str] | None = None,
         source: Callable[[], ModuleOp] | None = None,
         backend: ModuleOp | None = None,
+        arg_access: list[str] | None = None,
     ):
         self.kernel = kernel
+        self.arg_access = arg_access
         self.model = model
         self.binary = binary
         self._texts: dict[str, str] = dict(texts or {})
@@ -197,8 +201,16 @@ def compile_kernel(
 
     pipelines.core_to_backend(model).apply(ctx, module)
     _verify(module, "backend")
+    binary = emit_binary(module, model)
+    (kernel,) = (op for op in module.body.block.ops if isinstance(op, be.KernelOp))
     artifacts = Artifacts(
-        name, model, emit_binary(module, model), texts=texts, source=source, backend=module
+        name,
+        model,
+        binary,
+        texts=texts,
+        source=source,
+        backend=module,
+        arg_access=[a.access for a in arg_layout(kernel).args],
     )
     for stage in sorted(record - set(texts)):
         artifacts.stage(stage)

@@ -48,6 +48,7 @@ class StoredArtifacts:
 
     binary: bytes
     texts: dict
+    arg_access: list[str] | None = None  # the kernel's own signature, recorded at compile time
 
 
 _ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
@@ -195,7 +196,12 @@ def disk_load(key: str):
         texts = {name: payload[name] for name in _ARTIFACT_TEXT if name in payload}
         if not all(isinstance(t, str) for t in texts.values()):
             raise ValueError("a text stage is not a string")
-        stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts)
+        access = payload.get("arg_access")
+        if access is not None and not (
+            isinstance(access, list) and all(a in ("read", "write", "readwrite") for a in access)
+        ):
+            raise ValueError(f"arg_access is {access!r}")
+        stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts, access)
         validate_cached_binary(stored.binary)
         return stored
     except Exception as e:  # noqa: BLE001 - any damage means: recompile and overwrite
@@ -217,6 +223,8 @@ def disk_store(key: str, artifacts) -> None:
     else:
         payload = {name: getattr(artifacts, name) for name in _ARTIFACT_TEXT}
     payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
+    if getattr(artifacts, "arg_access", None) is not None:
+        payload["arg_access"] = list(artifacts.arg_access)
     payload["key"] = key
     path = _entry_path(key)
     try:

@@ -236,6 +236,7 @@ class Kernel:
             stored.binary,
             texts=stored.texts,
             source=functools.partial(self.emit_module, **constexprs),
+            arg_access=stored.arg_access,
         )
 
     def compile(self, *args, **kwargs):
@@ -296,6 +297,9 @@ class Kernel:
                 [b.value for b in bound],
                 views=[numpy_view(x) for _, x in tensors],
                 trace=sess is not None and sess.trace,
+                # what the compiler recorded, not the binary's metadata: written back are only
+                # the arguments the kernel itself writes
+                expected_access=getattr(artifacts, "arg_access", None),
             )
         except ABIError as e:
             raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None

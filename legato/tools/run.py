@@ -12,6 +12,11 @@ One `-a` per kernel argument, in signature order:
   ...@7x256                 suffix giving the runtime shape (needed for dynamic dims; without
                             it a dynamic dim takes its bound)
 
+A Bertha binary (`FILE.elf`, or any file starting with the ELF magic) runs on the emulator
+(`run_binary`), its arguments made from its `.legato.args` the same way. `--key KEYFILE` refuses
+a binary that is not signed with that key (for binaries from elsewhere: the checksum is integrity
+only); `--sign KEYFILE -o OUT.elf` writes a signed copy instead of running.
+
 After the run every tensor argument is printed (`--print NAME_OR_INDEX` to choose, repeatable),
 with its final contents (outputs are written in place). `--save DIR` writes them as .npy,
 `--stats` prints the ops each context executed. Errors (parse, verification, argument mismatch,
@@ -137,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--save", help="directory to write the arguments to, as NAME.npy")
     p.add_argument("--stats", action="store_true", help="print ops executed per context")
     p.add_argument("--max-steps", type=int, default=None, help="op budget (default 5e7)")
+    p.add_argument(
+        "--key", help="binaries: refuse one not signed with the key in this file (see --sign)"
+    )
+    p.add_argument("--sign", metavar="KEYFILE", help="binaries: write a signed copy to -o")
+    p.add_argument("-o", "--output", help="where --sign writes the signed binary")
     ns = p.parse_args(argv)
 
     try:
@@ -165,7 +175,46 @@ def _model(text: str | None):
     return base
 
 
+def _read_key(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+def _run_binary(ns, data: bytes) -> int:
+    from legato.targets.bertha import elf, runtime
+
+    if ns.sign:
+        if not ns.output:
+            raise LegatoError("--sign needs -o OUT.elf, the file to write the signed binary to")
+        Path(ns.output).write_bytes(elf.sign_binary(data, _read_key(ns.sign)))
+        return 0
+    if ns.level or ns.kernel or ns.max_steps is not None or ns.stats:
+        raise LegatoError("--level, --kernel, --max-steps and --stats apply to .mlir files only")
+    key = _read_key(ns.key) if ns.key else None
+    binary = elf.verify_signature(data, key) if key is not None else elf.read_elf(data)
+    model = _model(ns.model)
+    if model is None:
+        model = _model(f"{binary.target.get('chip')}:{binary.target.get('num_cores')}")
+    layout = binary.layout
+    specs = [a.type for a in layout.args]
+    names = [a.name for a in layout.args]
+    if len(ns.arg) != len(specs):
+        raise LegatoError(
+            f"kernel '{binary.kernel}' takes {len(specs)} argument(s) "
+            f"({', '.join(names)}), got {len(ns.arg)} -a option(s)"
+        )
+    args = [make_arg(t, s, i) for i, (t, s) in enumerate(zip(ns.arg, specs))]
+    runtime.run_binary(data, model, args, key=key, trace=False)
+    _report(ns, names, specs, args)
+    return 0
+
+
 def _run(ns) -> int:
+    if ns.file != "-":
+        data = Path(ns.file).read_bytes()
+        if data[:4] == b"\x7fELF" or ns.file.endswith(".elf"):
+            return _run_binary(ns, data)
+    if ns.key or ns.sign:
+        raise LegatoError("--key and --sign apply to binaries (.elf) only")
     text = sys.stdin.read() if ns.file == "-" else Path(ns.file).read_text()
     module = api.parse_module(text, ns.file)
     api.verify(module)
@@ -184,6 +233,20 @@ def _run(ns) -> int:
     if ns.max_steps is not None:
         kwargs["max_steps"] = ns.max_steps
     result = api.run(module, level, args, _model(ns.model), kernel=ns.kernel, **kwargs)
+    _report(ns, names, specs, [result[i] for i in range(len(specs))])
+    if ns.stats:
+        st = result.stats
+        print(
+            f"// {st.level} level, kernel {st.kernel}: {st.total_ops} ops, "
+            f"{st.transfers} transfers, {st.wall_seconds * 1e3:.1f} ms"
+        )
+        for task, n in st.ops_per_task.items():
+            print(f"//   {task}: {n} ops")
+    return 0
+
+
+def _report(ns, names, specs, values) -> None:
+    """Print (`--print`) and save (`--save`) the arguments' final contents."""
     selected = range(len(specs))
     if ns.print_ is not None:
         selected = []
@@ -199,23 +262,14 @@ def _run(ns) -> int:
         for i in selected:
             if not isinstance(specs[i], TensorSpec):
                 continue
-            arr = np.asarray(result[i])
+            arr = np.asarray(values[i])
             print(f"%{names[i]} : {specs[i]} = {_format(arr)}")
     if ns.save:
         out = Path(ns.save)
         out.mkdir(parents=True, exist_ok=True)
         for i, n in enumerate(names):
             if isinstance(specs[i], TensorSpec):
-                np.save(out / f"{n}.npy", np.asarray(result[i]))
-    if ns.stats:
-        st = result.stats
-        print(
-            f"// {st.level} level, kernel {st.kernel}: {st.total_ops} ops, "
-            f"{st.transfers} transfers, {st.wall_seconds * 1e3:.1f} ms"
-        )
-        for task, n in st.ops_per_task.items():
-            print(f"//   {task}: {n} ops")
-    return 0
+                np.save(out / f"{n}.npy", np.asarray(values[i]))
 
 
 def _format(arr: np.ndarray) -> str:

@@ -5,7 +5,6 @@ refuses) is recompiled and overwritten."""
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import multiprocessing
 

@@ -7,6 +7,7 @@ validates it and returns a `Binary`.  Every problem is a `BinaryError` saying wh
 from __future__ import annotations
 
 import hashlib
+import hmac
 import io
 import json
 import struct
@@ -29,6 +30,8 @@ STB_GLOBAL, STT_FUNC = 1, 2
 
 METADATA_SECTIONS = (".legato.target", ".legato.compiler", ".legato.programs", ".legato.args")
 CHECKSUM_SECTION = ".legato.checksum"
+SIGNATURE_SECTION = ".legato.signature"
+MIN_KEY_BYTES = 16
 
 
 class BinaryError(LegatoRuntimeError):
@@ -41,6 +44,11 @@ class ChecksumError(BinaryError):
 
 class TargetMismatchError(BinaryError):
     pass
+
+
+class SignatureError(BinaryError):
+    """A binary required to be signed with a key is unsigned, or signed with another key, or
+    modified since it was signed."""
 
 
 @dataclass
@@ -72,6 +80,7 @@ class Binary:
     programs_meta: dict
     args_meta: dict
     checksum: str = ""
+    signature: str | None = None  # the `.legato.signature` HMAC, hex, when signed
 
     @property
     def layout(self) -> ArgLayout:
@@ -487,6 +496,18 @@ def read_elf(data: bytes) -> Binary:
             f".legato.compiler format_version is {comp.get('format_version')!r}, "
             f"expected {FORMAT_VERSION}"
         )
+    isa_version = comp.get("isa_version")
+    if isa_version != isa.ISA_VERSION:
+        raise BinaryError(
+            f".legato.compiler isa_version is {isa_version!r}: the binary's instructions are for "
+            f"ISA version {isa_version!r}, this runtime implements ISA version {isa.ISA_VERSION}"
+            " (recompile the kernel with this Legato)"
+        )
+    signature = None
+    if SIGNATURE_SECTION in by_name:
+        signature = by_name[SIGNATURE_SECTION].decode("ascii", "replace")
+        if len(signature) != 64 or any(c not in "0123456789abcdef" for c in signature):
+            raise BinaryError(f"{SIGNATURE_SECTION} is not 64 lowercase hex digits")
     target = meta[".legato.target"]
     tm = _Meta(".legato.target")
     for key in ("chip", "generation", "fingerprint"):
@@ -579,7 +600,64 @@ def read_elf(data: bytes) -> Binary:
             f".legato.args: max_table_size {recorded!r} is below the table's "
             f"{layout.size_bytes} bytes"
         )
-    return Binary(kernel, programs, target, comp, pm, args_meta, stored)
+    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature)
+
+
+def _check_key(key: bytes) -> bytes:
+    if not isinstance(key, (bytes, bytearray)) or len(key) < MIN_KEY_BYTES:
+        raise SignatureError(
+            f"a signing key is at least {MIN_KEY_BYTES} bytes, got "
+            + (f"{len(key)}" if isinstance(key, (bytes, bytearray)) else type(key).__name__)
+        )
+    return bytes(key)
+
+
+def _keyed_digest(key: bytes, sections: list[tuple[str, bytes]]) -> str:
+    """HMAC-SHA256 under `key` of the sections framed as `section_digest` frames them."""
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    for name, data in sections:
+        mac.update(name.encode() + b"\0" + struct.pack("<Q", len(data)) + data)
+    return mac.hexdigest()
+
+
+def sign_binary(data: bytes, key: bytes) -> bytes:
+    """`data` (a valid binary, signed or not) with a `.legato.signature` section: HMAC-SHA256
+    under `key` over every section but the checksum and the signature themselves (`.shstrtab`
+    included, so the section names are covered), framed as the checksum frames them. The
+    checksum is then recomputed over everything, the signature included. Only a holder of `key`
+    can make a signature `verify_signature` accepts; the checksum, which anyone can recompute,
+    is integrity only."""
+    key = _check_key(key)
+    read_elf(data)
+    raw = _raw_sections(bytes(data))
+    base = [(n, d) for n, _t, _f, d in raw if n not in (CHECKSUM_SECTION, SIGNATURE_SECTION)]
+    base = base[:-1]  # .shstrtab, regenerated
+    shstrtab = _shstrtab([n for n, _ in base] + [SIGNATURE_SECTION, CHECKSUM_SECTION])
+    sig = _keyed_digest(key, base + [(".shstrtab", shstrtab)]).encode()
+    signed = base + [(SIGNATURE_SECTION, sig)]
+    digest = section_digest(signed + [(".shstrtab", shstrtab)])
+    return layout_elf(signed + [(CHECKSUM_SECTION, digest.encode())])
+
+
+def verify_signature(data: bytes, key: bytes) -> Binary:
+    """The `Binary` read from `data` if it carries a `.legato.signature` made with `key` over
+    its current contents; SignatureError when it is unsigned, signed with another key or
+    modified since (BinaryError for a file that is not a valid binary at all)."""
+    key = _check_key(key)
+    binary = read_elf(data)
+    if binary.signature is None:
+        raise SignatureError(
+            f"binary is not signed (no {SIGNATURE_SECTION} section) but a signature with the "
+            "given key is required"
+        )
+    raw = _raw_sections(bytes(data))
+    covered = [(n, d) for n, _t, _f, d in raw if n not in (CHECKSUM_SECTION, SIGNATURE_SECTION)]
+    if not hmac.compare_digest(binary.signature, _keyed_digest(key, covered)):
+        raise SignatureError(
+            f"{SIGNATURE_SECTION} does not verify with the given key: the binary was signed "
+            "with another key or modified after signing"
+        )
+    return binary
 
 
 def check_target(binary: Binary, model) -> None:

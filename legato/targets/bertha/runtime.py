@@ -6,6 +6,12 @@ another target (`TargetMismatchError`), and arguments whose count, dtype, rank, 
 dynamic bound do not match the binary's `.legato.args` (`ABIError`).  It then allocates every
 argument and the Instruction Table in emulated shared DRAM, runs the emulator and copies every
 argument whose access is `write`/`readwrite` back into the caller's arrays, in place.
+
+Trust: the checksum is integrity only (anyone can recompute it). `key=` requires the binary to
+carry a `.legato.signature` made with that key (`elf.sign_binary`), for binaries that cross a
+trust boundary. `expected_access=` is the kernel's own signature (the JIT passes what its
+compiler recorded): a binary whose metadata marks an argument otherwise (an input flipped to
+`write`, so that the runtime would write into the caller's input) is refused.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import numpy as np
 
 from legato.binding import check_writes
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
-from legato.targets.bertha.elf import BinaryError, check_target, read_elf
+from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import Emulator
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
@@ -22,9 +28,10 @@ from legato.types import TensorSpec, dtype_of
 __all__ = ["ABIError", "BinaryError", "load_binary", "run_binary"]
 
 
-def load_binary(binary_bytes: bytes, model):
-    """Read, validate and target-check a binary; returns the `Binary`."""
-    binary = read_elf(binary_bytes)
+def load_binary(binary_bytes: bytes, model, key: bytes | None = None):
+    """Read, validate and target-check a binary; returns the `Binary`. With `key`, the binary
+    must be signed with it (`elf.verify_signature`, else `SignatureError`)."""
+    binary = read_elf(binary_bytes) if key is None else verify_signature(binary_bytes, key)
     check_target(binary, model)
     owner: dict = {}
     for p in binary.programs:
@@ -54,6 +61,25 @@ def load_binary(binary_bytes: bytes, model):
                 f"{model.num_cores} cores"
             )
     return binary
+
+
+def check_access(binary, expected: list[str]) -> None:
+    """Refuse (BinaryError) a binary whose `.legato.args` marks an argument's access otherwise
+    than `expected` (the kernel's own signature): the runtime writes back only what the kernel
+    writes, whatever the metadata says."""
+    layout = binary.layout
+    if len(expected) != len(layout.args):
+        raise BinaryError(
+            f"binary of kernel {binary.kernel!r} has {len(layout.args)} arguments, its "
+            f"signature {len(expected)}"
+        )
+    for a, want in zip(layout.args, expected):
+        if a.access != want:
+            raise BinaryError(
+                f"argument {a.name!r}: the binary's metadata marks it {a.access!r} but the "
+                f"kernel's signature says {want!r}; refusing the binary (its metadata was "
+                "modified)"
+            )
 
 
 def _as_array(value, name: str) -> np.ndarray:
@@ -94,12 +120,19 @@ def run_binary(
     instruction_limit: int | None = None,
     trace: bool = True,
     views: list | None = None,
+    key: bytes | None = None,
+    expected_access: list[str] | None = None,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
-    aliasing and writeability checks look at them instead of `args`."""
-    binary = load_binary(binary_bytes, model)
+    aliasing and writeability checks look at them instead of `args`. `key`: refuse a binary
+    not signed with it. `expected_access`: the access (`read`/`write`/`readwrite`) of each
+    argument in the kernel's own signature; a binary whose metadata says otherwise is refused
+    (BinaryError) before anything runs."""
+    binary = load_binary(binary_bytes, model, key)
     layout: ArgLayout = binary.layout
+    if expected_access is not None:
+        check_access(binary, expected_access)
     if len(args) != len(layout.args):
         names = ", ".join(a.name for a in layout.args)
         raise ABIError(
