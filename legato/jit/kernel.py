@@ -300,6 +300,13 @@ class Kernel:
                 # what the compiler recorded, not the binary's metadata: written back are only
                 # the arguments the kernel itself writes
                 expected_access=getattr(artifacts, "arg_access", None),
+                limits=runtime.resolve_limits(
+                    *(
+                        (sess.time_limit, sess.cycle_limit, sess.memory_limit)
+                        if sess is not None
+                        else ()
+                    )
+                ),
             )
         except ABIError as e:
             raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None

@@ -40,6 +40,9 @@ class Session:
     output_type: OutputType | None
     output_path: Path | None
     trace: bool = False  # record the emulator's trace events in `kernel.last_run`
+    time_limit: float | None = None  # per call; None: $LEGATO_TIME_LIMIT, else the default
+    cycle_limit: int | None = None
+    memory_limit: int | None = None
 
 
 _session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
@@ -48,11 +51,27 @@ _session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def session(output_type: OutputType | str | None = None, output_path=None, *, trace: bool = False):
+def session(
+    output_type: OutputType | str | None = None,
+    output_path=None,
+    *,
+    trace: bool = False,
+    time_limit: float | None = None,
+    cycle_limit: int | None = None,
+    memory_limit: int | None = None,
+):
     """JIT options for the kernel calls inside the `with`: write stage `output_type` of every
     kernel called to `output_path/<kernel><suffix>` (the kernels still run); with `trace=True`
     the emulator records its trace events (`kernel.last_run.trace_events`, `write_trace`),
-    which calls outside such a session do not (they cost time to build and to release)."""
+    which calls outside such a session do not (they cost time to build and to release).
+    `time_limit` (wall-clock seconds), `cycle_limit` (simulated cycles) and `memory_limit`
+    (host bytes backing simulated memory) bound each call's run; unset, each comes from
+    `$LEGATO_TIME_LIMIT` / `$LEGATO_CYCLE_LIMIT` / `$LEGATO_MEMORY_LIMIT`, else a default
+    (`legato.targets.bertha.runtime.DEFAULT_LIMITS`); 0 means unbounded. Past one, the call
+    raises a `LegatoRuntimeError` naming the limit, its value, the module and the PC."""
+    from legato.targets.bertha.runtime import resolve_limits
+
+    resolve_limits(time_limit, cycle_limit, memory_limit)  # refuse bad values here, not later
     if isinstance(output_type, str):
         try:
             output_type = OutputType[output_type.upper()]
@@ -66,7 +85,14 @@ def session(output_type: OutputType | str | None = None, output_path=None, *, tr
     if output_type is not None and output_path is None:
         output_path = "."
     token = _session.set(
-        Session(output_type, Path(output_path) if output_path is not None else None, bool(trace))
+        Session(
+            output_type,
+            Path(output_path) if output_path is not None else None,
+            bool(trace),
+            time_limit,
+            cycle_limit,
+            memory_limit,
+        )
     )
     try:
         yield _session.get()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import time as _time
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -44,7 +45,7 @@ from legato.targets.bertha.arch.dma import (
 )
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
-from legato.targets.bertha.arch.memory import PhysicalMemory
+from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory
 from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.targets.bertha.asm import format_instruction, parse_context
@@ -105,8 +106,33 @@ class EmulatorFault(EmulatorError):
         super().__init__(f"{where}: {cause}{addr}")
 
 
-class InstructionLimitError(EmulatorFault):
-    pass
+class LimitError(EmulatorFault):
+    """A run stopped by one of its bounds: `limit` names it ("instruction", "cycle", "time",
+    "memory"), `value` is the bound; the message says where (module, program, pc)."""
+
+    limit = ""
+    value: float | None = None
+
+
+class InstructionLimitError(LimitError):
+    limit = "instruction"
+
+
+class CycleLimitError(LimitError):
+    limit = "cycle"
+
+
+class TimeLimitError(LimitError):
+    limit = "time"
+
+
+class MemoryLimitError(LimitError):
+    limit = "memory"
+
+
+CHECK_EVERY = 256
+"""Instructions between two checks of the wall clock and the cycle count (a check costs a
+`time.monotonic()`; the slowest instructions, a large `vpu.exp`, take a few ms each)."""
 
 
 class DeadlockError(EmulatorError):
@@ -269,11 +295,26 @@ class Emulator:
     """`Emulator(binary, model)`; allocate arguments with `memory.allocate`/`memory.write`, then
     `run(table_address)`."""
 
-    def __init__(self, binary, model, *, instruction_limit: int | None = None, trace: bool = True):
+    def __init__(
+        self,
+        binary,
+        model,
+        *,
+        instruction_limit: int | None = None,
+        trace: bool = True,
+        time_limit: float | None = None,
+        cycle_limit: int | None = None,
+        memory_limit: int | None = None,
+    ):
+        """`time_limit` (wall-clock seconds), `cycle_limit` (simulated cycles) and
+        `memory_limit` (host bytes backing simulated memory) bound the run (None: unbounded);
+        each ends it with a `LimitError` naming the bound and the module and PC."""
         self.binary = binary
         self.model = model
         self.memory = Memory(model)
+        self.memory.host_limit = memory_limit
         self.instruction_limit = instruction_limit or DEFAULT_INSTRUCTION_LIMIT
+        self.time_limit, self.cycle_limit = time_limit, cycle_limit
         self.dram = timing.DramTiming(model)
         self.trace_on = trace
         self.events: list[dict] = []
@@ -394,7 +435,9 @@ class Emulator:
         for m in self.modules:
             self._schedule(m)
         total = 0
-        limit = self.instruction_limit
+        # `limit`: the instruction count of the next check of every bound (`_check_limits`)
+        self._deadline = None if self.time_limit is None else _time.monotonic() + self.time_limit
+        limit = min(self.instruction_limit, CHECK_EVERY)
         now = 0
         while True:
             if not heap:
@@ -433,12 +476,7 @@ class Emulator:
                 m.count += 1
                 total += 1
                 if total > limit:
-                    raise InstructionLimitError(
-                        m.program.name,
-                        m.name,
-                        m.pc,
-                        f"instruction limit of {limit} exceeded (runaway loop?)",
-                    )
+                    limit = self._check_limits(m, total)
             # Scalar instructions touch neither memory nor other modules: run them right away
             # instead of through the scheduler (same result, far fewer heap operations).
             pure, code = m.pure, m.code
@@ -452,15 +490,51 @@ class Emulator:
                 m.count += 1
                 total += 1
                 if total > limit:
-                    raise InstructionLimitError(
-                        m.program.name,
-                        m.name,
-                        m.pc,
-                        f"instruction limit of {limit} exceeded (runaway loop?)",
-                    )
+                    limit = self._check_limits(m, total)
             if not m.halted:
                 self._schedule(m)
-        return self._result()
+        result = self._result()
+        if self.cycle_limit is not None and result.cycles > self.cycle_limit:
+            # fewer instructions than a check apart, but long ones: the module that ended last
+            last = max(self.modules, key=lambda m: max(m.halt_time, m.unit_end, m.dma_end))
+            self._check_limits(last, total, result.cycles)
+        return result
+
+    def _limit_error(self, cls, m: Module, bound, cause: str) -> LimitError:
+        ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
+        e = cls(m.program.name, m.name, m.pc, cause, None, format_instruction(ins) if ins else "")
+        e.value = bound
+        return e
+
+    def _check_limits(self, m: Module, total: int, cycles: int | None = None) -> int:
+        """Raise the LimitError of the first bound the run is past (instructions, cycles, wall
+        clock), at `m`'s PC; else return the instruction count of the next check."""
+        if total > self.instruction_limit:
+            raise self._limit_error(
+                InstructionLimitError,
+                m,
+                self.instruction_limit,
+                f"instruction limit of {self.instruction_limit} exceeded (runaway loop?)",
+            )
+        cycles = m.time if cycles is None else cycles
+        if self.cycle_limit is not None and cycles > self.cycle_limit:
+            raise self._limit_error(
+                CycleLimitError,
+                m,
+                self.cycle_limit,
+                f"cycle limit of {self.cycle_limit} cycles exceeded at cycle {cycles} (raise it "
+                "with $LEGATO_CYCLE_LIMIT or legato.session(cycle_limit=...))",
+            )
+        if self._deadline is not None and _time.monotonic() > self._deadline:
+            raise self._limit_error(
+                TimeLimitError,
+                m,
+                self.time_limit,
+                f"wall-clock limit of {self.time_limit:g} s exceeded after {total} instructions, "
+                f"at cycle {cycles} (raise it with $LEGATO_TIME_LIMIT or "
+                "legato.session(time_limit=...))",
+            )
+        return min(self.instruction_limit, total + CHECK_EVERY)
 
     def _push(self, m: Module, plan: _Plan) -> None:
         m.version += 1
@@ -490,6 +564,8 @@ class Emulator:
                 self._schedule(m)
 
     def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
+        if isinstance(e, HostMemoryLimit):
+            return self._limit_error(MemoryLimitError, m, e.limit, e.cause)
         ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
         return EmulatorFault(
             m.program.name, m.name, m.pc, e.cause, e.address, format_instruction(ins) if ins else ""

@@ -16,16 +16,91 @@ compiler recorded): a binary whose metadata marks an argument otherwise (an inpu
 
 from __future__ import annotations
 
+import os
+import re
+from dataclasses import dataclass
+
 import numpy as np
 
 from legato.binding import check_writes
+from legato.errors import LegatoRuntimeError
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import Emulator
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
 
-__all__ = ["ABIError", "BinaryError", "load_binary", "run_binary"]
+__all__ = ["ABIError", "BinaryError", "Limits", "load_binary", "resolve_limits", "run_binary"]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one run: wall-clock seconds, simulated cycles, host bytes backing the
+    simulated memory (None: unbounded)."""
+
+    time: float | None
+    cycles: int | None
+    memory: int | None
+
+
+# Far above anything the tests and benchmarks do (the largest bench kernel, the 7B decoder
+# layer, runs 0.84 M cycles in about a minute), low enough that a runaway run stops.
+DEFAULT_LIMITS = Limits(time=1800.0, cycles=10_000_000_000, memory=8 << 30)
+LIMIT_ENV = {
+    "time": "LEGATO_TIME_LIMIT",
+    "cycles": "LEGATO_CYCLE_LIMIT",
+    "memory": "LEGATO_MEMORY_LIMIT",
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def _parse_limit(field: str, text: str):
+    """The value of `$LEGATO_*_LIMIT` text: seconds, cycles, or bytes (`8G`, `512M`, `4096`);
+    `0`, `none` or `off` for unbounded."""
+    env = LIMIT_ENV[field]
+    if text.strip().lower() in ("0", "none", "off"):
+        return None
+    try:
+        if field == "time":
+            value = float(text)
+            if not value > 0:
+                raise ValueError
+            return value
+        if field == "cycles":
+            return int(text.replace("_", ""))
+        m = _SIZE.match(text)
+        if not m:
+            raise ValueError
+        return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " "))
+    except ValueError:
+        raise LegatoRuntimeError(
+            f"${env}={text!r} is not a valid limit: expected "
+            + {
+                "time": "seconds (e.g. 600)",
+                "cycles": "a cycle count",
+                "memory": "bytes (e.g. 8G)",
+            }[field]
+            + ", or 0/none/off for no limit"
+        ) from None
+
+
+def resolve_limits(time=None, cycles=None, memory=None) -> Limits:
+    """Each bound: the value given (a session option), else its environment variable
+    (`LEGATO_TIME_LIMIT` seconds, `LEGATO_CYCLE_LIMIT`, `LEGATO_MEMORY_LIMIT` bytes), else
+    `DEFAULT_LIMITS`. A given 0 or an environment `0`/`none`/`off` means unbounded."""
+    out = {}
+    for field, given in (("time", time), ("cycles", cycles), ("memory", memory)):
+        if given is not None:
+            if isinstance(given, bool) or not isinstance(given, (int, float)) or given < 0:
+                raise LegatoRuntimeError(
+                    f"{field} limit must be a non-negative number, got {given!r}"
+                )
+            out[field] = given or None
+        elif LIMIT_ENV[field] in os.environ:
+            out[field] = _parse_limit(field, os.environ[LIMIT_ENV[field]])
+        else:
+            out[field] = getattr(DEFAULT_LIMITS, field)
+    return Limits(**out)
 
 
 def load_binary(binary_bytes: bytes, model, key: bytes | None = None):
@@ -122,13 +197,16 @@ def run_binary(
     views: list | None = None,
     key: bytes | None = None,
     expected_access: list[str] | None = None,
+    limits: Limits | None = None,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
     aliasing and writeability checks look at them instead of `args`. `key`: refuse a binary
     not signed with it. `expected_access`: the access (`read`/`write`/`readwrite`) of each
     argument in the kernel's own signature; a binary whose metadata says otherwise is refused
-    (BinaryError) before anything runs."""
+    (BinaryError) before anything runs. `limits`: the run's bounds (default
+    `resolve_limits()`: the environment, else `DEFAULT_LIMITS`); past one, the run ends in a
+    `LimitError` (a LegatoRuntimeError) naming the bound, its value, the module and the PC."""
     binary = load_binary(binary_bytes, model, key)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
@@ -169,7 +247,17 @@ def run_binary(
         check(i, (), a.type, args[i])
     check_aliasing(layout, args, views)
 
-    emu = Emulator(binary, model, instruction_limit=instruction_limit, trace=trace)
+    if limits is None:
+        limits = resolve_limits()
+    emu = Emulator(
+        binary,
+        model,
+        instruction_limit=instruction_limit,
+        trace=trace,
+        time_limit=limits.time,
+        cycle_limit=limits.cycles,
+        memory_limit=limits.memory,
+    )
     mem = emu.memory
     copies: list[tuple[np.ndarray, int]] = []
 

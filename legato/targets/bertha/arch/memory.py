@@ -9,6 +9,12 @@ checked (anything outside a region traps with its address).
   zeros: the OS commits pages only when written). Spaces in `lazy_spaces` are stored in 1 MiB
   chunks allocated on first write instead, so that a sparse use of a large space costs little.
 
+Host memory backing the simulated memories (core spaces mapped on first touch, lazy chunks) is
+counted in `host_bytes`; `host_limit` (None: unlimited) caps it: the access that would exceed it
+traps with `HostMemoryLimit`, naming the limit, and so does a host `MemoryError` meanwhile, so
+64 cores filling private DRAM stop with a fault at the instruction instead of a raw
+`MemoryError`. Shared-DRAM allocations are the runtime's (the arguments) and are not counted.
+
 The emulator and the core / backend interpreters all use this class (the interpreters through
 `legato.interp.memory.Memory`, which adds typed views and words its faults for IR ops).
 """
@@ -25,11 +31,20 @@ from legato.targets.bertha.arch.address_map import (
     CORE_WINDOW_SIZE,
     core_base,
 )
-from legato.targets.bertha.arch.errors import AccessFault, MapError
+from legato.targets.bertha.arch.errors import AccessFault, MapError, Trap
 
 SHARED_ALLOC_START = 0x1_0000  # the first shared allocation; address 0 always traps
 SHARED_ALLOC_ALIGN = 4096
 LAZY_CHUNK = 1 << 20
+
+
+class HostMemoryLimit(Trap):
+    """Backing the simulated memory would take more host memory than `limit` bytes (or the
+    host ran out: `limit` None)."""
+
+    def __init__(self, cause: str, address: int, limit: int | None, used: int):
+        super().__init__(cause, address)
+        self.limit, self.used = limit, used
 
 
 class Region:
@@ -71,6 +86,19 @@ class Region:
             pos += take
         return out
 
+    memory = None  # the PhysicalMemory charged for this lazy region's chunks
+
+    def _new_chunk(self, ci: int) -> np.ndarray:
+        addr = self.base + ci * LAZY_CHUNK
+        if self.memory is not None:
+            self.memory.charge(LAZY_CHUNK, addr, f"{self.name} (a {LAZY_CHUNK >> 20} MiB chunk)")
+        try:
+            return np.zeros(LAZY_CHUNK, np.uint8)
+        except MemoryError:
+            if self.memory is None:
+                raise
+            raise self.memory._host_exhausted(LAZY_CHUNK, addr, self.name) from None
+
     def write(self, off: int, data: np.ndarray) -> None:
         n = data.size
         if not self.lazy:
@@ -82,7 +110,7 @@ class Region:
             take = min(n - pos, LAZY_CHUNK - co)
             ch = self.chunks.get(ci)
             if ch is None:
-                ch = self.chunks[ci] = np.zeros(LAZY_CHUNK, np.uint8)
+                ch = self.chunks[ci] = self._new_chunk(ci)
             ch[co : co + take] = data[pos : pos + take]
             pos += take
 
@@ -101,6 +129,8 @@ class PhysicalMemory:
         core_region_name: str = "core{core}.{space}",
     ):
         self.model = model
+        self.host_bytes = 0  # host memory backing core spaces and lazy chunks
+        self.host_limit: int | None = None
         self.num_cores = model.num_cores if num_cores is None else num_cores
         self.lazy_spaces = lazy_spaces
         self.core_region_name = core_region_name
@@ -147,15 +177,41 @@ class PhysicalMemory:
         for space, base_off in CORE_SPACE_OFFSET.items():
             size = self.model.memory_size(space)
             if base_off <= off < base_off + size:
-                return self.add(
-                    Region(
-                        core_base(core) + base_off,
-                        size,
-                        self.core_region_name.format(core=core, space=space),
-                        lazy=space in self.lazy_spaces,
-                    )
-                )
+                lazy = space in self.lazy_spaces
+                name = self.core_region_name.format(core=core, space=space)
+                if not lazy:
+                    self.charge(size, addr, name)
+                try:
+                    region = Region(core_base(core) + base_off, size, name, lazy=lazy)
+                except MemoryError:
+                    raise self._host_exhausted(size, addr, name) from None
+                if lazy:
+                    region.memory = self
+                return self.add(region)
         return None
+
+    def charge(self, nbytes: int, addr: int, what: str) -> None:
+        """Count `nbytes` more host memory for `what`; `HostMemoryLimit` past `host_limit`."""
+        used = self.host_bytes + nbytes
+        if self.host_limit is not None and used > self.host_limit:
+            raise HostMemoryLimit(
+                f"host-memory limit of {self.host_limit} bytes for simulated memory exceeded: "
+                f"backing {what} needs {nbytes} more bytes on top of {self.host_bytes} "
+                "(set $LEGATO_MEMORY_LIMIT or legato.session(memory_limit=...))",
+                addr,
+                self.host_limit,
+                used,
+            )
+        self.host_bytes = used
+
+    def _host_exhausted(self, nbytes: int, addr: int, what: str) -> HostMemoryLimit:
+        return HostMemoryLimit(
+            f"the host ran out of memory backing {what} ({nbytes} more bytes on top of "
+            f"{self.host_bytes}); lower $LEGATO_MEMORY_LIMIT to stop such runs earlier",
+            addr,
+            None,
+            self.host_bytes + nbytes,
+        )
 
     # -- access -----------------------------------------------------------------------------
 
