@@ -254,6 +254,8 @@ def unary(x, op):
         return legato.tensor.gelu_tanh(x)
     if op == "softplus":
         return legato.tensor.softplus(x)
+    if op == "abs":
+        return legato.tensor.abs(x)
     assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 
@@ -617,8 +619,7 @@ def _unary(op):
 
 for _op in (
     *("neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "silu", "gelu", "cos", "sin"),
-    # not abs: tests/unit/torch/test_third_party.py's plug-in library supplies it
-    *("erf", "log1p"),
+    *("erf", "log1p", "abs"),
 ):
     register(getattr(aten, _op).default, _unary(_op))
 
