@@ -33,6 +33,7 @@ uses a running max per KV block), equal within the same bf16 tolerance.
 from __future__ import annotations
 
 import math
+
 import torch
 
 import legato
@@ -49,6 +50,9 @@ CHIP_MIN_BYTES = 128 * 1024
 CAT_PIECE_BYTES = 64 * 1024
 # f32 scores [rows, L] of one prefill block at most this many bytes
 ROWS_SCORE_BYTES = 128 * 1024
+# torch's CPU flash kernel folds the keys in blocks of this many (kvSplitSize; fewer keys: one
+# block): the softmax's running max, and so the rounding of p, changes at block boundaries
+TORCH_KV_SPLIT = 512
 NEG_BIG = -3.0e38  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
 # --------------------------------------------------------------------------------------------
@@ -92,28 +96,57 @@ def _blocks(n, size):
 
 
 @legato.function
-def _p_at_v(e, v, b, hk, t0, chunk, wide):
-    """e^T @ v[b, hk, t0 : t0 + chunk] in f32 (e [chunk, rep] f32; rounded to v's dtype first
-    unless `wide`), one MPU weight tile of V (256 tokens) at a time: bf16 V blocks go straight
-    from DRAM into mpu_buffer."""
+def _p_at_v(p, v, b, hk, t0, n):
+    """p @ v[b, hk, t0 : t0 + n] in f32 (p [rep, n] of v's dtype), one MPU weight tile of V
+    (256 tokens) at a time: bf16 V blocks go straight from DRAM into mpu_buffer."""
     f32 = legato.types.float("float32")
-    pt = _t(e)
-    if not wide:
-        pt = legato.tensor.cast(pt, v.dtype)
-    blocks = _blocks(chunk, 256)
-    o = legato.tensor.full((pt.shape[0], v.shape[3]), 0.0, f32)
+    blocks = _blocks(n, 256)
+    o = legato.tensor.full((p.shape[0], v.shape[3]), 0.0, f32)
     for j in legato.static_range(len(blocks)):
-        st, n = blocks[j]
-        if wide:
-            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + n, :])
+        st, w = blocks[j]
+        if v.dtype == f32:
+            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :])
         else:
-            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + n, :], "mpu_buffer")
-        o = o + legato.tensor.matmul(pt[:, st : st + n], vb, f32)
+            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :], "mpu_buffer")
+        o = o + legato.tensor.matmul(p[:, st : st + w], vb, f32)
     return o
 
 
 @legato.function
-def _decode_item(i, q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split, out, lse, part):
+def _fold_block(s, v, b, hk, t0, block, m_old):
+    """(m, l, o) of one KV block `block` = (start, length) of the scores s: m = max(m_old,
+    the block's max), p = exp(s - m), l = sum(p), o = p @ V."""
+    f32 = legato.types.float("float32")
+    st, n = block
+    sb = s[st : st + n, :]
+    mb = legato.tensor.maximum(legato.tensor.amax(sb, 0, keepdim=True), m_old)
+    e = legato.tensor.exp(sb - mb)
+    pt = _t(e)
+    if v.dtype != f32:
+        pt = legato.tensor.cast(pt, v.dtype)
+    return mb, legato.tensor.sum(e, 0, keepdim=True), _p_at_v(pt, v, b, hk, t0 + st, n)
+
+
+@legato.function
+def _softmax_v(s, v, b, hk, t0, n_keys, kb):
+    """(m [1, rep], l [1, rep], o [rep, D]) of the scores s [n_keys, rep] (keys t0 .., f32)
+    as torch's CPU flash kernel folds them, KV block by KV block of `kb` keys: the running max
+    m, p = exp(s - m) rounded to v's dtype for the MPU, l and o rescaled by exp(m_old - m).
+    The running max starts at NEG_BIG: a fully masked block (max -inf) gives p = 0 (torch's
+    kernel skips it), not NaN."""
+    blocks = _blocks(n_keys, kb)
+    m, lsum, o = _fold_block(s, v, b, hk, t0, blocks[0], NEG_BIG)
+    for j in legato.static_range(1, len(blocks)):
+        mb, lb, ob = _fold_block(s, v, b, hk, t0, blocks[j], m)
+        w = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+        o = o * _t(w) + ob
+        lsum = lsum * w + lb
+        m = mb
+    return m, lsum, o
+
+
+@legato.function
+def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
     """Work item i = (group g, chunk r) of `decode_attention`."""
     f32 = legato.types.float("float32")
     nb, nh, _, d = q.shape
@@ -127,16 +160,11 @@ def _decode_item(i, q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split,
     h0 = hk * rep
     t0 = r * chunk
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
-    kb = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
-    s = legato.tensor.matmul(kb, qt, f32) * scale  # [chunk, rep]
+    kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
+    s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
     if has_mask:
         s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
-    m = legato.tensor.amax(s, 0, keepdim=True)  # [1, rep]
-    if has_mask:
-        m = legato.tensor.maximum(m, NEG_BIG)  # a fully masked chunk: e = 0, not NaN
-    e = legato.tensor.exp(s - m)
-    lsum = legato.tensor.sum(e, 0, keepdim=True)
-    o = _p_at_v(e, v, b, hk, t0, chunk, wide)  # [rep, D]
+    m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
     if split == 1:
         res = o / _t(lsum)
         legato.tensor.memcpy(
@@ -155,10 +183,11 @@ def _decode_item(i, q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split,
 
 
 @legato.function
-def decode_attention(q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split, out, lse, part):
+def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
     """Attention of one query row per head, q [B, Hq, 1, D], k/v [B, Hkv, L, D], on every core
     (see the module docstring). `split` cores per key/value group share its L keys in chunks
-    of L / split; `part` is the partials' scratch `[G, split, rep, 2 + D]` (f32) when split > 1.
+    of L / split (whole KV blocks of `kb` keys, torch's kvSplitSize); `part` is the partials'
+    scratch `[G, split, rep, 2 + D]` (f32) when split > 1.
     Writes out [B, Hq, 1, D] and lse [B, Hq, 1] (f32: max + log(sum) of the scaled scores)."""
     nh = q.shape[1]
     nkv = k.shape[1]
@@ -171,26 +200,12 @@ def decode_attention(q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split
     if items <= ncores:
         # one item per core, no runtime loop (the memory planner then reuses mpu_buffer
         # between the V blocks); cores beyond the items redo the last one (same values)
-        _decode_item(
-            min(c, items - 1),
-            q,
-            k,
-            v,
-            mask,
-            scale,
-            wide,
-            has_mask,
-            mask_b,
-            mask_h,
-            split,
-            out,
-            lse,
-            part,
-        )
+        i = min(c, items - 1)
+        _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part)
     else:
         for i in range(c, items, ncores):
             _decode_item(
-                i, q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split, out, lse, part
+                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
             )
     if split > 1:
         legato.sync.barrier()
@@ -214,9 +229,9 @@ def decode_attention(q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, split
 
 
 @legato.function
-def decode_attention_unsplit(q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, out, lse):
+def decode_attention_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, out, lse):
     """`decode_attention` with one core per key/value group (no scratch)."""
-    decode_attention(q, k, v, mask, scale, wide, has_mask, mask_b, mask_h, 1, out, lse, None)
+    decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, 1, kb, out, lse, None)
 
 
 @legato.function
@@ -239,17 +254,21 @@ def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
 
 
 @legato.function
-def rows_attention(q, k, v, mask, scale, causal, wide, has_mask, mask_b, mask_h, rows, out, lse):
-    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core, one block of `rows`
-    query rows of one head at a time (B * Hq * S / rows blocks, dealt round robin). The causal
-    mask is torch's (top-left aligned: row i sees keys 0 .. i). Writes out and lse [B, Hq, S]."""
+def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
+    """Block i = (batch b, head h, rows r0 .. r0 + rows) of `rows_attention`, computed with
+    keys along dim 0 as the decode items are: s^T = K @ q_rows^T [L, rows]."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
     rep = nh // k.shape[1]
     nrb = s // rows
-    ncores = legato.get_context().get_device().num_cores
-    c = legato.core_id()
+    bh = i // nrb
+    r0 = (i % nrb) * rows
+    b = bh // nh
+    h = bh % nh
+    hk = h // rep
+    qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
+    sc = legato.tensor.matmul(legato.tensor.load(k[b, hk]), qt, f32) * scale  # [L, rows]
     if causal and lk > 1:
         # row i of the causal mask is z[L - 1 - i : 2L - 1 - i] (clamped at 0 for i >= L)
         z = legato.tensor.cat(
@@ -259,40 +278,41 @@ def rows_attention(q, k, v, mask, scale, causal, wide, has_mask, mask_b, mask_h,
             ),
             1,
         )
-    for i in range(c, nb * nh * nrb, ncores):
-        bh = i // nrb
-        r0 = (i % nrb) * rows
-        b = bh // nh
-        h = bh % nh
-        hk = h // rep
-        qb = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
-        kt = legato.tensor.transpose(legato.tensor.load(k[b, hk]), (1, 0))
-        sc = legato.tensor.matmul(qb, kt, f32) * scale  # [rows, L]
-        if causal and lk > 1:
-            st = max(lk - 1 - r0, 0)
-            cm = z[:, st : st + lk]
-            for j in legato.static_range(1, rows):
-                st = max(lk - 1 - r0 - j, 0)
-                cm = legato.tensor.cat((cm, z[:, st : st + lk]), 0)
-            sc = sc + cm
-        if has_mask:
-            sc = sc + _rows_mask(mask, b, h, r0, rows, mask_b, mask_h)
-        m = legato.tensor.amax(sc, 1, keepdim=True)
-        e = legato.tensor.exp(sc - m)
-        lsum = legato.tensor.sum(e, 1, keepdim=True)
-        vv = legato.tensor.load(v[b, hk])
-        if wide:
-            o = legato.tensor.matmul(e, vv, f32) / lsum
-        else:
-            o = legato.tensor.matmul(legato.tensor.cast(e, q.dtype), vv, f32)
-            o = legato.tensor.cast(o / lsum, q.dtype)
-        legato.tensor.memcpy(
-            out[b : b + 1, h : h + 1, r0 : r0 + rows, :], legato.tensor.reshape(o, (1, 1, rows, d))
-        )
-        legato.tensor.memcpy(
-            lse[b : b + 1, h : h + 1, r0 : r0 + rows],
-            legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
-        )
+        st = max(lk - 1 - r0, 0)
+        cm = z[:, st : st + lk]
+        for j in legato.static_range(1, rows):
+            st = max(lk - 1 - r0 - j, 0)
+            cm = legato.tensor.cat((cm, z[:, st : st + lk]), 0)
+        sc = sc + _t(cm)
+    if has_mask:
+        sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
+    m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
+    legato.tensor.memcpy(
+        out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
+        legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
+    )
+    legato.tensor.memcpy(
+        lse[b : b + 1, h : h + 1, r0 : r0 + rows],
+        legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
+    )
+
+
+@legato.function
+def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
+    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core, one block of `rows`
+    query rows of one head at a time (B * Hq * S / rows blocks, dealt round robin). The causal
+    mask is torch's (top-left aligned: row i sees keys 0 .. i). Writes out and lse [B, Hq, S]."""
+    items = q.shape[0] * q.shape[1] * (q.shape[2] // rows)
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    if items <= ncores:
+        i = min(c, items - 1)  # cores beyond the items redo the last one (same values)
+        _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse)
+    else:
+        for i in range(c, items, ncores):
+            _rows_item(
+                i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse
+            )
 
 
 @legato.function
@@ -401,13 +421,15 @@ def resolve_chip_sdpa(node, ctx):
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
     has_mask = isinstance(mask, torch.fx.Node)
-    wide = tq.dtype == torch.float32
     cores = ctx.model.num_cores
     esz = tq.element_size()
+    kb = min(lk, TORCH_KV_SPLIT)
     if s == 1 and not (causal and lk > 1):
         groups = nb * nkv
-        split = max(1, min(cores // groups, lk))
-        while lk % split:
+        # chunks of whole KV blocks (each core folds its blocks as torch does; a block cut
+        # between cores would round p against another max than torch's)
+        split = max(1, min(cores // groups, lk // kb))
+        while lk % split or (lk // split) % kb:
             split -= 1
         chunk = lk // split
         # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
@@ -416,13 +438,12 @@ def resolve_chip_sdpa(node, ctx):
             f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
             f"(more than half of the {ctx.model.sram_size} of a core)"
         )
-        scratch = (((groups, split, rep, 2 + d), torch.float32),) if split > 1 else ()
+        flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
         if split == 1:
-            fn, args = decode_attention_unsplit, (q, k, v, mask, scale, wide, has_mask)
-            args += (mask_b, mask_h)
+            fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
         else:
-            fn, args = decode_attention, (q, k, v, mask, scale, wide, has_mask, mask_b, mask_h)
-            args += (split,)
+            fn, args = decode_attention, (*flags, split, kb)
+            scratch = (((groups, split, rep, 2 + d), torch.float32),)
         return Impl(
             fn,
             args,
@@ -434,14 +455,14 @@ def resolve_chip_sdpa(node, ctx):
     blocks = nb * nh
     want = max(1, -(-s // max(1, cores // blocks)))  # rows per block for ~ one block per core
     rows = _largest_divisor_at_most(s, min(want, max(1, ROWS_SCORE_BYTES // (4 * lk)), 64))
-    need = 3 * lk * d * esz + 3 * rows * lk * 4 + 2 * rows * d * 4
+    need = 2 * lk * d * esz + 4 * rows * lk * 4 + 2 * rows * d * 4
     assert need <= ctx.model.sram_size // 2, (
         f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
         f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
     )
     return Impl(
         rows_attention,
-        (q, k, v, mask, scale, causal, wide, has_mask, mask_b, mask_h, rows),
+        (q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb),
         name=f"chip attention ({rows}-row blocks)",
         spmd=True,
     )
