@@ -1,0 +1,492 @@
+"""Chip-scale (all-core, SPMD) attention and KV-cache append for the torch path (issue 14).
+
+The implementations here are `Impl(fn, args, spmd=True, scratch=...)`: the generated kernel
+calls `fn(*args, *outs, *scratch)` inside `with device.get_all_cores():` with every tensor being
+the kernel's shared-DRAM argument (see `legato.torch.registry.Impl`). Each core loads its share,
+writes its part of the outputs with `memcpy` and meets the others at barriers.
+
+- Decode attention (one query row, `decode_attention`): the work is the B * Hkv key/value
+  groups (a KV head and the Hq / Hkv query heads that read it, GQA); when there are fewer
+  groups than cores each group's KV length is split into `split` equal chunks (flash-decoding).
+  A core computes, for its (group, chunk), the scores as `K_chunk @ q_group^T` (the K chunk is
+  the MPU activation, the tiny q^T the weight: no on-chip transpose of K), the f32 softmax
+  partial (max m, sum l of exp(s - m)) and o = exp(s - m) @ V_chunk (p rounded to the input
+  dtype as torch's CPU flash kernel rounds it, f32 accumulation). With `split > 1` the partials
+  go to a shared-DRAM scratch `[G, split, rep, 2 + D]` and, after a barrier, one core per group
+  combines them (o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j).
+- Prefill attention (`rows_attention`): the work is B * Hq * (S / rows) blocks of query rows,
+  each computed as the single-core `aten.attention` computes a head (causal mask rows built
+  with runtime offsets).
+- `aten.cat` along dim 2 of 4-d tensors (the KV cache's append, `[B, H, L, D] + [B, H, 1, D]`):
+  an all-core copy, each core a share of the (b, h, row-chunk) pieces.
+
+Every resolver refuses (`assert`) what it does not implement; the single-core resolvers of
+`legato.torch.library.aten` (registered before this module, so asked after it) then take the node.
+Small work stays single-core (fused with its neighbours): see `CHIP_MIN_BYTES`.
+
+Rounding is that of the single-core `aten.attention` (and of torch's CPU flash kernel): scores
+and softmax in f32, the unnormalized probabilities rounded to the input dtype for `p @ V`, the
+division by the f32 row sum last. The split-KV partials use their own max (as torch's kernel
+uses a running max per KV block), equal within the same bf16 tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+import legato
+from legato.torch.library.aten import _FLOATS, _attention_mask, val
+from legato.torch.registry import Impl, register
+
+aten = torch.ops.aten
+
+# Attention operands (q, k, v) of fewer bytes than this stay on the single-core implementation
+# (fused into their neighbours' kernel): an spmd implementation is a partition of its own, whose
+# launch, barriers and shared-DRAM round trips cost more than one core needs for so little.
+CHIP_MIN_BYTES = 128 * 1024
+# rows of one KV-cache copy piece at most this many bytes (a core's SRAM holds one at a time)
+CAT_PIECE_BYTES = 64 * 1024
+# f32 scores [rows, L] of one prefill block at most this many bytes
+ROWS_SCORE_BYTES = 128 * 1024
+# torch's CPU flash kernel folds the keys in blocks of this many (kvSplitSize; fewer keys: one
+# block): the softmax's running max, and so the rounding of p, changes at block boundaries
+TORCH_KV_SPLIT = 512
+NEG_BIG = -3.0e38  # a finite floor for a fully masked chunk's max (its weight becomes 0)
+
+# --------------------------------------------------------------------------------------------
+# Implementations
+
+
+@legato.function
+def _t(x):
+    """x^T of a 2-d tensor; a reshape when one dim is 1 (the same data order)."""
+    if x.shape[0] == 1 or x.shape[1] == 1:
+        return legato.tensor.reshape(x, (x.shape[1], x.shape[0]))
+    return legato.tensor.transpose(x, (1, 0))
+
+
+@legato.function
+def _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h):
+    """The additive mask of query heads h0 .. h0 + rep over keys t0 .. t0 + chunk, as
+    [chunk, rep] (or [chunk, 1], broadcast, when it does not differ per head), in f32."""
+    f32 = legato.types.float("float32")
+    if mask.ndim == 4:
+        bb = 0
+        if mask_b:
+            bb = b
+        if mask_h:
+            m = mask[bb, h0 : h0 + rep, 0, t0 : t0 + chunk]
+        else:
+            m = mask[bb, 0, 0:1, t0 : t0 + chunk]
+    elif mask.ndim == 3:
+        if mask_h:
+            m = mask[h0 : h0 + rep, 0, t0 : t0 + chunk]
+        else:
+            m = mask[0, 0:1, t0 : t0 + chunk]
+    else:
+        m = mask[0:1, t0 : t0 + chunk]
+    return _t(legato.tensor.cast(legato.tensor.load(m), f32))
+
+
+def _blocks(n, size):
+    """Compile-time helper: (start, length) of the blocks of `size` covering [0, n)."""
+    return tuple((t, min(size, n - t)) for t in range(0, n, size))
+
+
+@legato.function
+def _p_at_v(p, v, b, hk, t0, n):
+    """p @ v[b, hk, t0 : t0 + n] in f32 (p [rep, n] of v's dtype), one MPU weight tile of V
+    (256 tokens) at a time: bf16 V blocks go straight from DRAM into mpu_buffer."""
+    f32 = legato.types.float("float32")
+    blocks = _blocks(n, 256)
+    o = legato.tensor.full((p.shape[0], v.shape[3]), 0.0, f32)
+    for j in legato.static_range(len(blocks)):
+        st, w = blocks[j]
+        if v.dtype == f32:
+            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :])
+        else:
+            vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :], "mpu_buffer")
+        o = o + legato.tensor.matmul(p[:, st : st + w], vb, f32)
+    return o
+
+
+@legato.function
+def _fold_block(s, v, b, hk, t0, block, m_old):
+    """(m, l, o) of one KV block `block` = (start, length) of the scores s: m = max(m_old,
+    the block's max), p = exp(s - m), l = sum(p), o = p @ V."""
+    f32 = legato.types.float("float32")
+    st, n = block
+    sb = s[st : st + n, :]
+    mb = legato.tensor.maximum(legato.tensor.amax(sb, 0, keepdim=True), m_old)
+    e = legato.tensor.exp(sb - mb)
+    pt = _t(e)
+    if v.dtype != f32:
+        pt = legato.tensor.cast(pt, v.dtype)
+    return mb, legato.tensor.sum(e, 0, keepdim=True), _p_at_v(pt, v, b, hk, t0 + st, n)
+
+
+@legato.function
+def _softmax_v(s, v, b, hk, t0, n_keys, kb):
+    """(m [1, rep], l [1, rep], o [rep, D]) of the scores s [n_keys, rep] (keys t0 .., f32)
+    as torch's CPU flash kernel folds them, KV block by KV block of `kb` keys: the running max
+    m, p = exp(s - m) rounded to v's dtype for the MPU, l and o rescaled by exp(m_old - m).
+    The running max starts at NEG_BIG: a fully masked block (max -inf) gives p = 0 (torch's
+    kernel skips it), not NaN."""
+    blocks = _blocks(n_keys, kb)
+    m, lsum, o = _fold_block(s, v, b, hk, t0, blocks[0], NEG_BIG)
+    for j in legato.static_range(1, len(blocks)):
+        mb, lb, ob = _fold_block(s, v, b, hk, t0, blocks[j], m)
+        w = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+        o = o * _t(w) + ob
+        lsum = lsum * w + lb
+        m = mb
+    return m, lsum, o
+
+
+@legato.function
+def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
+    """Work item i = (group g, chunk r) of `decode_attention`."""
+    f32 = legato.types.float("float32")
+    nb, nh, _, d = q.shape
+    nkv = k.shape[1]
+    rep = nh // nkv
+    chunk = k.shape[2] // split
+    g = i // split
+    r = i % split
+    b = g // nkv
+    hk = g % nkv
+    h0 = hk * rep
+    t0 = r * chunk
+    qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
+    kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
+    s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
+    if has_mask:
+        s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
+    m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
+    if split == 1:
+        res = o / _t(lsum)
+        legato.tensor.memcpy(
+            out[b : b + 1, h0 : h0 + rep, 0:1, :],
+            legato.tensor.reshape(legato.tensor.cast(res, q.dtype), (1, rep, 1, d)),
+        )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h0 : h0 + rep, 0:1],
+            legato.tensor.reshape(m + legato.tensor.log(lsum), (1, rep, 1)),
+        )
+    else:
+        mlo = legato.tensor.cat((_t(m), _t(lsum), o), 1)  # [rep, 2 + D]
+        legato.tensor.memcpy(
+            part[g : g + 1, r : r + 1, :, :], legato.tensor.reshape(mlo, (1, 1, rep, 2 + d))
+        )
+
+
+@legato.function
+def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
+    """Attention of one query row per head, q [B, Hq, 1, D], k/v [B, Hkv, L, D], on every core
+    (see the module docstring). `split` cores per key/value group share its L keys in chunks
+    of L / split (whole KV blocks of `kb` keys, torch's kvSplitSize); `part` is the partials'
+    scratch `[G, split, rep, 2 + D]` (f32) when split > 1.
+    Writes out [B, Hq, 1, D] and lse [B, Hq, 1] (f32: max + log(sum) of the scaled scores)."""
+    nh = q.shape[1]
+    nkv = k.shape[1]
+    rep = nh // nkv
+    d = q.shape[3]
+    groups = q.shape[0] * nkv
+    items = groups * split
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    if items <= ncores:
+        # one item per core, no runtime loop (the memory planner then reuses mpu_buffer
+        # between the V blocks); cores beyond the items redo the last one (same values)
+        i = min(c, items - 1)
+        _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part)
+    else:
+        for i in range(c, items, ncores):
+            _decode_item(
+                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
+            )
+    if split > 1:
+        legato.sync.barrier()
+        for gg in range(c, groups, ncores):
+            gb = gg // nkv
+            gh0 = (gg % nkv) * rep
+            ap = legato.tensor.load(part[gg])  # [split, rep, 2 + D]
+            mr = ap[:, :, 0:1]
+            mx = legato.tensor.amax(mr, 0, keepdim=True)  # [1, rep, 1]
+            w = legato.tensor.exp(mr - mx)
+            tot = legato.tensor.sum(ap[:, :, 1:2] * w, 0)  # [rep, 1]
+            acc = legato.tensor.sum(ap[:, :, 2 : 2 + d] * w, 0)  # [rep, D]
+            legato.tensor.memcpy(
+                out[gb : gb + 1, gh0 : gh0 + rep, 0:1, :],
+                legato.tensor.reshape(legato.tensor.cast(acc / tot, q.dtype), (1, rep, 1, d)),
+            )
+            lg = legato.tensor.reshape(mx, (rep, 1)) + legato.tensor.log(tot)
+            legato.tensor.memcpy(
+                lse[gb : gb + 1, gh0 : gh0 + rep, 0:1], legato.tensor.reshape(lg, (1, rep, 1))
+            )
+
+
+@legato.function
+def decode_attention_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, out, lse):
+    """`decode_attention` with one core per key/value group (no scratch)."""
+    decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, 1, kb, out, lse, None)
+
+
+@legato.function
+def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
+    """The additive mask rows r0 .. r0 + rows of (batch b, head h), [rows, L] in f32."""
+    f32 = legato.types.float("float32")
+    bb = 0
+    if mask_b:
+        bb = b
+    hh = 0
+    if mask_h:
+        hh = h
+    if mask.ndim == 4:
+        m = mask[bb, hh, r0 : r0 + rows, :]
+    elif mask.ndim == 3:
+        m = mask[hh, r0 : r0 + rows, :]
+    else:
+        m = mask[r0 : r0 + rows, :]
+    return legato.tensor.cast(legato.tensor.load(m), f32)
+
+
+@legato.function
+def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
+    """Block i = (batch b, head h, rows r0 .. r0 + rows) of `rows_attention`, computed with
+    keys along dim 0 as the decode items are: s^T = K @ q_rows^T [L, rows]."""
+    f32 = legato.types.float("float32")
+    nb, nh, s, d = q.shape
+    lk = k.shape[2]
+    rep = nh // k.shape[1]
+    nrb = s // rows
+    bh = i // nrb
+    r0 = (i % nrb) * rows
+    b = bh // nh
+    h = bh % nh
+    hk = h // rep
+    qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
+    sc = legato.tensor.matmul(legato.tensor.load(k[b, hk]), qt, f32) * scale  # [L, rows]
+    if causal and lk > 1:
+        # row i of the causal mask is z[L - 1 - i : 2L - 1 - i] (clamped at 0 for i >= L)
+        z = legato.tensor.cat(
+            (
+                legato.tensor.full((1, lk), 0.0, f32),
+                legato.tensor.full((1, lk - 1), -math.inf, f32),
+            ),
+            1,
+        )
+        st = max(lk - 1 - r0, 0)
+        cm = z[:, st : st + lk]
+        for j in legato.static_range(1, rows):
+            st = max(lk - 1 - r0 - j, 0)
+            cm = legato.tensor.cat((cm, z[:, st : st + lk]), 0)
+        sc = sc + _t(cm)
+    if has_mask:
+        sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
+    m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
+    legato.tensor.memcpy(
+        out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
+        legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
+    )
+    legato.tensor.memcpy(
+        lse[b : b + 1, h : h + 1, r0 : r0 + rows],
+        legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
+    )
+
+
+@legato.function
+def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
+    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core, one block of `rows`
+    query rows of one head at a time (B * Hq * S / rows blocks, dealt round robin). The causal
+    mask is torch's (top-left aligned: row i sees keys 0 .. i). Writes out and lse [B, Hq, S]."""
+    items = q.shape[0] * q.shape[1] * (q.shape[2] // rows)
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    if items <= ncores:
+        i = min(c, items - 1)  # cores beyond the items redo the last one (same values)
+        _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse)
+    else:
+        for i in range(c, items, ncores):
+            _rows_item(
+                i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse
+            )
+
+
+@legato.function
+def _copy_pieces(x, out, off, piece, n):
+    """Copy rows [0, n) of every (b, h) of x [B, H, L, D] (n a multiple of `piece`) to rows
+    off .. off + n of out, one piece of `piece` rows per step, the pieces dealt round robin."""
+    nb, nh = x.shape[0], x.shape[1]
+    per = n // piece
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    for i in range(c, nb * nh * per, ncores):
+        bh = i // per
+        t0 = (i % per) * piece
+        b = bh // nh
+        h = bh % nh
+        legato.tensor.memcpy(
+            out[b : b + 1, h : h + 1, off + t0 : off + t0 + piece, :],
+            legato.tensor.load(x[b : b + 1, h : h + 1, t0 : t0 + piece, :]),
+        )
+
+
+@legato.function
+def _copy_tail(x, out, off, t0, n, first):
+    """Copy rows [t0, t0 + n) of every (b, h) of x to rows off + t0 .. of out, one (b, h) per
+    step, dealt round robin from core `first` on (so tails do not pile on core 0)."""
+    nb, nh = x.shape[0], x.shape[1]
+    ncores = legato.get_context().get_device().num_cores
+    c = (legato.core_id() + ncores - first % ncores) % ncores
+    for i in range(c, nb * nh, ncores):
+        b = i // nh
+        h = i % nh
+        legato.tensor.memcpy(
+            out[b : b + 1, h : h + 1, off + t0 : off + t0 + n, :],
+            legato.tensor.load(x[b : b + 1, h : h + 1, t0 : t0 + n, :]),
+        )
+
+
+@legato.function
+def cat_rows(xs, pieces, out):
+    """torch.cat(xs, dim=2) of 4-d tensors [B, H, L_i, D] into out on every core: each operand
+    is copied in pieces of `pieces[i]` rows per (b, h), then its remaining rows."""
+    off = 0
+    first = 0
+    for j in legato.static_range(len(pieces)):
+        x = xs[j]
+        n = x.shape[2]
+        full = n - n % pieces[j]
+        if full > 0:
+            _copy_pieces(x, out, off, pieces[j], full)
+            first = first + x.shape[0] * x.shape[1] * (full // pieces[j])
+        if n > full:
+            _copy_tail(x, out, off, full, n - full, first)
+            first = first + x.shape[0] * x.shape[1]
+        off = off + n
+
+
+# --------------------------------------------------------------------------------------------
+# Resolvers
+
+
+def _nbytes(*ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    for r in range(max(1, min(n, cap)), 0, -1):
+        if n % r == 0:
+            return r
+    return 1
+
+
+@register(aten._scaled_dot_product_flash_attention_for_cpu.default)
+def resolve_chip_sdpa(node, ctx):
+    """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D], static shapes):
+    decode (S == 1, no causal mask) split over KV groups and KV length, else over heads and
+    query rows. Returns both outputs (the attention and its f32 logsumexp)."""
+    q, k, v = node.args[:3]
+    dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
+    causal = bool(node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False))
+    assert dropout == 0.0, "attention with dropout"
+    tq, tk, tv = val(q), val(k), val(v)
+    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _FLOATS, (
+        f"attention on {tq.dtype}, {tk.dtype}, {tv.dtype} (bf16 or f32, one dtype)"
+    )
+    for t in (tq, tk, tv):
+        assert t.dim() == 4, "attention needs [B, H, S, D] operands"
+        assert all(isinstance(d, int) for d in t.shape), (
+            "chip attention needs static shapes: a dynamic KV length (a growing decode cache) "
+            "is not implemented on all cores yet (the single-core attention decides)"
+        )
+    assert tk.shape == tv.shape and tk.shape[0] == tq.shape[0], "attention operand shapes"
+    nb, nh, s, d = tq.shape
+    nkv, lk = tk.shape[1], tk.shape[2]
+    assert nh % nkv == 0, f"{nh} query heads are not a multiple of {nkv} key/value heads"
+    total = _nbytes(tq, tk, tv)
+    assert total >= CHIP_MIN_BYTES, (
+        f"attention on {total} bytes stays on one core (fused; chip attention from "
+        f"{CHIP_MIN_BYTES} bytes)"
+    )
+    rep = nh // nkv
+    assert d <= ctx.model.mpu_tile_k and rep <= ctx.model.mpu_tile_n, (
+        f"chip decode attention takes q^T [{d}, {rep}] as one MPU weight tile "
+        f"(at most [{ctx.model.mpu_tile_k}, {ctx.model.mpu_tile_n}])"
+    )
+    scale = node.kwargs.get("scale")
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
+    has_mask = isinstance(mask, torch.fx.Node)
+    cores = ctx.model.num_cores
+    esz = tq.element_size()
+    kb = min(lk, TORCH_KV_SPLIT)
+    if s == 1 and not (causal and lk > 1):
+        groups = nb * nkv
+        # chunks of whole KV blocks (each core folds its blocks as torch does; a block cut
+        # between cores would round p against another max than torch's)
+        split = max(1, min(cores // groups, lk // kb))
+        while lk % split or (lk // split) % kb:
+            split -= 1
+        chunk = lk // split
+        # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
+        need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
+        assert need <= ctx.model.sram_size // 2, (
+            f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
+            f"(more than half of the {ctx.model.sram_size} of a core)"
+        )
+        flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
+        if split == 1:
+            fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
+        else:
+            fn, args = decode_attention, (*flags, split, kb)
+            scratch = (((groups, split, rep, 2 + d), torch.float32),)
+        return Impl(
+            fn,
+            args,
+            name=f"chip decode attention (split-KV x{split})",
+            spmd=True,
+            scratch=scratch,
+        )
+    # prefill: blocks of query rows, enough of them for every core, scores within a budget
+    blocks = nb * nh
+    want = max(1, -(-s // max(1, cores // blocks)))  # rows per block for ~ one block per core
+    rows = _largest_divisor_at_most(s, min(want, max(1, ROWS_SCORE_BYTES // (4 * lk)), 64))
+    need = 2 * lk * d * esz + 4 * rows * lk * 4 + 2 * rows * d * 4
+    assert need <= ctx.model.sram_size // 2, (
+        f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
+        f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
+    )
+    return Impl(
+        rows_attention,
+        (q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb),
+        name=f"chip attention ({rows}-row blocks)",
+        spmd=True,
+    )
+
+
+@register(aten.cat.default)
+def resolve_chip_cat(node, ctx):
+    """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append) of static shapes."""
+    from legato.torch.library.aten import _statically_empty, _tensor_list
+
+    xs, dim, dt = _tensor_list(node, "cat")
+    xs = [x for x in xs if not _statically_empty(val(x), dim)]
+    out = val(node)
+    assert out.dim() == 4 and dim == 2 and len(xs) > 1, (
+        "chip cat is for dim 2 of 4-d tensors (a KV cache's sequence dim)"
+    )
+    for x in xs:
+        assert all(isinstance(d, int) for d in val(x).shape), (
+            "chip cat needs static shapes (a dynamic KV length is not implemented on all cores)"
+        )
+    total = _nbytes(out)
+    assert total >= CHIP_MIN_BYTES, (
+        f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
+    )
+    row = out.shape[3] * out.element_size()
+    pieces = tuple(max(1, min(val(x).shape[2], CAT_PIECE_BYTES // row)) for x in xs)
+    return Impl(cat_rows, (tuple(xs), pieces), name="chip cat (KV append)", spmd=True)

@@ -1,0 +1,284 @@
+"""The all-core (spmd) attention and KV-cache cat of `legato.torch.library.chip_attention`,
+called inside `get_all_cores()` on shared-DRAM arguments as the generated kernel calls them;
+compared with torch's eager SDPA (and its CPU flash op's logsumexp), every core must execute
+instructions. The resolver's choices (split-KV, row blocks, refusals) are checked on fx nodes."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_backend_helpers import assert_close_bf16
+
+import legato
+import legato.model.bertha as bertha
+from legato.torch.library import chip_attention as ca
+
+NC = 4
+F32 = legato.types.float("float32")
+DT = {torch.bfloat16: legato.types.float("bfloat16"), torch.float32: F32}
+
+
+def four_cores(ctx):
+    return bertha.Bertha(ctx, "bertha", NC, False, 8, 1 << 30)
+
+
+def tt(t):
+    """The shared-DRAM tensor type of torch tensor t."""
+    return legato.get_model().tensor_type(DT[t.dtype], list(t.shape), "shared_dram")
+
+
+def _all_cores_ran(kernel):
+    ins = kernel.last_run.instructions
+    cores = {m: n for m, n in ins.items() if m.startswith("core")}
+    assert len(cores) == NC and all(n > 0 for n in cores.values()), ins
+
+
+def _reference(q, k, v, mask=None, causal=False):
+    """(out, lse) of torch's CPU flash op (GQA by repeating the KV heads), and eager SDPA."""
+    rep = q.shape[1] // k.shape[1]
+    kk, vv = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+        q, kk, vv, is_causal=causal, attn_mask=mask
+    )[:2]
+    eager = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=True
+    )
+    assert torch.equal(out, eager)  # the op the backend sees is the eager path
+    return out, lse
+
+
+def _single_core(q, k, v, mask=None, causal=False):
+    """The single-core `aten.attention` of the backend (these shapes are below CHIP_MIN_BYTES)."""
+    import legato.torch as lt
+
+    def f(q, k, v, m):
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=m, is_causal=causal, enable_gqa=True
+        )
+
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options={"legato.strict": True})(q, k, v, mask)
+    assert "chip" not in str(lt.last_summary()) and lt.last_summary().num_extern == 0
+    return y
+
+
+def _check(out, lse, ref, ref_lse, ulps=2):
+    if out.dtype == torch.bfloat16:
+        assert_close_bf16(out, ref, ulps=ulps)
+    else:
+        assert (out - ref).abs().max() <= 1e-5 * ref.abs().max()
+    # torch sums exp(s - max) with a vectorized exp approximation: equal to ~1e-5 relative
+    torch.testing.assert_close(lse, ref_lse, rtol=5e-5, atol=5e-5)
+
+
+def run_decode(q, k, v, mask, split, mask_b=False, mask_h=False):
+    nb, nh, _, d = q.shape
+    groups, rep = nb * k.shape[1], nh // k.shape[1]
+    out, lse = torch.zeros_like(q), torch.zeros(nb, nh, 1)
+    part = torch.zeros(groups, split, rep, 2 + d)
+    m = mask if mask is not None else torch.zeros(1, dtype=q.dtype)
+    has_mask, scale, kb = mask is not None, 1 / math.sqrt(d), min(k.shape[2], 512)
+
+    @legato.compile(backend=four_cores)
+    def decode(qa: tt(q), ka: tt(k), va: tt(v), ma: tt(m), o: tt(out), ls: tt(lse), p: tt(part)):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            if split == 1:
+                ca.decode_attention_unsplit(
+                    qa, ka, va, ma, scale, has_mask, mask_b, mask_h, kb, o, ls
+                )
+            else:
+                ca.decode_attention(
+                    qa, ka, va, ma, scale, has_mask, mask_b, mask_h, split, kb, o, ls, p
+                )
+
+    decode(q, k, v, m, out, lse, part)
+    _all_cores_ran(decode)
+    return out, lse
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_split_kv_decode_gqa_matches_torch(dtype):
+    # 2 KV groups on 4 cores: each group's 1024 keys split over 2 cores (a KV block of 512
+    # each), combined through the scratch
+    torch.manual_seed(0)
+    q = torch.randn(1, 8, 1, 64, dtype=dtype)
+    k, v = (torch.randn(1, 2, 1024, 64, dtype=dtype) for _ in range(2))
+    out, lse = run_decode(q, k, v, None, split=2)
+    _check(out, lse, *_reference(q, k, v))
+
+
+def test_decode_more_groups_than_cores_loops():
+    # 8 groups on 4 cores, one core per group (no split): each core loops over two groups
+    torch.manual_seed(1)
+    q = torch.randn(2, 4, 1, 32, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 4, 384, 32, dtype=torch.bfloat16) for _ in range(2))
+    out, lse = run_decode(q, k, v, None, split=1)
+    _check(out, lse, *_reference(q, k, v))
+
+
+def test_decode_padding_mask_masks_a_whole_chunk():
+    # batch 1 masks its first 600 keys (left padding): its first chunk (512 keys) is fully
+    # masked, whose partial must weigh 0 in the combine (not NaN)
+    torch.manual_seed(2)
+    dt = torch.bfloat16
+    q = torch.randn(2, 2, 1, 64, dtype=dt)
+    k, v = (torch.randn(2, 1, 1024, 64, dtype=dt) for _ in range(2))
+    mask = torch.zeros(2, 1, 1, 1024, dtype=dt)
+    mask[1, :, :, :600] = -math.inf
+    out, lse = run_decode(q, k, v, mask, split=2, mask_b=True)
+    assert not out.isnan().any()
+    _check(out, lse, *_reference(q, k, v, mask))
+
+
+def test_decode_additive_mask_per_head():
+    torch.manual_seed(3)
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    k, v = (torch.randn(1, 2, 256, 64, dtype=dt) for _ in range(2))
+    mask = torch.randn(1, 4, 1, 256, dtype=dt)
+    out, lse = run_decode(q, k, v, mask, split=1, mask_h=True)  # 2 groups: cores 2, 3 redo
+    _check(out, lse, *_reference(q, k, v, mask))
+
+
+def run_rows(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
+    nb, nh, s, d = q.shape
+    out, lse = torch.zeros_like(q), torch.zeros(nb, nh, s)
+    m = mask if mask is not None else torch.zeros(1, dtype=q.dtype)
+    has_mask, scale, kb = mask is not None, 1 / math.sqrt(d), min(k.shape[2], 512)
+
+    @legato.compile(backend=four_cores)
+    def prefill(qa: tt(q), ka: tt(k), va: tt(v), ma: tt(m), o: tt(out), ls: tt(lse)):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            ca.rows_attention(
+                qa, ka, va, ma, scale, causal, has_mask, mask_b, mask_h, rows, kb, o, ls
+            )
+
+    prefill(q, k, v, m, out, lse)
+    _all_cores_ran(prefill)
+    return out, lse
+
+
+def _check_prefill(out, lse, q, k, v, mask, causal):
+    # eager rounds a few p of these multi-row blocks differently (exp, summation order; up to
+    # ~6 ulps here): the single-core implementation differs from it as much, and in bf16 the
+    # chip one equals it bit for bit (f32: the MPU's bf16 split passes sum in another order)
+    _check(out, lse, *_reference(q, k, v, mask, causal), ulps=8)
+    if out.dtype == torch.bfloat16:
+        assert torch.equal(out, _single_core(q, k, v, mask, causal))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_causal_prefill_gqa_matches_torch(dtype):
+    # 2 heads x 4 blocks of 16 rows over 4 cores, the causal rows at runtime offsets
+    torch.manual_seed(4)
+    q = torch.randn(1, 2, 64, 32, dtype=dtype)
+    k, v = (torch.randn(1, 1, 64, 32, dtype=dtype) for _ in range(2))
+    out, lse = run_rows(q, k, v, None, True, rows=16)
+    _check_prefill(out, lse, q, k, v, None, True)
+
+
+def test_causal_prefill_more_queries_than_keys():
+    # torch's is_causal is top-left aligned: rows >= L see every key
+    torch.manual_seed(5)
+    dt = torch.bfloat16
+    q = torch.randn(1, 2, 48, 32, dtype=dt)
+    k, v = (torch.randn(1, 2, 32, 32, dtype=dt) for _ in range(2))
+    out, lse = run_rows(q, k, v, None, True, rows=8)
+    _check_prefill(out, lse, q, k, v, None, True)
+
+
+def test_prefill_with_additive_mask_per_batch():
+    torch.manual_seed(6)
+    dt = torch.bfloat16
+    q = torch.randn(2, 2, 32, 32, dtype=dt)
+    k, v = (torch.randn(2, 2, 40, 32, dtype=dt) for _ in range(2))
+    mask = torch.randn(2, 1, 32, 40, dtype=dt)
+    out, lse = run_rows(q, k, v, mask, False, rows=8, mask_b=True)
+    _check_prefill(out, lse, q, k, v, mask, False)
+
+
+def test_kv_cache_cat_on_all_cores():
+    torch.manual_seed(7)
+    cache = torch.randn(1, 4, 100, 64, dtype=torch.bfloat16)
+    new = torch.randn(1, 4, 1, 64, dtype=torch.bfloat16)
+    out = torch.zeros(1, 4, 101, 64, dtype=torch.bfloat16)
+
+    @legato.compile(backend=four_cores)
+    def append(x: tt(cache), y: tt(new), o: tt(out)):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            ca.cat_rows((x, y), (32, 1), o)  # 3 pieces of 32 rows, a tail of 4, the new row
+
+    append(cache, new, out)
+    assert torch.equal(out, torch.cat([cache, new], 2))
+    _all_cores_ran(append)
+
+
+# --------------------------------------------------------------------------------------------
+# The resolvers' choices, on the nodes torch.compile produces
+
+
+def _node(fn, *args, target):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(fn, tracing_mode="fake")(*args)
+    (node,) = [n for n in gm.graph.nodes if n.target == target]
+    return node
+
+
+def _ctx(num_cores=32):
+    from legato.model.bertha import Bertha
+    from legato.torch.options import Options
+    from legato.torch.registry import ResolveContext
+
+    model = Bertha(None, "bertha", num_cores, False, 8, 1 << 30)
+    return ResolveContext(model, Options(), lambda s: None)
+
+
+SDPA = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+
+
+def _sdpa_node(q, k, v, **kw):
+    return _node(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **kw),
+        q,
+        k,
+        v,
+        target=SDPA,
+    )
+
+
+def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
+    q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 1024, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, k, k), _ctx(32))
+    assert impl.spmd and impl.fn is ca.decode_attention
+    assert impl.args[-2:] == (2, 512)  # 32 cores / 8 groups, but whole KV blocks of 512
+    assert impl.scratch == (((8, 2, 1, 130), torch.float32),)
+
+
+def test_resolver_prefill_row_blocks_and_refusals():
+    q = torch.randn(1, 4, 256, 64, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, q, q, is_causal=True), _ctx(32))
+    assert impl.spmd and impl.fn is ca.rows_attention and impl.scratch == ()
+    assert impl.args[-2:] == (32, 256)  # 4 heads x 8 blocks of 32 rows = one per core
+    small = torch.randn(1, 2, 8, 16, dtype=torch.bfloat16)
+    with pytest.raises(AssertionError, match="stays on one core"):
+        ca.resolve_chip_sdpa(_sdpa_node(small, small, small), _ctx(32))
+
+
+def test_resolver_cat_is_for_the_kv_cache_dim():
+    cache = torch.randn(1, 8, 512, 64, dtype=torch.bfloat16)
+    new = torch.randn(1, 8, 1, 64, dtype=torch.bfloat16)
+    cat = torch.ops.aten.cat.default
+    impl = ca.resolve_chip_cat(
+        _node(lambda a, b: torch.cat([a, b], 2), cache, new, target=cat), _ctx(32)
+    )
+    assert impl.spmd and impl.args[1] == (512, 1)
+    with pytest.raises(AssertionError, match="dim 2 of 4-d"):
+        ca.resolve_chip_cat(
+            _node(lambda a, b: torch.cat([a, b], 3), cache, cache, target=cat), _ctx(32)
+        )
