@@ -71,8 +71,11 @@ def _line_stats(x: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
     return hi, np.where(fin, np.frexp(np.where(fin, lo, 1.0))[1] - prec, 0)
 
 
-def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> np.ndarray:
-    """One MPU pass (`mpu.mm`): fp32 `acc + round_f32(a @ w)`, `a` [M, K], `w` [K, N].
+def mpu_matmul(
+    a: np.ndarray, w: np.ndarray | MpuWeight, acc: np.ndarray | None = None
+) -> np.ndarray:
+    """One MPU pass (`mpu.mm`): fp32 `acc + round_f32(a @ w)`, `a` [M, K], `w` [K, N] (an array,
+    or an `MpuWeight` prepared once for the passes over one weight tile: the same bits).
 
     Definition: each dot product `S[i, j] = sum_k a[i, k] * w[k, j]` is computed exactly (as an
     infinitely wide accumulator would) and rounded once, nearest-even, to f32; a zero result
@@ -96,63 +99,98 @@ def mpu_matmul(a: np.ndarray, w: np.ndarray, acc: np.ndarray | None = None) -> n
        products of a row or column holding an inf or NaN get their class.
     """
     a = np.asarray(a)
-    w = np.asarray(w)
-    if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[0]:
-        raise ValueError(f"matmul: inner dims differ ({a.shape} @ {w.shape})")
-    if a.dtype not in _PRECISION or w.dtype not in _PRECISION:
-        raise ValueError(f"matmul: operands must be bf16, f16 or f32, got {a.dtype} @ {w.dtype}")
+    if not isinstance(w, MpuWeight):
+        w = np.asarray(w)
+        if a.ndim != 2 or w.ndim != 2 or a.shape[1] != w.shape[0]:
+            raise ValueError(f"matmul: inner dims differ ({a.shape} @ {w.shape})")
+        if a.dtype not in _PRECISION or w.dtype not in _PRECISION:
+            raise ValueError(
+                f"matmul: operands must be bf16, f16 or f32, got {a.dtype} @ {w.dtype}"
+            )
+        w = MpuWeight(w)
+    elif a.ndim != 2 or a.shape[1] != w.shape[0] or a.dtype not in _PRECISION:
+        raise ValueError(f"matmul: a {a.dtype} {a.shape} does not fit weight {w.shape}")
     m, k = a.shape
     n = w.shape[1]
     if m == 0 or n == 0 or k == 0:
         r = np.zeros((m, n), np.float32)
     else:
         with np.errstate(invalid="ignore"):
-            s = a.astype(np.float64) @ w.astype(np.float64)  # numpy's BLAS
+            s = a.astype(np.float64) @ w.f64  # numpy's BLAS
         am, la = _line_stats(a, 1)
-        cm, lw = _line_stats(w, 0)
         rs = am * k  # >= sum_k |a[i, k]|
         with np.errstate(all="ignore"):
             r = s.astype(np.float32)
             # s is exact where every product is a multiple of 2^(La+Lw) and
             # sum |p| <= rs * cm < 2^(52+La+Lw) (then every partial sum is representable)
             u = np.ldexp(rs, -la)
-            v = np.ldexp(cm, -lw)
-            rows = np.nonzero(~(u * v.max() < 2.0**52))[0]
+            rows = np.nonzero(~(u * w.vmax < 2.0**52))[0]
             if rows.size:
-                ii, jj = np.nonzero(~(np.multiply.outer(u[rows], v) < 2.0**52))
+                ii, jj = np.nonzero(~(np.multiply.outer(u[rows], w.v) < 2.0**52))
                 if ii.size:
-                    _finish(a, w, s, rs, cm, r, rows[ii], jj)
+                    _finish(a, w, s, rs, r, rows[ii], jj)
             r += np.float32(0.0)  # a zero result is +0.0 (NaN keeps its bits)
     if acc is None:
         return r
     return np.add(np.asarray(acc, dtype=np.float32), r, out=r)
 
 
-def _finish(a, w, s, rs, cm, r, ii, jj):
+class MpuWeight:
+    """A weight tile `values` [K, N] (bf16, f16 or f32) with what every `mpu_matmul` pass over
+    it needs from it alone, computed once: its f64 values and, per column, max |w| (`cm`), the
+    lowest bit `lw` and `v = cm / 2^lw` (with `vmax`, their max). `mpu.ldw` builds one, and the
+    passes up to the next `ldw` share it (the emulator's GEMM runs 4-8 passes per tile)."""
+
+    __slots__ = ("values", "shape", "f64", "cm", "v", "vmax", "finite")
+
+    def __init__(self, w: np.ndarray):
+        w = np.asarray(w)
+        if w.ndim != 2 or w.dtype not in _PRECISION:
+            raise ValueError(
+                f"matmul: a weight must be 2-D bf16, f16 or f32, got {w.dtype} {w.shape}"
+            )
+        self.values = w
+        self.shape = w.shape
+        self.f64 = w.astype(np.float64)
+        if w.size:
+            self.cm, lw = _line_stats(w, 0)
+            with np.errstate(all="ignore"):
+                self.v = np.ldexp(self.cm, -lw)
+                self.vmax = self.v.max()
+            self.finite = bool(np.isfinite(self.cm).all())
+
+
+def _finish(a, w: MpuWeight, s, rs, r, ii, jj):
     """Settle `r[ii, jj]`, the dot products not proved exact in f64. Those of a row of `a` or a
     column of `w` holding an inf or NaN: every such sum is non-finite, the f64 sum gives its
     class (the same in any order), NaN made canonical. The others: where both ends of the error
     interval of `s` round to one f32, that one; the rest (rare) summed exactly."""
-    bad = ~(np.isfinite(rs[ii]) & np.isfinite(cm[jj]))
+    cm, wv = w.cm, w.values
     with np.errstate(all="ignore"):
-        if bad.any():
+        rsi, cmj = rs[ii], cm[jj]
+        if not (w.finite and np.isfinite(rsi).all()):
+            bad = ~(np.isfinite(rsi) & np.isfinite(cmj))
             bi, bj = ii[bad], jj[bad]
-            x = (a[bi].astype(np.float64) * w[:, bj].T.astype(np.float64)).sum(axis=1)
+            x = (a[bi].astype(np.float64) * wv[:, bj].T.astype(np.float64)).sum(axis=1)
             x = x.astype(np.float32)
             x[np.isnan(x)] = _NAN32
             r[bi, bj] = x
-            ii, jj = ii[~bad], jj[~bad]
+            keep = ~bad
+            ii, jj, rsi, cmj = ii[keep], jj[keep], rsi[keep], cmj[keep]
         # any summation order (and FMA) errs by at most gamma_K * sum|p| <= K u/(1-K u) rs*cm
         # (rs = K max|a[i, :]|);
         # d is over twice that, so [s-d, s+d] (each end rounded) still holds S
-        d = (2.0 * (a.shape[1] + 2) * 2.0**-53) * rs[ii] * cm[jj]
+        d = (2.0 * (a.shape[1] + 2) * 2.0**-53) * rsi * cmj
         sv = s[ii, jj]
         lo = (sv - d).astype(np.float32)
         hi = (sv + d).astype(np.float32)
         same = lo.view(np.uint32) == hi.view(np.uint32)
+        if same.all():
+            r[ii, jj] = hi
+            return
         r[ii[same], jj[same]] = hi[same]
     for i, j in zip(ii[~same], jj[~same]):
-        r[i, j] = _f32_round(a[i].astype(np.float64) * w[:, j].astype(np.float64))
+        r[i, j] = _f32_round(a[i].astype(np.float64) * wv[:, j].astype(np.float64))
 
 
 def matmul_acc(

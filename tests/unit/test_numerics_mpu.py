@@ -212,3 +212,34 @@ def test_f32_split_builds_on_the_chunked_matmul():
     np.testing.assert_allclose(
         numerics.matmul_f32_split(a, w), a.astype(np.float64) @ w, rtol=1e-4, atol=1e-3
     )
+
+
+def test_a_prepared_weight_gives_the_same_bits_on_every_path():
+    """`MpuWeight` (what the emulator's `mpu.ldw` builds once for its passes) must give the
+    exact reference's bits, pass after pass, on the fast, interval and exact paths; with infs
+    and NaNs in the weight or the rows, the bits of the unprepared path (whose classes
+    `test_zeros_infs_and_nans` checks)."""
+    rng = np.random.default_rng(31)
+    w = rng.standard_normal((64, 9))
+    w[:3, 0] *= 2.0**-90
+    w[5, 1] = 2.0**-120
+    w = w.astype(BF16)
+    bad_w = w.copy()
+    bad_w[7, 2] = np.inf
+    bad_w[8, 3] = np.nan
+    pw, bad_pw = numerics.MpuWeight(w), numerics.MpuWeight(bad_w)
+    for seed in range(3):
+        r = np.random.default_rng(seed)
+        a = r.standard_normal((7, 64))
+        a[0, :5] *= 2.0**-60
+        a[1, 3] = 2.0**70
+        a = a.astype(BF16)
+        acc = r.standard_normal((7, 9)).astype(np.float32)
+        assert_bits(mpu_matmul(a, pw, acc), reference(a, w, acc))
+        assert_bits(mpu_matmul(a, pw), reference(a, w))
+        a[2, 4] = -np.inf if seed == 1 else np.nan
+        assert_bits(mpu_matmul(a, bad_pw, acc), mpu_matmul(a, bad_w, acc))
+        assert_bits(mpu_matmul(a, pw), mpu_matmul(a, w))
+        assert int(bits(mpu_matmul(a, pw))[2, 5]) in (0x7FC00000, 0xFF800000, 0x7F800000)
+    with pytest.raises(ValueError, match="does not fit weight"):
+        mpu_matmul(np.ones((2, 3), BF16), pw)

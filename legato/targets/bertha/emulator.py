@@ -182,6 +182,8 @@ class _Plan:
     reason: str = ""
     external: bool = False  # readiness can change when another module acts
     data: tuple = ()
+    # planning again before the module acts gives this plan (`_stable`): the scheduler reuses it
+    stable: bool = False
 
 
 _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
@@ -217,7 +219,7 @@ class Module:
         self.busy = {"dma": 0, "mpu": 0, "vpu": 0}
         self._dma_busy_until = 0
         self.count = 0
-        self.weight: np.ndarray | None = None
+        self.weight: numerics.MpuWeight | None = None
         self.barrier_token: tuple[int, int] | None = None
         self.plan: _Plan | None = None
         self.unit_end = 0
@@ -455,10 +457,12 @@ class Emulator:
             m = self.modules[idx]
             if ver != m.version or m.halted:
                 continue
-            try:
-                plan = self._prepare(m)
-            except _Trap as e:
-                raise self._fault(m, e) from None
+            plan = m.plan
+            if not plan.stable:
+                try:
+                    plan = self._prepare(m)
+                except _Trap as e:
+                    raise self._fault(m, e) from None
             if plan.ready >= INF:
                 m.plan = plan
                 self._waiting.add(idx)
@@ -544,8 +548,9 @@ class Emulator:
     def _schedule(self, m: Module) -> None:
         try:
             plan = self._prepare(m)
+            plan.stable = self._stable(m, plan)
         except _Trap:
-            plan = _Plan(m.time)  # the fault is raised when it is popped
+            plan = _Plan(m.time)  # the fault is raised when it is popped (planning again)
         self._waiting.discard(m.index)
         if plan.ready >= INF:
             m.version += 1
@@ -556,12 +561,31 @@ class Emulator:
             if plan.external:
                 self._waiting.add(m.index)
 
+    def _stable(self, m: Module, plan: _Plan) -> bool:
+        """Whether planning `m`'s next instruction again, before `m` acts, gives `plan` again:
+        everything it reads is `m`'s own state, or shared state no other module can change
+        under it (a released barrier; a queue whose head arrival is known: only `m` consumes
+        it). Not so for a DMA (its port's free slots are shared) and `sem.wait` (another post
+        moves `posted_at`); nor for a plan that waits (INF: its condition is external)."""
+        if plan.ready >= INF:
+            return False
+        if m.barrier_token is not None:
+            return True
+        op = m.code[m.pc].op
+        return op.format not in ("dma", "dma2d") and op.mnemonic != "sem.wait"
+
     def _wake(self) -> None:
-        """Another module acted: re-plan every module whose readiness depends on others."""
+        """Another module acted: re-plan every module whose readiness depends on others. A
+        stable plan (a `qwait` whose arrival is known) is pushed again as it is: the same
+        heap entry and version as planning it again, without the work."""
         for idx in list(self._waiting):
             m = self.modules[idx]
             if not m.halted:
-                self._schedule(m)
+                plan = m.plan
+                if plan is not None and plan.stable and plan.ready < INF:
+                    self._push(m, plan)
+                else:
+                    self._schedule(m)
 
     def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
         if isinstance(e, HostMemoryLimit):
@@ -906,7 +930,10 @@ class Emulator:
             return self._arrive(m, ins, t)
         elif fmt == "mpu_ldw":
             src, k, n, reads = plan.data
-            m.weight = self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
+            # the tile's f64 values and column statistics, once for every pass until the next ldw
+            m.weight = numerics.MpuWeight(
+                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
+            )
             dur = timing.mpu_load_cycles(self.model, k, n)
             self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
         elif fmt == "mpu_mm":
