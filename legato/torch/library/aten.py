@@ -271,6 +271,13 @@ def reduce(x, op, axis, keepdim):
 
 
 @legato.function
+def reduce_all(x, op, flat, shape):
+    """`op` over every element of `x` (flattened to `flat`), shaped `shape` (0-d, or all ones
+    with keepdim)."""
+    return legato.tensor.reshape(reduce(legato.tensor.reshape(x, flat), op, 0, True), shape)
+
+
+@legato.function
 def softmax(x, axis):
     m = legato.tensor.max(x, axis=axis, keepdim=True)
     e = legato.tensor.exp(x - m)
@@ -578,6 +585,7 @@ register([aten.mul.Tensor, aten.mul.Scalar], _binary(mul, "mul"))
 register([aten.div.Tensor, aten.div.Scalar], _binary(div, "div"))
 register(aten.maximum.default, _binary(maximum, "maximum"))
 register(aten.minimum.default, _binary(minimum, "minimum"))
+register(aten.rsub.Tensor, _binary(rsub, "sub"))  # other - self
 
 
 @register([aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default])
@@ -686,19 +694,25 @@ def _reduction(op):
         if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 / () to itself
             return Impl(identity, (x,))
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-            assert rank == 1, "full reduction of a tensor of rank > 1"
-            dims = [0]
+            dims = list(range(rank))
         if isinstance(dims, int):
             dims = [dims]
-        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
         ctx.probe("max" if op == "amax" else op, dt)
+        if rank > 1 and sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)):
+            # a full reduction: of the flattened tensor (one reduction, rounded once)
+            shape = val(x).shape
+            assert all(isinstance(d, int) for d in shape), f"full {op} of a dynamic shape"
+            ctx.probe("reshape", dt)
+            out = _dims(ctx, val(node).shape)
+            return Impl(reduce_all, (x, op, (math.prod(shape),), out), name=f"{op} (all dims)")
+        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
         return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
 
     return resolver
 
 
 register([aten.sum.dim_IntList, aten.sum.default], _reduction("sum"))
-register(aten.mean.dim, _reduction("mean"))
+register([aten.mean.dim, aten.mean.default], _reduction("mean"))
 register(aten.amax.default, _reduction("amax"))
 
 

@@ -21,7 +21,6 @@ pytest.importorskip("expecttest")  # torch.testing._internal needs it (a dev dep
 # eagerly. Every other op must run at least one sample on Legato (so "zero wrong" cannot hold
 # by everything falling back).
 NO_RESOLVER = {
-    "rsub",  # aten.rsub.Tensor (rsub.Scalar is resolved)
     "pow",  # aten.pow.Tensor_Tensor
     "nn.functional.softplus",  # beta / threshold other than the VPU's 1 / 20
     "max.reduction_with_dim",
