@@ -552,12 +552,33 @@ def _widen(node, ctx, *operands):
     return dt, wide
 
 
+def _is_mask_of(x, dt) -> bool:
+    """`x` is a comparison node on `dt` operands (on Legato: a 1.0 / 0.0 mask of dtype `dt`)."""
+    return (
+        isinstance(x, torch.fx.Node)
+        and x.op == "call_function"
+        and getattr(x.target, "_overloadpacket", None) in _COMPARISON_PACKETS
+        and val(x).dtype == torch.bool
+        and all(val(o).dtype == dt for o in x.args[:2] if isinstance(o, torch.fx.Node))
+    )
+
+
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
+        if fn is mul and _is_mask_of(a, out_dtype(node)) and isinstance(b, torch.fx.Node):
+            a, b = b, a  # mask * x: the product commutes exactly
+        if fn is mul and _is_mask_of(b, out_dtype(node)) and not _is_mask_of(a, out_dtype(node)):
+            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0: on Legato the
+            # comparison's float mask is exactly that
+            _same_dtype(node, a)
+            ctx.probe("mul", out_dtype(node))
+            if not _known_same_shape(val(a).shape, val(b).shape):
+                ctx.probe("broadcast_binary", out_dtype(node))
+            return Impl(mul, (a, b), name="mul (by a comparison's mask)")
         dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
@@ -1166,21 +1187,27 @@ _MASK_USERS = {
     aten.where.ScalarOther: 0,
     aten.where.Scalar: 0,
     aten.masked_fill.Scalar: 1,
+    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_is_mask_of`)
 }
+_COMPARISON_PACKETS = tuple(getattr(aten, c) for c in ("eq", "ne", "lt", "le", "gt", "ge"))
 
 
 def _mask_consumers(node, ctx):
-    """Asserts that every user of the bool `node` takes it as the condition of a where or the
-    mask of a masked_fill that runs on Legato too: the VPU's comparisons give a float 1.0 / 0.0
-    mask, which those take as is, but which must never reach torch where it expects bool."""
+    """Asserts that every user of the bool `node` takes it as the condition of a where, the
+    mask of a masked_fill or the second factor of a mul, and runs on Legato too: the VPU's
+    comparisons give a float 1.0 / 0.0 mask, which those take as is (torch's mul promotes the
+    bool to exactly that), but which must never reach torch where it expects bool."""
     from legato.torch.registry import resolve
 
     assert node.users, "a comparison nothing uses"
     for u in node.users:
-        pos = _MASK_USERS.get(u.target)
-        assert pos is not None and u.args[pos] is node and node not in u.args[pos + 1 :], (
+        pos = _MASK_USERS.get(u.target, -1)
+        if pos is None:  # mul: either factor, not both
+            pos = 0 if u.args[0] is node else 1
+        assert pos >= 0 and u.args[pos] is node and node not in u.args[pos + 1 :], (
             f"its bool result leaves Legato (used by {u.name}, {u.target}): the VPU's "
-            "comparisons give a float mask, which only a where / masked_fill on Legato takes"
+            "comparisons give a float mask, which only a where / masked_fill / mul on Legato "
+            "takes"
         )
         assert resolve(u, ctx).impl is not None, (
             f"comparison used by {u.name}, which runs eagerly (its bool mask would leave Legato)"

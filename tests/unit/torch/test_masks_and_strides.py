@@ -109,3 +109,22 @@ def test_comparison_stranded_by_a_failing_consumer_runs_eagerly():
     reasons = {e.op: e.reason for e in s.extern}
     assert "element types differ (i1 and f32)" in reasons["aten.lt.Tensor"], str(s)
     assert "kernel failed" in reasons["aten.where.self"], str(s)
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+def test_mul_by_a_comparison_mask(dn):
+    # torch promotes the bool to 1.0 / 0.0 in x's dtype: the comparison's float mask is exactly
+    # that (inf * 0 is NaN in both)
+    def f(x, y):
+        return (x * 2) * (x > y) + ((x <= 0.5) * y)
+
+    x, y = (torch.randn(8, 64, dtype=DTYPES[dn]) for _ in range(2))
+    x[0, 0] = float("inf")
+    with torch.no_grad():
+        r = torch.compile(f, backend="legato", options={"legato.strict": True})(x, y)
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.num_kernels == 1, str(s)
+    assert "mul (by a comparison's mask)" in str(s)
+    ref = f(x, y)
+    assert r.dtype == ref.dtype and torch.equal(r.isnan(), ref.isnan())
+    assert torch.equal(r.nan_to_num(), ref.nan_to_num())
