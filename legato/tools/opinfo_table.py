@@ -231,23 +231,16 @@ def _callable(info):
 
 
 def _run_compiled(info, sample, backend):
-    from torch.utils._pytree import tree_flatten, tree_unflatten
+    """The sample's call compiled with `backend`; its tensors are closed over (dynamo lifts them
+    to graph inputs), which traces far faster than rebuilding the arguments in the function."""
+    op, inp, args, kwargs = _callable(info), sample.input, sample.args, sample.kwargs
 
-    leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
-    pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-
-    op = _callable(info)
-
-    def f(*ts):
-        vals = list(leaves)
-        for i, t in zip(pos, ts):
-            vals[i] = t
-        inp, args, kwargs = tree_unflatten(vals, spec)
+    def f():
         return op(inp, *args, **kwargs)
 
     torch._dynamo.reset()
     with torch.no_grad():
-        return torch.compile(f, backend=backend, dynamic=False)(*[leaves[i] for i in pos])
+        return torch.compile(f, backend=backend, dynamic=False)()
 
 
 def run_sample(info, sample, dtype) -> Outcome:
@@ -310,6 +303,7 @@ def run(ops=None, dtypes=("f32", "bf16"), cap=CAP, progress=None) -> list[Outcom
 
 
 _LEGEND = (
+    "Each count is per dtype: one number when f32 and bf16 agree, else f32 / bf16. "
     "Columns: samples run (at most the cap per op and dtype); on Legato and equal to eager "
     "within tolerance; on Legato and wrong; partly on Legato (some nodes ran eagerly); wholly "
     "eager (fallback); not traced (dynamo ran the call eagerly: a graph break, no Legato "
@@ -320,29 +314,52 @@ _LEGEND = (
 def _short(reason: str) -> str:
     op, _, why = reason.partition(": ")
     why = why.removeprefix("resolver refused: ")
-    return f"`{op}` {why[:90]}" if why else reason[:100]
+    why = why.split(" (used by ")[0]  # a comparison's: the consumer is the graph output here
+    why = why if len(why) <= 80 else why[:77] + "..."
+    return f"`{op}` {why}" if why else reason[:80]
 
 
 def table(outs: list[Outcome]) -> str:
-    """The Markdown table of `outs`: one row per op and dtype."""
+    """The Markdown table of `outs`: one row per op, each count "f32 / bf16" (one number when
+    both dtypes agree), and a line of totals."""
     rows: dict = {}
     for o in outs:
-        rows.setdefault((o.op, o.dtype), []).append(o)
-    lines = [
-        "| op | dtype | samples | Legato, correct | Legato, wrong | partly eager | eager "
-        "| not traced | crash | why eager |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for (op, dt), group in rows.items():
+        rows.setdefault(o.op, {}).setdefault(o.dtype, []).append(o)
+
+    def counts(group):
         c = Counter(o.status for o in group)
-        ok_full = sum(1 for o in group if o.status == "legato" and not o.wrong)
-        wrong = sum(1 for o in group if o.wrong)
-        why = list(dict.fromkeys(_short(r) for o in group for r in o.reasons))
-        lines.append(
-            f"| {op} | {dt} | {len(group)} | {ok_full} | {wrong} | {c['partial']} | "
-            f"{c['eager']} | {c['none'] + c['torch']} | {c['crash']} | "
-            f"{'; '.join(why[:3]).replace('|', '/')} |"
+        return (
+            len(group),
+            sum(1 for o in group if o.status == "legato" and not o.wrong),
+            sum(1 for o in group if o.wrong),
+            c["partial"],
+            c["eager"],
+            c["none"] + c["torch"],
+            c["crash"],
         )
+
+    def cell(values):
+        return str(values[0]) if len(set(values)) == 1 else " / ".join(map(str, values))
+
+    lines = [
+        "| op | samples | Legato, correct | Legato, wrong | partly eager | eager | not traced "
+        "| crash | why eager (first reason per ATen op) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for op, by_dtype in rows.items():
+        per = [counts(g) for g in by_dtype.values()]
+        first: dict = {}
+        for r in (r for g in by_dtype.values() for o in g for r in o.reasons):
+            first.setdefault(r.partition(": ")[0], _short(r))
+        why = "; ".join(first.values()).replace("|", "/")
+        lines.append(f"| {op} | " + " | ".join(cell(v) for v in zip(*per)) + f" | {why} |")
+    total = counts(outs)
+    lines.append("")
+    lines.append(
+        f"{total[0]} samples ({', '.join(rows[next(iter(rows))]) if rows else ''}): "
+        f"{total[1]} on Legato and correct, {total[2]} wrong, {total[3]} partly eager, "
+        f"{total[4]} eager, {total[5]} not traced, {total[6]} crashes."
+    )
     return "\n".join(lines)
 
 

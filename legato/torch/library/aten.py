@@ -271,6 +271,13 @@ def reduce(x, op, axis, keepdim):
 
 
 @legato.function
+def reduce_all(x, op, flat, shape):
+    """`op` over every element of `x` (flattened to `flat`), shaped `shape` (0-d, or all ones
+    with keepdim)."""
+    return legato.tensor.reshape(reduce(legato.tensor.reshape(x, flat), op, 0, True), shape)
+
+
+@legato.function
 def softmax(x, axis):
     m = legato.tensor.max(x, axis=axis, keepdim=True)
     e = legato.tensor.exp(x - m)
@@ -340,6 +347,26 @@ def _index(ndim, dim, start, end, step):
 @legato.function
 def slice_dim(x, dim, start, end, step):
     return x[_index(x.ndim, dim, start, end, step)]
+
+
+@legato.function
+def every_nth(x, dim, start, count, step):
+    """x[start : start + (count - 1) * step + 1 : step] along `dim` (step > 1) with step-1
+    slices and reshapes only (the compiler has no strided copy): the whole chunks
+    [start + i*step, start + (i+1)*step) reshaped to [..., chunks, step, ...], their first
+    elements sliced out, and the last element (whose chunk may be cut short by the end of the
+    dim) concatenated."""
+    lead = x.shape[:dim]
+    rest = x.shape[dim + 1 :]
+    last = start + (count - 1) * step
+    tail = x[_index(x.ndim, dim, last, last + 1, None)]
+    if count == 1:
+        return tail
+    chunks = x[_index(x.ndim, dim, start, last, None)]
+    chunks = legato.tensor.reshape(chunks, lead + (count - 1, step) + rest)
+    firsts = chunks[_index(x.ndim + 1, dim + 1, 0, 1, None)]
+    firsts = legato.tensor.reshape(firsts, lead + (count - 1,) + rest)
+    return legato.tensor.concat((firsts, tail), dim)
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,12 +552,33 @@ def _widen(node, ctx, *operands):
     return dt, wide
 
 
+def _is_mask_of(x, dt) -> bool:
+    """`x` is a comparison node on `dt` operands (on Legato: a 1.0 / 0.0 mask of dtype `dt`)."""
+    return (
+        isinstance(x, torch.fx.Node)
+        and x.op == "call_function"
+        and getattr(x.target, "_overloadpacket", None) in _COMPARISON_PACKETS
+        and val(x).dtype == torch.bool
+        and all(val(o).dtype == dt for o in x.args[:2] if isinstance(o, torch.fx.Node))
+    )
+
+
 def _binary(fn, probe_op):
     def resolver(node, ctx):
         a, b = node.args[:2]
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
+        if fn is mul and _is_mask_of(a, out_dtype(node)) and isinstance(b, torch.fx.Node):
+            a, b = b, a  # mask * x: the product commutes exactly
+        if fn is mul and _is_mask_of(b, out_dtype(node)) and not _is_mask_of(a, out_dtype(node)):
+            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0: on Legato the
+            # comparison's float mask is exactly that
+            _same_dtype(node, a)
+            ctx.probe("mul", out_dtype(node))
+            if not _known_same_shape(val(a).shape, val(b).shape):
+                ctx.probe("broadcast_binary", out_dtype(node))
+            return Impl(mul, (a, b), name="mul (by a comparison's mask)")
         dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
@@ -558,6 +606,7 @@ register([aten.mul.Tensor, aten.mul.Scalar], _binary(mul, "mul"))
 register([aten.div.Tensor, aten.div.Scalar], _binary(div, "div"))
 register(aten.maximum.default, _binary(maximum, "maximum"))
 register(aten.minimum.default, _binary(minimum, "minimum"))
+register(aten.rsub.Tensor, _binary(rsub, "sub"))  # other - self
 
 
 @register([aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default])
@@ -666,19 +715,25 @@ def _reduction(op):
         if rank == 0:  # torch reduces a 0-d tensor over dim 0 / -1 / () to itself
             return Impl(identity, (x,))
         if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
-            assert rank == 1, "full reduction of a tensor of rank > 1"
-            dims = [0]
+            dims = list(range(rank))
         if isinstance(dims, int):
             dims = [dims]
-        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
         ctx.probe("max" if op == "amax" else op, dt)
+        if rank > 1 and sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)):
+            # a full reduction: of the flattened tensor (one reduction, rounded once)
+            shape = val(x).shape
+            assert all(isinstance(d, int) for d in shape), f"full {op} of a dynamic shape"
+            ctx.probe("reshape", dt)
+            out = _dims(ctx, val(node).shape)
+            return Impl(reduce_all, (x, op, (math.prod(shape),), out), name=f"{op} (all dims)")
+        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
         return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
 
     return resolver
 
 
 register([aten.sum.dim_IntList, aten.sum.default], _reduction("sum"))
-register(aten.mean.dim, _reduction("mean"))
+register([aten.mean.dim, aten.mean.default], _reduction("mean"))
 register(aten.amax.default, _reduction("amax"))
 
 
@@ -921,12 +976,22 @@ def resolve_slice(node, ctx):
     step = node.args[4] if len(node.args) > 4 else 1
     for v in (start, end, step):
         assert v is None or isinstance(v, int), "slice bounds must be static"
-    assert step == 1, f"strided slice (step {step}) is not compiled yet (no strided copy)"
+    assert isinstance(step, int) and step >= 1, f"slice with step {step}"
     assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
     ctx.probe("slice", dt)
     size = val(x).shape[dim]
-    end = None if end is None else min(end, size)
-    return Impl(slice_dim, (x, dim, start, end, step))
+    if step == 1:
+        end = None if end is None else min(end, size)
+        return Impl(slice_dim, (x, dim, start, end, step))
+    idx = range(size)[slice(start, end, step)]
+    assert len(idx) > 0, "an empty strided slice"
+    ctx.probe("reshape", dt)
+    ctx.probe("concat", dt)
+    return Impl(
+        every_nth,
+        (x, dim, idx.start, len(idx), step),
+        name=f"strided slice (step {step}: reshapes and step-1 slices)",
+    )
 
 
 @register(aten.bmm.default)
@@ -1030,8 +1095,9 @@ def resolve_sdpa_flash_cpu(node, ctx):
 
 def _attention_mask(node, ctx, tq, tk):
     """(mask, per batch, per head) of the node's explicit `attn_mask` (mask 0.0, a placeholder,
-    when there is none). The op takes an additive mask of the query's dtype only; the mask must be [S, L] in its last two
-    dims (no broadcast there) and 1 or the operand's size in its batch and head dims."""
+    when there is none). The op takes an additive mask of the query's dtype only; its last two
+    dims broadcast to [S, L] (each 1 or the length: the add broadcasts them), its batch and head
+    dims are 1 or the operand's size."""
     m = node.kwargs.get("attn_mask")
     if m is None:
         return 0.0, False, False
@@ -1044,9 +1110,9 @@ def _attention_mask(node, ctx, tq, tk):
     assert 2 <= tm.dim() <= 4 and all(isinstance(d, int) for d in tm.shape), (
         f"attention mask of shape {list(tm.shape)} (a static 2- to 4-d mask)"
     )
-    assert tuple(tm.shape[-2:]) == (s, lk), (
-        f"attention mask {list(tm.shape)} does not end in [{s}, {lk}] (query and key lengths; "
-        "broadcasting over them is not implemented)"
+    assert tm.shape[-2] in (1, s) and tm.shape[-1] in (1, lk), (
+        f"attention mask {list(tm.shape)} does not broadcast to [{s}, {lk}] (query and key "
+        "lengths) in its last two dims"
     )
     lead = (1,) * (4 - tm.dim()) + tuple(tm.shape[:-2])
     assert lead[0] in (1, nb) and lead[1] in (1, nh), (
@@ -1093,6 +1159,106 @@ def resolve_where(node, ctx):
     ctx.probe("where", dt)
     a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
     return Impl(where, (c, a, b))
+
+
+@legato.function
+def compare(a, b, op):
+    """The comparison `op` as the VPU computes it: 1.0 where true, 0.0 where false, in the
+    operands' dtype (a mask `legato.tensor.where` takes as is; never a kernel output: torch
+    expects bool)."""
+    if op == "eq":
+        return legato.tensor.eq(a, b)
+    if op == "ne":
+        return legato.tensor.ne(a, b)
+    if op == "lt":
+        return legato.tensor.lt(a, b)
+    if op == "le":
+        return legato.tensor.le(a, b)
+    if op == "gt":
+        return legato.tensor.gt(a, b)
+    if op == "ge":
+        return legato.tensor.ge(a, b)
+    assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
+
+
+_MASK_USERS = {
+    aten.where.self: 0,
+    aten.where.ScalarSelf: 0,
+    aten.where.ScalarOther: 0,
+    aten.where.Scalar: 0,
+    aten.masked_fill.Scalar: 1,
+    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_is_mask_of`)
+}
+_COMPARISON_PACKETS = tuple(getattr(aten, c) for c in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def _mask_consumers(node, ctx):
+    """Asserts that every user of the bool `node` takes it as the condition of a where, the
+    mask of a masked_fill or the second factor of a mul, and runs on Legato too: the VPU's
+    comparisons give a float 1.0 / 0.0 mask, which those take as is (torch's mul promotes the
+    bool to exactly that), but which must never reach torch where it expects bool."""
+    from legato.torch.registry import resolve
+
+    assert node.users, "a comparison nothing uses"
+    for u in node.users:
+        pos = _MASK_USERS.get(u.target, -1)
+        if pos is None:  # mul: either factor, not both
+            pos = 0 if u.args[0] is node else 1
+        assert pos >= 0 and u.args[pos] is node and node not in u.args[pos + 1 :], (
+            f"its bool result leaves Legato (used by {u.name}, {u.target}): the VPU's "
+            "comparisons give a float mask, which only a where / masked_fill / mul on Legato "
+            "takes"
+        )
+        assert resolve(u, ctx).impl is not None, (
+            f"comparison used by {u.name}, which runs eagerly (its bool mask would leave Legato)"
+        )
+
+
+def _comparison(op):
+    def resolver(node, ctx):
+        a, b = node.args[:2]
+        assert val(node).dtype == torch.bool, f"{op} giving {val(node).dtype}"
+        tensors = [x for x in (a, b) if isinstance(x, torch.fx.Node)]
+        for x in (a, b):
+            assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
+                f"{op} operand {x!r} is neither a tensor nor a number"
+            )
+        dts = {val(x).dtype for x in tensors}
+        assert len(dts) == 1 and dts <= set(_FLOATS), (
+            f"{op} of {sorted(map(str, dts))} (bf16 or f32 operands of one dtype)"
+        )
+        (dt,) = dts
+        _mask_consumers(node, ctx)
+        ctx.probe(op, dt)
+        if len(tensors) < 2:
+            ctx.probe("constant", dt)
+        elif not _known_same_shape(val(a).shape, val(b).shape):
+            ctx.probe("broadcast_binary", dt)
+        a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
+        return Impl(compare, (a, b, op), name=f"{op} (a float mask for its where)")
+
+    return resolver
+
+
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    register([getattr(aten, _op).Tensor, getattr(aten, _op).Scalar], _comparison(_op))
+
+
+@register(aten.masked_fill.Scalar)
+def resolve_masked_fill(node, ctx):
+    x, mask, value = node.args[:3]
+    dt = _same_dtype(node, x)
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
+        f"masked_fill with {value!r}"
+    )
+    assert val(mask).dtype == torch.bool, f"masked_fill with a {val(mask).dtype} mask"
+    assert tuple(val(mask).shape) == tuple(val(x).shape), (
+        f"masked_fill with a mask {list(val(mask).shape)} that broadcasts to "
+        f"{list(val(x).shape)} (the VPU selects with a full-shape mask)"
+    )
+    ctx.probe("where", dt)
+    ctx.probe("constant", dt)
+    return Impl(where, (mask, float(value), x))
 
 
 @legato.function

@@ -1,6 +1,7 @@
 """SDPA with an explicit `attn_mask` (as Hugging Face passes one) runs on Legato and matches
 torch's `F.scaled_dot_product_attention`: a boolean mask (torch turns it into an additive 0 / -inf
-mask before the CPU flash op) and an additive float mask, broadcast over batch and/or heads,
+mask before the CPU flash op) and an additive float mask, broadcast over batch and/or heads
+and/or the query or key length,
 with grouped-query attention, in bf16 and f32."""
 
 import pytest
@@ -33,8 +34,21 @@ def _additive_2d(dtype):
     return lambda: torch.randn(S, S, dtype=dtype)  # broadcast over batch and heads
 
 
+def _key_padding_bool():
+    # [B, 1, 1, L]: broadcast over the queries (batch 0 pads its last key)
+    m = torch.ones(B, 1, 1, S, dtype=torch.bool)
+    m[0, ..., -1] = False
+    return m
+
+
+def _per_query(dtype):
+    return lambda: torch.randn(1, H, S, 1, dtype=dtype)  # broadcast over the keys
+
+
 MASKS = {
     "causal_bool": lambda dt: _causal_bool,
+    "key_padding_bool": lambda dt: _key_padding_bool,
+    "additive_per_query": _per_query,
     "padded_bool": lambda dt: _padded_bool,
     "additive_per_head": _additive,
     "additive_2d": _additive_2d,
@@ -65,14 +79,14 @@ def test_masked_sdpa_runs_on_legato_and_matches_torch(mask, dtype):
         assert (y - ref).abs().max() <= 1e-5 * ref.abs().max()
 
 
-def test_mask_not_ending_in_query_and_key_lengths_runs_eagerly():
-    # a [.., 1, L] mask broadcasts over the queries: not implemented, so the node runs extern
+def test_mask_of_another_dtype_runs_eagerly():
+    # an f32 additive mask with bf16 operands: refused, so the node runs extern
     torch.manual_seed(0)
-    q = torch.randn(1, 2, S, D)
-    m = torch.randn(1, 1, 1, S)
+    q = torch.randn(1, 2, S, D, dtype=torch.bfloat16)
+    m = torch.randn(S, S)
     with torch.no_grad():
         y = torch.compile(_attn, backend="legato")(q, q, q, m)
         ref = _attn(q, q, q, m)
     s = lt.last_summary()
-    assert any("does not end in" in e.reason for e in s.extern), str(s)
-    assert torch.allclose(y, ref)
+    assert any("attention mask of torch.float32" in e.reason for e in s.extern), str(s)
+    assert torch.equal(y, ref)

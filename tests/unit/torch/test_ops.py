@@ -33,6 +33,14 @@ CASES = {
         [_r(4, 64, dtype=torch.float32)],
     ),
     "pow_3": (lambda x: (x * 2).pow(3.0) + 1, [_r(4, 64)]),
+    # full reductions (every dim): of the flattened tensor, rounded once
+    "sum_all_bf16": (lambda x: (x * 2).sum() + 1, [_r(32, 64)]),
+    "mean_all_keepdim_f32": (
+        lambda x: (x * 2).mean(dim=(0, 1), keepdim=True) + 1,
+        [_r(32, 64, dtype=torch.float32)],
+    ),
+    "amax_all_bf16": (lambda x: torch.amax(x * 2, dim=(1, 0)) + 1, [_r(4, 64)]),
+    "rsub_tensor": (lambda x, y: torch.rsub(x * 2, y) + 1, [_r(4, 64), _r(4, 64)]),
     # torch promotes bf16 with f32 to f32 (OLMo2's and F.rms_norm's weight multiply)
     "bf16_times_f32": (lambda x, w: (x * 2) * w + 1, [_r(4, 64), _r(64, dtype=torch.float32)]),
 }
