@@ -6,6 +6,13 @@
 copied into emulated memory, numpy's BLAS free to use all its threads); "after" is today's
 run_binary as the JIT calls it (trace off, `read` arguments mapped read-only, BLAS on one
 thread). Prints the best wall time of REPEAT runs of each, with that run's CPU time.
+
+    .venv/bin/python bench/emu_ab.py --paths KERNEL[,KERNEL] TARGET[,TARGET] REPEAT
+
+instead compares the scheduler's fast paths with the reference paths they replaced (every
+instruction planned again when popped and on every wake, scalar code through `_execute`, the
+region search on every access; tests/unit/targets/test_emulator_fast_paths.py), both traced off
+(the per-`ldw` weight preparation is in both).
 """
 
 from __future__ import annotations
@@ -25,7 +32,47 @@ def _copying(self, data, name):
     return addr
 
 
+def _reference_paths(on: bool) -> None:
+    """Switch the emulator to its reference paths (on) or back to its fast paths."""
+    from legato.targets.bertha import emulator as e
+
+    if not hasattr(e, "_fast"):
+        e._fast = (e.Emulator._stable, e.Emulator._replan_slot, e.Memory.find)
+    stable, replan, find = e._fast
+    if on:
+        stable = lambda self, m, plan: False  # noqa: E731
+        replan = lambda self, m, plan: self._prepare(m)  # noqa: E731
+        find = e.PhysicalMemory.find
+    e.Emulator._stable, e.Emulator._replan_slot, e.Memory.find = stable, replan, find
+    e.Emulator.fast_scalars = not on
+
+
+def paths_main(names, targets, rep) -> None:
+    from bench.emu_speed import bench_binary
+    from legato.targets.bertha.runtime import run_binary
+
+    for name in names:
+        for target in targets:
+            model, binary, np_args = bench_binary(name, target)
+            best = {v: (float("inf"), 0.0) for v in ("reference paths", "fast paths")}
+            for _ in range(rep):
+                for v in best:
+                    _reference_paths(v == "reference paths")
+                    args = [a.copy() for a in np_args]
+                    w, c = time.perf_counter(), time.process_time()
+                    run_binary(binary, model, args, trace=False)
+                    w, c = time.perf_counter() - w, time.process_time() - c
+                    if w < best[v][0]:
+                        best[v] = (w, c)
+            _reference_paths(False)
+            for v, (w, c) in best.items():
+                print(f"{name}@{target} {v}: wall {w * 1e3:.0f} ms, cpu {c * 1e3:.0f} ms")
+
+
 def main() -> None:
+    if sys.argv[1] == "--paths":
+        paths_main(sys.argv[2].split(","), sys.argv[3].split(","), int(sys.argv[4]))
+        return
     from bench.emu_speed import bench_binary
     from legato.targets.bertha import emulator
     from legato.targets.bertha.runtime import run_binary

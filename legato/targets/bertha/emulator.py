@@ -154,6 +154,20 @@ class Memory(PhysicalMemory):
 
     def __init__(self, model):
         super().__init__(model, lazy_spaces=frozenset({"private_dram"}))
+        self._by_page: dict[int, object] = {}  # addr >> 12 -> the region last found there
+
+    def find(self, addr: int, n: int):
+        """`PhysicalMemory.find`, remembering the region found per 4 KiB page: regions are
+        never unmapped or moved, so a remembered region that holds [addr, addr + n) is the one
+        the search would find (every access is checked; ~3 per instruction)."""
+        r = self._by_page.get(addr >> 12)
+        if r is not None and n >= 0:
+            end = r.base + r.size
+            if r.base <= addr < end and addr + n <= end:
+                return r, addr - r.base
+        r, off = super().find(addr, n)
+        self._by_page[addr >> 12] = r
+        return r, off
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
@@ -184,6 +198,9 @@ class _Plan:
     data: tuple = ()
     # planning again before the module acts gives this plan (`_stable`): the scheduler reuses it
     stable: bool = False
+    # a DMA's (port, issue time but for the port's slots): planning it again before the module
+    # acts can only move its port's free slot (`_replan_slot`)
+    slot: tuple | None = None
 
 
 _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
@@ -196,6 +213,117 @@ _PURE = None  # the plan of a scalar instruction (unused by _execute)
 # binary (32 cores running similar code) and repeated runs share their decoded words. A word
 # that does not decode raises every time (exceptions are not cached).
 _decode = functools.lru_cache(maxsize=1 << 16)(isa.decode)
+
+
+def _wrap(v: int) -> int:
+    v &= _MASK64
+    return v - (1 << 64) if v >> 63 else v
+
+
+_ALU_DIRECT = {
+    # the ALU ops whose result is this expression of the operands (`isa.alu`); the others
+    # (shifts, division) call `isa.alu` itself
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "min": min,
+    "max": max,
+    "slt": lambda a, b: int(a < b),
+    "seq": lambda a, b: int(a == b),
+}
+
+
+def _alu_fn(mn: str):
+    f = _ALU_DIRECT.get(mn)
+    if f is not None:
+        return f
+
+    def alu(a, b):
+        try:
+            return isa.alu(mn, a, b)
+        except ZeroDivisionError as e:
+            raise _Trap(str(e)) from None
+
+    return alu
+
+
+def _scalar_code(ins: isa.Instruction, num_cores: int):
+    """`f(module, regs, pc) -> next pc`: what `Emulator._execute` does for scalar (pure)
+    instruction `ins` on a model of `num_cores` cores, but the issue time, count and halt time
+    (the caller's). A write to r0 is dropped as `Module.set` drops it (after any trap)."""
+    mn, fmt = ins.op.mnemonic, ins.op.format
+    a, b, c, simm = ins.a, ins.b, ins.c, ins.simm
+    if fmt in ("rrr", "rri"):
+        op = _alu_fn(mn if fmt == "rrr" else mn[:-1])
+        if fmt == "rrr":
+
+            def f(m, r, pc):
+                v = op(r[b], r[c])
+                if a:
+                    r[a] = _wrap(v)
+                return pc + 1
+
+        else:
+
+            def f(m, r, pc):
+                v = op(r[b], simm)
+                if a:
+                    r[a] = _wrap(v)
+                return pc + 1
+
+        return f
+    if fmt == "br":
+        cmp = {
+            "beq": lambda x, y: x == y,
+            "bne": lambda x, y: x != y,
+            "blt": lambda x, y: x < y,
+            "bge": lambda x, y: x >= y,
+        }[mn]
+        return lambda m, r, pc: pc + simm if cmp(r[a], r[b]) else pc + 1
+    if mn == "jmp":
+        return lambda m, r, pc: pc + simm
+    if mn == "li":
+        v = _wrap(simm)
+
+        def f(m, r, pc):
+            if a:
+                r[a] = v
+            return pc + 1
+
+        return f
+    if mn == "lih":
+        hi = ins.imm << 32
+
+        def f(m, r, pc):
+            if a:
+                r[a] = _wrap(hi | (r[a] & 0xFFFFFFFF))
+            return pc + 1
+
+        return f
+    if mn == "lsa":
+        mode, field, imm = ins.d, c, ins.imm
+
+        def f(m, r, pc):
+            core = select_core(mode, field, r, m.core, num_cores)
+            v = core_space_base(core, SPACE_NAMES[b]) + imm
+            if a:
+                r[a] = _wrap(v)
+            return pc + 1
+
+        return f
+    if mn == "halt":
+
+        def f(m, r, pc):
+            m.halted = True
+            return pc + 1
+
+        return f
+    if mn == "nop":
+        return lambda m, r, pc: pc + 1
+    raise AssertionError(f"{mn} is not a scalar instruction")  # pragma: no cover
 
 
 class Module:
@@ -329,6 +457,7 @@ class Emulator:
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
         self._dma_id = 0
+        self._scalar_fns: dict[int, list] = {}  # id(program code) -> its `_scalar_code`
         self.modules = self._make_modules()
 
     def _make_modules(self) -> list[Module]:
@@ -458,7 +587,9 @@ class Emulator:
             if ver != m.version or m.halted:
                 continue
             plan = m.plan
-            if not plan.stable:
+            if plan.slot is not None:
+                plan = self._replan_slot(m, plan)
+            elif not plan.stable:
                 try:
                     plan = self._prepare(m)
                 except _Trap as e:
@@ -483,18 +614,10 @@ class Emulator:
                     limit = self._check_limits(m, total)
             # Scalar instructions touch neither memory nor other modules: run them right away
             # instead of through the scheduler (same result, far fewer heap operations).
-            pure, code = m.pure, m.code
-            while not m.halted and 0 <= m.pc < len(code) and pure[m.pc]:
-                if m.reg_ready:
-                    m.stall_on_loads(code[m.pc])
-                try:
-                    self._execute(m, _PURE, m.time)
-                except _Trap as e:
-                    raise self._fault(m, e) from None
-                m.count += 1
-                total += 1
-                if total > limit:
-                    limit = self._check_limits(m, total)
+            if self.fast_scalars:
+                total, limit = self._run_scalars(m, total, limit)
+            else:
+                total, limit = self._run_scalars_reference(m, total, limit)
             if not m.halted:
                 self._schedule(m)
         result = self._result()
@@ -540,6 +663,68 @@ class Emulator:
             )
         return min(self.instruction_limit, total + CHECK_EVERY)
 
+    fast_scalars = True
+    """Run scalar runs through `_scalar_code` (False: through `_execute`, the reference that a
+    differential test compares it with)."""
+
+    def _run_scalars_reference(self, m: Module, total: int, limit: int) -> tuple[int, int]:
+        """Execute `m`'s scalar instructions from its pc up to the next other one (or halt),
+        each through `_execute`; returns the new instruction total and the count of the next
+        bounds check (`_check_limits`)."""
+        pure, code = m.pure, m.code
+        while not m.halted and 0 <= m.pc < len(code) and pure[m.pc]:
+            if m.reg_ready:
+                m.stall_on_loads(code[m.pc])
+            try:
+                self._execute(m, _PURE, m.time)
+            except _Trap as e:
+                raise self._fault(m, e) from None
+            m.count += 1
+            total += 1
+            if total > limit:
+                limit = self._check_limits(m, total)
+        return total, limit
+
+    def _run_scalars(self, m: Module, total: int, limit: int) -> tuple[int, int]:
+        """`_run_scalars_reference`, each instruction one call of its `_scalar_code` function
+        (threaded code: decoded once per program, no dispatch on the mnemonic). Skips what
+        `_execute` does that cannot matter here: dropping ended scoreboard entries (the range
+        checks skip them) and the barrier check (a scalar never follows an unreleased one)."""
+        if m.halted:
+            return total, limit
+        code = m.code
+        fns = self._scalar_fns.get(id(code))
+        if fns is None:
+            fns = self._scalar_fns[id(code)] = [
+                _scalar_code(ins, self.model.num_cores) if p else None
+                for ins, p in zip(code, m.pure)
+            ]
+        n, r = len(code), m.regs
+        pc = m.pc
+        while 0 <= pc < n:
+            f = fns[pc]
+            if f is None:
+                break
+            if m.reg_ready:
+                m.stall_on_loads(code[pc])
+            try:
+                nxt = f(m, r, pc)
+            except _Trap as e:
+                raise self._fault(m, e) from None
+            t = m.time
+            m.pc = pc = nxt
+            m.time = t + 1
+            m.count += 1
+            total += 1
+            if m.halted:
+                m.halt_time = t + 1
+                if total > limit:
+                    limit = self._check_limits(m, total)
+                break
+            if total > limit:
+                limit = self._check_limits(m, total)
+        return total, limit
+
     def _push(self, m: Module, plan: _Plan) -> None:
         m.version += 1
         m.plan = plan
@@ -573,6 +758,15 @@ class Emulator:
             return True
         op = m.code[m.pc].op
         return op.format not in ("dma", "dma2d") and op.mnemonic != "sem.wait"
+
+    def _replan_slot(self, m: Module, plan: _Plan) -> _Plan:
+        """What `_prepare` gives for `m`'s DMA `plan` (made when `m` was last planned, and `m`
+        has not acted since): everything but its port's free slots is `m`'s own state."""
+        port, base = plan.slot
+        ready = max(base, self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight))
+        if ready == plan.ready:
+            return plan
+        return _Plan(ready, plan.reason, plan.external, plan.data, slot=plan.slot)
 
     def _wake(self) -> None:
         """Another module acted: re-plan every module whose readiness depends on others. A
@@ -683,9 +877,12 @@ class Emulator:
             port = dma_port(m.core, s_core, d_core)
             reads, writes = [(src, src + n)], [(dst, dst + n)]
             slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
-            t = max(m.time, m.conflict(reads, writes), slot)
+            base = max(m.time, m.conflict(reads, writes))
             return _Plan(
-                t, f"DMA port {port} full", data=(dst, src, n, notify, port, s_space, d_space)
+                max(base, slot),
+                f"DMA port {port} full",
+                data=(dst, src, n, notify, port, s_space, d_space),
+                slot=(port, base),
             )
         if fmt == "dma2d":
             return self._dma2d_plan(m, ins)
@@ -774,10 +971,11 @@ class Emulator:
         port = dma_port(m.core, s_core, d_core)
         reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
-        t = max(m.time, m.conflict(reads, writes), slot)
+        base = max(m.time, m.conflict(reads, writes))
         return _Plan(
-            t,
+            max(base, slot),
             f"DMA port {port} full",
+            slot=(port, base),
             data=(
                 dst,
                 src,

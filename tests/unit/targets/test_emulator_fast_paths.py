@@ -3,7 +3,10 @@ every synchronisation kind (DMA queues, barriers, semaphores, on-chip forwarding
 generations: the same output bits, cycles, busy times, DRAM bytes and trace events.
 
 Reference: planning every instruction again when it is popped and on every wake (what the
-scheduler did before it reused plans that cannot change, `Emulator._stable`)."""
+scheduler did before it reused plans that cannot change, `Emulator._stable`, and re-checked only
+a DMA's port slots, `Emulator._replan_slot`), scalar instructions through `_execute` (before
+they ran as threaded code, `_scalar_code`), and searching the region map on every access
+(before `Memory.find` remembered regions per page)."""
 
 import json
 
@@ -14,7 +17,7 @@ from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.model import bertha
 from legato.targets.bertha import emulator
-from legato.targets.bertha.runtime import run_binary
+from legato.targets.bertha.runtime import load_binary, run_binary
 from tests.corpus.kernels import CORPUS
 
 KERNELS = [
@@ -51,6 +54,61 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     model = getattr(bertha, gen)() if kernel.model is None else kernel.get_model()
     fast = _run(kernel, model)
     monkeypatch.setattr(emulator.Emulator, "_stable", lambda self, m, plan: False)
+    monkeypatch.setattr(emulator.Emulator, "_replan_slot", lambda self, m, plan: self._prepare(m))
+    monkeypatch.setattr(emulator.Memory, "find", emulator.PhysicalMemory.find)
+    monkeypatch.setattr(emulator.Emulator, "fast_scalars", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]
+
+
+RRR = "add sub mul div rem and or xor shl shr sra min max slt seq".split()
+RRI = "addi muli andi shli shri divi remi".split()
+
+
+def _scalar_program(rng) -> str:
+    """Random scalar code: registers seeded with edge values (li/lih), ALU ops of every kind
+    (r0 as a destination too), forward branches, lsa with a static and a register core."""
+    lines = [".program top on top"]
+    for r in range(3, 12):
+        lines.append(f"    li r{r}, {int(rng.integers(-(2**31), 2**31))}")
+        if rng.random() < 0.5:
+            lines.append(f"    lih r{r}, {int(rng.integers(-(2**31), 2**31))}")
+    lines.append("    li r12, 1")
+    lines.append("    lsa r13, core(r12).sram, 64")
+    lines.append("    lsa r14, core3.private_dram, 8")
+    for i in range(60):
+        d, s1, s2 = (int(x) for x in rng.integers(0, 15, 3))
+        k = rng.random()
+        if k < 0.55:
+            lines.append(f"    {RRR[int(rng.integers(len(RRR)))]} r{d}, r{s1}, r{s2 or 3}")
+        elif k < 0.85:
+            imm = int(rng.choice([1, -1, 3, 63, 64, -(2**31), 2**31 - 1, 7]))
+            lines.append(f"    {RRI[int(rng.integers(len(RRI)))]} r{d}, r{s1}, {imm}")
+        else:
+            br = ["beq", "bne", "blt", "bge"][int(rng.integers(4))]
+            lines.append(f"    {br} r{s1}, r{s2}, L{i}")
+            lines.append(f"    addi r{d}, r{d}, 1")
+            lines.append(f"L{i}:")
+    lines += ["    nop", "    jmp E", "    li r3, 99", "E:", "    halt"]
+    return "\n".join(lines) + "\n"
+
+
+def _final_state(src, fast: bool, monkeypatch):
+    from bertha_helpers import build, small_model
+
+    model = small_model()
+    emu = emulator.Emulator(load_binary(build(src, model=model), model), model)
+    monkeypatch.setattr(emulator.Emulator, "fast_scalars", fast)
+    try:
+        r = emu.run()
+    except emulator.EmulatorFault as e:
+        return str(e), [m.regs for m in emu.modules]
+    return (r.cycles, r.instructions), [(m.regs, m.time, m.pc) for m in emu.modules]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_threaded_scalar_code_matches_execute(seed, monkeypatch):
+    src = _scalar_program(np.random.default_rng(seed))
+    fast = _final_state(src, True, monkeypatch)
+    assert fast == _final_state(src, False, monkeypatch)
