@@ -22,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from io import BytesIO, StringIO
 
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import (
@@ -114,6 +114,14 @@ class LegatoOptMain(xDSLOptMain):
         module = parser.parse_module(not self.args.no_implicit_module)
         _PARSED_AT.clear()
         _PARSED_AT.update(parser.positions)
+        # An op without a `loc(...)` gets where it was parsed, as in mlir-opt: the lowerings
+        # carry an op's location to the ops they make of it, so a pass's error about one of
+        # those still names the input line.
+        for op, (line, col) in parser.line_cols.items():
+            if not isinstance(op.location, FileLineColLoc):
+                op.location = FileLineColLoc(
+                    StringAttr(self.get_input_name()), IntAttr(line), IntAttr(col)
+                )
         return module
 
     def apply_passes(self, prog: ModuleOp):
@@ -283,6 +291,7 @@ class _LocatingParser(Parser):
         self._name = name
         self._line_offset = line_offset
         self.positions: dict[Operation, str] = {}
+        self.line_cols: dict[Operation, tuple[int, int]] = {}
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span.start
@@ -291,6 +300,7 @@ class _LocatingParser(Parser):
             line = self._text.count("\n", 0, start) + 1 + self._line_offset
             col = start - (self._text.rfind("\n", 0, start) + 1) + 1
             self.positions[op] = f"{self._name}:{line}:{col}"
+            self.line_cols[op] = (line, col)
         return op
 
 
@@ -362,7 +372,7 @@ def _verify_ops(module: Operation) -> None:
         try:
             op.verify(verify_nested_ops=False)
         except DiagnosticException as e:
-            where = source_location(op)
+            where = source_location(op) or _first_nested_location(op)
             if where is None:
                 raise
             text = str(e)
@@ -372,6 +382,46 @@ def _verify_ops(module: Operation) -> None:
             for note in getattr(e, "__notes__", ()):
                 located.add_note(note)  # xDSL's annotated IR
             raise located from None
+
+
+def _first_nested_location(op: Operation) -> str | None:
+    """The location of the first op inside `op` that has one (for an error of an op that has
+    none itself, such as the implicit module's `Redefinition of symbol`)."""
+    for inner in op.walk():
+        if inner is not op:
+            where = source_location(inner)
+            if where is not None:
+                return where
+    return None
+
+
+def _operation_of(e: BaseException) -> Operation | None:
+    """The op an exception is about: its `op` (a pass's `error_at`), else the innermost
+    traceback frame's `op` local."""
+    op = getattr(e, "op", None)
+    if isinstance(op, Operation):
+        return op
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals.get("op")
+        if isinstance(local, Operation):
+            found = local
+        tb = tb.tb_next
+    return found
+
+
+def located_message(e: BaseException, tool) -> str:
+    """`str(e)`, prefixed with `file:line:col: ` of the op it is about when its text does not
+    start with a location (else with the input's name: every diagnostic says where)."""
+    text = str(e)
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    if _AT_LINE.match(first):
+        return text
+    op = _operation_of(e)
+    where = (source_location(op) or _first_nested_location(op)) if op is not None else None
+    body = text.removeprefix("error: ")
+    return f"{where or _input_name(tool)}: error: {body}"
 
 
 def source_location(op: Operation | None) -> str | None:
@@ -415,16 +465,23 @@ def main(args: Sequence[str] | None = None) -> int:
         ArgSpecParseError,
     ) as e:
         sys.stdout.flush()
-        text = str(e)
-        if text.startswith("error: "):  # a pass's error about an op without a location
-            text = f"{_input_name(tool)}: {text}"
+        # a pass's error about an op without a `loc`: located where legato-opt parsed it
+        text = str(e) if isinstance(e, ParseError) else located_message(e, tool)
         print(text, file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
             print(note, file=sys.stderr)
         sys.exit(1)
-    except (OSError, ValueError) as e:
+    except OSError as e:
         sys.stdout.flush()
         print(f"legato-opt: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except ValueError as e:  # an op a target cannot emit (a register not allocated, ...)
+        sys.stdout.flush()
+        op = _operation_of(e)
+        print(
+            located_message(e, tool) if op is not None else f"legato-opt: error: {e}",
+            file=sys.stderr,
+        )
         sys.exit(1)
     except RecursionError:
         sys.stdout.flush()
