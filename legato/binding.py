@@ -53,6 +53,8 @@ def check_tensor(spec: TensorSpec, x, what: str, error: type[ArgumentError] = Ar
         )
     if is_torch_tensor(x) and x.device.type != "cpu":
         raise error(f"{what}: tensor is on {x.device}; pass a CPU tensor")
+    if is_torch_tensor(x) and str(x.layout) != "torch.strided":
+        raise error(f"{what}: tensor has layout {x.layout}; pass a dense tensor (`.to_dense()`)")
     try:
         actual = dtype_of(x)
     except TypeError as e:
@@ -111,6 +113,18 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
         return bool(np.may_share_memory(a, b))
 
 
+def _self_overlapping(a: np.ndarray) -> bool:
+    """Whether two elements of `a` share memory (a broadcast or `expand`ed view: a stride of 0,
+    or strides too small for the dims inside them)."""
+    dims = sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1)
+    need = a.itemsize
+    for stride, n in dims:
+        if stride < need:
+            return True
+        need = stride * n
+    return False
+
+
 def check_writes(
     written: Sequence[tuple[str, np.ndarray]], error: type[ArgumentError] = ArgumentError
 ) -> None:
@@ -123,6 +137,12 @@ def check_writes(
         if not arr.flags.writeable:
             raise error(
                 f"argument {name!r} is read-only but the kernel writes it; pass a writeable array"
+            )
+        if arr.size and _self_overlapping(arr):
+            raise error(
+                f"argument {name!r} has elements that share memory (strides {arr.strides} for "
+                f"shape {arr.shape}: a broadcast or expanded view) and the kernel writes it; "
+                "pass a tensor of its own (`.clone()`, `np.array(...)`)"
             )
     for k, (n1, a1) in enumerate(written):
         for n2, a2 in written[k + 1 :]:

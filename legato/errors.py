@@ -20,6 +20,20 @@ class LegatoError(Exception):
     """Base of every error Legato raises on purpose."""
 
 
+class UsageError(LegatoError):
+    """A Legato API given a value it does not accept (an unknown type name, a malformed shape, a
+    bad model parameter). Raised as `LegatoTypeError` / `LegatoValueError`, which are also the
+    built-in `TypeError` / `ValueError` so that code catching those still does."""
+
+
+class LegatoTypeError(UsageError, TypeError):
+    pass
+
+
+class LegatoValueError(UsageError, ValueError):
+    pass
+
+
 class CompileError(LegatoError):
     """A kernel cannot be compiled. Shows `file:line:col: error: msg`, the source line and a caret."""
 

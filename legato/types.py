@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from legato.errors import LegatoTypeError, LegatoValueError
+
 MEMORY_SPACES = (
     "shared_dram",
     "virtual_dram",
@@ -97,7 +99,7 @@ def float(name: str = "float32") -> DType:
     try:
         return _FLOAT_NAMES[name]
     except KeyError:
-        raise ValueError(
+        raise LegatoValueError(
             f"unknown float type {name!r}; expected one of {sorted(_FLOAT_NAMES)}"
         ) from None
 
@@ -107,7 +109,7 @@ def int(name: str = "int32") -> DType:
     try:
         return _INT_NAMES[name]
     except KeyError:
-        raise ValueError(
+        raise LegatoValueError(
             f"unknown int type {name!r}; expected one of {sorted(_INT_NAMES)}"
         ) from None
 
@@ -115,7 +117,7 @@ def int(name: str = "int32") -> DType:
 def dtype_from_name(name: str) -> DType:
     """The DType whose IR spelling is `name` (`bf16`, `f32`, ...)."""
     if name not in _NUMPY:
-        raise ValueError(f"unknown element type {name!r}")
+        raise LegatoValueError(f"unknown element type {name!r}")
     return DType(name)
 
 
@@ -134,12 +136,12 @@ def dtype_of(array) -> DType:
             torch.bool: i1,
         }
         if array.dtype not in table:
-            raise TypeError(f"unsupported torch dtype {array.dtype}")
+            raise LegatoTypeError(f"unsupported torch dtype {array.dtype}")
         return table[array.dtype]
     for name, np_type in _NUMPY.items():
         if np.dtype(np_type) == array.dtype:
             return DType(name)
-    raise TypeError(f"unsupported numpy dtype {array.dtype}")
+    raise LegatoTypeError(f"unsupported numpy dtype {array.dtype}")
 
 
 @dataclass(frozen=True)
@@ -160,26 +162,28 @@ class Dim:
 def parse_dim(entry) -> Dim:
     """A shape entry: an int, or `(-1, bound)` for a dynamic dim with an upper bound."""
     if isinstance(entry, bool):
-        raise TypeError(f"shape entry {entry!r} is not an int or (-1, bound)")
+        raise LegatoTypeError(f"shape entry {entry!r} is not an int or (-1, bound)")
     if isinstance(entry, builtins.int):
         if entry == -1:
-            raise TypeError(
+            raise LegatoTypeError(
                 "dynamic dimension -1 has no upper bound; write (-1, bound), e.g. (-1, 128)"
             )
         if entry < 0:
-            raise TypeError(f"shape entry {entry} is negative")
+            raise LegatoTypeError(f"shape entry {entry} is negative")
         return Dim(entry, entry)
     if isinstance(entry, (tuple, list)) and len(entry) == 2:
         size, bound = entry
         if size != -1:
-            raise TypeError(f"shape entry {tuple(entry)!r}: a dynamic dim is written (-1, bound)")
+            raise LegatoTypeError(
+                f"shape entry {tuple(entry)!r}: a dynamic dim is written (-1, bound)"
+            )
         if bound is None or not isinstance(bound, builtins.int) or bound <= 0:
-            raise TypeError(
+            raise LegatoTypeError(
                 f"dynamic dimension {tuple(entry)!r} has no valid upper bound; "
                 "every dynamic dim needs a positive bound, e.g. (-1, 128)"
             )
         return Dim(None, bound)
-    raise TypeError(f"shape entry {entry!r} is not an int or (-1, bound)")
+    raise LegatoTypeError(f"shape entry {entry!r} is not an int or (-1, bound)")
 
 
 @dataclass(frozen=True)
@@ -193,11 +197,11 @@ class TensorSpec:
     @staticmethod
     def make(dtype: DType, shape, memory: str) -> TensorSpec:
         if not isinstance(dtype, DType):
-            raise TypeError(
+            raise LegatoTypeError(
                 f"tensor_type: {dtype!r} is not an element type (use legato.types.float)"
             )
         if memory not in MEMORY_SPACES:
-            raise ValueError(
+            raise LegatoValueError(
                 f"unknown memory space {memory!r}; expected one of {', '.join(MEMORY_SPACES)}"
             )
         if isinstance(shape, builtins.int):

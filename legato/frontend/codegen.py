@@ -902,10 +902,10 @@ class CodeGenerator(RuntimeCodegen):
                     raise self.error(
                         node, f"dim {i} of {spec} is dynamic; it can only be sliced whole (`:`)"
                     )
+                if it.step is not None and not (isinstance(it.step, int) and it.step > 0):
+                    raise self.error(node, "slice steps must be positive")  # before indices()
                 start, stop, step = it.indices(d.size)
-                n = max(0, (stop - start + (step - (1 if step > 0 else -1))) // step)
-                if step <= 0:
-                    raise self.error(node, "slice steps must be positive")
+                n = max(0, (stop - start + (step - 1)) // step)
                 offsets.append(start), sizes.append(n), strides.append(step), keep.append(True)
             elif isinstance(it, int) and not isinstance(it, bool):
                 if d.is_dynamic:

@@ -311,8 +311,10 @@ class Kernel:
         except ABIError as e:
             raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None
         self.last_run = result
-        for b in bound:
-            b.finish()
+        access = getattr(artifacts, "arg_access", None) or ["readwrite"] * len(bound)
+        for b, acc in zip(bound, access):
+            if acc != "read":  # a copied input is not written back (an expanded one cannot be)
+                b.finish()
 
     _LEVELS = ("legato", "core", "backend")
 

@@ -7,6 +7,7 @@ hardware's (../shared/DESIGN.md section 5); the compiler adapts to them.
 
 from __future__ import annotations
 
+from legato.errors import LegatoValueError
 from legato.model.compute_model import ComputeModel, GiB, KiB, MiB
 
 GENERATIONS = ("bertha", "bertha-evt1")
@@ -43,13 +44,15 @@ def Bertha(
 ) -> ComputeModel:
     """The ComputeModel of a Bertha chip. `ctx` is the compilation context (may be None)."""
     if name not in GENERATIONS:
-        raise ValueError(f"unknown Bertha generation {name!r}; expected one of {GENERATIONS}")
+        raise LegatoValueError(f"unknown Bertha generation {name!r}; expected one of {GENERATIONS}")
     if not isinstance(num_cores, int) or num_cores <= 0:
-        raise ValueError(f"num_cores must be a positive int, got {num_cores!r}")
+        raise LegatoValueError(f"num_cores must be a positive int, got {num_cores!r}")
     if not isinstance(num_memory_channels, int) or num_memory_channels <= 0:
-        raise ValueError(f"num_memory_channels must be a positive int, got {num_memory_channels!r}")
+        raise LegatoValueError(
+            f"num_memory_channels must be a positive int, got {num_memory_channels!r}"
+        )
     if num_cores > 64:
-        raise ValueError(f"Bertha supports at most 64 cores, got {num_cores}")
+        raise LegatoValueError(f"Bertha supports at most 64 cores, got {num_cores}")
     params = _EVT0 if name == "bertha" else _EVT1
     return ComputeModel(
         name=name,

@@ -5,15 +5,25 @@ xDSL's own `xdsl-opt` (dialects builtin, func, arith, scf, ...; `-p` pipelines w
 dialects (`legato.dialects.get_all_dialects`), passes and targets
 (`legato.transforms.registry`). Errors in the input are reported as diagnostics with their
 location and a non-zero exit status, never as a Python traceback.
+
+Before any pass the input is verified op by op (errors located at the op's `loc(...)` or where
+it was parsed) and for SSA dominance (`check_dominance`: xDSL's parser accepts a forward
+reference in a block, which the lowerings cannot handle). `--verify-diagnostics` has MLIR's
+semantics (`LegatoOptMain._run_verifying_diagnostics`): `// expected-error @+1 {{text}}` (also
+`@-N`, `@above`, `@below`, or on the line itself) must match a produced error, and every error
+must be expected; a mismatch exits 1.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 from collections.abc import Sequence
+from io import BytesIO, StringIO
 
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
+from xdsl.ir import Block, BlockArgument, Operation, OpResult
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import (
     ArgSpecParseError,
@@ -104,6 +114,14 @@ class LegatoOptMain(xDSLOptMain):
         module = parser.parse_module(not self.args.no_implicit_module)
         _PARSED_AT.clear()
         _PARSED_AT.update(parser.positions)
+        # An op without a `loc(...)` gets where it was parsed, as in mlir-opt: the lowerings
+        # carry an op's location to the ops they make of it, so a pass's error about one of
+        # those still names the input line.
+        for op, (line, col) in parser.line_cols.items():
+            if not isinstance(op.location, FileLineColLoc):
+                op.location = FileLineColLoc(
+                    StringAttr(self.get_input_name()), IntAttr(line), IntAttr(col)
+                )
         return module
 
     def apply_passes(self, prog: ModuleOp):
@@ -128,6 +146,137 @@ class LegatoOptMain(xDSLOptMain):
         self.stage = f"target '{self.args.target}'"
         return super().output_resulting_program(prog)
 
+    def run(self):
+        if not self.args.verify_diagnostics:
+            return super().run()
+        self._run_verifying_diagnostics()
+
+    def _run_verifying_diagnostics(self) -> None:
+        """`--verify-diagnostics` with MLIR's semantics: every error must be announced by an
+        `// expected-error {{text}}` on its line (`@+N` / `@-N` relative, `@above` / `@below`
+        the nearest line above/below that is not itself an `expected-` line), every announced
+        error must be produced (text: a substring of the message), or legato-opt fails with one
+        `file:line: error: ...` per mismatch. Each chunk of `--split-input-file` is checked on
+        its own; the output of the chunks without errors is printed."""
+        chunks, file_extension = self.prepare_input()
+        output = self.prepare_output()
+        problems: list[str] = []
+        name = self.get_input_name()
+        printed = False
+        try:
+            for chunk, offset in chunks:
+                data = chunk.read()
+                chunk.close()
+                text = data.decode(errors="replace") if isinstance(data, bytes) else data
+                expected = expectations(text, offset)
+                got = None
+                out = None
+                try:
+                    again = BytesIO(data) if isinstance(data, bytes) else StringIO(data)
+                    module = self.parse_chunk(again, file_extension, offset)
+                    if module is not None:
+                        self.apply_passes(module)
+                        out = self.output_resulting_program(module)
+                except ParseError as e:
+                    e.span = dataclasses.replace(e.span, line_offset=offset)
+                    got = str(e)
+                except (DiagnosticException, PassFailedException, LegatoError) as e:
+                    got = "\n".join([str(e), *getattr(e, "__notes__", ())])
+                if out is not None:
+                    if printed:
+                        output.write("// -----\n")
+                    output.write(out)
+                    printed = True
+                problems += match_diagnostics(name, expected, got)
+        finally:
+            if output is not sys.stdout:
+                output.close()
+        if problems:
+            raise DiagnosticsMismatch("\n".join(problems))
+
+
+class DiagnosticsMismatch(LegatoError):
+    """`--verify-diagnostics`: the errors produced differ from those the input announces."""
+
+
+_EXPECTED = re.compile(
+    r"//\s*expected-(error|warning|note|remark)\s*(?:@([+-]\d+|above|below))?\s*\{\{(.*?)\}\}"
+)
+_AT_LINE = re.compile(r"^[^\s:]*:(\d+):(\d+)(?::|$)")
+
+
+@dataclasses.dataclass
+class Expectation:
+    kind: str
+    line: int  # 1-based, in the whole input
+    text: str
+    written_at: int
+
+
+def expectations(text: str, offset: int = 0) -> list[Expectation]:
+    """The `// expected-KIND @WHERE {{TEXT}}` annotations of a chunk starting `offset` lines
+    into the input."""
+    lines = text.split("\n")
+    out = []
+    for n, line in enumerate(lines):
+        for m in _EXPECTED.finditer(line):
+            kind, where, body = m.groups()
+            target = n
+            if where in ("above", "below"):
+                step = -1 if where == "above" else 1
+                target = n + step
+                while 0 <= target < len(lines) and "expected-" in lines[target]:
+                    target += step
+            elif where:
+                target = n + int(where)
+            out.append(Expectation(kind, target + 1 + offset, body, n + 1 + offset))
+    return out
+
+
+def _diagnostic_line(message: str) -> int | None:
+    """The line of the `file:line:col` a diagnostic starts with (or xDSL's parse error, whose
+    first line is `file:line:col`)."""
+    lines = message.strip().splitlines()
+    m = _AT_LINE.match(lines[0]) if lines else None
+    return int(m.group(1)) if m else None
+
+
+def _summary(message: str) -> str:
+    """A diagnostic on one line: its first line, or for xDSL's parse errors (a bare
+    `file:line:col`, the source line, a caret, the message) the location and the message."""
+    lines = [x for x in message.strip().splitlines() if x.strip()]
+    if not lines:
+        return "(empty message)"
+    m = _AT_LINE.match(lines[0])
+    if m and m.end() == len(lines[0].rstrip()) and len(lines) > 1:
+        return f"{lines[0].rstrip()}: {lines[-1].strip()}"
+    return lines[0]
+
+
+def match_diagnostics(name: str, expected: list[Expectation], got: str | None) -> list[str]:
+    """The mismatches between the expected diagnostics of a chunk and the one it produced."""
+    problems = []
+    matched = False
+    line = _diagnostic_line(got) if got is not None else None
+    for e in expected:
+        if (
+            got is not None
+            and not matched
+            and e.kind == "error"
+            and line == e.line
+            and e.text in got
+        ):
+            matched = True
+            continue
+        problems.append(
+            f'{name}:{e.written_at}: error: expected {e.kind} "{e.text}" on line {e.line} '
+            "was not produced" + (f" (the input produced: {_summary(got)})" if got else "")
+        )
+    if got is not None and not matched:
+        where = f"{name}:{line}" if line is not None else name
+        problems.append(f"{where}: error: unexpected error: {_summary(got)}")
+    return problems
+
 
 # op -> "file:line:col" where legato-opt parsed it (for ops without a `loc(...)` of their own).
 _PARSED_AT: dict[Operation, str] = {}
@@ -142,6 +291,7 @@ class _LocatingParser(Parser):
         self._name = name
         self._line_offset = line_offset
         self.positions: dict[Operation, str] = {}
+        self.line_cols: dict[Operation, tuple[int, int]] = {}
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span.start
@@ -150,18 +300,79 @@ class _LocatingParser(Parser):
             line = self._text.count("\n", 0, start) + 1 + self._line_offset
             col = start - (self._text.rfind("\n", 0, start) + 1) + 1
             self.positions[op] = f"{self._name}:{line}:{col}"
+            self.line_cols[op] = (line, col)
         return op
+
+
+class DominanceError(DiagnosticException):
+    """A value used where its definition does not dominate the use."""
+
+
+def _value_name(v) -> str:
+    return f"%{v.name_hint}" if v.name_hint else f"operand of type {v.type}"
+
+
+def check_dominance(module: Operation) -> None:
+    """Raise DominanceError (located at the use) for an operand whose definition does not
+    dominate its use: an op result used before the op, inside the op's own regions, or outside
+    the region that defines it; a block argument used outside its block. xDSL's verifier does not
+    check this, and a use before its definition reached the backend lowering as a KeyError.
+    Regions of several blocks (a CFG, which Legato's dialects do not use) are not checked."""
+    index: dict[Block, dict[Operation, int]] = {}
+
+    def position(block: Block, op: Operation) -> int:
+        if block not in index:
+            index[block] = {o: i for i, o in enumerate(block.ops)}
+        return index[block][op]
+
+    for use in module.walk():
+        for k, v in enumerate(use.operands):
+            if isinstance(v, OpResult):
+                d = v.op
+                block = d.parent_block()
+                if block is None or (block.parent is not None and len(block.parent.blocks) > 1):
+                    continue
+                a = use
+                while a is not None and a.parent_block() is not block:
+                    a = a.parent_op()
+                if a is d:
+                    why = f"is used inside the regions of {d.name}, which defines it"
+                elif a is None:
+                    why = f"is defined by {d.name} in a region that does not enclose the use"
+                elif position(block, a) < position(block, d):
+                    why = f"is used before its definition by {d.name}"
+                else:
+                    continue
+                at = source_location(d)
+                raise DominanceError(
+                    f"{source_location(use) or '<unknown>'}: error: {use.name}: operand {k} "
+                    f"({_value_name(v)}) {why}" + (f" (defined at {at})" if at else "")
+                )
+            if isinstance(v, BlockArgument):
+                a = use
+                while a is not None and a.parent_block() is not v.block:
+                    a = a.parent_op()
+                if a is None:
+                    raise DominanceError(
+                        f"{source_location(use) or '<unknown>'}: error: {use.name}: operand {k} "
+                        f"({_value_name(v)}) is an argument of a block that does not enclose the use"
+                    )
 
 
 def verify_with_locations(module: Operation) -> None:
     """Verify `module` innermost op first; an error of an op with a file location (its own or
     its nearest ancestor's) is re-raised as `file:line:col: error: message` followed by xDSL's
-    annotated IR."""
+    annotated IR. Then check SSA dominance (`check_dominance`)."""
+    _verify_ops(module)
+    check_dominance(module)
+
+
+def _verify_ops(module: Operation) -> None:
     for op in module.walk(region_first=True):
         try:
             op.verify(verify_nested_ops=False)
         except DiagnosticException as e:
-            where = source_location(op)
+            where = source_location(op) or _first_nested_location(op)
             if where is None:
                 raise
             text = str(e)
@@ -171,6 +382,46 @@ def verify_with_locations(module: Operation) -> None:
             for note in getattr(e, "__notes__", ()):
                 located.add_note(note)  # xDSL's annotated IR
             raise located from None
+
+
+def _first_nested_location(op: Operation) -> str | None:
+    """The location of the first op inside `op` that has one (for an error of an op that has
+    none itself, such as the implicit module's `Redefinition of symbol`)."""
+    for inner in op.walk():
+        if inner is not op:
+            where = source_location(inner)
+            if where is not None:
+                return where
+    return None
+
+
+def _operation_of(e: BaseException) -> Operation | None:
+    """The op an exception is about: its `op` (a pass's `error_at`), else the innermost
+    traceback frame's `op` local."""
+    op = getattr(e, "op", None)
+    if isinstance(op, Operation):
+        return op
+    found = None
+    tb = e.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals.get("op")
+        if isinstance(local, Operation):
+            found = local
+        tb = tb.tb_next
+    return found
+
+
+def located_message(e: BaseException, tool) -> str:
+    """`str(e)`, prefixed with `file:line:col: ` of the op it is about when its text does not
+    start with a location (else with the input's name: every diagnostic says where)."""
+    text = str(e)
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    if _AT_LINE.match(first):
+        return text
+    op = _operation_of(e)
+    where = (source_location(op) or _first_nested_location(op)) if op is not None else None
+    body = text.removeprefix("error: ")
+    return f"{where or _input_name(tool)}: error: {body}"
 
 
 def source_location(op: Operation | None) -> str | None:
@@ -202,6 +453,10 @@ def main(args: Sequence[str] | None = None) -> int:
     try:
         tool = LegatoOptMain(args=args)
         tool.run()
+    except DiagnosticsMismatch as e:
+        sys.stdout.flush()
+        print(str(e), file=sys.stderr)
+        sys.exit(1)
     except (
         ParseError,
         DiagnosticException,
@@ -210,16 +465,23 @@ def main(args: Sequence[str] | None = None) -> int:
         ArgSpecParseError,
     ) as e:
         sys.stdout.flush()
-        text = str(e)
-        if text.startswith("error: "):  # a pass's error about an op without a location
-            text = f"{_input_name(tool)}: {text}"
+        # a pass's error about an op without a `loc`: located where legato-opt parsed it
+        text = str(e) if isinstance(e, ParseError) else located_message(e, tool)
         print(text, file=sys.stderr)
         for note in getattr(e, "__notes__", ()):
             print(note, file=sys.stderr)
         sys.exit(1)
-    except (OSError, ValueError) as e:
+    except OSError as e:
         sys.stdout.flush()
         print(f"legato-opt: error: {e}", file=sys.stderr)
+        sys.exit(1)
+    except ValueError as e:  # an op a target cannot emit (a register not allocated, ...)
+        sys.stdout.flush()
+        op = _operation_of(e)
+        print(
+            located_message(e, tool) if op is not None else f"legato-opt: error: {e}",
+            file=sys.stderr,
+        )
         sys.exit(1)
     except RecursionError:
         sys.stdout.flush()

@@ -52,7 +52,21 @@ def _parse_shape(text: str) -> tuple[int, ...]:
 
 
 def make_arg(spec_text: str, spec, index: int):
-    """Build one argument from its command-line text and the signature entry `spec`."""
+    """Build one argument from its command-line text and the signature entry `spec`; text it
+    cannot read is a LegatoError naming the argument, never a Python exception."""
+    try:
+        return _make_arg(spec_text, spec, index)
+    except LegatoError:
+        raise
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
+        raise LegatoError(
+            f"argument {index}: cannot read {spec_text!r} ({type(e).__name__}: {e}); expected "
+            "FILE.npy, zeros, ones, arange, rand[:SEED] or a Python literal, optionally "
+            "followed by @SHAPE (e.g. @7x256)"
+        ) from None
+
+
+def _make_arg(spec_text: str, spec, index: int):
     text = spec_text.strip()
     shape_override = None
     if "@" in text and not text.startswith("["):

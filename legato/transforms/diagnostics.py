@@ -23,7 +23,9 @@ def error_at(op: Operation | None, message: str, note: str | None = None) -> Com
     loc = source_location(op)
     if loc is None and op is not None:
         message = f"{message}\n  at: {_short(op)}"
-    return CompileError(message, loc, note)
+    err = CompileError(message, loc, note)
+    err.op = op  # a tool that knows where it parsed the op (legato-opt) locates it there
+    return err
 
 
 def _short(op: Operation) -> str:

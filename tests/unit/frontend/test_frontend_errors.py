@@ -523,3 +523,17 @@ def test_chained_tensor_comparison_is_refused(tmp_path):
         "# BAD",
     )
     assert "this comparison of tensors is not supported" in msg
+
+
+def test_zero_slice_step_is_a_located_compile_error(tmp_path):
+    # slice.indices() raised a bare ValueError before the step was checked (issue 17, item 8)
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        x = legato.tensor.load(a, "sram")
+        legato.tensor.memcpy(out, x[:, 0:256:0] @ legato.tensor.load(w, "mpu_buffer"))  # BAD
+    """,
+        "# BAD",
+    )
+    assert "slice steps must be positive" in msg

@@ -133,13 +133,15 @@ def test_missing_input_file(tmp_path):
 
 
 def test_pass_errors_are_located(write):
-    # convert-legato-to-core refuses a receive no request_load feeds: the error names the file
-    err = refused(*run_opt(write(KERNEL), "-p", "convert-legato-to-core"))
-    assert err.splitlines()[0].endswith(
-        "in.mlir: error: this receive on core(0) sram queue 0 has no matching request_load "
+    # convert-legato-to-core refuses a receive no request_load feeds: the error names the line
+    # and column where the receive was parsed (ops without a `loc` get that location)
+    path = write(KERNEL)
+    err = refused(*run_opt(path, "-p", "convert-legato-to-core"))
+    assert err.splitlines()[0] == (
+        f"{path}:3:5: error: this receive on core(0) sram queue 0 has no matching request_load "
         "(0 sent, 1 received); it would wait forever"
     )
-    assert err.splitlines()[1].startswith("  at: %x = legato.receive %a")
+    assert err.splitlines()[1].strip().startswith("%x = legato.receive %a")  # the source line
 
 
 @dataclass(frozen=True)
@@ -187,3 +189,96 @@ def test_the_installed_command_never_prints_a_traceback(write):
     )
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "in.mlir:4:28" in r.stderr
+
+
+# ---- SSA dominance and --verify-diagnostics (issue 17, item 7) -------------------------------
+
+USE_BEFORE_DEF = """\
+core.kernel @k args [#core.arg<0, [4], f32, shared_dram, read>] {
+  core.program @core0 on core(0) {
+    %c1 = arith.constant 1 : index
+    %j = arith.addi %k, %c1 : index
+    %k = arith.constant 4 : index
+    core.end
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("pipeline", [[], ["-p", "core-plan-memory,convert-core-to-backend"]])
+def test_use_before_def_is_located_and_never_reaches_the_lowering(tmp_path, pipeline):
+    src = tmp_path / "ubd.mlir"
+    src.write_text(USE_BEFORE_DEF)
+    status, out, err = run_opt(src, *pipeline)
+    assert status == 1 and not out
+    assert err.startswith(
+        f"{src}:4:5: error: arith.addi: operand 0 (%k) is used before its definition by "
+        f"arith.constant (defined at {src}:5:5)"
+    ), err
+    assert "internal error" not in err and "KeyError" not in err
+
+
+def test_verify_diagnostics_passes_only_when_every_error_is_announced(tmp_path):
+    src = tmp_path / "d.mlir"
+    announced = USE_BEFORE_DEF.replace(
+        "    %j =",
+        "    // expected-error @+1 {{operand 0 (%k) is used before its definition}}\n    %j =",
+    )
+    src.write_text(announced)
+    assert run_opt(src, "--verify-diagnostics")[0] == 0
+    src.write_text(USE_BEFORE_DEF)  # unannounced
+    status, _, err = run_opt(src, "--verify-diagnostics")
+    assert status == 1 and f"{src}:4: error: unexpected error: {src}:4:5: error: arith.addi" in err
+    src.write_text(announced.replace("%j = arith.addi %k", "%j = arith.addi %c1"))  # none made
+    status, _, err = run_opt(src, "--verify-diagnostics")
+    assert status == 1
+    assert err.strip() == (
+        f'{src}:4: error: expected error "operand 0 (%k) is used before its definition" on line 5 '
+        "was not produced"
+    )
+
+
+def test_expectation_designators():
+    from legato.tools.opt import expectations
+
+    text = "\n".join(
+        [
+            "a",  # 1
+            "// expected-error @below {{one}}",  # 2 -> 4 (skips the designator on 3)
+            "// expected-error @above {{two}}",  # 3 -> 1 (skips the designator on 2)
+            "b",  # 4
+            "// expected-warning @-2 {{four}}",  # 5 -> 3
+            "// expected-error@+1 {{five}}",  # 6 -> 7
+            "c // expected-error {{six}}",  # 7 -> 7
+        ]
+    )
+    got = [(e.kind, e.line, e.text) for e in expectations(text, offset=10)]
+    assert got == [
+        ("error", 14, "one"),
+        ("error", 11, "two"),
+        ("warning", 13, "four"),
+        ("error", 17, "five"),
+        ("error", 17, "six"),
+    ]
+
+
+UNPLANNED = """\
+builtin.module {
+  core.kernel @k args [] {
+    core.program @core0 on core(0) {
+      %0 = core.alloc sram : !core.buf<[16], f32, sram>
+      core.end
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("argv", [["-p", "convert-core-to-backend"], ["-t", "asm"]])
+def test_errors_about_ops_without_a_loc_name_their_input_line(tmp_path, argv):
+    # These printed only the file name (issue 17 item 7: diagnostics without a location).
+    path = tmp_path / "u.mlir"
+    path.write_text(UNPLANNED)
+    status, _, err = run_opt(path, *argv)
+    assert status == 1
+    assert err.startswith(f"{path}:4:7: error: core.alloc has no offset: run core-plan-memory"), err
