@@ -279,4 +279,27 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
         layout,
         compiler={"pipeline": pipelines.describe()},
         kernel=kernel.sym_name.data,
+        lines=line_table(kernel),
     )
+
+
+def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | None]]:
+    """Per program, the kernel source location (file, line, col) of each instruction, in the
+    order `ProgramOp.encode` numbers them (None where the op has none: argument loads, ...)."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    table = {}
+    for program in kernel.walk():
+        if not isinstance(program, be.ProgramOp):
+            continue
+        locs = []
+        for op in program.body.block.ops:
+            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+                loc = op.location
+                locs.append(
+                    (loc.filename.data, loc.line.data, loc.column.data)
+                    if isinstance(loc, FileLineColLoc)
+                    else None
+                )
+        table[program.sym_name.data] = locs
+    return table

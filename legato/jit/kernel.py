@@ -138,6 +138,8 @@ class Kernel:
             "kernel": self.name,
             "source": self.source.text,
             "file": self.source.file,
+            # the binary's line table names source lines: a kernel moved in its file recompiles
+            "line": self.source.def_location.line,
             "deps": self._deps.fingerprint(),
             "params": [[p.name, p.kind, str(p.spec)] for p in self.params],
             "constexprs": sorted((k, repr(v)) for k, v in (constexprs or {}).items()),

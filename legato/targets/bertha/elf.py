@@ -31,6 +31,7 @@ STB_GLOBAL, STT_FUNC = 1, 2
 METADATA_SECTIONS = (".legato.target", ".legato.compiler", ".legato.programs", ".legato.args")
 CHECKSUM_SECTION = ".legato.checksum"
 SIGNATURE_SECTION = ".legato.signature"
+LINES_SECTION = ".legato.lines"
 MIN_KEY_BYTES = 16
 
 
@@ -81,6 +82,13 @@ class Binary:
     args_meta: dict
     checksum: str = ""
     signature: str | None = None  # the `.legato.signature` HMAC, hex, when signed
+    # `.legato.lines`: per program, per pc, the kernel source (file, line, col) or None
+    lines: dict[str, list[tuple[str, int, int] | None]] = field(default_factory=dict)
+
+    def source_of(self, program: str, pc: int) -> tuple[str, int, int] | None:
+        """The kernel source line of instruction `pc` of `program`, when the binary has one."""
+        table = self.lines.get(program)
+        return table[pc] if table is not None and 0 <= pc < len(table) else None
 
     @property
     def layout(self) -> ArgLayout:
@@ -132,10 +140,13 @@ def write_elf(
     *,
     compiler: dict | None = None,
     kernel: str | None = None,
+    lines: dict[str, list[tuple[str, int, int] | None]] | None = None,
 ) -> bytes:
     """Encode an assembled module into a Bertha ELF binary for `model`.
 
-    `compiler`: extra entries for `.legato.compiler` (e.g. `{"pipeline": "..."}`)."""
+    `compiler`: extra entries for `.legato.compiler` (e.g. `{"pipeline": "..."}`). `lines`: the
+    line table, per program one (file, line, col) or None per instruction; written as
+    `.legato.lines` when any instruction has one."""
     kernel = kernel or module.kernel
     progs = module.programs
     if not progs:
@@ -166,6 +177,8 @@ def write_elf(
     sections.append((".legato.compiler", _json_bytes(comp)))
     sections.append((".legato.programs", _json_bytes(programs_meta)))
     sections.append((".legato.args", _json_bytes(layout.to_json())))
+    if lines and any(any(x is not None for x in v) for v in lines.values()):
+        sections.append((LINES_SECTION, _json_bytes(_lines_json(lines, progs))))
     # symbols: one STT_FUNC per program entry
     strtab = b"\0"
     syms = [b"\0" * 24]
@@ -189,6 +202,66 @@ def write_elf(
     digest = section_digest(sections + [(".shstrtab", shstrtab)])
     sections.append((CHECKSUM_SECTION, digest.encode()))
     return layout_elf(sections)
+
+
+def _lines_json(lines, progs) -> dict:
+    """`{"files": [path, ...], "programs": {name: [[pc, file index, line, col], ...]}}`: a row
+    where the location changes, holding from its pc to the next row's (file index -1: none)."""
+    files: list[str] = []
+    out: dict[str, list[list[int]]] = {}
+    for p in progs:
+        table = lines.get(p.name) or []
+        if len(table) != len(p.instructions):
+            raise BinaryError(
+                f"line table of program {p.name!r} has {len(table)} entries for "
+                f"{len(p.instructions)} instructions"
+            )
+        rows, last = [], ()
+        for pc, loc in enumerate(table):
+            key = tuple(loc) if loc is not None else None
+            if key == last:
+                continue
+            last = key
+            if key is None:
+                rows.append([pc, -1, 0, 0])
+            else:
+                if key[0] not in files:
+                    files.append(key[0])
+                rows.append([pc, files.index(key[0]), int(key[1]), int(key[2])])
+        out[p.name] = rows
+    return {"files": files, "programs": out}
+
+
+def _read_lines(meta, programs) -> dict[str, list[tuple[str, int, int] | None]]:
+    """The per-pc table of a `.legato.lines` object; BinaryError naming what is malformed."""
+    lm = _Meta(LINES_SECTION)
+    files = lm.get(meta, "files", list, "the line table")
+    if not all(isinstance(f, str) for f in files):
+        raise BinaryError(f"{LINES_SECTION}: files must be strings")
+    table = lm.get(meta, "programs", dict, "the line table")
+    sizes = {p.name: len(p.words) for p in programs}
+    out = {}
+    for name, rows in table.items():
+        if name not in sizes:
+            raise BinaryError(f"{LINES_SECTION}: no program {name!r}")
+        if not isinstance(rows, list):
+            raise BinaryError(f"{LINES_SECTION}: rows of {name!r} are not a list")
+        per_pc: list = []
+        prev = -1
+        for row in rows:
+            ok = (
+                isinstance(row, list)
+                and len(row) == 4
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in row)
+            )
+            if not ok or not prev < row[0] < sizes[name] or not -1 <= row[1] < len(files):
+                raise BinaryError(f"{LINES_SECTION}: bad row {row!r} for program {name!r}")
+            per_pc += [per_pc[-1] if per_pc else None] * (row[0] - len(per_pc))
+            prev = row[0]
+            per_pc.append(None if row[1] < 0 else (files[row[1]], row[2], row[3]))
+        per_pc += [per_pc[-1] if per_pc else None] * (sizes[name] - len(per_pc))
+        out[name] = per_pc
+    return out
 
 
 def _shstrtab(names: list[str]) -> bytes:
@@ -600,7 +673,14 @@ def read_elf(data: bytes) -> Binary:
             f".legato.args: max_table_size {recorded!r} is below the table's "
             f"{layout.size_bytes} bytes"
         )
-    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature)
+    lines = {}
+    if LINES_SECTION in by_name:
+        try:
+            lines_meta = json.loads(by_name[LINES_SECTION])
+        except (ValueError, RecursionError) as e:
+            raise BinaryError(f"{LINES_SECTION} is not valid JSON: {e}") from None
+        lines = _read_lines(lines_meta, programs)
+    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature, lines)
 
 
 def _check_key(key: bytes) -> bytes:

@@ -26,7 +26,7 @@ from legato.binding import check_writes
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
-from legato.targets.bertha.emulator import Emulator
+from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
 
@@ -136,6 +136,33 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None):
                 f"{model.num_cores} cores"
             )
     return binary
+
+
+def _source_text(loc) -> str:
+    import linecache
+
+    file, line, col = loc
+    text = linecache.getline(file, line).strip()
+    return f"{file}:{line}:{col}" + (f": {text}" if text else "")
+
+
+def with_source_lines(e, binary):
+    """`e` (an EmulatorFault or DeadlockError) naming the kernel's source line of each PC it
+    names, from the binary's line table: `source` (file, line, col) on a fault, `sources` (one
+    per blocked module) on a deadlock, and the lines in the message."""
+    if isinstance(e, DeadlockError):
+        e.sources = [binary.source_of(prog, pc) for _m, prog, pc, _i, _w in e.waits]
+        extra = [
+            f"  {mod} pc {pc} is at {_source_text(loc)}"
+            for (mod, _p, pc, _i, _w), loc in zip(e.waits, e.sources)
+            if loc is not None
+        ]
+    else:
+        e.source = binary.source_of(e.program, e.pc)
+        extra = [f"  at {_source_text(e.source)}"] if e.source is not None else []
+    if extra:
+        e.args = ("\n".join([str(e), *extra]),)
+    return e
 
 
 def check_access(binary, expected: list[str]) -> None:
@@ -297,7 +324,10 @@ def run_binary(
     table_addr = mem.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
 
-    result = emu.run(table_addr)
+    try:
+        result = emu.run(table_addr)
+    except (EmulatorFault, DeadlockError) as e:
+        raise with_source_lines(e, binary) from None
 
     for arr, addr in copies:
         out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
