@@ -37,10 +37,11 @@ from legato.interp.machine import Machine, program_tasks
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import isa, vpu
-from legato.targets.bertha.arch.address_map import core_space_base, decode_address
+from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
 from legato.targets.bertha.arch.errors import Trap
 from legato.targets.bertha.arch.modules import core_id
+from legato.targets.bertha.arch.units import LOCAL_SPACES, check_local, check_weight_tile
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -297,30 +298,20 @@ class BackendFunctions(InterpreterFunctions):
 
     # -- MPU --------------------------------------------------------------------------------
 
-    def _local(
-        self, interpreter, op, addr: int, what: str, spaces=("sram", "mpu_buffer", "private_dram")
-    ) -> None:
-        env = _env(interpreter)
-        space, core, _ = decode_address(addr)
-        if core != env.core or space not in spaces:
-            raise InterpError(
-                f"{what} at {addr:#x} ({space}"
-                + (f" of core {core}" if core is not None else "")
-                + f") must be in this core's {' / '.join(spaces)}",
-                op,
-            )
+    def _local(self, interpreter, op, addr: int, what: str, spaces=LOCAL_SPACES) -> None:
+        try:
+            check_local(addr, _env(interpreter).core, what, spaces)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
 
     @impl(B.MpuLdwOp)
     def run_mpu_ldw(self, interpreter, op, args):
         assert self.machine is not None
         src, k, n = args
-        model = self.machine.model
-        if not (1 <= k <= model.mpu_tile_k and 1 <= n <= model.mpu_tile_n):
-            raise InterpError(
-                f"mpu.ldw of a [{k}, {n}] tile; the MPU takes at most "
-                f"[{model.mpu_tile_k}, {model.mpu_tile_n}]",
-                op,
-            )
+        try:
+            check_weight_tile(self.machine.model, k, n)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         self._local(interpreter, op, src, "mpu.ldw source", ("mpu_buffer",))
         w = self.mem.bytes(src, k * n * 2).view(numerics.bfloat16).reshape(k, n)
         self.machine.load_weight(_env(interpreter).core, w)  # type: ignore[arg-type]
