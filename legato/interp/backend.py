@@ -33,9 +33,9 @@ from legato.dialects import backend as B
 from legato.dialects.core import ArgAttr, BufType
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
-from legato.interp.machine import Machine, program_tasks
+from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Memory
-from legato.interp.scheduler import Scheduler, StepListener
+from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
@@ -488,29 +488,16 @@ def run_kernel(
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
-    machine = Machine(model, scheduler, Memory(model))
-    specs = kernel_specs(kernel)
-    bound = machine.place_args(specs, args, kernel.sym_name.data)
-    functions = BackendFunctions(machine)
-    tasks = program_tasks(kernel, model.num_cores)
-    machine.num_programs = len(tasks)
-    scheduler.deadlock_notes = machine.pending
+    def functions(machine: Machine, bound: list[BoundArg]) -> list[InterpreterFunctions]:
+        return [BackendFunctions(machine), *extra_functions]
 
-    def make_body(name: str, core: int | None, prog):
-        def body(task) -> None:
-            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
-            interp.register_implementations(functions)
-            for f in extra_functions:
-                interp.register_implementations(f)
-            env = ProgramEnv(name, core)
-            env.regs[1] = machine.table_addr
-            env.regs[2] = core_id(core)
-            interp.set_data(BackendFunctions, "env", env)
-            run_program(interp, env, prog)
+    def start(interp: Interpreter, machine: Machine, name: str, core: int | None, prog) -> None:
+        env = ProgramEnv(name, core)
+        env.regs[1] = machine.table_addr
+        env.regs[2] = core_id(core)
+        interp.set_data(BackendFunctions, "env", env)
+        run_program(interp, env, prog)
 
-        return body
-
-    for name, core, prog in tasks:
-        scheduler.spawn(name, make_body(name, core, prog))
-    scheduler.run()
-    return bound, machine
+    return run_kernel_programs(
+        module, kernel, kernel_specs(kernel), args, model, scheduler, functions, start, listeners
+    )
