@@ -111,7 +111,7 @@ class _KernelLowering(LoweringState):
         rewriter = PatternRewriter(block.first_op or on)
         for barg, inp in zip(block.args, on.inputs):
             prog.rewriter, prog.at = rewriter, InsertPoint.at_start(block)
-            barg.replace_by(self.cast(prog, prog.values[inp], barg))
+            barg.replace_all_uses_with(self.cast(prog, prog.values[inp], barg))
         try:
             walker.rewrite_region(on.body)
         except CompileError as err:
@@ -124,7 +124,7 @@ class _KernelLowering(LoweringState):
         for res, v in zip(on.res, terminator.values):
             prog.values[res] = self.lookup(prog, v, terminator)
         Rewriter.erase_op(terminator)
-        Rewriter.inline_block(block, InsertPoint.at_end(prog.block), [])
+        Rewriter.inline_block(block, InsertPoint.at_end(prog.block))
 
     def _check_contexts(self) -> None:
         has_all = any(
@@ -319,8 +319,10 @@ class RefuseUnlowered(LoweringPattern):
     """The last pattern: an op no family lowered has no lowering to the core level."""
 
     def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
-        if isinstance(op, lg.YieldOp) or op.dialect_name() == "arith":
-            return  # the region's terminator (the driver's); index arithmetic, kept
+        if isinstance(op, lg.YieldOp | UnrealizedConversionCastOp) or op.dialect_name() == "arith":
+            # the region's terminator and the casts of its arguments (the driver's); index
+            # arithmetic, kept
+            return
         raise error_at(
             op,
             f"{op.name} cannot be compiled for {self.state.model.name} yet "

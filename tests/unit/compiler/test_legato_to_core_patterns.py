@@ -57,3 +57,24 @@ builtin.module {
     names = {op.name for op in module.walk()}
     assert not any(n.startswith("legato.") for n in names), names
     assert not any(isinstance(op, UnrealizedConversionCastOp) for op in module.walk())
+
+
+def test_a_value_yielded_to_a_later_region_of_the_context_is_its_buffer():
+    module = lower("""
+builtin.module {
+  legato.kernel @k(%a : !legato.tensor<[4], f32, sram>, %o : !legato.tensor<[4], f32, shared_dram>) {
+    %y = legato.on core(0) -> (!legato.tensor<[4], f32, sram>) {
+      %e = legato.exp %a : !legato.tensor<[4], f32, sram>
+      legato.yield %e : !legato.tensor<[4], f32, sram>
+    }
+    legato.on core(0) (%x = %y) {
+      legato.memcpy %o, %x : !legato.tensor<[4], f32, shared_dram>, !legato.tensor<[4], f32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+    ops = [op for op in module.walk() if isinstance(op, core.VpuUnaryOp | core.DmaOp)]
+    unary, dma = ops
+    assert dma.operands[0] is unary.operands[1]  # the exp's output buffer is what is copied
+    assert not any(isinstance(op, UnrealizedConversionCastOp) for op in module.walk())
