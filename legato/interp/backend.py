@@ -33,14 +33,15 @@ from legato.dialects import backend as B
 from legato.dialects.core import ArgAttr, BufType
 from legato.interp.common import BoundArg
 from legato.interp.errors import InterpError, InvalidModuleError
-from legato.interp.machine import Machine, program_tasks
+from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Memory
-from legato.interp.scheduler import Scheduler, StepListener
+from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
-from legato.targets.bertha.arch.address_map import core_space_base, decode_address
+from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
 from legato.targets.bertha.arch.errors import Trap
 from legato.targets.bertha.arch.modules import core_id
+from legato.targets.bertha.arch.units import LOCAL_SPACES, check_local, check_weight_tile
 from legato.types import dtype_from_name
 
 MASK64 = (1 << 64) - 1
@@ -297,30 +298,20 @@ class BackendFunctions(InterpreterFunctions):
 
     # -- MPU --------------------------------------------------------------------------------
 
-    def _local(
-        self, interpreter, op, addr: int, what: str, spaces=("sram", "mpu_buffer", "private_dram")
-    ) -> None:
-        env = _env(interpreter)
-        space, core, _ = decode_address(addr)
-        if core != env.core or space not in spaces:
-            raise InterpError(
-                f"{what} at {addr:#x} ({space}"
-                + (f" of core {core}" if core is not None else "")
-                + f") must be in this core's {' / '.join(spaces)}",
-                op,
-            )
+    def _local(self, interpreter, op, addr: int, what: str, spaces=LOCAL_SPACES) -> None:
+        try:
+            check_local(addr, _env(interpreter).core, what, spaces)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
 
     @impl(B.MpuLdwOp)
     def run_mpu_ldw(self, interpreter, op, args):
         assert self.machine is not None
         src, k, n = args
-        model = self.machine.model
-        if not (1 <= k <= model.mpu_tile_k and 1 <= n <= model.mpu_tile_n):
-            raise InterpError(
-                f"mpu.ldw of a [{k}, {n}] tile; the MPU takes at most "
-                f"[{model.mpu_tile_k}, {model.mpu_tile_n}]",
-                op,
-            )
+        try:
+            check_weight_tile(self.machine.model, k, n)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
         self._local(interpreter, op, src, "mpu.ldw source", ("mpu_buffer",))
         w = self.mem.bytes(src, k * n * 2).view(numerics.bfloat16).reshape(k, n)
         self.machine.load_weight(_env(interpreter).core, w)  # type: ignore[arg-type]
@@ -497,29 +488,16 @@ def run_kernel(
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
-    machine = Machine(model, scheduler, Memory(model))
-    specs = kernel_specs(kernel)
-    bound = machine.place_args(specs, args, kernel.sym_name.data)
-    functions = BackendFunctions(machine)
-    tasks = program_tasks(kernel, model.num_cores)
-    machine.num_programs = len(tasks)
-    scheduler.deadlock_notes = machine.pending
+    def functions(machine: Machine, bound: list[BoundArg]) -> list[InterpreterFunctions]:
+        return [BackendFunctions(machine), *extra_functions]
 
-    def make_body(name: str, core: int | None, prog):
-        def body(task) -> None:
-            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
-            interp.register_implementations(functions)
-            for f in extra_functions:
-                interp.register_implementations(f)
-            env = ProgramEnv(name, core)
-            env.regs[1] = machine.table_addr
-            env.regs[2] = core_id(core)
-            interp.set_data(BackendFunctions, "env", env)
-            run_program(interp, env, prog)
+    def start(interp: Interpreter, machine: Machine, name: str, core: int | None, prog) -> None:
+        env = ProgramEnv(name, core)
+        env.regs[1] = machine.table_addr
+        env.regs[2] = core_id(core)
+        interp.set_data(BackendFunctions, "env", env)
+        run_program(interp, env, prog)
 
-        return body
-
-    for name, core, prog in tasks:
-        scheduler.spawn(name, make_body(name, core, prog))
-    scheduler.run()
-    return bound, machine
+    return run_kernel_programs(
+        module, kernel, kernel_specs(kernel), args, model, scheduler, functions, start, listeners
+    )

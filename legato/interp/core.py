@@ -46,10 +46,10 @@ from legato.dialects.core import BUFFER_ATTR
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, np_dtype
 from legato.interp.errors import InterpError, MemoryFault
-from legato.interp.machine import Machine, program_tasks
+from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Buf, Memory, row_major_strides
 from legato.interp.registry import base_functions
-from legato.interp.scheduler import Scheduler, StepListener
+from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import vpu
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.modules import core_id
@@ -452,34 +452,23 @@ def run_kernel(
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
 ) -> tuple[list[BoundArg], Machine]:
-    machine = Machine(model, scheduler, Memory(model))
     specs = kernel_specs(kernel)
-    bound = machine.place_args(specs, args, kernel.sym_name.data)
-    state = CoreState(machine)
-    functions = CoreFunctions(state)
-    functions._scalars = {  # type: ignore[attr-defined]
-        i: b.value for i, (s, b) in enumerate(zip(specs, bound)) if not isinstance(s, TensorSpec)
-    }
-    for listener in listeners:  # observers that read memory after the run (first_divergence)
-        bind = getattr(listener, "bind_machine", None)
-        if bind is not None:
-            bind(machine)
-    tasks = program_tasks(kernel, model.num_cores)
-    machine.num_programs = len(tasks)
-    scheduler.deadlock_notes = machine.pending
 
-    def make_body(name: str, core: int | None, prog: C.ProgramOp):
-        def body(task) -> None:
-            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
-            interp.register_implementations(functions)
-            for f in (*base_functions(), *extra_functions):
-                interp.register_implementations(f)
-            interp.set_data(CoreFunctions, "env", ProgramEnv(name, core))
-            interp.run_ssacfg_region(prog.body, (), f"program @{prog.sym_name.data}")
+    def functions(machine: Machine, bound: list[BoundArg]) -> list[InterpreterFunctions]:
+        impls = CoreFunctions(CoreState(machine))
+        impls._scalars = {  # type: ignore[attr-defined]
+            i: b.value
+            for i, (s, b) in enumerate(zip(specs, bound))
+            if not isinstance(s, TensorSpec)
+        }
+        return [impls, *base_functions(), *extra_functions]
 
-        return body
+    def start(
+        interp: Interpreter, machine: Machine, name: str, core: int | None, prog: C.ProgramOp
+    ) -> None:
+        interp.set_data(CoreFunctions, "env", ProgramEnv(name, core))
+        interp.run_ssacfg_region(prog.body, (), f"program @{prog.sym_name.data}")
 
-    for name, core, prog in tasks:
-        scheduler.spawn(name, make_body(name, core, prog))
-    scheduler.run()
-    return bound, machine
+    return run_kernel_programs(
+        module, kernel, specs, args, model, scheduler, functions, start, listeners
+    )

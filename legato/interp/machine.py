@@ -15,17 +15,18 @@ The emulator models the real timing; a program whose result depends on the sched
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from xdsl.interpreter import Interpreter, InterpreterFunctions
 
 from legato.dialects.legato import dtype_of_element_type
 from legato.interp.common import BoundArg, bind_args
 from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.memory import Memory
-from legato.interp.scheduler import Scheduler
+from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha.abi import ArgLayout, ScalarSpec
 from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.errors import Trap
@@ -192,3 +193,45 @@ def program_tasks(kernel, num_cores: int) -> list[tuple[str, int | None, Any]]:
             owner[c] = prog
             tasks.append(("top" if c is None else f"core {c}", c, prog))
     return tasks
+
+
+def run_kernel_programs(
+    module,
+    kernel,
+    specs: Sequence[Any],
+    args: Sequence[Any],
+    model,
+    scheduler: Scheduler,
+    functions: Callable[[Machine, list[BoundArg]], Sequence[InterpreterFunctions]],
+    start: Callable[[Interpreter, Machine, str, int | None, Any], None],
+    listeners: Sequence[Interpreter.Listener] = (),
+) -> tuple[list[BoundArg], Machine]:
+    """Run a `core.kernel` or `backend.kernel` on a fresh machine: place `args` (typed by
+    `specs`), then run each module's program (`program_tasks`) as a scheduler task in its own
+    xDSL interpreter over `module`, with the implementations `functions(machine, bound)`
+    registered (in order) and `listeners` attached, started by `start(interp, machine, task
+    name, core, program)`. Returns the bound arguments and the machine once every task ended."""
+    machine = Machine(model, scheduler, Memory(model))
+    bound = machine.place_args(specs, args, kernel.sym_name.data)
+    impls = functions(machine, bound)
+    for listener in listeners:  # observers that read memory after the run (first_divergence)
+        bind = getattr(listener, "bind_machine", None)
+        if bind is not None:
+            bind(machine)
+    tasks = program_tasks(kernel, model.num_cores)
+    machine.num_programs = len(tasks)
+    scheduler.deadlock_notes = machine.pending
+
+    def make_body(name: str, core: int | None, prog):
+        def body(task) -> None:
+            interp = Interpreter(module, listeners=(StepListener(scheduler), *listeners))
+            for f in impls:
+                interp.register_implementations(f)
+            start(interp, machine, name, core, prog)
+
+        return body
+
+    for name, core, prog in tasks:
+        scheduler.spawn(name, make_body(name, core, prog))
+    scheduler.run()
+    return bound, machine

@@ -22,7 +22,7 @@ import inspect
 import json
 from pathlib import Path
 
-from legato import compiler, interp
+from legato import compiler
 from legato.arrays import numpy_view
 from legato.binding import bind, check_tensor
 from legato.context import CompileContext, compiling
@@ -340,6 +340,10 @@ class Kernel:
             compiler.lower(module, self.model, level)
         except CompileError as e:
             raise e.with_traceback(None) from None
+        # The interpreters load xDSL's interpreter framework (~0.4 s); only interpret() needs
+        # them, so `import legato` (every legato-opt, every compile) does not pay for them.
+        from legato import interp
+
         result = interp.run(module, level, [x for _, x in tensors], self.model)
         self.last_interp = result
         return result

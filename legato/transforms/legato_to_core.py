@@ -24,65 +24,107 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, UnrealizedConversionCastOp
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+)
+from xdsl.rewriter import InsertPoint, Rewriter
 
 from legato.dialects import core
 from legato.dialects import legato as lg
+from legato.errors import CompileError
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
-from legato.transforms import lower_data_movement as _data
-from legato.transforms import lower_runtime as _runtime
-from legato.transforms import lower_tensor_ops as _tensor_ops
 from legato.transforms.diagnostics import error_at
 from legato.transforms.index_arith import per_core_values
-from legato.transforms.lowering_state import LoweringState, ProgramState
+from legato.transforms.lower_data_movement import data_movement_patterns
+from legato.transforms.lower_matmul import matmul_patterns
+from legato.transforms.lower_runtime import runtime_patterns
+from legato.transforms.lower_tensor_ops import tensor_patterns
+from legato.transforms.lowering_state import LoweringPattern, LoweringState
 
 
 class _KernelLowering(LoweringState):
-    """The driver: checks the contexts, pairs the transfers, then lowers each region's ops
-    into its context's program (`lower_op` dispatches to the op families)."""
+    """The driver: checks the contexts, pairs the transfers, then lowers each `legato.on`
+    region in place with the op families' patterns and moves it into its context's program."""
 
     # -- entry ---------------------------------------------------------------------------------
 
     def lower(self) -> core.KernelOp:
         self._check_contexts()
         self._pair_transfers()
+        walker = PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [
+                    *data_movement_patterns(self),
+                    *tensor_patterns(self),
+                    *matmul_patterns(self),
+                    *runtime_patterns(self),
+                    RefuseUnlowered(self),
+                ],
+                # a legato op nothing reads still computes (and costs): lower it, never drop it
+                dce_enabled=False,
+            ),
+            apply_recursively=False,
+        )
         for op in self.kernel.body.block.ops:
             if isinstance(op, lg.OnOp):
-                self._lower_on(op)
-            elif isinstance(op, lg.ReturnOp):
-                pass
-            else:
+                self._lower_on(op, walker)
+            elif not isinstance(op, lg.ReturnOp):
                 raise error_at(op, f"{op.name} must be inside a context (`with device.get_...():`)")
-        args = []
-        for i, t in enumerate(self.kernel.function_type.inputs.data):
-            acc = self.access.get(i, set())
-            access = (
-                "readwrite"
-                if acc == {"read", "write"}
-                else ("write" if acc == {"write"} else "read")
-            )
-            arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
-            args.append(core.ArgAttr(i, arg_type, access))
-        body = Block()
         for prog in self.programs.values():
-            block = prog.op.body.block
-            for op in prog.prologue + prog.body:
-                block.add_op(op)
             if prog.issued_dma:
-                block.add_op(core.DmaWaitOp())
-            block.add_op(core.EndOp())
-            body.add_op(prog.op)
-        from xdsl.ir import Region
-
-        kernel = core.KernelOp(self.kernel.sym_name.data, args, Region(body))
+                prog.block.add_op(core.DmaWaitOp())
+            prog.block.add_op(core.EndOp())
+        kernel = core.KernelOp(
+            self.kernel.sym_name.data,
+            [self._arg_attr(i, t) for i, t in enumerate(self.kernel.function_type.inputs.data)],
+            Region(Block([prog.op for prog in self.programs.values()])),
+        )
+        # The casts standing for lowered tensors have no users left.
+        for cast in [op for op in kernel.walk() if isinstance(op, UnrealizedConversionCastOp)]:
+            Rewriter.erase_op(cast)
         # Argument names travel to the binary's metadata, so runtime errors name them.
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(self.kernel.args)]
         kernel.attributes[ARG_NAMES_ATTR] = ArrayAttr([StringAttr(n) for n in names])
         kernel.location = self.kernel.location
         return kernel
+
+    def _arg_attr(self, i: int, t: Attribute) -> core.ArgAttr:
+        acc = self.access.get(i, set())
+        access = (
+            "readwrite" if acc == {"read", "write"} else ("write" if acc == {"write"} else "read")
+        )
+        arg_type = core.BufType.from_tensor(t) if isinstance(t, lg.TensorType) else t
+        return core.ArgAttr(i, arg_type, access)
+
+    def _lower_on(self, on: lg.OnOp, walker: PatternRewriteWalker) -> None:
+        """Lower `on`'s region in place, then move it to the end of its context's program."""
+        prog = self.program(on.ctx)
+        block = on.body.block
+        # An input is the buffer an earlier region of this context yielded; each region's
+        # argument stays a value of its own (the MPU's loaded weight is tracked by value).
+        rewriter = PatternRewriter(block.first_op or on)
+        for barg, inp in zip(block.args, on.inputs):
+            prog.rewriter, prog.at = rewriter, InsertPoint.at_start(block)
+            barg.replace_all_uses_with(self.cast(prog, prog.values[inp], barg))
+        try:
+            walker.rewrite_region(on.body)
+        except CompileError as err:
+            # The walker notes the whole module, printed, on an error; ours names its op.
+            if hasattr(err, "__notes__"):
+                del err.__notes__
+            raise
+        terminator = block.last_op
+        assert isinstance(terminator, lg.YieldOp)
+        for res, v in zip(on.res, terminator.values):
+            prog.values[res] = self.lookup(prog, v, terminator)
+        Rewriter.erase_op(terminator)
+        Rewriter.inline_block(block, InsertPoint.at_end(prog.block))
 
     def _check_contexts(self) -> None:
         has_all = any(
@@ -272,69 +314,20 @@ class _KernelLowering(LoweringState):
                 self.transfer_type[name] = core.BufType(src_t.dims, src_t.element_type, space)
         return 0
 
-    # -- ops -----------------------------------------------------------------------------------
 
-    def _lower_on(self, on: lg.OnOp) -> None:
-        prog = self.program(on.ctx)
-        for barg, inp in zip(on.body.block.args, on.inputs):
-            prog.values[barg] = prog.values[inp]
-        for op in on.body.block.ops:
-            if isinstance(op, lg.YieldOp):
-                for res, v in zip(on.res, op.values):
-                    prog.values[res] = self.lookup(prog, v, op)
-            else:
-                self.lower_op(prog, op)
+class RefuseUnlowered(LoweringPattern):
+    """The last pattern: an op no family lowered has no lowering to the core level."""
 
-    def lower_op(self, prog: ProgramState, op: Operation) -> None:
-        if isinstance(op, lg.RequestLoadOp):
-            _data.request_load(self, prog, op)
-        elif isinstance(op, lg.ReceiveOp | lg.ReceiveTypeOp):
-            _data.receive(self, prog, op)
-        elif isinstance(op, lg.MatmulOp):
-            self._matmul(prog, op)
-        elif isinstance(op, lg.MemcpyOp):
-            _data.memcpy(self, prog, op)
-        elif isinstance(op, lg.LoadOp):
-            _data.load(self, prog, op)
-        elif type(op) in _tensor_ops.BINARY_KINDS:
-            _tensor_ops.binary(self, prog, op)
-        elif type(op) in _tensor_ops.UNARY_KINDS:
-            _tensor_ops.unary(self, prog, op)
-        elif isinstance(op, lg.CastOp):
-            _tensor_ops.cast(self, prog, op)
-        elif isinstance(op, lg.ClampOp):
-            _tensor_ops.clamp(self, prog, op)
-        elif isinstance(op, lg.ConstantOp):
-            _tensor_ops.constant(self, prog, op)
-        elif type(op) in _tensor_ops.REDUCE_KINDS:
-            _tensor_ops.reduce(self, prog, op)
-        elif isinstance(op, lg.ReshapeOp):
-            _tensor_ops.reshape(self, prog, op)
-        elif isinstance(op, lg.TransposeOp):
-            _tensor_ops.transpose(self, prog, op)
-        elif isinstance(op, lg.SliceOp):
-            _tensor_ops.slice_(self, prog, op)
-        elif isinstance(op, lg.CatOp):
-            _tensor_ops.cat(self, prog, op)
-        elif isinstance(op, lg.BroadcastToOp):
-            _tensor_ops.broadcast_to(self, prog, op)
-        elif isinstance(op, lg.WhereOp):
-            _tensor_ops.where(self, prog, op)
-        elif isinstance(op, lg.GatherOp):
-            _tensor_ops.gather(self, prog, op)
-        elif isinstance(op, lg.CoreIdOp):
-            prog.scalars[op.result] = prog.emit(core.CoreIdOp(), op).results[0]
-        elif _runtime.handles(op):
-            _runtime.lower(self, prog, op)
-        else:
-            raise error_at(
-                op,
-                f"{op.name} cannot be compiled for {self.model.name} yet "
-                "(no lowering to the core level)",
-            )
-
-    def _matmul(self, prog: ProgramState, op: lg.MatmulOp) -> None:
-        _tensor_ops.matmul(self, prog, op)
+    def match_and_rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        if isinstance(op, lg.YieldOp | UnrealizedConversionCastOp) or op.dialect_name() == "arith":
+            # the region's terminator and the casts of its arguments (the driver's); index
+            # arithmetic, kept
+            return
+        raise error_at(
+            op,
+            f"{op.name} cannot be compiled for {self.state.model.name} yet "
+            "(no lowering to the core level)",
+        )
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Lowering of the data-movement ops (part of `convert-legato-to-core`; conventions of
-`lowering_state`): transfers, copies and loads.
+"""Rewrite patterns lowering the data-movement ops (part of `convert-legato-to-core`;
+conventions of `lowering_state`): transfers, copies and loads.
 
 - `legato.request_load` allocates the paired receive buffer on the target core (`core.alloc on
   core(i)`, or `on core(%c)` for a runtime core of the SPMD program, named by the transfer's
@@ -16,12 +16,13 @@
 from __future__ import annotations
 
 from xdsl.ir import Operation
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.transforms import lower_tensor_ops as T
 from legato.transforms.diagnostics import error_at
-from legato.transforms.lowering_state import Buffer, LoweringState, ProgramState
+from legato.transforms.lowering_state import Buffer, LoweringPattern, LoweringState, ProgramState
 
 
 def request_load(L: LoweringState, prog: ProgramState, op: lg.RequestLoadOp) -> None:
@@ -30,7 +31,7 @@ def request_load(L: LoweringState, prog: ProgramState, op: lg.RequestLoadOp) -> 
     name = L.transfer_of[op]
     t = L.transfer_type[name]
     if op.target_core is not None:  # a runtime core: its copy of the SPMD receive buffer
-        target = prog.scalars[op.target_core]
+        target = L.scalar(prog, op.target_core, op)
         dst = L.alloc(prog, t, src.dims, op, on=target, name=name)
         prog.emit(
             core.DmaOp(src.value, dst.value, None, (target, op.memory.data, op.queue.data)), op
@@ -43,7 +44,10 @@ def request_load(L: LoweringState, prog: ProgramState, op: lg.RequestLoadOp) -> 
     prog.issued_dma = True
 
 
-def receive(L: LoweringState, prog: ProgramState, op: lg.ReceiveOp | lg.ReceiveTypeOp) -> None:
+def receive(
+    L: LoweringState, prog: ProgramState, op: lg.ReceiveOp | lg.ReceiveTypeOp
+) -> tuple[Buffer, bool]:
+    """The receive buffer, and whether its weight tile is now in the MPU."""
     name = L.transfer_of[op]
     t = L.transfer_type[name]
     if isinstance(op, lg.ReceiveOp):
@@ -64,12 +68,11 @@ def receive(L: LoweringState, prog: ProgramState, op: lg.ReceiveOp | lg.ReceiveT
     buf = L.alloc(prog, t, dims, op, name=name)
     result_t = op.result.type
     assert isinstance(result_t, lg.TensorType)
-    if result_t.space == "mpu_weight":
-        if fits_tile(L, buf):
-            load_weight(L, prog, buf, op)
-            prog.loaded_weight = op.result
-        # else: matmul splits it into tiles (and stages them in mpu_buffer)
-    prog.values[op.result] = buf
+    if result_t.space == "mpu_weight" and fits_tile(L, buf):
+        load_weight(L, prog, buf, op)
+        return buf, True
+    # else: matmul splits it into tiles (and stages them in mpu_buffer)
+    return buf, False
 
 
 def fits_tile(L: LoweringState, buf: Buffer) -> bool:
@@ -113,7 +116,7 @@ def memcpy(L: LoweringState, prog: ProgramState, op: lg.MemcpyOp) -> None:
     # unit ops (and `ld`) on the copied range wait for it.
 
 
-def load(L: LoweringState, prog: ProgramState, op: lg.LoadOp) -> None:
+def load(L: LoweringState, prog: ProgramState, op: lg.LoadOp) -> Buffer:
     if prog.ctx.is_top:
         raise error_at(op, "legato.load runs in a core context, not on top")
     src = L.lookup(prog, op.input, op)
@@ -122,4 +125,51 @@ def load(L: LoweringState, prog: ProgramState, op: lg.LoadOp) -> None:
     assert isinstance(rt, lg.TensorType)
     out = T.alloc(L, prog, T.dimsb(src), rt.element_type, rt.space, op)
     T.copy_dma(L, prog, src, out, op)
-    prog.values[op.result] = out
+    return out
+
+
+# -- patterns ----------------------------------------------------------------------------------
+
+
+class LowerRequestLoad(LoweringPattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.RequestLoadOp, rewriter: PatternRewriter) -> None:
+        request_load(self.state, self.state.begin(op, rewriter), op)
+        rewriter.erase(op)
+
+
+class LowerReceive(LoweringPattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(
+        self, op: lg.ReceiveOp | lg.ReceiveTypeOp, rewriter: PatternRewriter
+    ) -> None:
+        prog = self.state.begin(op, rewriter)
+        buf, loaded = receive(self.state, prog, op)
+        value = self.state.bind(prog, op, buf, rewriter)
+        if loaded:
+            prog.loaded_weight = value
+
+
+class LowerMemcpy(LoweringPattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.MemcpyOp, rewriter: PatternRewriter) -> None:
+        memcpy(self.state, self.state.begin(op, rewriter), op)
+        rewriter.erase(op)
+
+
+class LowerLoad(T.TensorOpPattern):
+    lower = staticmethod(load)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.LoadOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+def data_movement_patterns(state: LoweringState) -> list[RewritePattern]:
+    """The data-movement family's patterns over `state`."""
+    return [
+        LowerRequestLoad(state),
+        LowerReceive(state),
+        LowerMemcpy(state),
+        LowerLoad(state),
+    ]

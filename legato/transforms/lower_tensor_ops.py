@@ -1,9 +1,11 @@
-"""Lowering of legato tensor ops to core VPU/MPU/DMA ops (part of `convert-legato-to-core`).
+"""Rewrite patterns lowering legato's VPU tensor ops to core VPU/DMA ops (part of
+`convert-legato-to-core`; conventions of `lowering_state`), and the buffer helpers every family
+uses.
 
-Every function takes the kernel lowering `L` (`lowering_state.LoweringState`), the program
-being built and the legato op; it emits core ops into the program and binds the op's result to a
-buffer. The core ops emitted are the shapes the units accept, so instruction selection maps each
-to one instruction (or a short unrolled sequence):
+Each op has a function `(L, prog, op) -> Buffer` that emits the op's core ops into its program
+and returns the buffer of its result; the op's pattern (`TENSOR_PATTERNS`) binds it. The core ops
+emitted are the shapes the units accept, so instruction selection maps each to one instruction
+(or a short unrolled sequence):
 
 - elementwise ops compute on contiguous buffers; an operand that broadcasts is either one of the
   VPU's broadcast forms (`bc.scalar`, `bc.row(P)`, `bc.col(P)`, see `vpu_shapes`), swapped to
@@ -14,37 +16,29 @@ to one instruction (or a short unrolled sequence):
   rounds (the rules of `legato.interp.semantics`);
 - reshape is a `core.view`, a unit-stride slice a `core.subview` (copied when a unit needs it
   contiguous), cat DMAs each input into a subview of the result, broadcast_to materializes;
-- matmul tiles to the MPU's weight tile (`mpu_tile_k` x `mpu_tile_n`): K tiles accumulate into
-  an f32 buffer (`accumulate = true`), converted once to the result dtype. Weight tiles must be
-  contiguous in mpu_buffer: a weight wider than a tile is transposed (VPU) so that each column
-  block becomes a contiguous row block, and transposed back per block into mpu_buffer; lhs
-  column blocks (K > tile) are produced the same way. Column blocks of the result are gathered
-  through a transposed f32 buffer. f32 operands are split into bf16 hi/lo on the VPU (cast, sub,
-  cast) and multiplied in three passes into the same accumulator
-  (`legato.numerics.matmul_f32_split`).
+- `where` copies the second value into the result, then selects the first where the condition
+  holds; `gather` is a runtime loop of index reads and row DMAs.
+
+The MPU's matmul is `lower_matmul`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from xdsl.dialects import arith
+from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IndexType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 
 from legato import opset
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.transforms.diagnostics import error_at
-from legato.transforms.lowering_state import Buffer
+from legato.transforms.lowering_state import Buffer, LoweringPattern, LoweringState, ProgramState
 from legato.transforms.vpu_shapes import broadcast_form
 from legato.types import Dim
-
-if TYPE_CHECKING:
-    from legato.transforms.lowering_state import Buffer as _Buffer
-    from legato.transforms.lowering_state import LoweringState as _KernelLowering
-    from legato.transforms.lowering_state import ProgramState as _Program
 
 LOCAL = ("sram", "private_dram", "mpu_buffer")
 VPU_DTYPES = opset.FLOATS
@@ -67,7 +61,7 @@ DimB = tuple  # (int | SSAValue value, int bound)
 # -- small builders ----------------------------------------------------------------------------
 
 
-def dimsb(buf: _Buffer) -> list[DimB]:
+def dimsb(buf: Buffer) -> list[DimB]:
     return list(zip(buf.dims, buf.bounds))
 
 
@@ -77,15 +71,15 @@ def buf_type(dims: list[DimB], elem, space: str) -> core.BufType:
     )
 
 
-def alloc(L: _KernelLowering, prog: _Program, dims: list[DimB], elem, space: str, at) -> _Buffer:
+def alloc(L: LoweringState, prog: ProgramState, dims: list[DimB], elem, space: str, at) -> Buffer:
     return L.alloc(prog, buf_type(dims, elem, space), [v for v, _ in dims], at)
 
 
-def index_const(prog: _Program, v: int, at: Operation) -> SSAValue:
+def index_const(prog: ProgramState, v: int, at: Operation) -> SSAValue:
     return prog.emit(arith.ConstantOp.from_int_and_width(v, IndexType()), at).results[0]
 
 
-def prod(prog: _Program, dims: list[DimB], at: Operation) -> DimB:
+def prod(prog: ProgramState, dims: list[DimB], at: Operation) -> DimB:
     """The product of dims: an int when all are static, else an index value (and its bound)."""
     static = math.prod(v for v, _ in dims if isinstance(v, int))
     dyn = [v for v, _ in dims if not isinstance(v, int)]
@@ -100,7 +94,7 @@ def prod(prog: _Program, dims: list[DimB], at: Operation) -> DimB:
     return (acc, bound)
 
 
-def view(prog: _Program, buf: _Buffer, dims: list[DimB], at: Operation) -> _Buffer:
+def view(prog: ProgramState, buf: Buffer, dims: list[DimB], at: Operation) -> Buffer:
     """`buf` (contiguous) seen with other dims."""
     t = buf_type(dims, buf.type.element_type, buf.type.space)
     if t == buf.type and [v for v, _ in dims] == list(buf.dims):
@@ -111,8 +105,8 @@ def view(prog: _Program, buf: _Buffer, dims: list[DimB], at: Operation) -> _Buff
 
 
 def subview(
-    prog: _Program, buf: _Buffer, offsets: list, sizes: list[DimB], at: Operation
-) -> _Buffer:
+    prog: ProgramState, buf: Buffer, offsets: list, sizes: list[DimB], at: Operation
+) -> Buffer:
     t = buf_type(sizes, buf.type.element_type, buf.type.space)
     op = prog.emit(core.SubviewOp(buf.value, offsets, [v for v, _ in sizes], t), at)
     partial = [i for i, ((s, _), p) in enumerate(zip(sizes, buf.dims)) if s is not p and s != p]
@@ -122,7 +116,7 @@ def subview(
     return Buffer(op.results[0], [v for v, _ in sizes], contiguous)
 
 
-def copy_dma(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, at) -> None:
+def copy_dma(L: LoweringState, prog: ProgramState, src: Buffer, dst: Buffer, at) -> None:
     """A DMA of `src` into `dst`. Into this core's memory it is not waited for: the units that
     read `dst` later (DMA, MPU, VPU, `ld`) wait for it in the scoreboard, so the copy overlaps
     whatever runs before its first use (a prefetch)."""
@@ -132,7 +126,7 @@ def copy_dma(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, at)
     prog.issued_dma = True
 
 
-def contiguous(L: _KernelLowering, prog: _Program, buf: _Buffer, at: Operation) -> _Buffer:
+def contiguous(L: LoweringState, prog: ProgramState, buf: Buffer, at: Operation) -> Buffer:
     """`buf`, or a contiguous copy of it (a strided view: a slice)."""
     if buf.contiguous:
         return buf
@@ -142,7 +136,9 @@ def contiguous(L: _KernelLowering, prog: _Program, buf: _Buffer, at: Operation) 
     return out
 
 
-def local(L: _KernelLowering, prog: _Program, value: SSAValue, op: Operation, role: str) -> _Buffer:
+def local(
+    L: LoweringState, prog: ProgramState, value: SSAValue, op: Operation, role: str
+) -> Buffer:
     buf = L.lookup(prog, value, op)
     space = buf.type.space
     if space not in LOCAL:
@@ -179,7 +175,7 @@ def result_space(op: Operation, t: lg.ShapedSpaceType) -> str:
     return t.space
 
 
-def _rtype(op: Operation) -> lg.TensorType:
+def result_type(op: Operation) -> lg.TensorType:
     t = op.results[0].type
     assert isinstance(t, lg.TensorType)
     return t
@@ -188,7 +184,7 @@ def _rtype(op: Operation) -> lg.TensorType:
 # -- broadcasting ------------------------------------------------------------------------------
 
 
-def broadcast_dims(operands: list[tuple[_Buffer, core.BufType]], rt: lg.TensorType) -> list[DimB]:
+def broadcast_dims(operands: list[tuple[Buffer, core.BufType]], rt: lg.TensorType) -> list[DimB]:
     """Runtime dims of a broadcast result: static from the type, dynamic from an operand."""
     out: list[DimB] = []
     for i, d in enumerate(rt.dims):
@@ -205,7 +201,7 @@ def broadcast_dims(operands: list[tuple[_Buffer, core.BufType]], rt: lg.TensorTy
     return out
 
 
-def bcast_copy(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, at) -> None:
+def bcast_copy(L: LoweringState, prog: ProgramState, src: Buffer, dst: Buffer, at) -> None:
     """Write `src` broadcast (torch rules) into `dst`."""
     form, _ = broadcast_form(src.type.dims, dst.type.dims)
     if form is not None:
@@ -235,7 +231,7 @@ def bcast_copy(L: _KernelLowering, prog: _Program, src: _Buffer, dst: _Buffer, a
         bcast_copy(L, prog, subview(prog, src_p, so, ssz, at), subview(prog, dst, do, dsub, at), at)
 
 
-def materialize(L: _KernelLowering, prog: _Program, src: _Buffer, like: _Buffer, at) -> _Buffer:
+def materialize(L: LoweringState, prog: ProgramState, src: Buffer, like: Buffer, at) -> Buffer:
     tmp = alloc(L, prog, dimsb(like), src.type.element_type, src.type.space, at)
     bcast_copy(L, prog, src, tmp, at)
     return tmp
@@ -244,9 +240,9 @@ def materialize(L: _KernelLowering, prog: _Program, src: _Buffer, like: _Buffer,
 # -- elementwise -------------------------------------------------------------------------------
 
 
-def binary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseBinaryOp) -> None:
+def binary(L: LoweringState, prog: ProgramState, op: lg.ElementwiseBinaryOp) -> Buffer:
     kind = BINARY_KINDS[type(op)]
-    rt = _rtype(op)
+    rt = result_type(op)
     check_vpu_dtype(op, rt, int_ok=not op.ROW.float_only)
     a = local(L, prog, op.lhs, op, "left operand")
     b = local(L, prog, op.rhs, op, "right operand")
@@ -261,21 +257,21 @@ def binary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseBinaryOp) -> No
     if fb is None:
         b = materialize(L, prog, b, out, op)
     prog.emit(core.VpuBinaryOp(kind, a.value, b.value, out.value), op)
-    prog.values[op.result] = out
+    return out
 
 
-def unary(L: _KernelLowering, prog: _Program, op: lg.ElementwiseUnaryOp) -> None:
-    rt = _rtype(op)
+def unary(L: LoweringState, prog: ProgramState, op: lg.ElementwiseUnaryOp) -> Buffer:
+    rt = result_type(op)
     check_vpu_dtype(op, rt, int_ok=not op.ROW.float_only)
     x = local(L, prog, op.input, op, "operand")
     out = alloc(L, prog, dimsb(x), rt.element_type, result_space(op, rt), op)
     prog.emit(core.VpuUnaryOp(UNARY_KINDS[type(op)], x.value, out.value), op)
-    prog.values[op.result] = out
+    return out
 
 
-def clamp(L: _KernelLowering, prog: _Program, op: lg.ClampOp) -> None:
+def clamp(L: LoweringState, prog: ProgramState, op: lg.ClampOp) -> Buffer:
     """`min(max(x, lo), hi)`: each bound a one-element fill broadcast by `bc.scalar`."""
-    rt = _rtype(op)
+    rt = result_type(op)
     check_vpu_dtype(op, rt, int_ok=True)
     x = local(L, prog, op.input, op, "operand")
     space = result_space(op, rt)
@@ -288,11 +284,11 @@ def clamp(L: _KernelLowering, prog: _Program, op: lg.ClampOp) -> None:
         out = alloc(L, prog, dimsb(x), rt.element_type, space, op)
         prog.emit(core.VpuBinaryOp(kind, cur.value, c.value, out.value), op)
         cur = out
-    prog.values[op.result] = cur
+    return cur
 
 
-def cast(L: _KernelLowering, prog: _Program, op: lg.CastOp) -> None:
-    rt = _rtype(op)
+def cast(L: LoweringState, prog: ProgramState, op: lg.CastOp) -> Buffer:
+    rt = result_type(op)
     it = op.input.type
     assert isinstance(it, lg.TensorType)
     check_vpu_dtype(op, it)
@@ -301,36 +297,36 @@ def cast(L: _KernelLowering, prog: _Program, op: lg.CastOp) -> None:
     out = alloc(L, prog, dimsb(x), rt.element_type, result_space(op, rt), op)
     kind = "copy" if it.element_type == rt.element_type else "cast"
     prog.emit(core.VpuUnaryOp(kind, x.value, out.value), op)
-    prog.values[op.result] = out
+    return out
 
 
-def constant(L: _KernelLowering, prog: _Program, op: lg.ConstantOp) -> None:
-    rt = _rtype(op)
+def constant(L: LoweringState, prog: ProgramState, op: lg.ConstantOp) -> Buffer:
+    rt = result_type(op)
     check_vpu_dtype(op, rt, int_ok=True)
     dims = [(d.size, d.size) for d in rt.dims]
     out = alloc(L, prog, dims, rt.element_type, result_space(op, rt), op)
     prog.emit(core.VpuFillOp(op.value, out.value), op)
-    prog.values[op.result] = out
+    return out
 
 
-def broadcast_to(L: _KernelLowering, prog: _Program, op: lg.BroadcastToOp) -> None:
-    rt = _rtype(op)
+def broadcast_to(L: LoweringState, prog: ProgramState, op: lg.BroadcastToOp) -> Buffer:
+    rt = result_type(op)
     check_vpu_dtype(op, rt)
     x = local(L, prog, op.input, op, "operand")
     out = alloc(
         L, prog, broadcast_dims([(x, x.type)], rt), rt.element_type, result_space(op, rt), op
     )
     bcast_copy(L, prog, x, out, op)
-    prog.values[op.result] = out
+    return out
 
 
 # -- selection and gathers ---------------------------------------------------------------------
 
 
-def where(L: _KernelLowering, prog: _Program, op: lg.WhereOp) -> None:
+def where(L: LoweringState, prog: ProgramState, op: lg.WhereOp) -> Buffer:
     """`out = b` (broadcast copy), then `vpu_select` merges `a` where `cond` is nonzero; `a` and
     a float `cond` are materialized to the output's shape when they broadcast."""
-    rt = _rtype(op)
+    rt = result_type(op)
     check_vpu_dtype(op, rt)
     ct = op.cond.type
     assert isinstance(ct, lg.TensorType)
@@ -358,16 +354,14 @@ def where(L: _KernelLowering, prog: _Program, op: lg.WhereOp) -> None:
     prog.emit(
         core.VpuSelectOp(view(prog, c, d, op).value, view(prog, a, d, op).value, out.value), op
     )
-    prog.values[op.result] = out
+    return out
 
 
-def gather(L: _KernelLowering, prog: _Program, op: lg.GatherOp) -> None:
+def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     """A runtime loop over the indices: each is read into a register (`core.load_index`) and
     its table row is DMA'd into the result; one wait after the loop."""
-    from xdsl.dialects import scf
-    from xdsl.ir import Block, Region
 
-    rt = _rtype(op)
+    rt = result_type(op)
     if prog.ctx.is_top:
         raise error_at(op, "legato.gather runs in a core context, not on top")
     table = L.lookup(prog, op.table, op)
@@ -382,17 +376,11 @@ def gather(L: _KernelLowering, prog: _Program, op: lg.GatherOp) -> None:
     block = Block(arg_types=[IndexType()])
     i = block.args[0]
     i.name_hint = "row"
-    saved, prog.body = prog.body, []
-    try:
+    with prog.building(block):
         rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
         src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
         dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
         prog.emit(core.DmaOp(src.value, dst.value), op)
-        body = prog.body
-    finally:
-        prog.body = saved
-    for o in body:
-        block.add_op(o)
     y = scf.YieldOp()
     y.location = op.location
     block.add_op(y)
@@ -401,22 +389,22 @@ def gather(L: _KernelLowering, prog: _Program, op: lg.GatherOp) -> None:
     prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
     prog.emit(core.DmaWaitOp(), op)
     prog.issued_dma = True
-    prog.values[op.result] = out
+    return out
 
 
 # -- transposes and reductions -----------------------------------------------------------------
 
 
 def transpose3(
-    L: _KernelLowering,
-    prog: _Program,
-    x: _Buffer,
+    L: LoweringState,
+    prog: ProgramState,
+    x: Buffer,
     lead: list[DimB],
     a: list[DimB],
     b: list[DimB],
     at: Operation,
     space: str | None = None,
-) -> _Buffer:
+) -> Buffer:
     """`x` of dims lead + a + b (contiguous) -> a new buffer of dims lead + b + a."""
     n_lead, _ = prod(prog, lead, at)
     if not isinstance(n_lead, int):
@@ -445,15 +433,14 @@ def transpose3(
     return out
 
 
-def transpose(L: _KernelLowering, prog: _Program, op: lg.TransposeOp) -> None:
+def transpose(L: LoweringState, prog: ProgramState, op: lg.TransposeOp) -> Buffer:
     perm = list(op.perm.get_values())
     r = len(perm)
-    rt = _rtype(op)
+    rt = result_type(op)
     x = local(L, prog, op.input, op, "operand")
     k = next((i for i, p in enumerate(perm) if p != i), None)
     if k is None:
-        prog.values[op.result] = x
-        return
+        return x
     m = perm[k]
     if perm[k:] != list(range(m, r)) + list(range(k, m)):
         raise error_at(
@@ -464,12 +451,12 @@ def transpose(L: _KernelLowering, prog: _Program, op: lg.TransposeOp) -> None:
     check_vpu_dtype(op, rt)
     result_space(op, rt)
     d = dimsb(x)
-    prog.values[op.result] = transpose3(L, prog, x, d[:k], d[k:m], d[m:], op)
+    return transpose3(L, prog, x, d[:k], d[k:m], d[m:], op)
 
 
-def reduce(L: _KernelLowering, prog: _Program, op: lg.ReductionOp) -> None:
+def reduce(L: LoweringState, prog: ProgramState, op: lg.ReductionOp) -> Buffer:
     kind = REDUCE_KINDS[type(op)]
-    rt = _rtype(op)
+    rt = result_type(op)
     it = op.input.type
     assert isinstance(it, lg.TensorType)
     check_vpu_dtype(op, it)
@@ -518,14 +505,14 @@ def reduce(L: _KernelLowering, prog: _Program, op: lg.ReductionOp) -> None:
             prog.emit(core.VpuBinaryOp("div", s.value, c.value, q.value), op)
             prog.emit(core.VpuUnaryOp("cast", q.value, o.value), op)
     rdims = orig[:d] + ([(1, 1)] if keep else []) + orig[d + 1 :]
-    prog.values[op.result] = view(prog, o, rdims, op)
+    return view(prog, o, rdims, op)
 
 
 # -- shape ops ---------------------------------------------------------------------------------
 
 
-def reshape(L: _KernelLowering, prog: _Program, op: lg.ReshapeOp) -> None:
-    rt = _rtype(op)
+def reshape(L: LoweringState, prog: ProgramState, op: lg.ReshapeOp) -> Buffer:
+    rt = result_type(op)
     x = L.lookup(prog, op.input, op)
     if not x.contiguous:
         x = local(L, prog, op.input, op, "operand")
@@ -547,10 +534,10 @@ def reshape(L: _KernelLowering, prog: _Program, op: lg.ReshapeOp) -> None:
         if static != 1:
             val = prog.emit(arith.DivUIOp(total, index_const(prog, static, op)), op).results[0]
         dims[dyn[0]] = (val, rt.dims[dyn[0]].bound)
-    prog.values[op.result] = view(prog, x, dims, op)
+    return view(prog, x, dims, op)
 
 
-def slice_(L: _KernelLowering, prog: _Program, op: lg.SliceOp) -> None:
+def slice_(L: LoweringState, prog: ProgramState, op: lg.SliceOp) -> Buffer:
     x = L.lookup(prog, op.input, op)
     offsets = list(op.static_offsets.get_values())
     sizes = list(op.static_sizes.get_values())
@@ -566,11 +553,11 @@ def slice_(L: _KernelLowering, prog: _Program, op: lg.SliceOp) -> None:
             sz.append((x.dims[i], x.bounds[i]))
         else:
             sz.append((s, s))
-    prog.values[op.result] = subview(prog, x, offsets, sz, op)
+    return subview(prog, x, offsets, sz, op)
 
 
-def cat(L: _KernelLowering, prog: _Program, op: lg.CatOp) -> None:
-    rt = _rtype(op)
+def cat(L: LoweringState, prog: ProgramState, op: lg.CatOp) -> Buffer:
+    rt = result_type(op)
     space = result_space(op, rt)
     d = op.dim.data
     bufs = [L.lookup(prog, v, op) for v in op.inputs]
@@ -595,137 +582,153 @@ def cat(L: _KernelLowering, prog: _Program, op: lg.CatOp) -> None:
         off += b.dims[d]
     prog.emit(core.DmaWaitOp(), op)
     prog.issued_dma = True
-    prog.values[op.result] = out
+    return out
 
 
-# -- matmul ------------------------------------------------------------------------------------
+# -- patterns ----------------------------------------------------------------------------------
+
+Lowering = Callable[[LoweringState, ProgramState, Operation], Buffer]
 
 
-def _stage(L: _KernelLowering, prog: _Program, w: _Buffer, at) -> _Buffer:
-    """A contiguous copy of weight tile `w` in mpu_buffer (where mpu.ldw reads)."""
-    st = alloc(L, prog, dimsb(w), w.type.element_type, "mpu_buffer", at)
-    copy_dma(L, prog, w, st, at)
-    return st
+class TensorOpPattern(LoweringPattern):
+    """Lowers an op with one tensor result by its lowering function (`lower`), binding the
+    result to the buffer the function returns."""
+
+    lower: Lowering
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        prog = self.state.begin(op, rewriter)
+        buf = type(self).lower(self.state, prog, op)
+        self.state.bind(prog, op, buf, rewriter)
 
 
-def _split_bf16(L: _KernelLowering, prog: _Program, x: _Buffer, space: str, at) -> list[_Buffer]:
-    """f32 `x` as bf16 `[hi, lo]` (`legato.numerics.split_bf16`): hi = cvt(x),
-    lo = cvt(x - cvt(hi)), the subtraction in f32 (exact)."""
-    dims = dimsb(x)
-    hi = alloc(L, prog, dims, "bf16", space, at)
-    prog.emit(core.VpuUnaryOp("cast", x.value, hi.value), at)
-    t = alloc(L, prog, dims, "f32", "sram", at)
-    prog.emit(core.VpuUnaryOp("cast", hi.value, t.value), at)
-    d = alloc(L, prog, dims, "f32", "sram", at)
-    prog.emit(core.VpuBinaryOp("sub", x.value, t.value, d.value), at)
-    lo = alloc(L, prog, dims, "bf16", space, at)
-    prog.emit(core.VpuUnaryOp("cast", d.value, lo.value), at)
-    return [hi, lo]
+class ViewOpPattern(TensorOpPattern):
+    """A tensor op whose result is a view of its input (writing it writes the input)."""
+
+    def rewrite(self, op: Operation, rewriter: PatternRewriter) -> None:
+        prog = self.state.begin(op, rewriter)
+        buf = type(self).lower(self.state, prog, op)
+        self.state.bind(prog, op, buf, rewriter, view_of=op.operands[0])
 
 
-def matmul(L: _KernelLowering, prog: _Program, op: lg.MatmulOp) -> None:
-    """bf16 operands: one MPU pass per tile. f32 operands (`legato.numerics.matmul_f32_split`):
-    each is split into bf16 hi + lo on the VPU, then the passes a_hi@w_hi, a_hi@w_lo, a_lo@w_hi
-    (in that order, each over every K tile in order) accumulate into one f32 buffer."""
-    lt, wt_, res_t = op.lhs.type, op.rhs.type, _rtype(op)
-    assert isinstance(lt, lg.TensorType) and isinstance(wt_, lg.TensorType)
-    split = lt.dtype.name == "f32" and wt_.dtype.name == "f32"
-    if not split and (lt.dtype.name != "bf16" or wt_.dtype.name != "bf16"):
-        raise error_at(
-            op,
-            f"the MPU multiplies bf16 operands (f32 as three bf16 passes); got {lt.dtype.name} "
-            f"@ {wt_.dtype.name} (cast with legato.tensor.to(x, bfloat16) or float32)",
-        )
-    if lt.space not in LOCAL:
-        raise error_at(op, f"matmul's left operand must be in core memory (sram), not {lt.space}")
-    a = local(L, prog, op.lhs, op, "left operand")
-    w = L.lookup(prog, op.rhs, op)
-    if w.type.space not in LOCAL:
-        raise error_at(
-            op,
-            f"matmul's right operand must be an MPU weight (mpu_weight or mpu_buffer), "
-            f"not {w.type.space}; receive it with memory 'mpu_buffer'",
-        )
-    if not w.type.is_static:
-        raise error_at(op, "an MPU weight must have static dims")
-    w = contiguous(L, prog, w, op)
-    space = result_space(op, res_t)
-    k, n = w.type.get_shape()
-    ad = dimsb(a)
-    m = prod(prog, ad[:-1], op)
-    a2 = view(prog, a, [m, ad[-1]], op)
-    kt, nt = L.model.mpu_tile_k, L.model.mpu_tile_n
-    small = k <= kt and n <= nt
-    out = alloc(L, prog, ad[:-1] + [(n, n)], res_t.element_type, space, op)
-    out2 = view(prog, out, [m, (n, n)], op)
-    prog.values[op.result] = out
-    if split:
-        a_parts = _split_bf16(L, prog, a2, "sram", op)
-        w_parts = _split_bf16(L, prog, w, "mpu_buffer" if small else "sram", op)
-        passes = [(0, 0), (0, 1), (1, 0)]  # (a part, w part): hi@hi, hi@lo, lo@hi
-    else:
-        a_parts, w_parts, passes = [a2], [w], [(0, 0)]
-    if small:
-        if split:
-            # the result is f32: the accumulator itself
-            for p, (ia, iw) in enumerate(passes):
-                prog.emit(core.MpuLoadWeightOp(w_parts[iw].value), op)
-                prog.emit(core.MpuMatmulOp(a_parts[ia].value, out2.value, p > 0), op)
-            prog.loaded_weight = None
-            return
-        if prog.loaded_weight is not op.rhs:
-            tile = w if w.type.space == "mpu_buffer" else _stage(L, prog, w, op)
-            prog.emit(core.MpuLoadWeightOp(tile.value), op)
-            prog.loaded_weight = op.rhs
-        prog.emit(core.MpuMatmulOp(a2.value, out2.value, False), op)
-        return
-    nk, nn = -(-k // kt), -(-n // nt)
-    # lhs column blocks [M, kw], contiguous
-    a_tiles: list[list[_Buffer]] = []
-    for ap in a_parts:
-        if nk > 1:
-            a_t = transpose3(L, prog, ap, [], [m], [(k, k)], op)  # [K, M]
-            tiles = []
-            for i in range(nk):
-                kw = min(kt, k - i * kt)
-                rows = subview(prog, a_t, [i * kt, 0], [(kw, kw), m], op)
-                tiles.append(transpose3(L, prog, rows, [], [(kw, kw)], [m], op))
-            a_tiles.append(tiles)
-        else:
-            a_tiles.append([ap])
-    if nn > 1:
-        w_ts = [
-            transpose3(L, prog, wp, [], [(k, k)], [(n, n)], op, space="sram")  # [N, K]
-            for wp in w_parts
-        ]
-        r_t = alloc(L, prog, [(n, n), m], "f32", "sram", op)  # the result, transposed
-    acc = None
-    for j in range(nn):
-        nw = min(nt, n - j * nt)
-        if nn > 1:
-            wjs = []
-            for w_t in w_ts:
-                rows = subview(prog, w_t, [j * nt, 0], [(nw, nw), (k, k)], op)
-                # f32: two weights per block, kept in sram; each tile is staged when used
-                wspace = "sram" if split else "mpu_buffer"
-                wjs.append(transpose3(L, prog, rows, [], [(nw, nw)], [(k, k)], op, space=wspace))
-        else:
-            wjs = w_parts
-        acc = alloc(L, prog, [m, (nw, nw)], "f32", "sram", op)
-        for p, (ia, iw) in enumerate(passes):
-            wj = wjs[iw]
-            for i in range(nk):
-                kw = min(kt, k - i * kt)
-                tile = subview(prog, wj, [i * kt, 0], [(kw, kw), (nw, nw)], op) if nk > 1 else wj
-                if tile.type.space != "mpu_buffer":
-                    tile = _stage(L, prog, tile, op)
-                prog.emit(core.MpuLoadWeightOp(tile.value), op)
-                prog.emit(core.MpuMatmulOp(a_tiles[ia][i].value, acc.value, p > 0 or i > 0), op)
-        if nn > 1:
-            dst = subview(prog, r_t, [j * nt, 0], [(nw, nw), m], op)
-            prog.emit(core.VpuTransposeOp(acc.value, dst.value), op)
-    assert acc is not None
-    r32 = transpose3(L, prog, r_t, [], [(n, n)], [m], op) if nn > 1 else acc
-    same = res_t.dtype.name == "f32"  # an f32 result is the accumulator itself
-    prog.emit(core.VpuUnaryOp("copy" if same else "cast", r32.value, out2.value), op)
-    prog.loaded_weight = None
+class LowerElementwiseBinary(TensorOpPattern):
+    lower = staticmethod(binary)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ElementwiseBinaryOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerElementwiseUnary(TensorOpPattern):
+    lower = staticmethod(unary)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ElementwiseUnaryOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerClamp(TensorOpPattern):
+    lower = staticmethod(clamp)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ClampOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerCast(TensorOpPattern):
+    lower = staticmethod(cast)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.CastOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerConstant(TensorOpPattern):
+    lower = staticmethod(constant)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ConstantOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerBroadcastTo(TensorOpPattern):
+    lower = staticmethod(broadcast_to)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.BroadcastToOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerWhere(TensorOpPattern):
+    lower = staticmethod(where)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.WhereOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerGather(TensorOpPattern):
+    lower = staticmethod(gather)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.GatherOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerReduction(TensorOpPattern):
+    lower = staticmethod(reduce)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ReductionOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerTranspose(TensorOpPattern):
+    lower = staticmethod(transpose)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.TransposeOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerCat(TensorOpPattern):
+    lower = staticmethod(cat)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.CatOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerReshape(ViewOpPattern):
+    lower = staticmethod(reshape)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ReshapeOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+class LowerSlice(ViewOpPattern):
+    lower = staticmethod(slice_)
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.SliceOp, rewriter: PatternRewriter) -> None:
+        self.rewrite(op, rewriter)
+
+
+def tensor_patterns(state: LoweringState) -> list[RewritePattern]:
+    """The VPU tensor-op family's patterns over `state`."""
+    return [
+        LowerElementwiseBinary(state),
+        LowerElementwiseUnary(state),
+        LowerClamp(state),
+        LowerCast(state),
+        LowerConstant(state),
+        LowerBroadcastTo(state),
+        LowerWhere(state),
+        LowerGather(state),
+        LowerReduction(state),
+        LowerTranspose(state),
+        LowerCat(state),
+        LowerReshape(state),
+        LowerSlice(state),
+    ]

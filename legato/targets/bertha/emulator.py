@@ -30,7 +30,6 @@ from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, timing, vpu
 from legato.targets.bertha.arch.address_map import (
-    CORE_SPACE_OFFSET,
     DRAM_REGIONS,
     classify,
     core_space_base,
@@ -48,6 +47,7 @@ from legato.targets.bertha.arch.errors import Trap as _Trap
 from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory
 from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
+from legato.targets.bertha.arch.units import check_local, check_weight_tile
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
     BC_COL,
@@ -822,13 +822,7 @@ class Emulator:
 
     def _local(self, m: Module, addr: int, n: int, what: str) -> None:
         """`addr` must be in this core's sram / mpu_buffer / private_dram."""
-        space, core = classify(addr)
-        if core != m.core or space not in CORE_SPACE_OFFSET:
-            raise _Trap(
-                f"{what} must be in this core's local memory (sram, mpu_buffer or "
-                f"private_dram), got {space}" + (f" of core {core}" if core is not None else ""),
-                addr,
-            )
+        check_local(addr, m.core, what)
         self._check(addr, n)
 
     def _is_dram(self, addr: int) -> bool:
@@ -910,14 +904,8 @@ class Emulator:
             if m.core is None:
                 raise _Trap("top has no MPU")
             src, k, n = r[ins.a], r[ins.b], r[ins.c]
-            if not (1 <= k <= self.model.mpu_tile_k and 1 <= n <= self.model.mpu_tile_n):
-                raise _Trap(
-                    f"weight tile [{k}, {n}] exceeds the MPU's "
-                    f"[{self.model.mpu_tile_k}, {self.model.mpu_tile_n}] (or is empty)"
-                )
-            space, core = classify(src)
-            if space != "mpu_buffer" or core != m.core:
-                raise _Trap(f"mpu.ldw source must be in this core's mpu_buffer, got {space}", src)
+            check_weight_tile(self.model, k, n)
+            check_local(src, m.core, "mpu.ldw source", ("mpu_buffer",))
             self._check(src, k * n * 2)
             reads = [(src, src + k * n * 2)]
             return _Plan(self._unit_ready(m, m.mpu_free, reads, []), data=(src, k, n, reads))

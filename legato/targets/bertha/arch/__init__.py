@@ -10,7 +10,9 @@ package is that machine, written once, in pure Python over numpy (no IR):
   `AccessFault` with the address; the executor adds the module / PC or the IR op);
 * `sync`: barriers (generation counters) and semaphores;
 * `dma`: the DMA descriptor rules (dma2d shape and strides, notify decoding, which engine's
-  port a transfer uses) and the arrival queues (FIFO per core, space and queue).
+  port a transfer uses) and the arrival queues (FIFO per core, space and queue);
+* `units`: the compute units' operand rules (operands in the running core's own memory, the
+  MPU's weight tile bounds).
 
 docs/architecture.md (*Machine model*) describes the rules; tests/unit/targets/arch tests them.
 """
