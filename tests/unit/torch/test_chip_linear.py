@@ -136,3 +136,15 @@ def test_not_a_parameter_falls_back_single_core():
     assert_close_bf16(out, f(x, y))
     s = str(lt.last_summary())
     assert "chip_linear" not in s, s
+
+
+def test_more_column_blocks_than_cores():
+    """N = 5120 on 32 cores: 40 blocks of 128, a runtime loop over a core's blocks (cores 0-7
+    take two)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(256, 5120, bias=True).bfloat16()
+    x = torch.randn(1, 256, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    assert "linear_cols(tn=128, split=1)" in " ".join(mod.info.nodes), mod.info.nodes
+    assert all(v > 0 for v in _cores(mod.kernel.last_run).values())
