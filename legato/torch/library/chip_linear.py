@@ -79,7 +79,11 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem):
                 out[:, c * tn : (c + 1) * tn], _finish(acc, bias, c * tn, tn, has_bias, dtype)
             )
         else:
-            for b in range(c, nb, p):
+            # rounds of p blocks, unrolled (a runtime loop over blocks runs out of mpu_buffer:
+            # the compiler keeps more tile buffers live in it than mpu_buffer holds); in the
+            # last round the cores past the last block redo it (same values, same columns)
+            for j in legato.static_range((nb + p - 1) // p):
+                b = min(c + j * p, nb - 1)
                 acc = _block(xs, wt, b, 0, kt, m, tn, wmem)
                 legato.tensor.memcpy(
                     out[:, b * tn : (b + 1) * tn], _finish(acc, bias, b * tn, tn, has_bias, dtype)

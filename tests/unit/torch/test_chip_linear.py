@@ -139,8 +139,8 @@ def test_not_a_parameter_falls_back_single_core():
 
 
 def test_more_column_blocks_than_cores():
-    """N = 5120 on 32 cores: 40 blocks of 128, a runtime loop over a core's blocks (cores 0-7
-    take two)."""
+    """N = 5120 on 32 cores: 40 blocks of 128 in two unrolled rounds (in the second, cores 8-31
+    redo the last block)."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(256, 5120, bias=True).bfloat16()
     x = torch.randn(1, 256, dtype=torch.bfloat16)
