@@ -12,6 +12,12 @@ Compiles and runs each kernel of `bench/kernels.py` on each Bertha generation (`
   (on-disk hit);
 - whether the result matches torch eager.
 
+The rows of `bench/torch_path.py` (`torch_*`) measure plain torch modules through
+`torch.compile(backend="legato")` instead (issue 14): their cycles are the second call's (the
+first lays the weights out), their roofline that of the work itself, and they also report the
+ratio to the hand-written kernel at the same shapes; their emulated call runs once (`--repeat`
+does not apply: one prefill call emulates for ~10 s).
+
 Wall times depend on the machine: the numbers are for comparison within one run.
 """
 
@@ -223,6 +229,9 @@ def environment() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from bench.kernels import KERNELS
+    from bench.torch_path import ROWS as TORCH_ROWS
+
+    KERNELS = [*KERNELS, *TORCH_ROWS]  # noqa: N806 - the bench's list, with the torch rows
 
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
     ap.add_argument("--json", action="store_true", help="print a JSON list of rows")
@@ -239,7 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     kernels = [k for k in KERNELS if not args.kernel or k.name in args.kernel]
     if not kernels:
         ap.error(f"no kernel named {args.kernel}; known: {', '.join(k.name for k in KERNELS)}")
-    rows = [measure(k, t, args.repeat) for k in kernels for t in (args.target or TARGETS)]
+    rows = [
+        k.measure(t, 1) if hasattr(k, "measure") else measure(k, t, args.repeat)
+        for k in kernels
+        for t in (args.target or TARGETS)
+    ]
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -249,6 +262,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"wall times: best of {args.repeat} ({environment()}); efficiency = roofline / "
             "simulated cycles"
         )
+        for r in rows:
+            if "hand_ratio" in r:
+                print(
+                    f"{r['name']} ({r['target']}): {r['efficiency']:.1%} of the {r['bound']} "
+                    f"roofline of the work, {r['hand_ratio']:.2f}x the speed of the hand-written "
+                    f"{r['hand_kernel']} ({r['hand_cycles']} cycles), {r['kernels']} kernel(s), "
+                    f"{r['cores_running']} cores running"
+                )
         effs = [r["efficiency"] for r in rows]
         if all(effs):
             print(f"geomean efficiency: {statistics.geometric_mean(effs):.1%}")

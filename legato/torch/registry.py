@@ -32,7 +32,11 @@ ENTRY_POINT_GROUP = "legato-library"
 # setuptools' pyproject validation rejects '-' in group names: pyproject-built packages register
 # under the underscore spelling; both are scanned.
 ENTRY_POINT_GROUPS = ("legato-library", "legato_library")
-BUILTIN_LIBRARIES = ("legato.torch.library.aten", "legato.torch.library.chip_attention")
+BUILTIN_LIBRARIES = (
+    "legato.torch.library.aten",
+    "legato.torch.library.chip_linear",
+    "legato.torch.library.chip_attention",
+)
 
 
 @dataclass
@@ -124,8 +128,12 @@ def register(op, resolver: Resolver | None = None):
         return lambda r: register(op, r)
     # Libraries first, so a resolver registered by user code is always newer than the built-in
     # ones (asked first), whether or not anything was compiled yet. (Inside load_libraries this
-    # returns at once: it marks itself loaded before importing.)
-    load_libraries()
+    # returns at once: it marks itself loaded before importing.) Not from a built-in library
+    # being imported on its own (`import legato.torch.library.aten`): loading the others then,
+    # from inside its import, would register them before it (asked after it) and import them
+    # while it is half-initialized.
+    if getattr(resolver, "__module__", None) not in BUILTIN_LIBRARIES:
+        load_libraries()
     ops = op if isinstance(op, (list, tuple)) else [op]
     with _lock:
         for o in ops:
