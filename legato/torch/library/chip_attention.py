@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 import legato
 from legato.torch.library.aten import _FLOATS, _attention_mask, val
@@ -146,25 +147,66 @@ def _softmax_v(s, v, b, hk, t0, n_keys, kb):
 
 
 @legato.function
-def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
-    """Work item i = (group g, chunk r) of `decode_attention`."""
+def _dyn_fold(kc, vc, qt, scale, m, lsum, o):
+    """Fold one KV tile of a runtime length (kc, vc [?T, D]) into the running (m, l, o) of
+    q_group (qt = q^T [D, rep]): the scores on the MPU (K as the activation may have a runtime
+    row count), p @ V on the VPU (an MPU weight must have static dims), in f32 of p rounded to
+    the input dtype as the MPU would take it."""
+    f32 = legato.types.float("float32")
+    vf = vc
+    if vc.dtype != f32:
+        vf = legato.tensor.cast(vc, f32)
+    # one query head at a time: a column slice of a runtime-length tensor is a strided copy
+    # over a dynamic dim, which the compiler does not do
+    ms, ls, os = (), (), ()
+    for h in legato.static_range(qt.shape[1]):
+        s = legato.tensor.matmul(kc, qt[:, h : h + 1], f32) * scale  # [?T, 1]
+        mo = m[:, h : h + 1]
+        mb = legato.tensor.maximum(legato.tensor.amax(s, 0, keepdim=True), mo)
+        e = legato.tensor.exp(s - mb)
+        w = legato.tensor.exp(mo - mb)
+        p = e
+        if vc.dtype != f32:
+            p = legato.tensor.cast(legato.tensor.cast(e, vc.dtype), f32)
+        ob = legato.tensor.sum(p * vf, 0, keepdim=True)  # [1, D]
+        ms = ms + (mb,)
+        ls = ls + (lsum[:, h : h + 1] * w + legato.tensor.sum(e, 0, keepdim=True),)
+        os = os + (o[h : h + 1, :] * w + ob,)
+    if qt.shape[1] == 1:
+        return ms[0], ls[0], os[0]
+    return legato.tensor.cat(ms, 1), legato.tensor.cat(ls, 1), legato.tensor.cat(os, 0)
+
+
+@legato.function
+def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
+    """Work item i = (group g, chunk r) of `decode_attention`. `dyn`: L is a runtime size; core
+    r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last one partial)."""
     f32 = legato.types.float("float32")
     nb, nh, _, d = q.shape
-    nkv = k.shape[1]
+    nkv = k.bounds[1]
     rep = nh // nkv
-    chunk = k.shape[2] // split
     g = i // split
     r = i % split
     b = g // nkv
     hk = g % nkv
     h0 = hk * rep
-    t0 = r * chunk
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
-    kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
-    s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
-    if has_mask:
-        s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
-    m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
+    if dyn:
+        m = legato.tensor.full((1, rep), NEG_BIG, f32)
+        lsum = legato.tensor.full((1, rep), 0.0, f32)
+        o = legato.tensor.full((rep, d), 0.0, f32)
+        for t in range(r, (k.size(2) + kb - 1) // kb, split):
+            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
+            vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
+            m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o)
+    else:
+        chunk = k.shape[2] // split
+        t0 = r * chunk
+        kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
+        s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
+        if has_mask:
+            s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
+        m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
     if split == 1:
         res = o / _t(lsum)
         legato.tensor.memcpy(
@@ -189,8 +231,27 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
     of L / split (whole KV blocks of `kb` keys, torch's kvSplitSize); `part` is the partials'
     scratch `[G, split, rep, 2 + D]` (f32) when split > 1.
     Writes out [B, Hq, 1, D] and lse [B, Hq, 1] (f32: max + log(sum) of the scaled scores)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, False, out, lse, part)
+
+
+@legato.function
+def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
+    """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
+    one binary for every L up to the bound; p @ V on the VPU (see `_dyn_fold`)."""
+    _decode(q, k, v, 0.0, scale, False, False, False, split, kb, True, out, lse, part)
+
+
+@legato.function
+def decode_attention_dynamic_unsplit(q, k, v, scale, kb, out, lse):
+    """`decode_attention_dynamic` with one core per key/value group (no scratch)."""
+    _decode(q, k, v, 0.0, scale, False, False, False, 1, kb, True, out, lse, None)
+
+
+@legato.function
+def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
+    """The body of the decode attentions (see `decode_attention`)."""
     nh = q.shape[1]
-    nkv = k.shape[1]
+    nkv = k.bounds[1]
     rep = nh // nkv
     d = q.shape[3]
     groups = q.shape[0] * nkv
@@ -201,11 +262,13 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
         # one item per core, no runtime loop (the memory planner then reuses mpu_buffer
         # between the V blocks); cores beyond the items redo the last one (same values)
         i = min(c, items - 1)
-        _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part)
+        _decode_item(
+            i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
+        )
     else:
         for i in range(c, items, ncores):
             _decode_item(
-                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
+                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
             )
     if split > 1:
         legato.sync.barrier()
@@ -386,9 +449,10 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def resolve_chip_sdpa(node, ctx):
-    """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D], static shapes):
-    decode (S == 1, no causal mask) split over KV groups and KV length, else over heads and
-    query rows. Returns both outputs (the attention and its f32 logsumexp)."""
+    """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D]): decode (S == 1,
+    no causal mask) split over KV groups and KV length, else over heads and query rows. L may
+    be dynamic (bounded) in decode without a mask. Returns both outputs (the attention and its
+    f32 logsumexp)."""
     q, k, v = node.args[:3]
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
     causal = bool(node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False))
@@ -399,15 +463,22 @@ def resolve_chip_sdpa(node, ctx):
     )
     for t in (tq, tk, tv):
         assert t.dim() == 4, "attention needs [B, H, S, D] operands"
-        assert all(isinstance(d, int) for d in t.shape), (
-            "chip attention needs static shapes: a dynamic KV length (a growing decode cache) "
-            "is not implemented on all cores yet (the single-core attention decides)"
+    for t in (tq, tk, tv):
+        assert all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2 or t is tq), (
+            "chip attention needs static batch, heads, head dim and query length "
+            "(only the KV length may be dynamic)"
         )
-    assert tk.shape == tv.shape and tk.shape[0] == tq.shape[0], "attention operand shapes"
+    lk = tk.shape[2]
+    dynamic = not isinstance(lk, int)
+    assert tk.shape[0] == tq.shape[0] and all(
+        statically_known_true(a == b) for a, b in zip(tk.shape, tv.shape)
+    ), f"attention operand shapes (k {list(tk.shape)}, v {list(tv.shape)})"
     nb, nh, s, d = tq.shape
-    nkv, lk = tk.shape[1], tk.shape[2]
+    nkv = tk.shape[1]
     assert nh % nkv == 0, f"{nh} query heads are not a multiple of {nkv} key/value heads"
-    total = _nbytes(tq, tk, tv)
+    lk_max = ctx.bound(lk) if dynamic else lk
+    assert lk_max is not None, f"the KV length {lk} is dynamic without an upper bound"
+    total = (nb * nh * s * d + 2 * nb * nkv * lk_max * d) * tq.element_size()
     assert total >= CHIP_MIN_BYTES, (
         f"attention on {total} bytes stays on one core (fused; chip attention from "
         f"{CHIP_MIN_BYTES} bytes)"
@@ -423,6 +494,28 @@ def resolve_chip_sdpa(node, ctx):
     has_mask = isinstance(mask, torch.fx.Node)
     cores = ctx.model.num_cores
     esz = tq.element_size()
+    if dynamic:
+        assert s == 1 and not causal and not has_mask, (
+            "chip attention over a dynamic KV length is the decode step's (one query row, "
+            "no mask, not causal); prefill or a mask with a runtime KV length would need "
+            "runtime-length MPU weights or masks, which the compiler does not take"
+        )
+        groups = nb * nkv
+        split = max(1, cores // groups)
+        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's)
+        flags = (q, k, v, scale)
+        if split == 1:
+            fn, args, scratch = decode_attention_dynamic_unsplit, (*flags, TORCH_KV_SPLIT), ()
+        else:
+            fn, args = decode_attention_dynamic, (*flags, split, TORCH_KV_SPLIT)
+            scratch = (((groups, split, rep, 2 + d), torch.float32),)
+        return Impl(
+            fn,
+            args,
+            name=f"chip decode attention (runtime KV length, split-KV x{split})",
+            spmd=True,
+            scratch=scratch,
+        )
     kb = min(lk, TORCH_KV_SPLIT)
     if s == 1 and not (causal and lk > 1):
         groups = nb * nkv

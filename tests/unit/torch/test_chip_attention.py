@@ -142,6 +142,36 @@ def test_decode_additive_mask_per_head():
     _check(out, lse, *_reference(q, k, v, mask))
 
 
+@pytest.mark.parametrize("split", [1, 2])
+def test_decode_dynamic_kv_length_one_binary(split):
+    # k/v [1, 2, ?L, 64] (L <= 2048): every L runs in one binary, the last KV tile partial;
+    # split 2: core r of a group takes the tiles r, r + 2, ...
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    kv = legato.get_model().tensor_type(DT[dt], (1, 2, (-1, 2048), 64), "shared_dram")
+    out, lse = torch.zeros_like(q), torch.zeros(1, 4, 1)
+    part = torch.zeros(2, split, 2, 66)
+    scale = 1 / 8
+
+    @legato.compile(backend=four_cores)
+    def decode(qa: tt(q), ka: kv, va: kv, o: tt(out), ls: tt(lse), p: tt(part)):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            if split == 1:
+                ca.decode_attention_dynamic_unsplit(qa, ka, va, scale, 512, o, ls)
+            else:
+                ca.decode_attention_dynamic(qa, ka, va, scale, split, 512, o, ls, p)
+
+    for n in (1, 300, 512, 1100):
+        torch.manual_seed(n)
+        q.copy_(torch.randn(1, 4, 1, 64, dtype=dt))
+        k, v = (torch.randn(1, 2, n, 64, dtype=dt) for _ in range(2))
+        decode(q, k, v, out, lse, part)
+        _check(out, lse, *_reference(q, k, v))
+        _all_cores_ran(decode)
+    assert decode.compile_count == 1
+
+
 def run_rows(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
     nb, nh, s, d = q.shape
     out, lse = torch.zeros_like(q), torch.zeros(nb, nh, s)
@@ -229,13 +259,13 @@ def _node(fn, *args, target):
     return node
 
 
-def _ctx(num_cores=32):
+def _ctx(num_cores=32, bound=None):
     from legato.model.bertha import Bertha
     from legato.torch.options import Options
     from legato.torch.registry import ResolveContext
 
     model = Bertha(None, "bertha", num_cores, False, 8, 1 << 30)
-    return ResolveContext(model, Options(), lambda s: None)
+    return ResolveContext(model, Options(), lambda s: bound)
 
 
 SDPA = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -251,6 +281,28 @@ def _sdpa_node(q, k, v, **kw):
     )
 
 
+def _dynamic_kv_sdpa_node(q, k, v, **kw):
+    """The SDPA node of q, k, v with dim 2 of k and v (the KV length) symbolic, as dynamo
+    traces a decode step over a mark_dynamic cache."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    st, dyn = DimDynamic.STATIC, DimDynamic.DYNAMIC
+    kv = StatelessSymbolicContext(dynamic_sizes=[st, st, dyn, st])
+    fq = mode.from_tensor(q, symbolic_context=StatelessSymbolicContext(dynamic_sizes=[st] * 4))
+    fk, fv = (mode.from_tensor(t, symbolic_context=kv) for t in (k, v))
+    with mode:
+        gm = make_fx(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))(fq, fk, fv)
+    (node,) = [n for n in gm.graph.nodes if n.target == SDPA]
+    return node
+
+
 def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
     k = torch.randn(1, 8, 1024, 128, dtype=torch.bfloat16)
@@ -258,6 +310,23 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     assert impl.spmd and impl.fn is ca.decode_attention
     assert impl.args[-2:] == (2, 512)  # 32 cores / 8 groups, but whole KV blocks of 512
     assert impl.scratch == (((8, 2, 1, 130), torch.float32),)
+
+
+def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
+    q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 700, 128, dtype=torch.bfloat16)
+    node = _dynamic_kv_sdpa_node(q, k, k)
+    lk = node.args[1].meta["val"].shape[2]
+    assert not isinstance(lk, int)  # symbolic tracing made the KV length a SymInt
+    impl = ca.resolve_chip_sdpa(node, _ctx(32, bound=2048))
+    assert impl.fn is ca.decode_attention_dynamic and impl.args[-2:] == (4, 512)
+    assert impl.scratch == (((8, 4, 1, 130), torch.float32),)
+    with pytest.raises(AssertionError, match="without an upper bound"):
+        ca.resolve_chip_sdpa(node, _ctx(32, bound=None))
+    qs = torch.randn(1, 8, 16, 128, dtype=torch.bfloat16)
+    causal = _dynamic_kv_sdpa_node(qs, k, k, is_causal=True)
+    with pytest.raises(AssertionError, match="the decode step's"):
+        ca.resolve_chip_sdpa(causal, _ctx(32, bound=2048))
 
 
 def test_resolver_prefill_row_blocks_and_refusals():
