@@ -432,6 +432,34 @@ def cat_rows(xs, pieces, out):
         off = off + n
 
 
+@legato.function
+def cat_rows_dynamic(xs, pieces, out):
+    """`cat_rows` where the lengths L_i (dim 2) may be runtime sizes: per (b, h) (unrolled),
+    operand i's pieces of `pieces[i]` rows go round robin over the cores, starting at a core
+    that rotates with (b, h, i). A slice's end is clamped to the runtime length, so the last
+    piece of each operand is partial; its copy moves the source's rows only (the destination
+    slice, clamped to the longer result, may extend past them)."""
+    nb = out.bounds[0]
+    nh = out.bounds[1]
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    off = 0
+    for j in legato.static_range(len(pieces)):
+        x = xs[j]
+        p = pieces[j]
+        nt = (x.size(2) + p - 1) // p
+        for bh in legato.static_range(nb * nh):
+            b = bh // nh
+            h = bh % nh
+            first = (bh + j * nb * nh) % ncores  # the core that copies piece 0 of (b, h)
+            for t in range((c + ncores - first) % ncores, nt, ncores):
+                legato.tensor.memcpy(
+                    out[b : b + 1, h : h + 1, off + t * p : off + t * p + p, :],
+                    legato.tensor.load(x[b : b + 1, h : h + 1, t * p : t * p + p, :]),
+                )
+        off = off + x.size(2)
+
+
 # --------------------------------------------------------------------------------------------
 # Resolvers
 
@@ -563,7 +591,8 @@ def resolve_chip_sdpa(node, ctx):
 
 @register(aten.cat.default)
 def resolve_chip_cat(node, ctx):
-    """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append) of static shapes."""
+    """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append); the lengths may be
+    dynamic (bounded)."""
     from legato.torch.library.aten import _statically_empty, _tensor_list
 
     xs, dim, dt = _tensor_list(node, "cat")
@@ -573,13 +602,24 @@ def resolve_chip_cat(node, ctx):
         "chip cat is for dim 2 of 4-d tensors (a KV cache's sequence dim)"
     )
     for x in xs:
-        assert all(isinstance(d, int) for d in val(x).shape), (
-            "chip cat needs static shapes (a dynamic KV length is not implemented on all cores)"
+        assert all(isinstance(d, int) for i, d in enumerate(val(x).shape) if i != 2), (
+            "chip cat needs static batch, heads and head dim (only the length may be dynamic)"
         )
-    total = _nbytes(out)
+    lengths = [val(x).shape[2] for x in xs]
+    dynamic = not all(isinstance(n, int) for n in lengths)
+    bounds = [n if isinstance(n, int) else ctx.bound(n) for n in lengths]
+    assert None not in bounds, f"cat of lengths {lengths}: a dynamic one has no upper bound"
+    row = out.shape[3] * out.element_size()
+    total = sum(bounds) * out.shape[0] * out.shape[1] * row
     assert total >= CHIP_MIN_BYTES, (
         f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
     )
-    row = out.shape[3] * out.element_size()
-    pieces = tuple(max(1, min(val(x).shape[2], CAT_PIECE_BYTES // row)) for x in xs)
+    pieces = tuple(max(1, min(n, CAT_PIECE_BYTES // row)) for n in bounds)
+    if dynamic:
+        return Impl(
+            cat_rows_dynamic,
+            (tuple(xs), pieces),
+            name="chip cat (KV append, runtime length)",
+            spmd=True,
+        )
     return Impl(cat_rows, (tuple(xs), pieces), name="chip cat (KV append)", spmd=True)

@@ -247,6 +247,29 @@ def test_kv_cache_cat_on_all_cores():
     _all_cores_ran(append)
 
 
+def test_kv_cache_cat_of_a_runtime_length_one_binary():
+    dt = torch.bfloat16
+    cache_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 512), 64), "shared_dram")
+    new = torch.randn(1, 4, 1, 64, dtype=dt)
+    out_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 513), 64), "shared_dram")
+
+    @legato.compile(backend=four_cores)
+    def append(x: cache_t, y: tt(new), o: out_t):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            ca.cat_rows_dynamic((x, y), (32, 1), o)
+
+    for n in (1, 31, 100, 512):
+        torch.manual_seed(n)
+        cache = torch.randn(1, 4, n, 64, dtype=dt)
+        out = torch.full((1, 4, n + 1, 64), float("nan"), dtype=dt)
+        append(cache, new, out)
+        assert torch.equal(out, torch.cat([cache, new], 2)), n
+        if n >= 100:  # 4 (b, h) x 4 pieces and 4 new rows
+            _all_cores_ran(append)
+    assert append.compile_count == 1
+
+
 # --------------------------------------------------------------------------------------------
 # The resolvers' choices, on the nodes torch.compile produces
 
@@ -281,9 +304,10 @@ def _sdpa_node(q, k, v, **kw):
     )
 
 
-def _dynamic_kv_sdpa_node(q, k, v, **kw):
-    """The SDPA node of q, k, v with dim 2 of k and v (the KV length) symbolic, as dynamo
-    traces a decode step over a mark_dynamic cache."""
+def _dynamic_node(fn, args, dynamic, target):
+    """The `target` node of fn traced on fake args whose dim 2 is symbolic where `dynamic[i]`
+    (one symbol per distinct tensor), as dynamo traces a decode step over a mark_dynamic
+    cache."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import (
@@ -294,13 +318,23 @@ def _dynamic_kv_sdpa_node(q, k, v, **kw):
 
     mode = FakeTensorMode(shape_env=ShapeEnv())
     st, dyn = DimDynamic.STATIC, DimDynamic.DYNAMIC
-    kv = StatelessSymbolicContext(dynamic_sizes=[st, st, dyn, st])
-    fq = mode.from_tensor(q, symbolic_context=StatelessSymbolicContext(dynamic_sizes=[st] * 4))
-    fk, fv = (mode.from_tensor(t, symbolic_context=kv) for t in (k, v))
+    fakes = [
+        mode.from_tensor(
+            t, symbolic_context=StatelessSymbolicContext([st, st, dyn if d else st, st])
+        )
+        for t, d in zip(args, dynamic)
+    ]
     with mode:
-        gm = make_fx(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, **kw))(fq, fk, fv)
-    (node,) = [n for n in gm.graph.nodes if n.target == SDPA]
+        gm = make_fx(fn)(*fakes)
+    (node,) = [n for n in gm.graph.nodes if n.target == target]
     return node
+
+
+def _dynamic_kv_sdpa_node(q, k, v, **kw):
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    return _dynamic_node(f, (q, k, v), (False, True, True), SDPA)  # k is v: one symbol
 
 
 def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
@@ -347,6 +381,12 @@ def test_resolver_cat_is_for_the_kv_cache_dim():
         _node(lambda a, b: torch.cat([a, b], 2), cache, new, target=cat), _ctx(32)
     )
     assert impl.spmd and impl.args[1] == (512, 1)
+    dyn = _dynamic_node(
+        lambda a, b: torch.cat([a, b], 2), (cache, new), (True, False), torch.ops.aten.cat.default
+    )
+    assert ca.resolve_chip_cat(dyn, _ctx(32, bound=1024)).fn is ca.cat_rows_dynamic
+    with pytest.raises(AssertionError, match="no upper bound"):
+        ca.resolve_chip_cat(dyn, _ctx(32, bound=None))
     with pytest.raises(AssertionError, match="dim 2 of 4-d"):
         ca.resolve_chip_cat(
             _node(lambda a, b: torch.cat([a, b], 3), cache, cache, target=cat), _ctx(32)
