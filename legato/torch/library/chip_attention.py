@@ -317,7 +317,29 @@ def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
 
 
 @legato.function
-def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
+def _causal_pattern_t(lk, rows):
+    """The static [2L - 1, rows] f32 pattern PT with PT[x, j] = 0 where x <= L - 1 + j, -inf
+    elsewhere: rows L - 1 - r0 .. of it are the transposed causal mask of query rows r0 ..
+    r0 + rows over L keys (key <= r0 + j). Built once per core, in one cat."""
+    f32 = legato.types.float("float32")
+    parts = (legato.tensor.full((lk, rows), 0.0, f32),)
+    for i in legato.static_range(1, min(rows, lk)):  # x = L - 1 + i: -inf for j < i
+        parts = parts + (
+            legato.tensor.cat(
+                (
+                    legato.tensor.full((1, i), -math.inf, f32),
+                    legato.tensor.full((1, rows - i), 0.0, f32),
+                ),
+                1,
+            ),
+        )
+    if lk > rows:
+        parts = parts + (legato.tensor.full((lk - rows, rows), -math.inf, f32),)
+    return legato.tensor.cat(parts, 0)
+
+
+@legato.function
+def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, cpat, out, lse):
     """Block i = (batch b, head h, rows r0 .. r0 + rows) of `rows_attention`, computed with
     keys along dim 0 as the decode items are: s^T = K @ q_rows^T [L, rows]."""
     f32 = legato.types.float("float32")
@@ -333,20 +355,10 @@ def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, 
     qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
     sc = legato.tensor.matmul(legato.tensor.load(k[b, hk]), qt, f32) * scale  # [L, rows]
     if causal and lk > 1:
-        # row i of the causal mask is z[L - 1 - i : 2L - 1 - i] (clamped at 0 for i >= L)
-        z = legato.tensor.cat(
-            (
-                legato.tensor.full((1, lk), 0.0, f32),
-                legato.tensor.full((1, lk - 1), -math.inf, f32),
-            ),
-            1,
-        )
+        # rows r0 .. r0 + rows of torch's causal mask, transposed: rows st .. st + L of the
+        # static pattern (st = L - 1 - r0, clamped at 0 when every key is visible)
         st = max(lk - 1 - r0, 0)
-        cm = z[:, st : st + lk]
-        for j in legato.static_range(1, rows):
-            st = max(lk - 1 - r0 - j, 0)
-            cm = legato.tensor.cat((cm, z[:, st : st + lk]), 0)
-        sc = sc + _t(cm)
+        sc = sc + cpat[st : st + lk, :]
     if has_mask:
         sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
     m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
@@ -368,14 +380,17 @@ def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows,
     items = q.shape[0] * q.shape[1] * (q.shape[2] // rows)
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
+    lk = k.shape[2]
+    cpat = 0.0
+    if causal and lk > 1:
+        cpat = _causal_pattern_t(lk, rows)
+    flags = (mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, cpat)
     if items <= ncores:
         i = min(c, items - 1)  # cores beyond the items redo the last one (same values)
-        _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse)
+        _rows_item(i, q, k, v, *flags, out, lse)
     else:
         for i in range(c, items, ncores):
-            _rows_item(
-                i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse
-            )
+            _rows_item(i, q, k, v, *flags, out, lse)
 
 
 @legato.function
