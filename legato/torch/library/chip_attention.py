@@ -54,7 +54,9 @@ ROWS_SCORE_BYTES = 128 * 1024
 # torch's CPU flash kernel folds the keys in blocks of this many (kvSplitSize; fewer keys: one
 # block): the softmax's running max, and so the rounding of p, changes at block boundaries
 TORCH_KV_SPLIT = 512
-NEG_BIG = -3.0e38  # a finite floor for a fully masked chunk's max (its weight becomes 0)
+NEG_BIG = -3.0e38
+# a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
+ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
 # --------------------------------------------------------------------------------------------
 # Implementations
@@ -338,47 +340,67 @@ def _causal_pattern_t(lk, rows):
     return legato.tensor.cat(parts, 0)
 
 
+def _row_groups(nrb, heads, ncores, most):
+    """Compile-time helper: into how many groups a head's `nrb` row blocks split (each group
+    one work item, its K loaded once): the fewest that divide nrb, give every core an item
+    (heads * groups >= ncores where possible) and leave at most `most` blocks per group."""
+    want = max(-(-ncores // heads), -(-nrb // most), 1)
+    for g in range(min(want, nrb), nrb + 1):
+        if nrb % g == 0:
+            return g
+    return nrb
+
+
 @legato.function
 def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, cpat, out, lse):
-    """Block i = (batch b, head h, rows r0 .. r0 + rows) of `rows_attention`, computed with
-    keys along dim 0 as the decode items are: s^T = K @ q_rows^T [L, rows]."""
+    """Item i = (batch b, head h, group of row blocks) of `rows_attention`: K[b, h] is loaded
+    once, then each block of `rows` query rows is computed with keys along dim 0 as the decode
+    items are: s^T = K @ q_rows^T [L, rows]."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
     rep = nh // k.shape[1]
     nrb = s // rows
-    bh = i // nrb
-    r0 = (i % nrb) * rows
+    groups = _row_groups(nrb, nb * nh, legato.get_context().get_device().num_cores, ROW_UNROLL)
+    per = nrb // groups
+    bh = i // groups
+    g0 = (i % groups) * per
     b = bh // nh
     h = bh % nh
     hk = h // rep
-    qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
-    sc = legato.tensor.matmul(legato.tensor.load(k[b, hk]), qt, f32) * scale  # [L, rows]
-    if causal and lk > 1:
-        # rows r0 .. r0 + rows of torch's causal mask, transposed: rows st .. st + L of the
-        # static pattern (st = L - 1 - r0, clamped at 0 when every key is visible)
-        st = max(lk - 1 - r0, 0)
-        sc = sc + cpat[st : st + lk, :]
-    if has_mask:
-        sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
-    m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
-    legato.tensor.memcpy(
-        out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
-        legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
-    )
-    legato.tensor.memcpy(
-        lse[b : b + 1, h : h + 1, r0 : r0 + rows],
-        legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
-    )
+    kk = legato.tensor.load(k[b, hk])  # [L, D]: the activation of every block's scores
+    for j in legato.static_range(per):
+        r0 = (g0 + j) * rows
+        qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
+        sc = legato.tensor.matmul(kk, qt, f32) * scale  # [L, rows]
+        if causal and lk > 1:
+            # rows r0 .. r0 + rows of torch's causal mask, transposed: rows st .. st + L of
+            # the static pattern (st = L - 1 - r0, clamped at 0 when every key is visible)
+            st = max(lk - 1 - r0, 0)
+            sc = sc + cpat[st : st + lk, :]
+        if has_mask:
+            sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
+        m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
+        legato.tensor.memcpy(
+            out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
+            legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
+        )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h : h + 1, r0 : r0 + rows],
+            legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
+        )
 
 
 @legato.function
 def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
-    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core, one block of `rows`
-    query rows of one head at a time (B * Hq * S / rows blocks, dealt round robin). The causal
-    mask is torch's (top-left aligned: row i sees keys 0 .. i). Writes out and lse [B, Hq, S]."""
-    items = q.shape[0] * q.shape[1] * (q.shape[2] // rows)
+    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core in blocks of `rows`
+    query rows of one head; a work item is a group of a head's blocks (`_row_groups`), the
+    items dealt round robin. The causal mask is torch's (top-left aligned: row i sees keys
+    0 .. i). Writes out and lse [B, Hq, S]."""
     ncores = legato.get_context().get_device().num_cores
+    nrb = q.shape[2] // rows
+    heads = q.shape[0] * q.shape[1]
+    items = heads * _row_groups(nrb, heads, ncores, ROW_UNROLL)
     c = legato.core_id()
     lk = k.shape[2]
     cpat = 0.0
