@@ -3,12 +3,18 @@ decode step over a KV cache (its append, `aten.cat`, and the SDPA) and the causa
 all-core kernels (every core executes instructions) and match eager within bf16 tolerance; a
 cache of a runtime length (mark_dynamic) runs every length in one binary."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch_backend_helpers import assert_close_bf16
 
 import legato.torch as lt
-from legato.torch import wrapper
+from legato.torch import kernelgen, wrapper
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(kernelgen, "generate_spmd"),
+    reason="the generator of spmd kernels (issue 14's chip plumbing) is not merged",
+)
 
 BF16 = torch.bfloat16
 HEADS, KV_HEADS, HD = 4, 2, 128
