@@ -344,6 +344,11 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     assert impl.spmd and impl.fn is ca.decode_attention
     assert impl.args[-2:] == (2, 512)  # 32 cores / 8 groups, but whole KV blocks of 512
     assert impl.scratch == (((8, 2, 1, 130), torch.float32),)
+    # batch 4: 128 groups on 32 cores, each core's loop over 1024-key chunks would not fit
+    qb = torch.randn(4, 32, 1, 128, dtype=torch.bfloat16)
+    kb = torch.randn(4, 32, 1024, 128, dtype=torch.bfloat16)
+    with pytest.raises(AssertionError, match="loop body's buffers"):
+        ca.resolve_chip_sdpa(_sdpa_node(qb, kb, kb), _ctx(32))
 
 
 def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
