@@ -11,6 +11,11 @@ The generated kernel has one `shared_dram` argument per tensor input of the part
 per output. `top` request_loads each input to core 0 (into `sram`, or into `mpu_buffer` for an
 operand an implementation wants as an MPU weight), core 0 receives them, calls the implementations
 in graph order (intermediates stay in core memory) and memcpys the outputs back to shared DRAM.
+
+A partition that is one node with a chip-scale implementation (`Impl.spmd`, `generate_spmd`)
+gets a kernel whose arguments are its shared-DRAM inputs (a parameter the implementation wants
+pre-laid-out, `Layout`, in its laid-out form), the node's outputs, then the implementation's
+scratch tensors, and whose body is `with device.get_all_cores(): fn(*args, *outs, *scratch)`.
 """
 
 from __future__ import annotations
@@ -100,6 +105,30 @@ def _literal(v) -> str | None:
     return None
 
 
+# fx placeholder meta key: True on a graph input that is a parameter or buffer of the compiled
+# module (aot_autograd's static inputs): an spmd implementation may ask for it pre-laid-out.
+PARAM_META = "legato_parameter"
+
+
+@dataclass(eq=False)
+class Layout:
+    """An operand of an spmd implementation that is a parameter laid out once (issue 14).
+
+    `node` is the graph input (a placeholder with `meta[PARAM_META]`), `fold` the nodes between
+    it and the value the op reads (nn.Linear's `t(W)`): they are folded into the layout and not
+    run per call. `fn(param) -> tensor` builds the laid-out copy (contiguous, `shape` and
+    `dtype`, in kernel memory `memory`, e.g. "mpu_dram"); the kernel module calls it on the
+    first call and again whenever the parameter's storage changes (data_ptr or `_version`).
+    """
+
+    node: torch.fx.Node
+    fn: object
+    shape: tuple
+    dtype: torch.dtype
+    memory: str = "mpu_dram"
+    fold: tuple = ()
+
+
 @dataclass
 class Step:
     node: torch.fx.Node
@@ -117,6 +146,12 @@ class Generated:
     # per input / output: per dim, the bound of a dynamic dim (None for a static one)
     input_bounds: list = field(default_factory=list)
     output_bounds: list = field(default_factory=list)
+    # spmd kernels: per input, the Layout the kernel module applies to it (None: as given)
+    layouts: list = field(default_factory=list)
+    # spmd kernels: tensors the kernel module allocates once and passes after the outputs, as
+    # (shape, torch dtype): outputs of the node no one reads (tuple elements), then scratch
+    extras: list = field(default_factory=list)
+    spmd: bool = False
 
 
 def generate(
@@ -134,23 +169,19 @@ def generate(
     in topological order with their implementations, `outputs`: nodes whose values leave the
     partition. `bound(symint) -> int | None` gives the upper bound of a dynamic size.
     """
+    spmd = [s for s in steps if s.impl is not None and s.impl.spmd]
+    if spmd:
+        if len(spmd) != 1 or any(
+            s.impl is not None and not _folded(s) for s in steps if s not in spmd
+        ):
+            raise AssertionError(
+                f"{spmd[0].node.name}: a node with an spmd implementation is a partition of its own"
+            )
+        return generate_spmd(name, inputs, spmd[0], outputs, device, bound, cache_root)
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
-    used: set[str] = set()
-
-    def fresh(base: str) -> str:
-        base = _ident(base)
-        n, i = base, 1
-        while n in used:
-            n, i = f"{base}_{i}", i + 1
-        used.add(n)
-        return n
-
-    def val(node):
-        v = node.meta.get("val")
-        if not isinstance(v, torch.Tensor):
-            raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
-        return v
+    fresh = _namer()
+    val = _tensor_val
 
     # Which memories each input must be loaded into.
     wants: dict[torch.fx.Node, list[str]] = {n: [] for n in inputs}
@@ -268,6 +299,26 @@ def generate(
             "",
         ]
     )
+    kernel, path, source = _load(name, ns, body, cache_root)
+
+    def dim_bounds(n):
+        return [None if isinstance(d, int) else bound(d) for d in val(n).shape]
+
+    return Generated(
+        name,
+        source,
+        path,
+        kernel,
+        list(inputs),
+        list(outputs),
+        [dim_bounds(n) for n in inputs],
+        [dim_bounds(n) for n in outputs],
+        layouts=[None] * len(inputs),
+    )
+
+
+def _load(name: str, ns: dict, body: str, cache_root: Path | None):
+    """Write the kernel source (headed by where each global comes from) and load it."""
 
     # The impl functions are part of the kernel's identity: name them in the file (the JIT key
     # covers their sources too).
@@ -282,11 +333,142 @@ def generate(
     module.__file__ = str(path)
     module.__dict__.update(ns)
     exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 - our own source
-    kernel = module.__dict__[name]
+    return module.__dict__[name], path, source
 
-    def dim_bounds(n):
-        return [None if isinstance(d, int) else bound(d) for d in val(n).shape]
 
+def _namer():
+    used: set[str] = set()
+
+    def fresh(base: str) -> str:
+        base = _ident(base)
+        n, i = base, 1
+        while n in used:
+            n, i = f"{base}_{i}", i + 1
+        used.add(n)
+        return n
+
+    return fresh
+
+
+def _param(p: str, dtype: torch.dtype, shape_text: str, memory: str = "shared_dram") -> str:
+    return f"    {p}: legato.get_model().tensor_type({dtype_src(dtype)}, {shape_text}, {memory!r}),"
+
+
+def generate_spmd(
+    name: str,
+    inputs: list,
+    step: Step,
+    outputs: list,
+    device: str,
+    bound,
+    cache_root: Path | None = None,
+) -> Generated:
+    """Generate, write and load the kernel of a partition that is one node with a chip-scale
+    implementation (`step.impl.spmd`; see `registry.Impl`).
+
+    Arguments: the partition's tensor inputs (an input an operand wants as a `Layout`: its
+    laid-out form, in the Layout's memory), then `outputs` (the node, or the getitems of its
+    tuple result that leave the partition), then `extras`: the node's other tuple elements
+    (written, never read) and the implementation's scratch tensors. The body calls
+    `fn(*args, *outs, *scratch)` inside `with device.get_all_cores():`, every tensor operand the
+    kernel argument itself.
+    """
+    node, impl = step.node, step.impl
+    fresh = _namer()
+    ns: dict[str, object] = {}
+    layout_of: dict[torch.fx.Node, Layout] = {}
+    for a in impl.args:
+        if isinstance(a, Layout):
+            if layout_of.get(a.node, a) is not a:
+                raise AssertionError(f"{node.name}: two layouts of {a.node.name}")
+            layout_of[a.node] = a
+    params, arg_names, layouts, in_bounds = [], {}, [], []
+    for n in inputs:
+        p = fresh(f"in_{n.name}")
+        arg_names[n] = p
+        lay = layout_of.get(n)
+        layouts.append(lay)
+        if lay is not None:
+            params.append(_param(p, lay.dtype, str(list(lay.shape)), lay.memory))
+            in_bounds.append([None] * len(lay.shape))
+            continue
+        v = _tensor_val(n)
+        params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"input {n.name}")))
+        in_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
+
+    # the node's outputs in the implementation's order: one, or one per tuple element
+    value = node.meta.get("val")
+    elements = list(value) if isinstance(value, (tuple, list)) else [value]
+    readers: dict[int, torch.fx.Node] = {}
+    for o in outputs:
+        if o is node:
+            readers[0] = o
+        elif o.target is operator.getitem and o.args[0] is node:
+            readers[int(o.args[1])] = o
+        else:
+            raise AssertionError(f"{o.name} is not an output of the spmd node {node.name}")
+    out_names, extras, extra_params, out_bounds = {}, [], [], []
+    for o in outputs:
+        v = _tensor_val(o)
+        p = fresh(f"out_{o.name}")
+        out_names[o] = p
+        params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"output {o.name}")))
+        out_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
+    outs = []
+    for i, e in enumerate(elements):
+        if not isinstance(e, torch.Tensor):
+            raise AssertionError(f"{node.name}: result {i} is not a tensor")
+        if i in readers:
+            outs.append(out_names[readers[i]])
+            continue
+        # an element nothing reads: a buffer of its (bound) size the kernel module allocates
+        shape = tuple(d if isinstance(d, int) else bound(d) for d in e.shape)
+        if any(d is None for d in shape):
+            raise UnboundedDim(f"{node.name}: result {i} has an unbounded dynamic size")
+        p = fresh(f"unused_{node.name}_{i}")
+        extras.append((shape, e.dtype))
+        extra_params.append(_param(p, e.dtype, str(list(shape))))
+        outs.append(p)
+    scratch = []
+    for i, (shape, dt) in enumerate(impl.scratch):
+        p = fresh(f"scratch_{i}")
+        extras.append((tuple(int(d) for d in shape), dt))
+        extra_params.append(_param(p, dt, str([int(d) for d in shape])))
+        scratch.append(p)
+
+    args = []
+    for a in impl.args:
+        if isinstance(a, Layout):
+            args.append(arg_names[a.node])
+        elif isinstance(a, torch.fx.Node):
+            args.append(arg_names[a])
+        elif isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
+            args.append("(" + ", ".join(arg_names[x] for x in a) + ",)")
+        elif isinstance(a, DType):
+            args.append(_global(ns, fresh, a))
+        else:
+            lit = _literal(a)
+            args.append(lit if lit is not None else _global(ns, fresh, a))
+    fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
+    ns[fn_name] = impl.fn
+    body = "\n".join(
+        [
+            "# Generated by legato.torch (one chip-scale node of a torch.compile graph).",
+            "import legato",
+            "",
+            "",
+            f"@legato.compile(backend={device!r})",
+            f"def {name}(",
+            *params,
+            *extra_params,
+            "):",
+            "    device = legato.get_context().get_device()",
+            "    with device.get_all_cores():",
+            f"        {fn_name}({', '.join(args + outs + scratch)})  # {node.format_node()[:120]}",
+            "",
+        ]
+    )
+    kernel, path, source = _load(name, ns, body, cache_root)
     return Generated(
         name,
         source,
@@ -294,9 +476,24 @@ def generate(
         kernel,
         list(inputs),
         list(outputs),
-        [dim_bounds(n) for n in inputs],
-        [dim_bounds(n) for n in outputs],
+        in_bounds,
+        out_bounds,
+        layouts=layouts,
+        extras=extras,
+        spmd=True,
     )
+
+
+def _tensor_val(node):
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor):
+        raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
+    return v
+
+
+def _folded(step: Step) -> bool:
+    """A step folded into an spmd node's parameter layout (it does not run in the kernel)."""
+    return step.impl is not None and step.impl.fn is None
 
 
 def _global(ns: dict, fresh, value) -> str:

@@ -8,6 +8,13 @@
    each partition becomes one `fused_N` submodule, which is compiled to ONE Legato kernel
    (`kernelgen.generate`) at graph-compile time and replaced by a `LegatoKernelModule`.
 4. The rest of the graph runs eagerly: those nodes are the *extern* nodes.
+
+Chip scale (issue 14): a node whose implementation is `spmd` is a partition of its own (the
+partitioner's partitions are split around it, in graph order), with the nodes that only prepare
+a parameter for it (`kernelgen.Layout.fold`, nn.Linear's `t(W)`): its kernel runs on every
+core, takes that parameter laid out once by the `LegatoKernelModule` (again only when the
+parameter's storage changes) and never runs the folded nodes. Graph inputs that are
+parameters or buffers (aot_autograd's static inputs) carry `meta[kernelgen.PARAM_META]`.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ _MAX_CULPRITS = 24
 
 # Nodes that are bookkeeping, not computation: never counted as extern.
 _BOOKKEEPING = {operator.getitem}
+
+
+def _folds(impl) -> list:
+    """The nodes an spmd implementation folds into the layouts of its parameter operands."""
+    return [f for a in impl.args if isinstance(a, kernelgen.Layout) for f in a.fold]
 
 
 def _is_host(node) -> bool:
@@ -339,6 +351,12 @@ class LegatoKernelModule(torch.nn.Module):
         super().__init__()
         self.gen = gen
         self.kernel = gen.kernel
+        self.layouts = list(gen.layouts) or [None] * len(gen.inputs)
+        self._laid: dict[int, tuple] = {}  # input index -> (storage key, laid-out tensor)
+        self.layout_count = 0  # parameters laid out (first call, then on each storage change)
+        # outputs no one reads and scratch: allocated on the first call (the module is built
+        # under aot_autograd's fake mode) and reused by every call
+        self._extras: list | None = None
         self.fused = fused  # runs eagerly for a call the kernel cannot take
         self.info = info
         self.options = options
@@ -351,6 +369,29 @@ class LegatoKernelModule(torch.nn.Module):
         self.out_order = [by_name[nm] for nm in names]  # fused output j is kernel output
         self.shapes = OutputShapes(fused, [gen.outputs[i] for i in self.out_order])
         self._warned = False
+
+    def _laid_out(self, ins: list) -> list:
+        """`ins` with every input an spmd operand wants laid out replaced by its laid-out copy:
+        made on the first call and again when the parameter's storage changed (another
+        data_ptr, shape or dtype, or an in-place update: `_version`)."""
+        out = list(ins)
+        for i, lay in enumerate(self.layouts):
+            if lay is None:
+                continue
+            t = ins[i]
+            key = (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
+            have = self._laid.get(i)
+            if have is None or have[0] != key:
+                with torch.no_grad():
+                    laid = lay.fn(t.detach()).contiguous()
+                assert tuple(laid.shape) == tuple(lay.shape) and laid.dtype == lay.dtype, (
+                    f"layout of {lay.node.name}: got {tuple(laid.shape)} {laid.dtype}, the kernel "
+                    f"takes {tuple(lay.shape)} {lay.dtype}"
+                )
+                have = self._laid[i] = (key, laid)
+                self.layout_count += 1
+            out[i] = have[1]
+        return out
 
     def _too_large(self, ins, shapes) -> str | None:
         tensors = [(f"input {n.name}", t.shape) for n, t in zip(self.gen.inputs, ins)]
@@ -381,13 +422,17 @@ class LegatoKernelModule(torch.nn.Module):
         reason = self._too_large(ins, shapes)
         if reason is not None:
             return self._eager(args, reason)
+        if any(lay is not None for lay in self.layouts):
+            ins = self._laid_out(ins)
         outs = [_empty_out(*s) for s in shapes]
         kouts = [None] * len(outs)
         for j, i in enumerate(self.out_order):
             kouts[i] = outs[j]
         try:
             with self.options.session():
-                self.kernel(*ins, *kouts)
+                if self._extras is None:
+                    self._extras = [torch.empty(sh, dtype=dt) for sh, dt in self.gen.extras]
+                self.kernel(*ins, *kouts, *self._extras)
         except Exception as e:  # noqa: BLE001 - strict raises it; else the call runs eagerly
             if self.options.on_kernel_error == "raise":
                 raise
@@ -405,6 +450,33 @@ def _first_line(e: BaseException) -> str:
 
 
 _graph_counter = 0
+_last_wrapper = None
+
+
+def last_wrapper() -> LegatoGraphWrapper | None:
+    """The most recently built graph wrapper (tests and benches look at its kernel modules)."""
+    return _last_wrapper
+
+
+def _static_input_indices(example_inputs) -> set[int]:
+    """Which graph inputs are parameters or buffers of the compiled module.
+
+    aot_autograd records them as the static inputs of the graph it hands the compiler
+    (`TracingContext.fw_metadata.static_input_indices`: under dynamo's
+    inline_inbuilt_nn_modules the parameters are plain graph inputs and the example inputs fake
+    tensors, so `isinstance(x, nn.Parameter)` does not tell); outside a torch.compile (a graph
+    wrapped by hand) real `nn.Parameter` inputs count."""
+    try:
+        from torch._guards import TracingContext
+
+        tc = TracingContext.try_get()
+        meta = getattr(tc, "fw_metadata", None) if tc is not None else None
+        idx = getattr(meta, "static_input_indices", None)
+        if idx is not None:
+            return {int(i) for i in idx}
+    except Exception:  # noqa: BLE001 - no tracing context: fall back to the inputs' types
+        pass
+    return {i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
 
 
 class LegatoGraphWrapper:
@@ -422,11 +494,21 @@ class LegatoGraphWrapper:
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
+        static = _static_input_indices(example_inputs)
+        for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+            if i in static:
+                n.meta[kernelgen.PARAM_META] = True
         self.decisions = self._decide(gm)
         self.gm = self._partition(gm)
         record(self.summary)
         if options.log_summary:
             log.info("%s", self.summary)
+        global _last_wrapper
+        _last_wrapper = self
+
+    def kernel_modules(self) -> list[LegatoKernelModule]:
+        """The graph's kernels, in the order of the graph."""
+        return [m for m in self.gm.modules() if isinstance(m, LegatoKernelModule)]
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -462,38 +544,122 @@ class LegatoGraphWrapper:
                     "binary between the graph's kernels)",
                 )
             decisions[node] = d
-        # Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's
-        # t(W), a view) runs extern, so the kernel loads the prepared weight straight into
-        # mpu_buffer. A weight computed from on-chip values (attention's K^T) stays in the
-        # kernel: the compiler stages it from sram into mpu_buffer.
-        for node, d in decisions.items():
-            if d.impl is None:
-                continue
-            for pos, mem in d.impl.memory.items():
-                if mem != "mpu_weight":
-                    continue
-                src = d.impl.args[pos]
-                pd = decisions.get(src)
-                if pd is None or pd.impl is None:
-                    continue
-                if all(a.op == "placeholder" for a in src.all_input_nodes):
-                    decisions[src] = NodeDecision(
-                        None,
-                        f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
-                        "from graph inputs; it runs eagerly so the kernel loads the weight "
-                        "straight into mpu_buffer",
-                    )
+        for node in list(decisions):
+            self._prepare_weights(node, decisions)
         self.host_index = _host_index_work(gm, decisions)
         return decisions
+
+    @staticmethod
+    def _prepare_weights(node, decisions) -> None:
+        """Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's t(W), a
+        view) runs extern, so the kernel loads the prepared weight straight into mpu_buffer. A
+        weight computed from on-chip values (attention's K^T) stays in the kernel: the compiler
+        stages it from sram into mpu_buffer. The nodes an spmd implementation folds into a
+        parameter layout are taken over by it: they never run (unless its kernel fails)."""
+        d = decisions.get(node)
+        if d is None or d.impl is None:
+            return
+        if d.impl.spmd:
+            for fold in _folds(d.impl):
+                decisions[fold] = NodeDecision(
+                    registry.Impl(
+                        None, (), name=f"folded into the parameter layout of {node.name}"
+                    ),
+                    None,
+                )
+            return
+        for pos, mem in d.impl.memory.items():
+            if mem != "mpu_weight":
+                continue
+            src = d.impl.args[pos]
+            pd = decisions.get(src)
+            if pd is None or pd.impl is None:
+                continue
+            if all(a.op == "placeholder" for a in src.all_input_nodes):
+                decisions[src] = NodeDecision(
+                    None,
+                    f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
+                    "from graph inputs; it runs eagerly so the kernel loads the weight "
+                    "straight into mpu_buffer",
+                )
+
+    def _without_spmd(self, node, why: str) -> None:
+        """The spmd kernel of `node` failed to compile: ask its other resolvers (the single-core
+        ones), and give its folded nodes their own decisions back."""
+        folds = _folds(self.decisions[node].impl)
+        impl, refusals = None, [f"spmd kernel failed: {why}"]
+        for r in registry.resolvers_for(node.target):
+            try:
+                got = r(node, self.ctx)
+            except AssertionError as e:
+                refusals.append(str(e))
+                continue
+            except Exception as e:  # noqa: BLE001 - as registry.resolve
+                if self.options.strict:
+                    raise
+                refusals.append(f"{type(e).__name__}: {e}")
+                continue
+            if got is not None and not got.spmd:
+                impl = got
+                break
+        self.decisions[node] = NodeDecision(impl, None if impl else "; ".join(refusals))
+        for f in folds:
+            res = registry.resolve(f, self.ctx)
+            self.decisions[f] = NodeDecision(res.impl, res.reason)
+        self._prepare_weights(node, self.decisions)
+
+    def _spmd_node(self, n) -> bool:
+        d = self.decisions.get(n)
+        return d is not None and d.impl is not None and d.impl.spmd
+
+    def _split_spmd(self, partitions):
+        """Each spmd node becomes a partition of its own (with its folded nodes and the getitems
+        of its tuple result): the partitioner's partitions are cut into consecutive segments in
+        graph order around it. A segment of a topological order of a convex partition is convex,
+        and the partitions stay acyclic (an edge between segments of one partition goes
+        forward). A folded node reads graph inputs only and feeds only its spmd node."""
+        from torch.fx.passes.infra.partitioner import Partition
+
+        if not any(self._spmd_node(n) for p in partitions for n in p.nodes):
+            return partitions
+        own: dict = {}  # folded node / getitem -> its spmd node
+        for p in partitions:
+            for n in p.nodes:
+                if self._spmd_node(n):
+                    for f in _folds(self.decisions[n].impl):
+                        own[f] = n
+                    for u in n.users:
+                        if u.target is operator.getitem:
+                            own[u] = n
+        order = {n: i for i, n in enumerate(self._order)}
+        out = []
+        for p in partitions:
+            seg: list = []
+            for n in sorted(p.nodes, key=order.__getitem__):
+                if n in own:
+                    continue
+                if not self._spmd_node(n):
+                    seg.append(n)
+                    continue
+                if seg:
+                    out.append(seg)
+                mine = list(_folds(self.decisions[n].impl))
+                mine += [n] + [u for u in n.users if own.get(u) is n]
+                out.append(mine)
+                seg = []
+            if seg:
+                out.append(seg)
+        return [Partition(id=i, nodes=seg) for i, seg in enumerate(out)]
 
     # -- partitions ----------------------------------------------------------------------------
 
     def _propose(self, gm):
         support = LegatoSupport(self.decisions)
         partitioner = CapabilityBasedPartitioner(gm, support, allows_single_node_partition=True)
+        self._order = list(gm.graph.nodes)
         partitions = [
             p
-            for p in partitioner.propose_partitions()
+            for p in self._split_spmd(partitioner.propose_partitions())
             if sum(1 for n in p.nodes if n.target not in _BOOKKEEPING) >= self.options.min_ops
         ]
         return partitioner, partitions
@@ -512,6 +678,18 @@ class LegatoGraphWrapper:
                 nodes = [n for n in gm.graph.nodes if n in p.nodes]
                 got = self._compiled(nodes, compiled)
                 if isinstance(got, kernelgen.Generated):
+                    continue
+                spmd = [n for n in nodes if self._spmd_node(n)]
+                if spmd:
+                    log.warning(
+                        "legato: the chip-scale kernel of %s (%s) fails to compile, trying its "
+                        "single-core implementations: %s",
+                        spmd[0].name,
+                        _op_name(spmd[0]),
+                        got,
+                    )
+                    self._without_spmd(spmd[0], got)
+                    retry = True
                     continue
                 if culprits >= _MAX_CULPRITS:
                     for n in nodes:
@@ -557,6 +735,11 @@ class LegatoGraphWrapper:
         for p in partitions:
             nodes = [n for n in gm.graph.nodes if n in p.nodes]
             gens.append((nodes, compiled[frozenset(nodes)]))
+        # Consumers first: fusing a partition renames the nodes it replaces, so a partition
+        # that reads another's results (the segments around an spmd node) is fused while its
+        # inputs still carry their names (the kernel module finds its inputs by name).
+        pos = {n: i for i, n in enumerate(gm.graph.nodes)}
+        partitions = sorted(partitions, key=lambda p: -max(pos[n] for n in p.nodes))
         fused = partitioner.fuse_partitions(partitions) if partitions else gm
         subs = [
             n.target
