@@ -182,6 +182,26 @@ def _dyn_fold(kc, vc, qt, scale, m, lsum, o):
     return legato.tensor.cat(ms, 1), legato.tensor.cat(ls, 1), legato.tensor.cat(os, 0)
 
 
+def _decode_tail(lk, split, kb):
+    """Compile-time helper: the keys after the last whole KV block when the decode chunks are
+    split over cores (they form one more partial), else 0."""
+    return lk % kb if split > 1 else 0
+
+
+@legato.function
+def _decode_chunk(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, n, qt):
+    """(m, l, o) of the keys t0 .. t0 + n of (batch b, the key/value head of query heads h0 ..):
+    scores K_chunk @ q^T on the MPU, folded KV block by KV block (`_softmax_v`)."""
+    f32 = legato.types.float("float32")
+    rep = qt.shape[1]
+    hk = h0 // rep
+    kc = legato.tensor.load(k[b, hk, t0 : t0 + n, :])  # [n, D]: the activation
+    s = legato.tensor.matmul(kc, qt, f32) * scale  # [n, rep]
+    if has_mask:
+        s = s + _decode_mask(mask, b, h0, rep, t0, n, mask_b, mask_h)
+    return _softmax_v(s, v, b, hk, t0, n, kb)  # [1, rep], [1, rep], [rep, D]
+
+
 @legato.function
 def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
     """Work item i = (group g, chunk r) of `decode_attention`. `dyn`: L is a runtime size; core
@@ -205,13 +225,38 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
             vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
             m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o)
     else:
-        chunk = k.shape[2] // split
+        tail = _decode_tail(k.shape[2], split, kb)
+        chunk = (k.shape[2] - tail) // split
         t0 = r * chunk
-        kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
-        s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
-        if has_mask:
-            s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
-        m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
+        m, lsum, o = _decode_chunk(
+            q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+        )
+        if tail > 0:
+            # the last, partial KV block (e.g. the new token's key): its own partial, in slot
+            # `split`, computed by the group's last core (a loop of one trip there, none
+            # elsewhere: the program has no runtime if)
+            for _ in range(split - 1, r + 1):
+                tm, tl, to = _decode_chunk(
+                    q,
+                    k,
+                    v,
+                    mask,
+                    scale,
+                    has_mask,
+                    mask_b,
+                    mask_h,
+                    kb,
+                    b,
+                    h0,
+                    split * chunk,
+                    tail,
+                    qt,
+                )
+                tml = legato.tensor.cat((_t(tm), _t(tl), to), 1)
+                legato.tensor.memcpy(
+                    part[g : g + 1, split : split + 1, :, :],
+                    legato.tensor.reshape(tml, (1, 1, rep, 2 + d)),
+                )
     if split == 1:
         res = o / _t(lsum)
         legato.tensor.memcpy(
@@ -601,11 +646,14 @@ def resolve_chip_sdpa(node, ctx):
     if s == 1 and not (causal and lk > 1):
         groups = nb * nkv
         # chunks of whole KV blocks (each core folds its blocks as torch does; a block cut
-        # between cores would round p against another max than torch's)
-        split = max(1, min(cores // groups, lk // kb))
-        while lk % split or (lk // split) % kb:
+        # between cores would round p against another max than torch's); the last, partial
+        # block (L % 512 keys: a decode step's cache plus its new token) is a partial of its own
+        nfull = lk // kb
+        split = max(1, min(cores // groups, nfull))
+        while split > 1 and nfull % split:
             split -= 1
-        chunk = lk // split
+        tail = lk % kb if split > 1 else 0
+        chunk = (lk - tail) // split
         # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
         need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
         assert need <= ctx.model.sram_size // 2, (
@@ -623,7 +671,7 @@ def resolve_chip_sdpa(node, ctx):
             fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
         else:
             fn, args = decode_attention, (*flags, split, kb)
-            scratch = (((groups, split, rep, 2 + d), torch.float32),)
+            scratch = (((groups, split + (tail > 0), rep, 2 + d), torch.float32),)
         return Impl(
             fn,
             args,

@@ -76,7 +76,8 @@ def run_decode(q, k, v, mask, split, mask_b=False, mask_h=False):
     nb, nh, _, d = q.shape
     groups, rep = nb * k.shape[1], nh // k.shape[1]
     out, lse = torch.zeros_like(q), torch.zeros(nb, nh, 1)
-    part = torch.zeros(groups, split, rep, 2 + d)
+    tail = k.shape[2] % 512 if split > 1 else 0  # the last partial KV block: one more slot
+    part = torch.zeros(groups, split + (tail > 0), rep, 2 + d)
     m = mask if mask is not None else torch.zeros(1, dtype=q.dtype)
     has_mask, scale, kb = mask is not None, 1 / math.sqrt(d), min(k.shape[2], 512)
 
@@ -105,6 +106,16 @@ def test_split_kv_decode_gqa_matches_torch(dtype):
     torch.manual_seed(0)
     q = torch.randn(1, 8, 1, 64, dtype=dtype)
     k, v = (torch.randn(1, 2, 1024, 64, dtype=dtype) for _ in range(2))
+    out, lse = run_decode(q, k, v, None, split=2)
+    _check(out, lse, *_reference(q, k, v))
+
+
+def test_split_kv_decode_with_the_new_token_as_a_tail_block():
+    # 1025 keys (a cache of 1024 and the new token): 2 cores x 512 keys and a 1-key partial
+    torch.manual_seed(8)
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    k, v = (torch.randn(1, 2, 1025, 64, dtype=dt) for _ in range(2))
     out, lse = run_decode(q, k, v, None, split=2)
     _check(out, lse, *_reference(q, k, v))
 
@@ -344,6 +355,14 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     assert impl.spmd and impl.fn is ca.decode_attention
     assert impl.args[-2:] == (2, 512)  # 32 cores / 8 groups, but whole KV blocks of 512
     assert impl.scratch == (((8, 2, 1, 130), torch.float32),)
+    # 1025 keys: 2 chunks of 512 and the new token's own partial
+    k1025 = torch.randn(1, 8, 1025, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, k1025, k1025), _ctx(32))
+    assert impl.args[-2:] == (2, 512) and impl.scratch == (((8, 3, 1, 130), torch.float32),)
+    # 513 keys (a cache of 512 and the new token): one chunk per group, no split
+    k513 = torch.randn(1, 8, 513, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, k513, k513), _ctx(32))
+    assert impl.fn is ca.decode_attention_unsplit and impl.args[-1] == 512
     # batch 4: 128 groups on 32 cores, each core's loop over 1024-key chunks would not fit
     qb = torch.randn(4, 32, 1, 128, dtype=torch.bfloat16)
     kb = torch.randn(4, 32, 1024, 128, dtype=torch.bfloat16)
