@@ -596,8 +596,13 @@ def resolve_chip_sdpa(node, ctx):
         )
     lk = tk.shape[2]
     dynamic = not isinstance(lk, int)
+    # a dynamic KV length may be two symbols (k and v marked dynamic one by one, as a
+    # DynamicCache's tensors are): torch's op requires them equal at run time (it raises
+    # otherwise), and the kernel reads both with k's length
     assert tk.shape[0] == tq.shape[0] and all(
-        statically_known_true(a == b) for a, b in zip(tk.shape, tv.shape)
+        statically_known_true(a == b)
+        or (i == 2 and not isinstance(a, int) and not isinstance(b, int))
+        for i, (a, b) in enumerate(zip(tk.shape, tv.shape))
     ), f"attention operand shapes (k {list(tk.shape)}, v {list(tv.shape)})"
     nb, nh, s, d = tq.shape
     nkv = tk.shape[1]

@@ -102,4 +102,10 @@ def test_decode_over_a_runtime_cache_length_one_compile():
             got = compiled(x, kc, vc)
             ref = model(x, kc, vc)
         _close(got, ref)
-        _chip_kernels("chip decode attention (runtime KV length", "chip cat (KV append, runtime")
+        mods = _chip_kernels(
+            "chip decode attention (runtime KV length", "chip cat (KV append, runtime"
+        )
+    # one graph and one binary per spmd kernel served every length
+    assert len(mods) == 3 and all(m.kernel.compile_count == 1 for m in mods), [
+        (m.gen.name, m.kernel.compile_count) for m in mods
+    ]
