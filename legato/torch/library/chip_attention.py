@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
 
 import legato
 from legato.torch.library.aten import _FLOATS, _attention_mask, val
@@ -609,7 +609,10 @@ def resolve_chip_sdpa(node, ctx):
     assert nh % nkv == 0, f"{nh} query heads are not a multiple of {nkv} key/value heads"
     lk_max = ctx.bound(lk) if dynamic else lk
     assert lk_max is not None, f"the KV length {lk} is dynamic without an upper bound"
-    total = (nb * nh * s * d + 2 * nb * nkv * lk_max * d) * tq.element_size()
+    # the size decision on the traced length (a runtime length's typical size), not the bound:
+    # a tiny model's decode stays fused on one core however large its cache may grow
+    lk_est = optimization_hint(lk, fallback=lk_max) if dynamic else lk
+    total = (nb * nh * s * d + 2 * nb * nkv * lk_est * d) * tq.element_size()
     assert total >= CHIP_MIN_BYTES, (
         f"attention on {total} bytes stays on one core (fused; chip attention from "
         f"{CHIP_MIN_BYTES} bytes)"
@@ -730,7 +733,11 @@ def resolve_chip_cat(node, ctx):
     bounds = [n if isinstance(n, int) else ctx.bound(n) for n in lengths]
     assert None not in bounds, f"cat of lengths {lengths}: a dynamic one has no upper bound"
     row = out.shape[3] * out.element_size()
-    total = sum(bounds) * out.shape[0] * out.shape[1] * row
+    est = [
+        n if isinstance(n, int) else optimization_hint(n, fallback=b)
+        for n, b in zip(lengths, bounds)
+    ]
+    total = sum(est) * out.shape[0] * out.shape[1] * row
     assert total >= CHIP_MIN_BYTES, (
         f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
     )
