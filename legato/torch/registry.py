@@ -32,7 +32,11 @@ ENTRY_POINT_GROUP = "legato-library"
 # setuptools' pyproject validation rejects '-' in group names: pyproject-built packages register
 # under the underscore spelling; both are scanned.
 ENTRY_POINT_GROUPS = ("legato-library", "legato_library")
-BUILTIN_LIBRARIES = ("legato.torch.library.aten", "legato.torch.library.chip_attention")
+BUILTIN_LIBRARIES = (
+    "legato.torch.library.aten",
+    "legato.torch.library.chip_linear",
+    "legato.torch.library.chip_attention",
+)
 
 
 @dataclass

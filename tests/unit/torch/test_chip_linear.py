@@ -1,0 +1,138 @@
+"""nn.Linear through torch.compile at chip scale (issue 14, legato.torch.library.chip_linear):
+results match eager, every core executes instructions, the weight is laid out once (DMA bytes
+per call are the weight plus the activations), and a parameter update is seen."""
+
+import pytest
+import torch
+
+import legato.torch as lt
+from legato.torch import wrapper
+from tests.unit.torch.torch_backend_helpers import assert_close_bf16
+
+
+def _run(lin, x, device="bertha"):
+    g = torch.compile(
+        lin, backend="legato", options={"legato.device": device, "legato.strict": True}
+    )
+    with torch.no_grad():
+        y = g(x)
+        ref = lin(x)
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.num_kernels == 1, str(s)
+    (mod,) = wrapper.last_wrapper().kernel_modules()
+    assert mod.gen.spmd, mod.gen.source
+    return g, y, ref, mod
+
+
+def _check(y, ref):
+    if y.dtype == torch.bfloat16:
+        assert_close_bf16(y, ref)
+    else:
+        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+def _cores(run):
+    return {k: v for k, v in run.instructions.items() if k.startswith("core")}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "bias", "m", "device", "form"),
+    [
+        (torch.bfloat16, True, 1, "bertha", "linear_cols(tn=16, split=1)"),
+        (torch.bfloat16, False, 4, "bertha", "linear_cols(tn=16, split=1)"),
+        (torch.float32, True, 2, "bertha", "linear_cols(tn=16, split=1)"),
+        # 64 cores, 512 columns: 32 blocks of 16, K split over 2 cores through the scratch
+        (torch.bfloat16, True, 1, "bertha-evt1", "linear_cols(tn=16, split=2)"),
+        (torch.float32, False, 1, "bertha-evt1", "linear_cols(tn=16, split=2)"),
+    ],
+)
+def test_linear_512_every_core(dtype, bias, m, device, form):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 512, bias=bias).to(dtype)
+    x = torch.randn(m, 512, dtype=dtype)
+    _, y, ref, mod = _run(lin, x, device)
+    _check(y, ref)
+    assert form in " ".join(mod.info.nodes), mod.info.nodes
+    cores = _cores(mod.kernel.last_run)
+    assert len(cores) == (32 if device == "bertha" else 64)
+    assert all(v > 0 for v in cores.values()), cores
+
+
+def test_weight_laid_out_once_and_update_seen():
+    """Second call: no new layout, DRAM bytes ~ weight + activations (the transpose of the
+    weight is folded, nothing relays it out per call). After an in-place update the next call
+    lays it out again and sees the new weight."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(1024, 512, bias=True).bfloat16()
+    x = torch.randn(1, 1024, dtype=torch.bfloat16)
+    g, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    with torch.no_grad():
+        g(x)
+    assert mod.layout_count == 1
+    run = mod.kernel.last_run
+    weight = 1024 * 512 * 2
+    acts = (1024 + 512 + 512) * 2
+    assert weight <= run.dram_bytes <= weight + 32 * acts + 4096, run.dram_bytes
+    with torch.no_grad():
+        lin.weight.mul_(0.5)
+        lin.bias.zero_()
+        y2 = g(x)
+        ref2 = lin(x)
+    assert mod.layout_count == 2
+    _check(y2, ref2)
+    # a new parameter tensor (another storage) is laid out as well
+    with torch.no_grad():
+        lin.weight = torch.nn.Parameter(torch.randn(512, 1024, dtype=torch.bfloat16))
+        y3 = g(x)
+        ref3 = lin(x)
+    _check(y3, ref3)
+
+
+def test_linear_4096_decode():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4096, 4096, bias=False).bfloat16()
+    x = torch.randn(1, 4096, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    run = mod.kernel.last_run
+    assert all(v > 0 for v in _cores(run).values())
+    assert run.efficiency > 0.9, (run.cycles, run.roofline_cycles)
+
+
+@pytest.mark.slow
+def test_linear_4096_prefill():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4096, 4096, bias=True).bfloat16()
+    x = torch.randn(512, 4096, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    assert "linear_rows_cols" in " ".join(mod.info.nodes)
+    run = mod.kernel.last_run
+    assert all(v > 0 for v in _cores(run).values())
+    assert run.efficiency > 0.8, (run.cycles, run.roofline_cycles)
+
+
+def test_prefill_form_mid_size():
+    """The prefill form (rows and columns, group exchange) at a mid size: [256, 1024] @ [1024, 1024]."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(1024, 1024, bias=True).bfloat16()
+    x = torch.randn(256, 1024, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    assert "linear_rows_cols" in " ".join(mod.info.nodes), mod.info.nodes
+    assert all(v > 0 for v in _cores(mod.kernel.last_run).values())
+
+
+def test_not_a_parameter_falls_back_single_core():
+    """x @ y.t() with y an activation: not chip_linear's (no layout of a non-parameter)."""
+
+    def f(x, y):
+        return x @ y.t()
+
+    x, y = torch.randn(4, 256).bfloat16(), torch.randn(128, 256).bfloat16()
+    with torch.no_grad():
+        out = torch.compile(f, backend="legato")(x, y)
+    assert_close_bf16(out, f(x, y))
+    s = str(lt.last_summary())
+    assert "chip_linear" not in s, s
