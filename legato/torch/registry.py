@@ -128,8 +128,11 @@ def register(op, resolver: Resolver | None = None):
         return lambda r: register(op, r)
     # Libraries first, so a resolver registered by user code is always newer than the built-in
     # ones (asked first), whether or not anything was compiled yet. (Inside load_libraries this
-    # returns at once: it marks itself loaded before importing.)
-    load_libraries()
+    # returns at once: it marks itself loaded before importing.) Not from a built-in library
+    # itself: imported first (before anything loaded the libraries) it is half-initialized,
+    # and the libraries that import its helpers would fail; they load at the first lookup.
+    if getattr(resolver, "__module__", None) not in BUILTIN_LIBRARIES:
+        load_libraries()
     ops = op if isinstance(op, (list, tuple)) else [op]
     with _lock:
         for o in ops:

@@ -38,7 +38,10 @@ import torch
 from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
 
 import legato
-from legato.torch.library.aten import _FLOATS, _attention_mask, val
+
+# the module, not its names: importing aten first registers its resolvers, whose first
+# `register` loads the built-in libraries (this one among them) while aten is half-initialized
+from legato.torch.library import aten as _aten
 from legato.torch.registry import Impl, register
 
 aten = torch.ops.aten
@@ -583,8 +586,8 @@ def resolve_chip_sdpa(node, ctx):
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
     causal = bool(node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False))
     assert dropout == 0.0, "attention with dropout"
-    tq, tk, tv = val(q), val(k), val(v)
-    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _FLOATS, (
+    tq, tk, tv = _aten.val(q), _aten.val(k), _aten.val(v)
+    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _aten._FLOATS, (
         f"attention on {tq.dtype}, {tk.dtype}, {tv.dtype} (bf16 or f32, one dtype)"
     )
     for t in (tq, tk, tv):
@@ -624,7 +627,7 @@ def resolve_chip_sdpa(node, ctx):
     )
     scale = node.kwargs.get("scale")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
+    mask, mask_b, mask_h = _aten._attention_mask(node, ctx, tq, tk)
     has_mask = isinstance(mask, torch.fx.Node)
     cores = ctx.model.num_cores
     esz = tq.element_size()
@@ -716,19 +719,17 @@ def resolve_chip_sdpa(node, ctx):
 def resolve_chip_cat(node, ctx):
     """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append); the lengths may be
     dynamic (bounded)."""
-    from legato.torch.library.aten import _statically_empty, _tensor_list
-
-    xs, dim, dt = _tensor_list(node, "cat")
-    xs = [x for x in xs if not _statically_empty(val(x), dim)]
-    out = val(node)
+    xs, dim, dt = _aten._tensor_list(node, "cat")
+    xs = [x for x in xs if not _aten._statically_empty(_aten.val(x), dim)]
+    out = _aten.val(node)
     assert out.dim() == 4 and dim == 2 and len(xs) > 1, (
         "chip cat is for dim 2 of 4-d tensors (a KV cache's sequence dim)"
     )
     for x in xs:
-        assert all(isinstance(d, int) for i, d in enumerate(val(x).shape) if i != 2), (
+        assert all(isinstance(d, int) for i, d in enumerate(_aten.val(x).shape) if i != 2), (
             "chip cat needs static batch, heads and head dim (only the length may be dynamic)"
         )
-    lengths = [val(x).shape[2] for x in xs]
+    lengths = [_aten.val(x).shape[2] for x in xs]
     dynamic = not all(isinstance(n, int) for n in lengths)
     bounds = [n if isinstance(n, int) else ctx.bound(n) for n in lengths]
     assert None not in bounds, f"cat of lengths {lengths}: a dynamic one has no upper bound"
