@@ -35,9 +35,13 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
 
 import legato
-from legato.torch.library.aten import _FLOATS, _attention_mask, val
+
+# the module, not its names: importing aten first registers its resolvers, whose first
+# `register` loads the built-in libraries (this one among them) while aten is half-initialized
+from legato.torch.library import aten as _aten
 from legato.torch.registry import Impl, register
 
 aten = torch.ops.aten
@@ -53,7 +57,12 @@ ROWS_SCORE_BYTES = 128 * 1024
 # torch's CPU flash kernel folds the keys in blocks of this many (kvSplitSize; fewer keys: one
 # block): the softmax's running max, and so the rounding of p, changes at block boundaries
 TORCH_KV_SPLIT = 512
-NEG_BIG = -3.0e38  # a finite floor for a fully masked chunk's max (its weight becomes 0)
+NEG_BIG = -3.0e38
+# V tiles of one decode chunk that fit mpu_buffer inside a runtime loop's body (the planner
+# keeps a loop body's buffers live together: 4 tiles of 64 KiB and q^T do not fit 256 KiB)
+LOOP_V_BYTES = 128 * 1024
+# a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
+ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
 # --------------------------------------------------------------------------------------------
 # Implementations
@@ -146,25 +155,111 @@ def _softmax_v(s, v, b, hk, t0, n_keys, kb):
 
 
 @legato.function
-def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
-    """Work item i = (group g, chunk r) of `decode_attention`."""
+def _dyn_fold(kc, vc, qt, scale, m, lsum, o):
+    """Fold one KV tile of a runtime length (kc, vc [?T, D]) into the running (m, l, o) of
+    q_group (qt = q^T [D, rep]): the scores on the MPU (K as the activation may have a runtime
+    row count), p @ V on the VPU (an MPU weight must have static dims), in f32 of p rounded to
+    the input dtype as the MPU would take it."""
+    f32 = legato.types.float("float32")
+    vf = vc
+    if vc.dtype != f32:
+        vf = legato.tensor.cast(vc, f32)
+    # one query head at a time: a column slice of a runtime-length tensor is a strided copy
+    # over a dynamic dim, which the compiler does not do
+    ms, ls, os = (), (), ()
+    for h in legato.static_range(qt.shape[1]):
+        s = legato.tensor.matmul(kc, qt[:, h : h + 1], f32) * scale  # [?T, 1]
+        mo = m[:, h : h + 1]
+        mb = legato.tensor.maximum(legato.tensor.amax(s, 0, keepdim=True), mo)
+        e = legato.tensor.exp(s - mb)
+        w = legato.tensor.exp(mo - mb)
+        p = e
+        if vc.dtype != f32:
+            p = legato.tensor.cast(legato.tensor.cast(e, vc.dtype), f32)
+        ob = legato.tensor.sum(p * vf, 0, keepdim=True)  # [1, D]
+        ms = ms + (mb,)
+        ls = ls + (lsum[:, h : h + 1] * w + legato.tensor.sum(e, 0, keepdim=True),)
+        os = os + (o[h : h + 1, :] * w + ob,)
+    if qt.shape[1] == 1:
+        return ms[0], ls[0], os[0]
+    return legato.tensor.cat(ms, 1), legato.tensor.cat(ls, 1), legato.tensor.cat(os, 0)
+
+
+def _decode_tail(lk, split, kb):
+    """Compile-time helper: the keys after the last whole KV block when the decode chunks are
+    split over cores (they form one more partial), else 0."""
+    return lk % kb if split > 1 else 0
+
+
+@legato.function
+def _decode_chunk(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, n, qt):
+    """(m, l, o) of the keys t0 .. t0 + n of (batch b, the key/value head of query heads h0 ..):
+    scores K_chunk @ q^T on the MPU, folded KV block by KV block (`_softmax_v`)."""
+    f32 = legato.types.float("float32")
+    rep = qt.shape[1]
+    hk = h0 // rep
+    kc = legato.tensor.load(k[b, hk, t0 : t0 + n, :])  # [n, D]: the activation
+    s = legato.tensor.matmul(kc, qt, f32) * scale  # [n, rep]
+    if has_mask:
+        s = s + _decode_mask(mask, b, h0, rep, t0, n, mask_b, mask_h)
+    return _softmax_v(s, v, b, hk, t0, n, kb)  # [1, rep], [1, rep], [rep, D]
+
+
+@legato.function
+def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
+    """Work item i = (group g, chunk r) of `decode_attention`. `dyn`: L is a runtime size; core
+    r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last one partial)."""
     f32 = legato.types.float("float32")
     nb, nh, _, d = q.shape
-    nkv = k.shape[1]
+    nkv = k.bounds[1]
     rep = nh // nkv
-    chunk = k.shape[2] // split
     g = i // split
     r = i % split
     b = g // nkv
     hk = g % nkv
     h0 = hk * rep
-    t0 = r * chunk
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
-    kc = legato.tensor.load(k[b, hk, t0 : t0 + chunk, :])  # [chunk, D]: the activation
-    s = legato.tensor.matmul(kc, qt, f32) * scale  # [chunk, rep]
-    if has_mask:
-        s = s + _decode_mask(mask, b, h0, rep, t0, chunk, mask_b, mask_h)
-    m, lsum, o = _softmax_v(s, v, b, hk, t0, chunk, kb)  # [1, rep], [1, rep], [rep, D]
+    if dyn:
+        m = legato.tensor.full((1, rep), NEG_BIG, f32)
+        lsum = legato.tensor.full((1, rep), 0.0, f32)
+        o = legato.tensor.full((rep, d), 0.0, f32)
+        for t in range(r, (k.size(2) + kb - 1) // kb, split):
+            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
+            vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
+            m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o)
+    else:
+        tail = _decode_tail(k.shape[2], split, kb)
+        chunk = (k.shape[2] - tail) // split
+        t0 = r * chunk
+        m, lsum, o = _decode_chunk(
+            q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+        )
+        if tail > 0:
+            # the last, partial KV block (e.g. the new token's key): its own partial, in slot
+            # `split`, computed by the group's last core (a loop of one trip there, none
+            # elsewhere: the program has no runtime if)
+            for _ in range(split - 1, r + 1):
+                tm, tl, to = _decode_chunk(
+                    q,
+                    k,
+                    v,
+                    mask,
+                    scale,
+                    has_mask,
+                    mask_b,
+                    mask_h,
+                    kb,
+                    b,
+                    h0,
+                    split * chunk,
+                    tail,
+                    qt,
+                )
+                tml = legato.tensor.cat((_t(tm), _t(tl), to), 1)
+                legato.tensor.memcpy(
+                    part[g : g + 1, split : split + 1, :, :],
+                    legato.tensor.reshape(tml, (1, 1, rep, 2 + d)),
+                )
     if split == 1:
         res = o / _t(lsum)
         legato.tensor.memcpy(
@@ -182,6 +277,15 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, o
         )
 
 
+def _item_loop(items, ncores, chunk_v_bytes):
+    """Compile-time helper: whether the static-length decode items run in a runtime loop (0
+    or more items a core): always with more items than cores; with fewer (idle cores) only
+    when a chunk's V tiles fit mpu_buffer inside a loop body."""
+    if items == ncores:
+        return False
+    return items > ncores or chunk_v_bytes <= LOOP_V_BYTES
+
+
 @legato.function
 def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part):
     """Attention of one query row per head, q [B, Hq, 1, D], k/v [B, Hkv, L, D], on every core
@@ -189,23 +293,48 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
     of L / split (whole KV blocks of `kb` keys, torch's kvSplitSize); `part` is the partials'
     scratch `[G, split, rep, 2 + D]` (f32) when split > 1.
     Writes out [B, Hq, 1, D] and lse [B, Hq, 1] (f32: max + log(sum) of the scaled scores)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, False, out, lse, part)
+
+
+@legato.function
+def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
+    """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
+    one binary for every L up to the bound; p @ V on the VPU (see `_dyn_fold`)."""
+    _decode(q, k, v, 0.0, scale, False, False, False, split, kb, True, out, lse, part)
+
+
+@legato.function
+def decode_attention_dynamic_unsplit(q, k, v, scale, kb, out, lse):
+    """`decode_attention_dynamic` with one core per key/value group (no scratch)."""
+    _decode(q, k, v, 0.0, scale, False, False, False, 1, kb, True, out, lse, None)
+
+
+@legato.function
+def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
+    """The body of the decode attentions (see `decode_attention`)."""
     nh = q.shape[1]
-    nkv = k.shape[1]
+    nkv = k.bounds[1]
     rep = nh // nkv
     d = q.shape[3]
     groups = q.shape[0] * nkv
     items = groups * split
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
-    if items <= ncores:
-        # one item per core, no runtime loop (the memory planner then reuses mpu_buffer
-        # between the V blocks); cores beyond the items redo the last one (same values)
+    loop = True  # a runtime KV length: its V tiles stay in sram (p @ V on the VPU)
+    if not dyn:
+        loop = _item_loop(items, ncores, k.shape[2] // split * k.shape[3] * k.dtype.itemsize)
+    if not loop:
+        # one item per core without a runtime loop, so that the memory planner reuses
+        # mpu_buffer between the V tiles (it keeps a loop body's buffers live together);
+        # cores beyond the items redo the last one (same values)
         i = min(c, items - 1)
-        _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part)
+        _decode_item(
+            i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
+        )
     else:
         for i in range(c, items, ncores):
             _decode_item(
-                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
+                i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
             )
     if split > 1:
         legato.sync.barrier()
@@ -254,65 +383,100 @@ def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
 
 
 @legato.function
-def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
-    """Block i = (batch b, head h, rows r0 .. r0 + rows) of `rows_attention`, computed with
-    keys along dim 0 as the decode items are: s^T = K @ q_rows^T [L, rows]."""
+def _causal_pattern_t(lk, rows):
+    """The static [2L - 1, rows] f32 pattern PT with PT[x, j] = 0 where x <= L - 1 + j, -inf
+    elsewhere: rows L - 1 - r0 .. of it are the transposed causal mask of query rows r0 ..
+    r0 + rows over L keys (key <= r0 + j). Built once per core, in one cat."""
+    f32 = legato.types.float("float32")
+    parts = (legato.tensor.full((lk, rows), 0.0, f32),)
+    for i in legato.static_range(1, min(rows, lk)):  # x = L - 1 + i: -inf for j < i
+        parts = parts + (
+            legato.tensor.cat(
+                (
+                    legato.tensor.full((1, i), -math.inf, f32),
+                    legato.tensor.full((1, rows - i), 0.0, f32),
+                ),
+                1,
+            ),
+        )
+    if lk > rows:
+        parts = parts + (legato.tensor.full((lk - rows, rows), -math.inf, f32),)
+    return legato.tensor.cat(parts, 0)
+
+
+def _row_groups(nrb, heads, ncores, most):
+    """Compile-time helper: into how many groups a head's `nrb` row blocks split (each group
+    one work item, its K loaded once): the fewest that divide nrb, give every core an item
+    (heads * groups >= ncores where possible) and leave at most `most` blocks per group."""
+    want = max(-(-ncores // heads), -(-nrb // most), 1)
+    for g in range(min(want, nrb), nrb + 1):
+        if nrb % g == 0:
+            return g
+    return nrb
+
+
+@legato.function
+def _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, cpat, out, lse):
+    """Item i = (batch b, head h, group of row blocks) of `rows_attention`: K[b, h] is loaded
+    once, then each block of `rows` query rows is computed with keys along dim 0 as the decode
+    items are: s^T = K @ q_rows^T [L, rows]."""
     f32 = legato.types.float("float32")
     nb, nh, s, d = q.shape
     lk = k.shape[2]
     rep = nh // k.shape[1]
     nrb = s // rows
-    bh = i // nrb
-    r0 = (i % nrb) * rows
+    groups = _row_groups(nrb, nb * nh, legato.get_context().get_device().num_cores, ROW_UNROLL)
+    per = nrb // groups
+    bh = i // groups
+    g0 = (i % groups) * per
     b = bh // nh
     h = bh % nh
     hk = h // rep
-    qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
-    sc = legato.tensor.matmul(legato.tensor.load(k[b, hk]), qt, f32) * scale  # [L, rows]
-    if causal and lk > 1:
-        # row i of the causal mask is z[L - 1 - i : 2L - 1 - i] (clamped at 0 for i >= L)
-        z = legato.tensor.cat(
-            (
-                legato.tensor.full((1, lk), 0.0, f32),
-                legato.tensor.full((1, lk - 1), -math.inf, f32),
-            ),
-            1,
+    kk = legato.tensor.load(k[b, hk])  # [L, D]: the activation of every block's scores
+    for j in legato.static_range(per):
+        r0 = (g0 + j) * rows
+        qt = _t(legato.tensor.load(q[b, h, r0 : r0 + rows, :]))  # [D, rows]: the MPU weight
+        sc = legato.tensor.matmul(kk, qt, f32) * scale  # [L, rows]
+        if causal and lk > 1:
+            # rows r0 .. r0 + rows of torch's causal mask, transposed: rows st .. st + L of
+            # the static pattern (st = L - 1 - r0, clamped at 0 when every key is visible)
+            st = max(lk - 1 - r0, 0)
+            sc = sc + cpat[st : st + lk, :]
+        if has_mask:
+            sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
+        m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
+        legato.tensor.memcpy(
+            out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
+            legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
         )
-        st = max(lk - 1 - r0, 0)
-        cm = z[:, st : st + lk]
-        for j in legato.static_range(1, rows):
-            st = max(lk - 1 - r0 - j, 0)
-            cm = legato.tensor.cat((cm, z[:, st : st + lk]), 0)
-        sc = sc + _t(cm)
-    if has_mask:
-        sc = sc + _t(_rows_mask(mask, b, h, r0, rows, mask_b, mask_h))
-    m, lsum, o = _softmax_v(sc, v, b, hk, 0, lk, kb)  # [1, rows], [1, rows], [rows, D]
-    legato.tensor.memcpy(
-        out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
-        legato.tensor.reshape(legato.tensor.cast(o / _t(lsum), q.dtype), (1, 1, rows, d)),
-    )
-    legato.tensor.memcpy(
-        lse[b : b + 1, h : h + 1, r0 : r0 + rows],
-        legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
-    )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h : h + 1, r0 : r0 + rows],
+            legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
+        )
 
 
 @legato.function
 def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse):
-    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core, one block of `rows`
-    query rows of one head at a time (B * Hq * S / rows blocks, dealt round robin). The causal
-    mask is torch's (top-left aligned: row i sees keys 0 .. i). Writes out and lse [B, Hq, S]."""
-    items = q.shape[0] * q.shape[1] * (q.shape[2] // rows)
+    """Attention of q [B, Hq, S, D] over k/v [B, Hkv, L, D] on every core in blocks of `rows`
+    query rows of one head; a work item is a group of a head's blocks (`_row_groups`), the
+    items dealt round robin. The causal mask is torch's (top-left aligned: row i sees keys
+    0 .. i). Writes out and lse [B, Hq, S]."""
     ncores = legato.get_context().get_device().num_cores
+    nrb = q.shape[2] // rows
+    heads = q.shape[0] * q.shape[1]
+    items = heads * _row_groups(nrb, heads, ncores, ROW_UNROLL)
     c = legato.core_id()
+    lk = k.shape[2]
+    cpat = 0.0
+    if causal and lk > 1:
+        cpat = _causal_pattern_t(lk, rows)
+    flags = (mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, cpat)
     if items <= ncores:
         i = min(c, items - 1)  # cores beyond the items redo the last one (same values)
-        _rows_item(i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse)
+        _rows_item(i, q, k, v, *flags, out, lse)
     else:
         for i in range(c, items, ncores):
-            _rows_item(
-                i, q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb, out, lse
-            )
+            _rows_item(i, q, k, v, *flags, out, lse)
 
 
 @legato.function
@@ -369,6 +533,34 @@ def cat_rows(xs, pieces, out):
         off = off + n
 
 
+@legato.function
+def cat_rows_dynamic(xs, pieces, out):
+    """`cat_rows` where the lengths L_i (dim 2) may be runtime sizes: per (b, h) (unrolled),
+    operand i's pieces of `pieces[i]` rows go round robin over the cores, starting at a core
+    that rotates with (b, h, i). A slice's end is clamped to the runtime length, so the last
+    piece of each operand is partial; its copy moves the source's rows only (the destination
+    slice, clamped to the longer result, may extend past them)."""
+    nb = out.bounds[0]
+    nh = out.bounds[1]
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    off = 0
+    for j in legato.static_range(len(pieces)):
+        x = xs[j]
+        p = pieces[j]
+        nt = (x.size(2) + p - 1) // p
+        for bh in legato.static_range(nb * nh):
+            b = bh // nh
+            h = bh % nh
+            first = (bh + j * nb * nh) % ncores  # the core that copies piece 0 of (b, h)
+            for t in range((c + ncores - first) % ncores, nt, ncores):
+                legato.tensor.memcpy(
+                    out[b : b + 1, h : h + 1, off + t * p : off + t * p + p, :],
+                    legato.tensor.load(x[b : b + 1, h : h + 1, t * p : t * p + p, :]),
+                )
+        off = off + x.size(2)
+
+
 # --------------------------------------------------------------------------------------------
 # Resolvers
 
@@ -386,28 +578,44 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
 
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def resolve_chip_sdpa(node, ctx):
-    """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D], static shapes):
-    decode (S == 1, no causal mask) split over KV groups and KV length, else over heads and
-    query rows. Returns both outputs (the attention and its f32 logsumexp)."""
+    """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D]): decode (S == 1,
+    no causal mask) split over KV groups and KV length, else over heads and query rows. L may
+    be dynamic (bounded) in decode without a mask. Returns both outputs (the attention and its
+    f32 logsumexp)."""
     q, k, v = node.args[:3]
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
     causal = bool(node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False))
     assert dropout == 0.0, "attention with dropout"
-    tq, tk, tv = val(q), val(k), val(v)
-    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _FLOATS, (
+    tq, tk, tv = _aten.val(q), _aten.val(k), _aten.val(v)
+    assert tq.dtype == tk.dtype == tv.dtype and tq.dtype in _aten._FLOATS, (
         f"attention on {tq.dtype}, {tk.dtype}, {tv.dtype} (bf16 or f32, one dtype)"
     )
     for t in (tq, tk, tv):
         assert t.dim() == 4, "attention needs [B, H, S, D] operands"
-        assert all(isinstance(d, int) for d in t.shape), (
-            "chip attention needs static shapes: a dynamic KV length (a growing decode cache) "
-            "is not implemented on all cores yet (the single-core attention decides)"
+    for t in (tq, tk, tv):
+        assert all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2 or t is tq), (
+            "chip attention needs static batch, heads, head dim and query length "
+            "(only the KV length may be dynamic)"
         )
-    assert tk.shape == tv.shape and tk.shape[0] == tq.shape[0], "attention operand shapes"
+    lk = tk.shape[2]
+    dynamic = not isinstance(lk, int)
+    # a dynamic KV length may be two symbols (k and v marked dynamic one by one, as a
+    # DynamicCache's tensors are): torch's op requires them equal at run time (it raises
+    # otherwise), and the kernel reads both with k's length
+    assert tk.shape[0] == tq.shape[0] and all(
+        statically_known_true(a == b)
+        or (i == 2 and not isinstance(a, int) and not isinstance(b, int))
+        for i, (a, b) in enumerate(zip(tk.shape, tv.shape))
+    ), f"attention operand shapes (k {list(tk.shape)}, v {list(tv.shape)})"
     nb, nh, s, d = tq.shape
-    nkv, lk = tk.shape[1], tk.shape[2]
+    nkv = tk.shape[1]
     assert nh % nkv == 0, f"{nh} query heads are not a multiple of {nkv} key/value heads"
-    total = _nbytes(tq, tk, tv)
+    lk_max = ctx.bound(lk) if dynamic else lk
+    assert lk_max is not None, f"the KV length {lk} is dynamic without an upper bound"
+    # the size decision on the traced length (a runtime length's typical size), not the bound:
+    # a tiny model's decode stays fused on one core however large its cache may grow
+    lk_est = optimization_hint(lk, fallback=lk_max) if dynamic else lk
+    total = (nb * nh * s * d + 2 * nb * nkv * lk_est * d) * tq.element_size()
     assert total >= CHIP_MIN_BYTES, (
         f"attention on {total} bytes stays on one core (fused; chip attention from "
         f"{CHIP_MIN_BYTES} bytes)"
@@ -419,31 +627,62 @@ def resolve_chip_sdpa(node, ctx):
     )
     scale = node.kwargs.get("scale")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-    mask, mask_b, mask_h = _attention_mask(node, ctx, tq, tk)
+    mask, mask_b, mask_h = _aten._attention_mask(node, ctx, tq, tk)
     has_mask = isinstance(mask, torch.fx.Node)
     cores = ctx.model.num_cores
     esz = tq.element_size()
+    if dynamic:
+        assert s == 1 and not causal and not has_mask, (
+            "chip attention over a dynamic KV length is the decode step's (one query row, "
+            "no mask, not causal); prefill or a mask with a runtime KV length would need "
+            "runtime-length MPU weights or masks, which the compiler does not take"
+        )
+        groups = nb * nkv
+        split = max(1, cores // groups)
+        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's)
+        flags = (q, k, v, scale)
+        if split == 1:
+            fn, args, scratch = decode_attention_dynamic_unsplit, (*flags, TORCH_KV_SPLIT), ()
+        else:
+            fn, args = decode_attention_dynamic, (*flags, split, TORCH_KV_SPLIT)
+            scratch = (((groups, split, rep, 2 + d), torch.float32),)
+        return Impl(
+            fn,
+            args,
+            name=f"chip decode attention (runtime KV length, split-KV x{split})",
+            spmd=True,
+            scratch=scratch,
+        )
     kb = min(lk, TORCH_KV_SPLIT)
     if s == 1 and not (causal and lk > 1):
         groups = nb * nkv
         # chunks of whole KV blocks (each core folds its blocks as torch does; a block cut
-        # between cores would round p against another max than torch's)
-        split = max(1, min(cores // groups, lk // kb))
-        while lk % split or (lk // split) % kb:
+        # between cores would round p against another max than torch's); the last, partial
+        # block (L % 512 keys: a decode step's cache plus its new token) is a partial of its own
+        nfull = lk // kb
+        split = max(1, min(cores // groups, nfull))
+        while split > 1 and nfull % split:
             split -= 1
-        chunk = lk // split
+        tail = lk % kb if split > 1 else 0
+        chunk = (lk - tail) // split
         # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
         need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
         assert need <= ctx.model.sram_size // 2, (
             f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
             f"(more than half of the {ctx.model.sram_size} of a core)"
         )
+        assert groups * split <= cores or chunk * d * esz <= LOOP_V_BYTES, (
+            f"decode attention of {groups} key/value groups (more than the {cores} cores) over "
+            f"{lk} keys: a core's loop over its groups would hold {chunk * d * esz} bytes of V "
+            f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
+            f"at most {LOOP_V_BYTES})"
+        )
         flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
         if split == 1:
             fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
         else:
             fn, args = decode_attention, (*flags, split, kb)
-            scratch = (((groups, split, rep, 2 + d), torch.float32),)
+            scratch = (((groups, split + (tail > 0), rep, 2 + d), torch.float32),)
         return Impl(
             fn,
             args,
@@ -460,6 +699,14 @@ def resolve_chip_sdpa(node, ctx):
         f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
         f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
     )
+    groups = _row_groups(s // rows, blocks, cores, ROW_UNROLL)
+    per = s // rows // groups
+    assert blocks * groups <= cores or per * lk * d * esz <= LOOP_V_BYTES, (
+        f"prefill attention of {blocks * groups} work items (more than the {cores} cores) over "
+        f"{lk} keys: a core's loop over its items would hold {per * lk * d * esz} bytes of V "
+        f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
+        f"at most {LOOP_V_BYTES})"
+    )
     return Impl(
         rows_attention,
         (q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb),
@@ -470,23 +717,37 @@ def resolve_chip_sdpa(node, ctx):
 
 @register(aten.cat.default)
 def resolve_chip_cat(node, ctx):
-    """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append) of static shapes."""
-    from legato.torch.library.aten import _statically_empty, _tensor_list
-
-    xs, dim, dt = _tensor_list(node, "cat")
-    xs = [x for x in xs if not _statically_empty(val(x), dim)]
-    out = val(node)
+    """All-core `cat` along dim 2 of 4-d tensors (the KV cache's append); the lengths may be
+    dynamic (bounded)."""
+    xs, dim, dt = _aten._tensor_list(node, "cat")
+    xs = [x for x in xs if not _aten._statically_empty(_aten.val(x), dim)]
+    out = _aten.val(node)
     assert out.dim() == 4 and dim == 2 and len(xs) > 1, (
         "chip cat is for dim 2 of 4-d tensors (a KV cache's sequence dim)"
     )
     for x in xs:
-        assert all(isinstance(d, int) for d in val(x).shape), (
-            "chip cat needs static shapes (a dynamic KV length is not implemented on all cores)"
+        assert all(isinstance(d, int) for i, d in enumerate(_aten.val(x).shape) if i != 2), (
+            "chip cat needs static batch, heads and head dim (only the length may be dynamic)"
         )
-    total = _nbytes(out)
+    lengths = [_aten.val(x).shape[2] for x in xs]
+    dynamic = not all(isinstance(n, int) for n in lengths)
+    bounds = [n if isinstance(n, int) else ctx.bound(n) for n in lengths]
+    assert None not in bounds, f"cat of lengths {lengths}: a dynamic one has no upper bound"
+    row = out.shape[3] * out.element_size()
+    est = [
+        n if isinstance(n, int) else optimization_hint(n, fallback=b)
+        for n, b in zip(lengths, bounds)
+    ]
+    total = sum(est) * out.shape[0] * out.shape[1] * row
     assert total >= CHIP_MIN_BYTES, (
         f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
     )
-    row = out.shape[3] * out.element_size()
-    pieces = tuple(max(1, min(val(x).shape[2], CAT_PIECE_BYTES // row)) for x in xs)
+    pieces = tuple(max(1, min(n, CAT_PIECE_BYTES // row)) for n in bounds)
+    if dynamic:
+        return Impl(
+            cat_rows_dynamic,
+            (tuple(xs), pieces),
+            name="chip cat (KV append, runtime length)",
+            spmd=True,
+        )
     return Impl(cat_rows, (tuple(xs), pieces), name="chip cat (KV append)", spmd=True)

@@ -76,7 +76,8 @@ def run_decode(q, k, v, mask, split, mask_b=False, mask_h=False):
     nb, nh, _, d = q.shape
     groups, rep = nb * k.shape[1], nh // k.shape[1]
     out, lse = torch.zeros_like(q), torch.zeros(nb, nh, 1)
-    part = torch.zeros(groups, split, rep, 2 + d)
+    tail = k.shape[2] % 512 if split > 1 else 0  # the last partial KV block: one more slot
+    part = torch.zeros(groups, split + (tail > 0), rep, 2 + d)
     m = mask if mask is not None else torch.zeros(1, dtype=q.dtype)
     has_mask, scale, kb = mask is not None, 1 / math.sqrt(d), min(k.shape[2], 512)
 
@@ -105,6 +106,16 @@ def test_split_kv_decode_gqa_matches_torch(dtype):
     torch.manual_seed(0)
     q = torch.randn(1, 8, 1, 64, dtype=dtype)
     k, v = (torch.randn(1, 2, 1024, 64, dtype=dtype) for _ in range(2))
+    out, lse = run_decode(q, k, v, None, split=2)
+    _check(out, lse, *_reference(q, k, v))
+
+
+def test_split_kv_decode_with_the_new_token_as_a_tail_block():
+    # 1025 keys (a cache of 1024 and the new token): 2 cores x 512 keys and a 1-key partial
+    torch.manual_seed(8)
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    k, v = (torch.randn(1, 2, 1025, 64, dtype=dt) for _ in range(2))
     out, lse = run_decode(q, k, v, None, split=2)
     _check(out, lse, *_reference(q, k, v))
 
@@ -140,6 +151,36 @@ def test_decode_additive_mask_per_head():
     mask = torch.randn(1, 4, 1, 256, dtype=dt)
     out, lse = run_decode(q, k, v, mask, split=1, mask_h=True)  # 2 groups: cores 2, 3 redo
     _check(out, lse, *_reference(q, k, v, mask))
+
+
+@pytest.mark.parametrize("split", [1, 2])
+def test_decode_dynamic_kv_length_one_binary(split):
+    # k/v [1, 2, ?L, 64] (L <= 2048): every L runs in one binary, the last KV tile partial;
+    # split 2: core r of a group takes the tiles r, r + 2, ...
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    kv = legato.get_model().tensor_type(DT[dt], (1, 2, (-1, 2048), 64), "shared_dram")
+    out, lse = torch.zeros_like(q), torch.zeros(1, 4, 1)
+    part = torch.zeros(2, split, 2, 66)
+    scale = 1 / 8
+
+    @legato.compile(backend=four_cores)
+    def decode(qa: tt(q), ka: kv, va: kv, o: tt(out), ls: tt(lse), p: tt(part)):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            if split == 1:
+                ca.decode_attention_dynamic_unsplit(qa, ka, va, scale, 512, o, ls)
+            else:
+                ca.decode_attention_dynamic(qa, ka, va, scale, split, 512, o, ls, p)
+
+    for n in (1, 300, 512, 1100):
+        torch.manual_seed(n)
+        q.copy_(torch.randn(1, 4, 1, 64, dtype=dt))
+        k, v = (torch.randn(1, 2, n, 64, dtype=dt) for _ in range(2))
+        decode(q, k, v, out, lse, part)
+        _check(out, lse, *_reference(q, k, v))
+        _all_cores_ran(decode)
+    assert decode.compile_count == 1
 
 
 def run_rows(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
@@ -217,6 +258,29 @@ def test_kv_cache_cat_on_all_cores():
     _all_cores_ran(append)
 
 
+def test_kv_cache_cat_of_a_runtime_length_one_binary():
+    dt = torch.bfloat16
+    cache_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 512), 64), "shared_dram")
+    new = torch.randn(1, 4, 1, 64, dtype=dt)
+    out_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 513), 64), "shared_dram")
+
+    @legato.compile(backend=four_cores)
+    def append(x: cache_t, y: tt(new), o: out_t):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            ca.cat_rows_dynamic((x, y), (32, 1), o)
+
+    for n in (1, 31, 100, 512):
+        torch.manual_seed(n)
+        cache = torch.randn(1, 4, n, 64, dtype=dt)
+        out = torch.full((1, 4, n + 1, 64), float("nan"), dtype=dt)
+        append(cache, new, out)
+        assert torch.equal(out, torch.cat([cache, new], 2)), n
+        if n >= 100:  # 4 (b, h) x 4 pieces and 4 new rows
+            _all_cores_ran(append)
+    assert append.compile_count == 1
+
+
 # --------------------------------------------------------------------------------------------
 # The resolvers' choices, on the nodes torch.compile produces
 
@@ -229,13 +293,13 @@ def _node(fn, *args, target):
     return node
 
 
-def _ctx(num_cores=32):
+def _ctx(num_cores=32, bound=None):
     from legato.model.bertha import Bertha
     from legato.torch.options import Options
     from legato.torch.registry import ResolveContext
 
     model = Bertha(None, "bertha", num_cores, False, 8, 1 << 30)
-    return ResolveContext(model, Options(), lambda s: None)
+    return ResolveContext(model, Options(), lambda s: bound)
 
 
 SDPA = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
@@ -251,6 +315,39 @@ def _sdpa_node(q, k, v, **kw):
     )
 
 
+def _dynamic_node(fn, args, dynamic, target):
+    """The `target` node of fn traced on fake args whose dim 2 is symbolic where `dynamic[i]`
+    (one symbol per distinct tensor), as dynamo traces a decode step over a mark_dynamic
+    cache."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    st, dyn = DimDynamic.STATIC, DimDynamic.DYNAMIC
+    fakes = [
+        mode.from_tensor(
+            t, symbolic_context=StatelessSymbolicContext([st, st, dyn if d else st, st])
+        )
+        for t, d in zip(args, dynamic)
+    ]
+    with mode:
+        gm = make_fx(fn)(*fakes)
+    (node,) = [n for n in gm.graph.nodes if n.target == target]
+    return node
+
+
+def _dynamic_kv_sdpa_node(q, k, v, **kw):
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, **kw)
+
+    return _dynamic_node(f, (q, k, v), (False, True, True), SDPA)  # k is v: one symbol
+
+
 def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
     k = torch.randn(1, 8, 1024, 128, dtype=torch.bfloat16)
@@ -258,6 +355,36 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     assert impl.spmd and impl.fn is ca.decode_attention
     assert impl.args[-2:] == (2, 512)  # 32 cores / 8 groups, but whole KV blocks of 512
     assert impl.scratch == (((8, 2, 1, 130), torch.float32),)
+    # 1025 keys: 2 chunks of 512 and the new token's own partial
+    k1025 = torch.randn(1, 8, 1025, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, k1025, k1025), _ctx(32))
+    assert impl.args[-2:] == (2, 512) and impl.scratch == (((8, 3, 1, 130), torch.float32),)
+    # 513 keys (a cache of 512 and the new token): one chunk per group, no split
+    k513 = torch.randn(1, 8, 513, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q, k513, k513), _ctx(32))
+    assert impl.fn is ca.decode_attention_unsplit and impl.args[-1] == 512
+    # batch 4: 128 groups on 32 cores, each core's loop over 1024-key chunks would not fit
+    qb = torch.randn(4, 32, 1, 128, dtype=torch.bfloat16)
+    kb = torch.randn(4, 32, 1024, 128, dtype=torch.bfloat16)
+    with pytest.raises(AssertionError, match="loop body's buffers"):
+        ca.resolve_chip_sdpa(_sdpa_node(qb, kb, kb), _ctx(32))
+
+
+def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
+    q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
+    k = torch.randn(1, 8, 700, 128, dtype=torch.bfloat16)
+    node = _dynamic_kv_sdpa_node(q, k, k)
+    lk = node.args[1].meta["val"].shape[2]
+    assert not isinstance(lk, int)  # symbolic tracing made the KV length a SymInt
+    impl = ca.resolve_chip_sdpa(node, _ctx(32, bound=2048))
+    assert impl.fn is ca.decode_attention_dynamic and impl.args[-2:] == (4, 512)
+    assert impl.scratch == (((8, 4, 1, 130), torch.float32),)
+    with pytest.raises(AssertionError, match="without an upper bound"):
+        ca.resolve_chip_sdpa(node, _ctx(32, bound=None))
+    qs = torch.randn(1, 8, 16, 128, dtype=torch.bfloat16)
+    causal = _dynamic_kv_sdpa_node(qs, k, k, is_causal=True)
+    with pytest.raises(AssertionError, match="the decode step's"):
+        ca.resolve_chip_sdpa(causal, _ctx(32, bound=2048))
 
 
 def test_resolver_prefill_row_blocks_and_refusals():
@@ -278,6 +405,12 @@ def test_resolver_cat_is_for_the_kv_cache_dim():
         _node(lambda a, b: torch.cat([a, b], 2), cache, new, target=cat), _ctx(32)
     )
     assert impl.spmd and impl.args[1] == (512, 1)
+    dyn = _dynamic_node(
+        lambda a, b: torch.cat([a, b], 2), (cache, new), (True, False), torch.ops.aten.cat.default
+    )
+    assert ca.resolve_chip_cat(dyn, _ctx(32, bound=1024)).fn is ca.cat_rows_dynamic
+    with pytest.raises(AssertionError, match="no upper bound"):
+        ca.resolve_chip_cat(dyn, _ctx(32, bound=None))
     with pytest.raises(AssertionError, match="dim 2 of 4-d"):
         ca.resolve_chip_cat(
             _node(lambda a, b: torch.cat([a, b], 3), cache, cache, target=cat), _ctx(32)

@@ -1,0 +1,111 @@
+"""A Llama-style attention block through torch.compile(backend="legato") at chip scale: the
+decode step over a KV cache (its append, `aten.cat`, and the SDPA) and the causal prefill run as
+all-core kernels (every core executes instructions) and match eager within bf16 tolerance; a
+cache of a runtime length (mark_dynamic) runs every length in one binary."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_backend_helpers import assert_close_bf16
+
+import legato.torch as lt
+from legato.torch import kernelgen, wrapper
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(kernelgen, "generate_spmd"),
+    reason="the generator of spmd kernels (issue 14's chip plumbing) is not merged",
+)
+
+BF16 = torch.bfloat16
+HEADS, KV_HEADS, HD = 4, 2, 128
+HIDDEN = HEADS * HD
+
+
+class Attention(torch.nn.Module):
+    """Llama attention (GQA, no rotary: it is not what this tests) with a KV cache passed in
+    and returned, as HF's DynamicCache appends to it (cat along the sequence dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.q = torch.nn.Linear(HIDDEN, HEADS * HD, bias=False, dtype=BF16)
+        self.k = torch.nn.Linear(HIDDEN, KV_HEADS * HD, bias=False, dtype=BF16)
+        self.v = torch.nn.Linear(HIDDEN, KV_HEADS * HD, bias=False, dtype=BF16)
+        self.o = torch.nn.Linear(HEADS * HD, HIDDEN, bias=False, dtype=BF16)
+
+    def forward(self, x, k_cache, v_cache):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, HEADS, HD).transpose(1, 2)
+        k = self.k(x).view(b, s, KV_HEADS, HD).transpose(1, 2)
+        v = self.v(x).view(b, s, KV_HEADS, HD).transpose(1, 2)
+        k = torch.cat([k_cache, k], dim=-2)
+        v = torch.cat([v_cache, v], dim=-2)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1, enable_gqa=True)
+        return self.o(o.transpose(1, 2).reshape(b, s, HIDDEN)), k, v
+
+
+def _chip_kernels(*labels):
+    """The spmd kernels of the last compiled graph whose nodes' implementation names contain
+    one of `labels`; asserts each ran on every core."""
+    summary = str(lt.last_summary())
+    for label in labels:
+        assert label in summary, summary
+    mods = [m for m in wrapper.last_wrapper().kernel_modules() if m.gen.spmd]
+    assert mods, summary
+    for m in mods:
+        ins = {k: v for k, v in m.kernel.last_run.instructions.items() if k.startswith("core")}
+        assert len(ins) == 32 and all(v > 0 for v in ins.values()), (m.gen.name, ins)
+    return mods
+
+
+def _run(model, *args):
+    with torch.no_grad():
+        got = torch.compile(model, backend="legato")(*args)
+        ref = model(*args)
+    return got, ref
+
+
+def _close(got, ref):
+    for g, r in zip(got, ref):
+        assert_close_bf16(g, r, ulps=8)
+
+
+def test_decode_step_over_a_kv_cache_runs_on_all_cores():
+    torch.manual_seed(0)
+    model = Attention()
+    x = torch.randn(1, 1, HIDDEN, dtype=BF16)
+    kc, vc = (torch.randn(1, KV_HEADS, 512, HD, dtype=BF16) for _ in range(2))
+    got, ref = _run(model, x, kc, vc)
+    _close(got, ref)
+    _chip_kernels("chip decode attention", "chip cat (KV append)")
+
+
+def test_causal_prefill_runs_on_all_cores():
+    torch.manual_seed(1)
+    model = Attention()
+    x = torch.randn(1, 128, HIDDEN, dtype=BF16)
+    empty = torch.zeros(1, KV_HEADS, 0, HD, dtype=BF16)  # an empty cache (first forward)
+    got, ref = _run(model, x, empty, empty)
+    _close(got, ref)
+    _chip_kernels("chip attention (")
+
+
+def test_decode_over_a_runtime_cache_length_one_compile():
+    torch.manual_seed(2)
+    model = Attention()
+    compiled = torch.compile(model, backend="legato")
+    for n in (300, 301, 700):
+        x = torch.randn(1, 1, HIDDEN, dtype=BF16)
+        kc, vc = (torch.randn(1, KV_HEADS, n, HD, dtype=BF16) for _ in range(2))
+        for t in (kc, vc):
+            lt.mark_dynamic(t, 2, max=1024)
+        with torch.no_grad():
+            got = compiled(x, kc, vc)
+            ref = model(x, kc, vc)
+        _close(got, ref)
+        mods = _chip_kernels(
+            "chip decode attention (runtime KV length", "chip cat (KV append, runtime"
+        )
+    # one graph and one binary per spmd kernel served every length
+    assert all(m.kernel.compile_count == 1 for m in mods), [
+        (m.gen.name, m.kernel.compile_count) for m in mods
+    ]
