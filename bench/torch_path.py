@@ -32,6 +32,10 @@ class TorchRow:
     hand: str  # the hand-written bench kernel at the same shapes
     macs: int
     ideal_bytes: int
+    # None: every element within 2 bf16 ulps of eager (one op, one rounding); else
+    # allclose(rtol=atol=rtol) as the hand-written row's check (a layer's chain of roundings
+    # differs from eager's by more than a single op's)
+    rtol: float | None = None
 
     def measure(self, target: str, repeat: int = 1) -> dict:
         return measure(self, target, repeat)
@@ -161,10 +165,15 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
         sum(r.vpu_transcendental_ops for r in runs),
     )
     eps = torch.finfo(torch.bfloat16).eps
-    ok = all(
-        bool(((a.float() - b.float()).abs() <= 2 * eps * b.float().abs().clamp_min(1 / 64)).all())
-        for a, b in zip(ys, refs, strict=True)
-    )
+
+    def close(a, b):
+        if row.rtol is not None:
+            return torch.allclose(a.float(), b.float(), rtol=row.rtol, atol=row.rtol)
+        return bool(
+            ((a.float() - b.float()).abs() <= 2 * eps * b.float().abs().clamp_min(1 / 64)).all()
+        )
+
+    ok = all(close(a, b) for a, b in zip(ys, refs, strict=True))
     err = max((a.float() - b.float()).abs().max().item() for a, b in zip(ys, refs, strict=True))
     hand = _hand_cycles(row.hand, target)
     secs = cycles / (model.clock_ghz * 1e9)
@@ -228,6 +237,7 @@ ROWS = [
         + 2 * 32 * 1024 * 128 * 2
         + 2 * 32 * 1025 * 128 * 2
         + (2 * 4096 + 2 * 4096 + 4 * 128) * 2,
+        rtol=2e-2,  # as decoder_layer_7b_ctx1024's check (bench/kernels.py BenchKernel.rtol)
     ),
 ]
 
