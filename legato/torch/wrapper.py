@@ -332,6 +332,39 @@ def _empty_out(shape, stride, dtype):
     return torch.empty_strided(shape, stride, dtype=dtype)
 
 
+def _original_names(fused: torch.fx.GraphModule, subs: list[str]) -> dict[str, list[str]]:
+    """Per fused submodule, the original graph node each of its placeholders stands for.
+
+    `fuse_partitions` fuses one partition after the other and names a submodule's placeholders
+    after the nodes that feed it at that moment: when an earlier-fused partition produced an
+    input, that is the `getitem` of (or the call of) the earlier submodule, not the node the
+    kernel was generated for. The submodule's output node keeps the original names, so the
+    call's arguments are traced back through it."""
+    outputs = {}
+    for t in subs:
+        out = next(n for n in getattr(fused, t).graph.nodes if n.op == "output").args[0]
+        outputs[t] = [o.name for o in out] if isinstance(out, (tuple, list)) else [out.name]
+
+    def original(a) -> str:
+        if a.op == "call_module" and a.target in outputs and len(outputs[a.target]) == 1:
+            return outputs[a.target][0]
+        if (
+            a.op == "call_function"
+            and a.target is operator.getitem
+            and isinstance(a.args[0], torch.fx.Node)
+            and a.args[0].op == "call_module"
+            and a.args[0].target in outputs
+        ):
+            return outputs[a.args[0].target][a.args[1]]
+        return a.name
+
+    return {
+        n.target: [original(a) for a in n.args]
+        for n in fused.graph.nodes
+        if n.op == "call_module" and n.target in outputs
+    }
+
+
 class LegatoKernelModule(torch.nn.Module):
     """Runs one partition as its Legato kernel: tensor inputs in, outputs allocated and written
     in place by the kernel, returned in the structure of the fused submodule.
@@ -347,7 +380,11 @@ class LegatoKernelModule(torch.nn.Module):
         fused: torch.fx.GraphModule,
         info: KernelInfo,
         options: Options,
+        input_names: list[str] | None = None,
     ):
+        """`input_names`: per placeholder of `fused`, the name of the original graph node it
+        stands for (default: the placeholder's own name; fusing an earlier partition renames
+        the nodes it replaces, see `_original_names`)."""
         super().__init__()
         self.gen = gen
         self.kernel = gen.kernel
@@ -360,7 +397,7 @@ class LegatoKernelModule(torch.nn.Module):
         self.fused = fused  # runs eagerly for a call the kernel cannot take
         self.info = info
         self.options = options
-        placeholders = [n.name for n in fused.graph.nodes if n.op == "placeholder"]
+        placeholders = input_names or [n.name for n in fused.graph.nodes if n.op == "placeholder"]
         self.in_pos = [placeholders.index(n.name) for n in gen.inputs]
         out = next(n for n in fused.graph.nodes if n.op == "output").args[0]
         self.single = not isinstance(out, (tuple, list))
@@ -750,6 +787,7 @@ class LegatoGraphWrapper:
         ]
         # fused submodules hold copies of the partition's nodes, with the same names
         by_names = {frozenset(n.name for n in nodes): (nodes, gen) for nodes, gen in gens}
+        originals = _original_names(fused, subs)
         for target in subs:
             sub = getattr(fused, target)
             names = frozenset(n.name for n in sub.graph.nodes if n.op == "call_function")
@@ -761,7 +799,11 @@ class LegatoGraphWrapper:
             ]
             info = KernelInfo(gen.name, labels, str(gen.path))
             self.summary.kernels.append(info)
-            setattr(fused, target, LegatoKernelModule(gen, sub, info, self.options))
+            setattr(
+                fused,
+                target,
+                LegatoKernelModule(gen, sub, info, self.options, originals[target]),
+            )
         fused.recompile()
         return fused
 
