@@ -774,11 +774,8 @@ class LegatoGraphWrapper:
         for p in partitions:
             nodes = [n for n in gm.graph.nodes if n in p.nodes]
             gens.append((nodes, compiled[frozenset(nodes)]))
-        # Consumers first: fusing a partition renames the nodes it replaces, so a partition
-        # that reads another's results (the segments around an spmd node) is fused while its
-        # inputs still carry their names (the kernel module finds its inputs by name).
-        pos = {n: i for i, n in enumerate(gm.graph.nodes)}
-        partitions = sorted(partitions, key=lambda p: -max(pos[n] for n in p.nodes))
+        # (fusing renames the nodes a partition replaces: kernel modules find their inputs
+        # through `_original_names`, whatever the order partitions are fused in)
         fused = partitioner.fuse_partitions(partitions) if partitions else gm
         subs = [
             n.target
