@@ -14,8 +14,11 @@ from legato import sync, tensor, types
 from legato.context import get_context, get_model
 from legato.errors import CompileError, LegatoError, LegatoRuntimeError
 from legato.jit import (
+    AutotuneError,
+    Config,
     Kernel,
     OutputType,
+    autotune,
     compile,
     constexpr,
     core_id,
@@ -27,12 +30,15 @@ from legato.jit import (
 from legato.version import __version__
 
 __all__ = [
+    "AutotuneError",
+    "Config",
     "CompileError",
     "Kernel",
     "LegatoError",
     "LegatoRuntimeError",
     "OutputType",
     "__version__",
+    "autotune",
     "compile",
     "constexpr",
     "core_id",

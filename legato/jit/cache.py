@@ -346,3 +346,23 @@ def library_versions() -> tuple[tuple[str, str], ...]:
 def binary_format_version() -> int:
     """The ELF format version the runtime reads (part of the cache key)."""
     return FORMAT_VERSION
+
+
+def signed_entry(payload: dict) -> dict:
+    """`payload` wrapped as a signed cache entry (the format `disk_load` verifies), for other
+    records kept in the cache directory (autotune choices). CacheKeyError if the key is unusable."""
+    return {"format": CACHE_FORMAT, "hmac": _signature(signing_key(), payload), "payload": payload}
+
+
+def verified_payload(entry) -> dict | None:
+    """The payload of a `signed_entry`, or None when it is not one or its signature does not
+    verify with this user's key (logged). CacheKeyError if the key is unusable."""
+    if not isinstance(entry, dict) or entry.get("format") != CACHE_FORMAT:
+        return None
+    payload, mac = entry.get("payload"), entry.get("hmac")
+    if not isinstance(payload, dict) or not isinstance(mac, str):
+        return None
+    if not hmac.compare_digest(mac, _signature(signing_key(), payload)):
+        stats["refused_entries"] += 1
+        return None
+    return payload
