@@ -5,7 +5,7 @@
 | `kernel` | `Kernel` (what `@legato.compile` returns: bind, compile, run, interpret) and `compile` |
 | `session` | `legato.session(...)` and `OutputType` (the stage a session writes out) |
 | `cache` | the in-memory and on-disk JIT cache |
-| `autotune` | `@legato.autotune`: constexpr configs ranked by simulated cycles, choices stored |
+| `autotuner` | `@legato.autotune`: constexpr configs ranked by simulated cycles, choices stored |
 
 The language markers (`constexpr`, `static_range`, `core_id`, `function`) live in
 `legato.frontend.language`, the target registry (`register_backend`, `resolve_backend`) in
@@ -14,7 +14,7 @@ The language markers (`constexpr`, `static_range`, `core_id`, `function`) live i
 """
 
 from legato.frontend.language import Param, constexpr, core_id, function, static_range
-from legato.jit.autotune import AutotuneError, Autotuner, Config, TuneReport, autotune
+from legato.jit.autotuner import AutotuneError, Autotuner, Config, TuneReport, autotune
 from legato.jit.cache import cache_dir, clear_memory_cache, stats
 from legato.jit.cache import disk_load as _disk_load
 from legato.jit.kernel import Kernel, compile

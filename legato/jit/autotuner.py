@@ -14,7 +14,7 @@ in the JIT cache directory (`<cache_dir>/autotune/`, signed with the cache's per
 cache entry) and, on request, in a results file (`export`) that a later install reads
 (`results=` or `load`) without tuning. Later calls run the chosen config.
 
-What the choice is keyed by (`TuningKey`): the kernel (name, source, the dependencies its cache
+What the choice is keyed by (`Autotuner._identity`, hashed by `tuning_key`): the kernel (name, source, the dependencies its cache
 key hashes, the argument types), the target (name and ComputeModel fingerprint), the declared
 configs, the constexpr values the call fixes and the shape bucket of the `key=` arguments (each
 dim rounded up to a power of two). The compiler version is recorded, not keyed: every config
@@ -67,10 +67,10 @@ class Config(dict):
         return "Config(" + ", ".join(f"{k}={v!r}" for k, v in self.items()) + ")"
 
     def __hash__(self):  # a dict is unhashable; configs are compared by value
-        return hash(_canonical(self))
+        return hash(canonical(self))
 
 
-def _canonical(config: Mapping) -> str:
+def canonical(config: Mapping) -> str:
     return json.dumps(dict(config), sort_keys=True)
 
 
@@ -129,7 +129,7 @@ class TuneReport:
         for r in self.rows:
             cyc = f"{r.cycles:>10}" if r.cycles is not None else " " * 10
             mark = "*" if r.status == "best" else " "
-            line = f" {mark} {_canonical(r.config):<40} {cyc}  {r.status}"
+            line = f" {mark} {canonical(r.config):<40} {cyc}  {r.status}"
             reason = r.reason.replace("\n", "\n      ")
             lines.append(line + (f": {reason}" if reason else ""))
         return "\n".join(lines)
@@ -216,6 +216,7 @@ def choose(
     reference: Mapping[str, np.ndarray] | None = None,
     rtol: float = 2e-2,
     atol: float = 2e-2,
+    reference_what: str = "the reference function",
 ) -> TuneReport:
     """Rank `outcomes`: drop the failed ones and those whose outputs differ from `reference`
     (None: the outputs of the first config that ran), and mark the one with the fewest cycles
@@ -224,9 +225,9 @@ def choose(
     if reference is None:
         ref_from = ran[0] if ran else None
         ref = ref_from.outputs if ref_from is not None else {}
-        ref_what = f"the first config that ran, {_canonical(ref_from.config)}" if ran else "-"
+        ref_what = f"the first config that ran, {canonical(ref_from.config)}" if ran else "-"
     else:
-        ref, ref_what = dict(reference), "the reference function"
+        ref, ref_what = dict(reference), reference_what
     rows = []
     for o in outcomes:
         if o.error is not None:
@@ -271,7 +272,7 @@ class ResultStore:
         return (
             isinstance(record, dict)
             and isinstance(record.get("config"), dict)
-            and _canonical(record["config"]) in {_canonical(c) for c in self.configs}
+            and canonical(record["config"]) in {canonical(c) for c in self.configs}
         )
 
     def lookup(self, key: str) -> tuple[dict, str] | None:
@@ -349,6 +350,7 @@ def write_results(path: Path | str, records: Sequence[dict], merge: bool = True)
         old[r["key"]] = r
     data = {"format": FILE_FORMAT, "records": [old[k] for k in sorted(old)]}
     cache.write_atomic(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode())
+    path.chmod(0o644)  # a file to ship: readable by others (the temporary file was 0600)
 
 
 def tuning_key(identity: Mapping) -> str:
@@ -448,7 +450,7 @@ class Autotuner:
         tuned = {n for c in self.configs for n in c}
         for name in tuned & set(kwargs):
             raise LegatoError(
-                f"{_user_line(4)}: {self.__name__}: '{name}' is chosen by @legato.autotune "
+                f"{_user_line(3)}: {self.__name__}: '{name}' is chosen by @legato.autotune "
                 f"({self.at}); do not pass it"
             )
         sig = self.kernel.signature
@@ -458,7 +460,7 @@ class Autotuner:
             raise LegatoError(f"{self.__name__} ({self.kernel.where}): {e}") from None
         for name in tuned & set(bound.arguments):
             raise LegatoError(
-                f"{_user_line(4)}: {self.__name__}: '{name}' is chosen by @legato.autotune "
+                f"{_user_line(3)}: {self.__name__}: '{name}' is chosen by @legato.autotune "
                 f"({self.at}); do not pass it"
             )
         return dict(bound.arguments)
@@ -491,7 +493,7 @@ class Autotuner:
             "deps": k._deps.fingerprint(),
             "params": [[p.name, p.kind, str(p.spec)] for p in k.params],
             "target": [model.name, model.fingerprint()],
-            "configs": sorted(_canonical(c) for c in self.configs),
+            "configs": sorted(canonical(c) for c in self.configs),
             "fixed": fixed,
             "bucket": bucket,
         }
@@ -634,13 +636,13 @@ def autotune(
         raise AutotuneError(f"{at}: error: @legato.autotune needs at least one config")
     for c in configs:
         try:
-            if json.loads(_canonical(c)) != dict(c):
+            if json.loads(canonical(c)) != dict(c):
                 raise TypeError("does not survive JSON")
         except (TypeError, ValueError):
             raise AutotuneError(
                 f"{at}: error: config {c!r}: values must be numbers, strings, booleans or None"
             ) from None
-    if len({_canonical(c) for c in configs}) != len(configs):
+    if len({canonical(c) for c in configs}) != len(configs):
         raise AutotuneError(f"{at}: error: @legato.autotune lists a config twice")
     if isinstance(key, str):
         key = [key]
