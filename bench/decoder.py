@@ -111,10 +111,17 @@ def rotary(x, cos, sin):
 
 
 def make_decoder_layer(
-    hidden: int = 4096, heads: int = 32, ffn: int = 11008, ctx: int = 1024, name: str | None = None
+    hidden: int = 4096,
+    heads: int = 32,
+    ffn: int = 11008,
+    ctx: int = 1024,
+    name: str | None = None,
+    attn_split: int | None = None,
 ) -> "BenchKernel":
     """A BenchKernel for one Llama decoder layer in decode; specialized per chip by `for_model`
-    (the scratch arguments' slot count depends on the core count)."""
+    (the scratch arguments' slot count depends on the core count). `attn_split`: the cores per
+    head in attention (default: as many as the chip has cores per head, at least 1; a
+    search-space point of the tuner, `bench.kernels.DECODER_SPACE`)."""
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
 
     assert hidden == heads * HEAD_DIM, "head_dim is 128 (one MPU column block per head)"
@@ -136,9 +143,13 @@ def make_decoder_layer(
         )
 
         assert p >= heads, f"attention takes a head per core: {p} cores < {heads} heads"
-        split = max(1, min(p // heads, nctx))  # cores per head in attention
-        while nctx % split:
-            split -= 1
+        if attn_split is None:
+            split = max(1, min(p // heads, nctx))  # cores per head in attention
+            while nctx % split:
+                split -= 1
+        else:
+            split = attn_split
+            assert split >= 1 and nctx % split == 0, "attn_split must divide the token blocks"
         nb = nctx // split  # token blocks per core
 
         def tt(shape, dtype=BF16, memory="shared_dram"):

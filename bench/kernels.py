@@ -8,12 +8,15 @@ Legato function, an argument factory and the torch computation it must match.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import legato
 from bench.decoder import make_decoder_layer
 from bench.gemm import make_gemm_spmd
+from legato.jit import autotuner as autotune
 
 BF16 = legato.types.float("bfloat16")
 
@@ -153,7 +156,10 @@ def make_gemv(
     tile) on EVT0 (32 cores x 128 = 4096 columns), 64 on EVT1 (64 cores x 64), so that every
     core owns whole output columns: no split-K reduction, no barrier.
 
-    SPMD over every core, `device.num_cores = S * (n // tn)` for S in {1, 2}: core c owns
+    A tile narrower than n / num_cores gives each core `bpc = (n // tn) / num_cores` whole
+    column blocks, each streamed and written in turn (a search-space point of the tuner,
+    `GEMV_SPACE`). Otherwise SPMD over every core, `device.num_cores = S * (n // tn)` for S in
+    {1, 2}: core c owns
     output column block `c // S` and K-tiles `[(c % S) * kt / S, (c % S + 1) * kt / S)`. Its
     tile loads are unrolled (`static_range`), so the compiler issues them back to back ahead of
     the matmuls that use them (up to 8 DMAs in flight per core) and the MPU overlaps the stream.
@@ -179,34 +185,53 @@ def make_gemv(
         # (k and n also appear here so that they are closure variables: the annotations are
         # strings under `from __future__ import annotations`, evaluated in the closure's scope)
         assert x.shape[1] == k and out.shape[1] == n
-        split = device.num_cores // nb
-        assert split * nb == device.num_cores and 1 <= split <= max_split, (
-            "num_cores must be 1x or 2x the number of 128-column blocks"
+        # more blocks than cores (a narrow tile): core c owns blocks [c * bpc, (c + 1) * bpc)
+        bpc = max(1, nb // device.num_cores)
+        assert bpc == 1 or bpc * device.num_cores == nb, (
+            "the column blocks must split evenly between the cores"
+        )
+        split = device.num_cores // nb if bpc == 1 else 1
+        assert bpc > 1 or (split * nb == device.num_cores and 1 <= split <= max_split), (
+            "num_cores must be 1x or 2x the number of column blocks, or divide it"
         )
         assert kt % split == 0, "the K-tiles must split evenly between a block's cores"
         per = kt // split  # K-tiles per core
         with device.get_all_cores():
             c = legato.core_id()
-            blk = c // split
-            h = c % split
-            k0 = h * (per * MPU_TK)
-            xs = legato.tensor.load(x[:, k0 : k0 + per * MPU_TK])
-            acc = legato.tensor.full((1, tn), 0.0, F32)
-            for t in legato.static_range(per):
-                wk = legato.tensor.load(wt[blk, h * per + t], "sram")
-                acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK : (t + 1) * MPU_TK], wk, F32)
-            if split == 1:
-                legato.tensor.memcpy(out[:, c * tn : (c + 1) * tn], legato.tensor.cast(acc, BF16))
+            if bpc > 1:
+                xs = legato.tensor.load(x)
+                for b in legato.static_range(bpc):
+                    acc = legato.tensor.full((1, tn), 0.0, F32)
+                    for t in legato.static_range(kt):
+                        wk = legato.tensor.load(wt[c * bpc + b, t], "sram")
+                        acc = acc + legato.tensor.matmul(
+                            xs[:, t * MPU_TK : (t + 1) * MPU_TK], wk, F32
+                        )
+                    j0 = (c * bpc + b) * tn
+                    legato.tensor.memcpy(out[:, j0 : j0 + tn], legato.tensor.cast(acc, BF16))
             else:
-                legato.tensor.memcpy(part[h : h + 1, blk * tn : (blk + 1) * tn], acc)
-                legato.sync.barrier()
-                cols = tn // split
-                j0 = blk * tn + h * cols
-                both = legato.tensor.load(part[0:split, j0 : j0 + cols])
-                legato.tensor.memcpy(
-                    out[:, j0 : j0 + cols],
-                    legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True), BF16),
-                )
+                blk = c // split
+                h = c % split
+                k0 = h * (per * MPU_TK)
+                xs = legato.tensor.load(x[:, k0 : k0 + per * MPU_TK])
+                acc = legato.tensor.full((1, tn), 0.0, F32)
+                for t in legato.static_range(per):
+                    wk = legato.tensor.load(wt[blk, h * per + t], "sram")
+                    acc = acc + legato.tensor.matmul(xs[:, t * MPU_TK : (t + 1) * MPU_TK], wk, F32)
+                if split == 1:
+                    legato.tensor.memcpy(
+                        out[:, c * tn : (c + 1) * tn], legato.tensor.cast(acc, BF16)
+                    )
+                else:
+                    legato.tensor.memcpy(part[h : h + 1, blk * tn : (blk + 1) * tn], acc)
+                    legato.sync.barrier()
+                    cols = tn // split
+                    j0 = blk * tn + h * cols
+                    both = legato.tensor.load(part[0:split, j0 : j0 + cols])
+                    legato.tensor.memcpy(
+                        out[:, j0 : j0 + cols],
+                        legato.tensor.cast(legato.tensor.sum(both, 0, keepdim=True), BF16),
+                    )
 
     def make_args(torch, gen):
         x = torch.randn(1, k, generator=gen).bfloat16()
@@ -239,6 +264,135 @@ def make_gemv(
     )
 
 
+# -- declared search spaces (issue 18): the bench's tile choices, tuned on simulated cycles ------
+
+TUNED = Path(__file__).with_name("tuned.json")  # the shipped choices; `python -m bench --retune`
+
+
+@dataclass
+class SearchSpace:
+    """A bench kernel's declared search space: `build(model, **config)` is the BenchKernel of
+    one config laid out for `model` (the config may change the arguments' layout, so a config
+    is not a constexpr of one kernel); `hand(model)` is the config the bench ran before it was
+    tuned. The choice per target comes from `TUNED` (or the JIT cache directory's autotune
+    records); a target with none is tuned on first use."""
+
+    name: str
+    configs: list[dict]
+    build: Callable
+    hand: Callable
+
+    def __post_init__(self):
+        self.store = autotune.ResultStore(self.configs, [TUNED])
+
+    def identity(self, model) -> dict:
+        return {
+            "bench": self.name,
+            "target": [model.name, model.fingerprint()],
+            "configs": sorted(autotune.canonical(c) for c in self.configs),
+        }
+
+    def choice(self, model) -> dict:
+        found = self.store.lookup(autotune.tuning_key(self.identity(model)))
+        if found is not None:
+            return dict(found[0]["config"])
+        print(
+            f"bench: {TUNED.name} has no choice for {self.name} on {model.name}: tuning now "
+            "(`python -m bench --retune` ships it)",
+            file=sys.stderr,
+        )
+        return self.tune(model).best.config
+
+    def _candidate(self, model, config: dict) -> autotune.Candidate:
+        def run():
+            import torch
+
+            from bench.runner import _to_numpy
+            from legato.compiler import compile_kernel
+            from legato.targets.bertha.runtime import run_binary
+
+            torch.set_num_threads(1)  # the workers share the machine's cores
+            bk = self.build(model, **config)
+            args = [_to_numpy(t) for t in bk.make_args(torch, torch.Generator().manual_seed(0))]
+            module = legato.compile(backend=model)(bk.fn).emit_module()
+            binary = bytes(compile_kernel(module, model, bk.name).binary)
+            return run_binary(binary, model, args).cycles, {"out": args[bk.out_index]}
+
+        return autotune.Candidate(dict(config), run)
+
+    def tune(self, model, workers: int | None = None) -> autotune.TuneReport:
+        """Compile and run every config on `model` (at most 2 processes at once), check each
+        output against torch eager (on the hand pick's layout: every layout holds the same
+        matrices) and keep the fastest; the choice is stored (memory, cache directory)."""
+        import torch
+
+        from bench.runner import _to_numpy
+
+        outcomes = autotune.run_candidates(
+            [self._candidate(model, c) for c in self.configs], workers
+        )
+        hand = self.build(model, **self.hand(model))
+        targs = hand.make_args(torch, torch.Generator().manual_seed(0))
+        ref = {"out": _to_numpy(hand.torch_fn(torch, targs))}
+        report = autotune.choose(
+            f"{self.name} on {model.name}",
+            outcomes,
+            ref,
+            rtol=hand.rtol,
+            atol=hand.rtol,
+            reference_what=f"torch eager (allclose {hand.rtol:g})",
+        )
+        identity = self.identity(model)
+        self.store.store(autotune.tuning_key(identity), autotune.record_of(report, identity))
+        return report
+
+    def kernel(self) -> BenchKernel:
+        """The bench row: EVT0's hand pick until the runner specializes it to the target's
+        tuned choice."""
+        from legato.model import bertha
+
+        bk = self.build(bertha.evt0(), **self.hand(bertha.evt0()))
+        bk.for_model = lambda model: self.build(model, **self.choice(model))
+        bk.space = self
+        return bk
+
+
+def write_tuned(spaces) -> int:
+    """Write the choices these spaces hold in memory to `TUNED` (merged with its others)."""
+    records = [r for sp in spaces for r in sp.store.memory.values()]
+    autotune.write_results(TUNED, records)
+    return len(records)
+
+
+def _gemv_build(k, n, name):
+    return lambda model, tile_n: make_gemv(k, n, name, tile_n)
+
+
+GEMV_SPACE = SearchSpace(
+    "gemv_1x4096x4096",
+    [{"tile_n": tn} for tn in (32, 64, 128)],
+    _gemv_build(4096, 4096, "gemv_1x4096x4096"),
+    lambda model: {"tile_n": gemv_tile_n(model, 4096)},
+)
+DECODER_SPACE = SearchSpace(
+    "decoder_layer_7b_ctx1024",
+    [{"attn_split": s} for s in (1, 2, 4)],
+    lambda model, attn_split: make_decoder_layer(
+        4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024", attn_split
+    ).specialize(model),
+    lambda model: {"attn_split": max(1, min(model.num_cores // 32, 1024 // 128))},
+)
+GEMM_SPACE = SearchSpace(
+    "gemm_512x4096x4096",
+    [{"group": g} for g in (4, 8, 16, 32)],
+    lambda model, group: make_gemm_spmd(
+        512, 4096, 4096, "gemm_512x4096x4096", model.num_cores, group
+    ).specialize(model),
+    lambda model: {"group": min(model.num_cores, 8 if model.num_cores <= 32 else 16)},
+)
+SPACES = [GEMV_SPACE, DECODER_SPACE, GEMM_SPACE]
+
+
 KERNELS = [
     BenchKernel("simple_matmul", simple_matmul, _matmul_args, _matmul_torch, out_index=2),
     BenchKernel(
@@ -255,7 +409,7 @@ KERNELS = [
         _softmax_torch,
         out_index=1,
     ),
-    make_gemv(4096, 4096, "gemv_1x4096x4096"),
-    make_decoder_layer(4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024"),
-    make_gemm_spmd(512, 4096, 4096, "gemm_512x4096x4096"),  # one SPMD program
+    GEMV_SPACE.kernel(),
+    DECODER_SPACE.kernel(),
+    GEMM_SPACE.kernel(),  # one SPMD program
 ]

@@ -244,7 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="only this target (repeatable; default: both)",
     )
     ap.add_argument("--kernel", action="append", help="only this kernel (repeatable)")
+    ap.add_argument(
+        "--retune",
+        action="store_true",
+        help="tune the declared search spaces again (bench/tune.py) and write bench/tuned.json",
+    )
     args = ap.parse_args(argv)
+    if args.retune:
+        from bench.tune import retune
+
+        retune(args.kernel, args.target or TARGETS, None)
     kernels = [k for k in KERNELS if not args.kernel or k.name in args.kernel]
     if not kernels:
         ap.error(f"no kernel named {args.kernel}; known: {', '.join(k.name for k in KERNELS)}")
