@@ -453,10 +453,28 @@ class CodeGenerator(RuntimeCodegen):
             for t, v in zip(target.elts, value):
                 self.assign(t, v, value_node)
             return
+        if isinstance(target, ast.Subscript):
+            base = self.eval(target.value)
+            if isinstance(base, (list, dict)):  # a compile-time container: `parts[i] = t`
+                index = self.eval(target.slice)
+                if not _is_static(index):
+                    raise self.error(target.slice, "a list index must be a compile-time value")
+                if not _is_static(value):
+                    self.refuse_in_loop(
+                        target,
+                        "storing a tensor into a list",
+                        "the loop body is compiled once; unroll the loop with "
+                        "legato.static_range, or carry a tensor through it",
+                    )
+                try:
+                    base[index] = value
+                except Exception as e:  # noqa: BLE001 - report where in the kernel it happened
+                    raise self.error(target, _message(e)) from None
+                return
         raise self.error(
             target,
-            "only names can be assigned in a Legato kernel (tensors are values; write into a "
-            "tensor with legato.tensor.memcpy)",
+            "only names (and items of a Python list: `parts[i] = t`) can be assigned in a "
+            "Legato kernel (tensors are values; write into a tensor with legato.tensor.memcpy)",
         )
 
     def _stmt_With(self, node: ast.With) -> None:
@@ -735,10 +753,24 @@ class CodeGenerator(RuntimeCodegen):
         )
 
     def _expr_Tuple(self, node: ast.Tuple):
-        return tuple(self.eval(e) for e in node.elts)
+        return tuple(self.elements(node.elts))
 
     def _expr_List(self, node: ast.List):
-        return [self.eval(e) for e in node.elts]
+        return self.elements(node.elts)
+
+    def elements(self, elts: list[ast.expr]) -> list:
+        """The values of a tuple/list display or a call's positional arguments, `*xs`
+        unpacked (`(*parts, t)`)."""
+        out: list = []
+        for e in elts:
+            if isinstance(e, ast.Starred):
+                v = self.eval(e.value)
+                if not isinstance(v, (tuple, list)):
+                    raise self.error(e, f"cannot unpack {_describe(v)} with *")
+                out.extend(v)
+            else:
+                out.append(self.eval(e))
+        return out
 
     def _expr_Dict(self, node: ast.Dict):
         if any(k is None for k in node.keys):
@@ -939,6 +971,8 @@ class CodeGenerator(RuntimeCodegen):
             )
         args, kwargs = self.call_args(node)
         if not (_is_static(list(args)) and _is_static(list(kwargs.values()))):
+            if _is_container_call(fn, args):
+                return self.container_call(fn, args, kwargs, node)
             result = self.runtime_call(fn, args, kwargs, node)
             if result is not NotImplemented:
                 return result
@@ -957,16 +991,81 @@ class CodeGenerator(RuntimeCodegen):
         except Exception as e:  # noqa: BLE001 - report where in the kernel it happened
             raise self.error(node, _message(e)) from None
 
+    def container_call(self, fn, args: list, kwargs: dict, node: ast.Call):
+        """A compile-time container operation on tensors (`parts.append(t)`, `tuple(parts)`,
+        `len`, `zip`, ...): it moves references to tensors, never reads them, so it runs now."""
+        if isinstance(getattr(fn, "__self__", None), list):
+            self.refuse_in_loop(
+                node,
+                f"list.{fn.__name__} of a tensor",
+                "the loop body is compiled once, so the list would get one element; unroll "
+                "the loop with legato.static_range, or carry a tensor through it",
+            )
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - report where in the kernel it happened
+            raise self.error(node, _message(e)) from None
+
+    # -- comprehensions: unrolled at compile time, like a static `for` --------------------------
+
+    def _expr_ListComp(self, node: ast.ListComp):
+        return self.comprehension(node, lambda: self.eval(node.elt))
+
+    def _expr_GeneratorExp(self, node: ast.GeneratorExp):
+        # materialized: a generator of tensors is only ever consumed whole (tuple(), cat, ...)
+        return tuple(self.comprehension(node, lambda: self.eval(node.elt)))
+
+    def _expr_DictComp(self, node: ast.DictComp):
+        return dict(self.comprehension(node, lambda: (self.eval(node.key), self.eval(node.value))))
+
+    def comprehension(self, node, element) -> list:
+        """The elements of a comprehension over compile-time iterables, each `for` clause
+        unrolled in order and each `if` clause resolved at compile time; the loop names are
+        local to it (as in Python 3)."""
+        names = {
+            n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+        }
+        env = self.frame.env
+        saved = {n: env[n] for n in names if n in env}
+        out: list = []
+        try:
+            self._unroll_generators(node.generators, 0, element, out)
+        finally:
+            for n in names:
+                env.pop(n, None)
+            env.update(saved)
+        return out
+
+    def _unroll_generators(self, gens, i: int, element, out: list) -> None:
+        if i == len(gens):
+            out.append(element())
+            return
+        g = gens[i]
+        if g.is_async:
+            raise self.error(g.iter, "`async for` is not supported in a Legato kernel")
+        iterable = self.eval(g.iter)
+        if isinstance(iterable, (RuntimeRange, IRValue)) or not _iterable(iterable):
+            raise self.error(
+                g.iter,
+                "a comprehension unrolls at compile time: it must iterate over a compile-time "
+                "range or sequence (legato.static_range(n), range(n), a tuple or list); for a "
+                "range of a runtime index write a `for` loop that carries a tensor",
+            )
+        for item in iterable:
+            self.assign(g.target, item, g.iter)
+            keep = True
+            for cond_node in g.ifs:
+                cond = self.eval(cond_node)
+                if not _is_static(cond):
+                    raise self.error(
+                        cond_node, "the `if` of a comprehension must be a compile-time condition"
+                    )
+                keep = keep and bool(cond)
+            if keep:
+                self._unroll_generators(gens, i + 1, element, out)
+
     def call_args(self, node: ast.Call) -> tuple[list, dict]:
-        args: list = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                v = self.eval(a.value)
-                if not isinstance(v, (tuple, list)):
-                    raise self.error(a, f"cannot unpack {_describe(v)} with *")
-                args.extend(v)
-            else:
-                args.append(self.eval(a))
+        args = self.elements(node.args)
         kwargs = {}
         for k in node.keywords:
             if k.arg is None:
@@ -1510,6 +1609,20 @@ class CodeGenerator(RuntimeCodegen):
 
 def _valid_hint(name: str) -> bool:
     return name.isidentifier() and not name[:1].isdigit()
+
+
+# Calls that only move references to the values they are given (never read a tensor), so they
+# may run at compile time on tensors: building a tuple/list of tensors in a static loop.
+_CONTAINER_FUNCS = (tuple, list, len, zip, enumerate, reversed)
+_LIST_METHODS = ("append", "extend", "insert", "pop", "reverse", "copy", "clear")
+
+
+def _is_container_call(fn, args) -> bool:
+    if any(fn is f for f in _CONTAINER_FUNCS):
+        # over a tuple/list holding tensors; a tensor itself is not a Python sequence
+        return not any(isinstance(a, (IRValue, IRScalar)) for a in args)
+    owner = getattr(fn, "__self__", None)
+    return isinstance(owner, list) and getattr(fn, "__name__", "") in _LIST_METHODS
 
 
 def _iterable(value) -> bool:
