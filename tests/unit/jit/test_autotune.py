@@ -164,3 +164,15 @@ def test_declaration_errors_name_the_users_line():
     line = sys._getframe().f_lineno
     with pytest.raises(legato.LegatoError, match=rf":{line + 2}: .*'rows' is chosen by @legato"):
         tuner(*_args(), rows=2)
+
+
+def test_an_edited_cache_record_is_refused_and_retuned(cache):
+    x, out = _args()
+    ak.make()(x, out)
+    (path,) = (cache / "autotune").rglob("*.json")
+    entry = json.loads(path.read_text())
+    entry["payload"]["config"] = {"rows": 1}  # a declared config, but not signed so
+    path.write_text(json.dumps(entry))
+    again = ak.make()
+    again(x, out)
+    assert again.tune_count == 1 and again.best_config == {"rows": 8}
