@@ -177,7 +177,10 @@ def run_candidates(candidates: Sequence[Candidate], workers: int | None = None) 
     with _jobs_lock:
         _JOBS[:] = list(candidates)
         try:
-            if workers == 1 or len(candidates) == 1:
+            # forked workers inherit the candidates (closures need no pickling); where there
+            # is no fork, the candidates run here, one after another
+            no_fork = "fork" not in multiprocessing.get_all_start_methods()
+            if workers == 1 or len(candidates) == 1 or no_fork:
                 return [_run_job(i) for i in range(len(candidates))]
             ctx = multiprocessing.get_context("fork")
             outcomes = []
