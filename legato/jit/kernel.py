@@ -156,7 +156,7 @@ class Kernel:
 
     def emit_module(self, **constexprs):
         """The legato-dialect `builtin.module` of this kernel (the frontend's output)."""
-        with compiling(self._context()) as ctx:
+        with compiling(self._context()) as ctx, compiler.gc_paused():
             return emit_kernel(self.source, self.params, constexprs, ctx)
 
     def to_mlir(self, *, debuginfo: bool = True, **constexprs) -> str:

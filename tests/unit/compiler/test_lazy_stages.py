@@ -226,3 +226,19 @@ def test_the_garbage_collector_is_paused_during_a_compile_and_restored(monkeypat
     finally:
         gc.enable()
     assert states == [False]
+
+
+def test_the_frontend_runs_with_the_garbage_collector_paused(monkeypatch):
+    import gc
+
+    from legato.jit import kernel as jit_kernel
+
+    states = []
+    real = jit_kernel.emit_kernel
+    monkeypatch.setattr(
+        jit_kernel, "emit_kernel", lambda *a: (states.append(gc.isenabled()), real(*a))[1]
+    )
+    kernel = legato.compile(backend=bertha)(_scaled)
+    assert gc.isenabled()
+    kernel.emit_module()
+    assert states == [False] and gc.isenabled()
