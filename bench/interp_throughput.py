@@ -1,9 +1,14 @@
-"""Throughput of each interpreter and the emulator on the seed matmul, against torch eager.
+"""Throughput of each interpreter and the emulator on a few corpus kernels, against torch eager.
 
-    .venv/bin/python bench/interp_throughput.py [--repeat N]
+    .venv/bin/python bench/interp_throughput.py [--repeat N] [--kernel NAME ...]
 
-Prints ops/s (interpreters: ops executed / wall second; emulator: instructions / wall second),
-wall time per run, and the ratio to torch eager for the same kernel, all measured in this run.
+Per kernel of the differential corpus (`tests/corpus/kernels.py`; by default a matmul, an
+elementwise op, a reduction, a multi-core row norm, a runtime loop and the tiny decoder layer),
+and per executor (the legato, core and backend interpreters on that level's IR, the emulator on
+the binary): wall time per run (best of N), the ops executed (interpreters: IR ops, counted by
+the interpreter; emulator: instructions) and ops per wall second, and the ratio to torch eager
+for the same kernel, all measured in this run. The last lines give each executor's throughput
+over all the kernels (total ops / total best wall time).
 """
 
 from __future__ import annotations
@@ -15,11 +20,20 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import numpy as np
+from legato.arrays import numpy_to_torch  # noqa: E402
+from legato.interp import differential as diff  # noqa: E402
+from legato.interp.api import parse_module, run  # noqa: E402
+from tests.corpus.kernels import CORPUS  # noqa: E402
 
-from legato.interp import differential as diff
-from legato.interp.api import parse_module, run
-from tests.corpus.kernels import CORPUS
+DEFAULT_KERNELS = (
+    "seed_matmul",
+    "add_bf16",
+    "sum_rows",
+    "rmsnorm_rows_multicore",
+    "runtime_loop_matmul",
+    "decoder_layer_tiny",
+)
+EXECUTORS = ("legato", "core", "backend", "emulator")
 
 
 def _time(fn, repeat: int) -> float:
@@ -32,12 +46,10 @@ def _time(fn, repeat: int) -> float:
     return best
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--kernel", default="seed_matmul")
-    ns = p.parse_args()
-    kernel = next(k for k in CORPUS if k.name == ns.kernel)
+def measure(kernel, repeat: int) -> dict:
+    """{"torch_s", executor: (best wall s, ops)} of corpus kernel `kernel`."""
+    from legato.targets.bertha.runtime import run_binary
+
     model = kernel.get_model()
     compiled = diff.compile_corpus_kernel(kernel, record_passes=False)
     modules = {
@@ -45,34 +57,61 @@ def main() -> None:
         "core": parse_module(compiled.artifacts.core_ir),
         "backend": parse_module(compiled.artifacts.backend_ir),
     }
-    tens = [diff._to_torch(a) for a in kernel.args()]
-    t_torch = _time(lambda: kernel.reference(tens), ns.repeat)
-    print(f"kernel {kernel.name}; torch eager {t_torch * 1e6:.1f} us per run")
-    print(f"{'level':10} {'wall/run':>12} {'ops':>8} {'ops/s':>12} {'x torch':>10}")
+    tens = [numpy_to_torch(a) for a in kernel.args()]
+    row: dict = {"torch_s": _time(lambda: kernel.reference(tens), repeat)}
     for level, module in modules.items():
-        stats = {}
+        out = {}
 
-        def go(level=level, module=module, stats=stats):
-            stats["r"] = run(module, level, kernel.args(), model)
+        def go(level=level, module=module, out=out):
+            out["r"] = run(module, level, kernel.args(), model)
 
-        t = _time(go, ns.repeat)
-        ops = stats["r"].stats.total_ops
-        print(f"{level:10} {t * 1e3:10.2f}ms {ops:8d} {ops / t:12.0f} {t / t_torch:10.0f}")
-    from legato.targets.bertha.runtime import run_binary
-
-    res = {}
+        t = _time(go, repeat)
+        row[level] = (t, out["r"].stats.total_ops)
+    out = {}
 
     def emu():
-        res["r"] = run_binary(compiled.artifacts.binary, model, kernel.args(), trace=False)
+        out["r"] = run_binary(compiled.artifacts.binary, model, kernel.args(), trace=False)
 
-    t = _time(emu, ns.repeat)
-    r = res["r"]
-    n = r.total_instructions
-    n_text = f"{n:8d}" if isinstance(n, int) else f"{'?':>8}"
-    rate = f"{n / t:12.0f}" if isinstance(n, int) else f"{'?':>12}"
-    print(f"{'emulator':10} {t * 1e3:10.2f}ms {n_text} {rate} {t / t_torch:10.0f}")
-    _ = np  # numpy imported for the corpus factories
+    t = _time(emu, repeat)
+    n = out["r"].total_instructions
+    row["emulator"] = (t, n if isinstance(n, int) else None)
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--repeat", type=int, default=5, help="best of N (default 5)")
+    p.add_argument("--kernel", action="append", help="a corpus kernel (repeatable)")
+    ns = p.parse_args(argv)
+    names = ns.kernel or list(DEFAULT_KERNELS)
+    by_name = {k.name: k for k in CORPUS}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        p.error(f"unknown corpus kernel(s): {', '.join(unknown)}")
+    print("| kernel | executor | wall/run ms | ops | ops/s | x torch eager |")
+    print("|---|---|--:|--:|--:|--:|")
+    totals = {e: [0.0, 0] for e in EXECUTORS}
+    for name in names:
+        row = measure(by_name[name], ns.repeat)
+        for e in EXECUTORS:
+            t, ops = row[e]
+            rate = f"{ops / t:.0f}" if ops is not None else "?"
+            print(
+                f"| {name} | {e} | {t * 1e3:.2f} | {ops if ops is not None else '?'} | {rate} | "
+                f"{t / row['torch_s']:.1f} |",
+                flush=True,
+            )
+            if ops is not None:
+                totals[e][0] += t
+                totals[e][1] += ops
+    print()
+    for e, (t, ops) in totals.items():
+        if t:
+            print(
+                f"{e}: {ops} ops in {t * 1e3:.1f} ms over {len(names)} kernels: {ops / t:.0f} ops/s"
+            )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,8 +9,10 @@ far as one level (what `Kernel.interpret(level=...)` runs).
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -33,7 +35,8 @@ TEXT_STAGES = ("mlir", "core_ir", "backend_ir", "asm")
 LEVELS = ("legato", "core", "backend")
 
 VERIFY_EACH_ENV = "LEGATO_VERIFY_EACH"
-"""Set to 1 to verify the core level too (the test suite does); see `compile_kernel`."""
+"""Set to 1 to verify the core and backend levels too (the test suite does); see
+`compile_kernel`."""
 
 
 class Artifacts:
@@ -169,16 +172,46 @@ def compile_kernel(
     from the returned `Artifacts` (from `source()`, a fresh legato module of the kernel, or a
     copy of `module` taken before lowering when `source` is None).
 
-    Verification: the legato input and the final backend module are always verified (a failure
-    is an internal compiler error naming the level). The core level in between is verified only
-    with `verify_each=True`, or `$LEGATO_VERIFY_EACH=1` when `verify_each` is None (the test
-    suite sets it): its ops are checked again, indirectly, by the backend they lower to, and
-    verifying every level cost 13% of a compile."""
+    Verification: the legato input is always verified (a failure is an internal compiler error
+    naming the level). The core level and the final backend module are verified only with
+    `verify_each=True`, or `$LEGATO_VERIFY_EACH=1` when `verify_each` is None (the test suite
+    sets it, so every level of every kernel the tests compile is verified): verifying them cost
+    10-20% of a bench kernel's compile, and the binary's encoder checks every field it writes
+    (a register, an immediate out of range is an internal compiler error there too).
+
+    The cyclic garbage collector is paused for the compile (`gc_paused`; ~10% of the GEMM's
+    compile)."""
+    with gc_paused():
+        return _compile(module, model, kernel_name, set(record), source, _verify_each(verify_each))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside the `with` (as it was after it): building
+    and rewriting IR allocates hundreds of thousands of objects, and the collections that
+    triggered rescanned them all again and again. What became unreachable is collected by the
+    next collection after it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(
+    module: ModuleOp,
+    model: ComputeModel,
+    kernel_name: str | None,
+    record: set[str],
+    source: Callable[[], ModuleOp] | None,
+    verify_each: bool,
+) -> Artifacts:
     kernels = [op for op in module.body.block.ops if isinstance(op, lg.KernelOp)]
     if len(kernels) != 1:
         raise CompileError(f"expected one legato.kernel in the module, found {len(kernels)}")
     name = kernel_name or kernels[0].sym_name.data
-    record = set(record)
     unknown = record - set(TEXT_STAGES)
     if unknown:
         raise CompileError(
@@ -194,13 +227,14 @@ def compile_kernel(
         source = module.clone().clone  # each call: a fresh copy of the legato input
 
     pipelines.legato_to_core(model).apply(ctx, module)
-    if _verify_each(verify_each):
+    if verify_each:
         _verify(module, "core")
     if "core_ir" in record:
         texts["core_ir"] = print_ir(module)
 
     pipelines.core_to_backend(model).apply(ctx, module)
-    _verify(module, "backend")
+    if verify_each:
+        _verify(module, "backend")
     binary = emit_binary(module, model)
     (kernel,) = (op for op in module.body.block.ops if isinstance(op, be.KernelOp))
     artifacts = Artifacts(

@@ -174,32 +174,41 @@ class Dependencies:
     _chains_of: dict[int, tuple[FunctionSource, list[list[str]], str]] = field(default_factory=dict)
     _python_of: dict[int, tuple[object, str | None, list[list[str]]]] = field(default_factory=dict)
 
+    # The last fingerprint and every name read to make it: (function, chain, value, witness).
+    # When each name still resolves to the same object, with the same witness, and no value
+    # could have changed in place, the fingerprint is the same (the walk itself only follows
+    # those values), so a cached call re-reads the names without re-hashing anything.
+    _last: dict | None = None
+    _reads: list | None = None
+
     def fingerprint(self) -> dict:
+        if self._reads is not None and all(
+            _resolve(fn, chain) is value and _witness(value) is witness
+            for fn, chain, value, witness in self._reads
+        ):
+            return dict(self._last)  # type: ignore[arg-type]
         found: dict[str, str] = {}
-        self._visit(self.source.fn, self.chains, found, set())
+        reads: list = []
+        self._visit(self.source.fn, self.chains, found, set(), reads)
+        self._last = dict(found)
+        self._reads = None if any(w is _CHANGEABLE for *_, w in reads) else reads
         return found
 
-    def _visit(self, fn, chains, found: dict, visiting: set) -> None:
+    def _visit(self, fn, chains, found: dict, visiting: set, reads: list) -> None:
         if id(fn) in visiting:
             return
         visiting.add(id(fn))
         prefix = getattr(fn, "__module__", "?") + ":" + getattr(fn, "__qualname__", "?")
         fn = inspect.unwrap(fn)
         for chain in chains:
-            value = _lookup(fn, chain[0])
+            value = _resolve(fn, chain)
+            reads.append((fn, chain, value, _witness(value)))
             if value is _MISSING:
                 continue
-            # Follow the chain as the frontend does at compile time (`cfg.scale` reads an
-            # attribute of any object); stop where it stops resolving.
-            for attr in chain[1:]:
-                try:
-                    value = getattr(value, attr)
-                except Exception:  # noqa: BLE001 - an attribute the frontend cannot read either
-                    break
             name = f"{prefix}/{'.'.join(chain)}"
-            self._record(name, value, found, visiting)
+            self._record(name, value, found, visiting, reads)
 
-    def _record(self, name: str, value, found: dict, visiting: set) -> None:
+    def _record(self, name: str, value, found: dict, visiting: set, reads: list) -> None:
         if isinstance(value, LegatoFunction):
             sub = value.source
             cached = self._chains_of.get(id(sub))
@@ -210,7 +219,7 @@ class Dependencies:
                     "function:" + hashlib.sha256(sub.text.encode()).hexdigest(),
                 )
             found[name] = cached[2]
-            self._visit(sub.fn, cached[1], found, visiting)
+            self._visit(sub.fn, cached[1], found, visiting, reads)
         elif isinstance(value, pytypes.FunctionType) and not _is_legato(value):
             code = value.__code__
             cached = self._python_of.get(id(code))
@@ -219,7 +228,7 @@ class Dependencies:
             if cached[1] is not None:
                 found[name] = cached[1]
                 # The helper runs at compile time: the globals and helpers it reads count too.
-                self._visit(value, cached[2], found, visiting)
+                self._visit(value, cached[2], found, visiting, reads)
         elif isinstance(value, pytypes.MethodType) and isinstance(
             value.__func__, pytypes.FunctionType
         ):
@@ -227,11 +236,48 @@ class Dependencies:
             owner = _value_fingerprint(value.__self__)
             if owner is not None:
                 found[name + "/self"] = owner
-            self._record(name, value.__func__, found, visiting)
+            self._record(name, value.__func__, found, visiting, reads)
         else:
             text = _value_fingerprint(value)
             if text is not None:
                 found[name] = text
+
+
+def _resolve(fn, chain: list[str]):
+    """What the name chain `chain` reads inside `fn` now (_MISSING when its head is unbound):
+    the chain followed as the frontend does at compile time (`cfg.scale` reads an attribute of
+    any object), stopping where it stops resolving."""
+    value = _lookup(fn, chain[0])
+    if value is _MISSING:
+        return value
+    for attr in chain[1:]:
+        try:
+            value = getattr(value, attr)
+        except Exception:  # noqa: BLE001 - an attribute the frontend cannot read either
+            break
+    return value
+
+
+_CHANGEABLE = object()
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), DType, TensorSpec, ComputeModel)
+
+
+def _witness(value):
+    """What besides `value`'s identity its fingerprint depends on: its source (a legato
+    function) or code (a Python helper); `_CHANGEABLE` when its state could change in place
+    (an array, a list, an object's fields, a bound method's object), so only re-hashing tells;
+    None when its identity says everything (an immutable value, a module, a class, a builtin)."""
+    if isinstance(value, LegatoFunction):
+        return value.source
+    if isinstance(value, pytypes.FunctionType):
+        return value.__code__
+    if value is _MISSING or isinstance(value, _IMMUTABLE):
+        return None
+    if isinstance(value, (tuple, frozenset)):
+        return None if all(_witness(v) is None for v in value) else _CHANGEABLE
+    if isinstance(value, (type, pytypes.ModuleType, pytypes.BuiltinFunctionType)):
+        return None
+    return _CHANGEABLE
 
 
 def _is_legato(fn) -> bool:

@@ -60,6 +60,7 @@ class Kernel:
         self._model: ComputeModel | None = None
         self._params: list[Param] | None = None
         self._deps = None
+        self._own_key = ""  # set with _deps: the hash of the key's parts fixed for this Kernel
         self.compile_count = 0
         self.last_run = None
         self.last_artifacts = None
@@ -133,15 +134,21 @@ class Kernel:
     def cache_key(self, constexprs: dict | None = None) -> str:
         if self._deps is None:
             self._deps = dependency_fingerprint(self.source)
+            # What cannot change for this Kernel, hashed once (a cached call computes the key).
+            own = {
+                "kernel": self.name,
+                "source": self.source.text,
+                "file": self.source.file,
+                # the binary's line table names source lines: a kernel moved in its file
+                # recompiles
+                "line": self.source.def_location.line,
+                "params": [[p.name, p.kind, str(p.spec)] for p in self.params],
+            }
+            self._own_key = hashlib.sha256(json.dumps(own, sort_keys=True).encode()).hexdigest()
         model = self.model
         blob = {
-            "kernel": self.name,
-            "source": self.source.text,
-            "file": self.source.file,
-            # the binary's line table names source lines: a kernel moved in its file recompiles
-            "line": self.source.def_location.line,
+            "kernel": self._own_key,
             "deps": self._deps.fingerprint(),
-            "params": [[p.name, p.kind, str(p.spec)] for p in self.params],
             "constexprs": sorted((k, repr(v)) for k, v in (constexprs or {}).items()),
             "target": [model.name, model.fingerprint()],
             "version": __version__,
@@ -156,7 +163,7 @@ class Kernel:
 
     def emit_module(self, **constexprs):
         """The legato-dialect `builtin.module` of this kernel (the frontend's output)."""
-        with compiling(self._context()) as ctx:
+        with compiling(self._context()) as ctx, compiler.gc_paused():
             return emit_kernel(self.source, self.params, constexprs, ctx)
 
     def to_mlir(self, *, debuginfo: bool = True, **constexprs) -> str:

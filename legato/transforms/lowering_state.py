@@ -85,7 +85,11 @@ class ProgramState:
         if at is not None:
             op.location = at.location
         assert self.rewriter is not None and self.at is not None, "emit outside a pattern"
-        self.rewriter.insert(op, self.at)
+        # Inserted without the pattern rewriter: the walker does not revisit what patterns
+        # insert (`apply_recursively=False`) and no pattern matches a core op, so its insertion
+        # bookkeeping was pure cost (most of what the conversion lost as RewritePatterns). The
+        # pattern still reports its change: it replaces or erases the op it lowers.
+        Rewriter.insert_op(op, self.at)
         return op
 
     @contextmanager
@@ -196,7 +200,10 @@ class LoweringState:
     def cast(self, prog: ProgramState, buf: Buffer, like: SSAValue) -> SSAValue:
         """A value of `like`'s (legato) type standing for `buf` (an unrealized cast, erased once
         the kernel is lowered)."""
-        cast = UnrealizedConversionCastOp.get([buf.value], [like.type])
+        # `create`, not `get`: the IRDL builder's generic argument checks were a tenth of this
+        # conversion's time (one cast per tensor result), and these two lists are its whole
+        # signature.
+        cast = UnrealizedConversionCastOp.create(operands=[buf.value], result_types=[like.type])
         prog.emit(cast)
         result = cast.results[0]
         prog.values[result] = buf

@@ -204,3 +204,43 @@ def test_a_method_helper_its_object_and_its_globals_are_in_the_key(monkeypatch):
     finally:
         del cfg.extra
     assert reads.cache_key() == key
+
+
+FACTOR = 2.0
+
+
+def _helper_factor():
+    return FACTOR
+
+
+@legato.compile(backend=one_core)
+def by_globals(
+    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * FACTOR * _helper_factor())
+
+
+def test_an_unchanged_key_is_not_hashed_again_and_a_rebound_name_still_changes_it(monkeypatch):
+    from legato.frontend import deps
+
+    key = by_globals.cache_key()
+    hashed = []
+    real = deps._value_fingerprint
+    monkeypatch.setattr(deps, "_value_fingerprint", lambda v, *a: hashed.append(v) or real(v, *a))
+    assert by_globals.cache_key() == key
+    assert hashed == []  # every name read the same immutable object: nothing re-hashed
+    monkeypatch.setitem(globals(), "FACTOR", 3.0)  # rebinding a global the kernel and helper read
+    assert by_globals.cache_key() != key
+    monkeypatch.setitem(globals(), "FACTOR", 2.0)
+    assert by_globals.cache_key() == key
+
+    def _helper_factor():  # a redefined helper (a new code object)
+        return FACTOR * 1.0
+
+    monkeypatch.setitem(globals(), "_helper_factor", _helper_factor)
+    assert by_globals.cache_key() != key
+    monkeypatch.undo()
+    assert by_globals.cache_key() == key

@@ -144,3 +144,101 @@ def test_unknown_recorded_stage_is_refused():
     kernel = legato.compile(backend=bertha)(_scaled)
     with pytest.raises(CompileError, match="cannot record stage"):
         compiler.compile_kernel(kernel.emit_module(), kernel.model, record=["binary_ir"])
+
+
+@pytest.mark.parametrize(
+    "verify_each, env, levels",
+    [
+        (False, "1", ["legato"]),
+        (True, "", ["legato", "core", "backend"]),
+        (None, "1", ["legato", "core", "backend"]),
+        (None, "", ["legato"]),
+        (None, "0", ["legato"]),
+    ],
+)
+def test_levels_verified(monkeypatch, verify_each, env, levels):
+    """The legato input is always verified; the core and backend levels only when asked (the
+    option, else $LEGATO_VERIFY_EACH), and the binary is the same either way."""
+    seen = []
+    verify = compiler._verify
+    monkeypatch.setattr(
+        compiler, "_verify", lambda m, stage: (seen.append(stage), verify(m, stage))
+    )
+    monkeypatch.setenv(compiler.VERIFY_EACH_ENV, env)
+    kernel = legato.compile(backend=bertha)(_scaled)
+    art = compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=verify_each)
+    assert seen == levels
+    monkeypatch.setattr(compiler, "_verify", verify)
+    full = compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=True)
+    assert art.binary == full.binary
+
+
+def test_a_backend_that_does_not_verify_is_an_internal_error_when_verifying_each(monkeypatch):
+    kernel = legato.compile(backend=bertha)(_scaled)
+    real = pipelines.core_to_backend
+
+    def broken(model=None):
+        pipeline = real(model)
+
+        class Broken:
+            def apply(self, ctx, module):
+                pipeline.apply(ctx, module)
+                prog = next(op for op in module.walk() if isinstance(op, be.ProgramOp))
+                prog.body.block.add_op(be.LiOp(1 << 40, be.reg(5)))  # imm out of range
+
+        return Broken()
+
+    monkeypatch.setattr(pipelines, "core_to_backend", broken)
+    with pytest.raises(CompileError, match="backend IR does not verify"):
+        compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=True)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_garbage_collector_is_paused_during_a_compile_and_restored(monkeypatch, enabled, fails):
+    import gc
+
+    states = []
+    real = pipelines.core_to_backend
+
+    def observed(model=None):
+        pipeline = real(model)
+
+        class Observed:
+            def apply(self, ctx, module):
+                states.append(gc.isenabled())
+                if fails:
+                    raise CompileError("stop here")
+                pipeline.apply(ctx, module)
+
+        return Observed()
+
+    monkeypatch.setattr(pipelines, "core_to_backend", observed)
+    kernel = legato.compile(backend=bertha)(_scaled)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        if fails:
+            with pytest.raises(CompileError, match="stop here"):
+                compiler.compile_kernel(kernel.emit_module(), kernel.model)
+        else:
+            compiler.compile_kernel(kernel.emit_module(), kernel.model)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+    assert states == [False]
+
+
+def test_the_frontend_runs_with_the_garbage_collector_paused(monkeypatch):
+    import gc
+
+    from legato.jit import kernel as jit_kernel
+
+    states = []
+    real = jit_kernel.emit_kernel
+    monkeypatch.setattr(
+        jit_kernel, "emit_kernel", lambda *a: (states.append(gc.isenabled()), real(*a))[1]
+    )
+    kernel = legato.compile(backend=bertha)(_scaled)
+    assert gc.isenabled()
+    kernel.emit_module()
+    assert states == [False] and gc.isenabled()

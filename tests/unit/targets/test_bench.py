@@ -30,6 +30,7 @@ KEYS = {
     "compile_s",
     "first_call_s",
     "cached_call_s",
+    "cached_call_overhead_s",
     "disk_cached_call_s",
     "matches_torch",
 }
@@ -47,6 +48,7 @@ def test_measure_seed_matmul(target):
     assert row["jit_compiles"] == 1  # the first call compiled, the cached calls did not
     for k in ("wall_s", "torch_wall_s", "compile_s", "first_call_s", "cached_call_s"):
         assert row[k] > 0
+    assert 0 < row["cached_call_overhead_s"] <= row["cached_call_s"]
     text = table([row])
     assert "simple_matmul" in text and target in text
     assert table([row], markdown=True).startswith("| kernel | target |")
@@ -124,3 +126,26 @@ def test_gemv_split_k_form_still_matches_torch_on_evt1():
     row = measure(make_gemv(1024, 4096, tile_n=128), "bertha-evt1", repeat=1)
     assert row["matches_torch"], row["max_abs_err_vs_torch"]
     assert row["dram_bytes"] >= 1024 * 4096 * 2 + 2 * 4096 * 4  # weights and both partials
+
+
+def test_interp_throughput_reports_every_executor():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    res = subprocess.run(
+        [sys.executable, "bench/interp_throughput.py", "--repeat", "1", "--kernel", "add_bf16"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    rows = [line.split("|")[1:-1] for line in res.stdout.splitlines() if line.startswith("| add")]
+    assert [r[1].strip() for r in rows] == ["legato", "core", "backend", "emulator"]
+    for r in rows:
+        ops, rate = int(r[3]), float(r[4])
+        assert ops > 0 and rate > 0
+    totals = [
+        line for line in res.stdout.splitlines() if " ops/s" in line and "over 1 kernels" in line
+    ]
+    assert len(totals) == 4
