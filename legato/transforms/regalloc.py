@@ -231,20 +231,22 @@ class BackendAllocateRegistersPass(ModulePass):
             uses[v] = sorted(set(us))
         for v in ranges:
             uses.setdefault(v, [])
+        # ties (results of one op, block arguments) break by the ranges' program order, never by
+        # id(): memory addresses differ between runs and the binary must not
         order = sorted(
-            (s, e, id(v), v)
-            for v, (s, e) in ranges.items()
+            (s, e, n, v)
+            for n, (v, (s, e)) in enumerate(ranges.items())
             if not (isinstance(v.type, be.RegType) and v.type.is_allocated)
         )
         heap: list[tuple[int, int, SSAValue]] = []
         live: dict[SSAValue, None] = {}
         taken: set[SSAValue] = set()
         victims: list[SSAValue] = []
-        for s, e, _, v in order:
+        for s, e, n, v in order:
             while heap and heap[0][0] < s:
                 _, _, w = heapq.heappop(heap)
                 live.pop(w, None)
-            heapq.heappush(heap, (e, id(v), v))
+            heapq.heappush(heap, (e, n, v))
             live[v] = None
             excess = len(live) + fixed(s) - npool
             if excess <= 0:
@@ -330,15 +332,15 @@ class BackendAllocateRegistersPass(ModulePass):
         start when no register is free (the caller splits a value there and retries)."""
         todo = sorted(
             (
-                (s, e, id(v), v)
-                for v, (s, e) in ranges.items()
+                (s, e, n, v)  # n: program order, a deterministic tie-break (not id())
+                for n, (v, (s, e)) in enumerate(ranges.items())
                 if isinstance(v.type, be.RegType) and not v.type.is_allocated
             ),
         )
-        active: list[tuple[int, int, be.RegType]] = []  # (end, id, reg)
+        active: list[tuple[int, int, be.RegType]] = []  # (end, order, reg)
         free = sorted(pool, key=lambda r: r.index.data)
         choice_of: list[tuple[SSAValue, be.RegType]] = []
-        for s, e, _, v in todo:
+        for s, e, n, v in todo:
             while active and active[0][0] < s:
                 _, _, r = heapq.heappop(active)
                 free.append(r)
@@ -351,7 +353,7 @@ class BackendAllocateRegistersPass(ModulePass):
             if choice is None:
                 raise _OutOfRegisters(s)
             free.remove(choice)
-            heapq.heappush(active, (e, id(v), choice))
+            heapq.heappush(active, (e, n, choice))
             choice_of.append((v, choice))
         for v, r in choice_of:
             Rewriter.replace_value_with_new_type(v, r)
