@@ -128,7 +128,7 @@ def mpu_matmul(
             if rows.size:
                 ii, jj = np.nonzero(~(np.multiply.outer(u[rows], w.v) < 2.0**52))
                 if ii.size:
-                    _finish(a, w, s, rs, r, rows[ii], jj)
+                    settle_unproved(a, w, s, rs, r, rows[ii], jj)
             r += np.float32(0.0)  # a zero result is +0.0 (NaN keeps its bits)
     if acc is None:
         return r
@@ -160,8 +160,10 @@ class MpuWeight:
             self.finite = bool(np.isfinite(self.cm).all())
 
 
-def _finish(a, w: MpuWeight, s, rs, r, ii, jj):
-    """Settle `r[ii, jj]`, the dot products not proved exact in f64. Those of a row of `a` or a
+def settle_unproved(a, w: MpuWeight, s, rs, r, ii, jj):
+    """Settle `r[ii, jj]`, the dot products of `mpu_matmul`'s pass (`s = a @ w.f64`, `rs` its
+    row bounds) not proved exact in f64 (the emulator's compiled proof hands them here too,
+    `legato.targets.bertha.mpu_fast`). Those of a row of `a` or a
     column of `w` holding an inf or NaN: every such sum is non-finite, the f64 sum gives its
     class (the same in any order), NaN made canonical. The others: where both ends of the error
     interval of `s` round to one f32, that one; the rest (rare) summed exactly."""
