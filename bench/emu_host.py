@@ -6,8 +6,9 @@ For each bench kernel (bench/kernels.py) and target: `run_binary` as the JIT cal
 off), best wall time of N runs with that run's CPU time, with the compiled helpers
 (`legato.targets.bertha.native`) and with the Python reference paths (`--reference` adds that
 column: the MPU numerics in numpy, scalar code threaded), interleaved so that both see the same
-load; torch eager on the same computation, best of max(N, 20) after a warm-up; and emulated
-instructions per second. Last, a scalar-heavy loop on top (600k ALU and branch instructions):
+load; torch eager on the same computation, best of max(N, 20) after a warm-up (wall, and the
+process CPU time of that call: torch's threads together); the ratios of wall and of CPU time;
+and emulated instructions per (wall) second. Last, a scalar-heavy loop on top (600k ALU and branch instructions):
 instructions per second with and without the compiled scalar ISA. With `--floor`: numpy's
 f64 GEMM on the bench GEMM's MPU passes against torch eager (what bounds the GEMM).
 
@@ -71,9 +72,9 @@ def kernel_rows(names, targets, repeat: int, reference: bool) -> None:
 
     by_name = {k.name: k for k in KERNELS}
     variants = ["compiled"] + (["reference"] if reference else [])
-    head = f"{'kernel':26} {'target':12} {'instr':>8} {'torch ms':>9}"
+    head = f"{'kernel':26} {'target':12} {'instr':>8} {'torch ms (cpu)':>18}"
     for v in variants:
-        head += f" {v + ' ms (cpu)':>22} {'x torch':>8} {'Minstr/s':>9}"
+        head += f" {v + ' ms (cpu)':>20} {'x wall':>7} {'x cpu':>7} {'Minstr/s':>9}"
     print(head)
     for name in names:
         for target in targets:
@@ -98,15 +99,16 @@ def kernel_rows(names, targets, repeat: int, reference: bool) -> None:
             _paths(True)
             for _ in range(5):  # oneDNN builds its bf16 kernels on the first calls of a shape
                 bk.torch_fn(torch, targs)
-            tw = min(
-                _timed(lambda bk=bk, targs=targs: bk.torch_fn(torch, targs))[0]
+            tw, tc = min(
+                _timed(lambda bk=bk, targs=targs: bk.torch_fn(torch, targs))
                 for _ in range(max(repeat, 20))
             )
             n = res["r"].total_instructions
-            line = f"{name:26} {target:12} {n:8d} {tw * 1e3:9.2f}"
+            line = f"{name:26} {target:12} {n:8d} {tw * 1e3:8.2f} ({tc * 1e3:7.2f})"
             for v in variants:
                 w, c = best[v]
-                line += f" {w * 1e3:11.1f} ({c * 1e3:7.1f}) {w / tw:7.1f}x {n / w / 1e6:9.3f}"
+                line += f" {w * 1e3:9.1f} ({c * 1e3:7.1f}) {w / tw:6.1f}x {c / tc:6.1f}x"
+                line += f" {n / w / 1e6:9.3f}"
             print(line, flush=True)
 
 

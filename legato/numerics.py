@@ -141,7 +141,7 @@ class MpuWeight:
     lowest bit `lw` and `v = cm / 2^lw` (with `vmax`, their max). `mpu.ldw` builds one, and the
     passes up to the next `ldw` share it (the emulator's GEMM runs 4-8 passes per tile)."""
 
-    __slots__ = ("values", "shape", "f64", "cm", "v", "vmax", "finite")
+    __slots__ = ("values", "shape", "f64", "cm", "v", "vmax", "finite", "native")
 
     def __init__(self, w: np.ndarray):
         w = np.asarray(w)
@@ -150,6 +150,7 @@ class MpuWeight:
                 f"matmul: a weight must be 2-D bf16, f16 or f32, got {w.dtype} {w.shape}"
             )
         self.values = w
+        self.native = False  # built by the emulator's compiled helpers (`mpu_fast.weight`)
         self.shape = w.shape
         self.f64 = w.astype(np.float64)
         if w.size:

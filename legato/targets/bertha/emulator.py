@@ -1253,7 +1253,7 @@ class Emulator:
             src, k, n, reads = plan.data
             # the tile's f64 values and column statistics, once for every pass until the next ldw
             m.weight = mpu_fast.weight(
-                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
+                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n), m.weight
             )
             dur = timing.mpu_load_cycles(self.model, k, n)
             self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)

@@ -13,6 +13,8 @@ is the numpy calls around the GEMM: ~50 us of fixed cost per pass and ~35 us per
 
 from __future__ import annotations
 
+import threading
+
 import ml_dtypes
 import numpy as np
 
@@ -25,30 +27,50 @@ NATIVE = native.ENABLED
 """Whether `weight` and `matmul` use the compiled helpers (a test may flip it)."""
 
 
-def weight(values: np.ndarray) -> numerics.MpuWeight:
-    """`numerics.MpuWeight(values)` (the same fields, the same bits)."""
+def weight(values: np.ndarray, reuse: numerics.MpuWeight | None = None) -> numerics.MpuWeight:
+    """`numerics.MpuWeight` of a copy of `values` (the same fields, the same bits). `reuse`: a
+    weight this function built that nobody reads any more (the tile an `mpu.ldw` replaces):
+    its arrays are refilled instead of allocated (fresh ~256 KiB arrays per tile cost page
+    faults: the decoder layer loads 6688 tiles)."""
     if not (NATIVE and values.dtype == _BF16 and values.ndim == 2 and values.size):
-        return numerics.MpuWeight(values)
+        return numerics.MpuWeight(values.copy())
     ffi, lib = native.ffi, native.lib
-    values = np.ascontiguousarray(values)
     k, n = values.shape
-    f64 = np.empty((k, n), np.float64)
-    cm = np.empty(n, np.float64)
-    v = np.empty(n, np.float64)
+    w = reuse
+    if w is None or not w.native or w.shape != values.shape:
+        w = numerics.MpuWeight.__new__(numerics.MpuWeight)
+        w.values, w.shape = np.empty((k, n), _BF16), values.shape
+        w.f64 = np.empty((k, n), np.float64)
+        w.cm, w.v = np.empty(n, np.float64), np.empty(n, np.float64)
+    np.copyto(w.values, values)
     vmax = ffi.new("double *")
     finite = lib.mpu_weight(
-        ffi.from_buffer("uint16_t[]", values),
+        ffi.from_buffer("uint16_t[]", w.values),
         k,
         n,
-        ffi.from_buffer("double[]", f64),
-        ffi.from_buffer("double[]", cm),
-        ffi.from_buffer("double[]", v),
+        ffi.from_buffer("double[]", w.f64),
+        ffi.from_buffer("double[]", w.cm),
+        ffi.from_buffer("double[]", w.v),
         vmax,
     )
-    w = numerics.MpuWeight.__new__(numerics.MpuWeight)
-    w.values, w.shape, w.f64 = values, values.shape, f64
-    w.cm, w.v, w.vmax, w.finite = cm, v, np.float64(vmax[0]), bool(finite)
+    w.vmax, w.finite, w.native = np.float64(vmax[0]), bool(finite), True
     return w
+
+
+_scratch = threading.local()  # per thread: (name, shape) -> an array `matmul` reuses
+
+
+def _buf(name: str, shape: tuple, dtype) -> np.ndarray:
+    """A scratch array of `shape` for `matmul`, the same one on every call of this thread (its
+    contents are consumed before the call returns)."""
+    d = getattr(_scratch, "d", None)
+    if d is None:
+        d = _scratch.d = {}
+    key = (name, shape)
+    b = d.get(key)
+    if b is None:
+        b = d[key] = np.empty(shape, dtype)
+    return b
 
 
 def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) -> np.ndarray:
@@ -67,9 +89,9 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
     a = np.ascontiguousarray(a)
     m, k = a.shape
     n = w.shape[1]
-    a64 = np.empty((m, k), np.float64)
-    rs = np.empty(m, np.float64)
-    u = np.empty(m, np.float64)
+    a64 = _buf("a64", (m, k), np.float64)
+    rs = _buf("rs", (m,), np.float64)
+    u = _buf("u", (m,), np.float64)
     lib.mpu_rows(
         ffi.from_buffer("uint16_t[]", a),
         m,
@@ -78,10 +100,11 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
         ffi.from_buffer("double[]", rs),
         ffi.from_buffer("double[]", u),
     )
+    s = _buf("s", (m, n), np.float64)
     with np.errstate(invalid="ignore"):
-        s = a64 @ w.f64  # numpy's BLAS, as the reference
+        np.matmul(a64, w.f64, out=s)  # numpy's BLAS, as the reference
     out = np.empty((m, n), np.float32)
-    todo = np.empty(m * n, np.int64)
+    todo = _buf("todo", (m * n,), np.int64)
     if acc is not None:
         acc = np.ascontiguousarray(acc, dtype=np.float32)
     nt = lib.mpu_finish(

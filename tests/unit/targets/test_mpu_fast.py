@@ -103,9 +103,25 @@ def test_the_exact_fallback_runs(monkeypatch):
     assert got[0, 0] == np.float32(1.0)
 
 
+def test_a_reused_weight_is_refilled_like_a_new_one():
+    """`weight(values, reuse)` refills the tile an `mpu.ldw` replaces (no allocation) with what a
+    new weight holds; the caller's array is copied, not kept (memory may change after ldw)."""
+    rng = np.random.default_rng(7)
+    first = mpu_fast.weight(_data(rng, (256, 128), "wide"))
+    src = _data(rng, (256, 128), "special")
+    again = mpu_fast.weight(src, first)
+    assert again is first
+    _weights_equal(again, numerics.MpuWeight(src.copy()))
+    kept = again.values.copy()
+    src[...] = 0
+    np.testing.assert_array_equal(again.values.view(np.uint16), kept.view(np.uint16))
+    other = mpu_fast.weight(src[:128], again)  # another shape: a new weight
+    assert other is not again and other.shape == (128, 128)
+
+
 def test_off_switch_runs_the_reference(monkeypatch):
     monkeypatch.setattr(mpu_fast, "NATIVE", False)
     w = np.ones((4, 3), BF16)
-    assert type(mpu_fast.weight(w).f64) is np.ndarray
+    assert not mpu_fast.weight(w).native
     got = mpu_fast.matmul(np.ones((2, 4), BF16), mpu_fast.weight(w))
     np.testing.assert_array_equal(got, np.full((2, 3), 4.0, np.float32))
