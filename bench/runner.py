@@ -219,6 +219,7 @@ COLUMNS = [
     ("emu ms", lambda r: _ms(r["wall_s"])),
     ("torch us", lambda r: _us(r["torch_wall_s"])),
     ("emu/torch", lambda r: f"{r['wall_ratio']:.0f}x" if r["wall_ratio"] else "-"),
+    ("emu Minstr/s", lambda r: f"{r['instructions'] / r['wall_s'] / 1e6:.3f}"),
     ("1st call ms", lambda r: _ms(r["first_call_s"])),
     ("cached ms", lambda r: _ms(r["cached_call_s"])),
     ("cached host ms", lambda r: _ms(r["cached_call_overhead_s"])),

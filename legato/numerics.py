@@ -128,7 +128,7 @@ def mpu_matmul(
             if rows.size:
                 ii, jj = np.nonzero(~(np.multiply.outer(u[rows], w.v) < 2.0**52))
                 if ii.size:
-                    _finish(a, w, s, rs, r, rows[ii], jj)
+                    settle_unproved(a, w, s, rs, r, rows[ii], jj)
             r += np.float32(0.0)  # a zero result is +0.0 (NaN keeps its bits)
     if acc is None:
         return r
@@ -141,7 +141,7 @@ class MpuWeight:
     lowest bit `lw` and `v = cm / 2^lw` (with `vmax`, their max). `mpu.ldw` builds one, and the
     passes up to the next `ldw` share it (the emulator's GEMM runs 4-8 passes per tile)."""
 
-    __slots__ = ("values", "shape", "f64", "cm", "v", "vmax", "finite")
+    __slots__ = ("values", "shape", "f64", "cm", "v", "vmax", "finite", "native")
 
     def __init__(self, w: np.ndarray):
         w = np.asarray(w)
@@ -150,6 +150,7 @@ class MpuWeight:
                 f"matmul: a weight must be 2-D bf16, f16 or f32, got {w.dtype} {w.shape}"
             )
         self.values = w
+        self.native = False  # built by the emulator's compiled helpers (`mpu_fast.weight`)
         self.shape = w.shape
         self.f64 = w.astype(np.float64)
         if w.size:
@@ -160,8 +161,10 @@ class MpuWeight:
             self.finite = bool(np.isfinite(self.cm).all())
 
 
-def _finish(a, w: MpuWeight, s, rs, r, ii, jj):
-    """Settle `r[ii, jj]`, the dot products not proved exact in f64. Those of a row of `a` or a
+def settle_unproved(a, w: MpuWeight, s, rs, r, ii, jj):
+    """Settle `r[ii, jj]`, the dot products of `mpu_matmul`'s pass (`s = a @ w.f64`, `rs` its
+    row bounds) not proved exact in f64 (the emulator's compiled proof hands them here too,
+    `legato.targets.bertha.mpu_fast`). Those of a row of `a` or a
     column of `w` holding an inf or NaN: every such sum is non-finite, the f64 sum gives its
     class (the same in any order), NaN made canonical. The others: where both ends of the error
     interval of `s` round to one f32, that one; the rest (rare) summed exactly."""

@@ -28,8 +28,11 @@ from threadpoolctl import ThreadpoolController
 
 from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
-from legato.targets.bertha import isa, timing, vpu
+from legato.targets.bertha import isa, mpu_fast, native, timing, vpu
 from legato.targets.bertha.arch.address_map import (
+    CORE_SPACE_OFFSET,
+    CORE_WINDOW_BASE,
+    CORE_WINDOW_SIZE,
     DRAM_REGIONS,
     classify,
     core_space_base,
@@ -53,6 +56,8 @@ from legato.targets.bertha.isa import (
     BC_COL,
     BC_ROW,
     BC_SCALAR,
+    CORE_SELF,
+    CORE_STATIC,
     DTYPE_NAMES,
     DTYPE_SIZES,
     MM_ACC,
@@ -326,6 +331,67 @@ def _scalar_code(ins: isa.Instruction, num_cores: int):
     raise AssertionError(f"{mn} is not a scalar instruction")  # pragma: no cover
 
 
+_SC_ALU = {
+    name: i + 1
+    for i, name in enumerate("add sub mul div rem and or xor shl shr sra min max slt seq".split())
+}
+_SC_OTHER = {
+    name: 32 + i
+    for i, name in enumerate(
+        "beq bne blt bge jmp li lih lsa.self lsa.static lsa.reg nop halt".split()
+    )
+}
+_SC_IMM = 64
+_SINS = np.dtype([("op", "<i4"), ("a", "<i4"), ("b", "<i4"), ("c", "<i4"), ("imm", "<i8")])
+
+
+def _native_program(code: list, pure: list, min_run: int):
+    """(the `sins` array of native/scalar.c for `code`, and per pc whether a run from there
+    goes to compiled code: the pcs of a straight run of scalar instructions at least `min_run`
+    long, or of one that holds a backward branch into itself, a loop). A scalar instruction it cannot encode (an
+    `lsa` of a space that is no core memory) gets op 0: the compiled code stops before it and
+    the threaded code runs it."""
+    n = len(code)
+    arr = np.zeros(n, _SINS)
+    for i, (ins, p) in enumerate(zip(code, pure)):
+        if not p:
+            continue
+        mn, fmt = ins.op.mnemonic, ins.op.format
+        op, imm = 0, ins.simm
+        if fmt == "rrr":
+            op = _SC_ALU[mn]
+        elif fmt == "rri":
+            op = _SC_ALU[mn[:-1]] | _SC_IMM
+        elif mn == "lih":
+            op, imm = _SC_OTHER["lih"], _wrap(ins.imm << 32)
+        elif mn == "lsa":
+            space = SPACE_NAMES.get(ins.b)
+            if space in CORE_SPACE_OFFSET:
+                mode = {CORE_SELF: "lsa.self", CORE_STATIC: "lsa.static"}.get(ins.d, "lsa.reg")
+                op, imm = _SC_OTHER[mode], CORE_SPACE_OFFSET[space] + ins.imm
+        else:
+            op = _SC_OTHER[mn]
+        arr[i] = (op, ins.a, ins.b, ins.c, imm)
+    hot = [False] * n
+    i = 0
+    while i < n:  # each straight run [i, end) of scalar instructions
+        if not pure[i]:
+            i += 1
+            continue
+        end = i
+        while end < n and pure[end]:
+            end += 1
+        loops = any(
+            i <= j + code[j].simm <= j
+            for j in range(i, end)
+            if code[j].op.format == "br" or code[j].op.mnemonic == "jmp"
+        )
+        if loops or end - i >= min_run:
+            hot[i:end] = [True] * (end - i)
+        i = end
+    return native.ffi.cast("sins *", native.ffi.from_buffer(arr)), hot, arr
+
+
 class Module:
     def __init__(self, index: int, name: str, program, core: int | None, code):
         self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt") for i in code]
@@ -458,6 +524,8 @@ class Emulator:
         self.vpu_trans_elems = 0
         self._dma_id = 0
         self._scalar_fns: dict[int, list] = {}  # id(program code) -> its `_scalar_code`
+        self._native_progs: dict[int, tuple] = {}  # id(program code) -> `_native_program`
+        self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
         self.modules = self._make_modules()
 
     def _make_modules(self) -> list[Module]:
@@ -687,9 +755,11 @@ class Emulator:
 
     def _run_scalars(self, m: Module, total: int, limit: int) -> tuple[int, int]:
         """`_run_scalars_reference`, each instruction one call of its `_scalar_code` function
-        (threaded code: decoded once per program, no dispatch on the mnemonic). Skips what
-        `_execute` does that cannot matter here: dropping ended scoreboard entries (the range
-        checks skip them) and the barrier check (a scalar never follows an unreleased one)."""
+        (threaded code: decoded once per program, no dispatch on the mnemonic), and a run of at
+        least `native_min_run` scalar instructions (or a scalar loop) through the compiled
+        scalar ISA when it is built (`native_scalars`). Skips what `_execute` does that cannot
+        matter here: dropping ended scoreboard entries (the range checks skip them) and the
+        barrier check (a scalar never follows an unreleased one)."""
         if m.halted:
             return total, limit
         code = m.code
@@ -699,12 +769,30 @@ class Emulator:
                 _scalar_code(ins, self.model.num_cores) if p else None
                 for ins, p in zip(code, m.pure)
             ]
+        prog = None
+        if self.native_scalars and native.lib is not None:
+            prog = self._native_progs.get(id(code))
+            if prog is None:
+                prog = self._native_progs[id(code)] = _native_program(
+                    code, m.pure, self.native_min_run
+                )
         n, r = len(code), m.regs
         pc = m.pc
+        skip = -1  # the pc the compiled code stopped at (a trap, or what it does not run)
         while 0 <= pc < n:
             f = fns[pc]
             if f is None:
                 break
+            if prog is not None and prog[1][pc] and pc != skip and not m.reg_ready:
+                total, status = self._native_scalars(m, prog[0], n, total, limit)
+                pc = m.pc
+                if total > limit:
+                    limit = self._check_limits(m, total)
+                if status == 1:  # halted
+                    break
+                if status != 2:  # not the budget: a trap or a non-scalar instruction at pc
+                    skip = pc
+                continue
             if m.reg_ready:
                 m.stall_on_loads(code[pc])
             try:
@@ -716,6 +804,7 @@ class Emulator:
             m.time = t + 1
             m.count += 1
             total += 1
+            skip = -1
             if m.halted:
                 m.halt_time = t + 1
                 if total > limit:
@@ -724,6 +813,52 @@ class Emulator:
             if total > limit:
                 limit = self._check_limits(m, total)
         return total, limit
+
+    native_scalars = True
+    """Run long scalar runs through the compiled scalar ISA when it is built (`native`;
+    False: the threaded Python code only, the reference a differential test compares it with)."""
+    native_min_run = 8
+    """The shortest straight run of scalar instructions worth a call into compiled code (its
+    fixed cost, ~2 us, is a few threaded-code instructions); a run holding a backward branch (a
+    loop) always is."""
+
+    def _native_scalars(self, m: Module, code, n: int, total: int, limit: int):
+        """Run `m`'s scalar instructions from its pc in compiled code, at most up to the next
+        bounds check (`limit`). Issue time and counts advance one per
+        instruction, as `_scalar_code`'s caller does. Returns the new total and how the run
+        stopped (native/scalar.c): 0 at an instruction the compiled code does not run (not
+        scalar, or a scalar it has no encoding for), 1 halted, 2 at the budget, 3 at a trap,
+        which the caller's threaded code raises with its message."""
+        ffi = native.ffi
+        if self._native_buf is None:
+            self._native_buf = (ffi.new("int64_t[]", isa.NUM_REGS), ffi.new("long *"))
+            self._native_buf += (ffi.new("int *"),)
+        regs, pcp, st = self._native_buf
+        regs[0 : isa.NUM_REGS] = m.regs
+        pcp[0] = m.pc
+        done = native.lib.scalar_run(
+            code,
+            n,
+            regs,
+            pcp,
+            limit + 1 - total,
+            -1 if m.core is None else m.core,
+            self.model.num_cores,
+            CORE_WINDOW_BASE,
+            CORE_WINDOW_SIZE,
+            st,
+        )
+        if done:
+            m.regs[:] = ffi.unpack(regs, isa.NUM_REGS)
+            m.time += done
+            m.count += done
+            total += done
+        m.pc = pcp[0]
+        status = st[0]
+        if status == 1:  # halt
+            m.halted = True
+            m.halt_time = m.time
+        return total, status
 
     def _push(self, m: Module, plan: _Plan) -> None:
         m.version += 1
@@ -1117,8 +1252,8 @@ class Emulator:
         elif fmt == "mpu_ldw":
             src, k, n, reads = plan.data
             # the tile's f64 values and column statistics, once for every pass until the next ldw
-            m.weight = numerics.MpuWeight(
-                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n).copy()
+            m.weight = mpu_fast.weight(
+                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n), m.weight
             )
             dur = timing.mpu_load_cycles(self.model, k, n)
             self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
@@ -1129,7 +1264,7 @@ class Emulator:
             acc = None
             if ins.imm & MM_ACC:
                 acc = self.memory.read_array(dst, rows * n, np.float32).reshape(rows, n)
-            res = numerics.mpu_matmul(a, m.weight, acc)
+            res = mpu_fast.matmul(a, m.weight, acc)
             res = res if f32 else numerics.round_to(res, _NP_DTYPES["bf16"])
             self.memory.write(dst, np.ascontiguousarray(res))
             self.macs += rows * k * n

@@ -633,13 +633,13 @@ def test_blas_runs_on_one_thread_inside_the_emulator(model, monkeypatch):
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
     seen = []
-    real = numerics.mpu_matmul
+    real = emulator.mpu_fast.matmul  # the emulator's MPU pass (its f64 GEMM is numpy's BLAS)
 
     def spy(*a):
         seen.append(blas_threads())
         return real(*a)
 
-    monkeypatch.setattr(emulator.numerics, "mpu_matmul", spy)
+    monkeypatch.setattr(emulator.mpu_fast, "matmul", spy)
     src = MATMUL.format(a_row=512, w_bytes=256 * 128 * 2, k=256, n=128, out_row=256)
     a, w, o = np.ones((2, 256), BF16), np.ones((256, 128), BF16), np.zeros((2, 128), BF16)
     with threadpool_limits(2, user_api="blas"):

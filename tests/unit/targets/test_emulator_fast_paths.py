@@ -6,7 +6,8 @@ Reference: planning every instruction again when it is popped and on every wake 
 scheduler did before it reused plans that cannot change, `Emulator._stable`, and re-checked only
 a DMA's port slots, `Emulator._replan_slot`), scalar instructions through `_execute` (before
 they ran as threaded code, `_scalar_code`), and searching the region map on every access
-(before `Memory.find` remembered regions per page)."""
+(before `Memory.find` remembered regions per page), and the MPU numerics in numpy (before the
+compiled helpers, `mpu_fast`)."""
 
 import json
 
@@ -16,7 +17,7 @@ import pytest
 from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.model import bertha
-from legato.targets.bertha import emulator
+from legato.targets.bertha import emulator, mpu_fast, native
 from legato.targets.bertha.runtime import load_binary, run_binary
 from tests.corpus.kernels import CORPUS
 
@@ -57,6 +58,7 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     monkeypatch.setattr(emulator.Emulator, "_replan_slot", lambda self, m, plan: self._prepare(m))
     monkeypatch.setattr(emulator.Memory, "find", emulator.PhysicalMemory.find)
     monkeypatch.setattr(emulator.Emulator, "fast_scalars", False)
+    monkeypatch.setattr(mpu_fast, "NATIVE", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]
@@ -94,12 +96,25 @@ def _scalar_program(rng) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _final_state(src, fast: bool, monkeypatch):
+MODES = {
+    # (fast_scalars, native_scalars): `_execute` (the reference), threaded code, compiled code
+    "reference": (False, False),
+    "threaded": (True, False),
+    "native": (True, True),
+}
+
+
+def _final_state(src, mode: str, monkeypatch, **limits):
     from bertha_helpers import build, small_model
 
+    fast, compiled = MODES[mode]
+    if compiled and native.lib is None:
+        pytest.skip("the compiled helpers are not built (scripts/bootstrap.sh)")
     model = small_model()
-    emu = emulator.Emulator(load_binary(build(src, model=model), model), model)
+    emu = emulator.Emulator(load_binary(build(src, model=model), model), model, **limits)
     monkeypatch.setattr(emulator.Emulator, "fast_scalars", fast)
+    monkeypatch.setattr(emulator.Emulator, "native_scalars", compiled)
+    monkeypatch.setattr(emulator.Emulator, "native_min_run", 1)  # every scalar run compiled
     try:
         r = emu.run()
     except emulator.EmulatorFault as e:
@@ -107,8 +122,78 @@ def _final_state(src, fast: bool, monkeypatch):
     return (r.cycles, r.instructions), [(m.regs, m.time, m.pc) for m in emu.modules]
 
 
+@pytest.mark.parametrize("mode", ["threaded", "native"])
 @pytest.mark.parametrize("seed", range(12))
-def test_threaded_scalar_code_matches_execute(seed, monkeypatch):
+def test_threaded_and_compiled_scalar_code_match_execute(seed, mode, monkeypatch):
     src = _scalar_program(np.random.default_rng(seed))
-    fast = _final_state(src, True, monkeypatch)
-    assert fast == _final_state(src, False, monkeypatch)
+    fast = _final_state(src, mode, monkeypatch)
+    assert fast == _final_state(src, "reference", monkeypatch)
+
+
+EDGES = """
+.program top on top
+    li r3, 0
+    lih r3, -2147483648          ; INT64_MIN
+    li r4, -1
+    div r5, r3, r4               ; wraps to INT64_MIN
+    rem r6, r3, r4               ; 0
+    divi r7, r3, -1
+    remi r8, r3, -7
+    li r9, 64
+    shl r10, r4, r9              ; shift counts use the low 6 bits
+    shr r11, r3, r9
+    sra r12, r3, r4
+    shri r13, r4, 63
+    mul r14, r3, r3
+    sub r15, r3, r4
+    min r16, r3, r4
+    max r17, r3, r4
+    slt r18, r3, r4
+    seq r19, r3, r3
+    li r0, 5                     ; r0 stays 0
+    lsa r20, core3.sram, 16
+    li r21, 2
+    lsa r22, core(r21).private_dram, 8
+    li r23, 3
+L:
+    addi r23, r23, -1
+    bne r23, r0, L
+    {tail}
+    halt
+"""
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        "nop",
+        "div r24, r3, r0",  # a trap at the end of a compiled run: the same fault message
+        "li r25, 99\n    lsa r26, core(r25).sram, 0",  # a core index out of range
+    ],
+)
+def test_compiled_scalar_edge_cases_match_execute(tail, monkeypatch):
+    src = EDGES.format(tail=tail)
+    want = _final_state(src, "reference", monkeypatch)
+    assert _final_state(src, "native", monkeypatch) == want
+    assert _final_state(src, "threaded", monkeypatch) == want
+
+
+LOOP = """
+.program top on top
+    li r3, 0
+    li r4, 100000
+L:
+    addi r3, r3, 1
+    xor r5, r5, r3
+    blt r3, r4, L
+    halt
+"""
+
+
+@pytest.mark.parametrize("limits", [{"instruction_limit": 1000}, {"cycle_limit": 777}])
+def test_compiled_scalar_loops_stop_at_the_same_bound(limits, monkeypatch):
+    """A bound crossed inside a compiled run stops the run where the reference stops it (the
+    same pc, count and message)."""
+    want = _final_state(LOOP, "reference", monkeypatch, **limits)
+    assert "limit" in want[0]
+    assert _final_state(LOOP, "native", monkeypatch, **limits) == want

@@ -1,0 +1,155 @@
+/* The fixed cost of one MPU pass around its f64 GEMM, compiled (issue 15): the bf16 statistics
+ * of the exactness proof and the proof itself, as `legato.numerics.mpu_matmul` and
+ * `MpuWeight` compute them (that Python is the reference; tests/unit/targets/test_mpu_fast.py
+ * compares the two bit for bit). Built by legato/targets/bertha/native_build.py (cffi).
+ *
+ * Compiled without -ffast-math: every float operation here is one IEEE operation in the
+ * default rounding mode, as numpy's. The loops are written so that gcc vectorizes them
+ * (no branches in the common path); the rare elements go to a second, scalar pass. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline double bf16_to_f64(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return (double)f;
+}
+
+/* `numerics._line_stats` of a bf16 line from two reductions of its magnitude bits m = b &
+ * 0x7fff (which order like |v|): `mx` = max m (max |v|, inf or NaN where the line holds one)
+ * and `lom1` = min (m - 1) mod 2^16 (the lowest nonzero m, minus 1; 0xffff: all zero). `*l`:
+ * the exponent of the lowest nonzero magnitude's unit (0 for an all-zero line). */
+static inline double line_stats(uint16_t mx, uint16_t lom1, int *l) {
+    uint16_t lo = (uint16_t)(lom1 + 1);
+    if (lo == 0) {
+        *l = 0;
+    } else {
+        int e = lo >> 7;
+        *l = (e > 1 ? e : 1) - 134;
+    }
+    return bf16_to_f64(mx);
+}
+
+static void to_f64(const uint16_t *restrict b, size_t n, double *restrict out) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)b[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        out[i] = (double)f;
+    }
+}
+
+/* Weight tile w[K, N] (bf16 bits): its f64 values, per column max |w| (cm), v = cm / 2^lw and
+ * the NaN-propagating max of v (vmax, as numpy's max). Returns 1 when every cm is finite. */
+int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
+               double *restrict cm, double *restrict v, double *restrict vmax) {
+    enum { CHUNK = 256 };
+    uint16_t mx[CHUNK], lom1[CHUNK];
+    int finite = 1, vm_nan = 0;
+    double vm = -INFINITY;
+    for (int j0 = 0; j0 < N; j0 += CHUNK) {
+        int nj = N - j0 < CHUNK ? N - j0 : CHUNK;
+        for (int j = 0; j < nj; j++) {
+            mx[j] = 0;
+            lom1[j] = 0xFFFF;
+        }
+        for (int k = 0; k < K; k++) {
+            const uint16_t *row = w + (size_t)k * N + j0;
+            for (int j = 0; j < nj; j++) {
+                uint16_t m = row[j] & 0x7FFF;
+                uint16_t m1 = (uint16_t)(m - 1);
+                mx[j] = m > mx[j] ? m : mx[j];
+                lom1[j] = m1 < lom1[j] ? m1 : lom1[j];
+            }
+        }
+        for (int j = 0; j < nj; j++) {
+            int l;
+            double h = line_stats(mx[j], lom1[j], &l);
+            double vj = ldexp(h, -l);
+            cm[j0 + j] = h;
+            v[j0 + j] = vj;
+            if (!isfinite(h)) finite = 0;
+            if (isnan(vj)) vm_nan = 1;
+            else if (vj > vm) vm = vj;
+        }
+    }
+    *vmax = vm_nan ? NAN : vm;
+    to_f64(w, (size_t)K * N, f64);
+    return finite;
+}
+
+/* a[M, K] (bf16 bits) -> its f64 values, rs[i] = max|a[i, :]| * K (>= sum_k |a[i, k]|) and
+ * u[i] = rs[i] / 2^la[i]. */
+void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
+              double *restrict rs, double *restrict u) {
+    to_f64(a, (size_t)M * K, f64);
+    for (int i = 0; i < M; i++) {
+        const uint16_t *row = a + (size_t)i * K;
+        uint16_t mx = 0, lom1 = 0xFFFF;
+        for (int k = 0; k < K; k++) {
+            uint16_t m = row[k] & 0x7FFF;
+            uint16_t m1 = (uint16_t)(m - 1);
+            mx = m > mx ? m : mx;
+            lom1 = m1 < lom1 ? m1 : lom1;
+        }
+        int l;
+        double h = line_stats(mx, lom1, &l);
+        rs[i] = h * (double)K;
+        u[i] = ldexp(rs[i], -l);
+    }
+}
+
+/* The proof over s = a @ w (f64, any order) of `numerics.mpu_matmul`: out[i, j] = the f32 of
+ * the exact dot product, + 0.0 (a zero is +0.0), then + acc[i, j] in f32 when acc is not NULL,
+ * wherever steps 1-2 settle it. A row with u[i] * vmax < 2^52 is exact everywhere (step 1);
+ * in the others each element is checked. The flat index of every element neither step settles
+ * (a line with an inf or NaN, or an interval that straddles an f32 boundary) goes to `todo`,
+ * its out left for the caller (the reference's exact path). Returns how many went there. */
+long mpu_finish(const double *restrict s, int M, int K, int N, const double *restrict rs,
+                const double *restrict u, const double *restrict cm, const double *restrict v,
+                double vmax, const float *restrict acc, float *restrict out,
+                long *restrict todo) {
+    const double c = 2.0 * (double)(K + 2) * 0x1p-53;
+    long n = 0;
+    for (int i = 0; i < M; i++) {
+        const double *si = s + (size_t)i * N;
+        float *oi = out + (size_t)i * N;
+        const float *ai = acc ? acc + (size_t)i * N : NULL;
+        const double ui = u[i], rsi = rs[i];
+        if (ui * vmax < 0x1p52) {
+            if (ai) {
+                for (int j = 0; j < N; j++) oi[j] = ai[j] + ((float)si[j] + 0.0f);
+            } else {
+                for (int j = 0; j < N; j++) oi[j] = (float)si[j] + 0.0f;
+            }
+            continue;
+        }
+        const int rfin = isfinite(rsi);
+        for (int j = 0; j < N; j++) {
+            double sv = si[j];
+            float r = (float)sv;
+            if (!(ui * v[j] < 0x1p52)) {
+                double cmj = cm[j];
+                if (!(rfin && isfinite(cmj))) {
+                    todo[n++] = (long)i * N + j;
+                    continue;
+                }
+                double d = c * rsi * cmj;
+                float lo = (float)(sv - d), hi = (float)(sv + d);
+                uint32_t bl, bh;
+                memcpy(&bl, &lo, 4);
+                memcpy(&bh, &hi, 4);
+                if (bl != bh) {
+                    todo[n++] = (long)i * N + j;
+                    continue;
+                }
+                r = hi;
+            }
+            r += 0.0f;
+            oi[j] = ai ? ai[j] + r : r;
+        }
+    }
+    return n;
+}
