@@ -8,11 +8,62 @@ the MPU numerics (`mpu_fast`) and the scalar ISA (`Emulator.native_scalars`).
 
 from __future__ import annotations
 
+import logging
 import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CDEF = """
+int mpu_weight(const uint16_t *w, int K, int N, double *f64, double *cm, double *v,
+               double *vmax);
+void mpu_rows(const uint16_t *a, int M, int K, double *f64, double *rs, double *u);
+typedef struct {
+    int32_t op, a, b, c;
+    int64_t imm;
+} sins;
+long scalar_run(const sins *code, long n, int64_t *r, long *pc, long budget, int core,
+                int num_cores, int64_t window_base, int64_t window_size, int *status);
+long mpu_finish(const double *s, int M, int K, int N, const double *rs, const double *u,
+                const double *cm, const double *v, double vmax, const float *acc, float *out,
+                long *todo);
+"""
+SOURCES = ["native/mpu.c", "native/scalar.c"]
+
+
+def source_hash(here: str = HERE) -> str:
+    """SHA-256 of the interface and the C sources: the built module carries it, and
+    `native.py` refuses a module built from other sources (a stale build after an edit)."""
+    import hashlib
+
+    h = hashlib.sha256(CDEF.encode())
+    for s in SOURCES:
+        with open(os.path.join(here, s), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()
+
 
 try:
     from legato.targets.bertha import _native  # built by native_build.py
 except ImportError:  # not built: the references run instead
+    _native = None
+
+
+def _built_from_these_sources(module) -> bool:
+    """A module built before the C sources were edited would run old code: refuse it."""
+    try:
+        built = module.ffi.string(module.lib.legato_source_hash()).decode()
+    except AttributeError:  # built before the module carried its sources' hash
+        built = None
+    if built != source_hash():
+        logging.getLogger("legato").warning(
+            "%s was built from other sources than native/*.c (stale build): the emulator runs "
+            "the Python references; rebuild with `python -m legato.targets.bertha.native_build`",
+            module.__file__,
+        )
+        return False
+    return True
+
+
+if _native is not None and not _built_from_these_sources(_native):
     _native = None
 
 lib = None if _native is None else _native.lib

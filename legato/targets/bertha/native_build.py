@@ -13,24 +13,9 @@ import os
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODULE = "legato.targets.bertha._native"
+from legato.targets.bertha.native import CDEF, HERE, SOURCES, source_hash
 
-CDEF = """
-int mpu_weight(const uint16_t *w, int K, int N, double *f64, double *cm, double *v,
-               double *vmax);
-void mpu_rows(const uint16_t *a, int M, int K, double *f64, double *rs, double *u);
-typedef struct {
-    int32_t op, a, b, c;
-    int64_t imm;
-} sins;
-long scalar_run(const sins *code, long n, int64_t *r, long *pc, long budget, int core,
-                int num_cores, int64_t window_base, int64_t window_size, int *status);
-long mpu_finish(const double *s, int M, int K, int N, const double *rs, const double *u,
-                const double *cm, const double *v, double vmax, const float *acc, float *out,
-                long *todo);
-"""
-SOURCES = ["native/mpu.c", "native/scalar.c"]
+MODULE = "legato.targets.bertha._native"
 
 
 def build(out_dir: str = HERE) -> str:
@@ -38,8 +23,9 @@ def build(out_dir: str = HERE) -> str:
     import cffi  # a build-time dependency (pyproject's dependencies pin it)
 
     ffi = cffi.FFI()
-    ffi.cdef(CDEF)
+    ffi.cdef(CDEF + "const char *legato_source_hash(void);\n")
     src = "\n".join(open(os.path.join(HERE, s)).read() for s in SOURCES)
+    src += f'\nconst char *legato_source_hash(void) {{ return "{source_hash()}"; }}\n'
     ffi.set_source(MODULE, src, extra_compile_args=["-O3", "-std=c99", "-fno-fast-math"])
     with tempfile.TemporaryDirectory(prefix="legato-native-") as tmp:
         so = ffi.compile(tmpdir=tmp, verbose=False)

@@ -125,3 +125,22 @@ def test_off_switch_runs_the_reference(monkeypatch):
     assert not mpu_fast.weight(w).native
     got = mpu_fast.matmul(np.ones((2, 4), BF16), mpu_fast.weight(w))
     np.testing.assert_array_equal(got, np.full((2, 3), 4.0, np.float32))
+
+
+def test_a_stale_native_build_is_refused(caplog):
+    """A module built from other C sources than the tree's (an edit without a rebuild) must not
+    run: the loader compares the hash the module carries with the sources' hash."""
+    from types import SimpleNamespace
+
+    from legato.targets.bertha import native
+
+    stale_lib = SimpleNamespace(legato_source_hash=lambda: b"0" * 64)
+    stale = SimpleNamespace(
+        lib=stale_lib, ffi=SimpleNamespace(string=lambda s: s), __file__="_native.so"
+    )
+    assert not native._built_from_these_sources(stale)
+    assert "stale build" in caplog.text
+    old = SimpleNamespace(lib=SimpleNamespace(), ffi=None, __file__="_native.so")
+    assert not native._built_from_these_sources(old)  # built before modules carried the hash
+    if native._native is not None:
+        assert native._built_from_these_sources(native._native)
