@@ -258,7 +258,30 @@ def test_kv_cache_cat_on_all_cores():
     _all_cores_ran(append)
 
 
-def test_kv_cache_cat_of_a_runtime_length_one_binary():
+def _exact_memcpys(monkeypatch):
+    """Make the legato-level interpreter refuse a memcpy whose destination's runtime extent
+    differs from its source's (the documented copy copies the source's extent; a destination
+    that extends past it is what a bounds check flags). Returns the list of copied shapes."""
+    from xdsl.interpreter import _IMPL_DICT_KEY
+
+    from legato.dialects import legato as L
+    from legato.interp.legato import LegatoFunctions
+
+    table = getattr(LegatoFunctions, _IMPL_DICT_KEY)
+    plain = table[L.MemcpyOp]
+    shapes = []
+
+    def exact(ft, interpreter, op, values):
+        dst, src = values
+        assert dst.shape == src.shape, f"memcpy of {src.shape} into {dst.shape} at {op.location}"
+        shapes.append(src.shape)
+        return plain(ft, interpreter, op, values)
+
+    monkeypatch.setitem(table, L.MemcpyOp, exact)
+    return shapes
+
+
+def test_kv_cache_cat_of_a_runtime_length_one_binary(monkeypatch):
     dt = torch.bfloat16
     cache_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 512), 64), "shared_dram")
     new = torch.randn(1, 4, 1, 64, dtype=dt)
@@ -279,6 +302,16 @@ def test_kv_cache_cat_of_a_runtime_length_one_binary():
         if n >= 100:  # 4 (b, h) x 4 pieces and 4 new rows
             _all_cores_ran(append)
     assert append.compile_count == 1
+    # every copy's destination holds exactly its source's runtime rows (whole pieces of 32
+    # rows, then the tail's pieces of 2^k rows: 31 = 16 + 8 + 4 + 2 + 1)
+    shapes = _exact_memcpys(monkeypatch)
+    for n in (1, 31, 100, 512):
+        cache = torch.randn(1, 4, n, 64, dtype=dt)
+        out = torch.full((1, 4, n + 1, 64), float("nan"), dtype=dt)
+        append.interpret(cache, new, out, level="legato")
+        assert torch.equal(out, torch.cat([cache, new], 2)), n
+    rows = sorted({s[2] for s in shapes})
+    assert rows == [1, 2, 4, 8, 16, 32], rows
 
 
 # --------------------------------------------------------------------------------------------
