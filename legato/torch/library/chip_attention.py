@@ -58,9 +58,6 @@ ROWS_SCORE_BYTES = 128 * 1024
 # block): the softmax's running max, and so the rounding of p, changes at block boundaries
 TORCH_KV_SPLIT = 512
 NEG_BIG = -3.0e38
-# V tiles of one decode chunk that fit mpu_buffer inside a runtime loop's body (the planner
-# keeps a loop body's buffers live together: 4 tiles of 64 KiB and q^T do not fit 256 KiB)
-LOOP_V_BYTES = 128 * 1024
 # a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
 ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
@@ -277,13 +274,12 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
         )
 
 
-def _item_loop(items, ncores, chunk_v_bytes):
+def _item_loop(items, ncores):
     """Compile-time helper: whether the static-length decode items run in a runtime loop (0
-    or more items a core): always with more items than cores; with fewer (idle cores) only
-    when a chunk's V tiles fit mpu_buffer inside a loop body."""
-    if items == ncores:
-        return False
-    return items > ncores or chunk_v_bytes <= LOOP_V_BYTES
+    or more items a core; cores past the items idle): unless every core has exactly one. (A
+    loop body's V tiles share mpu_buffer by their liveness within an iteration, as they do
+    without a loop.)"""
+    return items != ncores
 
 
 @legato.function
@@ -322,12 +318,9 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     c = legato.core_id()
     loop = True  # a runtime KV length: its V tiles stay in sram (p @ V on the VPU)
     if not dyn:
-        loop = _item_loop(items, ncores, k.shape[2] // split * k.shape[3] * k.dtype.itemsize)
+        loop = _item_loop(items, ncores)
     if not loop:
-        # one item per core without a runtime loop, so that the memory planner reuses
-        # mpu_buffer between the V tiles (it keeps a loop body's buffers live together);
-        # cores beyond the items redo the last one (same values)
-        i = min(c, items - 1)
+        i = c  # one item per core
         _decode_item(
             i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
         )
@@ -710,12 +703,6 @@ def resolve_chip_sdpa(node, ctx):
             f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
             f"(more than half of the {ctx.model.sram_size} of a core)"
         )
-        assert groups * split <= cores or chunk * d * esz <= LOOP_V_BYTES, (
-            f"decode attention of {groups} key/value groups (more than the {cores} cores) over "
-            f"{lk} keys: a core's loop over its groups would hold {chunk * d * esz} bytes of V "
-            f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
-            f"at most {LOOP_V_BYTES})"
-        )
         flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
         if split == 1:
             fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
@@ -737,14 +724,6 @@ def resolve_chip_sdpa(node, ctx):
     assert need <= ctx.model.sram_size // 2, (
         f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
         f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
-    )
-    groups = _row_groups(s // rows, blocks, cores, ROW_UNROLL)
-    per = s // rows // groups
-    assert blocks * groups <= cores or per * lk * d * esz <= LOOP_V_BYTES, (
-        f"prefill attention of {blocks * groups} work items (more than the {cores} cores) over "
-        f"{lk} keys: a core's loop over its items would hold {per * lk * d * esz} bytes of V "
-        f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
-        f"at most {LOOP_V_BYTES})"
     )
     return Impl(
         rows_attention,
