@@ -11,7 +11,8 @@ from xdsl.interpreters.scf import ScfFunctions
 
 @register_impls
 class IndexFunctions(InterpreterFunctions):
-    """The `arith` index ops Legato emits that xDSL's arith interpreter lacks (min, max)."""
+    """The `arith` index ops Legato emits that xDSL's arith interpreter lacks (min, max, and
+    divui: a reshape's runtime dim)."""
 
     def _pair(self, args) -> tuple[int, int]:
         return args[0].value.data, args[1].value.data
@@ -25,6 +26,14 @@ class IndexFunctions(InterpreterFunctions):
     def run_maxsi(self, interpreter, op: arith.MaxSIOp, args):
         a, b = self._pair(args)
         return (scalar_attr(max(a, b), op.result.type, interpreter.index_bitwidth),)
+
+    @impl(arith.DivUIOp)
+    def run_divui(self, interpreter, op: arith.DivUIOp, args):
+        a, b = self._pair(args)
+        if b == 0:
+            raise ZeroDivisionError(f"arith.divui by zero: {op}")
+        mask = (1 << interpreter.index_bitwidth) - 1  # unsigned: the operands' bits
+        return (scalar_attr((a & mask) // (b & mask), op.result.type, interpreter.index_bitwidth),)
 
 
 def base_functions() -> tuple[InterpreterFunctions, ...]:

@@ -9,38 +9,63 @@ spill to `private_dram` (recorded in the `placement` attribute, read by the back
 
 Space is reused by liveness. Within a program, a buffer lives from its alloc to its last *touch*:
 a use of it or of a view/subview of it (a `core.dma` touching it included: a DMA still in flight
-when the space is reused is ordered by the scoreboard, like the other units). Positions are counted on the
-program's top-level ops: a touch inside an `scf.for` counts as the whole loop, so a buffer touched
-inside a loop lives across every iteration. Buffers shared between programs (the `buffer`
-attribute, both ends of a transfer) and buffers a program allocates on another core keep the
-whole kernel as lifetime, and buffers of different programs never share space (programs run
-concurrently). Buffers whose lifetimes overlap are placed apart; a buffer takes the lowest
-offset where it fits between the buffers it overlaps (first fit). Reusing the space of a dead
-buffer is safe against the asynchronous units: the hardware's scoreboard orders a module's own
-DMA/MPU/VPU operations on overlapping address ranges (a write into reused space waits for an
-in-flight read of the old buffer), see `legato/targets/bertha/emulator.py`.
+when the space is reused is ordered by the scoreboard, like the other units). Positions are the
+program's ops in order (nested ops within their loop's span). A touch inside an `scf.for` that
+the buffer's alloc is outside of counts as the whole loop (the buffer lives across every
+iteration). A buffer allocated in a loop body lives within one iteration (`Lives.iteration`):
+SSA lets nothing outside the body name it, and every iteration reuses the same space. The
+body's buffers are first placed apart from each other as if each lived across the whole loop
+(`Lives.loop`), so that nothing iteration i + 1 writes waits for a read of iteration i still in
+flight (a DMA out, an MPU pass): the loop pipelines across iterations as unrolled code would.
+A body buffer that does not fit that way shares space with the body's buffers it is never live
+with in an iteration; a loop then fits when one iteration's working set fits (at the price of
+that ordering: a load into shared space waits for the previous iteration's last reader of it).
+Buffers shared between programs (the `buffer` attribute, both ends of a transfer) and buffers a
+program allocates on another core keep the whole kernel as lifetime, and buffers of different
+programs never share space (programs run concurrently). Buffers whose lifetimes overlap are
+placed apart; a buffer takes the lowest offset where it fits between the buffers it overlaps
+(first fit). Reusing the space of a dead buffer is safe against the asynchronous units: the
+hardware's scoreboard orders a module's own DMA/MPU/VPU operations on overlapping address
+ranges (a write into reused space waits for an in-flight read of the old buffer), see
+`legato/targets/bertha/emulator.py`. A buffer that fits nowhere is a compile error at its alloc
+naming its size, what is planned live with it (the largest of those buffers with their source
+lines) and the space's size.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.dialects.core import BUFFER_ATTR
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, source_location
 
 ALIGN = 64
 PLACEMENT_ATTR = "placement"
 
 # A lifetime: None for the whole kernel, else (program index, first, last position).
 Life = tuple[int, int, int] | None
+
+
+@dataclass(frozen=True)
+class Lives:
+    """A buffer's two lifetimes. `loop`: a touch inside a loop covers the whole loop, also for a
+    buffer allocated in its body (no space shared with another buffer of that body: nothing
+    one iteration writes waits for the previous iteration's reads). `iteration`: a buffer
+    allocated in a loop body lives within one iteration (it shares space with the buffers of
+    the same body it is never live with, in every iteration). `iteration` is within `loop`."""
+
+    loop: Life
+    iteration: Life
 
 
 def _align(n: int) -> int:
@@ -91,25 +116,42 @@ def _overlap(a: Life, b: Life) -> bool:
     return a[1] <= b[2] and b[1] <= a[2]
 
 
-def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life]:
-    """The lifetime of every alloc of `program` (see the module docstring)."""
-    top_ops = list(program.body.block.ops)
-    top_pos = {op: i for i, op in enumerate(top_ops)}
+def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Lives]:
+    """The lifetimes of every alloc of `program` (see the module docstring).
 
-    def top_of(op: Operation) -> int:
-        while op not in top_pos:
+    Positions are the program's ops in pre-order; an op's *span* is its own position to its
+    last nested op's. A buffer lives over the spans of the ops of one block that hold its
+    alloc and touches: the program's own block for `Lives.loop` (a touch inside a loop covers
+    the loop), its alloc's block for `Lives.iteration` (SSA: nothing outside a loop body can
+    name a buffer allocated in it, so it lives within one iteration)."""
+    pos: dict[Operation, int] = {}
+    end: dict[Operation, int] = {}
+    for op in program.walk():  # pre-order
+        pos[op] = len(pos)
+    for op in reversed(list(pos)):
+        last = pos[op]
+        for region in op.regions:
+            for block in region.blocks:
+                if block.last_op is not None:
+                    last = max(last, end[block.last_op])
+        end[op] = last
+    top = program.body.block
+
+    def holder(op: Operation, block: Block) -> Operation:
+        """The op of `block` that is `op` or holds it."""
+        while op.parent_block() is not block:
             parent = op.parent_op()
-            assert parent is not None
+            assert parent is not None, "a buffer touched outside its alloc's block"
             op = parent
-        return top_pos[op]
+        return op
 
     roots: dict[SSAValue, set[core.AllocOp]] = {}
-    lives: dict[core.AllocOp, list[int]] = {}
+    spans: dict[core.AllocOp, tuple[list[int], list[int]]] = {}  # (loop, iteration)
     for op in program.walk():
         if isinstance(op, core.AllocOp):
             roots[op.result] = {op}
-            p = top_of(op)
-            lives[op] = [p, p]
+            h = holder(op, top)
+            spans[op] = ([pos[h], end[h]], [pos[op], end[op]])
             continue
         touched: set[core.AllocOp] = set()
         for v in op.operands:
@@ -119,39 +161,85 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Life
         for r in op.results:
             if isinstance(r.type, core.BufType):
                 roots[r] = set(touched)  # a view of the same memory
-        p = top_of(op)
         for a in touched:
-            lives[a][0] = min(lives[a][0], p)
-            lives[a][1] = max(lives[a][1], p)
-    return {
-        a: None if _whole_kernel(a, program) else (prog_id, s, e) for a, (s, e) in lives.items()
-    }
+            block = a.parent_block()
+            assert block is not None
+            for span, h in zip(spans[a], (holder(op, top), holder(op, block))):
+                span[0] = min(span[0], pos[h])
+                span[1] = max(span[1], end[h])
+    lives = {}
+    for a, (lp, it) in spans.items():
+        whole = _whole_kernel(a, program)
+        lives[a] = Lives(None if whole else (prog_id, *lp), None if whole else (prog_id, *it))
+    return lives
+
+
+@dataclass
+class _Placed:
+    offset: int
+    size: int
+    lives: Lives
+    alloc: core.AllocOp
 
 
 @dataclass
 class _Space:
     limit: int
     base: int = 0
-    placed: list[tuple[int, int, Life]] = field(default_factory=list)  # (offset, size, life)
+    placed: list[_Placed] = field(default_factory=list)
 
     @property
     def used(self) -> int:
-        return max([self.base] + [o + s for o, s, _ in self.placed])
+        return max([self.base] + [p.offset + p.size for p in self.placed])
 
-    def live_bytes(self, life: Life) -> int:
-        return self.base + sum(s for _, s, lf in self.placed if _overlap(lf, life))
+    def live_with(self, lives: Lives) -> list[_Placed]:
+        """The placed buffers live at the same time as one of `lives`, within an iteration."""
+        return [p for p in self.placed if _overlap(p.lives.iteration, lives.iteration)]
 
-    def take(self, size: int, life: Life) -> int | None:
-        """First fit: the lowest offset where `size` bytes overlap no buffer live with `life`."""
-        off = self.base
-        for o, s, _ in sorted((p for p in self.placed if _overlap(p[2], life)), key=lambda p: p[0]):
-            if o >= off + size:
+    def take(self, size: int, lives: Lives, alloc: core.AllocOp) -> int | None:
+        """First fit: the lowest offset where `size` bytes overlap no buffer live with `lives`,
+        a loop body's buffers apart where that fits (`Lives.loop`), else sharing space within
+        an iteration (`Lives.iteration`)."""
+        for kind in ("loop", "iteration"):
+            life = getattr(lives, kind)
+            off = self.base
+            live = (p for p in self.placed if _overlap(getattr(p.lives, kind), life))
+            for p in sorted(live, key=lambda p: p.offset):
+                if p.offset >= off + size:
+                    break
+                off = max(off, p.offset + p.size)
+            if off + size <= self.limit:
+                self.placed.append(_Placed(off, _align(size), lives, alloc))
+                return off
+            if lives.loop == lives.iteration:
                 break
-            off = max(off, o + s)
-        if off + size > self.limit:
-            return None
-        self.placed.append((off, _align(size), life))
-        return off
+        return None
+
+
+def _where(alloc: core.AllocOp) -> str:
+    """Where a buffer comes from: its Python file:line, else its IR name."""
+    loc = source_location(alloc)
+    if loc is not None:
+        return f"{os.path.basename(loc.file)}:{loc.line}"
+    return f"%{alloc.result.name_hint}" if alloc.result.name_hint else "an unnamed alloc"
+
+
+def _live_list(live: list[_Placed], most: int = 4) -> str:
+    """The largest buffers of `live`, grouped by (type, source line)."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for p in live:
+        t = p.alloc.result.type
+        assert isinstance(t, core.BufType)
+        key = (f"{t.dims_str()} {t.dtype.name}", _where(p.alloc))
+        groups.setdefault(key, []).append(p.size)
+    items = sorted(groups.items(), key=lambda kv: -sum(kv[1]))
+    text = ", ".join(
+        f"{_fmt(sum(sz))} in {len(sz)} x {ty} at {at}" if len(sz) > 1 else f"{ty} at {at}"
+        for (ty, at), sz in items[:most]
+    )
+    if len(items) > most:
+        text += f" and {sum(len(sz) for _, sz in items[most:])} more"
+    return text
 
 
 class _Planner:
@@ -170,7 +258,7 @@ class _Planner:
             self.spaces[key] = _Space(self.model.memory_size(name), base)
         return self.spaces[key]
 
-    def place(self, alloc: core.AllocOp, core_i: int | None, life: Life) -> None:
+    def place(self, alloc: core.AllocOp, core_i: int | None, lives: Lives) -> None:
         t = alloc.result.type
         assert isinstance(t, core.BufType)
         size = t.max_bytes
@@ -182,30 +270,44 @@ class _Planner:
             space, offset = self.named[key] if key in self.named else self.named[spmd_key]
         else:
             space = t.space
-            offset = self.space(core_i, space).take(size, life)
+            offset = self.space(core_i, space).take(size, lives, alloc)
             if offset is None and space == "sram":
                 space = "private_dram"
-                offset = self.space(core_i, space).take(size, life)
+                offset = self.space(core_i, space).take(size, lives, alloc)
             if offset is None:
-                used = self.space(core_i, space).live_bytes(life)
-                where = f"core({core_i})" if core_i is not None else "every core"
-                raise error_at(
-                    alloc,
-                    f"out of {t.space} on {where}: this {t.dims_str()} {t.dtype.name} buffer "
-                    f"needs {_fmt(size)}, {_fmt(used)} are already planned and the "
-                    f"{self.model.name} {t.space} holds {_fmt(self.model.memory_size(t.space))}"
-                    + (
-                        f" (plus {_fmt(self.model.private_dram_size)} of private DRAM)"
-                        if t.space == "sram"
-                        else ""
-                    ),
-                    note="split the work into smaller tiles or over more cores",
-                )
+                self._refuse(alloc, core_i, lives)
             if key is not None:
                 self.named[key] = (space, offset)
         alloc.offset = IntegerAttr(offset, i64)
         if space != t.space:
             alloc.attributes[PLACEMENT_ATTR] = StringAttr(space)
+
+    def _refuse(self, alloc: core.AllocOp, core_i: int | None, lives: Lives) -> NoReturn:
+        t = alloc.result.type
+        assert isinstance(t, core.BufType)
+        # sram's buffers are in sram or spilled to private DRAM
+        spaces = [self.space(core_i, t.space)]
+        if t.space == "sram":
+            spaces.append(self.space(core_i, "private_dram"))
+        live = [p for sp in spaces for p in sp.live_with(lives)]
+        used = sum(sp.base for sp in spaces) + sum(p.size for p in live)
+        where = f"core({core_i})" if core_i is not None else "every core"
+        in_loop = lives.loop != lives.iteration
+        message = (
+            f"out of {t.space} on {where}: this {t.dims_str()} {t.dtype.name} buffer needs "
+            f"{_fmt(t.max_bytes)}, {_fmt(used)} are already planned"
+            + (" live with it in one iteration of its loop" if in_loop else "")
+            + f" and the {self.model.name} {t.space} holds "
+            f"{_fmt(self.model.memory_size(t.space))}"
+            + (
+                f" (plus {_fmt(self.model.private_dram_size)} of private DRAM)"
+                if t.space == "sram"
+                else ""
+            )
+        )
+        if live:
+            message += f"; live with it: {_live_list(live)}"
+        raise error_at(alloc, message, note="split the work into smaller tiles or over more cores")
 
 
 @dataclass(frozen=True)
@@ -232,5 +334,8 @@ class CorePlanMemoryPass(ModulePass):
                 for whole in (True, False):
                     for program, lv in group:
                         for alloc in program.walk():
-                            if isinstance(alloc, core.AllocOp) and (lv[alloc] is None) == whole:
+                            if (
+                                isinstance(alloc, core.AllocOp)
+                                and (lv[alloc].loop is None) == whole
+                            ):
                                 planner.place(alloc, alloc_core(alloc, program), lv[alloc])

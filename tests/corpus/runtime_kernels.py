@@ -65,6 +65,31 @@ def loop_matmul(
             legato.tensor.memcpy(out[t * 16 : t * 16 + 16, :], a @ wb)
 
 
+KT = 5  # K tiles of the streamed weight: [5 * 256, 128] bf16 is 320 KiB > mpu_buffer
+
+
+@legato.compile(backend=four_cores)
+def loop_streamed_weight(
+    x: tt((KT, (-1, 64), 256), "shared_dram", bf16),
+    w: tt([KT * 256, 128], "mpu_dram", bf16),
+    out: tt([64, 128], "shared_dram", bf16),
+):
+    """A runtime loop over row tiles whose weight (320 KiB) does not fit mpu_buffer: each
+    iteration streams its five 64 KiB K tiles (x given K-tile major, [KT, M, 256]). One tile is
+    live at a time, so the loop fits: the planner shares mpu_buffer between a loop body's
+    buffers by their liveness within an iteration."""
+    device = legato.get_context().get_device()
+    with device.get_core(1):
+        for t in range((x.size(1) + 15) // 16):
+            a0 = legato.tensor.load(x[0, t * 16 : t * 16 + 16, :])
+            acc = legato.tensor.matmul(a0, legato.tensor.load(w[0:256, :], "mpu_buffer"), f32)
+            for j in legato.static_range(1, KT):
+                a = legato.tensor.load(x[j, t * 16 : t * 16 + 16, :])
+                wj = legato.tensor.load(w[j * 256 : j * 256 + 256, :], "mpu_buffer")
+                acc = acc + legato.tensor.matmul(a, wj, f32)
+            legato.tensor.memcpy(out[t * 16 : t * 16 + 16, :], legato.tensor.cast(acc, bf16))
+
+
 @legato.compile(backend=four_cores)
 def spmd_matmul(
     a: tt([NC * R, 256], "shared_dram", bf16),
@@ -236,6 +261,18 @@ RUNTIME_CORPUS = [
         reference=lambda ins: [_pad(_mm(ins[0], ins[1]), 64)],
         outputs=(2,),
         model=loop_matmul.model,
+    ),
+    CorpusKernel(
+        name="runtime_loop_streamed_weight",
+        mlir=loop_streamed_weight.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _bf16(rng, (KT, 37, 256)),
+            _bf16(rng, (KT * 256, 128)),
+            np.zeros((64, 128), BF),
+        ],
+        reference=lambda ins: [_pad(_mm(ins[0].transpose(0, 1).reshape(37, KT * 256), ins[1]), 64)],
+        outputs=(2,),
+        model=loop_streamed_weight.model,
     ),
     CorpusKernel(
         name="spmd_core_id_matmul",

@@ -58,9 +58,6 @@ ROWS_SCORE_BYTES = 128 * 1024
 # block): the softmax's running max, and so the rounding of p, changes at block boundaries
 TORCH_KV_SPLIT = 512
 NEG_BIG = -3.0e38
-# V tiles of one decode chunk that fit mpu_buffer inside a runtime loop's body (the planner
-# keeps a loop body's buffers live together: 4 tiles of 64 KiB and q^T do not fit 256 KiB)
-LOOP_V_BYTES = 128 * 1024
 # a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
 ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
@@ -277,13 +274,12 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
         )
 
 
-def _item_loop(items, ncores, chunk_v_bytes):
+def _item_loop(items, ncores):
     """Compile-time helper: whether the static-length decode items run in a runtime loop (0
-    or more items a core): always with more items than cores; with fewer (idle cores) only
-    when a chunk's V tiles fit mpu_buffer inside a loop body."""
-    if items == ncores:
-        return False
-    return items > ncores or chunk_v_bytes <= LOOP_V_BYTES
+    or more items a core; cores past the items idle): unless every core has exactly one. (A
+    loop body's V tiles share mpu_buffer by their liveness within an iteration, as they do
+    without a loop.)"""
+    return items != ncores
 
 
 @legato.function
@@ -322,12 +318,9 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     c = legato.core_id()
     loop = True  # a runtime KV length: its V tiles stay in sram (p @ V on the VPU)
     if not dyn:
-        loop = _item_loop(items, ncores, k.shape[2] // split * k.shape[3] * k.dtype.itemsize)
+        loop = _item_loop(items, ncores)
     if not loop:
-        # one item per core without a runtime loop, so that the memory planner reuses
-        # mpu_buffer between the V tiles (it keeps a loop body's buffers live together);
-        # cores beyond the items redo the last one (same values)
-        i = min(c, items - 1)
+        i = c  # one item per core
         _decode_item(
             i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part
         )
@@ -533,32 +526,71 @@ def cat_rows(xs, pieces, out):
         off = off + n
 
 
+def _tail_bits(p):
+    """Compile-time helper: the sizes 2^k (high to low) whose sums make every tail of fewer
+    than `p` rows."""
+    return tuple(1 << k for k in range((p - 1).bit_length() - 1, -1, -1))
+
+
+@legato.function
+def _copy_rows(x, out, b, h, src, dst, n):
+    """Copy rows src .. src + n of x[b, h] to rows dst .. dst + n of out[b, h] (n static; both
+    slices hold all n rows at run time)."""
+    legato.tensor.memcpy(
+        out[b : b + 1, h : h + 1, dst : dst + n, :],
+        legato.tensor.load(x[b : b + 1, h : h + 1, src : src + n, :]),
+    )
+
+
+@legato.function
+def _copy_piece(x, out, i, per, p, off):
+    """Copy whole piece i (of `per` pieces of p rows per (b, h), (b, h) major) of x to out,
+    rows off + ... ."""
+    nh = out.bounds[1]
+    bh = i // per
+    t = i - bh * per
+    _copy_rows(x, out, bh // nh, bh % nh, t * p, off + t * p, p)
+
+
 @legato.function
 def cat_rows_dynamic(xs, pieces, out):
-    """`cat_rows` where the lengths L_i (dim 2) may be runtime sizes: per (b, h) (unrolled),
-    operand i's pieces of `pieces[i]` rows go round robin over the cores, starting at a core
-    that rotates with (b, h, i). A slice's end is clamped to the runtime length, so the last
-    piece of each operand is partial; its copy moves the source's rows only (the destination
-    slice, clamped to the longer result, may extend past them)."""
-    nb = out.bounds[0]
+    """`cat_rows` where the lengths L_i (dim 2) may be runtime sizes. Operand i's whole pieces
+    of `pieces[i]` rows, of every (b, h), go round robin over the cores; its tail
+    (L_i % pieces[i] rows) is one more whole piece per (b, h), the one that ends at L_i (it
+    rewrites rows of the piece before it with the same values), or, when L_i is shorter than a
+    piece, pieces of 2^k rows, one per set bit k of L_i. The round robin runs on over the
+    operands and the kinds of piece (`first`: the core that takes the next piece). So every
+    copy moves the same runtime rows out of its source slice and into its destination slice:
+    a destination never extends past the rows its source holds."""
     nh = out.bounds[1]
+    nbh = out.bounds[0] * nh
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
     off = 0
+    first = 0
     for j in legato.static_range(len(pieces)):
         x = xs[j]
         p = pieces[j]
-        nt = (x.size(2) + p - 1) // p
-        for bh in legato.static_range(nb * nh):
-            b = bh // nh
-            h = bh % nh
-            first = (bh + j * nb * nh) % ncores  # the core that copies piece 0 of (b, h)
-            for t in range((c + ncores - first) % ncores, nt, ncores):
-                legato.tensor.memcpy(
-                    out[b : b + 1, h : h + 1, off + t * p : off + t * p + p, :],
-                    legato.tensor.load(x[b : b + 1, h : h + 1, t * p : t * p + p, :]),
-                )
-        off = off + x.size(2)
+        n = x.size(2)
+        nfull = n // p
+        for i in range((c + ncores - first) % ncores, nbh * nfull, ncores):
+            _copy_piece(x, out, i, nfull, p, off)
+        first = (first + nbh * nfull) % ncores
+        tail = n - nfull * p
+        long = min(nfull, 1)  # 1: at least one whole piece, so the tail's piece fits before L_i
+        for i in range((c + ncores - first) % ncores, nbh * long * min(tail, 1), ncores):
+            _copy_rows(x, out, i // nh, i % nh, n - p, off + n - p, p)
+        first = (first + nbh * long * min(tail, 1)) % ncores
+        bits = _tail_bits(p)
+        for k in legato.static_range(len(bits)):
+            w = bits[k]
+            st = tail // (2 * w) * (2 * w)  # after the higher bits' pieces
+            # bit k of a short L_i: every (b, h) copies its piece of w rows, or none does
+            count = nbh * (1 - long) * (tail // w % 2)
+            for i in range((c + ncores - first) % ncores, count, ncores):
+                _copy_rows(x, out, i // nh, i % nh, st, off + st, w)
+            first = (first + count) % ncores
+        off = off + n
 
 
 # --------------------------------------------------------------------------------------------
@@ -671,12 +703,6 @@ def resolve_chip_sdpa(node, ctx):
             f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
             f"(more than half of the {ctx.model.sram_size} of a core)"
         )
-        assert groups * split <= cores or chunk * d * esz <= LOOP_V_BYTES, (
-            f"decode attention of {groups} key/value groups (more than the {cores} cores) over "
-            f"{lk} keys: a core's loop over its groups would hold {chunk * d * esz} bytes of V "
-            f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
-            f"at most {LOOP_V_BYTES})"
-        )
         flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
         if split == 1:
             fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
@@ -698,14 +724,6 @@ def resolve_chip_sdpa(node, ctx):
     assert need <= ctx.model.sram_size // 2, (
         f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
         f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
-    )
-    groups = _row_groups(s // rows, blocks, cores, ROW_UNROLL)
-    per = s // rows // groups
-    assert blocks * groups <= cores or per * lk * d * esz <= LOOP_V_BYTES, (
-        f"prefill attention of {blocks * groups} work items (more than the {cores} cores) over "
-        f"{lk} keys: a core's loop over its items would hold {per * lk * d * esz} bytes of V "
-        f"tiles in mpu_buffer (the memory planner keeps a loop body's buffers live together; "
-        f"at most {LOOP_V_BYTES})"
     )
     return Impl(
         rows_attention,

@@ -129,6 +129,17 @@ def test_decode_more_groups_than_cores_loops():
     _check(out, lse, *_reference(q, k, v))
 
 
+def test_decode_loop_over_groups_with_long_chunks():
+    # 8 groups on 4 cores over 1024 keys (no split: 8 groups > 4 cores): each core's loop
+    # body folds 4 V tiles of 256 x 128 (64 KiB each, 256 KiB with q^T more than mpu_buffer),
+    # which fits as each tile is dead after its p @ V
+    torch.manual_seed(10)
+    q = torch.randn(2, 4, 1, 128, dtype=torch.bfloat16)
+    k, v = (torch.randn(2, 4, 1024, 128, dtype=torch.bfloat16) for _ in range(2))
+    out, lse = run_decode(q, k, v, None, split=1)
+    _check(out, lse, *_reference(q, k, v))
+
+
 def test_decode_padding_mask_masks_a_whole_chunk():
     # batch 1 masks its first 600 keys (left padding): its first chunk (512 keys) is fully
     # masked, whose partial must weigh 0 in the combine (not NaN)
@@ -149,7 +160,7 @@ def test_decode_additive_mask_per_head():
     q = torch.randn(1, 4, 1, 64, dtype=dt)
     k, v = (torch.randn(1, 2, 256, 64, dtype=dt) for _ in range(2))
     mask = torch.randn(1, 4, 1, 256, dtype=dt)
-    out, lse = run_decode(q, k, v, mask, split=1, mask_h=True)  # 2 groups: cores 2, 3 redo
+    out, lse = run_decode(q, k, v, mask, split=1, mask_h=True)  # 2 groups: cores 2, 3 idle
     _check(out, lse, *_reference(q, k, v, mask))
 
 
@@ -231,6 +242,20 @@ def test_causal_prefill_more_queries_than_keys():
     _check_prefill(out, lse, q, k, v, None, True)
 
 
+def test_prefill_loop_over_more_items_than_cores_with_long_v():
+    # 2 heads x 32 blocks of 2 rows: 4 items of 8 blocks per head, 8 items over 4 cores (a
+    # runtime loop); each block's V tile (256 keys x 64, 32 KiB) is dead after its p @ V, so
+    # the loop body's 8 tiles (256 KiB, with K and the weights more than mpu_buffer) fit
+    # one after the other in each iteration
+    torch.manual_seed(9)
+    dt = torch.bfloat16
+    q = torch.randn(1, 2, 64, 64, dtype=dt)
+    k, v = (torch.randn(1, 2, 256, 64, dtype=dt) for _ in range(2))
+    out, lse = run_rows(q, k, v, None, False, rows=2)
+    # (above CHIP_MIN_BYTES: no single-core comparison; eager's own rounding as the others)
+    _check(out, lse, *_reference(q, k, v), ulps=8)
+
+
 def test_prefill_with_additive_mask_per_batch():
     torch.manual_seed(6)
     dt = torch.bfloat16
@@ -258,7 +283,30 @@ def test_kv_cache_cat_on_all_cores():
     _all_cores_ran(append)
 
 
-def test_kv_cache_cat_of_a_runtime_length_one_binary():
+def _exact_memcpys(monkeypatch):
+    """Make the legato-level interpreter refuse a memcpy whose destination's runtime extent
+    differs from its source's (the documented copy copies the source's extent; a destination
+    that extends past it is what a bounds check flags). Returns the list of copied shapes."""
+    from xdsl.interpreter import _IMPL_DICT_KEY
+
+    from legato.dialects import legato as L
+    from legato.interp.legato import LegatoFunctions
+
+    table = getattr(LegatoFunctions, _IMPL_DICT_KEY)
+    plain = table[L.MemcpyOp]
+    shapes = []
+
+    def exact(ft, interpreter, op, values):
+        dst, src = values
+        assert dst.shape == src.shape, f"memcpy of {src.shape} into {dst.shape} at {op.location}"
+        shapes.append(src.shape)
+        return plain(ft, interpreter, op, values)
+
+    monkeypatch.setitem(table, L.MemcpyOp, exact)
+    return shapes
+
+
+def test_kv_cache_cat_of_a_runtime_length_one_binary(monkeypatch):
     dt = torch.bfloat16
     cache_t = legato.get_model().tensor_type(DT[dt], (1, 4, (-1, 512), 64), "shared_dram")
     new = torch.randn(1, 4, 1, 64, dtype=dt)
@@ -279,6 +327,16 @@ def test_kv_cache_cat_of_a_runtime_length_one_binary():
         if n >= 100:  # 4 (b, h) x 4 pieces and 4 new rows
             _all_cores_ran(append)
     assert append.compile_count == 1
+    # every copy's destination holds exactly its source's runtime rows (whole pieces of 32
+    # rows, then the tail's pieces of 2^k rows: 31 = 16 + 8 + 4 + 2 + 1)
+    shapes = _exact_memcpys(monkeypatch)
+    for n in (1, 31, 100, 512):
+        cache = torch.randn(1, 4, n, 64, dtype=dt)
+        out = torch.full((1, 4, n + 1, 64), float("nan"), dtype=dt)
+        append.interpret(cache, new, out, level="legato")
+        assert torch.equal(out, torch.cat([cache, new], 2)), n
+    rows = sorted({s[2] for s in shapes})
+    assert rows == [1, 2, 4, 8, 16, 32], rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -363,11 +421,12 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     k513 = torch.randn(1, 8, 513, 128, dtype=torch.bfloat16)
     impl = ca.resolve_chip_sdpa(_sdpa_node(q, k513, k513), _ctx(32))
     assert impl.fn is ca.decode_attention_unsplit and impl.args[-1] == 512
-    # batch 4: 128 groups on 32 cores, each core's loop over 1024-key chunks would not fit
+    # batch 4: 128 groups on 32 cores, each core loops over its groups' 1024-key chunks (their
+    # 256 KiB of V tiles share mpu_buffer within an iteration: see the test below)
     qb = torch.randn(4, 32, 1, 128, dtype=torch.bfloat16)
     kb = torch.randn(4, 32, 1024, 128, dtype=torch.bfloat16)
-    with pytest.raises(AssertionError, match="loop body's buffers"):
-        ca.resolve_chip_sdpa(_sdpa_node(qb, kb, kb), _ctx(32))
+    impl = ca.resolve_chip_sdpa(_sdpa_node(qb, kb, kb), _ctx(32))
+    assert impl.fn is ca.decode_attention_unsplit and impl.args[-1] == 512
 
 
 def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
