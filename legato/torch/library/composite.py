@@ -1,12 +1,13 @@
 """ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
-bounds, max / min values (full and along a dim), cumsum, index_select and one-tensor
-`index.Tensor` (a row gather), pow(Tensor, Tensor).
+bounds, max / min values (full and along a dim), amin, cumsum, index_select and `index.Tensor`
+with one int64 index tensor (a row gather; `x[idx]` wraps negative indices as torch does),
+pow(Tensor, Tensor).
 
-Every resolver asserts what its implementation computes exactly as torch does (dtypes, shapes,
-which outputs are used) and asks the compiler's capability table (`ctx.probe`) for every legato
-op the implementation uses, so a node it accepts compiles. What it cannot match runs eagerly with
-the reason: argmax / argmin and the indices of max.dim / min.dim (int64 results: the VPU
-computes no int64 value a kernel could return).
+Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
+outputs are used) and asks the compiler's capability table (`ctx.probe`) for every legato op the
+implementation uses, so a node it accepts compiles. What it cannot match runs eagerly with the
+reason: argmax / argmin and the indices of max.dim / min.dim (int64 results: the VPU computes no
+int64 value a kernel could return).
 """
 
 from __future__ import annotations
@@ -229,15 +230,17 @@ def resolve_cumsum(node, ctx):
 
 
 @legato.function
-def gather_dim(x, idx, dim, perm_in, rows, perm_out, out_shape):
+def gather_dim(x, idx, dim, perm_in, rows, perm_out, out_shape, wrap):
     """x indexed along `dim` by the int64 tensor `idx` (torch's index_select / x[..., idx, ...]):
     `dim` moved first (`perm_in`), flattened to [n, rows], one row DMA per index
-    (`legato.tensor.gather`), then reshaped and the index dims moved back to `dim`."""
+    (`legato.tensor.gather`; `wrap`: a negative index counts from the end), then reshaped and
+    the index dims moved back to `dim`."""
     t = legato.tensor.reshape(transpose(x, perm_in), (x.shape[dim], rows))
-    return transpose(legato.tensor.reshape(legato.tensor.gather(t, idx), out_shape), perm_out)
+    g = legato.tensor.gather(t, idx, wrap=wrap)
+    return transpose(legato.tensor.reshape(g, out_shape), perm_out)
 
 
-def _gather_impl(node, ctx, x, idx, dim, what):
+def _gather_impl(node, ctx, x, idx, dim, what, wrap):
     dt = _same_dtype(node, x)
     tx, ti = val(x), val(idx)
     assert ti.dtype == torch.int64, f"{what} with {ti.dtype} indices (int64 are gathered)"
@@ -261,7 +264,7 @@ def _gather_impl(node, ctx, x, idx, dim, what):
     _fits_sram(ctx, tx, tx, ti, val(node), val(node), what=f"{what} operand, indices and result")
     return Impl(
         gather_dim,
-        (x, idx, dim, perm_in, rows, perm_out, gathered),
+        (x, idx, dim, perm_in, rows, perm_out, gathered, wrap),
         name=f"{what} (row gather)",
     )
 
@@ -270,7 +273,8 @@ def _gather_impl(node, ctx, x, idx, dim, what):
 def resolve_index_select(node, ctx):
     x, dim, idx = node.args[:3]
     assert val(idx).dim() <= 1, "index_select with a multi-dim index"
-    return _gather_impl(node, ctx, x, idx, dim, "index_select")
+    # torch refuses a negative index here (an error, not a wrap)
+    return _gather_impl(node, ctx, x, idx, dim, "index_select", False)
 
 
 @register(aten.index.Tensor)
@@ -284,10 +288,7 @@ def resolve_index(node, ctx):
     assert val(idx).dtype not in (torch.bool, torch.uint8), (
         "indexing with a boolean mask (its result's size depends on the values)"
     )
-    raise AssertionError(
-        "indexing with an int64 tensor: torch wraps negative indices, Legato's gather reads "
-        "rows [0, n) only (no index arithmetic on the chip yet)"
-    )
+    return _gather_impl(node, ctx, x, idx, dim, "index", True)  # negative indices wrap
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Resolvers of `legato.torch.library.composite` (issue 13): clamp with tensor bounds, max / min
-values, cumsum, index_select, pow(Tensor, Tensor). Each case runs wholly on Legato in strict mode
-and matches eager torch in bf16 and f32; what Legato cannot match (int64 results, negative
-indices) runs eagerly with the reason."""
+values, cumsum, index_select and x[idx] (a row gather), pow(Tensor, Tensor). Each case runs wholly on Legato in strict mode
+and matches eager torch in bf16 and f32; what Legato cannot match (int64 results) runs eagerly
+with the reason."""
 
 import pytest
 import torch
@@ -73,6 +73,16 @@ CASES = {
         lambda dt: [_r(7, 16, dtype=dt), torch.tensor([6, 1])],
         "index_select",
     ),
+    "index_negative": (  # torch's x[:, idx] wraps a negative index (the gather's `wrap`)
+        lambda x, i: (x * 2)[:, i],
+        lambda dt: [_r(4, 6, dtype=dt), torch.tensor([-1, 2, -6, 5])],
+        "index",
+    ),
+    "index_rows_2d_index": (
+        lambda x, i: (x + 1)[i],
+        lambda dt: [_r(5, 3, 4, dtype=dt), torch.tensor([[4, -5], [0, 2]])],
+        "index",
+    ),
     "pow_tensors": (
         lambda x, y: torch.pow(x * 1, y),
         lambda dt: [torch.tensor(POW_X, dtype=dt), torch.tensor(POW_Y, dtype=dt)],
@@ -122,9 +132,3 @@ def _eager_reasons(f, *args):
 def test_int64_results_run_eagerly_with_the_reason(f, op, why):
     reasons = _eager_reasons(f, _r(4, 8, dtype=F32))
     assert why in reasons[op], reasons
-
-
-def test_index_with_a_negative_index_runs_eagerly_and_is_right():
-    """torch wraps a negative index of x[:, idx]; the row gather would not, so it runs eagerly."""
-    reasons = _eager_reasons(lambda x, i: (x * 2)[:, i], _r(4, 6, dtype=F32), torch.tensor([-1, 2]))
-    assert "negative indices" in reasons["aten.index.Tensor"], reasons

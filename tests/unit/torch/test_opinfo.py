@@ -28,7 +28,6 @@ NO_RESOLVER = {
     "min.reduction_with_dim",
     "argmax",
     "argmin",
-    "__getitem__",  # aten.index.Tensor: torch wraps negative indices, the gather does not
     # a comparison's bool result leaving Legato runs eagerly (the VPU's comparisons give a
     # float mask; on Legato only for a where / masked_fill consumer there:
     # test_masks_and_strides.py)
