@@ -98,6 +98,12 @@ OPS: tuple[tuple[str, str], ...] = (
     ("select", ""),
     ("__getitem__", ""),
     ("clone", ""),
+    ("ones", ""),
+    ("zeros", ""),
+    ("full", ""),
+    ("new_ones", ""),
+    ("new_zeros", ""),
+    ("new_full", ""),
 )
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}

@@ -21,8 +21,10 @@ from legato.torch.library.aten import (
     _FLOATS,
     _dims,
     _fits_sram,
+    _float_out,
     _norm_dim,
     _same_dtype,
+    full,
     identity,
     reduce,
     reduce_all,
@@ -84,6 +86,32 @@ def resolve_clamp_tensor(node, ctx):
         (x, 0.0 if lo is None else lo, 0.0 if hi is None else hi, lo is not None, hi is not None),
         name="clamp (tensor bounds)",
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Filled tensors
+
+_FILLS = {
+    aten.ones.default: 1.0,
+    aten.zeros.default: 0.0,
+    aten.new_ones.default: 1.0,
+    aten.new_zeros.default: 0.0,
+}
+
+
+@register([*_FILLS, aten.full.default, aten.new_full.default])
+def resolve_full(node, ctx):
+    """A float tensor of one value (the int / bool ones are host index work, docs/torch.md)."""
+    dt = _float_out(node)
+    value = _FILLS.get(node.target)
+    if value is None:  # full(size, value) / new_full(self, size, value)
+        value = node.args[1] if node.target == aten.full.default else node.args[2]
+    assert _number(value), f"{node.target} of {value!r}"
+    _static(val(node), str(node.target))
+    ctx.probe("constant", dt)
+    _fits_sram(ctx, val(node), what="the filled tensor")
+    ty = legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+    return Impl(full, (tuple(val(node).shape), float(value), ty))
 
 
 # --------------------------------------------------------------------------------------------

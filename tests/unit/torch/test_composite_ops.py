@@ -1,5 +1,5 @@
 """Resolvers of `legato.torch.library.composite` (issue 13): clamp with tensor bounds, max / min
-values, cumsum, index_select and x[idx] (a row gather), pow(Tensor, Tensor). Each case runs wholly on Legato in strict mode
+values, cumsum, index_select and x[idx] (a row gather), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in strict mode
 and matches eager torch in bf16 and f32; what Legato cannot match (int64 results) runs eagerly
 with the reason."""
 
@@ -83,6 +83,17 @@ CASES = {
         lambda dt: [_r(5, 3, 4, dtype=dt), torch.tensor([[4, -5], [0, 2]])],
         "index",
     ),
+    "ones_like_input": (
+        lambda x: x + torch.ones(4, 64, dtype=x.dtype),
+        lambda dt: [_r(4, 64, dtype=dt)],
+        "ones",
+    ),
+    "full_without_inputs": (  # a kernel with no tensor input
+        lambda: torch.full((3, 8), -2.5, dtype=torch.get_default_dtype()) * 2,
+        lambda dt: [],
+        "full",
+    ),
+    "new_zeros": (lambda x: x.new_zeros(2, 5) - 1, lambda dt: [_r(3, dtype=dt)], "new_zeros"),
     "pow_tensors": (
         lambda x, y: torch.pow(x * 1, y),
         lambda dt: [torch.tensor(POW_X, dtype=dt), torch.tensor(POW_Y, dtype=dt)],
