@@ -129,9 +129,10 @@ _OTHER = {
         "mask, true where nonzero; `a`/`b` may be numbers)",
     ),
     "gather": (
-        "(table, indices, memory='sram')",
+        "(table, indices, memory='sram', wrap=False)",
         "rows of `table` (any memory, e.g. a shared_dram embedding table) selected by the i64 "
-        "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding)",
+        "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding); "
+        "`wrap=True`: a negative index counts from the end (torch's `x[idx]`)",
     ),
 }
 

@@ -39,6 +39,7 @@ from xdsl.dialects.builtin import (
     NoneAttr,
     StringAttr,
     SymbolNameConstraint,
+    UnitAttr,
     i1,
     i8,
     i32,
@@ -2421,18 +2422,22 @@ class GatherOp(IRDLOperation):
     `indices` (torch's `embedding(indices, table)`, `table[indices]`): `r[i..., :] =
     table[indices[i...], ...]`, result dims `indices.dims + table.dims[1:]`. `indices` is i64;
     the table may stay in shared memory (one DMA per row). The result is in a core memory (its
-    type says which). Every index must lie in `[0, rows)` (out of range faults).
-    Builder: `GatherOp(table, indices, result_type=None)` (default: sram)."""
+    type says which). Every index must lie in `[0, rows)` (out of range faults); with the
+    `wrap` property, in `[-rows, rows)`, a negative index counting from the end (torch's
+    indexing `x[idx]`: row `i + rows` for `i < 0`).
+    Builder: `GatherOp(table, indices, result_type=None, wrap=False)` (default: sram)."""
 
     name = "legato.gather"
 
     table = operand_def(TensorType)
     indices = operand_def(TensorType)
     result = result_def(TensorType)
+    wrap = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
     assembly_format = (
-        "$table `,` $indices attr-dict `:` type($table) `,` type($indices) `->` type($result)"
+        "$table `,` $indices (`wrap` $wrap^)? attr-dict `:` type($table) `,` type($indices) "
+        "`->` type($result)"
     )
 
     def __init__(
@@ -2440,10 +2445,15 @@ class GatherOp(IRDLOperation):
         table: SSAValue | Operation,
         indices: SSAValue | Operation,
         result_type: TensorType | None = None,
+        wrap: bool = False,
     ):
         if result_type is None:
             result_type = infer_gather(SSAValue.get(table).type, SSAValue.get(indices).type)  # type: ignore[arg-type]
-        super().__init__(operands=[table, indices], result_types=[result_type])
+        super().__init__(
+            operands=[table, indices],
+            result_types=[result_type],
+            properties={"wrap": UnitAttr()} if wrap else {},
+        )
 
     def verify_(self) -> None:
         r = _tensor(self.result, "legato.gather result")

@@ -1380,7 +1380,12 @@ class CodeGenerator(RuntimeCodegen):
             rt = L.infer_gather(table.ssa.type, indices.ssa.type, memory)
         except VerifyException as e:
             raise self.error(node, str(e)) from None
-        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt)
+        wrap, wnode = b.get("wrap", (False, None))
+        if not isinstance(wrap, bool):
+            raise self.error(
+                wnode or node, "legato.tensor.gather: wrap must be a compile-time bool"
+            )
+        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap)
 
     def __getattr__(self, name: str):
         # `_op_add`, `_op_exp`, ...: the elementwise ops share two implementations.

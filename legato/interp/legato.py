@@ -344,6 +344,8 @@ class LegatoFunctions(InterpreterFunctions):
     def run_gather(self, interpreter, op: L.GatherOp, args):
         table, idx = args
         rows = table.shape[0]
+        if op.wrap is not None:
+            idx = np.where(idx < 0, idx + rows, idx)
         bad = (idx < 0) | (idx >= rows)
         if bad.any():
             raise InterpError(

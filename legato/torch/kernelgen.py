@@ -293,7 +293,7 @@ def generate(
             "):",
             "    device = legato.get_context().get_device()",
             "    with device.get_top():",
-            *top,
+            *(top or ["        pass  # no tensor inputs (a filled tensor: torch.ones)"]),
             "    with device.get_core(0):",
             *core,
             "",

@@ -34,6 +34,7 @@ ENTRY_POINT_GROUP = "legato-library"
 ENTRY_POINT_GROUPS = ("legato-library", "legato_library")
 BUILTIN_LIBRARIES = (
     "legato.torch.library.aten",
+    "legato.torch.library.composite",
     "legato.torch.library.chip_linear",
     "legato.torch.library.chip_attention",
 )

@@ -378,6 +378,13 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     i.name_hint = "row"
     with prog.building(block):
         rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+        if op.wrap is not None:  # i in [-rows, rows) -> (i + rows) rem rows
+            rows = dimsb(table)[0][0]
+            if not isinstance(rows, int):
+                raise error_at(op, "legato.gather wrap: the table's row count must be static")
+            n_rows = index_const(prog, rows, op)
+            shifted = prog.emit(arith.AddiOp(rid, n_rows), op).results[0]
+            rid = prog.emit(arith.RemSIOp(shifted, n_rows), op).results[0]
         src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
         dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
         prog.emit(core.DmaOp(src.value, dst.value), op)

@@ -91,6 +91,21 @@ def gather_dynamic(
         legato.tensor.memcpy(out, legato.tensor.gather(table, i) + 1.0)
 
 
+@legato.compile(backend=bertha)
+def gather_wrap(
+    table: T().tensor_type(F32, [16, 8], "shared_dram"),
+    ids: T().tensor_type(I64, [6], "shared_dram"),
+    out: T().tensor_type(F32, [6, 8], "shared_dram"),
+):
+    """torch's `x[idx]`: a negative index counts from the end (`wrap=True`)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(ids, device.get_core(0), "sram")
+    with device.get_core(0):
+        i = legato.tensor.receive(ids, 0, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(table, i, wrap=True))
+
+
 def _bf16(rng, shape):
     return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
 
@@ -148,5 +163,17 @@ SELECT_GATHER_CORPUS = [
         make_args=_gather_dynamic_args,
         reference=lambda ins: [ins[0][ins[1]] + 1.0],
         outputs=(2,),
+    ),
+    CorpusKernel(
+        name="gather_wrap_f32",
+        mlir=gather_wrap.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            rng.standard_normal((16, 8)).astype(np.float32),
+            np.array([-1, 0, 15, -16, 3, -5], np.int64),
+            np.zeros((6, 8), np.float32),
+        ],
+        reference=lambda ins: [ins[0][ins[1]]],
+        outputs=(2,),
+        atol=0.0,
     ),
 ]

@@ -267,6 +267,8 @@ def reduce(x, op, axis, keepdim):
         return legato.tensor.mean(x, axis, keepdim)
     if op == "amax":
         return legato.tensor.max(x, axis=axis, keepdim=keepdim)
+    if op == "amin":
+        return legato.tensor.amin(x, axis=axis, keepdim=keepdim)
     assert False, op  # noqa: B011 - Legato code: the frontend reports it at compile time
 
 

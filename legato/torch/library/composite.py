@@ -1,0 +1,382 @@
+"""ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
+bounds, max / min values (full and along a dim), amin, cumsum, index_select and `index.Tensor`
+with one int64 index tensor (a row gather; `x[idx]` wraps negative indices as torch does),
+pow(Tensor, Tensor).
+
+Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
+outputs are used) and asks the compiler's capability table (`ctx.probe`) for every legato op the
+implementation uses, so a node it accepts compiles. What it cannot match runs eagerly with the
+reason: argmax / argmin and the indices of max.dim / min.dim (int64 results: the VPU computes no
+int64 value a kernel could return).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+
+import legato
+from legato.torch.library.aten import (
+    _FLOATS,
+    _dims,
+    _fits_sram,
+    _float_out,
+    _norm_dim,
+    _same_dtype,
+    full,
+    identity,
+    reduce,
+    reduce_all,
+    transpose,
+    val,
+)
+from legato.torch.registry import Impl, register
+
+aten = torch.ops.aten
+
+
+def _static(t, what):
+    assert all(isinstance(d, int) for d in t.shape), f"{what} of a dynamic shape"
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# --------------------------------------------------------------------------------------------
+# clamp with tensor bounds
+
+
+@legato.function
+def clamp_tensors(x, lo, hi, has_lo, has_hi):
+    """min(max(x, lo), hi) with tensor bounds (broadcasting): NaN in x or a bound gives NaN, as
+    torch's clamp (the VPU's maximum / minimum propagate NaN)."""
+    if has_lo:
+        x = legato.tensor.maximum(x, lo)
+    if has_hi:
+        x = legato.tensor.minimum(x, hi)
+    return x
+
+
+@register([aten.clamp.Tensor, aten.clamp_min.Tensor, aten.clamp_max.Tensor])
+def resolve_clamp_tensor(node, ctx):
+    x = node.args[0]
+    if node.target == aten.clamp_min.Tensor:
+        lo, hi = node.args[1], None
+    elif node.target == aten.clamp_max.Tensor:
+        lo, hi = None, node.args[1]
+    else:
+        lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+        hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    assert lo is not None or hi is not None, "clamp without bounds"
+    for b in (lo, hi):
+        assert b is None or isinstance(b, torch.fx.Node), f"clamp bound {b!r}"
+    dt = _same_dtype(node, x, *(b for b in (lo, hi) if b is not None))
+    out = val(node).shape
+    for o in (x, lo, hi):
+        if o is not None and tuple(val(o).shape) != tuple(out):
+            ctx.probe("broadcast_binary", dt)
+    if lo is not None:
+        ctx.probe("maximum", dt)
+    if hi is not None:
+        ctx.probe("minimum", dt)
+    return Impl(
+        clamp_tensors,
+        (x, 0.0 if lo is None else lo, 0.0 if hi is None else hi, lo is not None, hi is not None),
+        name="clamp (tensor bounds)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Filled tensors
+
+_FILLS = {
+    aten.ones.default: 1.0,
+    aten.zeros.default: 0.0,
+    aten.new_ones.default: 1.0,
+    aten.new_zeros.default: 0.0,
+}
+
+
+@register([*_FILLS, aten.full.default, aten.new_full.default])
+def resolve_full(node, ctx):
+    """A float tensor of one value (the int / bool ones are host index work, docs/torch.md)."""
+    dt = _float_out(node)
+    value = _FILLS.get(node.target)
+    if value is None:  # full(size, value) / new_full(self, size, value)
+        value = node.args[1] if node.target == aten.full.default else node.args[2]
+    assert _number(value), f"{node.target} of {value!r}"
+    _static(val(node), str(node.target))
+    ctx.probe("constant", dt)
+    _fits_sram(ctx, val(node), what="the filled tensor")
+    ty = legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+    return Impl(full, (tuple(val(node).shape), float(value), ty))
+
+
+# --------------------------------------------------------------------------------------------
+# max / min values
+
+
+def _indices_unused(node, what):
+    """Asserts that nothing reads the int64 indices (output 1) of a max.dim / min.dim node."""
+    for u in node.users:
+        assert u.target is operator.getitem and u.args[1] == 0, (
+            f"the int64 indices of {what} are used (the VPU computes no int64 value a kernel "
+            "could return; only the values run on Legato)"
+        )
+
+
+@legato.function
+def values_only(x, op, axis, keepdim):
+    return (reduce(x, op, axis, keepdim),)
+
+
+@register([aten.max.dim, aten.min.dim])
+def resolve_max_dim(node, ctx):
+    x, dim = node.args[:2]
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    what = "max" if node.target == aten.max.dim else "min"
+    _indices_unused(node, f"{what}.dim")
+    dt = val(x).dtype
+    assert dt in _FLOATS, f"{what}.dim of {dt} (bf16 and f32 are supported)"
+    rank = val(x).dim()
+    if rank == 0:
+        return Impl(_tuple_of, (x,), name=f"{what}.dim of a 0-d tensor (itself)")
+    _probe_max(ctx, dt, what)
+    op = "amax" if what == "max" else "amin"
+    return Impl(
+        values_only, (x, op, _norm_dim(dim, rank), bool(keepdim)), name=f"{what}.dim values"
+    )
+
+
+@legato.function
+def _tuple_of(x):
+    return (x,)
+
+
+def _probe_max(ctx, dt, what):
+    ctx.probe("max", dt)
+    if what == "min":  # amin is -max(-x)
+        ctx.probe("neg", dt)
+
+
+@register([aten.max.default, aten.min.default, aten.amin.default])
+def resolve_max_all(node, ctx):
+    x = node.args[0]
+    what = "max" if node.target == aten.max.default else "min"
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", [])
+    keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
+    dt = _same_dtype(node, x)
+    rank = val(x).dim()
+    if rank == 0:
+        return Impl(identity, (x,))
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    _probe_max(ctx, dt, what)
+    if len(dims) == 1 and rank > 1:  # amin over one dim
+        return Impl(reduce, (x, "amin", _norm_dim(dims[0], rank), bool(keepdim)))
+    assert not dims or sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)), (
+        f"{what} over several dims {dims}"
+    )
+    _static(val(x), f"full {what}")
+    ctx.probe("reshape", dt)
+    op = "amax" if what == "max" else "amin"
+    flat = (val(x).numel(),)
+    return Impl(reduce_all, (x, op, flat, _dims(ctx, val(node).shape)), name=f"{op} (all dims)")
+
+
+@register([aten.argmax.default, aten.argmin.default])
+def resolve_argmax(node, ctx):
+    raise AssertionError(
+        f"{node.target} gives int64 indices; the VPU computes no int64 value a kernel could "
+        "return (its max is float only)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# cumsum
+
+
+def _shifts(n):
+    """Compile-time helper: the strides 1, 2, 4, ... < n of a Hillis-Steele prefix sum."""
+    out, k = [], 1
+    while k < n:
+        out.append(k)
+        k *= 2
+    return tuple(out)
+
+
+def _zeros_shape(shape, dim, k):
+    return tuple(k if i == dim else d for i, d in enumerate(shape))
+
+
+def _take(ndim, dim, start, end):
+    return tuple(slice(start, end) if i == dim else slice(None) for i in range(ndim))
+
+
+@legato.function
+def cumsum(x, dim, wide):
+    """Inclusive prefix sum along `dim` in log2(n) steps: y += y shifted by 1, 2, 4, ...
+    (zeros shifted in). bf16 is summed in f32 and rounded once per element (as torch's CPU
+    kernel, which accumulates bf16 in f32); f32 in f32 (torch accumulates in double: the
+    results agree to a few f32 ulps of the partial sums)."""
+    f32 = legato.types.float("float32")
+    y = legato.tensor.cast(x, f32) if wide else x
+    n = y.shape[dim]
+    for k in _shifts(n):
+        z = legato.tensor.full(_zeros_shape(y.shape, dim, k), 0.0, y.dtype)
+        y = y + legato.tensor.concat((z, y[_take(y.ndim, dim, 0, n - k)]), dim)
+    return legato.tensor.cast(y, x.dtype) if wide else y
+
+
+@register(aten.cumsum.default)
+def resolve_cumsum(node, ctx):
+    x, dim = node.args[:2]
+    assert node.kwargs.get("dtype") in (None, val(node).dtype), "cumsum with a dtype= conversion"
+    dt = _same_dtype(node, x)
+    tx = val(x)
+    if tx.dim() == 0:
+        return Impl(identity, (x,))
+    _static(tx, "cumsum")
+    dim = _norm_dim(dim, tx.dim())
+    wide = dt == torch.bfloat16
+    work = torch.float32 if wide else dt
+    if tx.shape[dim] > 1:
+        for op in ("add", "slice", "concat"):
+            ctx.probe(op, work)
+        ctx.probe("constant", work)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    f = torch.empty(tx.shape, dtype=work)
+    _fits_sram(ctx, tx, f, f, f, what="cumsum operand and its f32 partial sums")
+    return Impl(cumsum, (x, dim, wide), name="cumsum (log-step prefix sum)")
+
+
+# --------------------------------------------------------------------------------------------
+# Gathers: index_select and index.Tensor with one index tensor
+
+
+@legato.function
+def gather_dim(x, idx, dim, perm_in, rows, perm_out, out_shape, wrap):
+    """x indexed along `dim` by the int64 tensor `idx` (torch's index_select / x[..., idx, ...]):
+    `dim` moved first (`perm_in`), flattened to [n, rows], one row DMA per index
+    (`legato.tensor.gather`; `wrap`: a negative index counts from the end), then reshaped and
+    the index dims moved back to `dim`."""
+    t = legato.tensor.reshape(transpose(x, perm_in), (x.shape[dim], rows))
+    g = legato.tensor.gather(t, idx, wrap=wrap)
+    return transpose(legato.tensor.reshape(g, out_shape), perm_out)
+
+
+def _gather_impl(node, ctx, x, idx, dim, what, wrap):
+    dt = _same_dtype(node, x)
+    tx, ti = val(x), val(idx)
+    assert ti.dtype == torch.int64, f"{what} with {ti.dtype} indices (int64 are gathered)"
+    _static(tx, what)
+    _static(ti, f"{what} index")
+    assert tx.dim() >= 1, f"{what} of a 0-d tensor"
+    dim = _norm_dim(dim, tx.dim())
+    rest = tuple(d for i, d in enumerate(tx.shape) if i != dim)
+    rows = 1
+    for d in rest:
+        rows *= d
+    perm_in = (dim, *(i for i in range(tx.dim()) if i != dim))
+    k = ti.dim()
+    gathered = tuple(ti.shape) + rest
+    # gathered dims: the index's (k), then x's others; the index dims go back to `dim`
+    perm_out = (*range(k, k + dim), *range(k), *range(k + dim, len(gathered)))
+    ctx.probe("gather", dt)
+    ctx.probe("reshape", dt)
+    if dim:
+        ctx.probe("transpose", dt)
+    _fits_sram(ctx, tx, tx, ti, val(node), val(node), what=f"{what} operand, indices and result")
+    return Impl(
+        gather_dim,
+        (x, idx, dim, perm_in, rows, perm_out, gathered, wrap),
+        name=f"{what} (row gather)",
+    )
+
+
+@register(aten.index_select.default)
+def resolve_index_select(node, ctx):
+    x, dim, idx = node.args[:3]
+    assert val(idx).dim() <= 1, "index_select with a multi-dim index"
+    # torch refuses a negative index here (an error, not a wrap)
+    return _gather_impl(node, ctx, x, idx, dim, "index_select", False)
+
+
+@register(aten.index.Tensor)
+def resolve_index(node, ctx):
+    x, indices = node.args[:2]
+    given = [(i, t) for i, t in enumerate(indices) if t is not None]
+    assert len(given) == 1, (
+        f"indexing with {len(given)} index tensors (one int64 index tensor is implemented)"
+    )
+    ((dim, idx),) = given
+    assert val(idx).dtype not in (torch.bool, torch.uint8), (
+        "indexing with a boolean mask (its result's size depends on the values)"
+    )
+    return _gather_impl(node, ctx, x, idx, dim, "index", True)  # negative indices wrap
+
+
+# --------------------------------------------------------------------------------------------
+# pow(Tensor, Tensor)
+
+_TWO23 = 8388608.0  # 2^23: f32 values of at least this magnitude are integers
+_TWO24 = 16777216.0  # 2^24: ... and even
+
+
+@legato.function
+def _is_integer(a):
+    """1.0 where the non-negative f32 `a` is an integer (inf counts), else 0.0: (a + 2^23) -
+    2^23 rounds `a` < 2^23 to an integer; every f32 from 2^23 up is one."""
+    r = (a + _TWO23) - _TWO23
+    return legato.tensor.maximum(legato.tensor.ge(a, _TWO23), legato.tensor.eq(r, a))
+
+
+@legato.function
+def pow_tensors(x, y, wide):
+    """x ** y elementwise as C's pow (torch's CPU kernel; bf16 computed in f32, rounded once):
+    |x| ** y = exp(y * log|x|), negated for a negative x (or -0) and an odd integer y; NaN for a
+    finite negative x and a non-integer y; 1 for y = 0, x = 1 and x = -1 with y = +-inf (even NaN
+    operands). The f32 roundings of log, the product and exp make the result off by up to
+    ~1.2e-7 * |y log x| relative (e.g. 1e-5 near overflow)."""
+    f32 = legato.types.float("float32")
+    if wide:
+        x = legato.tensor.cast(x, f32)
+        y = legato.tensor.cast(y, f32)
+    ay = legato.tensor.abs(y)
+    is_int = _is_integer(ay)
+    h = ay * 0.5
+    odd = is_int * legato.tensor.lt(ay, _TWO24) * (1.0 - _is_integer(h))
+    m = legato.tensor.exp(y * legato.tensor.log(legato.tensor.abs(x)))
+    neg = legato.tensor.maximum(legato.tensor.lt(x, 0.0), legato.tensor.lt(1.0 / x, 0.0))
+    r = legato.tensor.where(neg * odd, -m, m)
+    finite_neg = legato.tensor.lt(x, 0.0) * legato.tensor.gt(x, float("-inf"))
+    r = legato.tensor.where(finite_neg * (1.0 - is_int), float("nan"), r)
+    one = legato.tensor.maximum(legato.tensor.eq(y, 0.0), legato.tensor.eq(x, 1.0))
+    one = legato.tensor.maximum(one, legato.tensor.eq(x, -1.0) * legato.tensor.eq(ay, float("inf")))
+    r = legato.tensor.where(one, 1.0, r)
+    return legato.tensor.cast(r, legato.types.float("bfloat16")) if wide else r
+
+
+_POW_OPS = (
+    *("abs", "add", "sub", "mul", "div", "exp", "log", "maximum", "neg"),
+    *("eq", "lt", "gt", "ge", "where", "constant", "broadcast_binary"),
+)
+
+
+@register(aten.pow.Tensor_Tensor)
+def resolve_pow_tensors(node, ctx):
+    x, y = node.args[:2]
+    dt = _same_dtype(node, x, y)
+    wide = dt == torch.bfloat16
+    for op in _POW_OPS:
+        ctx.probe(op, torch.float32)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    o = val(node)
+    temps = [o] * (12 if wide else 6)  # f32 temporaries: twice a bf16 result's bytes
+    _fits_sram(ctx, val(x), val(y), o, *temps, what="pow operands, result and f32 temporaries")
+    return Impl(pow_tensors, (x, y, wide), name="pow (exp(y log|x|), C's special cases)")

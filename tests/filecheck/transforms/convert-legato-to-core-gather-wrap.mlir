@@ -1,0 +1,40 @@
+// RUN: legato-opt %s | filecheck %s --check-prefix=ROUND
+// RUN: legato-opt %s -p convert-legato-to-core | filecheck %s
+// RUN: legato-opt %s -p convert-legato-to-core,core-plan-memory,convert-core-to-backend | filecheck %s --check-prefix=BE
+//
+// legato.gather with `wrap` (torch's x[idx]: a negative index counts from the end): each index
+// read in the loop becomes (i + rows) rem rows before its row is DMA'd; without `wrap` the
+// index is used as read (convert-legato-to-core-where-gather.mlir).
+
+// ROUND: %g = legato.gather %t, %x wrap : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4, 8], f32, sram>
+
+// CHECK:      scf.for %row = %{{.*}} to %{{.*}} step %{{.*}} {
+// CHECK-NEXT:   %[[ID:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[4], i64, sram>
+// CHECK-NEXT:   %[[N:.*]] = arith.constant 16 : index
+// CHECK-NEXT:   %[[S:.*]] = arith.addi %[[ID]], %[[N]] : index
+// CHECK-NEXT:   %[[W:.*]] = arith.remsi %[[S]], %[[N]] : index
+// CHECK-NEXT:   %{{.*}} = core.subview %{{.*}} [%[[W]], 0] [1, 8] : !core.buf<[16, 8], f32, shared_dram> -> !core.buf<[1, 8], f32, shared_dram>
+
+// BE:      backend.label "core0_loop0"
+// BE:      %[[ID:.*]] = backend.ld %{{.*}}, 0
+// BE-NEXT: %[[N:.*]] = backend.li 16
+// BE-NEXT: %[[S:.*]] = backend.add %[[ID]], %[[N]]
+// BE-NEXT: %[[W:.*]] = backend.rem %[[S]], %[[N]]
+// BE-NEXT: %{{.*}} = backend.muli %[[W]], 8
+// BE:      backend.dma
+
+builtin.module {
+  legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %ids : !legato.tensor<[4], i64, shared_dram>, %out : !legato.tensor<[4, 8], f32, shared_dram>) {
+    legato.on top {
+      legato.request_load %ids to core(0) memory sram queue 0 : !legato.tensor<[4], i64, shared_dram>
+      legato.yield
+    }
+    legato.on core(0) {
+      %x = legato.receive %ids queue 0 memory sram : !legato.tensor<[4], i64, shared_dram> -> !legato.tensor<[4], i64, sram>
+      %g = legato.gather %t, %x wrap : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4, 8], f32, sram>
+      legato.memcpy %out, %g : !legato.tensor<[4, 8], f32, shared_dram>, !legato.tensor<[4, 8], f32, sram>
+      legato.yield
+    }
+    legato.return
+  }
+}

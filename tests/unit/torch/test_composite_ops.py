@@ -1,0 +1,145 @@
+"""Resolvers of `legato.torch.library.composite` (issue 13): clamp with tensor bounds, max / min
+values, cumsum, index_select and x[idx] (a row gather), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in strict mode
+and matches eager torch in bf16 and f32; what Legato cannot match (int64 results) runs eagerly
+with the reason."""
+
+import pytest
+import torch
+from torch_backend_helpers import assert_close_bf16, run_case_strict
+
+import legato.torch as lt
+
+BF16, F32 = torch.bfloat16, torch.float32
+INF, NAN = float("inf"), float("nan")
+
+
+def _r(*shape, dtype, scale=4.0):
+    return torch.randn(*shape, dtype=dtype) * scale
+
+
+# C's pow special cases (torch's CPU kernel): negative bases with integer / non-integer
+# exponents, +-0 with odd and even exponents, +-inf, NaN, x = 1 and y = 0 with NaN operands
+POW_X = [-2.0, -2.0, -2.0, 0.0, -0.0, -0.0, 2.0, 1.0, -1.0, -1.0, NAN, -INF, -INF, 0.5, -0.5]
+POW_X += [3.0, 0.0, 1.5, 7.0, -3.0]
+POW_Y = [3.0, 2.0, 0.5, 0.0, -3.0, 3.0, 2.0, NAN, INF, 0.5, 0.0, 3.0, 0.5, INF, INF]
+POW_Y += [-1.5, NAN, 10.0, -4.0, 9.0]
+
+CASES = {
+    "clamp_tensors": (
+        lambda x, lo, hi: torch.clamp(x * 2, lo, hi) + 1,
+        lambda dt: [_r(4, 64, dtype=dt), _r(4, 64, dtype=dt) - 2, _r(64, dtype=dt) + 2],
+        "clamp",
+    ),
+    "clamp_min_tensor": (
+        lambda x, lo: torch.clamp(x * 2, min=lo),
+        lambda dt: [_r(4, 64, dtype=dt), _r(1, 64, dtype=dt)],
+        "clamp",
+    ),
+    "clamp_max_tensor_broadcasts_x": (  # the result has the bound's shape
+        lambda x, hi: torch.clamp_max(x * 2, hi),
+        lambda dt: [_r(64, dtype=dt), _r(4, 64, dtype=dt)],
+        "clamp_max",
+    ),
+    "max_dim_values": (
+        lambda x: (x * 2).max(dim=1).values + 1,
+        lambda dt: [_r(4, 64, dtype=dt)],
+        "max",
+    ),
+    "min_dim_keepdim_values": (
+        lambda x: x - (x * 2).min(dim=-1, keepdim=True)[0],
+        lambda dt: [_r(4, 64, dtype=dt)],
+        "min",
+    ),
+    "max_all": (lambda x: torch.max(x * 2), lambda dt: [_r(4, 8, dtype=dt)], "max"),
+    "min_all": (lambda x: torch.min(x * 2), lambda dt: [_r(4, 8, dtype=dt)], "min"),
+    "amin_dim": (lambda x: torch.amin(x * 2, 0), lambda dt: [_r(4, 8, dtype=dt)], "amin"),
+    "cumsum_last": (
+        lambda x: torch.cumsum(x * 2, -1),
+        lambda dt: [_r(4, 37, dtype=dt)],
+        "cumsum",
+    ),
+    "cumsum_first": (
+        lambda x: torch.cumsum(x + 1, 0),
+        lambda dt: [_r(9, 3, 4, dtype=dt)],
+        "cumsum",
+    ),
+    "index_select_dim1": (
+        lambda x, i: torch.index_select(x * 2, 1, i),
+        lambda dt: [_r(4, 6, 3, dtype=dt), torch.tensor([5, 0, 0, 2, 4])],
+        "index_select",
+    ),
+    "index_select_rows": (
+        lambda x, i: torch.index_select(x * 2, 0, i),
+        lambda dt: [_r(7, 16, dtype=dt), torch.tensor([6, 1])],
+        "index_select",
+    ),
+    "index_negative": (  # torch's x[:, idx] wraps a negative index (the gather's `wrap`)
+        lambda x, i: (x * 2)[:, i],
+        lambda dt: [_r(4, 6, dtype=dt), torch.tensor([-1, 2, -6, 5])],
+        "index",
+    ),
+    "index_rows_2d_index": (
+        lambda x, i: (x + 1)[i],
+        lambda dt: [_r(5, 3, 4, dtype=dt), torch.tensor([[4, -5], [0, 2]])],
+        "index",
+    ),
+    "ones_like_input": (
+        lambda x: x + torch.ones(4, 64, dtype=x.dtype),
+        lambda dt: [_r(4, 64, dtype=dt)],
+        "ones",
+    ),
+    "full_without_inputs": (  # a kernel with no tensor input
+        lambda: torch.full((3, 8), -2.5, dtype=torch.get_default_dtype()) * 2,
+        lambda dt: [],
+        "full",
+    ),
+    "new_zeros": (lambda x: x.new_zeros(2, 5) - 1, lambda dt: [_r(3, dtype=dt)], "new_zeros"),
+    "pow_tensors": (
+        lambda x, y: torch.pow(x * 1, y),
+        lambda dt: [torch.tensor(POW_X, dtype=dt), torch.tensor(POW_Y, dtype=dt)],
+        "pow",
+    ),
+    "pow_tensors_broadcast": (
+        lambda x, y: torch.pow(x.abs() + 0.1, y),
+        lambda dt: [_r(4, 1, dtype=dt, scale=2.0), _r(1, 16, dtype=dt, scale=2.0)],
+        "pow",
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype", [BF16, F32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_composite_op_on_legato_matches_eager(name, dtype):
+    y, ref = run_case_strict(CASES, name, dtype, r"aten\.{op}\.")
+    if dtype == BF16:
+        assert_close_bf16(y, ref)
+    else:
+        torch.testing.assert_close(y, ref, rtol=2e-6, atol=1e-5, equal_nan=True)
+    if name == "pow_tensors":  # the special cases are exact: signs, zeros, infinities, NaN
+        exact = ~torch.isfinite(ref) | (ref == 0) | (ref.abs() == 1)
+        assert torch.equal(y[exact].isnan(), ref[exact].isnan())
+        keep = exact & ~ref.isnan()
+        assert torch.equal(y[keep], ref[keep])
+        assert torch.equal(torch.signbit(y[keep]), torch.signbit(ref[keep]))
+
+
+def _eager_reasons(f, *args):
+    with torch.no_grad():
+        ref = f(*args)
+        y = torch.compile(f, backend="legato")(*args)
+    torch.testing.assert_close(y, ref)
+    return {e.op: e.reason for e in lt.last_summary().extern}
+
+
+@pytest.mark.parametrize(
+    ("f", "op", "why"),
+    [
+        (lambda x: torch.argmax(x * 2, 1), "aten.argmax.default", "int64 indices"),
+        (lambda x: torch.argmin(x * 2), "aten.argmin.default", "int64 indices"),
+        (lambda x: (x * 2).max(1).indices, "aten.max.dim", "int64 indices of max.dim"),
+    ],
+    ids=["argmax", "argmin", "max_dim_indices"],
+)
+def test_int64_results_run_eagerly_with_the_reason(f, op, why):
+    reasons = _eager_reasons(f, _r(4, 8, dtype=F32))
+    assert why in reasons[op], reasons
