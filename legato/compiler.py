@@ -280,7 +280,31 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
         compiler={"pipeline": pipelines.describe()},
         kernel=kernel.sym_name.data,
         lines=line_table(kernel),
+        bounds=bounds_table(kernel),
     )
+
+
+def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
+    """Per program, {pc: {field: Extent}} of the instructions carrying `legato.bounds` (the
+    accesses the runtime checks), numbered as `ProgramOp.encode` numbers them."""
+    table = {}
+    for program in kernel.walk():
+        if not isinstance(program, be.ProgramOp):
+            continue
+        rows = {}
+        pc = 0
+        for op in program.body.block.ops:
+            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+                try:
+                    marks = be.op_bounds(op)
+                except VerifyException as e:
+                    raise CompileError(f"{e}") from None
+                if marks:
+                    rows[pc] = marks
+                pc += 1
+        if rows:
+            table[program.sym_name.data] = rows
+    return table
 
 
 def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | None]]:

@@ -78,6 +78,7 @@ from xdsl.utils.exceptions import VerifyException
 from legato import opset
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
 from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
 from legato.targets.bertha.asm import parse_context as parse_asm_context
 
@@ -248,6 +249,39 @@ def _int(v: int | IntAttr) -> IntAttr:
     return v if isinstance(v, IntAttr) else IntAttr(v)
 
 
+BOUNDS_ATTR = "legato.bounds"
+"""Discardable attribute of an instruction op whose accesses the runtime checks: `{b = "arg 1",
+a = "sram 0+128"}`, per address field (`a`..`d` of the instruction word) the extent its bytes
+must lie in (`legato.targets.bertha.arch.bounds`; the binary's `.legato.bounds`)."""
+
+
+def op_bounds(op: Operation) -> dict[str, Extent]:
+    """{field: Extent} of `op`'s `legato.bounds` ({} without one); VerifyException when it is
+    malformed or names a field that is not one of the instruction's addresses."""
+    attr = op.attributes.get(BOUNDS_ATTR)
+    if attr is None:
+        return {}
+    mnemonic = getattr(op, "MNEMONIC", "")
+    fmt = isa.BY_MNEMONIC[mnemonic].format if mnemonic in isa.BY_MNEMONIC else None
+    allowed = ADDRESS_FIELDS.get(fmt, {})
+    if not isinstance(attr, DictionaryAttr):
+        raise VerifyException(f"{op.name}: {BOUNDS_ATTR} must be a dictionary")
+    out = {}
+    for f, v in attr.data.items():
+        if f not in allowed:
+            raise VerifyException(
+                f"{op.name}: {BOUNDS_ATTR} names field {f!r}, which is not an address of "
+                f"{mnemonic or op.name} (its addresses: {', '.join(allowed) or 'none'})"
+            )
+        try:
+            if not isinstance(v, StringAttr):
+                raise ValueError(f"{v} is not a string")
+            out[f] = Extent.parse(v.data)
+        except ValueError as e:
+            raise VerifyException(f"{op.name}: {BOUNDS_ATTR} field {f!r}: {e}") from None
+    return out
+
+
 class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
     """Base of every backend op. `MNEMONIC` is the ISA mnemonic (empty for pseudo-ops)."""
 
@@ -261,6 +295,12 @@ class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
         allocated: what the assembler makes of `assembly_line()`. `pc` is the op's instruction
         index in its program, `labels` the index each label of the program names."""
         raise NotImplementedError
+
+    def immediate(self) -> int:
+        """The imm32 field as far as it does not depend on registers: what sizes the
+        instruction's accesses (`arch.bounds.access_spans`): dtypes, broadcast, offsets."""
+        offset = getattr(self, "offset", None)
+        return offset.data if isinstance(offset, IntAttr) else 0
 
     def instruction(self, pc: int, labels: dict[str, int]) -> isa.Instruction:
         """The encoded instruction (validated like a decode) of this op: `MNEMONIC`'s entry of
@@ -1677,11 +1717,13 @@ class MpuMmOp(CoreOnlyOp):
         s = f"mpu.mm {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.m)}, {self.out_dtype.data}"
         return s + (", acc" if self.acc is not None else "")
 
-    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
-        flags = (isa.MM_F32 if self.out_dtype.data == "f32" else 0) | (
+    def immediate(self) -> int:
+        return (isa.MM_F32 if self.out_dtype.data == "f32" else 0) | (
             isa.MM_ACC if self.acc is not None else 0
         )
-        return _ri(self.dst), _ri(self.src), _ri(self.m), 0, flags
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.dst), _ri(self.src), _ri(self.m), 0, self.immediate()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1755,12 +1797,15 @@ class VpuRegsOp(CoreOnlyOp, ABC):
     def _extra_imm(self) -> int:
         return 0
 
-    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
-        regs = [_ri(o) for o in self.operands] + [0] * (4 - len(self.operands))
+    def immediate(self) -> int:
         imm = self._extra_imm()
         for i, p in enumerate(self.DTYPE_PROPS):  # dtype codes, 4 bits each from bit 0
             imm |= isa.COND_DTYPES[self.properties[p].data] << 4 * i  # type: ignore[attr-defined]
-        return regs[0], regs[1], regs[2], regs[3], imm
+        return imm
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        regs = [_ri(o) for o in self.operands] + [0] * (4 - len(self.operands))
+        return regs[0], regs[1], regs[2], regs[3], self.immediate()
 
 
 BCAST_KINDS = ("scalar", "row", "col")

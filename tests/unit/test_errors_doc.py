@@ -478,6 +478,24 @@ def emulator_out_of_bounds(tmp_path):
     )
 
 
+def emulator_index_out_of_bounds(tmp_path):
+    import torch
+
+    mod = load(
+        tmp_path,
+        """
+        @legato.compile(backend="bertha")
+        def k(n: tt(((-1, 8), 32), "shared_dram", f32), b: tt([32, 32], "shared_dram", f32),
+              out: tt([1, 32], "shared_dram", f32)):
+            device = legato.get_context().get_device()
+            with device.get_core(0):
+                c = n.size(0)
+                legato.tensor.memcpy(out, legato.tensor.load(b[c + 32:c + 33, :]))
+        """,
+    )
+    return raised(EmulatorError, mod.k, torch.zeros(0, 32), torch.zeros(32, 32), torch.zeros(1, 32))
+
+
 def emulator_deadlock(tmp_path):
     from legato.types import i64
 

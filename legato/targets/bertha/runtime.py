@@ -25,6 +25,7 @@ import numpy as np
 from legato.binding import check_writes
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
+from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
@@ -165,6 +166,11 @@ def with_source_lines(e, binary):
     return e
 
 
+def _arg_what(name: str, spec: TensorSpec, shape) -> str:
+    dims = ", ".join(str(d) for d in shape)
+    return f"argument {name!r} ([{dims}] {spec.dtype.name})"
+
+
 def check_access(binary, expected: list[str]) -> None:
     """Refuse (BinaryError) a binary whose `.legato.args` marks an argument's access otherwise
     than `expected` (the kernel's own signature): the runtime writes back only what the kernel
@@ -287,6 +293,7 @@ def run_binary(
     )
     mem = emu.memory
     copies: list[tuple[np.ndarray, int]] = []
+    extents: dict[int, tuple[int, int, str]] = {}  # argument -> (address, bytes, name)
 
     def place(i, path, t, value):
         """-> (table value, shape) for one argument (recursively for tuples)."""
@@ -297,8 +304,13 @@ def run_binary(
             if layout.args[i].access == "read" and data.nbytes:
                 # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
                 # write it, and nothing writes the caller's array while the kernel runs.
-                return mem.map_read_only(data, name), tuple(arr.shape)
+                addr = mem.map_read_only(data, name)
+                if not path:
+                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
+                return addr, tuple(arr.shape)
             addr = mem.allocate(data.nbytes, name)
+            if not path:
+                extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
             if data.nbytes:
                 mem.write(addr, data)
             if layout.args[i].access in ("write", "readwrite"):
@@ -323,6 +335,10 @@ def run_binary(
         )
     table_addr = mem.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
+    for m in emu.modules:  # the extents the compiler recorded, on this run's allocations
+        rows = binary.bounds.get(m.program.name)
+        if rows:
+            m.bounds = resolve_bounds(rows, extents)
 
     try:
         result = emu.run(table_addr)
