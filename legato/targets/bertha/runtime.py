@@ -24,6 +24,7 @@ import numpy as np
 
 from legato.binding import check_writes
 from legato.errors import LegatoRuntimeError
+from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
@@ -147,10 +148,13 @@ def _source_text(loc) -> str:
     return f"{file}:{line}:{col}" + (f": {text}" if text else "")
 
 
-def with_source_lines(e, binary):
+def with_source_lines(e, binary, num_cores: int | None = None):
     """`e` (an EmulatorFault or DeadlockError) naming the kernel's source line of each PC it
     names, from the binary's line table: `source` (file, line, col) on a fault, `sources` (one
-    per blocked module) on a deadlock, and the lines in the message."""
+    per blocked module) on a deadlock, and the lines in the message. A deadlock also gets the
+    cycle of waits (`deadlock.explain`; `num_cores` for `all_cores` programs): `cycle`, the
+    steps of one cycle of blocked modules each waiting on the next, and `unreleasable`, the
+    waits no running module can release."""
     if isinstance(e, DeadlockError):
         e.sources = [binary.source_of(prog, pc) for _m, prog, pc, _i, _w in e.waits]
         extra = [
@@ -158,6 +162,14 @@ def with_source_lines(e, binary):
             for (mod, _p, pc, _i, _w), loc in zip(e.waits, e.sources)
             if loc is not None
         ]
+
+        def at(program, pc):
+            loc = binary.source_of(program, pc)
+            return f" ({loc[0]}:{loc[1]}:{loc[2]})" if loc is not None else ""
+
+        cores = num_cores if num_cores is not None else binary.target.get("num_cores", 1)
+        e.cycle, e.unreleasable = deadlock.explain(binary, cores, e.waits)
+        extra += deadlock.describe(e.cycle, e.unreleasable, at)
     else:
         e.source = binary.source_of(e.program, e.pc)
         extra = [f"  at {_source_text(e.source)}"] if e.source is not None else []
@@ -343,7 +355,7 @@ def run_binary(
     try:
         result = emu.run(table_addr)
     except (EmulatorFault, DeadlockError) as e:
-        raise with_source_lines(e, binary) from None
+        raise with_source_lines(e, binary, model.num_cores) from None
 
     for arr, addr in copies:
         out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
