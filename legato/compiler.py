@@ -25,6 +25,7 @@ from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
+from legato.transforms.diagnostics import error_at
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
@@ -269,6 +270,10 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
+    try:  # what would deadlock or fault for reasons visible in the IR: refused, at the op
+        be.verify_sync(kernel, model.num_cores)
+    except be.OpVerifyException as e:
+        raise error_at(e.op, str(e)) from None
     try:
         encoded = be.encode(kernel)
     except ValueError as e:

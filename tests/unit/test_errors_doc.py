@@ -324,6 +324,14 @@ def opt_bad_pass_option(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL, "-p", "convert-legato-to-core{bogus=1}")
 
 
+def opt_wait_never_released(tmp_path):
+    text = (
+        "backend.kernel @k args [] {\n  backend.program @c0 on core(0) {\n"
+        "    backend.qwait sram queue 3\n    backend.halt\n  }\n}\n"
+    )
+    return run_opt_error(tmp_path, text, "-t", "asm")
+
+
 def opt_pass_error(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL, "-p", "convert-legato-to-core")
 
