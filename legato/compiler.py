@@ -27,6 +27,7 @@ from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
+from legato.transforms.diagnostics import error_at
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
@@ -303,6 +304,10 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
+    try:  # what would deadlock or fault for reasons visible in the IR: refused, at the op
+        be.verify_sync(kernel, model.num_cores)
+    except be.OpVerifyException as e:
+        raise error_at(e.op, str(e)) from None
     try:
         encoded = be.encode(kernel)
     except ValueError as e:
@@ -314,7 +319,31 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
         compiler={"pipeline": pipelines.describe()},
         kernel=kernel.sym_name.data,
         lines=line_table(kernel),
+        bounds=bounds_table(kernel),
     )
+
+
+def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
+    """Per program, {pc: {field: Extent}} of the instructions carrying `legato.bounds` (the
+    accesses the runtime checks), numbered as `ProgramOp.encode` numbers them."""
+    table = {}
+    for program in kernel.walk():
+        if not isinstance(program, be.ProgramOp):
+            continue
+        rows = {}
+        pc = 0
+        for op in program.body.block.ops:
+            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+                try:
+                    marks = be.op_bounds(op)
+                except VerifyException as e:
+                    raise CompileError(f"{e}") from None
+                if marks:
+                    rows[pc] = marks
+                pc += 1
+        if rows:
+            table[program.sym_name.data] = rows
+    return table
 
 
 def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | None]]:

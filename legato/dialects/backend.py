@@ -78,6 +78,7 @@ from xdsl.utils.exceptions import VerifyException
 from legato import opset
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
 from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
 from legato.targets.bertha.asm import parse_context as parse_asm_context
 
@@ -248,6 +249,39 @@ def _int(v: int | IntAttr) -> IntAttr:
     return v if isinstance(v, IntAttr) else IntAttr(v)
 
 
+BOUNDS_ATTR = "legato.bounds"
+"""Discardable attribute of an instruction op whose accesses the runtime checks: `{b = "arg 1",
+a = "sram 0+128"}`, per address field (`a`..`d` of the instruction word) the extent its bytes
+must lie in (`legato.targets.bertha.arch.bounds`; the binary's `.legato.bounds`)."""
+
+
+def op_bounds(op: Operation) -> dict[str, Extent]:
+    """{field: Extent} of `op`'s `legato.bounds` ({} without one); VerifyException when it is
+    malformed or names a field that is not one of the instruction's addresses."""
+    attr = op.attributes.get(BOUNDS_ATTR)
+    if attr is None:
+        return {}
+    mnemonic = getattr(op, "MNEMONIC", "")
+    fmt = isa.BY_MNEMONIC[mnemonic].format if mnemonic in isa.BY_MNEMONIC else None
+    allowed = ADDRESS_FIELDS.get(fmt, {})
+    if not isinstance(attr, DictionaryAttr):
+        raise VerifyException(f"{op.name}: {BOUNDS_ATTR} must be a dictionary")
+    out = {}
+    for f, v in attr.data.items():
+        if f not in allowed:
+            raise VerifyException(
+                f"{op.name}: {BOUNDS_ATTR} names field {f!r}, which is not an address of "
+                f"{mnemonic or op.name} (its addresses: {', '.join(allowed) or 'none'})"
+            )
+        try:
+            if not isinstance(v, StringAttr):
+                raise ValueError(f"{v} is not a string")
+            out[f] = Extent.parse(v.data)
+        except ValueError as e:
+            raise VerifyException(f"{op.name}: {BOUNDS_ATTR} field {f!r}: {e}") from None
+    return out
+
+
 class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
     """Base of every backend op. `MNEMONIC` is the ISA mnemonic (empty for pseudo-ops)."""
 
@@ -261,6 +295,12 @@ class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
         allocated: what the assembler makes of `assembly_line()`. `pc` is the op's instruction
         index in its program, `labels` the index each label of the program names."""
         raise NotImplementedError
+
+    def immediate(self) -> int:
+        """The imm32 field as far as it does not depend on registers: what sizes the
+        instruction's accesses (`arch.bounds.access_spans`): dtypes, broadcast, offsets."""
+        offset = getattr(self, "offset", None)
+        return offset.data if isinstance(offset, IntAttr) else 0
 
     def instruction(self, pc: int, labels: dict[str, int]) -> isa.Instruction:
         """The encoded instruction (validated like a decode) of this op: `MNEMONIC`'s entry of
@@ -349,6 +389,121 @@ class KernelOp(IRDLOperation):
         for op in self.body.block.ops:
             if not isinstance(op, ProgramOp):
                 raise VerifyException(f"backend.kernel holds only backend.program, found {op.name}")
+
+
+class OpVerifyException(VerifyException):
+    """A kernel-wide check failed at one of its ops (`op`): `legato-opt` reports the error at
+    that op's location."""
+
+    def __init__(self, message: str, op: Operation | None = None):
+        super().__init__(message)
+        self.op = op
+
+
+def _num_cores(kernel: Operation) -> int | None:
+    """The model's core count, when the enclosing module carries the model (`legato.model`)."""
+    module = kernel.parent_op()
+    attr = module.attributes.get("legato.model") if module is not None else None
+    if isinstance(attr, DictionaryAttr):
+        n = attr.data.get("num_cores")
+        if isinstance(n, IntegerAttr):
+            return n.value.data
+    return None
+
+
+def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
+    """What would deadlock or fault on the machine and is visible in the IR: a `qwait` on a
+    (core, space, queue) that no `dma`/`dma2d` of the kernel notifies, a `sem.wait` on a
+    semaphore nothing posts, `barrier`s of one id with different counts or with more modules
+    counted than programs reach it, and (when the module carries the model) a core index past
+    the model's cores. Loops make counts dynamic, so queues and semaphores are checked for a
+    sender at all, barriers for the modules that can reach them. `num_cores`: the model's, else
+    the module's `legato.model`'s, else core indices are not range-checked. OpVerifyException
+    naming the op at fault."""
+    n = num_cores if num_cores is not None else _num_cores(kernel)
+    notified: set[tuple] = set()  # (core or "*", space, queue)
+    posted: set[int] = set()
+    barriers: dict[int, list[tuple[Operation, int]]] = {}  # id -> [(op, modules)]
+    waits: list[tuple[Operation, list[int] | None]] = []
+
+    def check_core(op: Operation, k: int, what: str) -> None:
+        if n is not None and not 0 <= k < n:
+            raise OpVerifyException(
+                f"{op.name}: {what} core {k} is out of range: the model has {n} cores "
+                f"(valid indices 0..{n - 1})",
+                op,
+            )
+
+    for prog in kernel.programs:
+        ctx = prog.ctx
+        if ctx.is_core:
+            check_core(prog, ctx.core_index, "the program runs on")
+            cores: list[int] | None = [ctx.core_index]
+        elif ctx.is_all_cores:
+            cores = list(range(n)) if n is not None else None
+        else:
+            cores = []
+        modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
+        for op in prog.body.block.ops:
+            if isinstance(op, (DmaOp, Dma2dOp)) and op.notify is not None:
+                space, queue = op.notify_space.data, op.notify_queue.data  # type: ignore[union-attr]
+                if op.notify_core is not None:
+                    check_core(op, op.notify_core.data, "the notified")
+                    notified.add((op.notify_core.data, space, queue))
+                elif op.notify_core_reg is not None or cores is None:
+                    notified.add(("*", space, queue))
+                else:
+                    notified.update((c, space, queue) for c in cores)
+            elif isinstance(op, LsaOp) and op.core is not None:
+                check_core(op, op.core.data, "the addressed")
+            elif isinstance(op, QwaitOp):
+                waits.append((op, cores))
+            elif isinstance(op, SemPostOp):
+                posted.add(op.sync_id.data)
+            elif isinstance(op, SemWaitOp) and op.count.data > 0:
+                waits.append((op, None))
+            elif isinstance(op, BarrierOp):
+                barriers.setdefault(op.sync_id.data, []).append((op, modules))
+    for op, cores in waits:
+        if isinstance(op, SemWaitOp):
+            if op.sync_id.data not in posted:
+                raise OpVerifyException(
+                    f"backend.sem_wait: semaphore {op.sync_id.data} is never posted in the "
+                    "kernel (no backend.sem_post of it): this wait would block forever",
+                    op,
+                )
+            continue
+        assert isinstance(op, QwaitOp)
+        space, queue = op.space.data, op.queue.data
+        for c in cores if cores is not None else ["*"]:
+            if c == "*":
+                ok = any(k[1:] == (space, queue) for k in notified)
+            else:
+                ok = (c, space, queue) in notified or ("*", space, queue) in notified
+            if not ok:
+                where = "" if c == "*" else f" on core {c}"
+                raise OpVerifyException(
+                    f"backend.qwait{where}: no dma of the kernel notifies {space} queue "
+                    f"{queue}{where}: this wait would block forever",
+                    op,
+                )
+    for bid, arrivals in barriers.items():
+        first, count = arrivals[0][0], arrivals[0][0].count.data
+        for op, _m in arrivals:
+            if op.count.data != count:
+                raise OpVerifyException(
+                    f"backend.barrier {bid}: counts {count} and {op.count.data} differ (the "
+                    "machine faults when arrivals disagree)",
+                    op,
+                )
+        reach = sum(m for _op, m in arrivals)
+        unknown = any(m == 0 for _op, m in arrivals)
+        if not unknown and reach < count:
+            raise OpVerifyException(
+                f"backend.barrier {bid} waits for {count} modules but only {reach} program "
+                "module(s) reach it: it would block forever",
+                first,
+            )
 
 
 @irdl_op_definition
@@ -1677,11 +1832,13 @@ class MpuMmOp(CoreOnlyOp):
         s = f"mpu.mm {_rn(self.dst)}, {_rn(self.src)}, {_rn(self.m)}, {self.out_dtype.data}"
         return s + (", acc" if self.acc is not None else "")
 
-    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
-        flags = (isa.MM_F32 if self.out_dtype.data == "f32" else 0) | (
+    def immediate(self) -> int:
+        return (isa.MM_F32 if self.out_dtype.data == "f32" else 0) | (
             isa.MM_ACC if self.acc is not None else 0
         )
-        return _ri(self.dst), _ri(self.src), _ri(self.m), 0, flags
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.dst), _ri(self.src), _ri(self.m), 0, self.immediate()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1755,12 +1912,15 @@ class VpuRegsOp(CoreOnlyOp, ABC):
     def _extra_imm(self) -> int:
         return 0
 
-    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
-        regs = [_ri(o) for o in self.operands] + [0] * (4 - len(self.operands))
+    def immediate(self) -> int:
         imm = self._extra_imm()
         for i, p in enumerate(self.DTYPE_PROPS):  # dtype codes, 4 bits each from bit 0
             imm |= isa.COND_DTYPES[self.properties[p].data] << 4 * i  # type: ignore[attr-defined]
-        return regs[0], regs[1], regs[2], regs[3], imm
+        return imm
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        regs = [_ri(o) for o in self.operands] + [0] * (4 - len(self.operands))
+        return regs[0], regs[1], regs[2], regs[3], self.immediate()
 
 
 BCAST_KINDS = ("scalar", "row", "col")

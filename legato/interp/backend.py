@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions, impl, register_impls
 from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import VerifyException
 
 from legato import numerics
 from legato.dialects import backend as B
@@ -37,7 +38,11 @@ from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
+from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.targets.bertha.arch.address_map import core_space_base
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans
+from legato.targets.bertha.arch.bounds import check as check_bounds
+from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
 from legato.targets.bertha.arch.errors import Trap
 from legato.targets.bertha.arch.modules import core_id
@@ -462,13 +467,56 @@ def kernel_specs(kernel) -> list:
     return out
 
 
-def run_program(interp: Interpreter, env: ProgramEnv, prog) -> None:
+def _bounds(ops: list[Operation], machine: Machine, kernel) -> dict[int, tuple]:
+    """Per op index, the extents its `legato.bounds` names (`arch.bounds.resolve`), with the
+    arguments where `machine` placed them."""
+    table = {}
+    for i, op in enumerate(ops):
+        if B.BOUNDS_ATTR in op.attributes:
+            try:
+                table[i] = B.op_bounds(op)
+            except VerifyException as e:
+                raise InvalidModuleError(str(e)) from None
+    if not table:
+        return {}
+    names = kernel.attributes.get(ARG_NAMES_ATTR) if kernel is not None else None
+    args = {}
+    for i, place in enumerate(machine.args):
+        if place.addr is not None:
+            name = names.data[i].data if names is not None and i < len(names.data) else f"{i}"
+            nbytes = int(np.prod(place.shape)) * place.spec.dtype.itemsize
+            args[i] = (place.addr, nbytes, f"argument {name!r} ({list(place.shape)})")
+    return resolve_bounds(table, args)
+
+
+def _check_bounds(env: ProgramEnv, machine: Machine, op, row, inputs) -> None:
+    """`op`'s bounded operands access only their extents, else InterpError at `op`."""
+    info = isa.BY_MNEMONIC[op.MNEMONIC]
+    fields = {"b": 0} if isinstance(op, B.LdOp) else {f: i for i, f in enumerate("abcd")}
+    weight = machine.mpu_weight.get(env.core)
+    try:
+        spans = access_spans(
+            info.format,
+            info.mnemonic,
+            op.immediate(),
+            lambda f: inputs[fields[f]],
+            weight.shape if weight is not None else None,
+        )
+        check_bounds(row, spans, ADDRESS_FIELDS[info.format])
+    except Trap as e:
+        raise InterpError(e.cause, op) from None
+
+
+def run_program(interp: Interpreter, env: ProgramEnv, prog, machine: Machine) -> None:
     ops = list(prog.body.block.ops)
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, B.LabelOp)}
+    bounds = _bounds(ops, machine, prog.parent_op())
     pc = 0
     while pc < len(ops) and not env.halted:
         op = ops[pc]
         inputs = tuple(read_operand(env, v, op) for v in op.operands)
+        if bounds and pc in bounds:
+            _check_bounds(env, machine, op, bounds[pc], inputs)
         results = interp.run_op(op, inputs)
         for v, r in zip(op.results, results):
             write_result(env, v, r)
@@ -496,7 +544,7 @@ def run_kernel(
         env.regs[1] = machine.table_addr
         env.regs[2] = core_id(core)
         interp.set_data(BackendFunctions, "env", env)
-        run_program(interp, env, prog)
+        run_program(interp, env, prog, machine)
 
     return run_kernel_programs(
         module, kernel, kernel_specs(kernel), args, model, scheduler, functions, start, listeners

@@ -125,7 +125,10 @@ class CoreFunctions(InterpreterFunctions):
         if isinstance(t, C.BufType):
             if place.addr is None:
                 raise InterpError(f"core.arg {i} is a scalar argument, not a buffer", op)
-            return (Buf(place.addr, place.shape, np_dtype(t.element_type), t.space),)
+            dtype = np_dtype(t.element_type)
+            nbytes = int(np.prod(place.shape)) * dtype.itemsize
+            extent = (place.addr, place.addr + nbytes, f"argument {i} {list(place.shape)}")
+            return (Buf(place.addr, place.shape, dtype, t.space, extent=extent),)
         return (self.state_scalar(i),)
 
     def state_scalar(self, i: int):
@@ -180,7 +183,9 @@ class CoreFunctions(InterpreterFunctions):
                 f"{space} ({size} bytes)",
                 op,
             )
-        return (Buf(core_space_base(core, space) + offset, shape, dtype, space, core),)
+        base = core_space_base(core, space) + offset
+        extent = (base, base + t.max_bytes, f"core {core}'s {space} buffer at offset {offset}")
+        return (Buf(base, shape, dtype, space, core, extent=extent),)
 
     def _slot(self, core: int, space: str, owner: Operation | str, nbytes: int) -> int:
         assert self.state is not None
@@ -211,7 +216,7 @@ class CoreFunctions(InterpreterFunctions):
                     op,
                 )
         addr = src.addr + sum(o * st for o, st in zip(offsets, strides)) * src.dtype.itemsize
-        view = Buf(addr, tuple(sizes), src.dtype, src.space, src.core, tuple(strides))
+        view = Buf(addr, tuple(sizes), src.dtype, src.space, src.core, tuple(strides), src.extent)
         return (view,)
 
     @impl(C.ViewOp)
@@ -228,7 +233,7 @@ class CoreFunctions(InterpreterFunctions):
                 f"{list(shape)} has {int(np.prod(shape))}",
                 op,
             )
-        return (Buf(src.addr, shape, src.dtype, src.space, src.core, None),)
+        return (Buf(src.addr, shape, src.dtype, src.space, src.core, None, src.extent),)
 
     # -- data movement ----------------------------------------------------------------------
 
@@ -241,6 +246,8 @@ class CoreFunctions(InterpreterFunctions):
             n = as_int(args[2])
             if not (src.is_contiguous and dst.is_contiguous):
                 raise InterpError("core.dma bytes %n needs contiguous buffers", op)
+            src.check_extent(src.addr, n, False)
+            dst.check_extent(dst.addr, n, True)
             mem.copy(dst.addr, src.addr, n)
         elif src.is_contiguous and dst.is_contiguous:
             if src.nbytes > dst.nbytes:
@@ -250,6 +257,8 @@ class CoreFunctions(InterpreterFunctions):
                     op,
                 )
             n = src.nbytes
+            src.check_extent(src.addr, n, False)
+            dst.check_extent(dst.addr, n, True)
             mem.copy(dst.addr, src.addr, n)
         else:
             n = src.nbytes

@@ -108,6 +108,21 @@ class Buf:
     space: str
     core: int | None = None
     strides: tuple[int, ...] | None = None  # in elements; None = row-major contiguous
+    # [lo, hi) and name of the argument or planned buffer this one is part of: every access
+    # through it must stay inside (`check_extent`); None: unchecked (mpu_weight)
+    extent: tuple[int, int, str] | None = None
+
+    def check_extent(self, addr: int, nbytes: int, write: bool) -> None:
+        """MemoryFault unless [addr, addr + nbytes) lies in this buffer's extent: an index or
+        slice past the end of an argument or buffer never reaches its neighbour."""
+        e = self.extent
+        if e is None or nbytes <= 0 or (e[0] <= addr and addr + nbytes <= e[1]):
+            return
+        verb = "writes" if write else "reads"
+        raise MemoryFault(
+            f"out of bounds: {verb} bytes [{addr - e[0]}, {addr - e[0] + nbytes}) of {e[2]}, "
+            f"which has {e[1] - e[0]} bytes (an index or slice past its end?)"
+        )
 
     @property
     def size(self) -> int:
@@ -138,7 +153,8 @@ class Buf:
         return (last + 1) * self.dtype.itemsize
 
     def array(self, memory: Memory) -> np.ndarray:
-        """A writable numpy view of the buffer's runtime extent."""
+        """A writable numpy view of the buffer's runtime extent (inside its `extent`)."""
+        self.check_extent(self.addr, self.span_bytes(), False)
         raw = memory.bytes(self.addr, self.span_bytes())
         if self.is_contiguous:
             return raw.view(self.dtype).reshape(self.shape)

@@ -372,7 +372,8 @@ def _verify_ops(module: Operation) -> None:
         try:
             op.verify(verify_nested_ops=False)
         except DiagnosticException as e:
-            where = source_location(op) or _first_nested_location(op)
+            at = getattr(e, "op", None) or op  # a kernel-wide check names the op at fault
+            where = source_location(at) or _first_nested_location(at)
             if where is None:
                 raise
             text = str(e)

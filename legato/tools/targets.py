@@ -19,6 +19,7 @@ from legato.compiler import emit_binary, lower_to_backend
 from legato.dialects import backend as be
 from legato.errors import LegatoError
 from legato.model.ir import model_of
+from legato.transforms.diagnostics import error_at
 
 
 def _lowered(module: ModuleOp, target: str):
@@ -37,7 +38,13 @@ class AsmTarget(Target):
     target: str = "bertha"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        _lowered(module, self.target)
+        model = _lowered(module, self.target)
+        for kernel in module.walk():
+            if isinstance(kernel, be.KernelOp):
+                try:  # as for -t bin (emit_binary): refused, located at the op
+                    be.verify_sync(kernel, model.num_cores)
+                except be.OpVerifyException as e:
+                    raise DiagnosticException(str(error_at(e.op, str(e)))) from None
         be.print_assembly(module, output)
 
 

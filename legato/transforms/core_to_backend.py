@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce
@@ -27,7 +27,10 @@ from legato import opset
 from legato.dialects import backend as be
 from legato.dialects import core
 from legato.model.ir import model_of
+from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ARG_NAMES_ATTR, ArgLayout, program_footprint
+from legato.targets.bertha.arch.address_map import CORE_SPACE_OFFSET
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, FIELDS, Extent
 from legato.transforms.diagnostics import error_at
 from legato.transforms.kernel_abi import arg_layout, footprints
 from legato.transforms.plan_memory import placed_space as _placed_space
@@ -87,6 +90,10 @@ class _Selector:
     strides: dict[SSAValue, list] = field(default_factory=dict)  # strided views: [reg or int]
     consts: dict[int, SSAValue] = field(default_factory=dict)
     arg_of: dict[SSAValue, int] = field(default_factory=dict)
+    # buffer -> the argument or planned buffer its address derives from (`arch.bounds`)
+    root: dict[SSAValue, Extent] = field(default_factory=dict)
+    # buffers whose address or extent depends on a runtime value: their accesses are checked
+    runtime: set[SSAValue] = field(default_factory=set)
     table: SSAValue | None = None
     loop_depth: int = 0
     loops: int = 0  # loops emitted so far (label names)
@@ -199,7 +206,36 @@ class _Selector:
         handler = ISEL.get(type(op))
         if handler is None:
             raise error_at(op, f"{op.name} has no instruction selection for Bertha yet")
+        start = len(self.ops)
         handler(self, op)
+        if self.runtime:
+            self._bound(op, start)
+
+    def _bound(self, op: Operation, start: int) -> None:
+        """Record on each instruction `op` emitted from `start` the extent of every address
+        operand derived from a runtime-addressed buffer of `op` (`be.BOUNDS_ATTR`): the runtime
+        checks those accesses; static ones the verifiers proved in bounds."""
+        bufs = [v for v in op.operands if v in self.runtime and v in self.root]
+        if not bufs:
+            return
+        by_reg = {self.regs[v]: v for v in reversed(bufs)}
+        for e in self.ops[start:]:
+            info = isa.BY_MNEMONIC.get(getattr(e, "MNEMONIC", ""))
+            fields = ADDRESS_FIELDS.get(info.format, {}) if info else {}
+            if not fields:
+                continue
+            operands = (
+                {"b": e.operands[0]} if isinstance(e, be.LdOp) else dict(zip(FIELDS, e.operands))
+            )
+            marks = {}
+            for f in fields:
+                v = by_reg.get(operands.get(f))
+                if v is None and isinstance(op, core.DmaOp):  # an unrolled strided copy
+                    v = {"a": op.dst, "b": op.src}[f]
+                if v in self.runtime and v in self.root:
+                    marks[f] = StringAttr(self.root[v].text())
+            if marks:
+                e.attributes[be.BOUNDS_ATTR] = DictionaryAttr(marks)
 
     # -- scalar unit: arguments, dims, constants, index arithmetic ------------------------------
 
@@ -218,6 +254,9 @@ class _Selector:
             else:
                 dims.append(dim.size)
         self.dims[op.result] = dims
+        self.root[op.result] = Extent(arg=i)
+        if any(dim.is_dynamic for dim in t.dims):
+            self.runtime.add(op.result)
 
     def _dim(self, op: core.DimOp) -> None:
         d = self.dims[op.buf][op.dim.data]
@@ -259,6 +298,13 @@ class _Selector:
         self.dims[op.result] = [
             self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
         ]
+        space = _placed_space(op)
+        if space in CORE_SPACE_OFFSET:
+            self.root[op.result] = Extent(
+                space=space, offset=op.offset.value.data, size=t.max_bytes
+            )
+            if any(dim.is_dynamic for dim in t.dims):
+                self.runtime.add(op.result)
 
     def _view(self, op: core.ViewOp) -> None:
         self.need_contiguous(op, op.source)
@@ -268,6 +314,15 @@ class _Selector:
         self.dims[op.result] = [
             self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
         ]
+        self._derive(op.result, op.source, any(dim.is_dynamic for dim in t.dims))
+
+    def _derive(self, view: SSAValue, source: SSAValue, runtime: bool) -> None:
+        """`view` addresses part of `source`'s buffer; `runtime`: at a runtime offset or
+        extent."""
+        if source in self.root:
+            self.root[view] = self.root[source]
+            if runtime or source in self.runtime:
+                self.runtime.add(view)
 
     def _load_index(self, op: core.LoadIndexOp) -> None:
         self.need_contiguous(op, op.buf)
@@ -400,6 +455,11 @@ class _Selector:
         byte_off = self.mul(elem_off, t.dtype.itemsize, op)
         self.regs[op.result] = self.scalar(self.add(self.regs[src], byte_off, op))
         self.dims[op.result] = sizes
+        self._derive(
+            op.result,
+            src,
+            not isinstance(byte_off, int) or any(not isinstance(x, int) for x in sizes),
+        )
         parent = self.dims[src]
         partial = [i for i, (s, p) in enumerate(zip(sizes, parent)) if s is not p and s != p]
         contiguous = self.contiguous(src) and (

@@ -13,24 +13,7 @@ import pytest
 
 import legato
 from legato import jit
-from legato.model import bertha
-
-f32 = legato.types.float("float32")
-
-
-def one_core(ctx):
-    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
-
-
-@legato.compile(backend=one_core)
-def twice(
-    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-):
-    device = legato.get_context().get_device()
-    with device.get_core(0):
-        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
-
+from tests.corpus.one_core import double
 
 X = np.arange(32, dtype=np.float32).reshape(4, 8)
 
@@ -43,7 +26,7 @@ def _worker(cache, barrier, results, i):
     jit.stats.clear()
     barrier.wait()  # all four look up the (empty) cache at the same moment
     out = np.zeros((4, 8), np.float32)
-    twice(X, out)
+    double(X, out)
     results[i] = (
         bool(np.array_equal(out, X * 2)),
         jit.stats["compiles"],
@@ -73,7 +56,7 @@ def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeyp
     # Warm up (imports, the compiler's fingerprint) with a compile into another cache before
     # forking, so that the children spend their time compiling at the same moment.
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path_factory.mktemp("warm")))
-    twice(X, np.zeros((4, 8), np.float32))
+    double(X, np.zeros((4, 8), np.float32))
     jit.clear_memory_cache()
     monkeypatch.setenv("LEGATO_CACHE_DIR", str(cache))
     assert not _entries(cache)
@@ -103,7 +86,7 @@ def test_four_processes_compile_the_same_kernel(cache, tmp_path_factory, monkeyp
     # a fresh process-like lookup serves it without compiling
     jit.stats.clear()
     out = np.zeros((4, 8), np.float32)
-    twice(X, out)
+    double(X, out)
     assert np.array_equal(out, X * 2)
     assert jit.stats["compiles"] == 0 and jit.stats["disk_hits"] == 1
 
@@ -134,14 +117,14 @@ def _rewrite_binary(entry: dict, binary: bytes) -> dict:
 )
 def test_a_damaged_entry_is_recompiled(cache, damage):
     out = np.zeros((4, 8), np.float32)
-    twice(X, out)
+    double(X, out)
     (entry,) = _entries(cache)
     good = entry.read_bytes()
     entry.write_bytes(damage(good))
     jit.clear_memory_cache()
     jit.stats.clear()
     out[:] = 0
-    twice(X, out)
+    double(X, out)
     assert np.array_equal(out, X * 2)
     assert jit.stats["corrupt_entries"] == 1 and jit.stats["compiles"] == 1
     # the entry was overwritten with a good one
@@ -156,7 +139,7 @@ def _flip(entry: dict) -> bytes:
 
 
 def test_a_held_compile_lock_times_out_with_a_clear_error(cache, monkeypatch):
-    key = twice.cache_key()
+    key = double.cache_key()
     ctx = multiprocessing.get_context("fork")
     held, release = ctx.Event(), ctx.Event()
 
@@ -172,13 +155,13 @@ def test_a_held_compile_lock_times_out_with_a_clear_error(cache, monkeypatch):
         monkeypatch.setenv("LEGATO_COMPILE_LOCK_TIMEOUT", "0.2")
         with pytest.raises(
             legato.CompileError,
-            match=r"kernel twice \(.*test_cache_concurrency.py:\d+\): timed out after 0.2 s waiting for another process",
+            match=r"kernel double \(.*one_core.py:\d+\): timed out after 0.2 s waiting for another process",
         ):
-            twice(X, np.zeros((4, 8), np.float32))
+            double(X, np.zeros((4, 8), np.float32))
     finally:
         release.set()
         holder.join(30)
     # released: the call compiles
     out = np.zeros((4, 8), np.float32)
-    twice(X, out)
+    double(X, out)
     assert np.array_equal(out, X * 2)

@@ -324,6 +324,14 @@ def opt_bad_pass_option(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL, "-p", "convert-legato-to-core{bogus=1}")
 
 
+def opt_wait_never_released(tmp_path):
+    text = (
+        "backend.kernel @k args [] {\n  backend.program @c0 on core(0) {\n"
+        "    backend.qwait sram queue 3\n    backend.halt\n  }\n}\n"
+    )
+    return run_opt_error(tmp_path, text, "-t", "asm")
+
+
 def opt_pass_error(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL, "-p", "convert-legato-to-core")
 
@@ -476,6 +484,24 @@ def emulator_out_of_bounds(tmp_path):
     return raised(
         EmulatorError, _run_asm, src, [("out", i64, [8], "write")], [np.zeros(8, np.int64)]
     )
+
+
+def emulator_index_out_of_bounds(tmp_path):
+    import torch
+
+    mod = load(
+        tmp_path,
+        """
+        @legato.compile(backend="bertha")
+        def k(n: tt(((-1, 8), 32), "shared_dram", f32), b: tt([32, 32], "shared_dram", f32),
+              out: tt([1, 32], "shared_dram", f32)):
+            device = legato.get_context().get_device()
+            with device.get_core(0):
+                c = n.size(0)
+                legato.tensor.memcpy(out, legato.tensor.load(b[c + 32:c + 33, :]))
+        """,
+    )
+    return raised(EmulatorError, mod.k, torch.zeros(0, 32), torch.zeros(32, 32), torch.zeros(1, 32))
 
 
 def emulator_deadlock(tmp_path):

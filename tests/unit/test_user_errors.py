@@ -13,23 +13,7 @@ import legato
 from legato.errors import ArgumentError, LegatoError, LegatoTypeError, LegatoValueError
 from legato.model import bertha
 from legato.tools import run as legato_run
-
-f32 = legato.types.float("float32")
-
-
-def one_core(ctx):
-    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
-
-
-@legato.compile(backend=one_core)
-def double(
-    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-):
-    device = legato.get_context().get_device()
-    with device.get_core(0):
-        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
-
+from tests.corpus.one_core import double, f32
 
 X = torch.arange(32, dtype=torch.float32).reshape(4, 8)
 

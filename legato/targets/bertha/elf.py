@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ArgLayout
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
 from legato.targets.bertha.asm import AsmModule, parse_context
+from legato.types import TensorSpec
 from legato.version import __version__
 
 EM_BERTHA = 0xBE27
@@ -32,6 +34,7 @@ METADATA_SECTIONS = (".legato.target", ".legato.compiler", ".legato.programs", "
 CHECKSUM_SECTION = ".legato.checksum"
 SIGNATURE_SECTION = ".legato.signature"
 LINES_SECTION = ".legato.lines"
+BOUNDS_SECTION = ".legato.bounds"
 MIN_KEY_BYTES = 16
 
 
@@ -84,6 +87,8 @@ class Binary:
     signature: str | None = None  # the `.legato.signature` HMAC, hex, when signed
     # `.legato.lines`: per program, per pc, the kernel source (file, line, col) or None
     lines: dict[str, list[tuple[str, int, int] | None]] = field(default_factory=dict)
+    # `.legato.bounds`: per program, per pc, per address field, the extent it may touch
+    bounds: dict[str, dict[int, dict[str, Extent]]] = field(default_factory=dict)
 
     def source_of(self, program: str, pc: int) -> tuple[str, int, int] | None:
         """The kernel source line of instruction `pc` of `program`, when the binary has one."""
@@ -141,12 +146,15 @@ def write_elf(
     compiler: dict | None = None,
     kernel: str | None = None,
     lines: dict[str, list[tuple[str, int, int] | None]] | None = None,
+    bounds: dict[str, dict[int, dict[str, Extent]]] | None = None,
 ) -> bytes:
     """Encode an assembled module into a Bertha ELF binary for `model`.
 
     `compiler`: extra entries for `.legato.compiler` (e.g. `{"pipeline": "..."}`). `lines`: the
     line table, per program one (file, line, col) or None per instruction; written as
-    `.legato.lines` when any instruction has one."""
+    `.legato.lines` when any instruction has one. `bounds`: per program, {pc: {field: Extent}}
+    for the instructions whose accesses the runtime checks (`arch.bounds`), written as
+    `.legato.bounds` when there is any."""
     kernel = kernel or module.kernel
     progs = module.programs
     if not progs:
@@ -179,6 +187,20 @@ def write_elf(
     sections.append((".legato.args", _json_bytes(layout.to_json())))
     if lines and any(any(x is not None for x in v) for v in lines.values()):
         sections.append((LINES_SECTION, _json_bytes(_lines_json(lines, progs))))
+    if bounds and any(bounds.values()):
+        names = {p.name for p in progs}
+        if not set(bounds) <= names:
+            raise BinaryError(f"bounds for unknown programs {sorted(set(bounds) - names)}")
+        table = {
+            name: [
+                [pc, f, e.to_json()]
+                for pc, fields in sorted(rows.items())
+                for f, e in sorted(fields.items())
+            ]
+            for name, rows in bounds.items()
+            if rows
+        }
+        sections.append((BOUNDS_SECTION, _json_bytes({"programs": table})))
     # symbols: one STT_FUNC per program entry
     strtab = b"\0"
     syms = [b"\0" * 24]
@@ -261,6 +283,43 @@ def _read_lines(meta, programs) -> dict[str, list[tuple[str, int, int] | None]]:
             per_pc.append(None if row[1] < 0 else (files[row[1]], row[2], row[3]))
         per_pc += [per_pc[-1] if per_pc else None] * (sizes[name] - len(per_pc))
         out[name] = per_pc
+    return out
+
+
+def _read_bounds(meta, programs, layout: ArgLayout) -> dict[str, dict[int, dict[str, Extent]]]:
+    """The extents of a `.legato.bounds` object, each row checked: a program and pc that
+    exist, an address field of that instruction, a valid extent naming a tensor argument or a
+    core memory; BinaryError naming what is malformed."""
+    table = _Meta(BOUNDS_SECTION).get(meta, "programs", dict, "the bounds table")
+    by_name = {p.name: p for p in programs}
+    tensors = {i for i, a in enumerate(layout.args) if isinstance(a.type, TensorSpec)}
+    out: dict[str, dict[int, dict[str, Extent]]] = {}
+    for name, rows in table.items():
+        p = by_name.get(name)
+        if p is None or not isinstance(rows, list):
+            raise BinaryError(f"{BOUNDS_SECTION}: no program {name!r}, or its rows not a list")
+        per: dict[int, dict[str, Extent]] = {}
+        for row in rows:
+            try:
+                pc, f, ext = row
+                if not (
+                    isinstance(pc, int) and not isinstance(pc, bool) and 0 <= pc < len(p.words)
+                ):
+                    raise ValueError(f"no instruction {pc!r}")
+                fmt = isa.decode(p.words[pc]).op.format
+                if f not in ADDRESS_FIELDS.get(fmt, {}):
+                    raise ValueError(f"field {f!r} of a {fmt} instruction is not an address")
+                e = Extent.from_json(ext)
+                if e.arg is not None and e.arg not in tensors:
+                    raise ValueError(f"argument {e.arg} is not a tensor argument")
+                if f in per.setdefault(pc, {}):
+                    raise ValueError(f"field {f!r} given twice")
+            except (TypeError, ValueError) as err:
+                raise BinaryError(
+                    f"{BOUNDS_SECTION}: bad row {row!r} for program {name!r}: {err}"
+                ) from None
+            per[pc][f] = e
+        out[name] = per
     return out
 
 
@@ -680,7 +739,14 @@ def read_elf(data: bytes) -> Binary:
         except (ValueError, RecursionError) as e:
             raise BinaryError(f"{LINES_SECTION} is not valid JSON: {e}") from None
         lines = _read_lines(lines_meta, programs)
-    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature, lines)
+    bounds = {}
+    if BOUNDS_SECTION in by_name:
+        try:
+            bounds_meta = json.loads(by_name[BOUNDS_SECTION])
+        except (ValueError, RecursionError) as e:
+            raise BinaryError(f"{BOUNDS_SECTION} is not valid JSON: {e}") from None
+        bounds = _read_bounds(bounds_meta, programs, layout)
+    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature, lines, bounds)
 
 
 def _check_key(key: bytes) -> bytes:

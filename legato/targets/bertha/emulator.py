@@ -37,6 +37,8 @@ from legato.targets.bertha.arch.address_map import (
     classify,
     core_space_base,
 )
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, OutOfBounds, access_spans
+from legato.targets.bertha.arch.bounds import check as check_bounds
 from legato.targets.bertha.arch.dma import (
     ArrivalQueues,
     decode_notify,
@@ -109,6 +111,13 @@ class EmulatorFault(EmulatorError):
             where += f" `{instruction}`"
         addr = f" at address {address:#x}" if address is not None else ""
         super().__init__(f"{where}: {cause}{addr}")
+
+
+class OutOfBoundsError(EmulatorFault):
+    """An access outside the extent of the argument or buffer its address was derived from
+    (`arch.bounds`): `what` names it, `size` its bytes, `range` the access's bytes in it."""
+
+    what, size, range = "", 0, None
 
 
 class LimitError(EmulatorFault):
@@ -418,6 +427,8 @@ class Module:
         self.plan: _Plan | None = None
         self.unit_end = 0
         self.reg_ready: dict[int, int] = {}  # register -> cycle its in-flight `ld` completes
+        # pc -> the operands whose extents are checked (`arch.bounds.resolve`); None: none
+        self.bounds: dict | None = None
 
     def set(self, r: int, v: int) -> None:
         if r:
@@ -920,9 +931,13 @@ class Emulator:
         if isinstance(e, HostMemoryLimit):
             return self._limit_error(MemoryLimitError, m, e.limit, e.cause)
         ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
-        return EmulatorFault(
+        cls = OutOfBoundsError if isinstance(e, OutOfBounds) else EmulatorFault
+        fault = cls(
             m.program.name, m.name, m.pc, e.cause, e.address, format_instruction(ins) if ins else ""
         )
+        if isinstance(e, OutOfBounds):
+            fault.what, fault.size, fault.range = e.what, e.size, e.range
+        return fault
 
     def _result(self) -> timing.RunResult:
         end = 0
@@ -960,6 +975,19 @@ class Emulator:
         check_local(addr, m.core, what)
         self._check(addr, n)
 
+    def _check_bounds(self, m: Module, ins) -> None:
+        """The instruction's bounded operands access only their extents (`arch.bounds`)."""
+        fmt, r = ins.op.format, m.regs
+        weight = m.weight.shape if m.weight is not None else None
+        spans = access_spans(
+            fmt,
+            ins.op.mnemonic,
+            ins.simm if fmt in ("ld", "st") else ins.imm,
+            lambda f: r[getattr(ins, f)],
+            weight,
+        )
+        check_bounds(m.bounds[m.pc], spans, ADDRESS_FIELDS[fmt])
+
     def _is_dram(self, addr: int) -> bool:
         return classify(addr)[0] in DRAM_REGIONS
 
@@ -985,6 +1013,8 @@ class Emulator:
         ins = m.code[m.pc]
         if m.reg_ready:
             m.stall_on_loads(ins)
+        if m.bounds is not None and m.pc in m.bounds:
+            self._check_bounds(m, ins)
         fmt = ins.op.format
         mn = ins.op.mnemonic
         r = m.regs

@@ -24,7 +24,9 @@ import numpy as np
 
 from legato.binding import check_writes
 from legato.errors import LegatoRuntimeError
+from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
+from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
@@ -146,10 +148,13 @@ def _source_text(loc) -> str:
     return f"{file}:{line}:{col}" + (f": {text}" if text else "")
 
 
-def with_source_lines(e, binary):
+def with_source_lines(e, binary, num_cores: int | None = None):
     """`e` (an EmulatorFault or DeadlockError) naming the kernel's source line of each PC it
     names, from the binary's line table: `source` (file, line, col) on a fault, `sources` (one
-    per blocked module) on a deadlock, and the lines in the message."""
+    per blocked module) on a deadlock, and the lines in the message. A deadlock also gets the
+    cycle of waits (`deadlock.explain`; `num_cores` for `all_cores` programs): `cycle`, the
+    steps of one cycle of blocked modules each waiting on the next, and `unreleasable`, the
+    waits no running module can release."""
     if isinstance(e, DeadlockError):
         e.sources = [binary.source_of(prog, pc) for _m, prog, pc, _i, _w in e.waits]
         extra = [
@@ -157,12 +162,25 @@ def with_source_lines(e, binary):
             for (mod, _p, pc, _i, _w), loc in zip(e.waits, e.sources)
             if loc is not None
         ]
+
+        def at(program, pc):
+            loc = binary.source_of(program, pc)
+            return f" ({loc[0]}:{loc[1]}:{loc[2]})" if loc is not None else ""
+
+        cores = num_cores if num_cores is not None else binary.target.get("num_cores", 1)
+        e.cycle, e.unreleasable = deadlock.explain(binary, cores, e.waits)
+        extra += deadlock.describe(e.cycle, e.unreleasable, at)
     else:
         e.source = binary.source_of(e.program, e.pc)
         extra = [f"  at {_source_text(e.source)}"] if e.source is not None else []
     if extra:
         e.args = ("\n".join([str(e), *extra]),)
     return e
+
+
+def _arg_what(name: str, spec: TensorSpec, shape) -> str:
+    dims = ", ".join(str(d) for d in shape)
+    return f"argument {name!r} ([{dims}] {spec.dtype.name})"
 
 
 def check_access(binary, expected: list[str]) -> None:
@@ -287,6 +305,7 @@ def run_binary(
     )
     mem = emu.memory
     copies: list[tuple[np.ndarray, int]] = []
+    extents: dict[int, tuple[int, int, str]] = {}  # argument -> (address, bytes, name)
 
     def place(i, path, t, value):
         """-> (table value, shape) for one argument (recursively for tuples)."""
@@ -297,8 +316,13 @@ def run_binary(
             if layout.args[i].access == "read" and data.nbytes:
                 # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
                 # write it, and nothing writes the caller's array while the kernel runs.
-                return mem.map_read_only(data, name), tuple(arr.shape)
+                addr = mem.map_read_only(data, name)
+                if not path:
+                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
+                return addr, tuple(arr.shape)
             addr = mem.allocate(data.nbytes, name)
+            if not path:
+                extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
             if data.nbytes:
                 mem.write(addr, data)
             if layout.args[i].access in ("write", "readwrite"):
@@ -323,11 +347,15 @@ def run_binary(
         )
     table_addr = mem.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
+    for m in emu.modules:  # the extents the compiler recorded, on this run's allocations
+        rows = binary.bounds.get(m.program.name)
+        if rows:
+            m.bounds = resolve_bounds(rows, extents)
 
     try:
         result = emu.run(table_addr)
     except (EmulatorFault, DeadlockError) as e:
-        raise with_source_lines(e, binary) from None
+        raise with_source_lines(e, binary, model.num_cores) from None
 
     for arr, addr in copies:
         out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)

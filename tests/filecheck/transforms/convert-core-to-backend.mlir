@@ -40,7 +40,7 @@ builtin.module {
 // CHECK-NEXT:       %3 = backend.ld %0, 24 : (!backend.reg<r1>) -> !backend.reg
 // CHECK-NEXT:       %4 = backend.lsa core(0) sram, 0 : !backend.reg
 // CHECK-NEXT:       %5 = backend.muli %2, 512 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %4, %1, %5 notify core(0) sram queue 0 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       backend.dma %4, %1, %5 notify core(0) sram queue 0 {legato.bounds = {a = "sram 0+5120", b = "arg 0"}} : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       %6 = backend.lsa core(0) mpu_buffer, 0 : !backend.reg
 // CHECK-NEXT:       %7 = backend.li 65536 : !backend.reg
 // CHECK-NEXT:       backend.dma %6, %3, %7 notify core(0) mpu_buffer queue 0 : (!backend.reg, !backend.reg, !backend.reg) -> ()
@@ -59,9 +59,9 @@ builtin.module {
 // CHECK-NEXT:       %6 = backend.li 128 : !backend.reg
 // CHECK-NEXT:       backend.mpu_ldw %4, %5, %6 : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       %7 = backend.lsa sram, 5120 : !backend.reg
-// CHECK-NEXT:       backend.mpu_mm %7, %3, %1, bf16 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       backend.mpu_mm %7, %3, %1, bf16 {legato.bounds = {a = "sram 5120+2560", b = "sram 0+5120"}} : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       %8 = backend.muli %1, 256 : (!backend.reg) -> !backend.reg
-// CHECK-NEXT:       backend.dma %2, %7, %8 : (!backend.reg, !backend.reg, !backend.reg) -> ()
+// CHECK-NEXT:       backend.dma %2, %7, %8 {legato.bounds = {b = "sram 5120+2560"}} : (!backend.reg, !backend.reg, !backend.reg) -> ()
 // CHECK-NEXT:       backend.dmawait
 // CHECK-NEXT:       backend.halt
 // CHECK-NEXT:     }

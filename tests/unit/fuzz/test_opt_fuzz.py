@@ -2,6 +2,7 @@
 and lines, truncations. Whatever the input: exit status 0 or 1, never a Python traceback, never
 a hang (each run is bounded by an alarm)."""
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -68,7 +69,7 @@ def test_corpus_is_there():
 
 
 @settings(
-    max_examples=100,
+    max_examples=100 * int(os.environ.get("LEGATO_FUZZ_SCALE", "1")),  # larger: raise the scale
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

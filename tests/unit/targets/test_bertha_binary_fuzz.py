@@ -5,6 +5,8 @@ exception, never a hang), and only the untouched binary runs (and computes the r
 The reader covers every byte: section names and contents by the SHA-256 checksum, the ELF header,
 section headers and padding by the canonical-layout comparison (docs/binary.md)."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -85,7 +87,12 @@ def variants(draw):
     return bytes(data)
 
 
-@settings(max_examples=300, deadline=10_000, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300 * int(os.environ.get("LEGATO_FUZZ_SCALE", "1")),  # larger: raise the scale
+    deadline=10_000,
+    derandomize=True,  # seeded: the same cases every run
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(variant=variants())
 def test_random_corruptions_are_refused_or_harmless(original, variant):
     check_variant(variant, original)

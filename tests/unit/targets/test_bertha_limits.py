@@ -11,7 +11,6 @@ from bertha_helpers import run, tensor
 
 import legato
 from legato.errors import LegatoRuntimeError
-from legato.model import bertha
 from legato.targets.bertha import runtime
 from legato.targets.bertha.emulator import (
     CycleLimitError,
@@ -22,6 +21,7 @@ from legato.targets.bertha.emulator import (
 )
 from legato.targets.bertha.runtime import DEFAULT_LIMITS, Limits, resolve_limits
 from legato.types import i64
+from tests.corpus.one_core import double
 
 LOOP = (
     ".program top on top\n    halt\n.program c1 on core(1)\nL1:\n    addi r3, r3, 1\n    jmp L1\n"
@@ -125,22 +125,6 @@ def test_defaults_and_environment(monkeypatch):
 
 
 # ---- through the JIT ------------------------------------------------------------------------
-
-f32 = legato.types.float("float32")
-
-
-def one_core(ctx):
-    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
-
-
-@legato.compile(backend=one_core)
-def double(
-    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-):
-    device = legato.get_context().get_device()
-    with device.get_core(0):
-        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
 
 
 X = np.arange(32, dtype=np.float32).reshape(4, 8)

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 from bertha_helpers import build, tensor
 
-import legato
 from legato import jit
 from legato.errors import LegatoRuntimeError
-from legato.model import bertha
 from legato.targets.bertha import elf
 from legato.targets.bertha.elf import BinaryError, SignatureError, sign_binary, verify_signature
 from legato.targets.bertha.emulator import EmulatorFault
 from legato.targets.bertha.runtime import run_binary
 from legato.types import i64
+from tests.corpus.one_core import double
 
 # Writes 42 into its argument `a`, which the signature declares `read`.
 WRITES_INPUT = """\
@@ -150,22 +149,6 @@ def test_a_malformed_signature_section_is_refused(signed):
 
 
 # ---- through the JIT --------------------------------------------------------------------------
-
-f32 = legato.types.float("float32")
-
-
-def one_core(ctx):
-    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
-
-
-@legato.compile(backend=one_core)
-def double(
-    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
-):
-    device = legato.get_context().get_device()
-    with device.get_core(0):
-        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
 
 
 def test_the_jit_refuses_a_binary_whose_metadata_flips_an_input(tmp_path, monkeypatch):

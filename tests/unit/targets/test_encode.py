@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from legato.compiler import compile_kernel, emit_binary
+from legato.compiler import bounds_table, compile_kernel, emit_binary
 from legato.dialects import backend as be
 from legato.errors import CompileError
 from legato.interp.differential import parse_module
@@ -33,6 +33,7 @@ def test_binary_from_ops_equals_binary_from_reassembled_assembly(kernel):
         arg_layout(bk),
         compiler={"pipeline": pipelines.describe()},
         kernel=bk.sym_name.data,
+        bounds=bounds_table(bk),  # metadata of the ops, which the assembly text does not carry
     )
     assert art.binary == emit_binary(module, model) == reassembled
     encoded, parsed = be.encode(module), assemble(text)

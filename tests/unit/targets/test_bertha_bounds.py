@@ -1,0 +1,234 @@
+"""Runtime bounds (issue 17, item 2): an index or slice at a runtime offset past the end of an
+argument or buffer stops with the kernel's source line, the argument, its size and the bytes
+asked for, on the emulator and in the core and backend interpreters; it never reads or writes
+the neighbouring allocation (shared-DRAM arguments are packed, so without the check it would)."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_bertha_trust import edit_json
+
+import legato
+from legato.compiler import emit_binary, lower
+from legato.interp.differential import parse_module
+from legato.interp.errors import InterpError
+from legato.model import bertha
+from legato.model.targets import target_model
+from legato.targets.bertha import elf
+from legato.targets.bertha.arch.bounds import Extent
+from legato.targets.bertha.elf import BinaryError, read_elf
+from legato.targets.bertha.emulator import OutOfBoundsError
+from legato.targets.bertha.runtime import run_binary
+
+HERE = __file__
+f32 = legato.types.float("float32")
+
+
+def line_of(marker: str) -> int:
+    return next(i for i, t in enumerate(open(HERE).read().splitlines(), 1) if t.endswith(marker))
+
+
+def one_core(ctx):
+    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
+
+
+def tt(shape):
+    return legato.get_model().tensor_type(f32, shape, "shared_dram")
+
+
+@legato.compile(backend=one_core)
+def row_after(n: tt(((-1, 8), 32)), b: tt([32, 32]), after: tt([4, 32]), out: tt([1, 32])):
+    """out = b[n + 31]: in bounds for n = 0, one row past `b` (into `after`) for n = 1."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        c = n.size(0)
+        legato.tensor.memcpy(out, legato.tensor.load(b[c + 31 : c + 32, :]))  # READ
+
+
+@legato.compile(backend=one_core)
+def write_row(n: tt(((-1, 8), 32)), x: tt([1, 32]), out: tt([2, 32]), after: tt([4, 32])):
+    """out[n] = x: in bounds for n < 2, into `after` for n = 2."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        c = n.size(0)
+        legato.tensor.memcpy(out[c : c + 1, :], legato.tensor.load(x))  # WRITE
+
+
+def rows(n):
+    return torch.zeros(n, 32)
+
+
+def test_an_in_bounds_runtime_slice_reads_its_row():
+    b = torch.randn(32, 32)
+    out = torch.zeros(1, 32)
+    row_after(rows(0), b, torch.full((4, 32), 7.0), out)
+    assert torch.equal(out[0], b[31])
+
+
+def test_a_read_past_an_argument_stops_at_the_kernels_line():
+    b, after, out = torch.randn(32, 32), torch.full((4, 32), 7.0), torch.zeros(1, 32)
+    with pytest.raises(OutOfBoundsError) as ei:
+        row_after(rows(1), b, after, out)
+    e = ei.value
+    assert isinstance(e, legato.errors.LegatoRuntimeError)
+    msg = str(e)
+    # the argument, its size, the bytes asked for (row 32 of 128-byte rows), the source line
+    assert "reads bytes [4096, 4224) of argument 'b' ([32, 32] f32), which has 4096 bytes" in msg
+    assert e.what.startswith("argument 'b'") and e.size == 4096 and e.range == (4096, 4224)
+    assert e.source[:2] == (HERE, line_of("# READ"))
+    assert f"\n  at {HERE}:{line_of('# READ')}:" in msg
+    assert torch.equal(out, torch.zeros(1, 32))  # nothing of `after` reached the caller
+
+
+def test_a_write_past_an_argument_never_reaches_the_next_one():
+    x, out, after = torch.randn(1, 32), torch.zeros(2, 32), torch.full((4, 32), 7.0)
+    write_row(rows(1), x, out, after)
+    assert torch.equal(out[1], x[0]) and torch.equal(out[0], torch.zeros(32))
+    with pytest.raises(OutOfBoundsError, match=r"writes bytes \[256, 384\) of argument 'out'"):
+        write_row(rows(2), x, torch.zeros(2, 32), after)
+    assert torch.equal(after, torch.full((4, 32), 7.0))
+
+
+@pytest.mark.parametrize("level", ["core", "backend"])
+def test_the_interpreters_refuse_the_same_access(level):
+    b, after = torch.randn(32, 32), torch.full((4, 32), 7.0)
+    row_after.interpret(rows(0), b, after, out := torch.zeros(1, 32), level=level)
+    assert torch.equal(out[0], b[31])
+    with pytest.raises(InterpError, match=r"outside|out of bounds") as ei:
+        row_after.interpret(rows(1), b, after, torch.zeros(1, 32), level=level)
+    assert f"{HERE}:{line_of('# READ')}" in str(ei.value)
+    with pytest.raises(InterpError, match=r"outside|out of bounds"):
+        write_row.interpret(rows(2), torch.ones(1, 32), torch.zeros(2, 32), after, level=level)
+
+
+# -- .mlir level: a core module whose subview starts at the runtime end of a dynamic dim ------
+
+CORE_IR = """
+builtin.module {
+  core.kernel @past args [#core.arg<0, [?8, 4], f32, shared_dram, read>,
+                          #core.arg<1, [4, 4], f32, shared_dram, read>,
+                          #core.arg<2, [1, 4], f32, shared_dram, write>] {
+    core.program @core0 on core(0) {
+      %a = core.arg 0 : !core.buf<[?8, 4], f32, shared_dram>
+      %o = core.arg 2 : !core.buf<[1, 4], f32, shared_dram>
+      %n = core.dim %a, 0 : index
+      %c = arith.constant OFFSET : index
+      %r = arith.addi %n, %c : index
+      %v = core.subview %a [%r, 0] [1, 4] : !core.buf<[?8, 4], f32, shared_dram> -> !core.buf<[1, 4], f32, shared_dram>
+      core.dma %v to %o : !core.buf<[1, 4], f32, shared_dram>, !core.buf<[1, 4], f32, shared_dram>
+      core.dma_wait
+      core.end
+    }
+  }
+}
+"""
+
+
+def _core_module(offset: int):
+    return parse_module(CORE_IR.replace("OFFSET", str(offset)), "past")
+
+
+def _binary(offset: int) -> bytes:
+    module = _core_module(offset)
+    lower(module, target_model("bertha"), "backend")
+    return emit_binary(module, target_model("bertha"))
+
+
+def _args():
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)  # 2 of its 8 rows: 32 bytes
+    return [a, np.full((4, 4), 7.0, np.float32), np.zeros((1, 4), np.float32)]
+
+
+def test_a_core_module_reading_past_a_dynamic_dims_runtime_end_is_refused():
+    model = target_model("bertha")
+    args = _args()
+    run_binary(_binary(-1), model, args)
+    assert np.array_equal(args[2][0], args[0][1])  # row n - 1
+    binary = _binary(0)
+    # one bounded operand: the DMA's source (field b), within argument 0
+    (marks,) = read_elf(binary).bounds["core0"].values()
+    assert marks == {"b": Extent(arg=0)}
+    args = _args()
+    with pytest.raises(OutOfBoundsError, match=r"reads bytes \[32, 48\) of argument 'arg0'"):
+        run_binary(binary, model, args)
+    assert np.array_equal(args[2], np.zeros((1, 4), np.float32))
+
+
+@pytest.mark.parametrize("level", ["core", "backend"])
+def test_the_interpreters_refuse_it_at_the_mlir_level(level):
+    from legato.interp import api
+
+    model = target_model("bertha")
+    module = _core_module(0)
+    if level == "backend":
+        lower(module, model, "backend")
+    with pytest.raises(InterpError, match=r"out of bounds: reads bytes \[32, 48\) of argument"):
+        api.run(module, None, _args(), model)
+
+
+# -- the binary's `.legato.bounds` -----------------------------------------------------------
+
+
+def _sections(binary: bytes) -> dict[str, bytes]:
+    return {n: d for n, _t, _f, d in elf._raw_sections(binary)}
+
+
+def test_the_bounds_section_is_checked_by_the_reader():
+    binary = _binary(0)
+    table = json.loads(_sections(binary)[elf.BOUNDS_SECTION])
+    ((pc, field, ext),) = table["programs"]["core0"]
+    assert (field, ext) == ("b", {"arg": 0})
+    for bad, why in (
+        ([[999, "b", {"arg": 0}]], "no instruction 999"),
+        ([[pc, "c", {"arg": 0}]], "field 'c' of a dma instruction is not an address"),
+        ([[pc, "b", {"arg": 7}]], "argument 7 is not a tensor argument"),
+        ([[pc, "b", ["nowhere", 0, 8]]], "'nowhere' is not a core memory space"),
+        ([[pc, "b", {"arg": 0}], [pc, "b", {"arg": 1}]], "field 'b' given twice"),
+        ("rows", "rows not a list"),
+    ):
+
+        def fn(meta, bad=bad):
+            meta["programs"]["core0"] = bad
+
+        with pytest.raises(BinaryError, match=elf.BOUNDS_SECTION) as ei:
+            read_elf(edit_json(binary, elf.BOUNDS_SECTION, fn))
+        assert why in str(ei.value)
+
+
+def test_a_static_kernel_carries_no_bounds():
+    """Accesses at static offsets are proven in bounds at compile time: no section, no cost."""
+    from test_bertha_lines import double
+
+    binary = bytes(double.compile().binary)
+    assert elf.BOUNDS_SECTION not in _sections(binary)
+
+
+i64 = legato.types.int("int64")
+
+
+@legato.compile(backend=one_core)
+def lookup(
+    table: tt([8, 16]),
+    ids: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    after: tt([4, 16]),
+    out: tt([3, 16]),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        i = legato.tensor.load(ids, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(table, i))  # GATHER
+
+
+def test_a_gathered_id_past_the_table_is_refused():
+    table, after = torch.randn(8, 16), torch.full((4, 16), 7.0)
+    out = torch.zeros(3, 16)
+    lookup(table, torch.tensor([7, 0, 3]), after, out)
+    assert torch.equal(out, table[[7, 0, 3]])
+    for bad in (8, -1):
+        out = torch.zeros(3, 16)
+        with pytest.raises(OutOfBoundsError, match="of argument 'table'") as ei:
+            lookup(table, torch.tensor([1, bad, 2]), after, out)
+        assert ei.value.source[:2] == (HERE, line_of("# GATHER"))
+        assert not (out == 7.0).any()
