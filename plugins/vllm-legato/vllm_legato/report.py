@@ -31,6 +31,10 @@ class Step:
     requests: int | None
     decode: bool | None
     cycles: int
+    # the plugin's attention backend (vllm_legato.attention): its Legato kernels of the step
+    attn_cycles: int = 0
+    attn_dram_bytes: int = 0
+    kv_write_dram_bytes: int = 0
 
 
 @dataclass
@@ -47,6 +51,7 @@ class Report:
     clock_ghz: float | None = None
     graphs: list[GraphInfo] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    attention_backend: str | None = None  # the backend vLLM built the attention layers with
 
     # -- aggregates ----------------------------------------------------------------------
     def _served(self):
@@ -101,6 +106,7 @@ class Report:
             "clock_ghz": self.clock_ghz,
             "graphs": [asdict(g) for g in self.graphs],
             "steps": [asdict(s) for s in self.steps],
+            "attention_backend": self.attention_backend,
         }
 
     @staticmethod
@@ -110,6 +116,7 @@ class Report:
             d.get("clock_ghz"),
             [GraphInfo(**g) for g in d.get("graphs", [])],
             [Step(**s) for s in d.get("steps", [])],
+            d.get("attention_backend"),
         )
 
     def __str__(self) -> str:
@@ -117,7 +124,8 @@ class Report:
             (
                 f"vllm-legato on {self.device} ({self.clock_ghz} GHz): "
                 f"{len(self.graphs)} forward graph(s), {self.legato_kernels} Legato kernel(s) "
-                f"covering {self.legato_nodes} ATen node(s)"
+                f"covering {self.legato_nodes} ATen node(s); attention backend "
+                f"{self.attention_backend}"
             )
         ]
         if self.legato_ops():
@@ -130,8 +138,17 @@ class Report:
             )
         if self.vllm_ops():
             lines.append(
-                "  vLLM ops (extern; attention and the KV cache): "
+                "  vLLM ops (opaque to the graph; attention and the KV-cache write run as "
+                "Legato kernels of the LEGATO_ATTN backend): "
                 + ", ".join(f"{k} x{v}" for k, v in self.vllm_ops().items())
+            )
+        attn = [s for s in self.steps if s.attn_cycles]
+        if attn:
+            lines.append(
+                f"  attention on Legato in {len(attn)} step(s): "
+                f"{sum(s.attn_cycles for s in attn) / len(attn):.0f} cycles and "
+                f"{sum(s.attn_dram_bytes for s in attn) / len(attn):.0f} DRAM bytes per step "
+                f"(KV-cache writes {sum(s.kv_write_dram_bytes for s in attn) / len(attn):.0f})"
             )
         served = self._served()
         lines.append(f"  steps: {len(self.steps)} ({len(served)} serving requests)")
@@ -232,13 +249,17 @@ def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None 
     def total_cycles():
         return sum(k.total_cycles for s in graphs for k in s.kernels)
 
+    from vllm_legato.attention import STATS
+
     def run(*args):
         before = total_cycles()
+        a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes)
         out = compiled(*args)
-        cycles = total_cycles() - before
+        attn = (STATS.cycles - a0[0], STATS.dram_bytes - a0[1], STATS.write_dram_bytes - a0[2])
+        cycles = total_cycles() - before + attn[0]
         reqs, decode = _step_shape()
         with _lock:
-            rep.steps.append(Step(info.index, _num_tokens(args), reqs, decode, cycles))
+            rep.steps.append(Step(info.index, _num_tokens(args), reqs, decode, cycles, *attn))
             _write(rep, path)
         return out
 
