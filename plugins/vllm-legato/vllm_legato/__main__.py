@@ -61,8 +61,9 @@ def main(argv=None) -> int:
     p.add_argument(
         "--max-num-batched-tokens",
         type=int,
-        default=40,
-        help="vLLM's token budget per step = the bound of Legato's dynamic dims",
+        action="append",
+        help="vLLM's token budget per step = the bound of Legato's dynamic dims (default, or "
+        "0: vLLM's own); repeatable: the i-th applies to the i-th --dtype, the last to the rest",
     )
     p.add_argument("--max-model-len", type=int, default=128)
     p.add_argument("--kv-cache-mib", type=int, default=64)
@@ -96,8 +97,16 @@ def main(argv=None) -> int:
     model = a.model or a.tiny
     report_dir = os.environ.get("LEGATO_VLLM_REPORT_DIR") or tempfile.mkdtemp(prefix="vllm-legato-")
 
+    import torch
     import vllm
     from vllm import LLM, SamplingParams
+
+    # vLLM's CPU attention kernels use AMX tiles without asking Linux for them (torch asks
+    # only when it runs a bf16 matmul itself): stock vLLM died of SIGILL when its first bf16
+    # step was a one-token prompt's. Ask up front, on every platform (vllm_legato.compile does
+    # the same for Bertha's workers).
+    if hasattr(torch._C, "_cpu") and hasattr(torch._C._cpu, "_init_amx"):
+        torch._C._cpu._init_amx()
     from vllm.platforms import current_platform
 
     import vllm_legato
@@ -111,7 +120,9 @@ def main(argv=None) -> int:
         logprobs=a.logprobs or None,
     )
     result = {"platform": type(current_platform).__name__, "vllm": vllm.__version__, "runs": []}
-    for dtype in a.dtype or ["bfloat16"]:
+    for i, dtype in enumerate(a.dtype or ["bfloat16"]):
+        budgets = a.max_num_batched_tokens or [0]
+        budget = budgets[min(i, len(budgets) - 1)]
         # one report per engine: the worker (this or a child process) writes it there
         report_path = os.path.join(report_dir, f"report-{dtype}.json")
         os.environ["LEGATO_VLLM_REPORT"] = report_path
@@ -119,7 +130,7 @@ def main(argv=None) -> int:
             model=model,
             dtype=dtype,
             max_model_len=a.max_model_len,
-            max_num_batched_tokens=a.max_num_batched_tokens,
+            **({"max_num_batched_tokens": budget} if budget else {}),
             max_num_seqs=len(prompts),
             enforce_eager=a.enforce_eager,
             seed=0,
