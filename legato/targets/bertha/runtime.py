@@ -225,6 +225,7 @@ def run_binary(
     key: bytes | None = None,
     expected_access: list[str] | None = None,
     limits: Limits | None = None,
+    map_written: bool = False,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
@@ -233,7 +234,11 @@ def run_binary(
     argument in the kernel's own signature; a binary whose metadata says otherwise is refused
     (BinaryError) before anything runs. `limits`: the run's bounds (default
     `resolve_limits()`: the environment, else `DEFAULT_LIMITS`); past one, the run ends in a
-    `LimitError` (a LegatoRuntimeError) naming the bound, its value, the module and the PC."""
+    `LimitError` (a LegatoRuntimeError) naming the bound, its value, the module and the PC.
+    `map_written`: an argument the kernel writes that is a C-contiguous, writeable array is
+    mapped (the kernel writes the caller's memory in place; a run that fails may leave it
+    partly written) instead of copied in and back: for a large tensor a kernel updates in a few
+    places, such as a paged KV cache."""
     binary = load_binary(binary_bytes, model, key)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
@@ -298,6 +303,14 @@ def run_binary(
                 # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
                 # write it, and nothing writes the caller's array while the kernel runs.
                 return mem.map_read_only(data, name), tuple(arr.shape)
+            if (
+                map_written
+                and data is arr
+                and data.nbytes
+                and data.flags.writeable
+                and layout.args[i].access in ("write", "readwrite")
+            ):
+                return mem.map_writable(data, name), tuple(arr.shape)
             addr = mem.allocate(data.nbytes, name)
             if data.nbytes:
                 mem.write(addr, data)

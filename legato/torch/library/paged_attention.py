@@ -154,4 +154,6 @@ def _build(shape: PagedShape):
                     rows = legato.tensor.cat(outs, 1)  # [ql, Hq * D]
                 legato.tensor.scatter(out, tok, rows)
 
+    # the cache is written in a few rows per step: mapped into the emulator, never copied
+    kv_cache_write.map_written = True
     return kv_cache_write, paged_attention

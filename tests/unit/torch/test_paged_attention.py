@@ -122,6 +122,25 @@ def test_paged_attention_matches_torch(dtype):
     assert run.cycles > 0 and run.mac_count > 0
 
 
+def test_kv_write_updates_the_cache_in_place(monkeypatch):
+    """The write kernel maps the cache into the emulator (`Kernel.map_written`): no emulator
+    allocation the size of the cache is made to copy it in and back (and run_step checks the
+    whole cache after the write, untouched rows included)."""
+    from legato.targets.bertha import emulator
+
+    copied = []
+    real = emulator.Memory.allocate
+
+    def allocate(self, size, name):
+        copied.append((name, size))
+        return real(self, size, name)
+
+    monkeypatch.setattr(emulator.Memory, "allocate", allocate)
+    out, ref, run, _, _ = run_step(torch.float32, num_blocks=96)
+    cache_bytes = 96 * BS * HKV * 2 * D * 4
+    assert all(size < cache_bytes for _, size in copied), copied
+
+
 def test_dram_traffic_is_the_blocks_read_not_the_cache():
     """No copy of the cache: a cache 8x larger moves the same DRAM bytes, and the attention
     reads about the blocks of its requests (K and V of every block, once per request)."""
