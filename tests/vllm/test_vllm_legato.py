@@ -217,3 +217,22 @@ def test_vllm_default_scheduler_settings(served):
     (bound,) = {g.bound for g in rep.graphs}
     assert bound >= 512, bound
     assert any(s.tokens == PROMPT_TOKENS and s.requests == 8 for s in rep.steps), rep.steps
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_report_share_of_work_on_legato(served, dtype):
+    """Every served step has its DRAM bytes and MACs on Legato (measured) and on the host
+    (estimated: extern nodes and the LM head); the report prints the mean share per step."""
+    rep, text = _report(served, dtype)
+    steps = [s for s in rep.steps if s.requests]
+    assert all(s.legato_dram_bytes >= s.attn_dram_bytes > 0 for s in steps), steps
+    assert all(s.legato_macs > 0 and s.host_dram_bytes > 0 and s.host_macs > 0 for s in steps)
+    for decode in (True, False):
+        for what in ("dram_bytes", "macs"):
+            assert 0.0 < rep.share(what, decode) < 1.0, (what, decode)
+    assert "share on Legato per decode step" in text
+    print(
+        f"{dtype}: on Legato per decode step: DRAM bytes {rep.share('dram_bytes', True):.1%}, "
+        f"MACs {rep.share('macs', True):.1%}; per prefill step: "
+        f"{rep.share('dram_bytes', False):.1%}, {rep.share('macs', False):.1%}"
+    )

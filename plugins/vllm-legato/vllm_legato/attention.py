@@ -36,7 +36,7 @@ from vllm.v1.attention.backend import (
 from vllm.v1.kv_cache_interface import AttentionSpec, KVCacheLayout
 
 from legato.torch.library import paged_attention as pa
-from vllm_legato import report
+from vllm_legato import report, work
 
 BACKEND_PATH = "vllm_legato.attention.LegatoAttentionBackend"
 BACKEND_NAME = "LEGATO_ATTN"
@@ -231,6 +231,7 @@ class LegatoAttentionImpl(AttentionImpl):
         self.max_requests = int(cfg.scheduler_config.max_num_seqs)
         self.device = BerthaPlatform.legato_device
         report.current().attention_backend = BACKEND_NAME
+        work.set_lm_head(cfg)
 
     def _shape(self, kv_cache: torch.Tensor, q_len: int, blocks: int) -> pa.PagedShape:
         nb, _, bs, _ = kv_cache.shape  # logical [B, H, N, C]

@@ -35,6 +35,11 @@ class Step:
     attn_cycles: int = 0
     attn_dram_bytes: int = 0
     kv_write_dram_bytes: int = 0
+    # the step's work (vllm_legato.work): on Legato measured, on the host estimated
+    legato_dram_bytes: int = 0
+    legato_macs: int = 0
+    host_dram_bytes: int = 0
+    host_macs: int = 0
 
 
 @dataclass
@@ -96,6 +101,19 @@ class Report:
             return None
         return sum(s.cycles for s in steps) / sum(s.requests for s in steps)
 
+    def share(self, what: str, decode: bool) -> float:
+        """Mean over the served decode (or other) steps of the share of the step's `what`
+        ("dram_bytes" or "macs") that ran on Legato."""
+        from vllm_legato.work import share
+
+        vals = [
+            share(getattr(s, f"legato_{what}"), getattr(s, f"host_{what}"))
+            for s in self._served()
+            if bool(s.decode) == decode
+        ]
+        vals = [v for v in vals if v == v]
+        return sum(vals) / len(vals) if vals else float("nan")
+
     def us_per_token(self, decode_only: bool = True) -> float | None:
         c = self.cycles_per_token(decode_only)
         return None if c is None or not self.clock_ghz else c / (self.clock_ghz * 1e3)
@@ -142,6 +160,14 @@ class Report:
                 "Legato kernels of the LEGATO_ATTN backend): "
                 + ", ".join(f"{k} x{v}" for k, v in self.vllm_ops().items())
             )
+        for decode, what in ((True, "decode"), (False, "prefill / mixed")):
+            sel = [s for s in self._served() if bool(s.decode) == decode]
+            if sel and any(s.legato_dram_bytes + s.host_dram_bytes for s in sel):
+                lines.append(
+                    f"  share on Legato per {what} step (mean of {len(sel)}): DRAM bytes "
+                    f"{self.share('dram_bytes', decode):.1%}, MACs {self.share('macs', decode):.1%}"
+                    " (the rest: the extern nodes above and the LM head, on the host)"
+                )
         attn = [s for s in self.steps if s.attn_cycles]
         if attn:
             lines.append(
@@ -231,9 +257,18 @@ def _num_tokens(args) -> int:
     return 0
 
 
-def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None = None):
-    """Wrap a compiled forward: record its placement now and a `Step` per call."""
+def instrument(
+    compiled,
+    graphs,
+    device: str,
+    bound: int,
+    vllm_ops: dict | None = None,
+    gm=None,
+):
+    """Wrap a compiled forward: record its placement now and a `Step` per call. `gm`: the
+    partitioned graph (its kernel modules and host nodes give the step's work)."""
     from legato.model.bertha import _EVT0, _EVT1
+    from vllm_legato import work
 
     path = os.environ.get(REPORT_ENV)
     rep = current()
@@ -251,15 +286,32 @@ def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None 
 
     from vllm_legato.attention import STATS
 
+    mods = work.kernel_modules(gm) if gm is not None else []
+    host = work.host_nodes(gm) if gm is not None else []
+
     def run(*args):
         before = total_cycles()
-        a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes)
+        calls = [m.info.calls for m in mods]
+        a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes, STATS.macs)
         out = compiled(*args)
         attn = (STATS.cycles - a0[0], STATS.dram_bytes - a0[1], STATS.write_dram_bytes - a0[2])
         cycles = total_cycles() - before + attn[0]
         reqs, decode = _step_shape()
+        tokens = _num_tokens(args)
+        lb, lm = attn[1], STATS.macs - a0[3]
+        for m, c in zip(mods, calls):
+            if m.info.calls > c and m.kernel.last_run is not None:
+                lb += int(sum(m.kernel.last_run.dram_bytes_per_channel))
+                lm += int(m.kernel.last_run.mac_count)
+        hb = hm = 0
+        if gm is not None:
+            for n in host:
+                b, mm = work.node_work(n, tokens)
+                hb, hm = hb + b, hm + mm
+            b, mm = work.lm_head_work(reqs or 0)
+            hb, hm = hb + b, hm + mm
         with _lock:
-            rep.steps.append(Step(info.index, _num_tokens(args), reqs, decode, cycles, *attn))
+            rep.steps.append(Step(info.index, tokens, reqs, decode, cycles, *attn, lb, lm, hb, hm))
             _write(rep, path)
         return out
 
