@@ -134,6 +134,12 @@ _OTHER = {
         "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding); "
         "`wrap=True`: a negative index counts from the end (torch's `x[idx]`)",
     ),
+    "scatter": (
+        "(table, indices, rows)",
+        "write `rows` (core memory) into the rows of `table` (any memory, e.g. a paged KV cache "
+        "in shared_dram) selected by the i64 `indices`: `table[indices] = rows` in place, one "
+        "DMA per row (torch's index_copy_ along dim 0; the inverse of gather)",
+    ),
 }
 
 for _name in _ELEMENTWISE_BINARY:

@@ -2466,6 +2466,74 @@ class GatherOp(IRDLOperation):
         _check_result(self, r, expected)
 
 
+def verify_scatter(table: TensorType, indices: TensorType, rows: TensorType) -> None:
+    """Raise VerifyException unless `rows` fits `table[indices] = rows` (torch's `index_copy_`
+    along dim 0): i64 indices, rows of dims indices.dims + table.dims[1:], one element type."""
+    if table.rank < 1:
+        raise VerifyException("legato.scatter: the table needs at least one dim (its rows)")
+    if indices.dtype.name not in GATHER_INDEX_TYPES:
+        raise VerifyException(
+            f"legato.scatter: indices must be {' or '.join(GATHER_INDEX_TYPES)} (the core reads "
+            f"each with one 8-byte load), got {indices.dtype.name}"
+        )
+    if rows.element_type != table.element_type:
+        raise VerifyException(
+            f"legato.scatter: rows of {rows.element_type} into a table of {table.element_type}; "
+            "insert a legato.cast"
+        )
+    want = (*indices.dims, *table.dims[1:])
+    ok = rows.rank == len(want) and all(
+        r == w or ((r.is_dynamic or w.is_dynamic) and r.bound <= w.bound)
+        for r, w in zip(rows.dims, want)
+    )
+    if not ok:
+        raise VerifyException(
+            f"legato.scatter: rows {rows.dims_str()} do not match indices {indices.dims_str()} "
+            f"followed by the table's row dims {table.dims_str()}[1:]"
+        )
+
+
+@irdl_op_definition
+class ScatterOp(IRDLOperation):
+    """`legato.scatter %table, %indices, %rows : Tt, Ti, Tr`: `table[indices[i...]] =
+    rows[i...]` (torch's `index_copy_(0, indices, rows)`; the inverse of `legato.gather`):
+    each i64 index selects a row of `table` (any memory, e.g. a paged KV cache in shared DRAM,
+    written in place with one DMA per row); `rows` and `indices` are in core memory. Every
+    index must lie in `[0, rows)` (out of range faults); with repeated indices the last write
+    wins only if the rows are equal (the DMAs are not ordered).
+    Builder: `ScatterOp(table, indices, rows)`."""
+
+    name = "legato.scatter"
+
+    table = operand_def(TensorType)
+    indices = operand_def(TensorType)
+    rows = operand_def(TensorType)
+
+    assembly_format = (
+        "$table `,` $indices `,` $rows attr-dict `:` type($table) `,` type($indices) `,` "
+        "type($rows)"
+    )
+
+    def __init__(
+        self,
+        table: SSAValue | Operation,
+        indices: SSAValue | Operation,
+        rows: SSAValue | Operation,
+    ):
+        super().__init__(operands=[table, indices, rows])
+
+    def verify_(self) -> None:
+        t, i, r = self.table.type, self.indices.type, self.rows.type
+        assert isinstance(t, TensorType) and isinstance(i, TensorType) and isinstance(r, TensorType)
+        if t.space == "mpu_weight":
+            raise VerifyException("legato.scatter: the table cannot be an MPU weight")
+        for what, v in (("indices", i), ("rows", r)):
+            verify_memory_space(
+                v.space, f"legato.scatter {what}", [s for s in CORE_SPACES if s != "mpu_weight"]
+            )
+        verify_scatter(t, i, r)
+
+
 Legato = Dialect(
     "legato",
     [
@@ -2500,6 +2568,7 @@ Legato = Dialect(
         WaitOp,
         WhereOp,
         GatherOp,
+        ScatterOp,
     ],
     [TensorType, ContextAttr],
 )

@@ -1387,6 +1387,18 @@ class CodeGenerator(RuntimeCodegen):
             )
         return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap)
 
+    def _op_scatter(self, node: ast.Call):
+        self.require_region(node, "scatter")
+        b = self.bind_op_args(node, "scatter")
+        table = self.tensor_arg(b, "table", "scatter")
+        indices = self.tensor_arg(b, "indices", "scatter")
+        rows = self.tensor_arg(b, "rows", "scatter")
+        try:
+            L.verify_scatter(table.ssa.type, indices.ssa.type, rows.ssa.type)
+        except VerifyException as e:
+            raise self.error(node, str(e)) from None
+        self.emit(L.ScatterOp(table.ssa, indices.ssa, rows.ssa), node)
+
     def __getattr__(self, name: str):
         # `_op_add`, `_op_exp`, ...: the elementwise ops share two implementations.
         if name.startswith("_op_"):

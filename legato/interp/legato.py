@@ -354,6 +354,19 @@ class LegatoFunctions(InterpreterFunctions):
             )
         return (np.ascontiguousarray(table[idx]),)
 
+    @impl(L.ScatterOp)
+    def run_scatter(self, interpreter, op: L.ScatterOp, args):
+        table, idx, rows = args
+        n = table.shape[0]
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            raise InterpError(
+                f"legato.scatter: index {int(idx[bad].flat[0])} is outside the table's {n} rows",
+                op,
+            )
+        table[idx.reshape(-1)] = rows.reshape((-1, *table.shape[1:]))
+        return ()
+
     @impl(L.CastOp)
     def run_cast(self, interpreter, op: L.CastOp, args):
         return (semantics.cast(args[0], np_dtype(op.result.type.element_type)),)

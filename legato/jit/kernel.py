@@ -65,6 +65,10 @@ class Kernel:
         self.last_run = None
         self.last_artifacts = None
         self.last_key: str | None = None
+        # arguments the kernel writes are mapped into the emulator, not copied in and back
+        # (`runtime.run_binary(map_written=)`): set it for kernels that update a large tensor
+        # in a few places (a paged KV cache)
+        self.map_written = False
 
     def __repr__(self) -> str:
         return f"<legato.Kernel {self.name} at {self.where}>"
@@ -309,6 +313,7 @@ class Kernel:
                 # what the compiler recorded, not the binary's metadata: written back are only
                 # the arguments the kernel itself writes
                 expected_access=getattr(artifacts, "arg_access", None),
+                map_written=self.map_written,
                 limits=runtime.resolve_limits(
                     *(
                         (sess.time_limit, sess.cycle_limit, sess.memory_limit)

@@ -399,6 +399,40 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     return out
 
 
+def scatter(L: LoweringState, prog: ProgramState, op: lg.ScatterOp) -> None:
+    """`gather` the other way: a runtime loop over the indices, each read into a register
+    (`core.load_index`), its row DMA'd from `rows` into the table; one wait after the loop (the
+    table may be read back by a later gather of this program)."""
+    if prog.ctx.is_top:
+        raise error_at(op, "legato.scatter runs in a core context, not on top")
+    table = L.lookup(prog, op.table, op)
+    L.note_access(op.table, "write")
+    idx = local(L, prog, op.indices, op, "index tensor")
+    rows = local(L, prog, op.rows, op, "rows")
+    L.note_access(op.rows, "read")
+    row = dimsb(table)[1:]
+    n = prod(prog, dimsb(idx), op)
+    rows2 = view(prog, rows, [n] + row, op)
+    idx1 = view(prog, idx, [n], op)
+    zeros = [0] * len(row)
+    block = Block(arg_types=[IndexType()])
+    i = block.args[0]
+    i.name_hint = "row"
+    with prog.building(block):
+        rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+        src = subview(prog, rows2, [i, *zeros], [(1, 1), *row], op)
+        dst = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
+        prog.emit(core.DmaOp(src.value, dst.value), op)
+    y = scf.YieldOp()
+    y.location = op.location
+    block.add_op(y)
+    lb, step = index_const(prog, 0, op), index_const(prog, 1, op)
+    ub = n[0] if not isinstance(n[0], int) else index_const(prog, n[0], op)
+    prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
+    prog.emit(core.DmaWaitOp(), op)
+    prog.issued_dma = True
+
+
 # -- transposes and reductions -----------------------------------------------------------------
 
 
@@ -682,6 +716,13 @@ class LowerGather(TensorOpPattern):
         self.rewrite(op, rewriter)
 
 
+class LowerScatter(LoweringPattern):
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.ScatterOp, rewriter: PatternRewriter) -> None:
+        scatter(self.state, self.state.begin(op, rewriter), op)
+        rewriter.erase(op)
+
+
 class LowerReduction(TensorOpPattern):
     lower = staticmethod(reduce)
 
@@ -733,6 +774,7 @@ def tensor_patterns(state: LoweringState) -> list[RewritePattern]:
         LowerBroadcastTo(state),
         LowerWhere(state),
         LowerGather(state),
+        LowerScatter(state),
         LowerReduction(state),
         LowerTranspose(state),
         LowerCat(state),

@@ -200,6 +200,16 @@ class Memory(PhysicalMemory):
         except MapError as e:
             raise EmulatorError(str(e)) from None
 
+    def map_writable(self, data: np.ndarray, name: str) -> int:
+        """A new shared-DRAM allocation over the bytes of `data` (a C-contiguous, writeable
+        array, not copied): the kernel's writes land in the caller's memory as they happen.
+        Returns its address."""
+        flat = data.reshape(-1).view(np.uint8)
+        try:
+            return super().allocate(flat.size, name, data=flat)
+        except MapError as e:
+            raise EmulatorError(str(e)) from None
+
     classify = staticmethod(classify)
 
 

@@ -243,6 +243,7 @@ def run_binary(
     key: bytes | None = None,
     expected_access: list[str] | None = None,
     limits: Limits | None = None,
+    map_written: bool = False,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
@@ -251,7 +252,11 @@ def run_binary(
     argument in the kernel's own signature; a binary whose metadata says otherwise is refused
     (BinaryError) before anything runs. `limits`: the run's bounds (default
     `resolve_limits()`: the environment, else `DEFAULT_LIMITS`); past one, the run ends in a
-    `LimitError` (a LegatoRuntimeError) naming the bound, its value, the module and the PC."""
+    `LimitError` (a LegatoRuntimeError) naming the bound, its value, the module and the PC.
+    `map_written`: an argument the kernel writes that is a C-contiguous, writeable array is
+    mapped (the kernel writes the caller's memory in place; a run that fails may leave it
+    partly written) instead of copied in and back: for a large tensor a kernel updates in a few
+    places, such as a paged KV cache."""
     binary = load_binary(binary_bytes, model, key)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
@@ -317,6 +322,17 @@ def run_binary(
                 # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
                 # write it, and nothing writes the caller's array while the kernel runs.
                 addr = mem.map_read_only(data, name)
+                if not path:
+                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
+                return addr, tuple(arr.shape)
+            if (
+                map_written
+                and data is arr
+                and data.nbytes
+                and data.flags.writeable
+                and layout.args[i].access in ("write", "readwrite")
+            ):
+                addr = mem.map_writable(data, name)
                 if not path:
                     extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
                 return addr, tuple(arr.shape)

@@ -70,6 +70,7 @@ def legato_vllm_backend(gm: torch.fx.GraphModule, example_inputs):
 
     from legato.torch import summaries
     from legato.torch.backend import legato_backend
+    from legato.torch.wrapper import last_wrapper
     from vllm_legato.platform import TOKEN_BOUND_ENV, BerthaPlatform
     from vllm_legato.report import instrument
 
@@ -94,7 +95,17 @@ def legato_vllm_backend(gm: torch.fx.GraphModule, example_inputs):
     n_before = len(summaries())
     compiled = legato_backend(gm, example_inputs, options=_options(device))
     graphs = summaries()[n_before:]
-    return instrument(compiled, graphs, device, bound, vllm_ops)
+    # the partitioned graph (one ATen graph per forward): its kernels and host nodes give
+    # each step's work on Legato and on the host (vllm_legato.work)
+    wrapper = last_wrapper() if len(graphs) == 1 else None
+    return instrument(
+        compiled,
+        graphs,
+        device,
+        bound,
+        vllm_ops,
+        gm=wrapper.gm if wrapper is not None else None,
+    )
 
 
 def _vllm_ops(gm: torch.fx.GraphModule) -> dict[str, int]:

@@ -39,6 +39,22 @@ class BerthaPlatform(CpuPlatform):
         return f"{cls.legato_device} (Legato, emulated)"
 
     @classmethod
+    def get_attn_backend_cls(
+        cls, selected_backend, attn_selector_config, num_heads: int | None = None
+    ) -> str:
+        """Legato's paged attention (`vllm_legato.attention`) for decoder attention; MLA and
+        sparse attention stay with the CPU platform's backends."""
+        from vllm_legato.attention import BACKEND_PATH
+
+        if attn_selector_config.use_mla or attn_selector_config.use_sparse:
+            return super().get_attn_backend_cls(selected_backend, attn_selector_config, num_heads)
+        if selected_backend is not None and getattr(selected_backend, "name", "") != "CUSTOM":
+            logger.info(
+                "Bertha platform: attention backend %s replaced by LEGATO_ATTN", selected_backend
+            )
+        return BACKEND_PATH
+
+    @classmethod
     def check_and_update_config(cls, vllm_config) -> None:
         from vllm.config import CompilationMode
 

@@ -31,6 +31,15 @@ class Step:
     requests: int | None
     decode: bool | None
     cycles: int
+    # the plugin's attention backend (vllm_legato.attention): its Legato kernels of the step
+    attn_cycles: int = 0
+    attn_dram_bytes: int = 0
+    kv_write_dram_bytes: int = 0
+    # the step's work (vllm_legato.work): on Legato measured, on the host estimated
+    legato_dram_bytes: int = 0
+    legato_macs: int = 0
+    host_dram_bytes: int = 0
+    host_macs: int = 0
 
 
 @dataclass
@@ -47,6 +56,7 @@ class Report:
     clock_ghz: float | None = None
     graphs: list[GraphInfo] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
+    attention_backend: str | None = None  # the backend vLLM built the attention layers with
 
     # -- aggregates ----------------------------------------------------------------------
     def _served(self):
@@ -91,6 +101,19 @@ class Report:
             return None
         return sum(s.cycles for s in steps) / sum(s.requests for s in steps)
 
+    def share(self, what: str, decode: bool) -> float:
+        """Mean over the served decode (or other) steps of the share of the step's `what`
+        ("dram_bytes" or "macs") that ran on Legato."""
+        from vllm_legato.work import share
+
+        vals = [
+            share(getattr(s, f"legato_{what}"), getattr(s, f"host_{what}"))
+            for s in self._served()
+            if bool(s.decode) == decode
+        ]
+        vals = [v for v in vals if v == v]
+        return sum(vals) / len(vals) if vals else float("nan")
+
     def us_per_token(self, decode_only: bool = True) -> float | None:
         c = self.cycles_per_token(decode_only)
         return None if c is None or not self.clock_ghz else c / (self.clock_ghz * 1e3)
@@ -101,6 +124,7 @@ class Report:
             "clock_ghz": self.clock_ghz,
             "graphs": [asdict(g) for g in self.graphs],
             "steps": [asdict(s) for s in self.steps],
+            "attention_backend": self.attention_backend,
         }
 
     @staticmethod
@@ -110,6 +134,7 @@ class Report:
             d.get("clock_ghz"),
             [GraphInfo(**g) for g in d.get("graphs", [])],
             [Step(**s) for s in d.get("steps", [])],
+            d.get("attention_backend"),
         )
 
     def __str__(self) -> str:
@@ -117,7 +142,8 @@ class Report:
             (
                 f"vllm-legato on {self.device} ({self.clock_ghz} GHz): "
                 f"{len(self.graphs)} forward graph(s), {self.legato_kernels} Legato kernel(s) "
-                f"covering {self.legato_nodes} ATen node(s)"
+                f"covering {self.legato_nodes} ATen node(s); attention backend "
+                f"{self.attention_backend}"
             )
         ]
         if self.legato_ops():
@@ -130,8 +156,25 @@ class Report:
             )
         if self.vllm_ops():
             lines.append(
-                "  vLLM ops (extern; attention and the KV cache): "
+                "  vLLM ops (opaque to the graph; attention and the KV-cache write run as "
+                "Legato kernels of the LEGATO_ATTN backend): "
                 + ", ".join(f"{k} x{v}" for k, v in self.vllm_ops().items())
+            )
+        for decode, what in ((True, "decode"), (False, "prefill / mixed")):
+            sel = [s for s in self._served() if bool(s.decode) == decode]
+            if sel and any(s.legato_dram_bytes + s.host_dram_bytes for s in sel):
+                lines.append(
+                    f"  share on Legato per {what} step (mean of {len(sel)}): DRAM bytes "
+                    f"{self.share('dram_bytes', decode):.1%}, MACs {self.share('macs', decode):.1%}"
+                    " (the rest: the extern nodes above and the LM head, on the host)"
+                )
+        attn = [s for s in self.steps if s.attn_cycles]
+        if attn:
+            lines.append(
+                f"  attention on Legato in {len(attn)} step(s): "
+                f"{sum(s.attn_cycles for s in attn) / len(attn):.0f} cycles and "
+                f"{sum(s.attn_dram_bytes for s in attn) / len(attn):.0f} DRAM bytes per step "
+                f"(KV-cache writes {sum(s.kv_write_dram_bytes for s in attn) / len(attn):.0f})"
             )
         served = self._served()
         lines.append(f"  steps: {len(self.steps)} ({len(served)} serving requests)")
@@ -214,9 +257,18 @@ def _num_tokens(args) -> int:
     return 0
 
 
-def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None = None):
-    """Wrap a compiled forward: record its placement now and a `Step` per call."""
+def instrument(
+    compiled,
+    graphs,
+    device: str,
+    bound: int,
+    vllm_ops: dict | None = None,
+    gm=None,
+):
+    """Wrap a compiled forward: record its placement now and a `Step` per call. `gm`: the
+    partitioned graph (its kernel modules and host nodes give the step's work)."""
     from legato.model.bertha import _EVT0, _EVT1
+    from vllm_legato import work
 
     path = os.environ.get(REPORT_ENV)
     rep = current()
@@ -232,13 +284,34 @@ def instrument(compiled, graphs, device: str, bound: int, vllm_ops: dict | None 
     def total_cycles():
         return sum(k.total_cycles for s in graphs for k in s.kernels)
 
+    from vllm_legato.attention import STATS
+
+    mods = work.kernel_modules(gm) if gm is not None else []
+    host = work.host_nodes(gm) if gm is not None else []
+
     def run(*args):
         before = total_cycles()
+        calls = [m.info.calls for m in mods]
+        a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes, STATS.macs)
         out = compiled(*args)
-        cycles = total_cycles() - before
+        attn = (STATS.cycles - a0[0], STATS.dram_bytes - a0[1], STATS.write_dram_bytes - a0[2])
+        cycles = total_cycles() - before + attn[0]
         reqs, decode = _step_shape()
+        tokens = _num_tokens(args)
+        lb, lm = attn[1], STATS.macs - a0[3]
+        for m, c in zip(mods, calls):
+            if m.info.calls > c and m.kernel.last_run is not None:
+                lb += int(sum(m.kernel.last_run.dram_bytes_per_channel))
+                lm += int(m.kernel.last_run.mac_count)
+        hb = hm = 0
+        if gm is not None:
+            for n in host:
+                b, mm = work.node_work(n, tokens)
+                hb, hm = hb + b, hm + mm
+            b, mm = work.lm_head_work(reqs or 0)
+            hb, hm = hb + b, hm + mm
         with _lock:
-            rep.steps.append(Step(info.index, _num_tokens(args), reqs, decode, cycles))
+            rep.steps.append(Step(info.index, tokens, reqs, decode, cycles, *attn, lb, lm, hb, hm))
             _write(rep, path)
         return out
 

@@ -566,3 +566,36 @@ legato.kernel @k(%a : !legato.tensor<[4], i32, sram>) {
   }
   legato.return
 }
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i32, sram>, %r : !legato.tensor<[4, 8], f32, sram>) {
+  legato.on core(0) {
+    // expected-error @+1 {{legato.scatter: indices must be i64 (the core reads each with one 8-byte load), got i32}}
+    legato.scatter %t, %i, %r : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i32, sram>, !legato.tensor<[4, 8], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, sram>, %r : !legato.tensor<[4, 16], f32, sram>) {
+  legato.on core(0) {
+    // expected-error @+1 {{legato.scatter: rows [4, 16] do not match indices [4] followed by the table's row dims [16, 8][1:]}}
+    legato.scatter %t, %i, %r : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram>, !legato.tensor<[4, 16], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, shared_dram>, %r : !legato.tensor<[4, 8], f32, sram>) {
+  legato.on core(0) {
+    // expected-error @+1 {{legato.scatter indices: memory space 'shared_dram' is not allowed here; expected one of sram, private_dram, mpu_buffer}}
+    legato.scatter %t, %i, %r : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, shared_dram>, !legato.tensor<[4, 8], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
