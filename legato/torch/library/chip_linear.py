@@ -17,6 +17,11 @@ f32 before the rounding, as torch's CPU addmm):
   (`split` > 1) a block's K-tiles are split over `split` cores, each writes an f32 partial into
   a scratch `[split, M, N]`, the cores meet at a barrier and each finalizes `tn / split` of its
   block's columns.
+- decode with column blocks that do not fall evenly on the cores (Llama-7B's 11008 = 86 blocks
+  of 128 on 32 or 64 cores; `linear_tiles`): the weight's tiles in (block, K-tile) order are
+  shared out in equal contiguous ranges (bench/decoder.py's gemv_stage), each tile read once;
+  f32 partials per (block, core) into a scratch, a barrier, then each block finalized by one
+  core. (Whole rounds of one block per core would read 128 blocks for 86 on 64 cores.)
 - prefill (`linear_rows_cols`, bf16, M a multiple of the group size): bench/gemm.py's SPMD GEMM
   (every core one column block and all rows; the cores of a group read A's k-slabs once and
   exchange them core to core), with the bias.
@@ -109,6 +114,60 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem):
 
 
 @legato.function
+def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem):
+    """Decode with column blocks that do not fall evenly on the cores: out[M, N] = x @ W^T
+    (+ bias), the T = blocks * K-tiles weight tiles shared out in (block, K-tile) order, core c
+    the tiles [c*T/p, (c+1)*T/p) (equal shares up to one tile, every tile read once, as
+    bench/decoder.py's gemv_stage). A core walks its range with runtime loops (one tile load and
+    one MPU pass per step), writes an f32 partial per block it touched into slot `c - first core
+    of the block` of `part[blocks, slots, M, tn]` (a block's first core zeroes the slots no core
+    writes); after a barrier, core c finalizes blocks c, c + p, ... (sum of the slots, bias,
+    one rounding)."""
+    device = legato.get_context().get_device()
+    p = device.num_cores
+    nb, kt, tk, tn = wt.shape
+    m = x.shape[0]
+    dtype = out.dtype
+    tiles = nb * kt
+    c = legato.core_id()
+    xs = legato.tensor.load(x)
+    start = c * tiles // p
+    end = (c + 1) * tiles // p
+    b_lo = start // kt
+    for b in range(b_lo, min((end + kt - 1) // kt, b_lo + end - start)):
+        acc = legato.tensor.full((m, tn), 0.0, F32)
+        for t in range(max(start - b * kt, 0), min(end - b * kt, kt)):
+            w = legato.tensor.load(wt[b, t], wmem)
+            acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
+        first = ((b * kt + 1) * p - 1) // tiles
+        last = ((b * kt + kt) * p - 1) // tiles
+        slot = c - first
+        legato.tensor.memcpy(
+            part[b : b + 1, slot : slot + 1, :, :], legato.tensor.reshape(acc, (1, 1, m, tn))
+        )
+        zero = legato.tensor.full((1, 1, m, tn), 0.0, F32)
+        for s in range(slots - (slots - (last - first + 1)) * (1 - min(slot, 1)), slots):
+            legato.tensor.memcpy(part[b : b + 1, s : s + 1, :, :], zero)
+    legato.sync.barrier()
+    for b in range(c, nb, p):
+        parts = legato.tensor.load(part[b, 0:slots, :, :])
+        total = legato.tensor.sum(parts, 0)
+        legato.tensor.memcpy(
+            out[:, b * tn : (b + 1) * tn], _finish(total, bias, b * tn, tn, has_bias, dtype)
+        )
+    assert tk == TK and m * 1 == out.shape[0]
+
+
+def _slots(tiles: int, kt: int, p: int) -> int:
+    """The most cores whose tile range [c*T/p, (c+1)*T/p) meets one block of `kt` tiles."""
+    ranges = [(c * tiles // p, (c + 1) * tiles // p) for c in range(p)]
+    return max(
+        sum(1 for lo, hi in ranges if max(lo, b * kt) < min(hi, (b + 1) * kt))
+        for b in range(tiles // kt)
+    )
+
+
+@legato.function
 def _spmd_acc(accs, d, x, w):
     """accs[d] += x @ w (one `mpu.mm` accumulating in place)."""
     return accs[:d] + (accs[d] + legato.tensor.matmul(x, w, F32),) + accs[d + 1 :]
@@ -191,11 +250,13 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out):
 
 
 def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
-    """(tile width tn, split) for the decode form on p cores, or AssertionError."""
+    """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
+    tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
-        return 128, 1  # several blocks per core (runtime loop)
+        # several blocks per core: in unrolled rounds when they fall evenly, else tile ranges
+        return 128, (1 if (n // 128) % p == 0 else 0)
     for tn in (128, 64, 32, MIN_TN):
         nb = n // tn
         if nb * tn != n or nb >= p or p % nb:
@@ -203,6 +264,9 @@ def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
         split = p // nb
         if kt % split == 0 and tn % split == 0:
             return tn, split
+    for tn in (128, 64, 32, MIN_TN):
+        if n % tn == 0 and (n // tn) * kt >= p:
+            return tn, 0
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
 
@@ -247,8 +311,11 @@ def _linear(node, ctx, bias, x, w_arg):
     fits = (m * k + 2 * m * 128) * esize + 4 * m * 128 * 2 + 4 * TK * 128 * esize
     if m * k * esize <= ctx.model.sram_size // 4 and fits <= ctx.model.sram_size // 2:
         tn, split = _decode_tiles(p, n, kt)
-        impl = linear_cols
+        impl = linear_cols if split else linear_tiles
         scratch = ((split, m, n), torch.float32) if split > 1 else None
+        if not split:
+            slots = _slots(n // tn * kt, kt, p)
+            scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
         grp = _group(p)
         assert dt == torch.bfloat16, "the chip-scale prefill form is bf16 only"
@@ -264,6 +331,14 @@ def _linear(node, ctx, bias, x, w_arg):
     layout = Layout(
         w, lay, (nb, kt, TK, tn), dt, "mpu_dram" if bf16 else "shared_dram", fold=(w_arg,)
     )
+    if impl is linear_tiles:
+        return Impl(
+            _tiles,
+            (x, layout, bias, has_bias, slots, "mpu_buffer" if bf16 else "sram"),
+            spmd=True,
+            scratch=(scratch,),
+            name=f"chip_linear.linear_tiles(tn={tn}, slots={slots})",
+        )
     if impl is linear_cols:
         # without split-K the scratch argument is not read: pass the output in its place
         args = (x, layout, bias, has_bias, split, "mpu_buffer" if bf16 else "sram")
@@ -290,6 +365,11 @@ def _cols_split(x, wt, bias, has_bias, split, wmem, out, part):
 @legato.function
 def _cols(x, wt, bias, has_bias, split, wmem, out):
     linear_cols(x, wt, bias, out, None, has_bias, split, wmem)
+
+
+@legato.function
+def _tiles(x, wt, bias, has_bias, slots, wmem, out, part):
+    linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem)
 
 
 def _with_part(split):
