@@ -128,6 +128,16 @@ def test_projection_result_used_by_the_epilogue_and_after():
     assert lt.last_summary().num_kernels == 1, str(lt.last_summary())
 
 
+def _spmd_kernels(f) -> list[bool]:
+    """Compile f on x [1, 512] bf16, check it against eager; per kernel: is it all-core."""
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(f)(x)
+        ref = f(x)
+    assert_close_bf16(y, ref)
+    return [m.gen.spmd for m in wrapper.last_wrapper().kernel_modules()]
+
+
 def test_small_segments_between_projections_merge():
     """Views of q and k computed after each projection but needed only at the end run in one
     single-core kernel, not one after each projection."""
@@ -139,13 +149,7 @@ def test_small_segments_between_projections_merge():
         b = k(x).view(1, 4, 128).transpose(0, 1)
         return (a * b).sum(-1)
 
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(f)(x)
-        ref = f(x)
-    assert_close_bf16(y, ref)
-    mods = wrapper.last_wrapper().kernel_modules()
-    assert [m.gen.spmd for m in mods] == [True, True, False], [m.info.nodes for m in mods]
+    assert _spmd_kernels(f) == [True, True, False]
 
 
 def test_reduction_is_not_an_epilogue():
@@ -156,13 +160,7 @@ def test_reduction_is_not_an_epilogue():
     def f(x):
         return torch.softmax(lin(x), -1)
 
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(f)(x)
-        ref = f(x)
-    assert_close_bf16(y, ref)
-    mods = wrapper.last_wrapper().kernel_modules()
-    assert [m.gen.spmd for m in mods] == [True, False], [m.info.nodes for m in mods]
+    assert _spmd_kernels(f) == [True, False]
 
 
 @legato.function
