@@ -578,27 +578,67 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
     return lines, var
 
 
-def _piece(shape, m: int, n: int) -> str:
-    """The subscript of an epilogue operand of `shape` for the block [r0:r0+rows, j0:j0+width]
-    of an [m, n] result (a broadcast dim of size 1 whole), or "" for the whole operand."""
+# views fused into an epilogue: on a block of an [M, N] result they change nothing (the blocks of
+# an [..., M, N]-like view are the same elements)
+EPILOGUE_VIEWS = {
+    torch.ops.aten.view.default,
+    torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.clone.default,
+    torch.ops.aten.detach.default,
+}
+
+
+def row_col(shape, m: int, n: int) -> int | None:
+    """For a static shape holding an [m, n] result in row-major order with its rows in one dim
+    (`[1, m, n]`, `[m, 1, n]`, `[n]` when m == 1): the index of that row dim (-1: none, m == 1);
+    None for any other shape."""
     shape = list(shape)
-    if len(shape) > 2 or any(not isinstance(d, int) for d in shape):
-        raise AssertionError(f"epilogue operand of shape {shape} against [{m}, {n}]")
-    full = [m, n][2 - len(shape) :]
-    subs = []
-    for d, f, sl in zip(shape, full, ["r0 : r0 + rows", "j0 : j0 + width"][2 - len(shape) :]):
-        if d == f and f > 1:
-            subs.append(sl)
+    if not shape or any(not isinstance(d, int) for d in shape) or shape[-1] != n:
+        return None
+    if math.prod(shape[:-1]) != m:
+        return None
+    big = [i for i, d in enumerate(shape[:-1]) if d != 1]
+    if len(big) > 1:
+        return None
+    return big[0] if big else -1
+
+
+def _piece(shape, like, m: int, n: int) -> tuple[str, str | None]:
+    """The subscript of an epilogue operand of `shape` (broadcasting to `like`, a `row_col`
+    shape of the [m, n] result) for the block [r0:r0+rows, j0:j0+width], and the 2-d shape
+    of that piece ("(rows, width)", ...; None when the operand is 2-d already)."""
+    shape, like = list(shape), list(like)
+    if any(not isinstance(d, int) for d in shape) or len(shape) > len(like):
+        raise AssertionError(f"epilogue operand of shape {shape} against {like}")
+    row = row_col(like, m, n)
+    full = like[len(like) - len(shape) :]
+    subs, has_rows, has_cols = [], False, False
+    for i, (d, f) in enumerate(zip(shape, full)):
+        at = len(like) - len(shape) + i
+        if d == f and f > 1 and at == len(like) - 1:
+            subs.append("j0 : j0 + width")
+            has_cols = True
+        elif d == f and f > 1 and at == row:
+            subs.append("r0 : r0 + rows")
+            has_rows = True
         elif d == 1:
             subs.append(":")
         else:
-            raise AssertionError(f"epilogue operand of shape {shape} against [{m}, {n}]")
-    return "" if all(x == ":" for x in subs) else "[" + ", ".join(subs) + "]"
+            raise AssertionError(f"epilogue operand of shape {shape} against {like}")
+    sub = "" if all(x == ":" for x in subs) else "[" + ", ".join(subs) + "]"
+    flat = None
+    if len(shape) != 2:
+        flat = f"({'rows' if has_rows else 1}, {'width' if has_cols else 1})"
+    return sub, flat
 
 
 def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names):
     """The source of a fused epilogue function (see `generate_spmd`): its name, the kernel
-    values passed to it (`eargs`) and its lines."""
+    values passed to it (`eargs`) and its lines. Every value in it is a 2-d block
+    [rows, width] of the [M, N] result; a view (`EPILOGUE_VIEWS`) is the same block, an
+    operand or output of another `row_col` shape is reshaped from / to it."""
     m, n = (int(d) for d in _tensor_val(node).shape)
     fn = fresh(f"epi_{node.name}")
     var: dict[torch.fx.Node, str] = {node: "y"}
@@ -607,28 +647,38 @@ def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, 
     lines: list[str] = []
     inside = {s.node for s in epilogue} | {node}
 
-    def operand(s, pos, a):
-        if a in var:
+    def operand_of(like):
+        def operand(s, pos, a):
+            if a in var:
+                return var[a]
+            if a in inside:
+                raise AssertionError(f"{s.node.name}: epilogue operand {a.name} not computed yet")
+            p = fresh(f"e_{a.name}")
+            params.append(p)
+            sub, flat = _piece(_tensor_val(a).shape, like, m, n)
+            if a in prologue_var:  # on the core already: its slice
+                eargs.append(prologue_var[a])
+                piece = f"{p}{sub}"
+            else:
+                eargs.append(arg_names[a])
+                piece = f"legato.tensor.load({p}{sub})"
+            if flat is not None:
+                piece = f"legato.tensor.reshape({piece}, {flat})"
+            lines.append(f"    {p}_v = {piece}")
+            var[a] = f"{p}_v"
             return var[a]
-        if a in inside:
-            raise AssertionError(f"{s.node.name}: epilogue operand {a.name} not computed yet")
-        p = fresh(f"e_{a.name}")
-        params.append(p)
-        sub = _piece(_tensor_val(a).shape, m, n)
-        if a in prologue_var:  # on the core already: its slice
-            eargs.append(prologue_var[a])
-            lines.append(f"    {p}_v = {p}{sub}")
-        else:
-            eargs.append(arg_names[a])
-            lines.append(f"    {p}_v = legato.tensor.load({p}{sub})")
-        var[a] = f"{p}_v"
-        return var[a]
+
+        return operand
 
     for s in epilogue:
-        v = _tensor_val(s.node)
-        if tuple(v.shape) != (m, n):
-            raise AssertionError(f"{s.node.name}: an epilogue step must keep the [{m}, {n}] shape")
-        line = _step_line(s, var, operand, ns, fresh, impl_names, "    ")
+        shape = tuple(_tensor_val(s.node).shape)
+        if row_col(shape, m, n) is None:
+            raise AssertionError(f"{s.node.name}: an epilogue step must keep the [{m}, {n}] result")
+        if s.node.target in EPILOGUE_VIEWS:
+            src = s.node.args[0]
+            var[s.node] = operand_of(tuple(_tensor_val(src).shape))(s, 0, src)
+            continue
+        line = _step_line(s, var, operand_of(shape), ns, fresh, impl_names, "    ")
         if line is not None:
             lines.append(line)
     for o in [node, *(s.node for s in epilogue)]:
@@ -636,9 +686,22 @@ def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, 
             p = fresh(f"o_{o.name}")
             params.append(p)
             eargs.append(out_names[o])
-            lines.append(
-                f"    legato.tensor.memcpy({p}[r0 : r0 + rows, j0 : j0 + width], {var[o]})"
+            shape = list(_tensor_val(o).shape)
+            row = row_col(shape, m, n)
+            sub = ", ".join(
+                "j0 : j0 + width"
+                if i == len(shape) - 1
+                else ("r0 : r0 + rows" if i == row else ":")
+                for i in range(len(shape))
             )
+            v = var[o]
+            if len(shape) != 2:
+                dims = ", ".join(
+                    "width" if i == len(shape) - 1 else ("rows" if i == row else "1")
+                    for i in range(len(shape))
+                )
+                v = f"legato.tensor.reshape({v}, ({dims},))"
+            lines.append(f"    legato.tensor.memcpy({p}[{sub}], {v})")
     src = [
         "@legato.function",
         f"def {fn}(y, r0, rows, j0, width, {', '.join(params)}):",

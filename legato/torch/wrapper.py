@@ -543,61 +543,69 @@ def _nbytes(node) -> int | None:
 def _epilogue(s, group: list, seg: list, decisions) -> list:
     """The nodes of `seg` (the single-core segment after the spmd node `s`) that can run as its
     epilogue, finishing each block of its result before it is written: elementwise (pointwise
-    ATen ops, casts and copies) with a single-core implementation, of `s`'s static 2-d result
-    shape and not of a wider dtype (a widening cast starts a norm's f32 statistics: written
-    out, it would only make the next kernel read more), reading only `s`, other epilogue
-    nodes and tensors from before the kernel that broadcast over the result's blocks ([M, N],
-    [N], [1, N], [M, 1], one element; e.g. SiLU of the gate projection, read a block at a
-    time, times the up projection's block); each depending on `s` or feeding a node that does."""
+    ATen ops, casts and copies) with a single-core implementation, or views
+    (`kernelgen.EPILOGUE_VIEWS`), of a shape that holds `s`'s static [M, N] result
+    (`kernelgen.row_col`: [M, N], [1, M, N], ...) and not of a wider dtype (a widening cast
+    starts a norm's f32 statistics: written out, it would only make the next kernel read
+    more), reading only `s`, other epilogue nodes and tensors from before the kernel that
+    broadcast over the result's blocks ([M, N], [N], [1, N], [M, 1], one element; e.g. SiLU
+    of the gate projection, read a block at a time, times the up projection's block); each
+    depending on `s` or feeding a node that does."""
     v = s.meta.get("val")
     if not isinstance(v, torch.Tensor) or v.dim() != 2:
         return []
-    shape = tuple(v.shape)
-    if not all(isinstance(d, int) for d in shape):
+    m, n = v.shape
+    if not (isinstance(m, int) and isinstance(n, int)):
         return []
     inside, done = set(seg), set(group)
     cand: list = []
-    for n in seg:
-        d = decisions.get(n)
-        t = n.target
-        nv = n.meta.get("val")
+    for node in seg:
+        d = decisions.get(node)
+        t = node.target
+        nv = node.meta.get("val")
+        view = t in kernelgen.EPILOGUE_VIEWS
         if (
             d is None
             or d.impl is None
             or d.impl.spmd
-            or any(m != "sram" for m in d.impl.memory.values())
-            or not (t in _ELEMENTWISE or torch.Tag.pointwise in getattr(t, "tags", ()))
+            or any(mem != "sram" for mem in d.impl.memory.values())
+            or not (view or t in _ELEMENTWISE or torch.Tag.pointwise in getattr(t, "tags", ()))
             or not isinstance(nv, torch.Tensor)
-            or tuple(nv.shape) != shape
+            or kernelgen.row_col(nv.shape, m, n) is None
             or nv.element_size() > v.element_size()
         ):
             continue
-        ins = n.all_input_nodes
+        ins = node.all_input_nodes
         if any(a in inside and a not in cand for a in ins):
             continue
-        if not all(a in done or a in cand or _broadcasts(a, shape) for a in ins):
+        if view:
+            src = node.args[0]
+            sv = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+            if not isinstance(sv, torch.Tensor) or kernelgen.row_col(sv.shape, m, n) is None:
+                continue
+        elif not all(a in done or a in cand or _broadcasts(a, tuple(nv.shape)) for a in ins):
             continue
-        cand.append(n)
+        cand.append(node)
     # those that depend on `s`, and those that feed one of them
     keep: set = set()
-    for n in cand:
-        if any(a in done or a in keep for a in n.all_input_nodes):
-            keep.add(n)
-    for n in reversed(cand):
-        if any(u in keep for u in n.users):
-            keep.add(n)
-    return [n for n in cand if n in keep]
+    for node in cand:
+        if any(a in done or a in keep for a in node.all_input_nodes):
+            keep.add(node)
+    for node in reversed(cand):
+        if any(u in keep for u in node.users):
+            keep.add(node)
+    return [node for node in cand if node in keep]
 
 
 def _broadcasts(node, shape) -> bool:
-    """`node` is a static tensor of at most 2 dims, each 1 or the matching dim of `shape`."""
+    """`node` is a static tensor that broadcasts to `shape` (each of its dims 1 or equal)."""
     v = node.meta.get("val")
-    if not isinstance(v, torch.Tensor) or v.dim() > 2:
+    if not isinstance(v, torch.Tensor) or v.dim() > len(shape):
         return False
     dims = list(v.shape)
     if not all(isinstance(d, int) for d in dims):
         return False
-    return all(d in (1, f) for d, f in zip(dims, list(shape)[2 - len(dims) :]))
+    return all(d in (1, f) for d, f in zip(dims, list(shape)[len(shape) - len(dims) :]))
 
 
 def _has_fused(nodes, s, wrapper) -> bool:

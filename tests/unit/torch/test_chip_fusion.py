@@ -197,3 +197,25 @@ def test_fused_kernel_that_fails_compiles_its_work_apart():
         assert [m.gen.spmd for m in mods] == [False, True]
     finally:
         registry.unregister(torch.ops.aten.mm.default, r)
+
+
+def test_epilogue_through_views():
+    """Hugging Face's shape: x [1, 1, H] viewed to [1, H] for the projection and its result
+    viewed back to [1, 1, N] before the residual add: the views are part of the epilogue."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 512, bias=False).bfloat16()
+
+    def f(x, r):
+        return r + torch.nn.functional.silu(lin(x))
+
+    x = torch.randn(1, 1, 512, dtype=torch.bfloat16)
+    r = torch.randn(1, 1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(f)(x, r)
+        ref = f(x, r)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert "def epi_" in k.gen.source, k.gen.source
+    _every_core(k)
