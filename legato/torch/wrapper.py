@@ -455,9 +455,9 @@ class LegatoKernelModule(torch.nn.Module):
 
     def forward(self, *args):
         shapes = self.shapes(args)
-        # a non-contiguous input is bound as a copy that the JIT writes back after the run,
-        # which fails for overlapping strides (an expanded input): pass the kernel a dense one
-        ins = [a if a.is_contiguous() else a.contiguous() for a in (args[i] for i in self.in_pos)]
+        # (a non-contiguous input, even an expanded one, is bound as a dense copy: the JIT
+        # writes back only the arguments the kernel writes, never an input)
+        ins = [args[i] for i in self.in_pos]
         reason = self._too_large(ins, shapes)
         if reason is not None:
             return self._eager(args, reason)

@@ -206,7 +206,11 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out):
     """Prefill: bench/gemm.py's make_gemm_spmd (see its docstring) with a bias: core c owns the
     output columns [c*tn, (c+1)*tn) and every row; the cores of a group of `grp` read each
     k-slab of `a` once between them (r = M / grp rows each, two slabs ahead) and send their
-    piece to the others of the group (queue d: the core d places on), one send per matmul."""
+    piece to the others of the group (queue d: the core d places on), one send per matmul.
+
+    The schedule is bench/gemm.py's, repeated here on purpose (the library cannot import the
+    bench, and the bench kernel stays the independent hand-written reference the
+    `torch_gemm_prefill` row is measured against): a change to one should be made to both."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
     m = a.shape[0]
