@@ -231,6 +231,11 @@ def make_gemm_spmd(
     roofline on EVT0 (per-core form 94.7%) but 86.7% on EVT1 (88.0%): the fill (~6k cycles: a
     group's first slab and every core's first weight tile at once on the same channels) is
     longer than the per-core form's.
+
+    legato/torch/library/chip_linear.py's `linear_rows_cols` (the torch path's prefill
+    nn.Linear) repeats this schedule with a bias, on purpose: this kernel stays the
+    independent hand-written reference that `bench/torch_path.py`'s `torch_gemm_prefill` row is
+    compared with (its `hand_ratio`), so a change to either shows as a difference between them.
     """
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
 

@@ -9,7 +9,11 @@
   (`_llama_layer`: RMSNorm, q/k/v/o, rotary, the KV cache appended with `torch.cat` as a
   DynamicCache does, SDPA, SiLU MLP) in decode over 1024 cached tokens, against the DRAM roofline
   and the hand-written `decoder_layer_7b_ctx1024`. Its work: every weight read once, the cache
-  read once and the appended cache (returned, as the module returns it) written once.
+  read once and the appended cache (returned, as the module returns it) written once;
+- `torch_tiny_llama_decode`: a whole transformers LlamaForCausalLM (`TINY_LLAMA`: hidden 512,
+  4 layers, 4 heads, MLP 1536, vocab 32000, random seeded weights) in one decode step over a
+  DynamicCache of 256 tokens, against the DRAM roofline of that step (`_tiny_llama_work`); no
+  hand-written counterpart (`hand_ratio` 0).
 
 Cycles are the sum over the graph's Legato kernels of the second call (the first lays the
 weight out); the roofline is that of the work itself (weight, activations and output moved
@@ -29,13 +33,18 @@ from dataclasses import dataclass
 class TorchRow:
     name: str
     make: Callable  # (torch) -> (module, input)
-    hand: str  # the hand-written bench kernel at the same shapes
+    hand: str | None  # the hand-written bench kernel at the same shapes
     macs: int
     ideal_bytes: int
     # None: every element within 2 bf16 ulps of eager (one op, one rounding); else
     # allclose(rtol=atol=rtol) as the hand-written row's check (a layer's chain of roundings
     # differs from eager's by more than a single op's)
     rtol: float | None = None
+    # `make` returns (module, fresh) instead of (module, input): fresh() -> (args, kwargs) of
+    # one call (a decode step gets its own copy of the KV cache, so every call sees the same
+    # cache length and the same graph); `result(out)` -> the tensors checked against eager
+    fresh: bool = False
+    result: Callable | None = None
 
     def measure(self, target: str, repeat: int = 1) -> dict:
         return measure(self, target, repeat)
@@ -113,6 +122,58 @@ def _llama_layer(hidden: int, heads: int, ffn: int, ctx: int):
     return make
 
 
+TINY_LLAMA = dict(
+    hidden_size=512,
+    intermediate_size=1536,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    vocab_size=32000,
+    max_position_embeddings=2048,
+)
+TINY_CTX = 256  # tokens in the KV cache before the decode step
+
+
+def _tiny_llama(torch):
+    """transformers' LlamaForCausalLM from a config (TINY_LLAMA, random seeded weights, bf16),
+    its DynamicCache filled by an eager prefill of TINY_CTX tokens; each call is one decode
+    step of one token on its own copy of that cache (`fresh`)."""
+    import copy
+
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    model = model.bfloat16().eval()
+    ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, TINY_CTX), generator=_gen(torch))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+    nxt = torch.tensor([[123]])
+
+    def fresh():
+        return (nxt,), {"past_key_values": copy.deepcopy(cache), "use_cache": True}
+
+    return model, fresh
+
+
+def _gen(torch):
+    return torch.Generator().manual_seed(1)
+
+
+def _tiny_llama_work() -> tuple[int, int]:
+    """(MACs, bytes) of one decode step of TINY_LLAMA over TINY_CTX cached tokens: every
+    weight read once (the embedding: one row), each layer's cache read once and its appended
+    cache written once, the logits written."""
+    h, f, n = (TINY_LLAMA[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers"))
+    v, heads = TINY_LLAMA["vocab_size"], TINY_LLAMA["num_attention_heads"]
+    kv = TINY_LLAMA["num_key_value_heads"] * (h // heads)  # k/v projection width
+    layer = 2 * h * h + 2 * h * kv + 3 * h * f  # q, o, k, v, gate, up, down
+    macs = n * (layer + 2 * heads * (TINY_CTX + 1) * (h // heads)) + h * v
+    weights = (n * (layer + 2 * h) + h + h * v) * 2  # projections, norms, final norm, lm_head
+    cache = n * 2 * kv * (2 * TINY_CTX + 1) * 2  # read L rows, write L + 1 rows, K and V
+    return macs, weights + cache + h * 2 + v * 2  # + the embedding row, the logits
+
+
 def _hand_cycles(name: str, target: str) -> int:
     """Cycles of the hand-written bench kernel `name` on `target` (one compile, one run)."""
     import torch
@@ -141,16 +202,30 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
 
     model = _model_factory(target)()
     mod, x = row.make(torch)
-    args = x if isinstance(x, tuple) else (x,)
+    if row.fresh:
+        fresh = x
+    else:
+        args = x if isinstance(x, tuple) else (x,)
+
+        def fresh():
+            return args, {}
+
+    def call(m):
+        a, kw = fresh()
+        out = m(*a, **kw)
+        return row.result(out) if row.result is not None else out
+
     g = torch.compile(mod, backend="legato", options={"legato.device": target})
     with torch.no_grad():
         t0 = time.perf_counter()
-        y = g(*args)
+        y = call(g)
         first = time.perf_counter() - t0
+        cached = _best(lambda: call(g), repeat)
+        # the kernels of the graph the last call ran (a model's first call may compile others)
         kmods = wrapper.last_wrapper().kernel_modules()
-        cached = _best(lambda: g(*args), repeat)
-        ref = mod(*args)
-        torch_wall = _best(lambda: mod(*args), 20)
+        y = call(g)
+        ref = call(mod)
+        torch_wall = _best(lambda: call(mod), 20)
     # a module returning several tensors (the layer: output, appended caches): all are checked
     ys = y if isinstance(y, tuple) else (y,)
     refs = ref if isinstance(ref, tuple) else (ref,)
@@ -175,7 +250,7 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
 
     ok = all(close(a, b) for a, b in zip(ys, refs, strict=True))
     err = max((a.float() - b.float()).abs().max().item() for a, b in zip(ys, refs, strict=True))
-    hand = _hand_cycles(row.hand, target)
+    hand = _hand_cycles(row.hand, target) if row.hand else 0
     secs = cycles / (model.clock_ghz * 1e9)
     return {
         "name": row.name,
@@ -238,6 +313,15 @@ ROWS = [
         + 2 * 32 * 1025 * 128 * 2
         + (2 * 4096 + 2 * 4096 + 4 * 128) * 2,
         rtol=2e-2,  # as decoder_layer_7b_ctx1024's check (bench/kernels.py BenchKernel.rtol)
+    ),
+    TorchRow(
+        "torch_tiny_llama_decode",
+        _tiny_llama,
+        None,  # no hand-written kernel of a whole model
+        *_tiny_llama_work(),
+        rtol=2e-2,
+        fresh=True,
+        result=lambda out: out.logits,
     ),
 ]
 

@@ -162,22 +162,42 @@ def generate(
     device: str,
     bound,
     cache_root: Path | None = None,
+    epilogue: frozenset = frozenset(),
 ) -> Generated:
     """Generate, write and load the kernel `name` of one partition.
 
     `inputs`: the partition's tensor inputs (fx nodes with meta["val"]), `steps`: supported nodes
     in topological order with their implementations, `outputs`: nodes whose values leave the
-    partition. `bound(symint) -> int | None` gives the upper bound of a dynamic size.
+    partition. `bound(symint) -> int | None` gives the upper bound of a dynamic size. With an
+    spmd step: the steps in `epilogue` and those that depend on it are its fused epilogue,
+    the others its prologue (`generate_spmd`).
     """
     spmd = [s for s in steps if s.impl is not None and s.impl.spmd]
     if spmd:
-        if len(spmd) != 1 or any(
-            s.impl is not None and not _folded(s) for s in steps if s not in spmd
-        ):
+        if len(spmd) != 1:
             raise AssertionError(
                 f"{spmd[0].node.name}: a node with an spmd implementation is a partition of its own"
             )
-        return generate_spmd(name, inputs, spmd[0], outputs, device, bound, cache_root)
+        # fused work: the steps that depend on the spmd node (or that the partitioner chose,
+        # e.g. SiLU of another projection's result, computed a block at a time) are its
+        # epilogue, the others its prologue (graph order is topological, but a prologue node
+        # may come after the spmd node in it)
+        after = {spmd[0].node}
+        pre, post = [], []
+        for s in steps:
+            if s is spmd[0] or _folded(s):
+                continue
+            if s.impl is None and s.node.args[0] is spmd[0].node:
+                after.add(s.node)  # a getitem of the spmd node's tuple result
+                continue
+            if s.node in epilogue or any(a in after for a in s.node.all_input_nodes):
+                after.add(s.node)
+                post.append(s)
+            else:
+                pre.append(s)
+        return generate_spmd(
+            name, inputs, spmd[0], outputs, device, bound, cache_root, prologue=pre, epilogue=post
+        )
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
     fresh = _namer()
@@ -239,45 +259,22 @@ def generate(
             else:
                 raise AssertionError(f"unknown operand memory {mem!r}")
 
+    def operand(s, pos, a):
+        if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in weight_var:
+            return weight_var[a]  # loaded into mpu_buffer from outside
+        if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in inputs:
+            raise AssertionError(
+                f"{s.node.name}: MPU weight {a.name} was not loaded into mpu_buffer"
+            )
+        if s.impl.memory.get(pos, "sram") == "shared_dram" and a in arg_names:
+            return arg_names[a]  # left in shared DRAM
+        return var[a]
+
     impl_names: dict[int, str] = {}
     for s in steps:
-        if s.impl is None:  # getitem of a node whose implementation returns a tuple
-            src, idx = s.node.args
-            if s.node.target is not operator.getitem or src not in var:
-                raise AssertionError(f"{s.node.name}: no implementation")
-            var[s.node] = f"{var[src]}[{int(idx)}]"
-            continue
-        fn = s.impl.fn
-        if id(fn) not in impl_names:
-            impl_names[id(fn)] = fresh("impl_" + getattr(fn, "__name__", "fn"))
-            ns[impl_names[id(fn)]] = fn
-        args = []
-        for pos, a in enumerate(s.impl.args):
-            if isinstance(a, torch.fx.Node):
-                if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in weight_var:
-                    args.append(weight_var[a])  # loaded into mpu_buffer from outside
-                elif s.impl.memory.get(pos, "sram") == "mpu_weight" and a in inputs:
-                    raise AssertionError(
-                        f"{s.node.name}: MPU weight {a.name} was not loaded into mpu_buffer"
-                    )
-                elif s.impl.memory.get(pos, "sram") == "shared_dram" and a in arg_names:
-                    args.append(arg_names[a])  # left in shared DRAM
-                else:
-                    args.append(var[a])
-            elif (
-                isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a)
-            ):
-                args.append("(" + ", ".join(var[x] for x in a) + ",)")
-            elif isinstance(a, DType):
-                args.append(_global(ns, fresh, a))  # a simple global: hashed into the JIT key
-            else:
-                lit = _literal(a)
-                args.append(lit if lit is not None else _global(ns, fresh, a))
-        var[s.node] = fresh(f"v_{s.node.name}")
-        core.append(
-            f"        {var[s.node]} = {impl_names[id(fn)]}({', '.join(args)})"
-            f"  # {s.node.format_node()[:120]}"
-        )
+        line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
+        if line is not None:
+            core.append(line)
     for n, p in zip(outputs, out_names):
         core.append(f"        legato.tensor.memcpy({p}, {var[n]})")
 
@@ -314,6 +311,38 @@ def generate(
         [dim_bounds(n) for n in inputs],
         [dim_bounds(n) for n in outputs],
         layouts=[None] * len(inputs),
+    )
+
+
+def _step_line(s: Step, var: dict, operand, ns: dict, fresh, impl_names: dict, indent: str):
+    """The source line computing step `s` on a core (its value named in `var`; None for a
+    getitem, which only names an element). `operand(s, pos, node)` gives the text of a tensor
+    operand at argument position `pos`."""
+    if s.impl is None:  # getitem of a node whose implementation returns a tuple
+        src, idx = s.node.args
+        if s.node.target is not operator.getitem or src not in var:
+            raise AssertionError(f"{s.node.name}: no implementation")
+        var[s.node] = f"{var[src]}[{int(idx)}]"
+        return None
+    fn = s.impl.fn
+    if id(fn) not in impl_names:
+        impl_names[id(fn)] = fresh("impl_" + getattr(fn, "__name__", "fn"))
+        ns[impl_names[id(fn)]] = fn
+    args = []
+    for pos, a in enumerate(s.impl.args):
+        if isinstance(a, torch.fx.Node):
+            args.append(operand(s, pos, a))
+        elif isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
+            args.append("(" + ", ".join(var[x] for x in a) + ",)")
+        elif isinstance(a, DType):
+            args.append(_global(ns, fresh, a))  # a simple global: hashed into the JIT key
+        else:
+            lit = _literal(a)
+            args.append(lit if lit is not None else _global(ns, fresh, a))
+    var[s.node] = fresh(f"v_{s.node.name}")
+    return (
+        f"{indent}{var[s.node]} = {impl_names[id(fn)]}({', '.join(args)})"
+        f"  # {s.node.format_node()[:120]}"
     )
 
 
@@ -362,16 +391,30 @@ def generate_spmd(
     device: str,
     bound,
     cache_root: Path | None = None,
+    prologue: list[Step] = (),
+    epilogue: list[Step] = (),
 ) -> Generated:
     """Generate, write and load the kernel of a partition that is one node with a chip-scale
-    implementation (`step.impl.spmd`; see `registry.Impl`).
+    implementation (`step.impl.spmd`; see `registry.Impl`), with the small work fused before
+    and after it.
 
     Arguments: the partition's tensor inputs (an input an operand wants as a `Layout`: its
-    laid-out form, in the Layout's memory), then `outputs` (the node, or the getitems of its
-    tuple result that leave the partition), then `extras`: the node's other tuple elements
-    (written, never read) and the implementation's scratch tensors. The body calls
-    `fn(*args, *outs, *scratch)` inside `with device.get_all_cores():`, every tensor operand the
-    kernel argument itself.
+    laid-out form, in the Layout's memory), then `outputs` (the node, the getitems of its tuple
+    result, prologue and epilogue nodes that leave the partition), then `extras`: the node's
+    other tuple elements (written, never read) and the implementation's scratch tensors. The
+    body, inside `with device.get_all_cores():`:
+
+    - `prologue` (single-core implementations, `Impl.values`): every core loads the prologue's
+      inputs and computes it (a few KiB: cheaper than a kernel launch and a DRAM round trip);
+      core 0 writes the prologue values that leave the kernel; an operand of the node computed
+      by the prologue is passed as that on-chip value (only at positions in `impl.values`).
+    - the call `fn(*args, *outs, *scratch)`, every other tensor operand the kernel argument
+      itself;
+    - `epilogue` (elementwise steps on the node's [M, N] result, `Impl.epilogue`): generated as
+      a function `epi(y, r0, rows, j0, width, *eargs)` the implementation calls on each block
+      of its result instead of writing it; it loads the matching slices of its other operands,
+      computes the chain and writes the slices of the outputs. The call is then `fn(*args,
+      *outs, *scratch, epi, eargs)`.
     """
     node, impl = step.node, step.impl
     fresh = _namer()
@@ -396,6 +439,7 @@ def generate_spmd(
         params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"input {n.name}")))
         in_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
 
+    fused = {s.node for s in (*prologue, *epilogue)}
     # the node's outputs in the implementation's order: one, or one per tuple element
     value = node.meta.get("val")
     elements = list(value) if isinstance(value, (tuple, list)) else [value]
@@ -405,7 +449,7 @@ def generate_spmd(
             readers[0] = o
         elif o.target is operator.getitem and o.args[0] is node:
             readers[int(o.args[1])] = o
-        else:
+        elif o not in fused:
             raise AssertionError(f"{o.name} is not an output of the spmd node {node.name}")
     out_names, extras, extra_params, out_bounds = {}, [], [], []
     for o in outputs:
@@ -436,12 +480,19 @@ def generate_spmd(
         extra_params.append(_param(p, dt, str([int(d) for d in shape])))
         scratch.append(p)
 
+    impl_names: dict[int, str] = {}
+    body_lines, var = _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names)
     args = []
-    for a in impl.args:
+    for pos, a in enumerate(impl.args):
         if isinstance(a, Layout):
             args.append(arg_names[a.node])
         elif isinstance(a, torch.fx.Node):
-            args.append(arg_names[a])
+            if a in var and pos not in impl.values:
+                raise AssertionError(
+                    f"{node.name}: operand {pos} ({a.name}) comes from the fused prologue, but "
+                    "the implementation takes it only from shared DRAM"
+                )
+            args.append(var[a] if a in var else arg_names[a])
         elif isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
             args.append("(" + ", ".join(arg_names[x] for x in a) + ",)")
         elif isinstance(a, DType):
@@ -449,14 +500,24 @@ def generate_spmd(
         else:
             lit = _literal(a)
             args.append(lit if lit is not None else _global(ns, fresh, a))
+    tail, epi_src = [], []
+    if epilogue:
+        if not impl.epilogue:
+            raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
+        epi_name, eargs, epi_src = _epilogue_fn(
+            node, epilogue, arg_names, var, out_names, ns, fresh, impl_names
+        )
+        tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
     fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
     ns[fn_name] = impl.fn
+    call = ", ".join(args + outs + scratch + tail)
     body = "\n".join(
         [
             "# Generated by legato.torch (one chip-scale node of a torch.compile graph).",
             "import legato",
             "",
             "",
+            *epi_src,
             f"@legato.compile(backend={device!r})",
             f"def {name}(",
             *params,
@@ -464,7 +525,8 @@ def generate_spmd(
             "):",
             "    device = legato.get_context().get_device()",
             "    with device.get_all_cores():",
-            f"        {fn_name}({', '.join(args + outs + scratch)})  # {node.format_node()[:120]}",
+            *body_lines,
+            f"        {fn_name}({call})  # {node.format_node()[:120]}",
             "",
         ]
     )
@@ -482,6 +544,172 @@ def generate_spmd(
         extras=extras,
         spmd=True,
     )
+
+
+def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
+    """Source lines of a fused prologue on every core (see `generate_spmd`) and the on-chip
+    value of each node it computes (and of each input it loads)."""
+    var: dict[torch.fx.Node, str] = {}
+    lines: list[str] = []
+    if not prologue:
+        return lines, var
+    loaded: dict[torch.fx.Node, str] = {}
+
+    def operand(s, pos, a):
+        if s.impl.memory.get(pos, "sram") != "sram":
+            raise AssertionError(f"{s.node.name}: a fused prologue takes sram operands only")
+        if a in var:
+            return var[a]
+        if a not in loaded:
+            loaded[a] = fresh(f"v_{a.name}")
+            lines.append(f"        {loaded[a]} = legato.tensor.load({arg_names[a]})")
+        return loaded[a]
+
+    for s in prologue:
+        line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
+        if line is not None:
+            lines.append(line)
+    leaving = [s.node for s in prologue if s.node in out_names]
+    if leaving:
+        # core 0 writes what leaves the kernel (a loop that runs once on core 0 only: the
+        # values are the same on every core)
+        lines.append("        for _ in range(legato.core_id(), 1, device.num_cores):")
+        lines += [f"            legato.tensor.memcpy({out_names[n]}, {var[n]})" for n in leaving]
+    return lines, var
+
+
+# views fused into an epilogue: on a block of an [M, N] result they change nothing (the blocks of
+# an [..., M, N]-like view are the same elements)
+EPILOGUE_VIEWS = {
+    torch.ops.aten.view.default,
+    torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.clone.default,
+    torch.ops.aten.detach.default,
+}
+
+
+def row_col(shape, m: int, n: int) -> int | None:
+    """For a static shape holding an [m, n] result in row-major order with its rows in one dim
+    (`[1, m, n]`, `[m, 1, n]`, `[n]` when m == 1): the index of that row dim (-1: none, m == 1);
+    None for any other shape."""
+    shape = list(shape)
+    if not shape or any(not isinstance(d, int) for d in shape) or shape[-1] != n:
+        return None
+    if math.prod(shape[:-1]) != m:
+        return None
+    big = [i for i, d in enumerate(shape[:-1]) if d != 1]
+    if len(big) > 1:
+        return None
+    return big[0] if big else -1
+
+
+def _piece(shape, like, m: int, n: int) -> tuple[str, str | None]:
+    """The subscript of an epilogue operand of `shape` (broadcasting to `like`, a `row_col`
+    shape of the [m, n] result) for the block [r0:r0+rows, j0:j0+width], and the 2-d shape
+    of that piece ("(rows, width)", ...; None when the operand is 2-d already)."""
+    shape, like = list(shape), list(like)
+    if any(not isinstance(d, int) for d in shape) or len(shape) > len(like):
+        raise AssertionError(f"epilogue operand of shape {shape} against {like}")
+    row = row_col(like, m, n)
+    full = like[len(like) - len(shape) :]
+    subs, has_rows, has_cols = [], False, False
+    for i, (d, f) in enumerate(zip(shape, full)):
+        at = len(like) - len(shape) + i
+        if d == f and f > 1 and at == len(like) - 1:
+            subs.append("j0 : j0 + width")
+            has_cols = True
+        elif d == f and f > 1 and at == row:
+            subs.append("r0 : r0 + rows")
+            has_rows = True
+        elif d == 1:
+            subs.append(":")
+        else:
+            raise AssertionError(f"epilogue operand of shape {shape} against {like}")
+    sub = "" if all(x == ":" for x in subs) else "[" + ", ".join(subs) + "]"
+    flat = None
+    if len(shape) != 2:
+        flat = f"({'rows' if has_rows else 1}, {'width' if has_cols else 1})"
+    return sub, flat
+
+
+def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names):
+    """The source of a fused epilogue function (see `generate_spmd`): its name, the kernel
+    values passed to it (`eargs`) and its lines. Every value in it is a 2-d block
+    [rows, width] of the [M, N] result; a view (`EPILOGUE_VIEWS`) is the same block, an
+    operand or output of another `row_col` shape is reshaped from / to it."""
+    m, n = (int(d) for d in _tensor_val(node).shape)
+    fn = fresh(f"epi_{node.name}")
+    var: dict[torch.fx.Node, str] = {node: "y"}
+    params: list[str] = []
+    eargs: list[str] = []
+    lines: list[str] = []
+    inside = {s.node for s in epilogue} | {node}
+
+    def operand_of(like):
+        def operand(s, pos, a):
+            if a in var:
+                return var[a]
+            if a in inside:
+                raise AssertionError(f"{s.node.name}: epilogue operand {a.name} not computed yet")
+            p = fresh(f"e_{a.name}")
+            params.append(p)
+            sub, flat = _piece(_tensor_val(a).shape, like, m, n)
+            if a in prologue_var:  # on the core already: its slice
+                eargs.append(prologue_var[a])
+                piece = f"{p}{sub}"
+            else:
+                eargs.append(arg_names[a])
+                piece = f"legato.tensor.load({p}{sub})"
+            if flat is not None:
+                piece = f"legato.tensor.reshape({piece}, {flat})"
+            lines.append(f"    {p}_v = {piece}")
+            var[a] = f"{p}_v"
+            return var[a]
+
+        return operand
+
+    for s in epilogue:
+        shape = tuple(_tensor_val(s.node).shape)
+        if row_col(shape, m, n) is None:
+            raise AssertionError(f"{s.node.name}: an epilogue step must keep the [{m}, {n}] result")
+        if s.node.target in EPILOGUE_VIEWS:
+            src = s.node.args[0]
+            var[s.node] = operand_of(tuple(_tensor_val(src).shape))(s, 0, src)
+            continue
+        line = _step_line(s, var, operand_of(shape), ns, fresh, impl_names, "    ")
+        if line is not None:
+            lines.append(line)
+    for o in [node, *(s.node for s in epilogue)]:
+        if o in out_names:
+            p = fresh(f"o_{o.name}")
+            params.append(p)
+            eargs.append(out_names[o])
+            shape = list(_tensor_val(o).shape)
+            row = row_col(shape, m, n)
+            sub = ", ".join(
+                "j0 : j0 + width"
+                if i == len(shape) - 1
+                else ("r0 : r0 + rows" if i == row else ":")
+                for i in range(len(shape))
+            )
+            v = var[o]
+            if len(shape) != 2:
+                dims = ", ".join(
+                    "width" if i == len(shape) - 1 else ("rows" if i == row else "1")
+                    for i in range(len(shape))
+                )
+                v = f"legato.tensor.reshape({v}, ({dims},))"
+            lines.append(f"    legato.tensor.memcpy({p}[{sub}], {v})")
+    src = [
+        "@legato.function",
+        f"def {fn}(y, r0, rows, j0, width, {', '.join(params)}):",
+        *lines,
+        "",
+        "",
+    ]
+    return fn, eargs, src
 
 
 def _tensor_val(node):

@@ -60,7 +60,13 @@ class Impl:
     outputs with `legato.tensor.memcpy(out[...], v)` and may meet the other cores at
     `legato.sync.barrier()`. `scratch` lists shared-DRAM scratch tensors `(shape, torch.dtype)`
     the kernel takes as extra arguments (partial sums between phases). A node with an spmd
-    implementation is a partition of its own.
+    implementation is a partition of its own, with the small work the partitioner fuses into it
+    (`kernelgen.generate_spmd`): `values` lists the operand positions the function also takes
+    as an on-chip value (computed on every core by a fused prologue; the function loads the
+    operand only when it is in shared DRAM, e.g. `if x.memory == "shared_dram"`), and
+    `epilogue=True` says it takes `epi, eargs` after its scratch and, when `epi` is not None,
+    calls `epi(y, r0, rows, j0, width, *eargs)` on every block y = result[r0:r0+rows,
+    j0:j0+width] of its 2-d result instead of writing it.
     """
 
     fn: Any
@@ -69,6 +75,8 @@ class Impl:
     name: str | None = None
     spmd: bool = False
     scratch: tuple = ()
+    values: frozenset = frozenset()
+    epilogue: bool = False
 
     @property
     def label(self) -> str:

@@ -455,9 +455,9 @@ class LegatoKernelModule(torch.nn.Module):
 
     def forward(self, *args):
         shapes = self.shapes(args)
-        # a non-contiguous input is bound as a copy that the JIT writes back after the run,
-        # which fails for overlapping strides (an expanded input): pass the kernel a dense one
-        ins = [a if a.is_contiguous() else a.contiguous() for a in (args[i] for i in self.in_pos)]
+        # (a non-contiguous input, even an expanded one, is bound as a dense copy: the JIT
+        # writes back only the arguments the kernel writes, never an input)
+        ins = [args[i] for i in self.in_pos]
         reason = self._too_large(ins, shapes)
         if reason is not None:
             return self._eager(args, reason)
@@ -518,6 +518,135 @@ def _static_input_indices(example_inputs) -> set[int]:
     return {i for i, x in enumerate(example_inputs) if isinstance(x, torch.nn.Parameter)}
 
 
+# A segment of single-core work before an spmd node is fused into its kernel as a prologue
+# (computed on every core) when it reads at most this many bytes: each core loads them.
+PROLOGUE_BYTES = 64 * 1024
+
+# ATen ops fused as epilogues besides those tagged pointwise: elementwise copies and casts
+_ELEMENTWISE = {
+    torch.ops.aten._to_copy.default,
+    torch.ops.aten.clone.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.detach.default,
+}
+
+
+def _nbytes(node) -> int | None:
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor):
+        return 0
+    if not all(isinstance(d, int) for d in v.shape):
+        return None
+    return v.numel() * v.element_size()
+
+
+def _epilogue(s, group: list, seg: list, decisions) -> list:
+    """The nodes of `seg` (the single-core segment after the spmd node `s`) that can run as its
+    epilogue, finishing each block of its result before it is written: elementwise (pointwise
+    ATen ops, casts and copies) with a single-core implementation, or views
+    (`kernelgen.EPILOGUE_VIEWS`), of a shape that holds `s`'s static [M, N] result
+    (`kernelgen.row_col`: [M, N], [1, M, N], ...) and not of a wider dtype (a widening cast
+    starts a norm's f32 statistics: written out, it would only make the next kernel read
+    more), reading only `s`, other epilogue nodes and tensors from before the kernel that
+    broadcast over the result's blocks ([M, N], [N], [1, N], [M, 1], one element; e.g. SiLU
+    of the gate projection, read a block at a time, times the up projection's block); each
+    depending on `s` or feeding a node that does."""
+    v = s.meta.get("val")
+    if not isinstance(v, torch.Tensor) or v.dim() != 2:
+        return []
+    m, n = v.shape
+    if not (isinstance(m, int) and isinstance(n, int)):
+        return []
+    inside, done = set(seg), set(group)
+    cand: list = []
+    for node in seg:
+        d = decisions.get(node)
+        t = node.target
+        nv = node.meta.get("val")
+        view = t in kernelgen.EPILOGUE_VIEWS
+        if (
+            d is None
+            or d.impl is None
+            or d.impl.spmd
+            or any(mem != "sram" for mem in d.impl.memory.values())
+            or not (view or t in _ELEMENTWISE or torch.Tag.pointwise in getattr(t, "tags", ()))
+            or not isinstance(nv, torch.Tensor)
+            or kernelgen.row_col(nv.shape, m, n) is None
+            or nv.element_size() > v.element_size()
+        ):
+            continue
+        ins = node.all_input_nodes
+        if any(a in inside and a not in cand for a in ins):
+            continue
+        if view:
+            src = node.args[0]
+            sv = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+            if not isinstance(sv, torch.Tensor) or kernelgen.row_col(sv.shape, m, n) is None:
+                continue
+        elif not all(a in done or a in cand or _broadcasts(a, tuple(nv.shape)) for a in ins):
+            continue
+        cand.append(node)
+    # those that depend on `s`, and those that feed one of them
+    keep: set = set()
+    for node in cand:
+        if any(a in done or a in keep for a in node.all_input_nodes):
+            keep.add(node)
+    for node in reversed(cand):
+        if any(u in keep for u in node.users):
+            keep.add(node)
+    return [node for node in cand if node in keep]
+
+
+def _broadcasts(node, shape) -> bool:
+    """`node` is a static tensor that broadcasts to `shape` (each of its dims 1 or equal)."""
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor) or v.dim() > len(shape):
+        return False
+    dims = list(v.shape)
+    if not all(isinstance(d, int) for d in dims):
+        return False
+    return all(d in (1, f) for d, f in zip(dims, list(shape)[len(shape) - len(dims) :]))
+
+
+def _has_fused(nodes, s, wrapper) -> bool:
+    """The kernel of the spmd node `s` holds fused work besides its folded nodes and getitems."""
+    own = set(_folds(wrapper.decisions[s].impl)) | {s}
+    return any(n not in own and not (n.target in _BOOKKEEPING and n.args[0] is s) for n in nodes)
+
+
+def _slots(nodes: list, spmd: list, own: dict) -> dict:
+    """Which single-core segment each non-spmd node of one partition runs in: slot i is the
+    segment between the partition's spmd nodes `spmd[i - 1]` and `spmd[i]` (graph order).
+
+    A node can run in any slot from `lo` (after the last spmd node it depends on) to `hi - 1`
+    (before the first spmd node that depends on it). The fewest slots that give every node one
+    of its range are chosen greedily (interval stabbing: ranges by their last slot, each chosen
+    slot the last of the first range not yet covered); each node runs in the earliest chosen
+    slot at or after its `lo`, which keeps producers in slots no later than their consumers
+    (a consumer's `lo` is at least its producer's)."""
+    index = {s: i + 1 for i, s in enumerate(spmd)}  # spmd[i] closes slot i
+    inside = set(nodes)
+    lo: dict = {}
+    for n in nodes:  # graph order is topological
+        lo[n] = max(
+            [index[a] if a in index else lo.get(a, 0) for a in n.all_input_nodes if a in inside],
+            default=0,
+        )
+    hi: dict = {}
+    for n in reversed(nodes):
+        hi[n] = min(
+            [index[u] - 1 if u in index else hi.get(u, len(spmd)) for u in n.users if u in inside],
+            default=len(spmd),
+        )
+    free = [n for n in nodes if n not in index and n not in own]
+    chosen: list[int] = []
+    for n in sorted(free, key=lambda n: hi[n]):
+        if not any(lo[n] <= c <= hi[n] for c in chosen):
+            chosen.append(hi[n])
+    chosen.sort()
+    return {n: next(c for c in chosen if c >= lo[n]) for n in free}
+
+
 class LegatoGraphWrapper:
     """One ATen graph (from aot_autograd) made runnable: Legato kernels + extern nodes."""
 
@@ -530,6 +659,8 @@ class LegatoGraphWrapper:
         self.options = options
         self.bounds = Bounds(example_inputs, options.max_dynamic_dim)
         self._kernels = 0
+        self._no_fuse: set = set()  # spmd nodes whose kernel failed with fused work
+        self._epilogue_nodes: set = set()  # nodes fused as an epilogue of an spmd node
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
@@ -653,10 +784,13 @@ class LegatoGraphWrapper:
 
     def _split_spmd(self, partitions):
         """Each spmd node becomes a partition of its own (with its folded nodes and the getitems
-        of its tuple result): the partitioner's partitions are cut into consecutive segments in
-        graph order around it. A segment of a topological order of a convex partition is convex,
-        and the partitions stay acyclic (an edge between segments of one partition goes
-        forward). A folded node reads graph inputs only and feeds only its spmd node."""
+        of its tuple result); the partitioner's partition around it is cut into as few
+        single-core segments as its dependencies allow (`_slots`): each kernel costs a launch
+        and a DRAM round trip, so small work that can wait for a later spmd node, or run before
+        an earlier one, shares one kernel with its neighbours (the q, k and v views and the
+        rotary of both between the projections and the cache appends: one kernel, not three).
+        The partitions stay acyclic: the partitioner's partitions are convex (every path between
+        two of its nodes stays inside), and along such a path the slots never decrease."""
         from torch.fx.passes.infra.partitioner import Partition
 
         if not any(self._spmd_node(n) for p in partitions for n in p.nodes):
@@ -673,22 +807,65 @@ class LegatoGraphWrapper:
         order = {n: i for i, n in enumerate(self._order)}
         out = []
         for p in partitions:
-            seg: list = []
-            for n in sorted(p.nodes, key=order.__getitem__):
-                if n in own:
-                    continue
-                if not self._spmd_node(n):
-                    seg.append(n)
-                    continue
-                if seg:
-                    out.append(seg)
-                mine = list(_folds(self.decisions[n].impl))
-                mine += [n] + [u for u in n.users if own.get(u) is n]
-                out.append(mine)
-                seg = []
-            if seg:
-                out.append(seg)
+            nodes = sorted(p.nodes, key=order.__getitem__)
+            spmd = [n for n in nodes if self._spmd_node(n)]
+            if not spmd:
+                out.append(nodes)
+                continue
+            slot = _slots(nodes, spmd, own)
+            segs = [[n for n in nodes if slot.get(n) == i] for i in range(len(spmd) + 1)]
+            groups = [
+                list(_folds(self.decisions[s].impl)) + [s] + [u for u in s.users if own.get(u) is s]
+                for s in spmd
+            ]
+            for i, s in enumerate(spmd):
+                if s not in self._no_fuse:
+                    self._fuse_into(s, groups[i], segs, i)
+            for i in range(len(spmd) + 1):
+                if segs[i]:
+                    out.append(segs[i])
+                if i < len(spmd):
+                    out.append(groups[i])
         return [Partition(id=i, nodes=seg) for i, seg in enumerate(out)]
+
+    def _fuse_into(self, s, group: list, segs: list, i: int) -> None:
+        """Fuse small work into the kernel of the spmd node `s` (`segs[i]` runs before it,
+        `segs[i + 1]` after): the elementwise nodes after it that work on its result
+        (`_epilogue`) when its implementation takes an epilogue, and the whole segment before
+        it as a prologue computed on every core when it computes an operand the implementation
+        takes as an on-chip value (`Impl.values`) and reads little (`PROLOGUE_BYTES`). Each
+        such segment would otherwise be a kernel of its own: a launch and a DRAM round trip
+        for a few KiB (a norm, a residual add, SiLU(gate) * up in decode)."""
+        impl = self.decisions[s].impl
+        if impl.epilogue and i + 1 < len(segs):
+            epi = _epilogue(s, group, segs[i + 1], self.decisions)
+            if epi:
+                self._epilogue_nodes.update(epi)
+                group.extend(epi)
+                segs[i + 1] = [n for n in segs[i + 1] if n not in set(epi)]
+        seg = segs[i]
+        if not impl.values or not seg:
+            return
+        inside = set(seg)
+        feeds = [
+            pos for pos, a in enumerate(impl.args) if isinstance(a, torch.fx.Node) and a in inside
+        ]
+        if not feeds or any(pos not in impl.values for pos in feeds):
+            return
+        if any(
+            self.decisions[n].impl is None
+            or self.decisions[n].impl.spmd
+            or any(m != "sram" for m in self.decisions[n].impl.memory.values())
+            for n in seg
+            if n.target not in _BOOKKEEPING
+        ):
+            return
+        ins = {a for n in seg for a in n.all_input_nodes if a not in inside}
+        read = sum(_nbytes(a) for a in ins)
+        if read is None or read > PROLOGUE_BYTES:
+            return
+        group[:0] = seg
+        segs[i] = []
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -719,6 +896,17 @@ class LegatoGraphWrapper:
                 if isinstance(got, kernelgen.Generated):
                     continue
                 spmd = [n for n in nodes if self._spmd_node(n)]
+                if spmd and spmd[0] not in self._no_fuse and _has_fused(nodes, spmd[0], self):
+                    log.warning(
+                        "legato: the chip-scale kernel of %s (%s) with the work fused into it "
+                        "fails to compile, compiling that work apart: %s",
+                        spmd[0].name,
+                        _op_name(spmd[0]),
+                        got,
+                    )
+                    self._no_fuse.add(spmd[0])
+                    retry = True
+                    continue
                 if spmd:
                     log.warning(
                         "legato: the chip-scale kernel of %s (%s) fails to compile, trying its "
@@ -833,7 +1021,15 @@ class LegatoGraphWrapper:
         name = f"{self.name}_k{self._kernels - 1}"
         try:
             inputs, steps, outputs = self._kernel_io(nodes)
-            gen = kernelgen.generate(name, inputs, steps, outputs, self.options.device, self.bounds)
+            gen = kernelgen.generate(
+                name,
+                inputs,
+                steps,
+                outputs,
+                self.options.device,
+                self.bounds,
+                epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
+            )
             gen.kernel.compile()
             result: kernelgen.Generated | str = gen
         except Exception as e:  # noqa: BLE001 - strict raises it; else the nodes run eagerly
