@@ -26,7 +26,7 @@ from legato import compiler
 from legato.arrays import numpy_view
 from legato.binding import bind, check_tensor
 from legato.context import CompileContext, compiling
-from legato.errors import ArgumentError, CompileError, LegatoError
+from legato.errors import ArgumentError, CompileError, LegatoError, LegatoValueError
 from legato.frontend.codegen import emit_kernel, kernel_params, print_module
 from legato.frontend.deps import dependency_fingerprint
 from legato.frontend.language import Param, constexpr
@@ -178,7 +178,7 @@ class Kernel:
         """The kernel at `stage`: text for MLIR/CORE_IR/BACKEND_IR/ASM, bytes for BINARY.
         MLIR comes straight from the frontend (with locations); later stages compile."""
         if isinstance(stage, str):
-            stage = OutputType[stage.upper()]
+            stage = _stage_named(stage)
         if stage is OutputType.MLIR:
             _, constexprs = self._bind_for_compile(args, kwargs)
             return self.to_mlir(**constexprs)
@@ -376,3 +376,26 @@ def compile(fn=None, *, backend="bertha"):
         return Kernel(f, backend=backend)
 
     return decorate(fn) if fn is not None else decorate
+
+
+# what `lower()` also accepts for a stage: the IR level's name as `legato-opt` and the
+# interpreters spell it (`level="core"`)
+_STAGE_ALIASES = {
+    "legato": OutputType.MLIR,
+    "core": OutputType.CORE_IR,
+    "backend": OutputType.BACKEND_IR,
+    "elf": OutputType.BINARY,
+}
+
+
+def _stage_named(name: str) -> OutputType:
+    """The OutputType a stage name means: an OutputType's name or value ("core_ir",
+    "BACKEND_IR") or an IR level ("legato", "core", "backend", "elf")."""
+    key = name.strip().lower()
+    for t in OutputType:
+        if key == t.value:
+            return t
+    if key in _STAGE_ALIASES:
+        return _STAGE_ALIASES[key]
+    names = sorted({t.value for t in OutputType} | set(_STAGE_ALIASES))
+    raise LegatoValueError(f"lower(): no stage {name!r}; the stages are {', '.join(names)}")

@@ -353,3 +353,14 @@ def test_lower_gives_every_stage(seed, fake_toolchain):
     assert k.lower(legato.OutputType.ASM) == "asm simple_matmul"
     assert k.lower("binary").startswith(b"\x7fELF")
     assert fake_toolchain.runs == []
+
+
+def test_lower_takes_the_ir_levels_names_and_refuses_others(seed):
+    """`lower("core")` names the level as the interpreters do (`level="core"`); an unknown
+    stage is a LegatoError listing the stages, not a KeyError from the enum."""
+    k = seed.simple_matmul
+    assert k.lower("core") == k.lower("core_ir") == k.lower(legato.OutputType.CORE_IR)
+    assert "backend." in k.lower("backend")
+    assert k.lower("elf") == k.lower("binary")
+    with pytest.raises(legato.LegatoError, match=r"no stage 'cor'; the stages are .*core"):
+        k.lower("cor")
