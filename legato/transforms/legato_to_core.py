@@ -76,6 +76,10 @@ class _KernelLowering(LoweringState):
                 self._lower_on(op, walker)
             elif not isinstance(op, lg.ReturnOp):
                 raise error_at(op, f"{op.name} must be inside a context (`with device.get_...():`)")
+        if not self.programs:
+            # a kernel that does nothing (every interpreter runs it as a no-op) is still a
+            # binary: its top program ends at once
+            self.program(lg.ContextAttr.top())
         for prog in self.programs.values():
             if prog.issued_dma:
                 prog.block.add_op(core.DmaWaitOp())

@@ -364,3 +364,22 @@ def test_lower_takes_the_ir_levels_names_and_refuses_others(seed):
     assert k.lower("elf") == k.lower("binary")
     with pytest.raises(legato.LegatoError, match=r"no stage 'cor'; the stages are .*core"):
         k.lower("cor")
+
+
+def test_a_kernel_that_does_nothing_runs_at_every_level():
+    """An empty body is a no-op on every interpreter, so the binary is one too (a top program
+    that ends at once), not a BinaryError from the ELF writer. The argument is left as it was."""
+    from tests.corpus.one_core import one_core
+
+    @legato.compile(backend=one_core)
+    def nothing(
+        x: legato.get_model().tensor_type(legato.types.float("float32"), [4, 8], "shared_dram"),
+    ):
+        pass
+
+    x = torch.arange(32.0).reshape(4, 8)
+    for level in ("legato", "core", "backend"):
+        nothing.interpret(x, level=level)
+    nothing(x)
+    assert torch.equal(x, torch.arange(32.0).reshape(4, 8))
+    assert "core.program @top" in nothing.lower("core")
