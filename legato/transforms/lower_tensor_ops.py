@@ -357,9 +357,29 @@ def where(L: LoweringState, prog: ProgramState, op: lg.WhereOp) -> Buffer:
     return out
 
 
+def _row_dma_loop(prog: ProgramState, op, n, idx1: Buffer, row_dma) -> None:
+    """A runtime loop over the `n` indices of `idx1`: each is read into a register
+    (`core.load_index`) and `row_dma(rid, i)` emits the DMA of one row for it; one wait after
+    the loop. gather and scatter differ only in that DMA."""
+    block = Block(arg_types=[IndexType()])
+    i = block.args[0]
+    i.name_hint = "row"
+    with prog.building(block):
+        rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+        row_dma(rid, i)
+    y = scf.YieldOp()
+    y.location = op.location
+    block.add_op(y)
+    lb, step = index_const(prog, 0, op), index_const(prog, 1, op)
+    ub = n[0] if not isinstance(n[0], int) else index_const(prog, n[0], op)
+    prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
+    prog.emit(core.DmaWaitOp(), op)
+    prog.issued_dma = True
+
+
 def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
-    """A runtime loop over the indices: each is read into a register (`core.load_index`) and
-    its table row is DMA'd into the result; one wait after the loop."""
+    """A runtime loop over the indices (`_row_dma_loop`), each index's table row DMA'd into the
+    result."""
 
     rt = result_type(op)
     if prog.ctx.is_top:
@@ -373,36 +393,28 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     out2 = view(prog, out, [n] + row, op)
     idx1 = view(prog, idx, [n], op)
     zeros = [0] * len(row)
-    block = Block(arg_types=[IndexType()])
-    i = block.args[0]
-    i.name_hint = "row"
-    with prog.building(block):
-        rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+    if op.wrap is not None:
+        rows = dimsb(table)[0][0]
+        if not isinstance(rows, int):
+            raise error_at(op, "legato.gather wrap: the table's row count must be static")
+
+    def row_dma(rid, i):
         if op.wrap is not None:  # i in [-rows, rows) -> (i + rows) rem rows
-            rows = dimsb(table)[0][0]
-            if not isinstance(rows, int):
-                raise error_at(op, "legato.gather wrap: the table's row count must be static")
             n_rows = index_const(prog, rows, op)
             shifted = prog.emit(arith.AddiOp(rid, n_rows), op).results[0]
             rid = prog.emit(arith.RemSIOp(shifted, n_rows), op).results[0]
         src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
         dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
         prog.emit(core.DmaOp(src.value, dst.value), op)
-    y = scf.YieldOp()
-    y.location = op.location
-    block.add_op(y)
-    lb, step = index_const(prog, 0, op), index_const(prog, 1, op)
-    ub = n[0] if not isinstance(n[0], int) else index_const(prog, n[0], op)
-    prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
-    prog.emit(core.DmaWaitOp(), op)
-    prog.issued_dma = True
+
+    _row_dma_loop(prog, op, n, idx1, row_dma)
     return out
 
 
 def scatter(L: LoweringState, prog: ProgramState, op: lg.ScatterOp) -> None:
-    """`gather` the other way: a runtime loop over the indices, each read into a register
-    (`core.load_index`), its row DMA'd from `rows` into the table; one wait after the loop (the
-    table may be read back by a later gather of this program)."""
+    """`gather` the other way (`_row_dma_loop`): each index's row DMA'd from `rows` into the
+    table; one wait after the loop (the table may be read back by a later gather of this
+    program)."""
     if prog.ctx.is_top:
         raise error_at(op, "legato.scatter runs in a core context, not on top")
     table = L.lookup(prog, op.table, op)
@@ -415,22 +427,13 @@ def scatter(L: LoweringState, prog: ProgramState, op: lg.ScatterOp) -> None:
     rows2 = view(prog, rows, [n] + row, op)
     idx1 = view(prog, idx, [n], op)
     zeros = [0] * len(row)
-    block = Block(arg_types=[IndexType()])
-    i = block.args[0]
-    i.name_hint = "row"
-    with prog.building(block):
-        rid = prog.emit(core.LoadIndexOp(idx1.value, i), op).results[0]
+
+    def row_dma(rid, i):
         src = subview(prog, rows2, [i, *zeros], [(1, 1), *row], op)
         dst = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
         prog.emit(core.DmaOp(src.value, dst.value), op)
-    y = scf.YieldOp()
-    y.location = op.location
-    block.add_op(y)
-    lb, step = index_const(prog, 0, op), index_const(prog, 1, op)
-    ub = n[0] if not isinstance(n[0], int) else index_const(prog, n[0], op)
-    prog.emit(scf.ForOp(lb, ub, step, [], Region(block)), op)
-    prog.emit(core.DmaWaitOp(), op)
-    prog.issued_dma = True
+
+    _row_dma_loop(prog, op, n, idx1, row_dma)
 
 
 # -- transposes and reductions -----------------------------------------------------------------

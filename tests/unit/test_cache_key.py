@@ -13,13 +13,7 @@ import pytest
 
 import legato
 from legato.jit import cache
-from legato.model import bertha
-
-f32 = legato.types.float("float32")
-
-
-def one_core(ctx):
-    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
+from tests.corpus.one_core import f32, one_core
 
 
 @legato.compile(backend=one_core)
