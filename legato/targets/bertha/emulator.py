@@ -225,6 +225,9 @@ class _Plan:
     # a DMA's (port, issue time but for the port's slots): planning it again before the module
     # acts can only move its port's free slot (`_replan_slot`)
     slot: tuple | None = None
+    # a `qwait` that waits (INF) for an arrival on this queue (core, space, queue): planning it
+    # again gives this plan while the queue is empty (`_wake`)
+    queue: tuple | None = None
 
 
 _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
@@ -411,9 +414,39 @@ def _native_program(code: list, pure: list, min_run: int):
     return native.ffi.cast("sins *", native.ffi.from_buffer(arr)), hot, arr
 
 
+def _is_pure(ins: isa.Instruction) -> bool:
+    return ins.op.format in _PURE_FORMATS or ins.op.mnemonic in ("nop", "halt")
+
+
+class _Code:
+    """A program's decoded instructions and what the fast paths build from them, once for
+    every module that runs it, every `Emulator` and every run of the binary (`_program_code`):
+    `pure` (per pc: a scalar instruction), `fns` (model's core count -> the `_scalar_code`
+    functions) and `native` (`native_min_run` -> `_native_program`). All of it is a function of
+    the words (and the key), never of a run's state."""
+
+    __slots__ = ("ins", "pure", "fns", "native")
+
+    def __init__(self, words: tuple[int, ...]):
+        self.ins = [_decode(w) for w in words]
+        self.pure = [_is_pure(i) for i in self.ins]
+        self.fns: dict[int, list] = {}
+        self.native: dict[int, tuple] = {}
+
+
+# Keyed by the words: a binary run again (the JIT's cached call re-runs its bytes) and the
+# programs of one binary that share code share it. A word that does not decode raises every
+# time (exceptions are not cached).
+_program_code = functools.lru_cache(maxsize=256)(_Code)
+
+
 class Module:
-    def __init__(self, index: int, name: str, program, core: int | None, code):
-        self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt") for i in code]
+    def __init__(self, index: int, name: str, program, core: int | None, code, shared=None):
+        """`shared`: the `_Code` of `code` (None: none is kept, the fast paths build theirs)."""
+        self.shared: _Code = shared if shared is not None else _Code(())
+        if shared is None:
+            self.shared.ins, self.shared.pure = code, [_is_pure(i) for i in code]
+        self.pure = self.shared.pure
         self.index = index
         self.name = name
         self.program = program
@@ -544,8 +577,6 @@ class Emulator:
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
         self._dma_id = 0
-        self._scalar_fns: dict[int, list] = {}  # id(program code) -> its `_scalar_code`
-        self._native_progs: dict[int, tuple] = {}  # id(program code) -> `_native_program`
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
         self.modules = self._make_modules()
 
@@ -553,10 +584,10 @@ class Emulator:
         mods: list[Module] = []
         cores_taken: dict[int, str] = {}
         top_seen = None
-        decoded = {}
+        decoded: dict[str, _Code] = {}
         for p in self.binary.programs:
             try:
-                decoded[p.name] = [_decode(w) for w in p.words]
+                decoded[p.name] = _program_code(tuple(p.words))
             except isa.DecodeError as e:
                 raise EmulatorError(f"program {p.name!r}: {e}") from None
         for p in self.binary.programs:
@@ -578,8 +609,9 @@ class Emulator:
                             f"core {c} has two programs: {cores_taken[c]!r} and {p.name!r}"
                         )
                     cores_taken[c] = p.name
+                shared = decoded[p.name]
                 mods.append(
-                    Module(len(mods), "top" if c is None else f"core{c}", p, c, decoded[p.name])
+                    Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
                 )
         mods.sort(key=lambda m: -1 if m.core is None else m.core)
         for i, m in enumerate(mods):
@@ -783,18 +815,18 @@ class Emulator:
         barrier check (a scalar never follows an unreleased one)."""
         if m.halted:
             return total, limit
-        code = m.code
-        fns = self._scalar_fns.get(id(code))
+        code, shared = m.code, m.shared
+        fns = shared.fns.get(self.model.num_cores)
         if fns is None:
-            fns = self._scalar_fns[id(code)] = [
+            fns = shared.fns[self.model.num_cores] = [
                 _scalar_code(ins, self.model.num_cores) if p else None
                 for ins, p in zip(code, m.pure)
             ]
         prog = None
         if self.native_scalars and native.lib is not None:
-            prog = self._native_progs.get(id(code))
+            prog = shared.native.get(self.native_min_run)
             if prog is None:
-                prog = self._native_progs[id(code)] = _native_program(
+                prog = shared.native[self.native_min_run] = _native_program(
                     code, m.pure, self.native_min_run
                 )
         n, r = len(code), m.regs
@@ -928,14 +960,26 @@ class Emulator:
         """Another module acted: re-plan every module whose readiness depends on others. A
         stable plan (a `qwait` whose arrival is known) is pushed again as it is: the same
         heap entry and version as planning it again, without the work."""
+        head = self.queues.head
         for idx in list(self._waiting):
             m = self.modules[idx]
             if not m.halted:
                 plan = m.plan
-                if plan is not None and plan.stable and plan.ready < INF:
-                    self._push(m, plan)
-                else:
-                    self._schedule(m)
+                if plan is not None:
+                    if plan.ready < INF:
+                        if plan.stable:
+                            self._push(m, plan)
+                            continue
+                    elif self.fast_wakes and plan.queue is not None and head(plan.queue) is None:
+                        # a `qwait` on a queue still empty: planning it again gives the same
+                        # waiting plan; only its version moves, as `_schedule` moves it
+                        m.version += 1
+                        continue
+                self._schedule(m)
+
+    fast_wakes = True
+    """On a wake, a `qwait` waiting on a queue that is still empty only moves its version
+    (False: it is planned again, the reference a differential test compares it with)."""
 
     def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
         if isinstance(e, HostMemoryLimit):
@@ -1058,11 +1102,15 @@ class Emulator:
         if fmt == "qwait":
             if m.core is None:
                 raise _Trap("top has no queues")
-            head = self.queues.head((m.core, ins.a, ins.imm))
+            key = (m.core, ins.a, ins.imm)
+            head = self.queues.head(key)
             if head is None:
                 name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
                 return _Plan(
-                    INF, f"waiting for an arrival on queue {name} of core {m.core}", external=True
+                    INF,
+                    f"waiting for an arrival on queue {name} of core {m.core}",
+                    external=True,
+                    queue=key,
                 )
             return _Plan(max(m.time, head), external=True)
         if mn == "dmawait":

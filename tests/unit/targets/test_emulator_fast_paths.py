@@ -58,10 +58,78 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     monkeypatch.setattr(emulator.Emulator, "_replan_slot", lambda self, m, plan: self._prepare(m))
     monkeypatch.setattr(emulator.Memory, "find", emulator.PhysicalMemory.find)
     monkeypatch.setattr(emulator.Emulator, "fast_scalars", False)
+    monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
     monkeypatch.setattr(mpu_fast, "NATIVE", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]
+
+
+def _versions_and_plans(kernel, model, monkeypatch) -> tuple[list[int], int, tuple]:
+    """(every module's final version, how many plans were made, the run's report) of one run
+    of corpus `kernel`."""
+    seen = {"plans": 0}
+    prepare, result = emulator.Emulator._prepare, emulator.Emulator._result
+
+    def counted(self, m):
+        seen["plans"] += 1
+        return prepare(self, m)
+
+    def final(self):
+        seen["versions"] = [m.version for m in self.modules]
+        return result(self)
+
+    monkeypatch.setattr(emulator.Emulator, "_prepare", counted)
+    monkeypatch.setattr(emulator.Emulator, "_result", final)
+    report = _run(kernel, model)
+    monkeypatch.undo()
+    return seen["versions"], seen["plans"], report
+
+
+@pytest.mark.parametrize("gen", ["evt0", "evt1"])
+def test_waking_a_qwait_on_an_empty_queue_only_moves_its_version(gen, monkeypatch):
+    """The heap breaks ties of equal ready cycles by each module's version, so the wake fast
+    path must bump a waiting `qwait`'s version exactly as planning it again does: the final
+    versions of every module match the reference's, with fewer plans made."""
+    kernel = next(k for k in CORPUS if k.name == "rmsnorm_rows_multicore")
+    model = getattr(bertha, gen)()
+    fast_versions, fast_plans, fast = _versions_and_plans(kernel, model, monkeypatch)
+    monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
+    ref_versions, ref_plans, ref = _versions_and_plans(kernel, model, monkeypatch)
+    assert fast == ref
+    assert fast_versions == ref_versions
+    assert fast_plans < ref_plans  # the fast path was taken
+
+
+def test_a_binary_run_again_is_parsed_once_and_still_checked(monkeypatch):
+    """`run_binary` reuses the parsed binary of the same bytes (and key): a second run gives
+    the same result without parsing; other bytes, a tampered copy and a wrong key are still
+    parsed and refused."""
+    from bertha_helpers import build, small_model
+
+    from legato.targets.bertha import elf, runtime
+
+    model = small_model()
+    data = build(".program top on top\n    li r3, 7\n    halt\n", model=model)
+    runtime._read_cached.cache_clear()
+    first = run_binary(data, model, [], trace=False)
+    parsed = []
+    monkeypatch.setattr(runtime, "read_elf", lambda b: parsed.append(b) or elf.read_elf(b))
+    again = run_binary(data, model, [], trace=False)
+    assert (again.cycles, again.instructions) == (first.cycles, first.instructions)
+    assert parsed == []
+    assert load_binary(data, model, cached=True) is load_binary(data, model, cached=True)
+    assert load_binary(data, model) is not load_binary(data, model)
+    tampered = bytearray(data)
+    tampered[-1] ^= 1
+    for _ in range(2):
+        with pytest.raises(elf.BinaryError):
+            run_binary(bytes(tampered), model, [], trace=False)
+    key = b"k" * 32
+    signed = elf.sign_binary(data, key)
+    run_binary(signed, model, [], trace=False, key=key)
+    with pytest.raises(elf.SignatureError):
+        run_binary(signed, model, [], trace=False, key=b"o" * 32)
 
 
 RRR = "add sub mul div rem and or xor shl shr sra min max slt seq".split()
