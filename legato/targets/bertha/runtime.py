@@ -386,11 +386,14 @@ def run_binary(
             m.bounds = resolve_bounds(rows, extents)
 
     try:
-        result = emu.run(table_addr)
-    except (EmulatorFault, DeadlockError) as e:
-        raise with_source_lines(e, binary, model.num_cores) from None
+        try:
+            result = emu.run(table_addr)
+        except (EmulatorFault, DeadlockError) as e:
+            raise with_source_lines(e, binary, model.num_cores) from None
 
-    for arr, addr in copies:
-        out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
-        arr[...] = out
+        for arr, addr in copies:
+            out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
+            arr[...] = out
+    finally:
+        mem.release()  # the core memories' arrays serve the next run (nothing here keeps a view)
     return result

@@ -265,3 +265,50 @@ def test_compiled_scalar_loops_stop_at_the_same_bound(limits, monkeypatch):
     want = _final_state(LOOP, "reference", monkeypatch, **limits)
     assert "limit" in want[0]
     assert _final_state(LOOP, "native", monkeypatch, **limits) == want
+
+
+DIRTY = """\
+.program top on top
+    li r4, 0x5a5a
+    lsa r3, core{c}.sram, 4096
+    st r4, 0(r3)
+    st r4, 8(r3)
+    lsa r5, core{c}.mpu_buffer, 8
+    st r4, 0(r5)
+    halt
+"""
+
+READ_BACK = """\
+.program top on top
+    ld r6, 8(r1)
+    lsa r3, core{c}.sram, 4096
+    ld r7, 0(r3)
+    st r7, 0(r6)
+    ld r7, 8(r3)
+    st r7, 8(r6)
+    lsa r5, core{c}.mpu_buffer, 8
+    ld r7, 0(r5)
+    st r7, 16(r6)
+    ld r7, 0(r3)
+    halt
+"""
+
+
+@pytest.mark.parametrize("recycle", [True, False])
+def test_recycled_core_memories_start_zeroed(recycle, monkeypatch):
+    """A run's core spaces (sram, mpu_buffer) read as zeros wherever the run did not write, as
+    fresh memory does, even when their arrays are recycled from a run that wrote there."""
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import i64
+
+    monkeypatch.setattr(emulator.Memory, "recycle", recycle)
+    model = small_model()
+    for c in range(model.num_cores):
+        run_binary(build(DIRTY.format(c=c), model=model), model, [], trace=False)
+        if recycle:
+            assert emulator._CORE_POOL._free.get(model.memory_size("sram"))  # handed back
+        out = np.full(3, -1, np.int64)
+        src = READ_BACK.format(c=c)
+        run_binary(build(src, [tensor("out", i64, [3], "write")], model), model, [out])
+        assert out.tolist() == [0, 0, 0]
