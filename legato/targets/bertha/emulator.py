@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import threading
 import time as _time
 from dataclasses import dataclass
 
@@ -49,7 +50,7 @@ from legato.targets.bertha.arch.dma import (
 )
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
-from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory
+from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory, Region
 from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.targets.bertha.arch.units import check_local, check_weight_tile
@@ -162,6 +163,58 @@ class DeadlockError(EmulatorError):
 
 
 # ---- memory ----------------------------------------------------------------------------------
+class _RecycledRegion(Region):
+    """A core space (sram, mpu_buffer) whose array comes from `_CorePool` and goes back to it
+    when its memory is released: it keeps the byte range written since (`lo`, `hi`), so that
+    zeroing it for the next run costs what the run wrote, not the space's size."""
+
+    def __init__(self, base: int, size: int, name: str, data: np.ndarray):
+        super().__init__(base, size, name, data=data)
+        self.lo, self.hi = size, 0
+
+    def write(self, off: int, data: np.ndarray) -> None:
+        n = data.size
+        self.data[off : off + n] = data
+        if off < self.lo:
+            self.lo = off
+        if off + n > self.hi:
+            self.hi = off + n
+
+
+class _CorePool:
+    """Zero-filled arrays for the core spaces of later runs. A fresh 2 MiB `np.zeros` costs
+    ~1 ms on this host (transparent huge pages: the first write zeroes a whole 2 MiB page, and
+    the free unmaps it), 30 ms of a 32-core kernel's 40 ms run; a recycled one costs zeroing the
+    bytes its last run wrote. Holds at most `max_bytes`; thread-safe."""
+
+    max_bytes = 256 << 20
+
+    def __init__(self):
+        self._free: dict[int, list[np.ndarray]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> np.ndarray:
+        with self._lock:
+            free = self._free.get(size)
+            if free:
+                self._bytes -= size
+                return free.pop()
+        return np.zeros(size, np.uint8)
+
+    def give(self, region: _RecycledRegion) -> None:
+        data = region.data
+        if region.lo < region.hi:
+            data[region.lo : region.hi] = 0
+        with self._lock:
+            if self._bytes + data.size <= self.max_bytes:
+                self._free.setdefault(data.size, []).append(data)
+                self._bytes += data.size
+
+
+_CORE_POOL = _CorePool()
+
+
 class Memory(PhysicalMemory):
     """The chip's 64-bit physical address space (`arch.memory`): allocations only, everything
     else traps; private DRAM is stored in chunks allocated on first write."""
@@ -182,6 +235,24 @@ class Memory(PhysicalMemory):
         r, off = super().find(addr, n)
         self._by_page[addr >> 12] = r
         return r, off
+
+    recycle = True
+    """Core spaces (but lazy ones) take their arrays from `_CORE_POOL` (False: fresh zeros, the
+    reference a differential test compares it with)."""
+
+    def _core_region(self, base: int, size: int, name: str, lazy: bool) -> Region:
+        if lazy or not self.recycle:
+            return super()._core_region(base, size, name, lazy)
+        return _RecycledRegion(base, size, name, _CORE_POOL.take(size))
+
+    def release(self) -> None:
+        """Give the core spaces' arrays back for later runs (zeroed). This memory must not be
+        used afterwards, nor any array read from it: its regions are unmapped."""
+        regions, self.regions, self._bases, self._by_page = self.regions, [], [], {}
+        for r in regions:
+            if isinstance(r, _RecycledRegion):
+                _CORE_POOL.give(r)
+                r.data = None
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
@@ -225,6 +296,9 @@ class _Plan:
     # a DMA's (port, issue time but for the port's slots): planning it again before the module
     # acts can only move its port's free slot (`_replan_slot`)
     slot: tuple | None = None
+    # a `qwait` that waits (INF) for an arrival on this queue (core, space, queue): planning it
+    # again gives this plan while the queue is empty (`_wake`)
+    queue: tuple | None = None
 
 
 _PURE_FORMATS = frozenset({"ri", "rrr", "rri", "br", "jmp", "lsa"})
@@ -411,9 +485,90 @@ def _native_program(code: list, pure: list, min_run: int):
     return native.ffi.cast("sins *", native.ffi.from_buffer(arr)), hot, arr
 
 
+def _is_pure(ins: isa.Instruction) -> bool:
+    return ins.op.format in _PURE_FORMATS or ins.op.mnemonic in ("nop", "halt")
+
+
+class _Code:
+    """A program's decoded instructions and what the fast paths build from them, once for
+    every module that runs it, every `Emulator` and every run of the binary (`_program_code`):
+    `pure` (per pc: a scalar instruction), `fns` (model's core count -> the `_scalar_code`
+    functions) and `native` (`native_min_run` -> `_native_program`). All of it is a function of
+    the words (and the key), never of a run's state."""
+
+    __slots__ = ("ins", "pure", "fns", "native", "vpu")
+
+    def __init__(self, words: tuple[int, ...]):
+        self.ins = [_decode(w) for w in words]
+        self.pure = [_is_pure(i) for i in self.ins]
+        self.fns: dict[int, list] = {}
+        self.native: dict[int, tuple] = {}
+        self.vpu: dict[int, _VpuStatic] = {}  # pc -> its VPU instruction's `_VpuStatic`
+
+
+class _VpuStatic:
+    """What planning and executing a VPU instruction read from its encoding alone (its dtypes,
+    element sizes, broadcast mode, the op table's kind, the names its traps use), decoded once
+    per program instead of on every issue."""
+
+    __slots__ = (
+        "fmt",
+        "mn",
+        "kind",
+        "dt",
+        "st",
+        "ct",
+        "sz",
+        "ssz",
+        "csz",
+        "mode",
+        "period",
+        "trans",
+        "src",
+        "dst",
+    )
+
+    def __init__(self, ins: isa.Instruction):
+        op = ins.op
+        self.fmt, self.mn = op.format, op.mnemonic
+        self.kind = _VPU_KIND.get(self.mn)
+        self.trans = self.mn in isa.VPU_TRANSCENDENTAL
+        self.src, self.dst = f"{self.mn} source", f"{self.mn} destination"
+        self.mode = self.period = 0
+        self.st = self.ct = None
+        self.ssz = self.csz = 0
+        fmt, imm = self.fmt, ins.imm
+        if fmt in ("vbin", "vsel"):
+            name = DTYPE_NAMES[imm & 0xF]
+            if fmt == "vbin":
+                self.mode, self.period = (imm >> 4) & 3, imm >> 8
+            else:
+                cname = isa.COND_DTYPE_NAMES[imm >> 4]
+                self.csz = isa.COND_DTYPE_SIZES[cname]
+                self.ct = np.dtype(np.bool_) if cname == "i1" else _NP_DTYPES[cname]
+        elif fmt == "vcvt":
+            name, sname = DTYPE_NAMES[imm & 0xF], DTYPE_NAMES[imm >> 4]
+            self.st, self.ssz = _NP_DTYPES[sname], DTYPE_SIZES[sname]
+        else:  # vun, vfill, v2d
+            name = DTYPE_NAMES[imm]
+        self.dt, self.sz = _NP_DTYPES[name], DTYPE_SIZES[name]
+        if fmt == "vun":
+            self.st, self.ssz = self.dt, self.sz
+
+
+# Keyed by the words: a binary run again (the JIT's cached call re-runs its bytes) and the
+# programs of one binary that share code share it. A word that does not decode raises every
+# time (exceptions are not cached).
+_program_code = functools.lru_cache(maxsize=256)(_Code)
+
+
 class Module:
-    def __init__(self, index: int, name: str, program, core: int | None, code):
-        self.pure = [i.op.format in _PURE_FORMATS or i.op.mnemonic in ("nop", "halt") for i in code]
+    def __init__(self, index: int, name: str, program, core: int | None, code, shared=None):
+        """`shared`: the `_Code` of `code` (None: none is kept, the fast paths build theirs)."""
+        self.shared: _Code = shared if shared is not None else _Code(())
+        if shared is None:
+            self.shared.ins, self.shared.pure = code, [_is_pure(i) for i in code]
+        self.pure = self.shared.pure
         self.index = index
         self.name = name
         self.program = program
@@ -544,8 +699,6 @@ class Emulator:
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
         self._dma_id = 0
-        self._scalar_fns: dict[int, list] = {}  # id(program code) -> its `_scalar_code`
-        self._native_progs: dict[int, tuple] = {}  # id(program code) -> `_native_program`
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
         self.modules = self._make_modules()
 
@@ -553,10 +706,10 @@ class Emulator:
         mods: list[Module] = []
         cores_taken: dict[int, str] = {}
         top_seen = None
-        decoded = {}
+        decoded: dict[str, _Code] = {}
         for p in self.binary.programs:
             try:
-                decoded[p.name] = [_decode(w) for w in p.words]
+                decoded[p.name] = _program_code(tuple(p.words))
             except isa.DecodeError as e:
                 raise EmulatorError(f"program {p.name!r}: {e}") from None
         for p in self.binary.programs:
@@ -578,8 +731,9 @@ class Emulator:
                             f"core {c} has two programs: {cores_taken[c]!r} and {p.name!r}"
                         )
                     cores_taken[c] = p.name
+                shared = decoded[p.name]
                 mods.append(
-                    Module(len(mods), "top" if c is None else f"core{c}", p, c, decoded[p.name])
+                    Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
                 )
         mods.sort(key=lambda m: -1 if m.core is None else m.core)
         for i, m in enumerate(mods):
@@ -783,18 +937,18 @@ class Emulator:
         barrier check (a scalar never follows an unreleased one)."""
         if m.halted:
             return total, limit
-        code = m.code
-        fns = self._scalar_fns.get(id(code))
+        code, shared = m.code, m.shared
+        fns = shared.fns.get(self.model.num_cores)
         if fns is None:
-            fns = self._scalar_fns[id(code)] = [
+            fns = shared.fns[self.model.num_cores] = [
                 _scalar_code(ins, self.model.num_cores) if p else None
                 for ins, p in zip(code, m.pure)
             ]
         prog = None
         if self.native_scalars and native.lib is not None:
-            prog = self._native_progs.get(id(code))
+            prog = shared.native.get(self.native_min_run)
             if prog is None:
-                prog = self._native_progs[id(code)] = _native_program(
+                prog = shared.native[self.native_min_run] = _native_program(
                     code, m.pure, self.native_min_run
                 )
         n, r = len(code), m.regs
@@ -928,14 +1082,26 @@ class Emulator:
         """Another module acted: re-plan every module whose readiness depends on others. A
         stable plan (a `qwait` whose arrival is known) is pushed again as it is: the same
         heap entry and version as planning it again, without the work."""
+        head = self.queues.head
         for idx in list(self._waiting):
             m = self.modules[idx]
             if not m.halted:
                 plan = m.plan
-                if plan is not None and plan.stable and plan.ready < INF:
-                    self._push(m, plan)
-                else:
-                    self._schedule(m)
+                if plan is not None:
+                    if plan.ready < INF:
+                        if plan.stable:
+                            self._push(m, plan)
+                            continue
+                    elif self.fast_wakes and plan.queue is not None and head(plan.queue) is None:
+                        # a `qwait` on a queue still empty: planning it again gives the same
+                        # waiting plan; only its version moves, as `_schedule` moves it
+                        m.version += 1
+                        continue
+                self._schedule(m)
+
+    fast_wakes = True
+    """On a wake, a `qwait` waiting on a queue that is still empty only moves its version
+    (False: it is planned again, the reference a differential test compares it with)."""
 
     def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
         if isinstance(e, HostMemoryLimit):
@@ -1058,11 +1224,15 @@ class Emulator:
         if fmt == "qwait":
             if m.core is None:
                 raise _Trap("top has no queues")
-            head = self.queues.head((m.core, ins.a, ins.imm))
+            key = (m.core, ins.a, ins.imm)
+            head = self.queues.head(key)
             if head is None:
                 name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
                 return _Plan(
-                    INF, f"waiting for an arrival on queue {name} of core {m.core}", external=True
+                    INF,
+                    f"waiting for an arrival on queue {name} of core {m.core}",
+                    external=True,
+                    queue=key,
                 )
             return _Plan(max(m.time, head), external=True)
         if mn == "dmawait":
@@ -1155,60 +1325,63 @@ class Emulator:
             ),
         )
 
+    def _vpu_static(self, m: Module, ins: isa.Instruction) -> _VpuStatic:
+        """The `_VpuStatic` of `m`'s instruction at its pc (`ins`), built on its first issue."""
+        vs = m.shared.vpu.get(m.pc)
+        if vs is None:
+            vs = m.shared.vpu[m.pc] = _VpuStatic(ins)
+        return vs
+
     def _vpu_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
+        vs = self._vpu_static(m, ins)
         r = m.regs
-        fmt = ins.op.format
+        fmt = vs.fmt
+        sz = vs.sz
         if fmt == "vbin":
             dst, s1, s2, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
-            dt = DTYPE_NAMES[ins.imm & 0xF]
-            mode, period = (ins.imm >> 4) & 3, ins.imm >> 8
-            n2 = {
-                0: n,
-                BC_SCALAR: 1 if n else 0,
-                BC_ROW: -(-n // period) if period else 0,
-                BC_COL: min(n, period),
-            }[mode]
-            sz = DTYPE_SIZES[dt]
+            mode, period = vs.mode, vs.period
+            if mode == BC_SCALAR:
+                n2 = 1 if n else 0
+            elif mode == BC_ROW:
+                n2 = -(-n // period) if period else 0
+            elif mode == BC_COL:
+                n2 = min(n, period)
+            else:
+                n2 = n
             ranges = [(s1, n * sz), (s2, n2 * sz)]
             out = (dst, n * sz)
             elems = n
         elif fmt in ("vun", "vcvt"):
-            dst, s, n = r[ins.a], r[ins.b], r[ins.c]
-            if fmt == "vcvt":
-                dt, st = DTYPE_NAMES[ins.imm & 0xF], DTYPE_NAMES[ins.imm >> 4]
-            else:
-                dt = st = DTYPE_NAMES[ins.imm]
-            ranges = [(s, n * DTYPE_SIZES[st])]
-            out = (dst, n * DTYPE_SIZES[dt])
+            dst, src, n = r[ins.a], r[ins.b], r[ins.c]
+            ranges = [(src, n * vs.ssz)]
+            out = (dst, n * sz)
             elems = n
         elif fmt == "vfill":
             dst, n = r[ins.a], r[ins.b]
-            dt = DTYPE_NAMES[ins.imm]
             ranges = []
-            out = (dst, n * DTYPE_SIZES[dt])
+            out = (dst, n * sz)
             elems = n
         elif fmt == "vsel":
-            dst, cond, s, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
-            sz = DTYPE_SIZES[DTYPE_NAMES[ins.imm & 0xF]]
-            csz = isa.COND_DTYPE_SIZES[isa.COND_DTYPE_NAMES[ins.imm >> 4]]
-            ranges = [(cond, n * csz), (s, n * sz), (dst, n * sz)]  # dst is read (kept)
+            dst, cond, src, n = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
+            ranges = [(cond, n * vs.csz), (src, n * sz), (dst, n * sz)]  # dst is read (kept)
             out = (dst, n * sz)
             elems = n
         else:  # v2d
-            dst, s, rows, cols = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
-            dt = DTYPE_NAMES[ins.imm]
-            sz = DTYPE_SIZES[dt]
-            ranges = [(s, rows * cols * sz)]
-            out_n = rows * cols if ins.op.mnemonic == "vpu.transpose" else rows
+            dst, src, rows, cols = r[ins.a], r[ins.b], r[ins.c], r[ins.d]
+            ranges = [(src, rows * cols * sz)]
+            out_n = rows * cols if vs.mn == "vpu.transpose" else rows
             out = (dst, out_n * sz)
             elems = rows * cols
             if rows < 0 or cols < 0:
-                raise _Trap(f"{ins.op.mnemonic} with negative shape [{rows}, {cols}]")
+                raise _Trap(f"{vs.mn} with negative shape [{rows}, {cols}]")
         if elems < 0:
-            raise _Trap(f"{ins.op.mnemonic} with negative element count {elems}")
+            raise _Trap(f"{vs.mn} with negative element count {elems}")
+        core, find = m.core, self.memory.find
         for a, nb in ranges:
-            self._local(m, a, nb, f"{ins.op.mnemonic} source")
-        self._local(m, out[0], out[1], f"{ins.op.mnemonic} destination")
+            check_local(a, core, vs.src)
+            find(a, nb)
+        check_local(out[0], core, vs.dst)
+        find(out[0], out[1])
         reads = [(a, a + nb) for a, nb in ranges]
         writes = [(out[0], out[0] + out[1])]
         return _Plan(self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems))
@@ -1400,14 +1573,13 @@ class Emulator:
 
     def _exec_vpu(self, m: Module, ins, plan: _Plan, t: int) -> None:
         reads, writes, elems = plan.data
-        mn = ins.op.mnemonic
-        fmt = ins.op.format
+        vs = self._vpu_static(m, ins)
+        mn, fmt, dt = vs.mn, vs.fmt, vs.dt
         r = m.regs
         mem = self.memory
         if fmt == "vbin":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
             n = elems
-            mode, period = (ins.imm >> 4) & 3, ins.imm >> 8
+            mode, period = vs.mode, vs.period
             x = mem.read_array(r[ins.b], n, dt)
             if n == 0:
                 y = x
@@ -1419,29 +1591,21 @@ class Emulator:
                 y = np.resize(mem.read_array(r[ins.c], min(n, period), dt), n)
             else:
                 y = mem.read_array(r[ins.c], n, dt)
-            res = vpu.binary(_VPU_KIND[mn], x, y, dt)
+            res = vpu.binary(vs.kind, x, y, dt)
         elif fmt == "vun":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
-            res = vpu.unary(_VPU_KIND[mn], mem.read_array(r[ins.b], elems, dt), dt)
+            res = vpu.unary(vs.kind, mem.read_array(r[ins.b], elems, dt), dt)
         elif fmt == "vcvt":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
-            st = _NP_DTYPES[DTYPE_NAMES[ins.imm >> 4]]
-            res = vpu.convert(mem.read_array(r[ins.b], elems, st), dt)
+            res = vpu.convert(mem.read_array(r[ins.b], elems, vs.st), dt)
         elif fmt == "vsel":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
-            cname = isa.COND_DTYPE_NAMES[ins.imm >> 4]
-            ct = np.dtype(np.bool_) if cname == "i1" else _NP_DTYPES[cname]
             res = vpu.select(
-                mem.read_array(r[ins.b], elems, ct),
+                mem.read_array(r[ins.b], elems, vs.ct),
                 mem.read_array(r[ins.c], elems, dt),
                 mem.read_array(r[ins.a], elems, dt),
             )
         elif fmt == "vfill":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
             bits = (r[ins.c] & _MASK64).to_bytes(8, "little")[: dt.itemsize]
             res = np.full(elems, np.frombuffer(bits, dt)[0], dt)
         else:
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
             rows, cols = r[ins.c], r[ins.d]
             x = mem.read_array(r[ins.b], rows * cols, dt).reshape(rows, cols)
             if mn == "vpu.rsum":
@@ -1452,8 +1616,7 @@ class Emulator:
                 res = np.ascontiguousarray(x.T)
         mem.write(r[ins.a], np.ascontiguousarray(res))
         self.vpu_elems += elems
-        trans = mn in isa.VPU_TRANSCENDENTAL
-        if trans:
+        if vs.trans:
             self.vpu_trans_elems += elems
-        dur = timing.vpu_cycles(self.model, elems, trans)
+        dur = timing.vpu_cycles(self.model, elems, vs.trans)
         self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", mn, elems)

@@ -16,6 +16,7 @@ compiler recorded): a binary whose metadata marks an argument otherwise (an inpu
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -105,10 +106,26 @@ def resolve_limits(time=None, cycles=None, memory=None) -> Limits:
     return Limits(**out)
 
 
-def load_binary(binary_bytes: bytes, model, key: bytes | None = None):
+def _read(binary_bytes: bytes, key: bytes | None):
+    return read_elf(binary_bytes) if key is None else verify_signature(binary_bytes, key)
+
+
+# The parsed binaries of the last runs, by (bytes, key): the JIT's cached call runs the same
+# bytes again, and parsing and validating them cost more than a small kernel's run (10 ms of
+# 40 for RMSNorm [32,4096]). Read-only users only (`run_binary`); a binary that fails to parse
+# raises every time (exceptions are not cached).
+_read_cached = functools.lru_cache(maxsize=32)(_read)
+
+
+def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached: bool = False):
     """Read, validate and target-check a binary; returns the `Binary`. With `key`, the binary
-    must be signed with it (`elf.verify_signature`, else `SignatureError`)."""
-    binary = read_elf(binary_bytes) if key is None else verify_signature(binary_bytes, key)
+    must be signed with it (`elf.verify_signature`, else `SignatureError`). `cached`: the
+    `Binary` may be one returned before for the same bytes and key (its caller must not modify
+    it); the target checks run every time."""
+    if cached and type(binary_bytes) is bytes and (key is None or type(key) is bytes):
+        binary = _read_cached(binary_bytes, key)
+    else:
+        binary = _read(binary_bytes, key)
     check_target(binary, model)
     owner: dict = {}
     for p in binary.programs:
@@ -257,7 +274,7 @@ def run_binary(
     mapped (the kernel writes the caller's memory in place; a run that fails may leave it
     partly written) instead of copied in and back: for a large tensor a kernel updates in a few
     places, such as a paged KV cache."""
-    binary = load_binary(binary_bytes, model, key)
+    binary = load_binary(binary_bytes, model, key, cached=True)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
         check_access(binary, expected_access)
@@ -369,11 +386,14 @@ def run_binary(
             m.bounds = resolve_bounds(rows, extents)
 
     try:
-        result = emu.run(table_addr)
-    except (EmulatorFault, DeadlockError) as e:
-        raise with_source_lines(e, binary, model.num_cores) from None
+        try:
+            result = emu.run(table_addr)
+        except (EmulatorFault, DeadlockError) as e:
+            raise with_source_lines(e, binary, model.num_cores) from None
 
-    for arr, addr in copies:
-        out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
-        arr[...] = out
+        for arr, addr in copies:
+            out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
+            arr[...] = out
+    finally:
+        mem.release()  # the core memories' arrays serve the next run (nothing here keeps a view)
     return result

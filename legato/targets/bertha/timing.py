@@ -147,19 +147,24 @@ class DramTiming:
         port.free = pstart + pdur
         port.busy += pdur
         data_end = pstart + pdur
+        free, booked = self.channel_free, self.channel_bytes
+        rate = m.dram_bytes_per_cycle_per_channel
         for rng in shared_ranges:
             if len(rng) == 2:
                 per_channel = channel_bytes(rng[0], rng[1], self.channels)
             else:
                 per_channel = channel_bytes_2d(*rng, self.channels)
+            # (inlined max and ceil_div: this loop runs per channel of every DRAM transfer)
             for c, b in enumerate(per_channel):
-                if not b:
-                    continue
-                cstart = max(t, self.channel_free[c])
-                cend = cstart + ceil_div(b, m.dram_bytes_per_cycle_per_channel)
-                self.channel_free[c] = cend
-                self.channel_bytes[c] += b
-                data_end = max(data_end, cend)
+                if b:
+                    cstart = free[c]
+                    if cstart < t:
+                        cstart = t
+                    cend = cstart - (-b // rate)
+                    free[c] = cend
+                    booked[c] += b
+                    if cend > data_end:
+                        data_end = cend
         end = data_end + (m.dram_latency_cycles if touches_dram else 0)
         port.in_flight = [e for e in port.in_flight if e > t]
         port.in_flight.append(end)

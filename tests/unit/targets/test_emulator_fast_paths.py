@@ -58,10 +58,78 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     monkeypatch.setattr(emulator.Emulator, "_replan_slot", lambda self, m, plan: self._prepare(m))
     monkeypatch.setattr(emulator.Memory, "find", emulator.PhysicalMemory.find)
     monkeypatch.setattr(emulator.Emulator, "fast_scalars", False)
+    monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
     monkeypatch.setattr(mpu_fast, "NATIVE", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]
+
+
+def _versions_and_plans(kernel, model, monkeypatch) -> tuple[list[int], int, tuple]:
+    """(every module's final version, how many plans were made, the run's report) of one run
+    of corpus `kernel`."""
+    seen = {"plans": 0}
+    prepare, result = emulator.Emulator._prepare, emulator.Emulator._result
+
+    def counted(self, m):
+        seen["plans"] += 1
+        return prepare(self, m)
+
+    def final(self):
+        seen["versions"] = [m.version for m in self.modules]
+        return result(self)
+
+    monkeypatch.setattr(emulator.Emulator, "_prepare", counted)
+    monkeypatch.setattr(emulator.Emulator, "_result", final)
+    report = _run(kernel, model)
+    monkeypatch.undo()
+    return seen["versions"], seen["plans"], report
+
+
+@pytest.mark.parametrize("gen", ["evt0", "evt1"])
+def test_waking_a_qwait_on_an_empty_queue_only_moves_its_version(gen, monkeypatch):
+    """The heap breaks ties of equal ready cycles by each module's version, so the wake fast
+    path must bump a waiting `qwait`'s version exactly as planning it again does: the final
+    versions of every module match the reference's, with fewer plans made."""
+    kernel = next(k for k in CORPUS if k.name == "rmsnorm_rows_multicore")
+    model = getattr(bertha, gen)()
+    fast_versions, fast_plans, fast = _versions_and_plans(kernel, model, monkeypatch)
+    monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
+    ref_versions, ref_plans, ref = _versions_and_plans(kernel, model, monkeypatch)
+    assert fast == ref
+    assert fast_versions == ref_versions
+    assert fast_plans < ref_plans  # the fast path was taken
+
+
+def test_a_binary_run_again_is_parsed_once_and_still_checked(monkeypatch):
+    """`run_binary` reuses the parsed binary of the same bytes (and key): a second run gives
+    the same result without parsing; other bytes, a tampered copy and a wrong key are still
+    parsed and refused."""
+    from bertha_helpers import build, small_model
+
+    from legato.targets.bertha import elf, runtime
+
+    model = small_model()
+    data = build(".program top on top\n    li r3, 7\n    halt\n", model=model)
+    runtime._read_cached.cache_clear()
+    first = run_binary(data, model, [], trace=False)
+    parsed = []
+    monkeypatch.setattr(runtime, "read_elf", lambda b: parsed.append(b) or elf.read_elf(b))
+    again = run_binary(data, model, [], trace=False)
+    assert (again.cycles, again.instructions) == (first.cycles, first.instructions)
+    assert parsed == []
+    assert load_binary(data, model, cached=True) is load_binary(data, model, cached=True)
+    assert load_binary(data, model) is not load_binary(data, model)
+    tampered = bytearray(data)
+    tampered[-1] ^= 1
+    for _ in range(2):
+        with pytest.raises(elf.BinaryError):
+            run_binary(bytes(tampered), model, [], trace=False)
+    key = b"k" * 32
+    signed = elf.sign_binary(data, key)
+    run_binary(signed, model, [], trace=False, key=key)
+    with pytest.raises(elf.SignatureError):
+        run_binary(signed, model, [], trace=False, key=b"o" * 32)
 
 
 RRR = "add sub mul div rem and or xor shl shr sra min max slt seq".split()
@@ -197,3 +265,50 @@ def test_compiled_scalar_loops_stop_at_the_same_bound(limits, monkeypatch):
     want = _final_state(LOOP, "reference", monkeypatch, **limits)
     assert "limit" in want[0]
     assert _final_state(LOOP, "native", monkeypatch, **limits) == want
+
+
+DIRTY = """\
+.program top on top
+    li r4, 0x5a5a
+    lsa r3, core{c}.sram, 4096
+    st r4, 0(r3)
+    st r4, 8(r3)
+    lsa r5, core{c}.mpu_buffer, 8
+    st r4, 0(r5)
+    halt
+"""
+
+READ_BACK = """\
+.program top on top
+    ld r6, 8(r1)
+    lsa r3, core{c}.sram, 4096
+    ld r7, 0(r3)
+    st r7, 0(r6)
+    ld r7, 8(r3)
+    st r7, 8(r6)
+    lsa r5, core{c}.mpu_buffer, 8
+    ld r7, 0(r5)
+    st r7, 16(r6)
+    ld r7, 0(r3)
+    halt
+"""
+
+
+@pytest.mark.parametrize("recycle", [True, False])
+def test_recycled_core_memories_start_zeroed(recycle, monkeypatch):
+    """A run's core spaces (sram, mpu_buffer) read as zeros wherever the run did not write, as
+    fresh memory does, even when their arrays are recycled from a run that wrote there."""
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import i64
+
+    monkeypatch.setattr(emulator.Memory, "recycle", recycle)
+    model = small_model()
+    for c in range(model.num_cores):
+        run_binary(build(DIRTY.format(c=c), model=model), model, [], trace=False)
+        if recycle:
+            assert emulator._CORE_POOL._free.get(model.memory_size("sram"))  # handed back
+        out = np.full(3, -1, np.int64)
+        src = READ_BACK.format(c=c)
+        run_binary(build(src, [tensor("out", i64, [3], "write")], model), model, [out])
+        assert out.tolist() == [0, 0, 0]

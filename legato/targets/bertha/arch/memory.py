@@ -182,13 +182,18 @@ class PhysicalMemory:
                 if not lazy:
                     self.charge(size, addr, name)
                 try:
-                    region = Region(core_base(core) + base_off, size, name, lazy=lazy)
+                    region = self._core_region(core_base(core) + base_off, size, name, lazy)
                 except MemoryError:
                     raise self._host_exhausted(size, addr, name) from None
                 if lazy:
                     region.memory = self
                 return self.add(region)
         return None
+
+    def _core_region(self, base: int, size: int, name: str, lazy: bool) -> Region:
+        """The region backing a core space mapped on first touch, zero-filled (the emulator's
+        memory recycles the arrays of earlier runs)."""
+        return Region(base, size, name, lazy=lazy)
 
     def charge(self, nbytes: int, addr: int, what: str) -> None:
         """Count `nbytes` more host memory for `what`; `HostMemoryLimit` past `host_limit`."""
