@@ -4,6 +4,7 @@ and (on Bertha) the Legato report.
     LEGATO_VLLM=1 python -m vllm_legato --tiny /tmp/tiny-llama           # Bertha EVT0
     LEGATO_VLLM=evt1 python -m vllm_legato --model PATH --dtype float32   # Bertha EVT1
     python -m vllm_legato --tiny /tmp/tiny-llama --enforce-eager          # stock vLLM (CPU)
+    LEGATO_VLLM=1 python -m vllm_legato serve MODEL --port 8000 ...       # `vllm serve` (HTTP)
 
 `--tiny DIR` first writes the tiny random Llama (vllm_legato.tiny_llama) to DIR, `--tiny-qwen2
 DIR` the tiny Qwen2. `--json FILE` writes {"platform", "runs": [{"model", "dtype", "batch",
@@ -73,6 +74,11 @@ def _init_amx() -> None:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        from vllm_legato.serve import main as serve
+
+        return serve(argv[1:])
     p = argparse.ArgumentParser(
         prog="python -m vllm_legato",
         description=__doc__,
