@@ -5,7 +5,8 @@ starts every vLLM process the tests need side by side, since engine start-ups ar
 tiny model (Llama, Qwen2) `python -m vllm_legato --batch8 --logprobs 2 --chat` on stock vLLM and
 on Bertha (each serves bf16 then f32, each engine the single request, the 8 and the chat), and a
 `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with the offline
-f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client).
+f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client), and a small
+`python -m vllm_legato --bench` (the tiny Llama only; test_vllm_bench.py).
 """
 
 from __future__ import annotations
@@ -192,6 +193,16 @@ def served(tmp_path_factory):
             env = vllm_env(**extra)
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             procs[name] = (proc, out, log)
+    bench = root / "bench.json"
+    log = open(root / "bench.log", "w")  # noqa: SIM115 -- closed after the wait
+    cmd = [sys.executable, "-m", "vllm_legato", "--bench", "--bench-models", "tiny-llama"]
+    cmd += ["--max-tokens", "4", "--json", str(bench)]
+    env = vllm_env(LEGATO_VLLM="1")
+    procs["bench"] = (
+        subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT),
+        bench,
+        log,
+    )
     results = {"server": server, "models": models}
     try:
         for name, (proc, out, log) in procs.items():

@@ -121,7 +121,31 @@ def main(argv=None) -> int:
         help="record the top-N raw logits of every step (logprobs_mode=raw_logits)",
     )
     p.add_argument("--json", help="write the results here")
+    p.add_argument(
+        "--bench",
+        action="store_true",
+        help="print the simulated decode speed at batch 1 and 8 (vllm_legato.bench; Bertha)",
+    )
+    p.add_argument(
+        "--bench-models",
+        action="append",
+        choices=["tiny-llama", "tiny-qwen2", "llama7b"],
+        help="--bench: the models (repeatable; default all three)",
+    )
+    p.add_argument(
+        "--bench-7b-layers",
+        type=int,
+        action="append",
+        help="--bench: the layer counts of the Llama-7B-shaped models simulated (default 1 and "
+        "2; both are needed for the 32-layer extrapolation)",
+    )
     a = p.parse_args(argv)
+    if a.bench:
+        from vllm_legato import bench
+
+        a.bench_7b_layers = a.bench_7b_layers or [1, 2]
+        _init_amx()
+        return bench.main(a)
     if not (a.model or a.tiny or a.tiny_qwen2):
         p.error("--model, --tiny or --tiny-qwen2 is required")
 
