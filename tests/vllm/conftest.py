@@ -1,6 +1,36 @@
-"""vLLM tests: run in .venv-vllm (`bash scripts/test_vllm.sh`); skipped where vllm is missing."""
+"""vLLM tests: run in .venv-vllm (`bash scripts/test_vllm.sh`); skipped where vllm is missing.
+
+The `served` fixture (session scope, shared by test_vllm_legato.py and test_vllm_serve.py)
+starts every vLLM process the tests need side by side, since engine start-ups are slow: per
+tiny model (Llama, Qwen2) `python -m vllm_legato --batch8 --logprobs 2 --chat` on stock vLLM and
+on Bertha (each serves bf16 then f32, each engine the single request, the 8 and the chat), and a
+`python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with the offline
+f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client), and a small
+`python -m vllm_legato --bench` (the tiny Llama only; test_vllm_bench.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
 
 import pytest
+
+MODELS = ("llama", "qwen2")
+DTYPES = ("bfloat16", "float32")
+# token budget per step (max_num_batched_tokens), per dtype: bf16 at 40, fewer than the 8
+# prompts' 86 tokens (chunked prefill), f32 at vLLM's default (0: not given)
+BUDGETS = {"bfloat16": 40, "float32": 0}
+# vLLM's default budget on the CPU platform, for the offline LLM class and the server alike
+# (vllm/engine/arg_utils.py): the server gets it explicitly, and test_vllm_serve checks both
+# engines' graphs are bounded by the same budget
+DEFAULT_BUDGET = 1024
+TIMEOUT = int(os.environ.get("LEGATO_VLLM_TEST_TIMEOUT", "1500"))
+KV_CACHE_MIB = 64  # python -m vllm_legato's default --kv-cache-mib
+MAX_MODEL_LEN = 128  # python -m vllm_legato's default --max-model-len
 
 
 def pytest_configure(config):
@@ -19,3 +49,176 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "vllm" in item.keywords:
                 item.add_marker(skip)
+
+
+def vllm_env(**extra):
+    env = dict(os.environ)
+    env.pop("LEGATO_VLLM", None)
+    env.pop("VLLM_TARGET_DEVICE", None)
+    env.update(
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",  # engine and worker in one process: faster
+        VLLM_LOGGING_LEVEL=env.get("VLLM_LOGGING_LEVEL", "WARNING"),
+        TOKENIZERS_PARALLELISM="false",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+    )
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A `python -m vllm_legato serve` process (its own session: its children share its
+    process group)."""
+
+    def __init__(self, model, root, port: int):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}/v1"
+        self.report = root / "serve-report.json"
+        self.log_path = root / "serve.log"
+        self.log = open(self.log_path, "w")  # noqa: SIM115 -- closed by stop()
+        cmd = [
+            sys.executable,
+            "-m",
+            "vllm_legato",
+            "serve",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--served-model-name",
+            "tiny-llama",
+            "--dtype",
+            "float32",
+            "--max-model-len",
+            str(MAX_MODEL_LEN),
+            "--max-num-batched-tokens",
+            str(DEFAULT_BUDGET),
+            "--max-num-seqs",
+            "8",
+            "--seed",
+            "0",
+            "--no-enable-prefix-caching",
+            "--gpu-memory-utilization",
+            "0.2",
+            "--kv-cache-memory-bytes",
+            str(KV_CACHE_MIB << 20),
+        ]
+        # the server's own multiprocessing (API server + engine core process), as users run it
+        env = vllm_env(LEGATO_VLLM="1", LEGATO_VLLM_REPORT=str(self.report))
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.returncode = None
+
+    def text(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self, timeout: float = 120) -> int | str:
+        """SIGTERM (a user's Ctrl-C / a service manager's stop) and wait; its exit status, or
+        "timeout" (then killed with its process group)."""
+        if self.returncode is None:
+            if self.proc.poll() is None:
+                self.proc.terminate()
+            try:
+                self.returncode = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+                self.returncode = "timeout"
+            self.log.close()
+        return self.returncode
+
+    def leftover(self) -> list[str]:
+        """Processes still in the server's process group (its children), as `pid cmdline`."""
+        out = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                if os.getpgid(int(pid)) != self.proc.pid:
+                    continue
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (ProcessLookupError, FileNotFoundError, PermissionError):
+                continue
+            out.append(f"{pid} {cmd[:200]}")
+        return out
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    from vllm_legato.tiny_llama import make_tiny_llama, make_tiny_qwen2
+
+    root = tmp_path_factory.mktemp("vllm")
+    models = {
+        "llama": make_tiny_llama(root / "tiny-llama", dtype="bfloat16"),
+        "qwen2": make_tiny_qwen2(root / "tiny-qwen2", dtype="bfloat16"),
+    }
+    server = Server(models["llama"], root, free_port())
+    dtypes = [a for d in DTYPES for a in ("--dtype", d)]
+    dtypes += [a for d in DTYPES for a in ("--max-num-batched-tokens", str(BUDGETS[d]))]
+    procs = {}
+    for model in MODELS:
+        for platform, extra, flags in (
+            ("stock", {}, ["--enforce-eager"]),
+            ("bertha", {"LEGATO_VLLM": "1"}, []),
+        ):
+            name = f"{platform}-{model}"
+            extra = dict(extra, LEGATO_VLLM_REPORT_DIR=str(root / f"reports-{name}"))
+            out = root / f"{name}.json"
+            log = open(root / f"{name}.log", "w")  # noqa: SIM115 -- closed after the wait
+            cmd = [
+                sys.executable,
+                "-m",
+                "vllm_legato",
+                "--model",
+                str(models[model]),
+                "--json",
+                str(out),
+                "--batch8",
+                "--chat",
+                "--logprobs",
+                "2",
+                *dtypes,
+                *flags,
+            ]
+            env = vllm_env(**extra)
+            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            procs[name] = (proc, out, log)
+    bench = root / "bench.json"
+    log = open(root / "bench.log", "w")  # noqa: SIM115 -- closed after the wait
+    cmd = [sys.executable, "-m", "vllm_legato", "--bench", "--bench-models", "tiny-llama"]
+    cmd += ["--max-tokens", "4", "--json", str(bench)]
+    env = vllm_env(LEGATO_VLLM="1")
+    procs["bench"] = (
+        subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT),
+        bench,
+        log,
+    )
+    results = {"server": server, "models": models}
+    try:
+        for name, (proc, out, log) in procs.items():
+            try:
+                rc = proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = "timeout"
+            log.close()
+            text = (root / f"{name}.log").read_text()
+            assert rc == 0, f"{name} run failed ({rc}):\n{text[-6000:]}"
+            results[name] = json.loads(out.read_text())
+            results[name]["log"] = text
+        yield results
+    finally:
+        for proc, _, _ in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+        server.stop(timeout=30)

@@ -4,10 +4,14 @@ and (on Bertha) the Legato report.
     LEGATO_VLLM=1 python -m vllm_legato --tiny /tmp/tiny-llama           # Bertha EVT0
     LEGATO_VLLM=evt1 python -m vllm_legato --model PATH --dtype float32   # Bertha EVT1
     python -m vllm_legato --tiny /tmp/tiny-llama --enforce-eager          # stock vLLM (CPU)
+    LEGATO_VLLM=1 python -m vllm_legato serve MODEL --port 8000 ...       # `vllm serve` (HTTP)
 
-`--tiny DIR` first writes the tiny random Llama (vllm_legato.tiny_llama) to DIR. `--json FILE`
-writes {"platform", "runs": [{"dtype", "outputs": [token ids per prompt], "text"}], "report"}.
-Several `--dtype`s are served one after the other in this process.
+`--tiny DIR` first writes the tiny random Llama (vllm_legato.tiny_llama) to DIR, `--tiny-qwen2
+DIR` the tiny Qwen2. `--json FILE` writes {"platform", "runs": [{"model", "dtype", "batch",
+"outputs": [token ids per prompt], "text", "top", "report"}]}. Every model (`--model`,
+`--tiny`, `--tiny-qwen2`, repeatable) is served in every `--dtype`, one engine after the other
+in this process. `--chat` also sends CHAT_CONVERSATIONS through `LLM.chat` (run "batch":
+"chat"), with the tokenizer's chat template.
 """
 
 from __future__ import annotations
@@ -35,6 +39,17 @@ BATCH8_PROMPTS = [
     "w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 w40 w41 w42 w43 w44 w45 w46 w47 w48",
     "slow fast " * 11 + "core",
 ]
+# --chat: conversations for LLM.chat / the server's chat completions (the tiny tokenizer's
+# template: vllm_legato.tiny_llama.CHAT_TEMPLATE)
+CHAT_CONVERSATIONS = [
+    [{"role": "user", "content": "the cat sat on the mat"}],
+    [
+        {"role": "system", "content": "fast chip"},
+        {"role": "user", "content": "bertha runs a kernel"},
+        {"role": "assistant", "content": "legato kernel"},
+        {"role": "user", "content": "w7 w9 w11 core"},
+    ],
+]
 
 
 def _top(lp_steps) -> list:
@@ -47,14 +62,34 @@ def _top(lp_steps) -> list:
     return out
 
 
+def _init_amx() -> None:
+    """vLLM's CPU attention kernels use AMX tiles without asking Linux for them (torch asks
+    only when it runs a bf16 matmul itself): stock vLLM died of SIGILL when its first bf16 step
+    was a one-token prompt's. Ask up front, on every platform (vllm_legato.compile does the same
+    for Bertha's workers)."""
+    import torch
+
+    if hasattr(torch._C, "_cpu") and hasattr(torch._C._cpu, "_init_amx"):
+        torch._C._cpu._init_amx()
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        from vllm_legato.serve import main as serve
+
+        return serve(argv[1:])
     p = argparse.ArgumentParser(
         prog="python -m vllm_legato",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--model", help="HF-format model directory")
+    p.add_argument("--model", action="append", help="HF-format model directory; repeatable")
     p.add_argument("--tiny", metavar="DIR", help="write the tiny random Llama to DIR and serve it")
+    p.add_argument(
+        "--tiny-qwen2", metavar="DIR", help="write the tiny random Qwen2 to DIR and serve it"
+    )
+    p.add_argument("--chat", action="store_true", help="also serve CHAT_CONVERSATIONS (LLM.chat)")
     p.add_argument("--dtype", action="append", help="bfloat16 (default) / float32; repeatable")
     p.add_argument("--prompt", action="append", help="prompt (repeatable)")
     p.add_argument("--max-tokens", type=int, default=8)
@@ -86,27 +121,46 @@ def main(argv=None) -> int:
         help="record the top-N raw logits of every step (logprobs_mode=raw_logits)",
     )
     p.add_argument("--json", help="write the results here")
+    p.add_argument(
+        "--bench",
+        action="store_true",
+        help="print the simulated decode speed at batch 1 and 8 (vllm_legato.bench; Bertha)",
+    )
+    p.add_argument(
+        "--bench-models",
+        action="append",
+        choices=["tiny-llama", "tiny-qwen2", "llama7b"],
+        help="--bench: the models (repeatable; default all three)",
+    )
+    p.add_argument(
+        "--bench-7b-layers",
+        type=int,
+        action="append",
+        help="--bench: the layer counts of the Llama-7B-shaped models simulated (default 1 and "
+        "2; both are needed for the 32-layer extrapolation)",
+    )
     a = p.parse_args(argv)
-    if not (a.model or a.tiny):
-        p.error("--model or --tiny is required")
+    if a.bench:
+        from vllm_legato import bench
 
+        a.bench_7b_layers = a.bench_7b_layers or [1, 2]
+        _init_amx()
+        return bench.main(a)
+    if not (a.model or a.tiny or a.tiny_qwen2):
+        p.error("--model, --tiny or --tiny-qwen2 is required")
+
+    from vllm_legato.tiny_llama import make_tiny_llama, make_tiny_qwen2
+
+    models = list(a.model or [])
     if a.tiny:
-        from vllm_legato.tiny_llama import make_tiny_llama
-
-        make_tiny_llama(a.tiny)
-    model = a.model or a.tiny
+        models.append(str(make_tiny_llama(a.tiny)))
+    if a.tiny_qwen2:
+        models.append(str(make_tiny_qwen2(a.tiny_qwen2)))
     report_dir = os.environ.get("LEGATO_VLLM_REPORT_DIR") or tempfile.mkdtemp(prefix="vllm-legato-")
 
-    import torch
+    _init_amx()
     import vllm
     from vllm import LLM, SamplingParams
-
-    # vLLM's CPU attention kernels use AMX tiles without asking Linux for them (torch asks
-    # only when it runs a bf16 matmul itself): stock vLLM died of SIGILL when its first bf16
-    # step was a one-token prompt's. Ask up front, on every platform (vllm_legato.compile does
-    # the same for Bertha's workers).
-    if hasattr(torch._C, "_cpu") and hasattr(torch._C._cpu, "_init_amx"):
-        torch._C._cpu._init_amx()
     from vllm.platforms import current_platform
 
     import vllm_legato
@@ -120,11 +174,13 @@ def main(argv=None) -> int:
         logprobs=a.logprobs or None,
     )
     result = {"platform": type(current_platform).__name__, "vllm": vllm.__version__, "runs": []}
-    for i, dtype in enumerate(a.dtype or ["bfloat16"]):
+    engines = [(m, i, d) for m in models for i, d in enumerate(a.dtype or ["bfloat16"])]
+    for model, i, dtype in engines:
         budgets = a.max_num_batched_tokens or [0]
         budget = budgets[min(i, len(budgets) - 1)]
+        name = os.path.basename(os.path.normpath(model))
         # one report per engine: the worker (this or a child process) writes it there
-        report_path = os.path.join(report_dir, f"report-{dtype}.json")
+        report_path = os.path.join(report_dir, f"report-{name}-{dtype}.json")
         os.environ["LEGATO_VLLM_REPORT"] = report_path
         llm = LLM(
             model=model,
@@ -140,21 +196,25 @@ def main(argv=None) -> int:
             kv_cache_memory_bytes=a.kv_cache_mib << 20,
             **({"logprobs_mode": "raw_logits", "max_logprobs": a.logprobs} if a.logprobs else {}),
         )
-        for batch in batches:
-            outs = llm.generate(batch, params, use_tqdm=False)
+        jobs = [(len(b), b, llm.generate) for b in batches]
+        if a.chat:
+            jobs.append(("chat", CHAT_CONVERSATIONS, llm.chat))
+        for batch_name, batch, serve in jobs:
+            outs = serve(batch, params, use_tqdm=False)
             run = {
+                "model": name,
                 "dtype": dtype,
-                "batch": len(batch),
+                "batch": batch_name,
                 "prompts": batch,
                 "outputs": [list(o.outputs[0].token_ids) for o in outs],
                 "text": [o.outputs[0].text for o in outs],
                 "top": [_top(o.outputs[0].logprobs) for o in outs],
             }
             result["runs"].append(run)
-            print(f"[{result['platform']} {dtype}, {len(batch)} request(s)]")
+            print(f"[{result['platform']} {name} {dtype}, {len(batch)} request(s)]")
             for prompt, ids, text in zip(batch, run["outputs"], run["text"]):
                 print(f"  {prompt!r} -> {ids} {text!r}")
-        del llm, outs
+        del llm, outs, jobs, serve
         gc.collect()
         if vllm_legato.selected_device():
             rep = vllm_legato.load_report(report_path)
