@@ -31,6 +31,7 @@ Syntax summary (IR form; see each class):
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC
 from collections.abc import Sequence
@@ -126,9 +127,19 @@ class RegType(RegisterType):
 def reg(index: int | str | None = None) -> RegType:
     """`reg()` unallocated, `reg(5)` or `reg("r5")` allocated."""
     if index is None:
-        return RegType.unallocated()
+        return _UNALLOCATED
     if isinstance(index, str):
         return RegType.from_name(index)
+    return _allocated(index)
+
+
+# Register types are immutable values: every instruction's operands and results share these
+# instead of building and verifying a new attribute each (~3 per instruction).
+_UNALLOCATED = RegType.unallocated()
+
+
+@functools.cache
+def _allocated(index: int) -> RegType:
     return RegType.from_index(index)
 
 

@@ -153,6 +153,9 @@ def is_float_type(attr: Attribute) -> bool:
 
 DimLike = int | tuple[int, int] | list[int] | Dim
 
+# (class, dims, element type, memory) -> the one instance of that type (`ShapedSpaceType`)
+_SHAPED_TYPES: dict[tuple, ShapedSpaceType] = {}
+
 
 def _to_dim(entry: DimLike) -> Dim:
     if isinstance(entry, Dim):
@@ -178,19 +181,55 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
     element_type: Attribute
     memory: StringAttr
 
+    # One instance per distinct (class, dims, element type, memory): attributes are immutable
+    # values compared by value, so sharing one is invisible, and building and verifying the
+    # type and its 2 * rank + 3 parameter attributes again was ~15% of a big kernel's compile
+    # (the builders and verifiers infer result types all the time). `new` (the parser, generic
+    # rebuilds) and unpickling call `__new__` without arguments and get a fresh instance.
+    def __new__(cls, *args, **kwargs):
+        if not args and not kwargs:
+            return super().__new__(cls)
+        key = cls._instance_key(*args, **kwargs)
+        hit = _SHAPED_TYPES.get(key)
+        if hit is not None:
+            return hit
+        fresh = super().__new__(cls)
+        object.__setattr__(fresh, "_key", key)  # taken by __init__ once it has verified
+        return fresh
+
+    @classmethod
+    def _instance_key(
+        cls,
+        dims: Iterable[DimLike],
+        element_type_: DType | str | Attribute,
+        memory: str | StringAttr,
+    ) -> tuple:
+        return (
+            cls,
+            tuple(_to_dim(d) for d in dims),
+            element_type(element_type_),
+            memory.data if isinstance(memory, StringAttr) else memory,
+        )
+
     def __init__(
         self,
         dims: Iterable[DimLike],
         element_type_: DType | str | Attribute,
         memory: str | StringAttr,
     ):
-        ds = [_to_dim(d) for d in dims]
+        if "memory" in self.__dict__:
+            return  # a shared instance, built and verified already
+        key = self.__dict__.pop("_key", None) or self._instance_key(dims, element_type_, memory)
+        _, ds, elem, space = key
         super().__init__(
             ArrayAttr([IntAttr(-1 if d.is_dynamic else d.size) for d in ds]),
             ArrayAttr([IntAttr(d.bound) for d in ds]),
-            element_type(element_type_),
-            memory if isinstance(memory, StringAttr) else StringAttr(memory),
+            elem,
+            memory if isinstance(memory, StringAttr) else StringAttr(space),
         )
+        if len(_SHAPED_TYPES) >= 1 << 16:
+            _SHAPED_TYPES.clear()  # a bound on memory, not on correctness
+        _SHAPED_TYPES[key] = self
 
     # -- conversions -------------------------------------------------------------------------
 
