@@ -52,7 +52,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -77,6 +76,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
@@ -293,7 +293,7 @@ def op_bounds(op: Operation) -> dict[str, Extent]:
     return out
 
 
-class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
+class BackendOp(FastBuildOperation, OneLineAssemblyPrintable, ABC):
     """Base of every backend op. `MNEMONIC` is the ISA mnemonic (empty for pseudo-ops)."""
 
     MNEMONIC: ClassVar[str] = ""
@@ -334,7 +334,7 @@ class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
 
 
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(FastBuildOperation):
     """`backend.kernel @name { backend.program ... }`: the programs of one kernel (the ASM
     `.kernel` directive). Optional `args`: the kernel's argument descriptors (`#core.arg`),
     carried for the binary's metadata. Builder: `KernelOp(name, programs=(), args=None)`."""
@@ -518,7 +518,7 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
 
 
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(FastBuildOperation):
     """`backend.program @core0 on core(0) [mem {sram = 4096 : i64, ...}] { ... }`: one
     module's instruction stream (ASM `.program core0 on core(0)` and `.mem` lines). The body is
     one block of backend ops, no terminator (end with `backend.halt`).
