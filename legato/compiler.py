@@ -343,13 +343,11 @@ def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
     """Per program, {pc: {field: Extent}} of the instructions carrying `legato.bounds` (the
     accesses the runtime checks), numbered as `ProgramOp.encode` numbers them."""
     table = {}
-    for program in kernel.walk():
-        if not isinstance(program, be.ProgramOp):
-            continue
+    for program in be.programs(kernel):
         rows = {}
         pc = 0
         for op in program.body.block.ops:
-            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+            if be.encodes(type(op)):
                 try:
                     marks = be.op_bounds(op)
                 except VerifyException as e:
@@ -368,12 +366,10 @@ def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | Non
     from xdsl.dialects.builtin import FileLineColLoc
 
     table = {}
-    for program in kernel.walk():
-        if not isinstance(program, be.ProgramOp):
-            continue
+    for program in be.programs(kernel):
         locs = []
         for op in program.body.block.ops:
-            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+            if be.encodes(type(op)):
                 loc = op.location
                 locs.append(
                     (loc.filename.data, loc.line.data, loc.column.data)

@@ -319,6 +319,7 @@ class CodeGenerator(RuntimeCodegen):
         self.region: RegionState | None = None
         self.frames: list[Frame] = []
         self.inline_stack: list[object] = []
+        self.inlined: dict[object, tuple] = {}  # function -> (signature, scope) (`inline`)
         # (core index, memory, queue) -> nodes, to check that every receive has a sender.
         self.sends: dict[tuple, list] = {}
         self.receives: dict[tuple, list] = {}
@@ -1642,14 +1643,20 @@ class CodeGenerator(RuntimeCodegen):
             )
         src = fn.source
         args, kwargs = self.call_args(node)
+        # a function's signature and scope, once per kernel: copying its module's globals and
+        # finding its closure's names per call was ~10% of a big kernel's frontend
+        known = self.inlined.get(fn.fn)
+        if known is None:
+            known = self.inlined[fn.fn] = (inspect.signature(fn.fn), _scope_of(fn.fn))
+        signature, scope = known
         try:
-            bound = inspect.signature(fn.fn).bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as e:
             raise self.error(node, f"{fn.__qualname__}(): {e}") from None
         bound.apply_defaults()
         env = dict(bound.arguments)
         self.inline_stack.append(fn)
-        self.frames.append(Frame(src, env, _scope_of(fn.fn), loop_depth=self.loop_depth))
+        self.frames.append(Frame(src, env, scope, loop_depth=self.loop_depth))
         try:
             self.visit_body(src.tree.body)
             return self.frame.return_value
