@@ -23,6 +23,7 @@ from legato.dialects import backend as be
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.errors import CompileError
+from legato.frontend.codegen import frontend_verified
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
 from legato.targets.bertha.elf import write_elf
@@ -173,8 +174,9 @@ def compile_kernel(
     from the returned `Artifacts` (from `source()`, a fresh legato module of the kernel, or a
     copy of `module` taken before lowering when `source` is None).
 
-    Verification: the legato input is always verified (a failure is an internal compiler error
-    naming the level). The core level and the final backend module are verified only with
+    Verification: the legato input is verified (a failure is an internal compiler error naming
+    the level), unless it is the frontend's output as it made it, every op of which its
+    verifier checked as it was built (`frontend_verified`). The core level and the final backend module are verified only with
     `verify_each=True`, or `$LEGATO_VERIFY_EACH=1` when `verify_each` is None (the test suite
     sets it, so every level of every kernel the tests compile is verified): verifying them cost
     10-20% of a bench kernel's compile, and the binary's encoder checks every field it writes
@@ -219,11 +221,14 @@ def _compile(
             f"cannot record stage(s) {', '.join(sorted(unknown))}; expected {', '.join(TEXT_STAGES)}"
         )
     attach_model(module, model)
-    _verify(module, "legato")
+    if verify_each or not frontend_verified(module):
+        _verify(module, "legato")
     ctx = context()
     texts: dict[str, str] = {}
     if "mlir" in record:
         texts["mlir"] = print_ir(module)
+    if source is None:
+        source = getattr(module, _SOURCE, None)
     if source is None and not {"mlir", "core_ir"} <= record:
         source = module.clone().clone  # each call: a fresh copy of the legato input
 
@@ -250,6 +255,17 @@ def _compile(
     for stage in sorted(record - set(texts)):
         artifacts.stage(stage)
     return artifacts
+
+
+_SOURCE = "_legato_source"
+
+
+def remember_source(module: ModuleOp, source: Callable[[], ModuleOp]) -> ModuleOp:
+    """Mark `module` (a legato module, unchanged since `source()` made it) as one `source()`
+    makes again: `compile_kernel(module, ...)` without a `source` then takes it instead of
+    copying the module before lowering it in place (~4% of a big kernel's compile)."""
+    setattr(module, _SOURCE, source)
+    return module
 
 
 def lower(module: ModuleOp, model: ComputeModel, level: str) -> None:
@@ -327,13 +343,11 @@ def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
     """Per program, {pc: {field: Extent}} of the instructions carrying `legato.bounds` (the
     accesses the runtime checks), numbered as `ProgramOp.encode` numbers them."""
     table = {}
-    for program in kernel.walk():
-        if not isinstance(program, be.ProgramOp):
-            continue
+    for program in be.programs(kernel):
         rows = {}
         pc = 0
         for op in program.body.block.ops:
-            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+            if be.encodes(type(op)):
                 try:
                     marks = be.op_bounds(op)
                 except VerifyException as e:
@@ -352,12 +366,10 @@ def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | Non
     from xdsl.dialects.builtin import FileLineColLoc
 
     table = {}
-    for program in kernel.walk():
-        if not isinstance(program, be.ProgramOp):
-            continue
+    for program in be.programs(kernel):
         locs = []
         for op in program.body.block.ops:
-            if isinstance(op, be.BackendOp) and op.MNEMONIC and not isinstance(op, be.LabelOp):
+            if be.encodes(type(op)):
                 loc = op.location
                 locs.append(
                     (loc.filename.data, loc.line.data, loc.column.data)

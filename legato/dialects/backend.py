@@ -31,9 +31,10 @@ Syntax summary (IR form; see each class):
 
 from __future__ import annotations
 
+import functools
 import re
 from abc import ABC
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, ClassVar
 
 from xdsl.backend.assembly_printer import OneLineAssemblyPrintable
@@ -51,7 +52,6 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
-    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -76,6 +76,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
@@ -126,9 +127,19 @@ class RegType(RegisterType):
 def reg(index: int | str | None = None) -> RegType:
     """`reg()` unallocated, `reg(5)` or `reg("r5")` allocated."""
     if index is None:
-        return RegType.unallocated()
+        return _UNALLOCATED
     if isinstance(index, str):
         return RegType.from_name(index)
+    return _allocated(index)
+
+
+# Register types are immutable values: every instruction's operands and results share these
+# instead of building and verifying a new attribute each (~3 per instruction).
+_UNALLOCATED = RegType.unallocated()
+
+
+@functools.cache
+def _allocated(index: int) -> RegType:
     return RegType.from_index(index)
 
 
@@ -282,7 +293,7 @@ def op_bounds(op: Operation) -> dict[str, Extent]:
     return out
 
 
-class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
+class BackendOp(FastBuildOperation, OneLineAssemblyPrintable, ABC):
     """Base of every backend op. `MNEMONIC` is the ISA mnemonic (empty for pseudo-ops)."""
 
     MNEMONIC: ClassVar[str] = ""
@@ -323,7 +334,7 @@ class BackendOp(IRDLOperation, OneLineAssemblyPrintable, ABC):
 
 
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(FastBuildOperation):
     """`backend.kernel @name { backend.program ... }`: the programs of one kernel (the ASM
     `.kernel` directive). Optional `args`: the kernel's argument descriptors (`#core.arg`),
     carried for the binary's metadata. Builder: `KernelOp(name, programs=(), args=None)`."""
@@ -411,6 +422,44 @@ def _num_cores(kernel: Operation) -> int | None:
     return None
 
 
+_SYNC_NONE, _SYNC_DMA, _SYNC_LSA, _SYNC_QWAIT, _SYNC_POST, _SYNC_WAIT, _SYNC_BARRIER = range(7)
+
+
+@functools.cache
+def _sync_kind(cls: type) -> int:
+    """Which of `verify_sync`'s cases an op class is (decided once per class: the instance
+    checks against each case per op were most of its time)."""
+    for kind, case in (
+        (_SYNC_DMA, (DmaOp, Dma2dOp)),
+        (_SYNC_LSA, LsaOp),
+        (_SYNC_QWAIT, QwaitOp),
+        (_SYNC_POST, SemPostOp),
+        (_SYNC_WAIT, SemWaitOp),
+        (_SYNC_BARRIER, BarrierOp),
+    ):
+        if issubclass(cls, case):
+            return kind
+    return _SYNC_NONE
+
+
+@functools.cache
+def encodes(cls: type) -> bool:
+    """Whether ops of class `cls` are instructions of their program (a backend op with a
+    mnemonic, not a label): what `ProgramOp.encode` numbers."""
+    return issubclass(cls, BackendOp) and bool(cls.MNEMONIC) and not issubclass(cls, LabelOp)
+
+
+def programs(root: Operation) -> Iterator[ProgramOp]:
+    """Every `backend.program` in `root`, in `walk()` order, without walking their bodies."""
+    if isinstance(root, ProgramOp):
+        yield root
+        return
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                yield from programs(op)
+
+
 def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     """What would deadlock or fault on the machine and is visible in the IR: a `qwait` on a
     (core, space, queue) that no `dma`/`dma2d` of the kernel notifies, a `sem.wait` on a
@@ -445,7 +494,10 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
             cores = []
         modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
         for op in prog.body.block.ops:
-            if isinstance(op, (DmaOp, Dma2dOp)) and op.notify is not None:
+            kind = _sync_kind(type(op))
+            if kind == _SYNC_NONE:
+                continue
+            if kind == _SYNC_DMA and op.notify is not None:
                 space, queue = op.notify_space.data, op.notify_queue.data  # type: ignore[union-attr]
                 if op.notify_core is not None:
                     check_core(op, op.notify_core.data, "the notified")
@@ -454,15 +506,15 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                     notified.add(("*", space, queue))
                 else:
                     notified.update((c, space, queue) for c in cores)
-            elif isinstance(op, LsaOp) and op.core is not None:
+            elif kind == _SYNC_LSA and op.core is not None:
                 check_core(op, op.core.data, "the addressed")
-            elif isinstance(op, QwaitOp):
+            elif kind == _SYNC_QWAIT:
                 waits.append((op, cores))
-            elif isinstance(op, SemPostOp):
+            elif kind == _SYNC_POST:
                 posted.add(op.sync_id.data)
-            elif isinstance(op, SemWaitOp) and op.count.data > 0:
+            elif kind == _SYNC_WAIT and op.count.data > 0:
                 waits.append((op, None))
-            elif isinstance(op, BarrierOp):
+            elif kind == _SYNC_BARRIER:
                 barriers.setdefault(op.sync_id.data, []).append((op, modules))
     for op, cores in waits:
         if isinstance(op, SemWaitOp):
@@ -507,7 +559,7 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
 
 
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(FastBuildOperation):
     """`backend.program @core0 on core(0) [mem {sram = 4096 : i64, ...}] { ... }`: one
     module's instruction stream (ASM `.program core0 on core(0)` and `.mem` lines). The body is
     one block of backend ops, no terminator (end with `backend.halt`).
@@ -615,12 +667,12 @@ class ProgramOp(IRDLOperation):
         instructions: list[BackendOp] = []
         labels: dict[str, int] = {}
         for op in self.body.block.ops:
-            if isinstance(op, LabelOp):
+            if encodes(type(op)):
+                instructions.append(op)  # type: ignore[arg-type]
+            elif isinstance(op, LabelOp):
                 labels[op.label.data] = len(instructions)
             elif not isinstance(op, BackendOp):
                 raise TypeError(f"{op.name} in backend.program has no encoding")
-            elif op.MNEMONIC:
-                instructions.append(op)
         mem = self.memory
         return AsmProgram(
             self.sym_name.data,
@@ -663,17 +715,27 @@ def print_assembly(module: ModuleOp | KernelOp | ProgramOp, output: IO[str] | No
     return text
 
 
+def _kernels(root: Operation) -> Iterator[KernelOp]:
+    """Every `backend.kernel` in `root`, in `walk()` order, without walking their programs."""
+    for region in root.regions:
+        for block in region.blocks:
+            for op in block.ops:
+                if isinstance(op, KernelOp):
+                    yield op
+                elif not isinstance(op, ProgramOp):
+                    yield from _kernels(op)
+
+
 def encode(module: ModuleOp | KernelOp | ProgramOp) -> AsmModule:
     """Every backend kernel/program in `module` encoded to instruction words, straight from the
     ops: equal to `asm.assemble(print_assembly(module))`, without the text."""
     kernel: str | None = None
-    programs: list[AsmProgram] = []
-    for op in module.walk():
-        if isinstance(op, KernelOp) and kernel is None:
-            kernel = op.sym_name.data
-        elif isinstance(op, ProgramOp):
-            programs.append(op.encode())
-    return AsmModule(kernel, programs)
+    if isinstance(module, KernelOp):
+        kernel = module.sym_name.data
+    elif not isinstance(module, ProgramOp):
+        kernel = next((op.sym_name.data for op in _kernels(module)), None)
+    # the programs, without walking every instruction of them (`module.walk()` did)
+    return AsmModule(kernel, [p.encode() for p in programs(module)])
 
 
 @irdl_op_definition

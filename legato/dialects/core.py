@@ -39,7 +39,6 @@ from xdsl.ir import (
 )
 from xdsl.irdl import (
     AttrSizedOperandSegments,
-    IRDLOperation,
     irdl_attr_definition,
     irdl_op_definition,
     operand_def,
@@ -65,6 +64,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import (
     ELEMENT_TYPES,
     ContextAttr,
@@ -272,7 +272,7 @@ def _parse_kind(parser: Parser, kinds: Sequence[str], what: str) -> StringAttr:
 
 
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(FastBuildOperation):
     """`core.kernel @name args [#core.arg<...>, ...] { core.program ... }`
 
     Builder: `KernelOp(name, args, body=None)`; `args` a sequence of `ArgAttr`; without
@@ -337,7 +337,7 @@ class KernelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ProgramOp(IRDLOperation):
+class ProgramOp(FastBuildOperation):
     """`core.program @core0 on core(0) { ... core.end }`: the program of one module (`top`,
     `core(i)`), or one SPMD text run by every core (`all_cores`).
 
@@ -397,7 +397,7 @@ class ProgramOp(IRDLOperation):
 
 
 @irdl_op_definition
-class EndOp(IRDLOperation):
+class EndOp(FastBuildOperation):
     """`core.end`: terminator of a `core.program` (the program halts). Builder: `EndOp()`."""
 
     name = "core.end"
@@ -416,7 +416,7 @@ def _enclosing(op: Operation, cls: type[Operation]) -> Operation | None:
 
 
 @irdl_op_definition
-class ArgOp(IRDLOperation):
+class ArgOp(FastBuildOperation):
     """`%a = core.arg <i> : !core.buf<...>` (or a scalar type): kernel argument i (address and
     dynamic dims read from the Instruction Table). Builder: `ArgOp(index, result_type)`."""
 
@@ -462,7 +462,7 @@ class ArgOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DimOp(IRDLOperation):
+class DimOp(FastBuildOperation):
     """`%n = core.dim %buf, <d> : index`: runtime size of dim d. Builder: `DimOp(buf, d)`."""
 
     name = "core.dim"
@@ -502,7 +502,7 @@ class DimOp(IRDLOperation):
 
 
 @irdl_op_definition
-class AllocOp(IRDLOperation):
+class AllocOp(FastBuildOperation):
     """`%b = core.alloc [on core(i) | on core(%c)] <space> [dims(%d, ...)] [{offset = N : i64}] : !core.buf<...>`
 
     A buffer in a core's memory (default: the running program's core); one `dims` operand per
@@ -626,7 +626,7 @@ class AllocOp(IRDLOperation):
 
 
 @irdl_op_definition
-class SubviewOp(IRDLOperation):
+class SubviewOp(FastBuildOperation):
     """`%v = core.subview %buf [%i, 0] [64, 128] : T -> T2`: a view of `%buf` (row-major
     parent strides). Offsets and sizes are each an integer or an index value; a dynamic size
     gives a dynamic result dim whose bound must not exceed the source dim's bound.
@@ -718,7 +718,7 @@ class SubviewOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ViewOp(IRDLOperation):
+class ViewOp(FastBuildOperation):
     """`%v = core.view %buf [dims(%d, ...)] : T -> T2`: the same contiguous memory seen with
     another shape (a reshape without a copy); one `dims` operand per dynamic dim of the result.
     Builder: `ViewOp(source, result_type, dyn_dims=())`."""
@@ -795,7 +795,7 @@ class ViewOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DmaOp(IRDLOperation):
+class DmaOp(FastBuildOperation):
     """`core.dma %src to %dst [bytes %n] [notify core(i)|core(%c) <space> queue <q>] : T_src, T_dst`
 
     Asynchronous copy of the runtime extent of `%src` (or `%n` bytes) into `%dst`; on completion
@@ -926,7 +926,7 @@ class DmaOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WaitQueueOp(IRDLOperation):
+class WaitQueueOp(FastBuildOperation):
     """`core.wait_queue <space> queue <q>`: block until one arrival on this core's queue
     (space, q); consume it. Builder: `WaitQueueOp(space, queue)`."""
 
@@ -956,7 +956,7 @@ class WaitQueueOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DmaWaitOp(IRDLOperation):
+class DmaWaitOp(FastBuildOperation):
     """`core.dma_wait`: block until every DMA this program issued completed.
     Builder: `DmaWaitOp()`."""
 
@@ -968,7 +968,7 @@ class DmaWaitOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CoreIdOp(IRDLOperation):
+class CoreIdOp(FastBuildOperation):
     """`%i = core.core_id : index`: the running core's index (0 on top). Builder: `CoreIdOp()`."""
 
     name = "core.core_id"
@@ -980,7 +980,7 @@ class CoreIdOp(IRDLOperation):
         super().__init__(result_types=[IndexType()])
 
 
-class SyncOp(IRDLOperation, ABC):
+class SyncOp(FastBuildOperation, ABC):
     """Base of `core.barrier`, `core.sem_post`, `core.sem_wait`: `<op> <id> count <n>`."""
 
     sync_id = prop_def(IntAttr)
@@ -1045,7 +1045,7 @@ MPU_MAX_N = 128
 
 
 @irdl_op_definition
-class MpuLoadWeightOp(IRDLOperation):
+class MpuLoadWeightOp(FastBuildOperation):
     """`core.mpu_load_weight %w : !core.buf<[K, N], bf16, mpu_buffer>`: load the MPU's weight
     tile (K <= 256, N <= 128). Builder: `MpuLoadWeightOp(w)`."""
 
@@ -1074,7 +1074,7 @@ class MpuLoadWeightOp(IRDLOperation):
 
 
 @irdl_op_definition
-class MpuMatmulOp(IRDLOperation):
+class MpuMatmulOp(FastBuildOperation):
     """`core.mpu_matmul %in, %out {accumulate = false} : T_in, T_out`:
     `%out[M, N] (+)= %in[M, K] @ W` with the loaded weight tile; `%in` bf16, `%out` f32 or bf16
     (accumulate needs f32). Builder: `MpuMatmulOp(input, out, accumulate=False)`."""
@@ -1171,7 +1171,7 @@ def _broadcasts_to(x: ShapedSpaceType, out: ShapedSpaceType) -> bool:
 
 
 @irdl_op_definition
-class VpuBinaryOp(IRDLOperation):
+class VpuBinaryOp(FastBuildOperation):
     """`core.vpu_binary <kind> %lhs, %rhs to %out : T_lhs, T_rhs, T_out`, kind a binary row of
     `legato.opset` (add, sub, mul, div, max, min; the comparisons eq, ne, lt, le, gt, ge write
     1 or 0 in the element type). Operands broadcast (torch rules) to `%out`'s shape; one element type.
@@ -1239,7 +1239,7 @@ class VpuBinaryOp(IRDLOperation):
                 )
 
 
-class _VpuKindOp(IRDLOperation, ABC):
+class _VpuKindOp(FastBuildOperation, ABC):
     """`core.vpu_<family> <kind> %in to %out : T_in, T_out`: one input buffer, one output buffer
     and an operation kind from the family's `KINDS`. Builder: `Op(kind, input, out)`."""
 
@@ -1336,7 +1336,7 @@ class VpuReduceOp(_VpuKindOp):
 
 
 @irdl_op_definition
-class VpuTransposeOp(IRDLOperation):
+class VpuTransposeOp(FastBuildOperation):
     """`core.vpu_transpose %in to %out : T_in, T_out`: `%out[c, r] = %in[r, c]` for a 2-D
     `%in` [R, C] and `%out` [C, R] (one element type). Builder: `VpuTransposeOp(input, out)`."""
 
@@ -1381,7 +1381,7 @@ class VpuTransposeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class VpuFillOp(IRDLOperation):
+class VpuFillOp(FastBuildOperation):
     """`core.vpu_fill <value> to %out : T`: fill a buffer with one scalar (`inf`, `-inf`,
     `nan` allowed). Builder: `VpuFillOp(value, out)`."""
 
@@ -1437,7 +1437,7 @@ class VpuFillOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadIndexOp(IRDLOperation):
+class LoadIndexOp(FastBuildOperation):
     """`%v = core.load_index %buf[%i] : T`: element `%i` of a 1-D i64 buffer (any memory) read
     into an `index` value (one scalar `ld`; an element the program wrote by DMA must be waited
     for first). Builder: `LoadIndexOp(buf, i)`."""
@@ -1462,7 +1462,7 @@ class LoadIndexOp(IRDLOperation):
 
 
 @irdl_op_definition
-class VpuSelectOp(IRDLOperation):
+class VpuSelectOp(FastBuildOperation):
     """`core.vpu_select %cond, %src to %out : T_cond, T_src, T_out`: `%out[i] = %src[i]` where
     `%cond[i]` is nonzero, else `%out[i]` keeps its value (a merge; `vpu.sel`). One shape for
     all three; `%src` and `%out` have one float element type; `%cond` is i1 (one byte per

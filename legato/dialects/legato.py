@@ -89,6 +89,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -153,6 +154,9 @@ def is_float_type(attr: Attribute) -> bool:
 
 DimLike = int | tuple[int, int] | list[int] | Dim
 
+# (class, dims, element type, memory) -> the one instance of that type (`ShapedSpaceType`)
+_SHAPED_TYPES: dict[tuple, ShapedSpaceType] = {}
+
 
 def _to_dim(entry: DimLike) -> Dim:
     if isinstance(entry, Dim):
@@ -178,19 +182,55 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
     element_type: Attribute
     memory: StringAttr
 
+    # One instance per distinct (class, dims, element type, memory): attributes are immutable
+    # values compared by value, so sharing one is invisible, and building and verifying the
+    # type and its 2 * rank + 3 parameter attributes again was ~15% of a big kernel's compile
+    # (the builders and verifiers infer result types all the time). `new` (the parser, generic
+    # rebuilds) and unpickling call `__new__` without arguments and get a fresh instance.
+    def __new__(cls, *args, **kwargs):
+        if not args and not kwargs:
+            return super().__new__(cls)
+        key = cls._instance_key(*args, **kwargs)
+        hit = _SHAPED_TYPES.get(key)
+        if hit is not None:
+            return hit
+        fresh = super().__new__(cls)
+        object.__setattr__(fresh, "_key", key)  # taken by __init__ once it has verified
+        return fresh
+
+    @classmethod
+    def _instance_key(
+        cls,
+        dims: Iterable[DimLike],
+        element_type_: DType | str | Attribute,
+        memory: str | StringAttr,
+    ) -> tuple:
+        return (
+            cls,
+            tuple(_to_dim(d) for d in dims),
+            element_type(element_type_),
+            memory.data if isinstance(memory, StringAttr) else memory,
+        )
+
     def __init__(
         self,
         dims: Iterable[DimLike],
         element_type_: DType | str | Attribute,
         memory: str | StringAttr,
     ):
-        ds = [_to_dim(d) for d in dims]
+        if "memory" in self.__dict__:
+            return  # a shared instance, built and verified already
+        key = self.__dict__.pop("_key", None) or self._instance_key(dims, element_type_, memory)
+        _, ds, elem, space = key
         super().__init__(
             ArrayAttr([IntAttr(-1 if d.is_dynamic else d.size) for d in ds]),
             ArrayAttr([IntAttr(d.bound) for d in ds]),
-            element_type(element_type_),
-            memory if isinstance(memory, StringAttr) else StringAttr(memory),
+            elem,
+            memory if isinstance(memory, StringAttr) else StringAttr(space),
         )
+        if len(_SHAPED_TYPES) >= 1 << 16:
+            _SHAPED_TYPES.clear()  # a bound on memory, not on correctness
+        _SHAPED_TYPES[key] = self
 
     # -- conversions -------------------------------------------------------------------------
 
@@ -764,7 +804,7 @@ def _check_result(op: Operation, actual: Attribute, expected: Attribute) -> None
 
 
 @irdl_op_definition
-class KernelOp(IRDLOperation):
+class KernelOp(FastBuildOperation):
     """`legato.kernel @name(%a : T, ...) [attributes {target = "bertha"}] { ... legato.return }`
 
     Builder: `KernelOp(name, arg_types, body=None, target=None)`; without `body` a region with
@@ -859,7 +899,7 @@ class KernelOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ReturnOp(IRDLOperation):
+class ReturnOp(FastBuildOperation):
     """`legato.return`: terminator of a `legato.kernel`. Builder: `ReturnOp()`."""
 
     name = "legato.return"
@@ -871,7 +911,7 @@ class ReturnOp(IRDLOperation):
 
 
 @irdl_op_definition
-class YieldOp(IRDLOperation):
+class YieldOp(FastBuildOperation):
     """`legato.yield [%v, ... : T, ...]`: terminator of a `legato.on` region; its operands
     become the results of the `legato.on`. Builder: `YieldOp(*values)`."""
 
@@ -900,7 +940,7 @@ def _is_inside(op: Operation | None, ancestor: Operation) -> bool:
 
 
 @irdl_op_definition
-class OnOp(IRDLOperation):
+class OnOp(FastBuildOperation):
     """`%r = legato.on <ctx> [(%x = %v, ...)] [-> (T, ...)] { ... legato.yield %y : T }`
 
     A region executed in context `<ctx>` (`top`, `core(i)`, `all_cores`). Each input `%v` (a
@@ -1057,7 +1097,7 @@ def context_from_str(text: str) -> ContextAttr:
 
 
 @irdl_op_definition
-class RequestLoadOp(IRDLOperation):
+class RequestLoadOp(FastBuildOperation):
     """`legato.request_load %src to core(i)|core(%c) memory <space> queue <q> : T`
 
     Start a transfer of `%src` into memory `<space>` of core i; the receiver takes it with
@@ -1157,7 +1197,7 @@ class RequestLoadOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ReceiveOp(IRDLOperation):
+class ReceiveOp(FastBuildOperation):
     """`%r = legato.receive %like queue <q> memory <space> : T_like -> T`
 
     Block until the next transfer of (this core, space, q) arrived. The result has `%like`'s
@@ -1233,7 +1273,7 @@ class ReceiveOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ReceiveTypeOp(IRDLOperation):
+class ReceiveTypeOp(FastBuildOperation):
     """`%r = legato.receive_type [from %src] queue <q> memory <space> : [T_src ->] T`
 
     Like `legato.receive` with the result type given. If T's space differs from `space`
@@ -1325,7 +1365,7 @@ class ReceiveTypeOp(IRDLOperation):
 
 
 @irdl_op_definition
-class MemcpyOp(IRDLOperation):
+class MemcpyOp(FastBuildOperation):
     """`legato.memcpy %dst, %src : T_dst, T_src`: copy `%src` into `%dst` (core memory <->
     shared memory, or within a core). Shapes agree, a dynamic dim up to its bound.
     Builder: `MemcpyOp(dst, src)`."""
@@ -1376,7 +1416,7 @@ class MemcpyOp(IRDLOperation):
 
 
 @irdl_op_definition
-class MatmulOp(IRDLOperation):
+class MatmulOp(FastBuildOperation):
     """`%r = legato.matmul %a, %b : Ta, Tb -> Tr`: `[..., M, K] @ [K, N] -> [..., M, N]`,
     fp32 accumulation; result dtype = lhs dtype (rounded once), or `f32` for bf16 operands (the
     fp32 accumulator itself, no rounding); f32 operands multiply as three bf16 passes
@@ -1414,7 +1454,7 @@ class MatmulOp(IRDLOperation):
         _check_result(self, rt, expected)
 
 
-class ElementwiseBinaryOp(IRDLOperation, ABC):
+class ElementwiseBinaryOp(FastBuildOperation, ABC):
     """Base of `legato.add/sub/mul/div/maximum/minimum`:
     `%r = legato.add %a, %b : Ta, Tb -> Tr`, torch broadcasting, same element types; the
     result is in lhs's memory. Builder: `AddOp(lhs, rhs, result_type=None)`."""
@@ -1441,7 +1481,7 @@ class ElementwiseBinaryOp(IRDLOperation, ABC):
         _check_result(self, self.result.type, expected)
 
 
-class ElementwiseUnaryOp(IRDLOperation, ABC):
+class ElementwiseUnaryOp(FastBuildOperation, ABC):
     """Base of `legato.neg/exp/log/sqrt/rsqrt/tanh/sigmoid/silu/gelu/cos/sin`:
     `%r = legato.exp %x : T` (result type = operand type; all but neg need a float type).
     Builder: `ExpOp(x)`."""
@@ -1491,7 +1531,7 @@ globals().update({c.__name__: c for c in ELEMENTWISE_OPS.values()})
 
 
 @irdl_op_definition
-class ClampOp(IRDLOperation):
+class ClampOp(FastBuildOperation):
     """`%r = legato.clamp %x [min <lo>] [max <hi>] : T`: `minimum(maximum(x, lo), hi)` with
     scalar bounds (torch.clamp; NaN in x stays NaN; at least one bound). The bounds are
     rounded to T's element type first (the same bits as torch, rounding being monotonic).
@@ -1572,7 +1612,7 @@ def _bound_attr(v: float | None, t: TensorType) -> FloatAttr | IntegerAttr | Non
 
 
 @irdl_op_definition
-class CastOp(IRDLOperation):
+class CastOp(FastBuildOperation):
     """`%r = legato.cast %x : T -> T2`: convert element type (same shape and memory).
     Builder: `CastOp(x, dtype)` (`dtype` a DType, its name or a builtin type) or
     `CastOp(x, result_type=T2)`."""
@@ -1607,7 +1647,7 @@ class CastOp(IRDLOperation):
             )
 
 
-class ReductionOp(IRDLOperation, ABC):
+class ReductionOp(FastBuildOperation, ABC):
     """Base of `legato.sum/mean/amax/amin`:
     `%r = legato.sum %x dim <d> [keepdim] : T -> T2`.
     Builder: `SumOp(x, dim, keepdim=False, result_type=None)`; `dim` may be negative (it is
@@ -1704,7 +1744,7 @@ class AminOp(ReductionOp):
     name = "legato.amin"
 
 
-class _NewShapeOp(IRDLOperation, ABC):
+class _NewShapeOp(FastBuildOperation, ABC):
     """`%r = legato.<op> %x : T -> T2`: the same values seen with another shape (subclasses say
     which shapes are allowed). Builder: `Op(x, result_type)` or `Op(x, dims=[...])`."""
 
@@ -1740,7 +1780,7 @@ class ReshapeOp(_NewShapeOp):
 
 
 @irdl_op_definition
-class TransposeOp(IRDLOperation):
+class TransposeOp(FastBuildOperation):
     """`%r = legato.transpose %x [1, 0] : T -> T2`: result dim i = input dim perm[i].
     Builder: `TransposeOp(x, perm, result_type=None)`."""
 
@@ -1805,7 +1845,7 @@ class BroadcastToOp(_NewShapeOp):
 
 
 @irdl_op_definition
-class SliceOp(IRDLOperation):
+class SliceOp(FastBuildOperation):
     """`%r = legato.slice %x [offsets] [sizes] [strides] : T -> T2` (static).
     A size `?` keeps a dynamic dim whole (offset 0, stride 1).
     Builder: `SliceOp(x, offsets, sizes, strides=None, result_type=None)` (size -1 = `?`)."""
@@ -1883,7 +1923,7 @@ class SliceOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CatOp(IRDLOperation):
+class CatOp(FastBuildOperation):
     """`%r = legato.cat %a, %b dim <d> : Ta, Tb -> Tr` (torch `cat`).
     Builder: `CatOp(inputs, dim, result_type=None)`."""
 
@@ -1949,7 +1989,7 @@ class CatOp(IRDLOperation):
 
 
 @irdl_op_definition
-class ConstantOp(IRDLOperation):
+class ConstantOp(FastBuildOperation):
     """`%c = legato.constant 2.5 : !legato.tensor<[], bf16, sram>`: a tensor filled with one
     scalar (static shape). Builder: `ConstantOp(value, result_type)`; `value` int or float
     (`inf`, `-inf`, `nan` are written as such)."""
@@ -2011,7 +2051,7 @@ class ConstantOp(IRDLOperation):
 
 
 @irdl_op_definition
-class CoreIdOp(IRDLOperation):
+class CoreIdOp(FastBuildOperation):
     """`%i = legato.core_id : index`: the index of the running core (SPMD regions).
     Builder: `CoreIdOp()`."""
 
@@ -2033,7 +2073,7 @@ DYNAMIC_INDEX = DYNAMIC  # (legato.dialects.slicing)
 
 
 @irdl_op_definition
-class DimOp(IRDLOperation):
+class DimOp(FastBuildOperation):
     """`%n = legato.dim %x, <d> : T`: the runtime size of dim d of `%x` (an `index`).
     Builder: `DimOp(x, d)`."""
 
@@ -2077,7 +2117,7 @@ class DimOp(IRDLOperation):
 
 
 @irdl_op_definition
-class DynamicSliceOp(IRDLOperation):
+class DynamicSliceOp(FastBuildOperation):
     """`%r = legato.dynamic_slice %x [%o, 0] [%s, 64] : T -> T2`: a unit-stride slice whose
     offsets and sizes are each a static int or an `index` value. A dynamic size makes the result
     dim dynamic (its bound is the result type's); a static size keeps it static. At run time
@@ -2169,7 +2209,7 @@ class DynamicSliceOp(IRDLOperation):
 
 
 @irdl_op_definition
-class LoadOp(IRDLOperation):
+class LoadOp(FastBuildOperation):
     """`%r = legato.load %x memory <space> : T -> T2`: copy `%x` (shared or core memory) into
     the running core's memory `space`; the result has `%x`'s shape and element type.
     Builder: `LoadOp(x, memory, result_type=None)`."""
@@ -2235,7 +2275,7 @@ class LoadOp(IRDLOperation):
 
 
 @irdl_op_definition
-class BarrierOp(IRDLOperation):
+class BarrierOp(FastBuildOperation):
     """`legato.barrier`: every core of the enclosing `all_cores` region waits until all of them
     arrived (their earlier memcpys have completed). Builder: `BarrierOp()`."""
 
@@ -2262,7 +2302,7 @@ def _enclosing_on(op: Operation) -> OnOp | None:
 
 
 @irdl_op_definition
-class SignalOp(IRDLOperation):
+class SignalOp(FastBuildOperation):
     """`legato.signal to <ctx> sem <s> count <n>`: add n to semaphore s of context `<ctx>`
     (`top` or `core(i)`), after this context's earlier memcpys completed.
     Builder: `SignalOp(target, sem, count=1)`."""
@@ -2308,7 +2348,7 @@ class SignalOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WaitOp(IRDLOperation):
+class WaitOp(FastBuildOperation):
     """`legato.wait sem <s> count <n>`: block until semaphore s of the running context reaches
     n, then subtract n. Not in `all_cores` regions (use `legato.barrier`).
     Builder: `WaitOp(sem, count=1)`."""
@@ -2366,7 +2406,7 @@ def infer_where(cond: TensorType, a: TensorType, b: TensorType) -> TensorType:
 
 
 @irdl_op_definition
-class WhereOp(IRDLOperation):
+class WhereOp(FastBuildOperation):
     """`%r = legato.where %cond, %a, %b : Tc, Ta, Tb -> Tr`: `a` where `cond` is true, else `b`
     (torch.where), all three broadcast (torch rules). `cond` is i1 or a float mask (true where
     nonzero, NaN included); `a` and `b` have one element type, the result's; the result is in
@@ -2417,7 +2457,7 @@ def infer_gather(table: TensorType, indices: TensorType, memory: str = "sram") -
 
 
 @irdl_op_definition
-class GatherOp(IRDLOperation):
+class GatherOp(FastBuildOperation):
     """`%r = legato.gather %table, %indices : Tt, Ti -> Tr`: rows of `table` selected by
     `indices` (torch's `embedding(indices, table)`, `table[indices]`): `r[i..., :] =
     table[indices[i...], ...]`, result dims `indices.dims + table.dims[1:]`. `indices` is i64;
@@ -2494,7 +2534,7 @@ def verify_scatter(table: TensorType, indices: TensorType, rows: TensorType) -> 
 
 
 @irdl_op_definition
-class ScatterOp(IRDLOperation):
+class ScatterOp(FastBuildOperation):
     """`legato.scatter %table, %indices, %rows : Tt, Ti, Tr`: `table[indices[i...]] =
     rows[i...]` (torch's `index_copy_(0, indices, rows)`; the inverse of `legato.gather`):
     each i64 index selects a row of `table` (any memory, e.g. a paged KV cache in shared DRAM,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import inspect
 import io
 import operator
@@ -196,7 +197,34 @@ if hasattr(ast, "Match"):
 
 def location(src: FunctionSource, node: ast.AST | None) -> FileLineColLoc:
     loc = src.loc(node)
-    return FileLineColLoc(StringAttr(loc.file), IntAttr(loc.line), IntAttr(loc.col))
+    return _file_line_col(loc.file, loc.line, loc.col)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_line_col(file: str, line: int, col: int) -> FileLineColLoc:
+    # Attributes are immutable values, so ops at one source position share one: building and
+    # verifying four attributes per emitted op was ~10% of a big kernel's frontend.
+    return FileLineColLoc(StringAttr(file), IntAttr(line), IntAttr(col))
+
+
+@functools.cache
+def _signature_names(sig) -> tuple[tuple[str, ...], dict]:
+    """(parameter names, defaults) of a builtin's signature; callers only read them."""
+    names = tuple(sig.parameters)
+    defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
+    return names, defaults
+
+
+@dataclass(frozen=True)
+class _SignatureText:
+    """`legato.tensor.<op>(<signature>)` for an error message, formatted only when one is
+    raised (formatting a signature per call was ~2% of a big kernel's frontend)."""
+
+    op: str
+    sig: object
+
+    def __str__(self) -> str:
+        return f"legato.tensor.{self.op}{'' if self.sig is None else self.sig}"
 
 
 def _is_static(value) -> bool:
@@ -291,6 +319,7 @@ class CodeGenerator(RuntimeCodegen):
         self.region: RegionState | None = None
         self.frames: list[Frame] = []
         self.inline_stack: list[object] = []
+        self.inlined: dict[object, tuple] = {}  # function -> (signature, scope) (`inline`)
         # (core index, memory, queue) -> nodes, to check that every receive has a sender.
         self.sends: dict[tuple, list] = {}
         self.receives: dict[tuple, list] = {}
@@ -312,10 +341,7 @@ class CodeGenerator(RuntimeCodegen):
     def emit(self, op: Operation, node: ast.AST) -> Operation:
         """Check `op` (its own verifier, as a CompileError at `node`) and append it."""
         op.location = self.loc(node)
-        try:
-            op.verify_()
-        except VerifyException as e:
-            raise self.error(node, str(e)) from None
+        self.check(op, node)
         if self.region is None:
             raise self.error(
                 node,
@@ -369,9 +395,21 @@ class CodeGenerator(RuntimeCodegen):
         ret = L.ReturnOp()
         ret.location = location(src, src.tree)
         kernel.body.block.add_op(ret)
+        self.check(ret, src.tree)
+        self.check(kernel, src.tree)
         module = ModuleOp([kernel])
         module.location = location(src, src.tree)
+        self.check(module, src.tree)
+        setattr(module, _FRONTEND_VERIFIED, True)
         return module
+
+    def check(self, op: Operation, node: ast.AST) -> None:
+        """`op`'s own verifier, as a CompileError at `node` (what `emit` runs on every op it
+        appends; the ops built around a region are checked with this once it is complete)."""
+        try:
+            op.verify_()
+        except VerifyException as e:
+            raise self.error(node, str(e)) from None
 
     def check_transfers(self) -> None:
         """A receive on (core, memory, queue) with no request_load to it would block forever."""
@@ -513,6 +551,7 @@ class CodeGenerator(RuntimeCodegen):
         yield_op = L.YieldOp(*[v.ssa for _, v in yields])
         yield_op.location = self.loc(region.yield_node or node)
         region.block.add_op(yield_op)
+        self.check(yield_op, region.yield_node or node)
         on = L.OnOp(
             L.context_from_str(str(ctx)),
             region.inputs,
@@ -520,6 +559,7 @@ class CodeGenerator(RuntimeCodegen):
             Region(region.block),
         )
         on.location = self.loc(node)
+        self.check(on, node)
         self.kernel_block.add_op(on)
         for (name, v), result in zip(yields, on.res):
             if _valid_hint(name):
@@ -1086,10 +1126,9 @@ class CodeGenerator(RuntimeCodegen):
         sig = BUILTIN_SIGNATURES.get(op)
         if names is None:
             assert sig is not None, f"legato.tensor.{op} has no registered signature"
-            names = list(sig.parameters)
-            defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
+            names, defaults = _signature_names(sig)
         defaults = defaults or {}
-        what = f"legato.tensor.{op}{sig}" if sig is not None else f"legato.tensor.{op}"
+        what = _SignatureText(op, sig)
         bound: dict = {}
         if len(node.args) > len(names):
             raise self.error(
@@ -1604,14 +1643,20 @@ class CodeGenerator(RuntimeCodegen):
             )
         src = fn.source
         args, kwargs = self.call_args(node)
+        # a function's signature and scope, once per kernel: copying its module's globals and
+        # finding its closure's names per call was ~10% of a big kernel's frontend
+        known = self.inlined.get(fn.fn)
+        if known is None:
+            known = self.inlined[fn.fn] = (inspect.signature(fn.fn), _scope_of(fn.fn))
+        signature, scope = known
         try:
-            bound = inspect.signature(fn.fn).bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as e:
             raise self.error(node, f"{fn.__qualname__}(): {e}") from None
         bound.apply_defaults()
         env = dict(bound.arguments)
         self.inline_stack.append(fn)
-        self.frames.append(Frame(src, env, _scope_of(fn.fn), loop_depth=self.loop_depth))
+        self.frames.append(Frame(src, env, scope, loop_depth=self.loop_depth))
         try:
             self.visit_body(src.tree.body)
             return self.frame.return_value
@@ -1667,6 +1712,17 @@ def emit_kernel(
 ) -> ModuleOp:
     """The `builtin.module` holding the `legato.kernel` of `src` (raises CompileError)."""
     return CodeGenerator(src, params, constexprs, ctx).generate()
+
+
+# Set on the module `generate` returns: every op in it passed its verifier as it was built.
+_FRONTEND_VERIFIED = "_legato_frontend_verified"
+
+
+def frontend_verified(module: ModuleOp) -> bool:
+    """Whether `module` is the frontend's output, every op of which was verified as it was
+    built (the compiler then need not verify it again; a module changed afterwards must not be
+    passed as one: the mark cannot see the change)."""
+    return getattr(module, _FRONTEND_VERIFIED, False)
 
 
 def print_module(module: ModuleOp, debuginfo: bool = True) -> str:

@@ -338,6 +338,7 @@ class RuntimeCodegen:
         y = scf.YieldOp(*yields)
         y.location = self.loc(node)
         block.add_op(y)
+        self.check(y, node)
         loop = scf.ForOp(lb, ub, step, [v.ssa for v in init], Region(block))
         self.emit(loop, node)
         line = self.frame.source.loc(node).line

@@ -168,7 +168,8 @@ class Kernel:
     def emit_module(self, **constexprs):
         """The legato-dialect `builtin.module` of this kernel (the frontend's output)."""
         with compiling(self._context()) as ctx, compiler.gc_paused():
-            return emit_kernel(self.source, self.params, constexprs, ctx)
+            module = emit_kernel(self.source, self.params, constexprs, ctx)
+        return compiler.remember_source(module, functools.partial(self.emit_module, **constexprs))
 
     def to_mlir(self, *, debuginfo: bool = True, **constexprs) -> str:
         """The legato IR as text (with `loc(...)` locations when `debuginfo`)."""

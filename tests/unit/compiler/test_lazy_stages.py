@@ -146,19 +146,21 @@ def test_unknown_recorded_stage_is_refused():
         compiler.compile_kernel(kernel.emit_module(), kernel.model, record=["binary_ir"])
 
 
+@pytest.mark.parametrize("from_frontend", [True, False])
 @pytest.mark.parametrize(
     "verify_each, env, levels",
     [
-        (False, "1", ["legato"]),
+        (False, "1", []),
         (True, "", ["legato", "core", "backend"]),
         (None, "1", ["legato", "core", "backend"]),
-        (None, "", ["legato"]),
-        (None, "0", ["legato"]),
+        (None, "", []),
+        (None, "0", []),
     ],
 )
-def test_levels_verified(monkeypatch, verify_each, env, levels):
-    """The legato input is always verified; the core and backend levels only when asked (the
-    option, else $LEGATO_VERIFY_EACH), and the binary is the same either way."""
+def test_levels_verified(monkeypatch, verify_each, env, levels, from_frontend):
+    """The legato input is verified unless it is the frontend's own output (whose every op was
+    verified as it was built); the core and backend levels only when asked (the option, else
+    $LEGATO_VERIFY_EACH), and the binary is the same either way."""
     seen = []
     verify = compiler._verify
     monkeypatch.setattr(
@@ -166,7 +168,11 @@ def test_levels_verified(monkeypatch, verify_each, env, levels):
     )
     monkeypatch.setenv(compiler.VERIFY_EACH_ENV, env)
     kernel = legato.compile(backend=bertha)(_scaled)
-    art = compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=verify_each)
+    module = kernel.emit_module()
+    if not from_frontend:
+        module = module.clone()  # the same IR, not marked as the frontend's
+        levels = levels or ["legato"]
+    art = compiler.compile_kernel(module, kernel.model, verify_each=verify_each)
     assert seen == levels
     monkeypatch.setattr(compiler, "_verify", verify)
     full = compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=True)

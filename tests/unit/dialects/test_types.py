@@ -2,7 +2,7 @@
 
 import pytest
 from xdsl.context import Context
-from xdsl.dialects.builtin import BFloat16Type, Float32Type, ModuleOp, i32
+from xdsl.dialects.builtin import BFloat16Type, Float32Type, ModuleOp, StringAttr, i32
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import VerifyException
 
@@ -138,3 +138,21 @@ def test_module_with_types_verifies():
     ).parse_module()
     assert isinstance(m, ModuleOp)
     m.verify()
+
+
+def test_equal_shaped_types_are_one_instance_and_a_bad_one_fails_every_time():
+    """`TensorType`/`BufType` share one instance per distinct value (a cache of built and
+    verified types); the parser's path (`new`) and pickling still build fresh, equal ones."""
+    import pickle
+
+    t = TensorType([(-1, 8), 256], "bf16", "sram")
+    assert TensorType([(-1, 8), 256], "bf16", "sram") is t
+    assert TensorType([Dim(None, 8), Dim(256, 256)], "bf16", StringAttr("sram")) is t
+    assert TensorType([8, 256], "bf16", "sram") != t
+    b = BufType([(-1, 8), 256], "bf16", "sram")
+    assert b is not t and b != t and b.dims == t.dims
+    assert TensorType.new(t.parameters) == t
+    assert pickle.loads(pickle.dumps(t)) == t
+    for _ in range(2):  # a type that does not verify is never cached
+        with pytest.raises(VerifyException, match="unknown memory space 'nowhere'"):
+            TensorType([4], "bf16", "nowhere")

@@ -1,0 +1,170 @@
+"""`FastBuildOperation`: the base of Legato's IRDL ops, whose builder (`__init__`) makes the same
+op as xDSL's `irdl_op_init` at a fraction of its cost.
+
+xDSL's generic builder re-derives, for every op built, how its operands, results, regions and
+successors map onto the definition (walking the definition's fields, ABC instance checks on
+each argument) and packs a new segment-size array per op; it was ~20% of a bench kernel's
+lowering passes. Here the definition's shape is derived once per op class, the common case (the
+arguments fit the definition) is built directly, and the segment-size arrays (immutable
+attributes) are shared. Anything else (a wrong number or shape of arguments, unequal
+same-size variadics) goes to xDSL's builder, which raises its own error: the ops and the errors
+are xDSL's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import cache
+
+from xdsl.dialects.builtin import DenseArrayBase, i32
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    AttrSizedRegionSegments,
+    AttrSizedResultSegments,
+    AttrSizedSuccessorSegments,
+    IRDLOperation,
+    OptionalDef,
+    SameVariadicOperandSize,
+    SameVariadicResultSize,
+    VariadicDef,
+)
+from xdsl.irdl.operations import irdl_build_regions_arg
+
+_SINGLE, _OPTIONAL, _VARIADIC = 0, 1, 2
+
+
+class _Fallback(Exception):
+    """The arguments do not fit the fast path: xDSL's builder decides (and raises)."""
+
+
+def _kinds(defs) -> tuple[int, ...]:
+    return tuple(
+        _OPTIONAL
+        if isinstance(d, OptionalDef)
+        else _VARIADIC
+        if isinstance(d, VariadicDef)
+        else _SINGLE
+        for _, d in defs
+    )
+
+
+@cache
+def _plan(cls: type) -> tuple:
+    """(operand, result, region, successor kinds, segment-size properties/attributes to set,
+    same-size variadic checks) of an op class's definition."""
+    d = cls.get_irdl_definition()
+    segments = []
+    same = []
+    for option in d.options:
+        if isinstance(option, AttrSizedOperandSegments):
+            segments.append((0, option.as_property, AttrSizedOperandSegments.attribute_name))
+        elif isinstance(option, AttrSizedResultSegments):
+            segments.append((1, option.as_property, AttrSizedResultSegments.attribute_name))
+        elif isinstance(option, AttrSizedRegionSegments):
+            segments.append((2, option.as_property, AttrSizedRegionSegments.attribute_name))
+        elif isinstance(option, AttrSizedSuccessorSegments):
+            segments.append((3, option.as_property, AttrSizedSuccessorSegments.attribute_name))
+        elif isinstance(option, SameVariadicOperandSize):
+            same.append(0)
+        elif isinstance(option, SameVariadicResultSize):
+            same.append(1)
+        else:
+            return None  # an option the fast path does not know: always xDSL's builder
+    return (
+        (_kinds(d.operands), _kinds(d.results), _kinds(d.regions), _kinds(d.successors)),
+        tuple(segments),
+        tuple(same),
+    )
+
+
+@cache
+def _sizes_attr(sizes: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, sizes)
+
+
+def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
+    if len(args) != len(kinds):
+        raise _Fallback
+    out: list = []
+    sizes: list[int] = []
+    for kind, a in zip(kinds, args):
+        if a is None:
+            if kind == _SINGLE:
+                raise _Fallback
+            sizes.append(0)
+        elif type(a) is list or type(a) is tuple or isinstance(a, Sequence):
+            n = len(a)
+            if (kind == _SINGLE and n != 1) or (kind == _OPTIONAL and n > 1):
+                raise _Fallback
+            out.extend(a if convert is None else [convert(x) for x in a])
+            sizes.append(n)
+        else:
+            out.append(a if convert is None else convert(a))
+            sizes.append(1)
+    return out, sizes
+
+
+def _value(x) -> SSAValue:
+    return x if isinstance(x, SSAValue) else SSAValue.get(x)
+
+
+def _dropping_none(m: Mapping[str, Attribute | None]) -> dict[str, Attribute]:
+    return {k: v for k, v in m.items() if v is not None}
+
+
+class FastBuildOperation(IRDLOperation):
+    """An `IRDLOperation` whose builder is the fast one of this module (same ops, same
+    errors as `IRDLOperation`'s)."""
+
+    def __init__(
+        self,
+        *,
+        operands: Sequence | None = None,
+        result_types: Sequence | None = None,
+        properties: Mapping[str, Attribute | None] | None = None,
+        attributes: Mapping[str, Attribute | None] | None = None,
+        successors: Sequence | None = None,
+        regions: Sequence | None = None,
+    ):
+        plan = _plan(type(self))
+        try:
+            if plan is None:
+                raise _Fallback
+            (k_ops, k_res, k_reg, k_succ), segments, same = plan
+            built = (
+                _build(k_ops, operands or (), _value),
+                _build(k_res, result_types or (), None),
+                _build(k_reg, [irdl_build_regions_arg(r) for r in regions or ()], None),
+                _build(k_succ, successors or (), None),
+            )
+            for construct in same:
+                kinds = (k_ops, k_res)[construct]
+                sizes = [n for n, k in zip(built[construct][1], kinds) if k != _SINGLE]
+                if any(n != sizes[0] for n in sizes[1:]):
+                    raise _Fallback
+        except _Fallback:
+            # xDSL's builder: the same op when the arguments fit, else its error
+            IRDLOperation.__init__(
+                self,
+                operands=operands,
+                result_types=result_types,
+                properties=properties,
+                attributes=attributes,
+                successors=successors,
+                regions=regions,
+            )
+            return
+        props = _dropping_none(properties) if properties else {}
+        attrs = _dropping_none(attributes) if attributes else {}
+        for construct, as_property, name in segments:
+            (props if as_property else attrs)[name] = _sizes_attr(tuple(built[construct][1]))
+        Operation.__init__(
+            self,
+            operands=built[0][0],
+            result_types=built[1][0],
+            properties=props,
+            attributes=attrs,
+            successors=built[3][0],
+            regions=built[2][0],
+        )

@@ -1,0 +1,114 @@
+"""`FastBuildOperation`'s builder makes the op xDSL's `IRDLOperation` builder makes, and raises
+xDSL's error when the arguments do not fit the definition."""
+
+import pytest
+from xdsl.dialects.builtin import IndexType, StringAttr
+from xdsl.ir import Block, Region
+from xdsl.irdl import IRDLOperation
+from xdsl.printer import Printer
+
+from legato.dialects import backend as be
+from legato.dialects import core
+from legato.dialects import legato as lg
+from legato.dialects.fast_build import FastBuildOperation
+
+
+def _values(n):
+    block = Block(arg_types=[IndexType()] * n)
+    return block, list(block.args)
+
+
+def _by_xdsl(cls, **kwargs):
+    op = cls.__new__(cls)
+    IRDLOperation.__init__(op, **kwargs)
+    return op
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b)
+    assert list(a.operands) == list(b.operands)
+    assert [r.type for r in a.results] == [r.type for r in b.results]
+    assert a.properties == b.properties and list(a.properties) == list(b.properties)
+    assert a.attributes == b.attributes
+    assert len(a.regions) == len(b.regions) and list(a.successors) == list(b.successors)
+
+
+def _text(op) -> str:
+    from io import StringIO
+
+    out = StringIO()
+    Printer(stream=out).print_op(op)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "cls, kwargs",
+    [
+        # attribute-sized segments (a variadic and an optional operand), None properties
+        (
+            core.AllocOp,
+            lambda v: dict(
+                operands=[v[:2], [v[2]]],
+                result_types=[core.BufType([(-1, 8), (-1, 4)], "f32", "sram")],
+                properties={"core": None, "memory": StringAttr("sram"), "offset": None},
+            ),
+        ),
+        (
+            core.AllocOp,
+            lambda v: dict(
+                operands=[[], None],
+                result_types=[core.BufType([8], "f32", "sram")],
+                properties={"memory": StringAttr("sram")},
+            ),
+        ),
+        # single operands given bare and as one-element lists, an optional one empty
+        (be.AddOp, lambda v: dict(operands=[v[0], [v[1]]], result_types=[be.reg()])),
+        (be.DmaOp, lambda v: dict(operands=[v[0], v[1], v[2], []])),
+        (be.DmaOp, lambda v: dict(operands=[v[0], v[1], v[2], [v[3]]])),
+    ],
+)
+def test_the_fast_builder_makes_xdsls_op(cls, kwargs):
+    _, v = _values(4)
+    args = kwargs(v)
+    fast = cls.__new__(cls)
+    FastBuildOperation.__init__(fast, **args)
+    _same(fast, _by_xdsl(cls, **args))
+
+
+def test_an_op_with_a_region_is_xdsls_op():
+    block = Block()
+    block.add_op(lg.YieldOp())
+    on = lg.OnOp(lg.ContextAttr.core(0), [], [], Region(block))
+    ref = _by_xdsl(
+        lg.OnOp,
+        operands=[[]],
+        result_types=[[]],
+        properties={"ctx": lg.ContextAttr.core(0)},
+        regions=[Region(Block([lg.YieldOp()]))],
+    )
+    _same(on, ref)
+    assert _text(on) == _text(ref)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(operands=[]),  # too few operands
+        dict(operands=[None, None], result_types=[be.reg()]),  # None for a single operand
+        dict(operands=["x", []], result_types=[be.reg()]),  # an empty list for a single one
+        dict(operands=[[0, 1], [1]], result_types=[be.reg()]),  # two for a single one
+    ],
+)
+def test_arguments_that_do_not_fit_raise_xdsls_error(kwargs):
+    _, v = _values(2)
+    ops = [
+        [v[0] if a == "x" else [v[i] for i in a] if isinstance(a, list) else a for a in ops]
+        for ops in [kwargs["operands"]]
+    ][0]
+    args = {**kwargs, "operands": ops}
+    with pytest.raises(ValueError) as theirs:
+        _by_xdsl(be.AddOp, **args)
+    with pytest.raises(ValueError) as ours:
+        fast = be.AddOp.__new__(be.AddOp)
+        FastBuildOperation.__init__(fast, **args)
+    assert str(ours.value) == str(theirs.value)
