@@ -11,6 +11,9 @@ The generated kernel has one `shared_dram` argument per tensor input of the part
 per output. `top` request_loads each input to core 0 (into `sram`, or into `mpu_buffer` for an
 operand an implementation wants as an MPU weight), core 0 receives them, calls the implementations
 in graph order (intermediates stay in core memory) and memcpys the outputs back to shared DRAM.
+An MPU weight the kernel module prepares from a parameter once per parameter version (a step
+`Impl(None, (Layout,))`, nn.Linear's `t(W)`) is not computed: the parameter's argument is the
+prepared tensor (`Generated.layouts`).
 
 A partition that is one node with a chip-scale implementation (`Impl.spmd`, `generate_spmd`)
 gets a kernel whose arguments are its shared-DRAM inputs (a parameter the implementation wants
@@ -210,7 +213,19 @@ def generate(
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
     fresh = _namer()
-    val = _tensor_val
+    # steps prepared once per parameter version by the kernel module (an MPU weight t(W),
+    # `Impl(None, (Layout,))`): the kernel takes the prepared tensor as the parameter's input
+    prep = {s.node: s.impl.args[0] for s in steps if _prepared_step(s)}
+    laid = {lay.node: lay for lay in prep.values()}
+
+    def val(n):
+        lay = laid.get(n)
+        if lay is not None:
+            return torch.empty(lay.shape, dtype=lay.dtype, device="meta")
+        return _tensor_val(n)
+
+    def src(x):
+        return prep[x].node if x in prep else x
 
     # Which memories each input must be loaded into.
     wants: dict[torch.fx.Node, list[str]] = {n: [] for n in inputs}
@@ -218,6 +233,7 @@ def generate(
         for pos, a in enumerate(s.impl.args if s.impl is not None else ()):
             mem = s.impl.memory.get(pos, "sram")
             for x in a if isinstance(a, (tuple, list)) else [a]:
+                x = src(x) if isinstance(x, torch.fx.Node) else x
                 if isinstance(x, torch.fx.Node) and x in wants and mem not in wants[x]:
                     wants[x].append(mem)
 
@@ -269,6 +285,7 @@ def generate(
                 raise AssertionError(f"unknown operand memory {mem!r}")
 
     def operand(s, pos, a):
+        a = src(a)
         if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in weight_var:
             return weight_var[a]  # loaded into mpu_buffer from outside
         if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in inputs:
@@ -281,6 +298,8 @@ def generate(
 
     impl_names: dict[int, str] = {}
     for s in steps:
+        if s.node in prep:
+            continue
         line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
         if line is not None:
             core.append(line)
@@ -319,7 +338,7 @@ def generate(
         list(outputs),
         [dim_bounds(n) for n in inputs],
         [dim_bounds(n) for n in outputs],
-        layouts=[None] * len(inputs),
+        layouts=[laid.get(n) for n in inputs],
     )
 
 
@@ -752,6 +771,18 @@ def _tensor_val(node):
     if not isinstance(v, torch.Tensor):
         raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
     return v
+
+
+def _prepared_step(step: Step) -> bool:
+    """A step the kernel module prepares once per parameter version (its `Impl.args` one
+    `Layout` of the parameter it reads, `fn` None): the kernel takes its value as an input."""
+    impl = step.impl
+    return (
+        impl is not None
+        and impl.fn is None
+        and len(impl.args) == 1
+        and isinstance(impl.args[0], Layout)
+    )
 
 
 def _folded(step: Step) -> bool:

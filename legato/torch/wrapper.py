@@ -1,9 +1,11 @@
 """`LegatoGraphWrapper`: one ATen graph, partitioned into Legato kernels and extern nodes.
 
 1. Every `call_function` node is resolved (`registry.resolve`): supported nodes have an `Impl`.
-2. An MPU weight prepared from graph inputs only (nn.Linear's `t(W)`) is made extern
-   ("weight preparation"), so the kernel loads it straight into mpu_buffer; a weight computed
-   from on-chip values (K^T in attention) stays in the kernel.
+2. An MPU weight prepared from one parameter only (nn.Linear's `t(W)`) is made by the kernel
+   module once per parameter version (`_prepared`: a `kernelgen.Layout`; it no longer runs per
+   call nor splits partitions), other weights prepared from graph inputs only are made extern
+   ("weight preparation"), so the kernel loads the weight straight into mpu_buffer; a weight
+   computed from on-chip values (K^T in attention) stays in the kernel.
 3. torch.fx's `CapabilityBasedPartitioner` groups the supported nodes into partitions (no cycles);
    each partition becomes one `fused_N` submodule, which is compiled to ONE Legato kernel
    (`kernelgen.generate`) at graph-compile time and replaced by a `LegatoKernelModule`.
@@ -51,6 +53,41 @@ _BOOKKEEPING = {operator.getitem}
 def _folds(impl) -> list:
     """The nodes an spmd implementation folds into the layouts of its parameter operands."""
     return [f for a in impl.args if isinstance(a, kernelgen.Layout) for f in a.fold]
+
+
+def _folded_impl(impl) -> bool:
+    """An implementation that does not run in the kernel (folded into a layout, computed by
+    another node's kernel, or prepared once per parameter version)."""
+    return impl.fn is None
+
+
+def _prepared(src):
+    """The `kernelgen.Layout` that makes the MPU weight `src` (nn.Linear's t(W)) once per
+    parameter version in the kernel module, instead of an eager node per call: when `src` is
+    one op on one parameter W (a graph input with `PARAM_META`) that nothing else reads, and
+    `src` has one reader. None otherwise (it then runs eagerly, `_prepare_weights`)."""
+    ins = src.all_input_nodes
+    v = src.meta.get("val")
+    if (
+        len(ins) != 1
+        or src.args[:1] != (ins[0],)
+        or ins[0] in src.args[1:]
+        or ins[0].op != "placeholder"
+        or not ins[0].meta.get(kernelgen.PARAM_META)
+        or list(ins[0].users) != [src]
+        or len(src.users) != 1
+        or not isinstance(v, torch.Tensor)
+        or not all(isinstance(d, int) for d in v.shape)
+        or not isinstance(ins[0].meta.get("val"), torch.Tensor)
+    ):
+        return None
+    target, args, kwargs, w = src.target, src.args, src.kwargs, ins[0]
+
+    def prepare(param):
+        out = target(*(param if a is w else a for a in args), **kwargs)
+        return out.contiguous()
+
+    return kernelgen.Layout(w, prepare, tuple(v.shape), v.dtype, "shared_dram", fold=(src,))
 
 
 def _is_host(node) -> bool:
@@ -825,8 +862,10 @@ class LegatoGraphWrapper:
 
     @staticmethod
     def _prepare_weights(node, decisions) -> None:
-        """Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's t(W), a
-        view) runs extern, so the kernel loads the prepared weight straight into mpu_buffer. A
+        """Weight preparation: an MPU weight computed from one parameter (nn.Linear's t(W)) is
+        prepared by the kernel module once per parameter version (`_prepared`); one computed
+        from other graph inputs only runs extern. Either way the kernel loads the prepared
+        weight straight into mpu_buffer. A
         weight computed from on-chip values (attention's K^T) stays in the kernel: the compiler
         stages it from sram into mpu_buffer. The nodes an spmd implementation folds into a
         parameter layout are taken over by it: they never run (unless its kernel fails)."""
@@ -847,7 +886,18 @@ class LegatoGraphWrapper:
                 continue
             src = d.impl.args[pos]
             pd = decisions.get(src)
-            if pd is None or pd.impl is None:
+            if pd is None or pd.impl is None or _folded_impl(pd.impl):
+                continue
+            prep = _prepared(src)
+            if prep is not None:
+                decisions[src] = NodeDecision(
+                    registry.Impl(
+                        None,
+                        (prep,),
+                        name=f"prepared from {prep.node.name} once per parameter version",
+                    ),
+                    None,
+                )
                 continue
             if all(a.op == "placeholder" for a in src.all_input_nodes):
                 decisions[src] = NodeDecision(
