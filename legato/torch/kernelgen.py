@@ -11,6 +11,9 @@ The generated kernel has one `shared_dram` argument per tensor input of the part
 per output. `top` request_loads each input to core 0 (into `sram`, or into `mpu_buffer` for an
 operand an implementation wants as an MPU weight), core 0 receives them, calls the implementations
 in graph order (intermediates stay in core memory) and memcpys the outputs back to shared DRAM.
+An MPU weight the kernel module prepares from a parameter once per parameter version (a step
+`Impl(None, (Layout,))`, nn.Linear's `t(W)`) is not computed: the parameter's argument is the
+prepared tensor (`Generated.layouts`).
 
 A partition that is one node with a chip-scale implementation (`Impl.spmd`, `generate_spmd`)
 gets a kernel whose arguments are its shared-DRAM inputs (a parameter the implementation wants
@@ -119,6 +122,8 @@ class Layout:
     run per call. `fn(param) -> tensor` builds the laid-out copy (contiguous, `shape` and
     `dtype`, in kernel memory `memory`, e.g. "mpu_dram"); the kernel module calls it on the
     first call and again whenever the parameter's storage changes (data_ptr or `_version`).
+    `also`: other parameters the layout is built from (`fn(param, *also)`: several
+    projections' weights laid out as one); they are not arguments of the kernel.
     """
 
     node: torch.fx.Node
@@ -127,6 +132,12 @@ class Layout:
     dtype: torch.dtype
     memory: str = "mpu_dram"
     fold: tuple = ()
+    also: tuple = ()
+
+
+# `Generated.layouts` entry of an input that is part of another input's `Layout` (`also`):
+# the kernel module passes it to that layout and not to the kernel
+PART_OF_LAYOUT = "part of a layout"
 
 
 @dataclass
@@ -146,7 +157,8 @@ class Generated:
     # per input / output: per dim, the bound of a dynamic dim (None for a static one)
     input_bounds: list = field(default_factory=list)
     output_bounds: list = field(default_factory=list)
-    # spmd kernels: per input, the Layout the kernel module applies to it (None: as given)
+    # spmd kernels: per input, the Layout the kernel module applies to it (None: as given;
+    # PART_OF_LAYOUT: an `also` parameter of another input's Layout, not a kernel argument)
     layouts: list = field(default_factory=list)
     # spmd kernels: tensors the kernel module allocates once and passes after the outputs, as
     # (shape, torch dtype): outputs of the node no one reads (tuple elements), then scratch
@@ -182,7 +194,7 @@ def generate(
         # e.g. SiLU of another projection's result, computed a block at a time) are its
         # epilogue, the others its prologue (graph order is topological, but a prologue node
         # may come after the spmd node in it)
-        after = {spmd[0].node}
+        after = {spmd[0].node, *spmd[0].impl.members}
         pre, post = [], []
         for s in steps:
             if s is spmd[0] or _folded(s):
@@ -201,7 +213,19 @@ def generate(
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
     fresh = _namer()
-    val = _tensor_val
+    # steps prepared once per parameter version by the kernel module (an MPU weight t(W),
+    # `Impl(None, (Layout,))`): the kernel takes the prepared tensor as the parameter's input
+    prep = {s.node: s.impl.args[0] for s in steps if _prepared_step(s)}
+    laid = {lay.node: lay for lay in prep.values()}
+
+    def val(n):
+        lay = laid.get(n)
+        if lay is not None:
+            return torch.empty(lay.shape, dtype=lay.dtype, device="meta")
+        return _tensor_val(n)
+
+    def src(x):
+        return prep[x].node if x in prep else x
 
     # Which memories each input must be loaded into.
     wants: dict[torch.fx.Node, list[str]] = {n: [] for n in inputs}
@@ -209,6 +233,7 @@ def generate(
         for pos, a in enumerate(s.impl.args if s.impl is not None else ()):
             mem = s.impl.memory.get(pos, "sram")
             for x in a if isinstance(a, (tuple, list)) else [a]:
+                x = src(x) if isinstance(x, torch.fx.Node) else x
                 if isinstance(x, torch.fx.Node) and x in wants and mem not in wants[x]:
                     wants[x].append(mem)
 
@@ -260,6 +285,7 @@ def generate(
                 raise AssertionError(f"unknown operand memory {mem!r}")
 
     def operand(s, pos, a):
+        a = src(a)
         if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in weight_var:
             return weight_var[a]  # loaded into mpu_buffer from outside
         if s.impl.memory.get(pos, "sram") == "mpu_weight" and a in inputs:
@@ -272,6 +298,8 @@ def generate(
 
     impl_names: dict[int, str] = {}
     for s in steps:
+        if s.node in prep:
+            continue
         line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
         if line is not None:
             core.append(line)
@@ -310,7 +338,7 @@ def generate(
         list(outputs),
         [dim_bounds(n) for n in inputs],
         [dim_bounds(n) for n in outputs],
-        layouts=[None] * len(inputs),
+        layouts=[laid.get(n) for n in inputs],
     )
 
 
@@ -399,9 +427,12 @@ def generate_spmd(
     and after it.
 
     Arguments: the partition's tensor inputs (an input an operand wants as a `Layout`: its
-    laid-out form, in the Layout's memory), then `outputs` (the node, the getitems of its tuple
-    result, prologue and epilogue nodes that leave the partition), then `extras`: the node's
-    other tuple elements (written, never read) and the implementation's scratch tensors. The
+    laid-out form, in the Layout's memory; a parameter a Layout is also built from,
+    `Layout.also`: none), then `outputs` (the node, the getitems of its tuple result, its
+    `impl.members`, prologue and epilogue nodes that leave the partition), then `extras`: the
+    node's other tuple elements or members' results (written, never read) and the
+    implementation's scratch tensors. With members, `outs` is passed as one tuple (the node's
+    result, then each member's) and the epilogue's `y` is the tuple of their blocks. The
     body, inside `with device.get_all_cores():`:
 
     - `prologue` (single-core implementations, `Impl.values`): every core loads the prologue's
@@ -420,13 +451,22 @@ def generate_spmd(
     fresh = _namer()
     ns: dict[str, object] = {}
     layout_of: dict[torch.fx.Node, Layout] = {}
+    part_of: set = set()
     for a in impl.args:
         if isinstance(a, Layout):
-            if layout_of.get(a.node, a) is not a:
-                raise AssertionError(f"{node.name}: two layouts of {a.node.name}")
+            for x in (a.node, *a.also):
+                if layout_of.get(x, a) is not a or x in part_of:
+                    raise AssertionError(f"{node.name}: two layouts of {x.name}")
             layout_of[a.node] = a
+            part_of.update(a.also)
     params, arg_names, layouts, in_bounds = [], {}, [], []
     for n in inputs:
+        if n in part_of:
+            layouts.append(PART_OF_LAYOUT)
+            in_bounds.append(
+                [None if isinstance(d, int) else bound(d) for d in _tensor_val(n).shape]
+            )
+            continue
         p = fresh(f"in_{n.name}")
         arg_names[n] = p
         lay = layout_of.get(n)
@@ -440,13 +480,19 @@ def generate_spmd(
         in_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
 
     fused = {s.node for s in (*prologue, *epilogue)}
-    # the node's outputs in the implementation's order: one, or one per tuple element
+    # the node's outputs in the implementation's order: one, or one per tuple element, or
+    # the node's and each member's (`Impl.members`, passed as one tuple)
     value = node.meta.get("val")
     elements = list(value) if isinstance(value, (tuple, list)) else [value]
+    members = list(impl.members)
+    if members:
+        elements = [value, *(m.meta.get("val") for m in members)]
     readers: dict[int, torch.fx.Node] = {}
     for o in outputs:
         if o is node:
             readers[0] = o
+        elif o in members:
+            readers[1 + members.index(o)] = o
         elif o.target is operator.getitem and o.args[0] is node:
             readers[int(o.args[1])] = o
         elif o not in fused:
@@ -505,11 +551,13 @@ def generate_spmd(
         if not impl.epilogue:
             raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
         epi_name, eargs, epi_src = _epilogue_fn(
-            node, epilogue, arg_names, var, out_names, ns, fresh, impl_names
+            node, epilogue, arg_names, var, out_names, ns, fresh, impl_names, impl.members
         )
         tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
     fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
     ns[fn_name] = impl.fn
+    if members:
+        outs = ["(" + ", ".join(outs) + ",)"]
     call = ", ".join(args + outs + scratch + tail)
     body = "\n".join(
         [
@@ -634,18 +682,24 @@ def _piece(shape, like, m: int, n: int) -> tuple[str, str | None]:
     return sub, flat
 
 
-def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names):
+def _epilogue_fn(
+    node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names, members=()
+):
     """The source of a fused epilogue function (see `generate_spmd`): its name, the kernel
     values passed to it (`eargs`) and its lines. Every value in it is a 2-d block
     [rows, width] of the [M, N] result; a view (`EPILOGUE_VIEWS`) is the same block, an
     operand or output of another `row_col` shape is reshaped from / to it."""
     m, n = (int(d) for d in _tensor_val(node).shape)
     fn = fresh(f"epi_{node.name}")
-    var: dict[torch.fx.Node, str] = {node: "y"}
+    members = list(members)
+    # several results (`Impl.members`): y is the tuple of their blocks
+    var: dict[torch.fx.Node, str] = (
+        {o: f"y[{i}]" for i, o in enumerate([node, *members])} if members else {node: "y"}
+    )
     params: list[str] = []
     eargs: list[str] = []
     lines: list[str] = []
-    inside = {s.node for s in epilogue} | {node}
+    inside = {s.node for s in epilogue} | {node, *members}
 
     def operand_of(like):
         def operand(s, pos, a):
@@ -681,7 +735,7 @@ def _epilogue_fn(node, epilogue, arg_names, prologue_var, out_names, ns, fresh, 
         line = _step_line(s, var, operand_of(shape), ns, fresh, impl_names, "    ")
         if line is not None:
             lines.append(line)
-    for o in [node, *(s.node for s in epilogue)]:
+    for o in [node, *members, *(s.node for s in epilogue)]:
         if o in out_names:
             p = fresh(f"o_{o.name}")
             params.append(p)
@@ -717,6 +771,18 @@ def _tensor_val(node):
     if not isinstance(v, torch.Tensor):
         raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
     return v
+
+
+def _prepared_step(step: Step) -> bool:
+    """A step the kernel module prepares once per parameter version (its `Impl.args` one
+    `Layout` of the parameter it reads, `fn` None): the kernel takes its value as an input."""
+    impl = step.impl
+    return (
+        impl is not None
+        and impl.fn is None
+        and len(impl.args) == 1
+        and isinstance(impl.args[0], Layout)
+    )
 
 
 def _folded(step: Step) -> bool:

@@ -67,6 +67,15 @@ class Impl:
     `epilogue=True` says it takes `epi, eargs` after its scratch and, when `epi` is not None,
     calls `epi(y, r0, rows, j0, width, *eargs)` on every block y = result[r0:r0+rows,
     j0:j0+width] of its 2-d result instead of writing it.
+
+    Several spmd nodes in one kernel (issue 14): `group_key` (hashable, None: never) says
+    which nodes of one partition the implementation can compute together (equal keys: e.g.
+    projections of one input to the same width, q/k/v or gate/up); the partitioner then calls
+    `merge(nodes, ctx)` with those nodes (graph order, all mutually independent) for one
+    implementation of them all, whose `members` are the nodes after the first. Its kernel
+    writes the first node's result and each member's (`outs`, one tuple of them all) and its
+    epilogue gets the tuple of their blocks (`epi(ys, r0, rows, j0, width, *eargs)`, ys[i]
+    the same block of each result).
     """
 
     fn: Any
@@ -77,6 +86,9 @@ class Impl:
     scratch: tuple = ()
     values: frozenset = frozenset()
     epilogue: bool = False
+    group_key: Any = None
+    merge: Any = None
+    members: tuple = ()
 
     @property
     def label(self) -> str:

@@ -1,9 +1,11 @@
 """`LegatoGraphWrapper`: one ATen graph, partitioned into Legato kernels and extern nodes.
 
 1. Every `call_function` node is resolved (`registry.resolve`): supported nodes have an `Impl`.
-2. An MPU weight prepared from graph inputs only (nn.Linear's `t(W)`) is made extern
-   ("weight preparation"), so the kernel loads it straight into mpu_buffer; a weight computed
-   from on-chip values (K^T in attention) stays in the kernel.
+2. An MPU weight prepared from one parameter only (nn.Linear's `t(W)`) is made by the kernel
+   module once per parameter version (`_prepared`: a `kernelgen.Layout`; it no longer runs per
+   call nor splits partitions), other weights prepared from graph inputs only are made extern
+   ("weight preparation"), so the kernel loads the weight straight into mpu_buffer; a weight
+   computed from on-chip values (K^T in attention) stays in the kernel.
 3. torch.fx's `CapabilityBasedPartitioner` groups the supported nodes into partitions (no cycles);
    each partition becomes one `fused_N` submodule, which is compiled to ONE Legato kernel
    (`kernelgen.generate`) at graph-compile time and replaced by a `LegatoKernelModule`.
@@ -15,6 +17,10 @@ a parameter for it (`kernelgen.Layout.fold`, nn.Linear's `t(W)`): its kernel run
 core, takes that parameter laid out once by the `LegatoKernelModule` (again only when the
 parameter's storage changes) and never runs the folded nodes. Graph inputs that are
 parameters or buffers (aot_autograd's static inputs) carry `meta[kernelgen.PARAM_META]`.
+spmd nodes whose implementations say they can be computed together (`Impl.group_key`:
+projections of one input to the same width) are one kernel (`LegatoGraphWrapper._group`);
+identical views are merged first (`_merge_views`) so that the projections of one input read
+one node.
 """
 
 from __future__ import annotations
@@ -47,6 +53,41 @@ _BOOKKEEPING = {operator.getitem}
 def _folds(impl) -> list:
     """The nodes an spmd implementation folds into the layouts of its parameter operands."""
     return [f for a in impl.args if isinstance(a, kernelgen.Layout) for f in a.fold]
+
+
+def _folded_impl(impl) -> bool:
+    """An implementation that does not run in the kernel (folded into a layout, computed by
+    another node's kernel, or prepared once per parameter version)."""
+    return impl.fn is None
+
+
+def _prepared(src):
+    """The `kernelgen.Layout` that makes the MPU weight `src` (nn.Linear's t(W)) once per
+    parameter version in the kernel module, instead of an eager node per call: when `src` is
+    one op on one parameter W (a graph input with `PARAM_META`) that nothing else reads, and
+    `src` has one reader. None otherwise (it then runs eagerly, `_prepare_weights`)."""
+    ins = src.all_input_nodes
+    v = src.meta.get("val")
+    if (
+        len(ins) != 1
+        or src.args[:1] != (ins[0],)
+        or ins[0] in src.args[1:]
+        or ins[0].op != "placeholder"
+        or not ins[0].meta.get(kernelgen.PARAM_META)
+        or list(ins[0].users) != [src]
+        or len(src.users) != 1
+        or not isinstance(v, torch.Tensor)
+        or not all(isinstance(d, int) for d in v.shape)
+        or not isinstance(ins[0].meta.get("val"), torch.Tensor)
+    ):
+        return None
+    target, args, kwargs, w = src.target, src.args, src.kwargs, ins[0]
+
+    def prepare(param):
+        out = target(*(param if a is w else a for a in args), **kwargs)
+        return out.contiguous()
+
+    return kernelgen.Layout(w, prepare, tuple(v.shape), v.dtype, "shared_dram", fold=(src,))
 
 
 def _is_host(node) -> bool:
@@ -410,17 +451,19 @@ class LegatoKernelModule(torch.nn.Module):
     def _laid_out(self, ins: list) -> list:
         """`ins` with every input an spmd operand wants laid out replaced by its laid-out copy:
         made on the first call and again when the parameter's storage changed (another
-        data_ptr, shape or dtype, or an in-place update: `_version`)."""
+        data_ptr, shape or dtype, or an in-place update: `_version`); the parameters a layout
+        is also built from (`Layout.also`) are not kernel arguments and are dropped."""
         out = list(ins)
+        pos = {n: i for i, n in enumerate(self.gen.inputs)}
         for i, lay in enumerate(self.layouts):
-            if lay is None:
+            if not isinstance(lay, kernelgen.Layout):
                 continue
-            t = ins[i]
-            key = (t.data_ptr(), t._version, tuple(t.shape), t.dtype)
+            srcs = [ins[i], *(ins[pos[a]] for a in lay.also)]
+            key = tuple((t.data_ptr(), t._version, tuple(t.shape), t.dtype) for t in srcs)
             have = self._laid.get(i)
             if have is None or have[0] != key:
                 with torch.no_grad():
-                    laid = lay.fn(t.detach()).contiguous()
+                    laid = lay.fn(*(t.detach() for t in srcs)).contiguous()
                 assert tuple(laid.shape) == tuple(lay.shape) and laid.dtype == lay.dtype, (
                     f"layout of {lay.node.name}: got {tuple(laid.shape)} {laid.dtype}, the kernel "
                     f"takes {tuple(lay.shape)} {lay.dtype}"
@@ -428,7 +471,7 @@ class LegatoKernelModule(torch.nn.Module):
                 have = self._laid[i] = (key, laid)
                 self.layout_count += 1
             out[i] = have[1]
-        return out
+        return [t for t, lay in zip(out, self.layouts) if lay is not kernelgen.PART_OF_LAYOUT]
 
     def _too_large(self, ins, shapes) -> str | None:
         tensors = [(f"input {n.name}", t.shape) for n, t in zip(self.gen.inputs, ins)]
@@ -610,11 +653,12 @@ def _broadcasts(node, shape) -> bool:
 
 def _has_fused(nodes, s, wrapper) -> bool:
     """The kernel of the spmd node `s` holds fused work besides its folded nodes and getitems."""
-    own = set(_folds(wrapper.decisions[s].impl)) | {s}
+    impl = wrapper.decisions[s].impl
+    own = set(_folds(impl)) | {s, *impl.members}
     return any(n not in own and not (n.target in _BOOKKEEPING and n.args[0] is s) for n in nodes)
 
 
-def _slots(nodes: list, spmd: list, own: dict) -> dict:
+def _slots(nodes: list, spmd: list, own: dict, members: dict | None = None) -> dict:
     """Which single-core segment each non-spmd node of one partition runs in: slot i is the
     segment between the partition's spmd nodes `spmd[i - 1]` and `spmd[i]` (graph order).
 
@@ -623,8 +667,11 @@ def _slots(nodes: list, spmd: list, own: dict) -> dict:
     of its range are chosen greedily (interval stabbing: ranges by their last slot, each chosen
     slot the last of the first range not yet covered); each node runs in the earliest chosen
     slot at or after its `lo`, which keeps producers in slots no later than their consumers
-    (a consumer's `lo` is at least its producer's)."""
+    (a consumer's `lo` is at least its producer's). `members`: nodes computed by the kernel
+    of another spmd node (`Impl.members`: member -> that node), placed as it is."""
     index = {s: i + 1 for i, s in enumerate(spmd)}  # spmd[i] closes slot i
+    for mem, s in (members or {}).items():
+        index[mem] = index[s]
     inside = set(nodes)
     lo: dict = {}
     for n in nodes:  # graph order is topological
@@ -645,6 +692,47 @@ def _slots(nodes: list, spmd: list, own: dict) -> dict:
             chosen.append(hi[n])
     chosen.sort()
     return {n: next(c for c in chosen if c >= lo[n]) for n in free}
+
+
+# views merged by `_merge_views` (not t/permute: a transposed parameter shared by two nodes
+# could no longer be folded into either's layout)
+_MERGED_VIEWS = {
+    torch.ops.aten.view.default,
+    torch.ops.aten._unsafe_view.default,
+    torch.ops.aten.reshape.default,
+}
+
+
+def _merge_views(gm: torch.fx.GraphModule) -> int:
+    """Make identical views of one tensor one node (nn.Linear on a 3-d input views it to 2-d
+    once per projection: q, k and v then read three nodes holding the same value, and the
+    projections of one input are recognised by their input node, `Impl.group_key`). Views
+    compute nothing and alias their input, so merging them changes no value. Returns how
+    many nodes were removed."""
+
+    def key(a):
+        if isinstance(a, (list, tuple)):
+            return tuple(key(x) for x in a)
+        return a
+
+    seen: dict = {}
+    removed = 0
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in _MERGED_VIEWS:
+            continue
+        if any(u.op == "output" for u in node.users):
+            continue  # a graph output keeps its own tensor (aot_autograd tracks output aliases)
+        try:
+            k = (node.target, key(node.args), key(tuple(sorted(node.kwargs.items()))))
+            hash(k)
+        except TypeError:
+            continue
+        first = seen.setdefault(k, node)
+        if first is not node:
+            node.replace_all_uses_with(first)
+            gm.graph.erase_node(node)
+            removed += 1
+    return removed
 
 
 class LegatoGraphWrapper:
@@ -668,6 +756,8 @@ class LegatoGraphWrapper:
         for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
             if i in static:
                 n.meta[kernelgen.PARAM_META] = True
+        if _merge_views(gm):
+            gm.recompile()
         self.decisions = self._decide(gm)
         self.gm = self._partition(gm)
         record(self.summary)
@@ -716,13 +806,66 @@ class LegatoGraphWrapper:
             decisions[node] = d
         for node in list(decisions):
             self._prepare_weights(node, decisions)
+        self._solo: dict = {}  # grouped node -> its own decision (`_group`, `_ungroup`)
+        self._no_group: set = set()
+        self._group(decisions)
         self.host_index = _host_index_work(gm, decisions)
         return decisions
 
+    def _group(self, decisions) -> None:
+        """Several spmd nodes in one kernel: nodes whose implementations have equal
+        `Impl.group_key`s (projections of one input to the same width: q/k/v, gate/up) are
+        computed by the implementation their first node's `merge` returns; the others become
+        its `members` (computed by its kernel, like a folded node). Each kernel costs a launch,
+        the DRAM latency of its first loads and its barriers; for small weights that is most of
+        a projection's time. The nodes of a key take only that input and parameters, so they
+        are independent of each other. A merge that refuses (AssertionError) leaves them
+        apart."""
+        buckets: dict = {}
+        for node, d in decisions.items():  # graph order
+            impl = d.impl
+            if (
+                impl is not None
+                and impl.spmd
+                and impl.group_key is not None
+                and impl.merge is not None
+                and node not in self._no_group
+            ):
+                buckets.setdefault(impl.group_key, []).append(node)
+        for nodes in buckets.values():
+            if len(nodes) < 2:
+                continue
+            try:
+                impl = decisions[nodes[0]].impl.merge(nodes, self.ctx)
+            except AssertionError as e:
+                log.debug("legato: %s stay apart: %s", [n.name for n in nodes], e)
+                continue
+            for n in nodes:
+                self._solo[n] = decisions[n]
+            decisions[nodes[0]] = NodeDecision(impl, None)
+            for n in nodes[1:]:
+                decisions[n] = NodeDecision(
+                    registry.Impl(None, (), name=f"computed by the kernel of {nodes[0].name}"),
+                    None,
+                )
+            self._prepare_weights(nodes[0], decisions)
+
+    def _ungroup(self, leader) -> None:
+        """The kernel of the group led by `leader` failed (or its nodes fell into different
+        partitions): each node gets its own decision back and is never grouped again."""
+        members = self.decisions[leader].impl.members
+        for n in (leader, *members):
+            self.decisions[n] = self._solo.pop(n)
+            self._no_group.add(n)
+            self._prepare_weights(n, self.decisions)
+        self._no_fuse.discard(leader)
+
     @staticmethod
     def _prepare_weights(node, decisions) -> None:
-        """Weight preparation: an MPU weight computed from graph inputs only (nn.Linear's t(W), a
-        view) runs extern, so the kernel loads the prepared weight straight into mpu_buffer. A
+        """Weight preparation: an MPU weight computed from one parameter (nn.Linear's t(W)) is
+        prepared by the kernel module once per parameter version (`_prepared`); one computed
+        from other graph inputs only runs extern. Either way the kernel loads the prepared
+        weight straight into mpu_buffer. A
         weight computed from on-chip values (attention's K^T) stays in the kernel: the compiler
         stages it from sram into mpu_buffer. The nodes an spmd implementation folds into a
         parameter layout are taken over by it: they never run (unless its kernel fails)."""
@@ -743,7 +886,18 @@ class LegatoGraphWrapper:
                 continue
             src = d.impl.args[pos]
             pd = decisions.get(src)
-            if pd is None or pd.impl is None:
+            if pd is None or pd.impl is None or _folded_impl(pd.impl):
+                continue
+            prep = _prepared(src)
+            if prep is not None:
+                decisions[src] = NodeDecision(
+                    registry.Impl(
+                        None,
+                        (prep,),
+                        name=f"prepared from {prep.node.name} once per parameter version",
+                    ),
+                    None,
+                )
                 continue
             if all(a.op == "placeholder" for a in src.all_input_nodes):
                 decisions[src] = NodeDecision(
@@ -795,12 +949,21 @@ class LegatoGraphWrapper:
 
         if not any(self._spmd_node(n) for p in partitions for n in p.nodes):
             return partitions
-        own: dict = {}  # folded node / getitem -> its spmd node
+        for p in partitions:
+            for n in p.nodes:
+                if self._spmd_node(n) and any(
+                    m not in p.nodes for m in self.decisions[n].impl.members
+                ):
+                    self._ungroup(n)  # its nodes were not partitioned together
+        own: dict = {}  # folded node / getitem / member -> its spmd node
+        members: dict = {}
         for p in partitions:
             for n in p.nodes:
                 if self._spmd_node(n):
                     for f in _folds(self.decisions[n].impl):
                         own[f] = n
+                    for m in self.decisions[n].impl.members:
+                        own[m] = members[m] = n
                     for u in n.users:
                         if u.target is operator.getitem:
                             own[u] = n
@@ -812,10 +975,13 @@ class LegatoGraphWrapper:
             if not spmd:
                 out.append(nodes)
                 continue
-            slot = _slots(nodes, spmd, own)
+            slot = _slots(nodes, spmd, own, members)
             segs = [[n for n in nodes if slot.get(n) == i] for i in range(len(spmd) + 1)]
             groups = [
-                list(_folds(self.decisions[s].impl)) + [s] + [u for u in s.users if own.get(u) is s]
+                list(_folds(self.decisions[s].impl))
+                + [s]
+                + list(self.decisions[s].impl.members)
+                + [u for u in s.users if own.get(u) is s]
                 for s in spmd
             ]
             for i, s in enumerate(spmd):
@@ -905,6 +1071,17 @@ class LegatoGraphWrapper:
                         got,
                     )
                     self._no_fuse.add(spmd[0])
+                    retry = True
+                    continue
+                if spmd and self.decisions[spmd[0]].impl.members:
+                    log.warning(
+                        "legato: the chip-scale kernel of %s with %s fails to compile, "
+                        "compiling them apart: %s",
+                        spmd[0].name,
+                        ", ".join(m.name for m in self.decisions[spmd[0]].impl.members),
+                        got,
+                    )
+                    self._ungroup(spmd[0])
                     retry = True
                     continue
                 if spmd:

@@ -104,8 +104,10 @@ def test_attention_block_is_one_kernel():
     assert_close_bf16(y, ref, ulps=8)
     s = lt.last_summary()
     assert s.num_kernels == 1, str(s)
-    # only the four weight transposes of the projections (prepared for mpu_buffer)
-    assert s.extern_ops() == {"aten.t.default": 4}, str(s)
+    # everything: the four weight transposes of the projections are prepared for mpu_buffer by
+    # the kernel module once per parameter version
+    assert s.num_extern == 0, str(s)
+    assert sum("prepared from" in n for n in s.kernels[0].nodes) == 4, str(s)
     nodes = "\n".join(s.kernels[0].nodes)
     assert "_scaled_dot_product_flash_attention_for_cpu" in nodes and "attention" in nodes
 
@@ -120,10 +122,13 @@ def test_tiny_llama_decoder():
         y.float(), ref.float(), rtol=1.6e-2, atol=1.6e-2 * ref.abs().max().item()
     )
     s = lt.last_summary()
-    assert s.num_kernels == 1 and s.legato_nodes == 78, str(s)
-    # extern: the position arange, the 8 weight transposes (7 + head); the embedding gathers
-    # its rows from the table in shared DRAM inside the kernel
-    assert s.extern_ops() == {"aten.arange.default": 1, "aten.t.default": 8}, str(s)
+    # (78 before the 8 weight transposes were prepared on Legato and 3 duplicate views merged)
+    assert s.num_kernels == 1 and s.legato_nodes == 83, str(s)
+    # extern: the position arange; the 8 weight transposes (7 + head) are prepared by the kernel
+    # module once per parameter version; the embedding gathers its rows from the table in
+    # shared DRAM inside the kernel
+    assert s.extern_ops() == {"aten.arange.default": 1}, str(s)
+    assert sum("prepared from" in n for n in s.kernels[0].nodes) == 8, str(s)
     nodes = "\n".join(s.kernels[0].nodes)
     for op in (
         "aten.cos.default",
@@ -201,4 +206,6 @@ def test_tiny_llama_two_layers_in_one_kernel():
     )
     s = lt.last_summary()
     assert s.num_kernels == 1, str(s)
-    assert s.extern_ops()["aten.t.default"] == 15, str(s)
+    # the 15 weight transposes are prepared once per parameter version, not extern
+    assert "aten.t.default" not in s.extern_ops(), str(s)
+    assert sum("prepared from" in n for n in s.kernels[0].nodes) == 15, str(s)

@@ -1,0 +1,179 @@
+"""Several projections in one all-core kernel (issue 14, `Impl.group_key` / `merge`,
+chip_linear._merge): independent nn.Linear nodes that read the same input and have the same
+width (q/k/v, gate/up) are one kernel, their weights laid out once as one interleaved
+streaming layout, each result written by the kernel (or handed, a block of each, to the fused
+epilogue: SiLU(gate) * up). Results match eager; every core executes instructions; the DRAM
+bytes of a call are the weights plus the activations (nothing re-laid-out per call)."""
+
+import pytest
+import torch
+
+import legato.torch as lt
+from legato.torch import wrapper
+from tests.unit.torch.torch_backend_helpers import assert_close_bf16
+
+
+def _compile(mod, device):
+    return torch.compile(
+        mod, backend="legato", options={"legato.device": device, "legato.strict": True}
+    )
+
+
+def _check(y, ref):
+    if y.dtype == torch.bfloat16:
+        assert_close_bf16(y, ref)
+    else:
+        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
+def _every_core(mod, device):
+    cores = {k: v for k, v in mod.kernel.last_run.instructions.items() if k.startswith("core")}
+    assert len(cores) == (32 if device == "bertha" else 64), cores
+    assert all(v > 0 for v in cores.values()), cores
+
+
+class QKV(torch.nn.Module):
+    def __init__(self, hidden, nq, nkv, bias):
+        super().__init__()
+        self.q = torch.nn.Linear(hidden, nq, bias=bias)
+        self.k = torch.nn.Linear(hidden, nkv, bias=bias)
+        self.v = torch.nn.Linear(hidden, nkv, bias=bias)
+
+    def forward(self, x):
+        return self.q(x), self.k(x), self.v(x)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "bias", "m", "device", "form"),
+    [
+        # 512 columns each on 32 cores: one block of 3 x 16 columns per core
+        (torch.bfloat16, False, 1, "bertha", "linear_cols(3 projections, tn=16, split=1)"),
+        # on 64 cores: 3 x 8 columns per core
+        (torch.bfloat16, True, 1, "bertha-evt1", "linear_cols(3 projections, tn=8, split=1)"),
+        (torch.float32, True, 2, "bertha", "linear_cols(3 projections, tn=16, split=1)"),
+    ],
+)
+def test_qkv_one_kernel(dtype, bias, m, device, form):
+    torch.manual_seed(0)
+    mod = QKV(512, 512, 512, bias).to(dtype)
+    x = torch.randn(m, 512, dtype=dtype)
+    g = _compile(mod, device)
+    with torch.no_grad():
+        ys = g(x)
+        ys = g(x)  # the second call: the layout is not made again
+        refs = mod(x)
+    for y, ref in zip(ys, refs, strict=True):
+        _check(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert form in " ".join(k.info.nodes), k.info.nodes
+    _every_core(k, device)
+    # one laid-out weight (and one bias) for the three, made on the first call only
+    assert k.layout_count == (2 if bias else 1)
+    run = k.kernel.last_run
+    weights = 3 * 512 * 512 * x.element_size()
+    acts = (512 + 3 * 512 * (1 + bias)) * m * x.element_size()
+    assert weights <= run.dram_bytes <= weights + 64 * acts + 4096, run.dram_bytes
+
+
+def test_grouped_weights_update_seen():
+    """An in-place update of one of the grouped weights lays the group's weight out again."""
+    torch.manual_seed(0)
+    mod = QKV(512, 512, 512, False).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    g = _compile(mod, "bertha")
+    with torch.no_grad():
+        g(x)
+        mod.v.weight.mul_(-0.5)
+        ys = g(x)
+        refs = mod(x)
+    for y, ref in zip(ys, refs, strict=True):
+        _check(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert k.layout_count == 2
+
+
+def test_gqa_groups_projections_of_one_width():
+    """q is 512 wide, k and v 256 wide: k and v share a kernel, q has its own."""
+    torch.manual_seed(0)
+    mod = QKV(512, 512, 256, False).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        ys = _compile(mod, "bertha")(x)
+        refs = mod(x)
+    for y, ref in zip(ys, refs, strict=True):
+        _check(y, ref)
+    mods = wrapper.last_wrapper().kernel_modules()
+    labels = sorted(" ".join(m.info.nodes) for m in mods)
+    assert len(mods) == 2, labels
+    assert sum("2 projections" in lbl for lbl in labels) == 1, labels
+
+
+def test_projections_of_different_inputs_stay_apart():
+    torch.manual_seed(0)
+    a, b = (torch.nn.Linear(512, 512, bias=False).bfloat16() for _ in range(2))
+
+    def f(x, z):
+        return a(x), b(z)
+
+    x, z = (torch.randn(1, 512, dtype=torch.bfloat16) for _ in range(2))
+    with torch.no_grad():
+        ys = _compile(f, "bertha")(x, z)
+    for y, ref in zip(ys, (a(x), b(z)), strict=True):
+        _check(y, ref)
+    mods = wrapper.last_wrapper().kernel_modules()
+    assert len(mods) == 2 and not any("projections" in " ".join(m.info.nodes) for m in mods)
+
+
+def _norm(x, w):
+    xf = x.float()
+    return w * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5)).to(x.dtype)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, hidden, ffn):
+        super().__init__()
+        self.w = torch.nn.Parameter(1 + torch.randn(hidden) / 8)
+        self.gate = torch.nn.Linear(hidden, ffn, bias=False)
+        self.up = torch.nn.Linear(hidden, ffn, bias=False)
+        self.down = torch.nn.Linear(ffn, hidden, bias=False)
+
+    def forward(self, x):
+        h = _norm(x, self.w)
+        return x + self.down(torch.nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+@pytest.mark.parametrize(
+    ("ffn", "device", "form"),
+    [
+        (1536, "bertha", "linear_cols(2 projections, tn=48, split=1)"),
+        (1536, "bertha-evt1", "linear_cols(2 projections, tn=24, split=1)"),
+        # 2304 = 72 per core, too wide for two in one tile: 36 blocks of 2 x 64 columns, not
+        # a multiple of the cores: the tile-range form
+        (2304, "bertha", "linear_tiles(2 projections, tn=64"),
+    ],
+)
+def test_gate_up_one_kernel_with_silu_mul(ffn, device, form):
+    """RMSNorm (prologue), gate and up (one weight) and SiLU(gate) * up (epilogue, on the
+    gate and up blocks of the same columns) in one kernel; down (+ residual) the other."""
+    torch.manual_seed(0)
+    mod = MLP(512, ffn).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod, device)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 2 and s.num_extern == 0, str(s)
+    first, down = wrapper.last_wrapper().kernel_modules()
+    labels = " ".join(first.info.nodes)
+    assert form in labels and "rsqrt" in labels and "silu" in labels, labels
+    assert "def epi_" in first.gen.source
+    for k in (first, down):
+        assert k.gen.spmd
+        _every_core(k, device)
+    # gate's and up's results are never written: only SiLU(gate) * up leaves the kernel
+    run = first.kernel.last_run
+    weights = 2 * 512 * ffn * 2
+    assert weights <= run.dram_bytes <= weights + 64 * (512 + ffn) * 2 + 8192, run.dram_bytes
