@@ -49,6 +49,12 @@ def _folds(impl) -> list:
     return [f for a in impl.args if isinstance(a, kernelgen.Layout) for f in a.fold]
 
 
+def _taken(impl) -> list:
+    """The nodes an spmd implementation takes over: its folded nodes and the nodes it computes
+    and writes itself (`Impl.writes`); none of them runs on its own."""
+    return _folds(impl) + list(impl.writes)
+
+
 def _is_host(node) -> bool:
     """Shape bookkeeping on the host (SymInt arithmetic, runtime asserts of unbacked sizes):
     not tensor computation, never a Legato candidate, reported apart from extern nodes."""
@@ -610,11 +616,11 @@ def _broadcasts(node, shape) -> bool:
 
 def _has_fused(nodes, s, wrapper) -> bool:
     """The kernel of the spmd node `s` holds fused work besides its folded nodes and getitems."""
-    own = set(_folds(wrapper.decisions[s].impl)) | {s}
+    own = set(_taken(wrapper.decisions[s].impl)) | {s}
     return any(n not in own and not (n.target in _BOOKKEEPING and n.args[0] is s) for n in nodes)
 
 
-def _slots(nodes: list, spmd: list, own: dict) -> dict:
+def _slots(nodes: list, spmd: list, own: dict, writes: dict | None = None) -> dict:
     """Which single-core segment each non-spmd node of one partition runs in: slot i is the
     segment between the partition's spmd nodes `spmd[i - 1]` and `spmd[i]` (graph order).
 
@@ -623,8 +629,10 @@ def _slots(nodes: list, spmd: list, own: dict) -> dict:
     of its range are chosen greedily (interval stabbing: ranges by their last slot, each chosen
     slot the last of the first range not yet covered); each node runs in the earliest chosen
     slot at or after its `lo`, which keeps producers in slots no later than their consumers
-    (a consumer's `lo` is at least its producer's)."""
+    (a consumer's `lo` is at least its producer's). A node an spmd node computes itself
+    (`writes`: node -> spmd node) is ready, and needs its inputs, where that spmd node is."""
     index = {s: i + 1 for i, s in enumerate(spmd)}  # spmd[i] closes slot i
+    index.update({w: index[s] for w, s in (writes or {}).items() if s in index})
     inside = set(nodes)
     lo: dict = {}
     for n in nodes:  # graph order is topological
@@ -737,6 +745,10 @@ class LegatoGraphWrapper:
                     ),
                     None,
                 )
+            for w in d.impl.writes:
+                decisions[w] = NodeDecision(
+                    registry.Impl(None, (), name=f"computed by the kernel of {node.name}"), None
+                )
             return
         for pos, mem in d.impl.memory.items():
             if mem != "mpu_weight":
@@ -756,7 +768,7 @@ class LegatoGraphWrapper:
     def _without_spmd(self, node, why: str) -> None:
         """The spmd kernel of `node` failed to compile: ask its other resolvers (the single-core
         ones), and give its folded nodes their own decisions back."""
-        folds = _folds(self.decisions[node].impl)
+        folds = _taken(self.decisions[node].impl)
         impl, refusals = None, [f"spmd kernel failed: {why}"]
         for r in registry.resolvers_for(node.target):
             try:
@@ -799,7 +811,7 @@ class LegatoGraphWrapper:
         for p in partitions:
             for n in p.nodes:
                 if self._spmd_node(n):
-                    for f in _folds(self.decisions[n].impl):
+                    for f in _taken(self.decisions[n].impl):
                         own[f] = n
                     for u in n.users:
                         if u.target is operator.getitem:
@@ -812,10 +824,11 @@ class LegatoGraphWrapper:
             if not spmd:
                 out.append(nodes)
                 continue
-            slot = _slots(nodes, spmd, own)
+            writes = {w: s for s in spmd for w in self.decisions[s].impl.writes}
+            slot = _slots(nodes, spmd, own, writes)
             segs = [[n for n in nodes if slot.get(n) == i] for i in range(len(spmd) + 1)]
             groups = [
-                list(_folds(self.decisions[s].impl)) + [s] + [u for u in s.users if own.get(u) is s]
+                list(_taken(self.decisions[s].impl)) + [s] + [u for u in s.users if own.get(u) is s]
                 for s in spmd
             ]
             for i, s in enumerate(spmd):
