@@ -108,7 +108,7 @@ def _p_at_v(p, v, b, hk, t0, n):
     v is the [rows, D] block of (b, hk) itself: p @ v[t0 : t0 + n]."""
     f32 = legato.types.float("float32")
     blocks = _blocks(n, 256)
-    o = legato.tensor.full((p.shape[0], v.shape[-1]), 0.0, f32)
+    o = legato.tensor.full((p.shape[0], v.bounds[-1]), 0.0, f32)
     for j in legato.static_range(len(blocks)):
         st, w = blocks[j]
         if v.memory != "shared_dram":
@@ -220,10 +220,27 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
         m = legato.tensor.full((1, rep), NEG_BIG, f32)
         lsum = legato.tensor.full((1, rep), 0.0, f32)
         o = legato.tensor.full((rep, d), 0.0, f32)
-        for t in range(r, (k.size(2) + kb - 1) // kb, split):
-            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
-            vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
-            m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o)
+        # the whole KV tiles: a slice of kb keys of one is provably inside the runtime length
+        # of k and of v (a loop up to min(L_k, L_v) // kb; torch requires them equal), so it
+        # has a static size, and p @ V runs on the MPU
+        for t in range(r, min(k.size(2), v.size(2)) // kb, split):
+            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])  # [kb, D]
+            s = legato.tensor.matmul(kc, qt, f32) * scale  # [kb, rep]
+            mb, lb, ob = _fold_block(s, v, b, hk, t * kb, (0, kb), m)
+            w = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+            o = o * _t(w) + ob
+            lsum = lsum * w + lb
+            m = mb
+        # the last, partial tile (L % kb keys, none when kb divides L): a runtime row count,
+        # on the VPU, by the core whose turn it is (r == nfull % split: a loop of one trip
+        # there, none elsewhere)
+        nfull = min(k.size(2), v.size(2)) // kb
+        for t in range(
+            nfull + (r + split - nfull % split) % split, (k.size(2) + kb - 1) // kb, split
+        ):
+            kt = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
+            vt = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
+            m, lsum, o = _dyn_fold(kt, vt, qt, scale, m, lsum, o)
     else:
         tail = _decode_tail(k.shape[2], split, kb)
         chunk = (k.shape[2] - tail) // split
@@ -313,7 +330,8 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
 @legato.function
 def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
     """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
-    one binary for every L up to the bound; p @ V on the VPU (see `_dyn_fold`)."""
+    one binary for every L up to the bound; the whole KV tiles of kb keys on the MPU, the
+    last partial tile's p @ V on the VPU (see `_dyn_fold`)."""
     _decode(q, k, v, 0.0, scale, False, False, False, split, kb, True, out, lse, part)
 
 
@@ -334,7 +352,7 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     items = groups * split
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
-    loop = True  # a runtime KV length: its V tiles stay in sram (p @ V on the VPU)
+    loop = True  # a runtime KV length: a loop over its KV tiles
     if not dyn:
         loop = _item_loop(items, ncores)
     if not loop:

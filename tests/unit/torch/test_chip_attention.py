@@ -192,6 +192,9 @@ def test_decode_dynamic_kv_length_one_binary(split):
         _check(out, lse, *_reference(q, k, v))
         _all_cores_ran(decode)
     assert decode.compile_count == 1
+    # the whole KV tiles' V blocks (static slices of the runtime length) are MPU weights
+    ir = decode.to_mlir(debuginfo=False)
+    assert "[256, 64], bf16, shared_dram> -> !legato.tensor<[256, 64], bf16, mpu_buffer>" in ir
 
 
 def run_rows(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
