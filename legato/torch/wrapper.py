@@ -1034,16 +1034,18 @@ class LegatoGraphWrapper:
         name = f"{self.name}_k{self._kernels - 1}"
         try:
             inputs, steps, outputs = self._kernel_io(nodes)
-            gen = kernelgen.generate(
-                name,
-                inputs,
-                steps,
-                outputs,
-                self.options.device,
-                self.bounds,
-                epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
-            )
-            gen.kernel.compile()
+            gen = self._row_split(name, inputs, steps, outputs)
+            if gen is None:
+                gen = kernelgen.generate(
+                    name,
+                    inputs,
+                    steps,
+                    outputs,
+                    self.options.device,
+                    self.bounds,
+                    epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
+                )
+                gen.kernel.compile()
             result: kernelgen.Generated | str = gen
         except Exception as e:  # noqa: BLE001 - strict raises it; else the nodes run eagerly
             if self.options.on_kernel_error == "raise":
@@ -1051,6 +1053,27 @@ class LegatoGraphWrapper:
             result = _first_line(e)
         cache[key] = result
         return result
+
+    def _row_split(self, name, inputs, steps, outputs):
+        """The all-core kernel of a row-local partition (`chip_rows`: a prefill's norms and
+        elementwise chains over many rows), compiled; None when the partition is not one or
+        its row-split kernel fails to compile (then it is generated for one core)."""
+        from legato.torch.library import chip_rows
+
+        m = chip_rows.plan(inputs, steps, outputs)
+        if m is None:
+            return None
+        try:
+            gen = chip_rows.generate_rows(
+                name, inputs, steps, outputs, self.options.device, self.model.num_cores, m
+            )
+            gen.kernel.compile()
+        except Exception as e:  # noqa: BLE001 - the single-core kernel is generated instead
+            if self.options.on_kernel_error == "raise":
+                raise
+            log.warning("legato: the row-split kernel of %s fails, one core: %s", name, e)
+            return None
+        return gen
 
     def _bisect(self, nodes, why: str, cache):
         """The first node of `nodes` (graph order) whose prefix fails to compile, with the
