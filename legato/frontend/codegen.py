@@ -1353,10 +1353,17 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(node, f"matmul expects [M, K] @ [K, N], got {a.spec} @ {b.spec}")
         ka, kb = a.spec.dims[-1], b.spec.dims[0]
         if ka != kb:
+            hint = ""
+            if ka.is_dynamic != kb.is_dynamic:
+                hint = (
+                    "; a slice of a dynamic dim has a runtime size unless it provably lies "
+                    "inside the dim: loop over its whole tiles (for t in range(x.size(d) // R): "
+                    "x[t*R : t*R + R]) and take the partial tile apart"
+                )
             raise self.error(
                 node,
                 f"matmul shape mismatch: inner dimensions differ ({a.name or 'lhs'} has K = "
-                f"{ka}, {b.name or 'rhs'} has K = {kb}): {a.spec} @ {b.spec}",
+                f"{ka}, {b.name or 'rhs'} has K = {kb}): {a.spec} @ {b.spec}{hint}",
             )
         if dtype is None:
             return self.emit_value(L.MatmulOp, node, a.ssa, b.ssa)

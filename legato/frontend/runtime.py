@@ -12,8 +12,9 @@ SPMD and synchronization (mixed into `codegen.CodeGenerator`).
   compile-time values must not change in the body.
 * `x[a:b, ...]` with runtime bounds (or a partial slice of a dynamic dim) is a
   `legato.dynamic_slice`: the size `b - a` must fold to a compile-time int; on a dynamic dim the
-  runtime size is clamped to what the tensor holds (Python/torch slicing), on a static dim the
-  slice must lie within the dim at run time.
+  runtime size is clamped to what the tensor holds (Python/torch slicing), unless the slice
+  provably lies inside the dim (a loop over its whole tiles: `legato.frontend.bounds`), when it
+  keeps its static size; on a static dim the slice must lie within the dim at run time.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from xdsl.ir import Block, Region, SSAValue
 
 import legato.dialects.legato as L
 from legato.context import Device, ExecContext
+from legato.frontend.bounds import DimFact, DivFact, Facts, LoopFact, MinFact
 from legato.frontend.language import static_range
 from legato.frontend.values import IRScalar, IRValue
 from legato.frontend.values import describe as _describe
@@ -178,12 +180,15 @@ class RuntimeCodegen:
             if isinstance(b, int) and b == 1 and isinstance(op, ast.FloorDiv):
                 return a
             cls = _SCALAR_OPS[type(op)]
-            return self.cached_atom(
+            atom = self.cached_atom(
                 (cls, _form_key(a), _form_key(b)),
                 lambda: self.emit(
                     cls(self.materialize(a, left_node), self.materialize(b, right_node)), node
                 ).results[0],
             )
+            if isinstance(b, int) and b > 0 and not isinstance(op, ast.Mult):
+                self.index_facts().record(atom, DivFact(a, b, isinstance(op, ast.Mod)))
+            return atom
         raise self.error(
             node,
             f"operator {_op_symbol(op)} is not supported on runtime indices (they have + - * "
@@ -209,7 +214,14 @@ class RuntimeCodegen:
                 acc = self.emit(cls(acc, self.materialize(v, node)), node).results[0]
             return acc
 
-        return self.cached_atom((cls, *(_form_key(v) for v in vals)), build)
+        atom = self.cached_atom((cls, *(_form_key(v) for v in vals)), build)
+        if fn is min:
+            self.index_facts().record(atom, MinFact(tuple(vals)))
+        return atom
+
+    def index_facts(self) -> Facts:
+        """What is known of the runtime indices' ranges (`legato.frontend.bounds`)."""
+        return self.__dict__.setdefault("_index_facts", Facts())
 
     def cached_atom(self, key: tuple, build) -> IRScalar:
         """The atom of a non-affine scalar op: the same op on the same operands in a block that
@@ -276,6 +288,7 @@ class RuntimeCodegen:
             )
         r = self.emit(L.DimOp(value.ssa, d), node).results[0]
         s = self.new_scalar(r)
+        self.index_facts().record(s, DimFact(value.ssa, d))
         return s
 
     # -- runtime loops -------------------------------------------------------------------------
@@ -314,6 +327,7 @@ class RuntimeCodegen:
         target_before = env.get(target, None)
         env[target] = self.new_scalar(block.args[0])
         env[target].name = target
+        self.index_facts().record(env[target], LoopFact(rng.lb, rng.ub))
         for n, arg, v in zip(carried, block.args[1:], init):
             arg.name_hint = n
             env[n] = IRValue(arg, v.spec, self.region, n, None, v.defined_at, v.source)
@@ -433,6 +447,14 @@ class RuntimeCodegen:
                     offsets.append(
                         start if isinstance(start, int) else self.materialize(start, node)
                     )
+                    sizes.append(size)
+                    dims.append(Dim(size, size))
+                    keep.append(True)
+                    continue
+                if size > 0 and self.index_facts().slice_in_bounds(value.ssa, i, start, size):
+                    # provably inside the dim on every run (a loop over its whole tiles,
+                    # `legato.frontend.bounds`): the static size, as on a static dim
+                    offsets.append(self.materialize(start, node))
                     sizes.append(size)
                     dims.append(Dim(size, size))
                     keep.append(True)

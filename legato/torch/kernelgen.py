@@ -495,7 +495,7 @@ def generate_spmd(
             readers[1 + members.index(o)] = o
         elif o.target is operator.getitem and o.args[0] is node:
             readers[int(o.args[1])] = o
-        elif o not in fused:
+        elif o not in fused and o not in impl.writes:
             raise AssertionError(f"{o.name} is not an output of the spmd node {node.name}")
     out_names, extras, extra_params, out_bounds = {}, [], [], []
     for o in outputs:
@@ -504,18 +504,25 @@ def generate_spmd(
         out_names[o] = p
         params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"output {o.name}")))
         out_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
+    # (reader, value, name of its buffer when nothing reads it, what it is): the node's results,
+    # then the nodes it computes itself (Impl.writes)
+    results = [
+        (readers.get(i), e, f"{node.name}_{i}", f"{node.name}: result {i}")
+        for i, e in enumerate(elements)
+    ]
+    results += [(w, _tensor_val(w), w.name, w.name) for w in impl.writes]
     outs = []
-    for i, e in enumerate(elements):
+    for reader, e, tag, what in results:
         if not isinstance(e, torch.Tensor):
-            raise AssertionError(f"{node.name}: result {i} is not a tensor")
-        if i in readers:
-            outs.append(out_names[readers[i]])
+            raise AssertionError(f"{what} is not a tensor")
+        if reader in out_names:
+            outs.append(out_names[reader])
             continue
         # an element nothing reads: a buffer of its (bound) size the kernel module allocates
         shape = tuple(d if isinstance(d, int) else bound(d) for d in e.shape)
         if any(d is None for d in shape):
-            raise UnboundedDim(f"{node.name}: result {i} has an unbounded dynamic size")
-        p = fresh(f"unused_{node.name}_{i}")
+            raise UnboundedDim(f"{what} has an unbounded dynamic size")
+        p = fresh(f"unused_{tag}")
         extras.append((shape, e.dtype))
         extra_params.append(_param(p, e.dtype, str(list(shape))))
         outs.append(p)

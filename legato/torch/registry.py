@@ -66,7 +66,9 @@ class Impl:
     operand only when it is in shared DRAM, e.g. `if x.memory == "shared_dram"`), and
     `epilogue=True` says it takes `epi, eargs` after its scratch and, when `epi` is not None,
     calls `epi(y, r0, rows, j0, width, *eargs)` on every block y = result[r0:r0+rows,
-    j0:j0+width] of its 2-d result instead of writing it.
+    j0:j0+width] of its 2-d result instead of writing it. `writes` lists other graph nodes the
+    implementation computes itself (an attention's KV-cache `cat` operands): they join its
+    partition, never run on their own, and their outputs follow the node's own in `outs`.
 
     Several spmd nodes in one kernel (issue 14): `group_key` (hashable, None: never) says
     which nodes of one partition the implementation can compute together (equal keys: e.g.
@@ -89,6 +91,7 @@ class Impl:
     group_key: Any = None
     merge: Any = None
     members: tuple = ()
+    writes: tuple = ()
 
     @property
     def label(self) -> str:

@@ -90,6 +90,12 @@ def _prepared(src):
     return kernelgen.Layout(w, prepare, tuple(v.shape), v.dtype, "shared_dram", fold=(src,))
 
 
+def _taken(impl) -> list:
+    """The nodes an spmd implementation takes over: its folded nodes and the nodes it computes
+    and writes itself (`Impl.writes`); none of them runs on its own."""
+    return _folds(impl) + list(impl.writes)
+
+
 def _is_host(node) -> bool:
     """Shape bookkeeping on the host (SymInt arithmetic, runtime asserts of unbacked sizes):
     not tensor computation, never a Legato candidate, reported apart from extern nodes."""
@@ -654,11 +660,11 @@ def _broadcasts(node, shape) -> bool:
 def _has_fused(nodes, s, wrapper) -> bool:
     """The kernel of the spmd node `s` holds fused work besides its folded nodes and getitems."""
     impl = wrapper.decisions[s].impl
-    own = set(_folds(impl)) | {s, *impl.members}
+    own = set(_taken(impl)) | {s, *impl.members}
     return any(n not in own and not (n.target in _BOOKKEEPING and n.args[0] is s) for n in nodes)
 
 
-def _slots(nodes: list, spmd: list, own: dict, members: dict | None = None) -> dict:
+def _slots(nodes: list, spmd: list, own: dict, placed: dict | None = None) -> dict:
     """Which single-core segment each non-spmd node of one partition runs in: slot i is the
     segment between the partition's spmd nodes `spmd[i - 1]` and `spmd[i]` (graph order).
 
@@ -667,11 +673,11 @@ def _slots(nodes: list, spmd: list, own: dict, members: dict | None = None) -> d
     of its range are chosen greedily (interval stabbing: ranges by their last slot, each chosen
     slot the last of the first range not yet covered); each node runs in the earliest chosen
     slot at or after its `lo`, which keeps producers in slots no later than their consumers
-    (a consumer's `lo` is at least its producer's). `members`: nodes computed by the kernel
-    of another spmd node (`Impl.members`: member -> that node), placed as it is."""
+    (a consumer's `lo` is at least its producer's). `placed`: nodes computed by the kernel
+    of another spmd node (`Impl.members` and `Impl.writes`: node -> that spmd node), ready,
+    and needing their inputs, where that spmd node is."""
     index = {s: i + 1 for i, s in enumerate(spmd)}  # spmd[i] closes slot i
-    for mem, s in (members or {}).items():
-        index[mem] = index[s]
+    index.update({w: index[s] for w, s in (placed or {}).items() if s in index})
     inside = set(nodes)
     lo: dict = {}
     for n in nodes:  # graph order is topological
@@ -880,6 +886,10 @@ class LegatoGraphWrapper:
                     ),
                     None,
                 )
+            for w in d.impl.writes:
+                decisions[w] = NodeDecision(
+                    registry.Impl(None, (), name=f"computed by the kernel of {node.name}"), None
+                )
             return
         for pos, mem in d.impl.memory.items():
             if mem != "mpu_weight":
@@ -910,7 +920,7 @@ class LegatoGraphWrapper:
     def _without_spmd(self, node, why: str) -> None:
         """The spmd kernel of `node` failed to compile: ask its other resolvers (the single-core
         ones), and give its folded nodes their own decisions back."""
-        folds = _folds(self.decisions[node].impl)
+        folds = _taken(self.decisions[node].impl)
         impl, refusals = None, [f"spmd kernel failed: {why}"]
         for r in registry.resolvers_for(node.target):
             try:
@@ -960,7 +970,7 @@ class LegatoGraphWrapper:
         for p in partitions:
             for n in p.nodes:
                 if self._spmd_node(n):
-                    for f in _folds(self.decisions[n].impl):
+                    for f in _taken(self.decisions[n].impl):
                         own[f] = n
                     for m in self.decisions[n].impl.members:
                         own[m] = members[m] = n
@@ -975,10 +985,11 @@ class LegatoGraphWrapper:
             if not spmd:
                 out.append(nodes)
                 continue
-            slot = _slots(nodes, spmd, own, members)
+            placed = {**members, **{w: s for s in spmd for w in self.decisions[s].impl.writes}}
+            slot = _slots(nodes, spmd, own, placed)
             segs = [[n for n in nodes if slot.get(n) == i] for i in range(len(spmd) + 1)]
             groups = [
-                list(_folds(self.decisions[s].impl))
+                list(_taken(self.decisions[s].impl))
                 + [s]
                 + list(self.decisions[s].impl.members)
                 + [u for u in s.users if own.get(u) is s]
@@ -1198,16 +1209,18 @@ class LegatoGraphWrapper:
         name = f"{self.name}_k{self._kernels - 1}"
         try:
             inputs, steps, outputs = self._kernel_io(nodes)
-            gen = kernelgen.generate(
-                name,
-                inputs,
-                steps,
-                outputs,
-                self.options.device,
-                self.bounds,
-                epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
-            )
-            gen.kernel.compile()
+            gen = self._row_split(name, inputs, steps, outputs)
+            if gen is None:
+                gen = kernelgen.generate(
+                    name,
+                    inputs,
+                    steps,
+                    outputs,
+                    self.options.device,
+                    self.bounds,
+                    epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
+                )
+                gen.kernel.compile()
             result: kernelgen.Generated | str = gen
         except Exception as e:  # noqa: BLE001 - strict raises it; else the nodes run eagerly
             if self.options.on_kernel_error == "raise":
@@ -1215,6 +1228,27 @@ class LegatoGraphWrapper:
             result = _first_line(e)
         cache[key] = result
         return result
+
+    def _row_split(self, name, inputs, steps, outputs):
+        """The all-core kernel of a row-local partition (`chip_rows`: a prefill's norms and
+        elementwise chains over many rows), compiled; None when the partition is not one or
+        its row-split kernel fails to compile (then it is generated for one core)."""
+        from legato.torch.library import chip_rows
+
+        m = chip_rows.plan(inputs, steps, outputs)
+        if m is None:
+            return None
+        try:
+            gen = chip_rows.generate_rows(
+                name, inputs, steps, outputs, self.options.device, self.model.num_cores, m
+            )
+            gen.kernel.compile()
+        except Exception as e:  # noqa: BLE001 - the single-core kernel is generated instead
+            if self.options.on_kernel_error == "raise":
+                raise
+            log.warning("legato: the row-split kernel of %s fails, one core: %s", name, e)
+            return None
+        return gen
 
     def _bisect(self, nodes, why: str, cache):
         """The first node of `nodes` (graph order) whose prefix fails to compile, with the

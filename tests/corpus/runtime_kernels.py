@@ -91,6 +91,26 @@ def loop_streamed_weight(
 
 
 @legato.compile(backend=four_cores)
+def whole_tiles_weight(
+    x: tt(((-1, 4), 16, 128), "shared_dram", bf16),
+    w: tt(((-1, 512), 64), "shared_dram", bf16),
+    out: tt([16, 64], "shared_dram"),
+):
+    """MPU weights cut from a runtime-length tensor: a slice of 128 rows of w is provably
+    inside w (a loop over its whole tiles, up to min(.., w.size(0)) // 128), so it keeps its
+    static size and can be the MPU weight; sum_t x[t] @ w[t*128 : t*128 + 128] over the tiles
+    both operands hold."""
+    device = legato.get_context().get_device()
+    with device.get_core(2):
+        acc = legato.tensor.full((16, 64), 0.0, f32)
+        for t in range(min(x.size(0) * 128, w.size(0)) // 128):
+            a = legato.tensor.load(x[t])
+            wt = legato.tensor.load(w[t * 128 : t * 128 + 128, :], "mpu_buffer")
+            acc = acc + legato.tensor.matmul(a, wt, f32)
+        legato.tensor.memcpy(out, acc)
+
+
+@legato.compile(backend=four_cores)
 def spmd_matmul(
     a: tt([NC * R, 256], "shared_dram", bf16),
     w: tt([256, 128], "mpu_dram", bf16),
@@ -273,6 +293,21 @@ RUNTIME_CORPUS = [
         reference=lambda ins: [_pad(_mm(ins[0].transpose(0, 1).reshape(37, KT * 256), ins[1]), 64)],
         outputs=(2,),
         model=loop_streamed_weight.model,
+    ),
+    CorpusKernel(
+        name="runtime_whole_tiles_weight",
+        mlir=whole_tiles_weight.to_mlir(debuginfo=False),
+        # x holds 3 tiles, w 3 tiles and 40 rows more (not a whole tile: not used)
+        make_args=lambda rng: [
+            _bf16(rng, (3, 16, 128)),
+            _bf16(rng, (3 * 128 + 40, 64)),
+            np.zeros((16, 64), np.float32),
+        ],
+        reference=lambda ins: [
+            ins[0].transpose(0, 1).reshape(16, 3 * 128).float() @ ins[1][: 3 * 128].float()
+        ],
+        outputs=(2,),
+        model=whole_tiles_weight.model,
     ),
     CorpusKernel(
         name="spmd_core_id_matmul",

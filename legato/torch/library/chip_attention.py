@@ -104,13 +104,17 @@ def _blocks(n, size):
 @legato.function
 def _p_at_v(p, v, b, hk, t0, n):
     """p @ v[b, hk, t0 : t0 + n] in f32 (p [rep, n] of v's dtype), one MPU weight tile of V
-    (256 tokens) at a time: bf16 V blocks go straight from DRAM into mpu_buffer."""
+    (256 tokens) at a time: bf16 V blocks go straight from DRAM into mpu_buffer. An on-chip
+    v is the [rows, D] block of (b, hk) itself: p @ v[t0 : t0 + n]."""
     f32 = legato.types.float("float32")
     blocks = _blocks(n, 256)
-    o = legato.tensor.full((p.shape[0], v.shape[3]), 0.0, f32)
+    o = legato.tensor.full((p.shape[0], v.bounds[-1]), 0.0, f32)
     for j in legato.static_range(len(blocks)):
         st, w = blocks[j]
-        if v.dtype == f32:
+        if v.memory != "shared_dram":
+            # an on-chip V [n, D] (loaded once for a KV-cache append too): its rows t0 + st ..
+            vb = v[t0 + st : t0 + st + w, :]
+        elif v.dtype == f32:
             vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :])
         else:
             vb = legato.tensor.load(v[b, hk, t0 + st : t0 + st + w, :], "mpu_buffer")
@@ -210,20 +214,33 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
     nb, nh, _, d = q.shape
     nkv = k.bounds[1]
     rep = nh // nkv
-    g = i // split
-    r = i % split
-    b = g // nkv
-    hk = g % nkv
-    h0 = hk * rep
+    g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
     if dyn:
         m = legato.tensor.full((1, rep), NEG_BIG, f32)
         lsum = legato.tensor.full((1, rep), 0.0, f32)
         o = legato.tensor.full((rep, d), 0.0, f32)
-        for t in range(r, (k.size(2) + kb - 1) // kb, split):
-            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
-            vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
-            m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o)
+        # the whole KV tiles: a slice of kb keys of one is provably inside the runtime length
+        # of k and of v (a loop up to min(L_k, L_v) // kb; torch requires them equal), so it
+        # has a static size, and p @ V runs on the MPU
+        for t in range(r, min(k.size(2), v.size(2)) // kb, split):
+            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])  # [kb, D]
+            s = legato.tensor.matmul(kc, qt, f32) * scale  # [kb, rep]
+            mb, lb, ob = _fold_block(s, v, b, hk, t * kb, (0, kb), m)
+            w = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+            o = o * _t(w) + ob
+            lsum = lsum * w + lb
+            m = mb
+        # the last, partial tile (L % kb keys, none when kb divides L): a runtime row count,
+        # on the VPU, by the core whose turn it is (r == nfull % split: a loop of one trip
+        # there, none elsewhere)
+        nfull = min(k.size(2), v.size(2)) // kb
+        for t in range(
+            nfull + (r + split - nfull % split) % split, (k.size(2) + kb - 1) // kb, split
+        ):
+            kt = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])
+            vt = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
+            m, lsum, o = _dyn_fold(kt, vt, qt, scale, m, lsum, o)
     else:
         tail = _decode_tail(k.shape[2], split, kb)
         chunk = (k.shape[2] - tail) // split
@@ -257,11 +274,29 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
                     part[g : g + 1, split : split + 1, :, :],
                     legato.tensor.reshape(tml, (1, 1, rep, 2 + d)),
                 )
+    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+@legato.function
+def _group_of(i, split, nkv, rep):
+    """(g, r, b, hk, h0) of decode work item i: key/value group g = (batch b, KV head hk,
+    query heads h0 .. h0 + rep) and its chunk r of `split`."""
+    g = i // split
+    hk = g % nkv
+    return g, i % split, g // nkv, hk, hk * rep
+
+
+@legato.function
+def _finish_item(m, lsum, o, split, where, dtype, out, lse, part):
+    """Write a decode item's (m, l, o) (`where` = (g, r, b, h0)): the result and its
+    logsumexp when its group has one chunk (split == 1), else its partial to part[g, r]."""
+    g, r, b, h0 = where
+    rep, d = o.shape
     if split == 1:
         res = o / _t(lsum)
         legato.tensor.memcpy(
             out[b : b + 1, h0 : h0 + rep, 0:1, :],
-            legato.tensor.reshape(legato.tensor.cast(res, q.dtype), (1, rep, 1, d)),
+            legato.tensor.reshape(legato.tensor.cast(res, dtype), (1, rep, 1, d)),
         )
         legato.tensor.memcpy(
             lse[b : b + 1, h0 : h0 + rep, 0:1],
@@ -295,7 +330,8 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
 @legato.function
 def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
     """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
-    one binary for every L up to the bound; p @ V on the VPU (see `_dyn_fold`)."""
+    one binary for every L up to the bound; the whole KV tiles of kb keys on the MPU, the
+    last partial tile's p @ V on the VPU (see `_dyn_fold`)."""
     _decode(q, k, v, 0.0, scale, False, False, False, split, kb, True, out, lse, part)
 
 
@@ -316,7 +352,7 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     items = groups * split
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
-    loop = True  # a runtime KV length: its V tiles stay in sram (p @ V on the VPU)
+    loop = True  # a runtime KV length: a loop over its KV tiles
     if not dyn:
         loop = _item_loop(items, ncores)
     if not loop:
@@ -331,29 +367,159 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
             )
     if split > 1:
         legato.sync.barrier()
-        for gg in range(c, groups, ncores):
-            gb = gg // nkv
-            gh0 = (gg % nkv) * rep
-            ap = legato.tensor.load(part[gg])  # [split, rep, 2 + D]
-            mr = ap[:, :, 0:1]
-            mx = legato.tensor.amax(mr, 0, keepdim=True)  # [1, rep, 1]
-            w = legato.tensor.exp(mr - mx)
-            tot = legato.tensor.sum(ap[:, :, 1:2] * w, 0)  # [rep, 1]
-            acc = legato.tensor.sum(ap[:, :, 2 : 2 + d] * w, 0)  # [rep, D]
-            legato.tensor.memcpy(
-                out[gb : gb + 1, gh0 : gh0 + rep, 0:1, :],
-                legato.tensor.reshape(legato.tensor.cast(acc / tot, q.dtype), (1, rep, 1, d)),
-            )
-            lg = legato.tensor.reshape(mx, (rep, 1)) + legato.tensor.log(tot)
-            legato.tensor.memcpy(
-                lse[gb : gb + 1, gh0 : gh0 + rep, 0:1], legato.tensor.reshape(lg, (1, rep, 1))
-            )
+        _combine(part, groups, nkv, rep, d, q.dtype, out, lse)
+
+
+@legato.function
+def _combine(part, groups, nkv, rep, d, dtype, out, lse):
+    """After the barrier: one core per key/value group combines its split-KV partials
+    part[g] [split, rep, 2 + D] (m, l, o) into out (of `dtype`) and lse:
+    o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j."""
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    for gg in range(c, groups, ncores):
+        gb = gg // nkv
+        gh0 = (gg % nkv) * rep
+        ap = legato.tensor.load(part[gg])  # [split, rep, 2 + D]
+        mr = ap[:, :, 0:1]
+        mx = legato.tensor.amax(mr, 0, keepdim=True)  # [1, rep, 1]
+        w = legato.tensor.exp(mr - mx)
+        tot = legato.tensor.sum(ap[:, :, 1:2] * w, 0)  # [rep, 1]
+        acc = legato.tensor.sum(ap[:, :, 2 : 2 + d] * w, 0)  # [rep, D]
+        legato.tensor.memcpy(
+            out[gb : gb + 1, gh0 : gh0 + rep, 0:1, :],
+            legato.tensor.reshape(legato.tensor.cast(acc / tot, dtype), (1, rep, 1, d)),
+        )
+        lg = legato.tensor.reshape(mx, (rep, 1)) + legato.tensor.log(tot)
+        legato.tensor.memcpy(
+            lse[gb : gb + 1, gh0 : gh0 + rep, 0:1], legato.tensor.reshape(lg, (1, rep, 1))
+        )
 
 
 @legato.function
 def decode_attention_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, out, lse):
     """`decode_attention` with one core per key/value group (no scratch)."""
     decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, 1, kb, out, lse, None)
+
+
+@legato.function
+def _part_rows(x, b, h0, n):
+    """Rows of heads h0 .. h0 + n of batch b of an appended part x [B, H, R, D] as [n * R, D]
+    (n == 1: the R rows of one head): loaded when x is in shared DRAM, else sliced from the
+    on-chip value a fused prologue computed (the rotary of the new key, every core has it)."""
+    r, d = x.shape[2], x.shape[3]
+    if x.memory == "shared_dram":
+        rows = legato.tensor.load(x[b : b + 1, h0 : h0 + n, :, :])
+    else:
+        rows = x[b : b + 1, h0 : h0 + n, :, :]
+    return legato.tensor.reshape(rows, (n * r, d))
+
+
+@legato.function
+def _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0):
+    """Write the on-chip K and V rows kc / vc [n, D] of (batch b, KV head hk) to rows t0 ..
+    of the appended k_all / v_all, and return their scores [n, rep] against q^T (qt [D, rep];
+    K as the MPU activation), scaled and masked (query heads h0 ..)."""
+    f32 = legato.types.float("float32")
+    has_mask, mask_b, mask_h = mask_flags
+    n, d = kc.shape
+    legato.tensor.memcpy(
+        k_all[b : b + 1, hk : hk + 1, t0 : t0 + n, :], legato.tensor.reshape(kc, (1, 1, n, d))
+    )
+    legato.tensor.memcpy(
+        v_all[b : b + 1, hk : hk + 1, t0 : t0 + n, :], legato.tensor.reshape(vc, (1, 1, n, d))
+    )
+    s = legato.tensor.matmul(kc, qt, f32) * scale
+    if has_mask:
+        s = s + _decode_mask(mask, b, h0, qt.shape[1], t0, n, mask_b, mask_h)
+    return s
+
+
+@legato.function
+def _append_chunk(k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, b, hk, h0, t0, n):
+    """(m, l, o) of the cached keys t0 .. t0 + n of (batch b, KV head hk; query heads h0 ..),
+    each K and V row loaded once: copied to the same rows of the appended k_all / v_all and
+    used by the scores and p @ V (the on-chip V as the MPU weight)."""
+    kc = legato.tensor.load(k_old[b, hk, t0 : t0 + n, :])  # [n, D]
+    vc = legato.tensor.load(v_old[b, hk, t0 : t0 + n, :])
+    s = _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0)
+    return _softmax_v(s, vc, b, hk, 0, n, kb)
+
+
+@legato.function
+def _append_new(k_new, v_new, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, m, lsum, o):
+    """Fold the appended keys (k_new / v_new [B, Hkv, R, D]) into the running (m, l, o) of
+    (b, hk) and write them after the cached rows of k_all / v_all."""
+    r = k_new.shape[2]
+    kn = _part_rows(k_new, b, hk, 1)  # [R, D]
+    vn = _part_rows(v_new, b, hk, 1)
+    t0 = k_all.shape[2] - r
+    s = _copy_and_score(kn, vn, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0)
+    mb, lb, ob = _fold_block(s, vn, b, hk, 0, (0, r), m)
+    w = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+    return mb, lsum * w + lb, o * _t(w) + ob
+
+
+@legato.function
+def _append_item(i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part):
+    """Work item i = (group g, chunk r) of `decode_attention_append`: the chunk r of the
+    cached keys, and on the group's last core (a loop of one trip there, none elsewhere: the
+    program has no runtime if) the appended keys folded into its running softmax."""
+    out, lse, k_all, v_all = outs
+    nkv = k_old.shape[1]
+    rep = q.shape[1] // nkv
+    g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
+    qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
+    chunk = k_old.shape[2] // split
+    flags = (k_all, v_all, qt, scale, mask, mask_flags)
+    m, lsum, o = _append_chunk(k_old, v_old, *flags, kb, b, hk, h0, r * chunk, chunk)
+    for _ in range(split - 1, r + 1):
+        m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
+    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+@legato.function
+def decode_attention_append(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, out, lse, k_all, v_all, part
+):
+    """Decode attention (one query row per head, q [B, Hq, 1, D]) over the KV cache with its
+    append fused: K = cat(k_old, k_new, dim 2) (k_old [B, Hkv, L0, D] in shared DRAM, k_new
+    [B, Hkv, R, D] the few appended rows), V likewise. Writes out [B, Hq, 1, D], lse
+    [B, Hq, 1] and the appended caches k_all / v_all [B, Hkv, L0 + R, D], reading each cached
+    row once for both the copy and the attention. q, k_new and v_new may be on-chip values (a
+    fused prologue: the rotary embedding) or shared-DRAM tensors. `split` cores per key/value
+    group share its L0 cached keys in equal chunks; the group's last core also folds in the
+    appended keys; with split > 1 the partials meet in `part` [G, split, rep, 2 + D] (f32).
+    `mask_flags` = (has_mask, mask_b, mask_h) of an additive mask over the L0 + R keys."""
+    nkv = k_old.shape[1]
+    rep = q.shape[1] // nkv
+    groups = q.shape[0] * nkv
+    items = groups * split
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    outs = (out, lse, k_all, v_all)
+    if items == ncores:
+        _append_item(
+            c, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part
+        )
+    else:
+        for i in range(c, items, ncores):
+            _append_item(
+                i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part
+            )
+    if split > 1:
+        legato.sync.barrier()
+        _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
+
+
+@legato.function
+def decode_attention_append_unsplit(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, kb, out, lse, k_all, v_all
+):
+    """`decode_attention_append` with one core per key/value group (no scratch)."""
+    decode_attention_append(
+        q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, 1, kb, out, lse, k_all, v_all, None
+    )
 
 
 @legato.function
@@ -608,6 +774,18 @@ def _largest_divisor_at_most(n: int, cap: int) -> int:
     return 1
 
 
+def _decode_impl(fns, args, plan, name, **kw) -> Impl:
+    """The Impl of a decode attention: `fns` = (its split-KV form, its one-core-per-group
+    form), called with `args` then (split, kb) or (kb); `plan` = (split, kb, the partial slots
+    per group, (groups, rep, D)): with split > 1 the partials' f32 scratch
+    [groups, slots, rep, 2 + D]."""
+    split, kb, slots, (groups, rep, d) = plan
+    if split == 1:
+        return Impl(fns[1], (*args, kb), name=name, spmd=True, **kw)
+    scratch = (((groups, slots, rep, 2 + d), torch.float32),)
+    return Impl(fns[0], (*args, split, kb), name=name, spmd=True, scratch=scratch, **kw)
+
+
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def resolve_chip_sdpa(node, ctx):
     """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D]): decode (S == 1,
@@ -672,21 +850,17 @@ def resolve_chip_sdpa(node, ctx):
         groups = nb * nkv
         split = max(1, cores // groups)
         # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's)
-        flags = (q, k, v, scale)
-        if split == 1:
-            fn, args, scratch = decode_attention_dynamic_unsplit, (*flags, TORCH_KV_SPLIT), ()
-        else:
-            fn, args = decode_attention_dynamic, (*flags, split, TORCH_KV_SPLIT)
-            scratch = (((groups, split, rep, 2 + d), torch.float32),)
-        return Impl(
-            fn,
-            args,
-            name=f"chip decode attention (runtime KV length, split-KV x{split})",
-            spmd=True,
-            scratch=scratch,
+        return _decode_impl(
+            (decode_attention_dynamic, decode_attention_dynamic_unsplit),
+            (q, k, v, scale),
+            (split, TORCH_KV_SPLIT, split, (groups, rep, d)),
+            f"chip decode attention (runtime KV length, split-KV x{split})",
         )
     kb = min(lk, TORCH_KV_SPLIT)
     if s == 1 and not (causal and lk > 1):
+        fused = _append_impl(node, ctx, (q, k, v), (scale, mask, mask_b, mask_h, kb))
+        if fused is not None:
+            return fused
         groups = nb * nkv
         # chunks of whole KV blocks (each core folds its blocks as torch does; a block cut
         # between cores would round p against another max than torch's); the last, partial
@@ -703,18 +877,11 @@ def resolve_chip_sdpa(node, ctx):
             f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
             f"(more than half of the {ctx.model.sram_size} of a core)"
         )
-        flags = (q, k, v, mask, scale, has_mask, mask_b, mask_h)
-        if split == 1:
-            fn, args, scratch = decode_attention_unsplit, (*flags, kb), ()
-        else:
-            fn, args = decode_attention, (*flags, split, kb)
-            scratch = (((groups, split + (tail > 0), rep, 2 + d), torch.float32),)
-        return Impl(
-            fn,
-            args,
-            name=f"chip decode attention (split-KV x{split})",
-            spmd=True,
-            scratch=scratch,
+        return _decode_impl(
+            (decode_attention, decode_attention_unsplit),
+            (q, k, v, mask, scale, has_mask, mask_b, mask_h),
+            (split, kb, split + (tail > 0), (groups, rep, d)),
+            f"chip decode attention (split-KV x{split})",
         )
     # prefill: blocks of query rows, enough of them for every core, scores within a budget
     blocks = nb * nh
@@ -730,6 +897,82 @@ def resolve_chip_sdpa(node, ctx):
         (q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb),
         name=f"chip attention ({rows}-row blocks)",
         spmd=True,
+    )
+
+
+# appended rows (a decode step's new keys) folded in by one core per group: at most this many
+APPEND_MAX_ROWS = 16
+
+
+def _append_parts(x, sdpa):
+    """(cached, appended) when the attention operand `x` is `cat([cached, appended], dim=2)`
+    of two 4-d tensors of static shapes (a KV cache's append: the cached rows first, a few
+    new rows after), read by no other attention; else None."""
+    if not (isinstance(x, torch.fx.Node) and x.target is aten.cat.default):
+        return None
+    parts = x.args[0]
+    dim = x.args[1] if len(x.args) > 1 else x.kwargs.get("dim", 0)
+    tx = _aten.val(x)
+    if tx.dim() != 4 or dim not in (2, -2) or not isinstance(parts, (list, tuple)):
+        return None
+    if len(parts) != 2 or not all(isinstance(p, torch.fx.Node) for p in parts):
+        return None
+    vals = [_aten.val(p) for p in parts]
+    if not all(
+        isinstance(t, torch.Tensor)
+        and t.dim() == 4
+        and t.dtype == tx.dtype
+        and all(isinstance(d, int) for d in t.shape)
+        and t.shape[2] > 0
+        for t in vals
+    ):
+        return None
+    if vals[1].shape[2] > APPEND_MAX_ROWS or vals[0].shape[2] < vals[1].shape[2]:
+        return None
+    if any(u is not sdpa and u.target is sdpa.target for u in x.users):
+        return None  # two attentions would both write it
+    return tuple(parts)
+
+
+def _append_impl(node, ctx, qkv, flags):
+    """The decode attention with its operands' KV-cache appends fused (`Impl.writes`: the
+    kernel writes both `cat` results; `decode_attention_append`), or None when k or v is not
+    such an append (`_append_parts`), the mask does not span the keys, or a chunk does not fit
+    a core's SRAM. q and the appended rows may come from a fused prologue (`Impl.values`)."""
+    q, k, v = qkv
+    scale, mask, mask_b, mask_h, kb = flags
+    kp, vp = _append_parts(k, node), _append_parts(v, node)
+    if kp is None or vp is None:
+        return None
+    tq, (tko, tkn), (tvo, tvn) = (
+        _aten.val(q),
+        (_aten.val(x) for x in kp),
+        (_aten.val(x) for x in vp),
+    )
+    if tuple(tko.shape) != tuple(tvo.shape) or tuple(tkn.shape) != tuple(tvn.shape):
+        return None
+    has_mask = isinstance(mask, torch.fx.Node)
+    if has_mask and _aten.val(mask).shape[-1] != _aten.val(k).shape[2]:
+        return None
+    nb, nh, _, d = tq.shape
+    nkv, l0 = tko.shape[1], tko.shape[2]
+    rep = nh // nkv
+    groups = nb * nkv
+    esz = tq.element_size()
+    split = max(1, min(ctx.model.num_cores // groups, l0))
+    while split > 1 and l0 % split:
+        split -= 1
+    chunk = l0 // split
+    need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
+    if need > ctx.model.sram_size // 2:
+        return None
+    return _decode_impl(
+        (decode_attention_append, decode_attention_append_unsplit),
+        (q, kp[0], kp[1], vp[0], vp[1], mask, scale, (has_mask, mask_b, mask_h)),
+        (split, kb, split, (groups, rep, d)),
+        f"chip decode attention + KV append (split-KV x{split})",
+        values=frozenset({0, 2, 4}),
+        writes=(k, v),
     )
 
 

@@ -277,3 +277,37 @@ def test_core_id_in_a_single_core_region_is_static(tmp_path):
     """,
     )
     mod.k.emit_module()
+
+
+def test_clamped_slice_of_a_dynamic_dim_as_a_matmul_operand(tmp_path):
+    # a ceil-div loop reaches the partial tile: the slice is clamped (a runtime size), and the
+    # error says how to get a static one (the whole tiles, as the FileCheck test
+    # frontend/static-slice-of-dynamic-dim.py shows)
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        a = legato.tensor.load(x[0:8, :])
+        for t in range((x.size(0) + 31) // 32):
+            w = legato.tensor.load(x[t * 32 : t * 32 + 32, :])
+            b = legato.tensor.matmul(a, w)  # BAD
+    """,
+    )
+    assert "inner dimensions differ" in msg and "K = ?32" in msg
+    assert "for t in range(x.size(d) // R)" in msg
+
+
+def test_whole_tile_slice_of_a_dynamic_dim_is_a_matmul_operand(tmp_path):
+    # the same slice in a loop over the whole tiles has the static size 32
+    mod, _ = load_kernel(
+        tmp_path,
+        HEADER
+        + """
+    with device.get_core(0):
+        a = legato.tensor.load(x[0:8, :])
+        for t in range(x.size(0) // 32):
+            w = legato.tensor.load(x[t * 32 : t * 32 + 32, :])
+            legato.tensor.memcpy(out[0:8, :], legato.tensor.matmul(a, w))
+    """,
+    )
+    assert "-> !legato.tensor<[32, 32], bf16, shared_dram>" in mod.k.to_mlir(debuginfo=False)

@@ -192,6 +192,9 @@ def test_decode_dynamic_kv_length_one_binary(split):
         _check(out, lse, *_reference(q, k, v))
         _all_cores_ran(decode)
     assert decode.compile_count == 1
+    # the whole KV tiles' V blocks (static slices of the runtime length) are MPU weights
+    ir = decode.to_mlir(debuginfo=False)
+    assert "[256, 64], bf16, shared_dram> -> !legato.tensor<[256, 64], bf16, mpu_buffer>" in ir
 
 
 def run_rows(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
@@ -281,6 +284,98 @@ def test_kv_cache_cat_on_all_cores():
     append(cache, new, out)
     assert torch.equal(out, torch.cat([cache, new], 2))
     _all_cores_ran(append)
+
+
+def run_append(q, ko, kn, vo, vn, split, mask=None, on_chip=False):
+    """`decode_attention_append` on four cores: (out, lse, k_all, v_all, the run). `on_chip`:
+    q and the appended rows are loaded first and passed as on-chip values (as a fused
+    prologue passes them)."""
+    nb, nh, _, d = q.shape
+    groups, rep = nb * ko.shape[1], nh // ko.shape[1]
+    out, lse = torch.zeros_like(q), torch.zeros(nb, nh, 1)
+    k_all = torch.zeros(nb, ko.shape[1], ko.shape[2] + kn.shape[2], d, dtype=q.dtype)
+    v_all = torch.zeros_like(k_all)
+    part = torch.zeros(groups, split, rep, 2 + d)
+    m = mask if mask is not None else torch.zeros(1, dtype=q.dtype)
+    flags, scale, kb = (mask is not None, False, False), 1 / math.sqrt(d), 512
+
+    @legato.compile(backend=four_cores)
+    def decode(
+        qa: tt(q),
+        koa: tt(ko),
+        kna: tt(kn),
+        voa: tt(vo),
+        vna: tt(vn),
+        ma: tt(m),
+        o: tt(out),
+        ls: tt(lse),
+        ka: tt(k_all),
+        va: tt(v_all),
+        p: tt(part),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            qq, kk, vv = qa, kna, vna
+            if on_chip:
+                qq = legato.tensor.load(qa)
+                kk = legato.tensor.load(kna)
+                vv = legato.tensor.load(vna)
+            if split == 1:
+                ca.decode_attention_append_unsplit(
+                    qq, koa, kk, voa, vv, ma, scale, flags, kb, o, ls, ka, va
+                )
+            else:
+                ca.decode_attention_append(
+                    qq, koa, kk, voa, vv, ma, scale, flags, split, kb, o, ls, ka, va, p
+                )
+
+    decode(q, ko, kn, vo, vn, m, out, lse, k_all, v_all, part)
+    _all_cores_ran(decode)
+    return out, lse, k_all, v_all, decode.last_run
+
+
+@pytest.mark.parametrize(
+    ("split", "on_chip"),
+    [(2, False), (2, True), (1, True)],
+    ids=["split2", "split2-onchip", "unsplit"],
+)
+def test_decode_with_its_kv_append_fused(split, on_chip):
+    # 2 KV groups (GQA, 2 query heads each) of a 96-token cache and one new token: the
+    # appended caches are exact, the attention matches torch's over the appended keys, and
+    # every cached row is read once (for the copy and the attention) and written once
+    torch.manual_seed(11)
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    ko, vo = (torch.randn(1, 2, 96, 64, dtype=dt) for _ in range(2))
+    kn, vn = (torch.randn(1, 2, 1, 64, dtype=dt) for _ in range(2))
+    out, lse, k_all, v_all, run = run_append(q, ko, kn, vo, vn, split, on_chip=on_chip)
+    k, v = torch.cat([ko, kn], 2), torch.cat([vo, vn], 2)
+    assert torch.equal(k_all, k) and torch.equal(v_all, v)
+    # the partials' own maxima round p differently from torch's one block: a few ulps
+    _check(out, lse, *_reference(q, k, v), ulps=4)
+    cache = 2 * ko.numel() * 2  # K and V, bf16
+    # (apart, the append reads and writes the cache and the attention reads it again: 3x)
+    assert 2 * cache <= run.dram_bytes < 2 * cache + cache // 4, run.dram_bytes
+
+
+def test_decode_with_its_kv_append_and_a_padding_mask():
+    # 4 groups on 4 cores, no split; the additive mask spans the appended keys (the first 10
+    # cached keys masked out, as left padding)
+    torch.manual_seed(12)
+    dt = torch.bfloat16
+    q = torch.randn(1, 4, 1, 64, dtype=dt)
+    ko, vo = (torch.randn(1, 4, 40, 64, dtype=dt) for _ in range(2))
+    kn, vn = (torch.randn(1, 4, 1, 64, dtype=dt) for _ in range(2))
+    mask = torch.zeros(1, 1, 1, 41, dtype=dt)
+    mask[..., :10] = -math.inf
+    out, lse, *_ = run_append(q, ko, kn, vo, vn, 1, mask=mask)
+    k, v = torch.cat([ko, kn], 2), torch.cat([vo, vn], 2)
+    ref, ref_lse = _reference(q, k, v, mask=mask)
+    # the new key is a fold of its own (torch folds all 41 keys at once): other elements round
+    # differently, but the result is as close to the exact attention as torch's
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), mask.double())
+    assert (out.double() - exact).abs().max() <= (ref.double() - exact).abs().max() * 1.25
+    _check(out, lse, ref, ref_lse, ulps=8)
 
 
 def _exact_memcpys(monkeypatch):
@@ -427,6 +522,32 @@ def test_resolver_splits_decode_kv_when_heads_are_fewer_than_cores():
     kb = torch.randn(4, 32, 1024, 128, dtype=torch.bfloat16)
     impl = ca.resolve_chip_sdpa(_sdpa_node(qb, kb, kb), _ctx(32))
     assert impl.fn is ca.decode_attention_unsplit and impl.args[-1] == 512
+
+
+def test_resolver_fuses_the_kv_appends_of_its_operands():
+    # SDPA over cat([cache, new], 2) for k and v: one implementation computes both appends
+    # (Impl.writes) and takes q and the new rows as on-chip values (a prologue's)
+    def f(q, kc, kn, vc, vn):
+        k, v = torch.cat([kc, kn], 2), torch.cat([vc, vn], 2)
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True), k, v
+
+    q = torch.randn(1, 8, 1, 128, dtype=torch.bfloat16)
+    kc = torch.randn(1, 2, 1024, 128, dtype=torch.bfloat16)
+    kn = torch.randn(1, 2, 1, 128, dtype=torch.bfloat16)
+    node = _node(f, q, kc, kn, kc, kn, target=SDPA)
+    impl = ca.resolve_chip_sdpa(node, _ctx(32))
+    assert impl.fn is ca.decode_attention_append and impl.args[-2:] == (16, 512)
+    cats = tuple(node.args[1:3])
+    assert impl.writes == cats and all(c.target is torch.ops.aten.cat.default for c in cats)
+    assert impl.values == frozenset({0, 2, 4})
+    assert impl.args[1:5] == (cats[0].args[0][0], cats[0].args[0][1], *cats[1].args[0])
+    assert impl.scratch == (((2, 16, 4, 130), torch.float32),)
+    # no append (k is a graph input): the plain decode attention
+    assert ca.resolve_chip_sdpa(_sdpa_node(q, kc, kc), _ctx(32)).fn is ca.decode_attention
+    # an append of many rows (a prefill chunk) is not fused
+    big = torch.randn(1, 2, 64, 128, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_node(f, q, kc, big, kc, big, target=SDPA), _ctx(32))
+    assert impl.fn is ca.decode_attention and not impl.writes
 
 
 def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
