@@ -577,7 +577,10 @@ class _Selector:
         self.need_contiguous(op, op.input, op.out)
         it, ot = _buf_type(op.input), _buf_type(op.out)
         kind = op.kind.data
-        dt = _vpu_dtype(op, ot)
+        if kind == "cast" and ot.dtype.name in opset.CAST_INT_RESULTS:
+            dt = ot.dtype.name  # vpu.cvt's integer results (i64 is no VPU dtype otherwise)
+        else:
+            dt = _vpu_dtype(op, ot)
         form, period = broadcast_form(it.dims, ot.dims)
         n = self.count(op.out, op)
         dst, src = self.regs[op.out], self.regs[op.input]

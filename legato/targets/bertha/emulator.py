@@ -77,6 +77,8 @@ _NP_DTYPES = {
     "f16": np.dtype(np.float16),
     "i32": np.dtype(np.int32),
 }
+_CVT_NP_DTYPES = {**_NP_DTYPES, "i64": np.dtype(np.int64)}
+"""vpu.cvt's result types (`isa.CVT_DTYPES`)."""
 INF = 1 << 62
 _VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}
 """VPU mnemonic -> the op table's kind, which names its numerics in `vpu`."""
@@ -1175,11 +1177,11 @@ class Emulator:
         elif fmt in ("vun", "vcvt"):
             dst, s, n = r[ins.a], r[ins.b], r[ins.c]
             if fmt == "vcvt":
-                dt, st = DTYPE_NAMES[ins.imm & 0xF], DTYPE_NAMES[ins.imm >> 4]
+                dt, st = isa.CVT_DTYPE_NAMES[ins.imm & 0xF], DTYPE_NAMES[ins.imm >> 4]
             else:
                 dt = st = DTYPE_NAMES[ins.imm]
             ranges = [(s, n * DTYPE_SIZES[st])]
-            out = (dst, n * DTYPE_SIZES[dt])
+            out = (dst, n * isa.CVT_DTYPE_SIZES[dt])
             elems = n
         elif fmt == "vfill":
             dst, n = r[ins.a], r[ins.b]
@@ -1424,7 +1426,7 @@ class Emulator:
             dt = _NP_DTYPES[DTYPE_NAMES[ins.imm]]
             res = vpu.unary(_VPU_KIND[mn], mem.read_array(r[ins.b], elems, dt), dt)
         elif fmt == "vcvt":
-            dt = _NP_DTYPES[DTYPE_NAMES[ins.imm & 0xF]]
+            dt = _CVT_NP_DTYPES[isa.CVT_DTYPE_NAMES[ins.imm & 0xF]]
             st = _NP_DTYPES[DTYPE_NAMES[ins.imm >> 4]]
             res = vpu.convert(mem.read_array(r[ins.b], elems, st), dt)
         elif fmt == "vsel":
