@@ -171,3 +171,25 @@ def test_arg_reductions_on_legato_match_eager_exactly(name, dtype):
             assert torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
             num = ~b.isnan()  # a NaN's sign is not meaningful (x * 2 of NaN may flip it)
             assert torch.equal(torch.signbit(a[num]), torch.signbit(b[num]))
+
+
+@pytest.mark.parametrize("bad", [16, 31, -17])
+def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
+    """x[idx] with x computed on Legato (an on-chip table): an index outside [-16, 16) is
+    never a silent row (a wrap took 16 to row 0): the kernel's bounds check stops it, the call
+    reruns eagerly and raises torch's IndexError; strict mode raises the bounds error."""
+    from legato.targets.bertha.emulator import OutOfBoundsError
+
+    def f(x, i):
+        return (x * 2)[i]
+
+    x = torch.randn(16, 8)
+    good = torch.tensor([0, -16, 15])
+    torch.testing.assert_close(torch.compile(f, backend="legato")(x, good), f(x, good))
+    assert lt.last_summary().num_extern == 0
+    i = torch.tensor([0, bad, 2])
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        torch.compile(f, backend="legato")(x, i)
+    torch._dynamo.reset()
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
+        torch.compile(f, backend="legato", options={"legato.strict": True})(x, i)
