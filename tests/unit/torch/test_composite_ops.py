@@ -193,3 +193,25 @@ def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
     torch._dynamo.reset()
     with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
         torch.compile(f, backend="legato", options={"legato.strict": True})(x, i)
+
+
+@pytest.mark.parametrize(
+    ("f", "why"),
+    [
+        # dynamo breaks the graph at a bool mask's data-dependent size (the mask is the graph's
+        # output, computed eagerly: its bool result leaves Legato); the indexing runs eagerly
+        (lambda x, m, i: (x * 2)[m > 0], "its bool result leaves Legato"),
+        (lambda x, m, i: (x * 2)[i, i], "indexing with 2 index tensors"),
+    ],
+    ids=["bool_mask", "two_index_tensors"],
+)
+def test_indexing_legato_does_not_take_runs_eagerly_with_the_reason(f, why):
+    """A bool mask (a result shape that depends on the values) and several index tensors run
+    eagerly, with the reason in the summary, and give eager's result: never a crash."""
+    x, m, i = torch.randn(6, 6), torch.randn(6, 6), torch.tensor([0, 5, 2])
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato")(x, m, i)
+    torch.testing.assert_close(y, f(x, m, i))
+    s = lt.last_summary()
+    assert any(why in e.reason for e in s.extern), s
+    assert "aten.index.Tensor" not in str(s.kernels), s
