@@ -128,11 +128,6 @@ def values_only(x, op, axis, keepdim):
     return (reduce(x, op, axis, keepdim),)
 
 
-def _doublings(n):
-    """Compile-time helper: 1, 2, 4, ... < n (an iota of n built by doubling)."""
-    return _shifts(n)
-
-
 def _along(ndim, dim, n):
     """Compile-time helper: the shape with `n` at `dim` and 1 elsewhere."""
     return tuple(n if i == dim else 1 for i in range(ndim))
@@ -143,7 +138,7 @@ def iota(n, shape):
     """0.0, 1.0, ..., n - 1 in f32 (exact for n <= 2^24), reshaped to `shape`: [0] doubled by
     concat((i, i + k)) for k = 1, 2, 4, ..., then cut to n."""
     i = legato.tensor.full((1,), 0.0, legato.types.float("float32"))
-    for k in _doublings(n):
+    for k in _shifts(n):  # 1, 2, 4, ... < n
         i = legato.tensor.concat((i, i + float(k)), 0)
     if i.shape[0] > n:
         i = i[0:n]
