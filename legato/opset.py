@@ -174,7 +174,7 @@ def _cmp(kind, opcode, f64, i64, commutative=False):
 
 
 _OTHER_DOCS = {
-    "vpu.cvt": "dst[i] = round(src[i]) to dtype_dst, rn elements",
+    "vpu.cvt": "dst[i] = round(src[i]) to dtype_dst (to i32 / i64: truncated), rn elements",
     "vpu.fill": "dst[i] = element with bit pattern rbits, rn elements",
     "vpu.rsum": "dst[r] = sum_c src[r, c], fp32 sequential, rounded once",
     "vpu.rmax": "dst[r] = max_c src[r, c]",
@@ -237,6 +237,12 @@ OPS: tuple[OpKind, ...] = (
     OpKind(MATMUL, "matmul", "matmul", None, None, None, PLAIN, ("bf16", "f32"), unit=MPU),
 )
 """Every row, in ISA opcode-table order within each family."""
+
+
+CAST_INT_RESULTS = ("i32", "i64")
+"""The integer types `cast` (`vpu.cvt`) converts a float to, truncating toward zero as torch's
+`.to(torch.int64)` (saturating; NaN gives 0): how a kernel computes an int64 index (argmax) in
+f32 and returns it. i64 is a `vpu.cvt` result type only: the VPU computes nothing on it."""
 
 
 def family(fam: str) -> tuple[OpKind, ...]:

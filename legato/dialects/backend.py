@@ -1977,7 +1977,8 @@ class VpuRegsOp(CoreOnlyOp, ABC):
     def immediate(self) -> int:
         imm = self._extra_imm()
         for i, p in enumerate(self.DTYPE_PROPS):  # dtype codes, 4 bits each from bit 0
-            imm |= isa.COND_DTYPES[self.properties[p].data] << 4 * i  # type: ignore[attr-defined]
+            name = self.properties[p].data  # type: ignore[attr-defined]
+            imm |= {**isa.COND_DTYPES, **isa.CVT_DTYPES}[name] << 4 * i
         return imm
 
     def fields(self, pc: int, labels: dict[str, int]) -> Fields:
@@ -2125,7 +2126,8 @@ globals().update({c.__name__: c for c in VPU_ELEMENTWISE_OPS.values()})
 @irdl_op_definition
 class VpuCvtOp(VpuRegsOp):
     """`backend.vpu_cvt %dst, %src, %n, bf16, f32 : (3 x !backend.reg) -> ()`
-    (`vpu.cvt rdst, rsrc, rn, dtype_dst, dtype_src`).
+    (`vpu.cvt rdst, rsrc, rn, dtype_dst, dtype_src`); `dtype_dst` may be i64 (a float to an
+    int64 index, `legato.opset.CAST_INT_RESULTS`).
     Builder: `VpuCvtOp(dst, src, n, dst_dtype, src_dtype)`."""
 
     name = "backend.vpu_cvt"
@@ -2137,6 +2139,11 @@ class VpuCvtOp(VpuRegsOp):
     n = operand_def(RegType)
     dst_dtype = prop_def(StringAttr)
     src_dtype = prop_def(StringAttr)
+
+    @classmethod
+    def dtype_choices(cls, prop: str) -> tuple[str, ...]:
+        """The source is a VPU dtype; the result may also be i64 (`isa.CVT_DTYPES`)."""
+        return tuple(isa.CVT_DTYPES) if prop == "dst_dtype" else DTYPES
 
     def __init__(
         self,

@@ -344,12 +344,15 @@ class LegatoFunctions(InterpreterFunctions):
     def run_gather(self, interpreter, op: L.GatherOp, args):
         table, idx = args
         rows = table.shape[0]
+        given = idx
         if op.wrap is not None:
             idx = np.where(idx < 0, idx + rows, idx)
         bad = (idx < 0) | (idx >= rows)
         if bad.any():
+            span = f"[{-rows}, {rows})" if op.wrap is not None else f"[0, {rows})"
             raise InterpError(
-                f"legato.gather: index {int(idx[bad].flat[0])} is outside the table's {rows} rows",
+                f"legato.gather: index {int(given[bad].flat[0])} is outside the table's {rows} "
+                f"rows (valid: {span})",
                 op,
             )
         return (np.ascontiguousarray(table[idx]),)

@@ -157,9 +157,7 @@ def cast(x: np.ndarray, out_dtype) -> np.ndarray:
     if is_float(x.dtype) and not is_float(out_dtype):
         if out_dtype == np.bool_:
             return x.astype(np.float32) != 0
-        info = np.iinfo(out_dtype)
-        f = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0)
-        return np.clip(f, info.min, info.max).astype(out_dtype)
+        return _vpu().convert(x, out_dtype)  # trunc toward zero, saturating, NaN to 0
     return x.astype(out_dtype)
 
 

@@ -31,6 +31,7 @@ _FLOAT_VPU = (
     "broadcast",
     "cast_f32",
     "cast_bf16",
+    "cast_i64",  # a float to an int64 index (vpu.cvt, truncating: argmax's result)
     "where",
 )
 _DATA_MOVEMENT = ("reshape", "concat", "slice", "gather")

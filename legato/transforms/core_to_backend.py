@@ -92,6 +92,8 @@ class _Selector:
     arg_of: dict[SSAValue, int] = field(default_factory=dict)
     # buffer -> the argument or planned buffer its address derives from (`arch.bounds`)
     root: dict[SSAValue, Extent] = field(default_factory=dict)
+    # buffer -> its byte offset from the start of its core-buffer `root` (when static)
+    base: dict[SSAValue, int] = field(default_factory=dict)
     # buffers whose address or extent depends on a runtime value: their accesses are checked
     runtime: set[SSAValue] = field(default_factory=set)
     table: SSAValue | None = None
@@ -303,6 +305,7 @@ class _Selector:
             self.root[op.result] = Extent(
                 space=space, offset=op.offset.value.data, size=t.max_bytes
             )
+            self.base[op.result] = 0
             if any(dim.is_dynamic for dim in t.dims):
                 self.runtime.add(op.result)
 
@@ -315,6 +318,8 @@ class _Selector:
             self.regs[next(dyn)] if dim.is_dynamic else dim.size for dim in t.dims
         ]
         self._derive(op.result, op.source, any(dim.is_dynamic for dim in t.dims))
+        if op.source in self.base:
+            self.base[op.result] = self.base[op.source]
 
     def _derive(self, view: SSAValue, source: SSAValue, runtime: bool) -> None:
         """`view` addresses part of `source`'s buffer; `runtime`: at a runtime offset or
@@ -323,6 +328,21 @@ class _Selector:
             self.root[view] = self.root[source]
             if runtime or source in self.runtime:
                 self.runtime.add(view)
+
+    def _narrow(self, view: SSAValue, source: SSAValue, byte_off, sizes, strides) -> None:
+        """A static subview of a core buffer bounds what is derived from it by its own bytes
+        (from its first element to its last), not its buffer's: a gather from a table that is
+        a slice of a larger buffer (`t[0:8]`) then traps on index 8 instead of silently reading
+        the buffer's next row."""
+        root, base = self.root.get(source), self.base.get(source)
+        static = all(isinstance(x, int) for x in (byte_off, *sizes, *strides))
+        if root is None or root.space is None or base is None or not static:
+            return
+        itemsize = _buf_type(source).dtype.itemsize
+        last = sum((n - 1) * st for n, st in zip(sizes, strides))
+        span = (last + 1) * itemsize if all(n > 0 for n in sizes) else 0
+        self.root[view] = Extent(space=root.space, offset=root.offset + base + byte_off, size=span)
+        self.base[view] = 0
 
     def _load_index(self, op: core.LoadIndexOp) -> None:
         self.need_contiguous(op, op.buf)
@@ -460,6 +480,7 @@ class _Selector:
             src,
             not isinstance(byte_off, int) or any(not isinstance(x, int) for x in sizes),
         )
+        self._narrow(op.result, src, byte_off, sizes, st)
         parent = self.dims[src]
         partial = [i for i, (s, p) in enumerate(zip(sizes, parent)) if s is not p and s != p]
         contiguous = self.contiguous(src) and (
@@ -577,7 +598,10 @@ class _Selector:
         self.need_contiguous(op, op.input, op.out)
         it, ot = _buf_type(op.input), _buf_type(op.out)
         kind = op.kind.data
-        dt = _vpu_dtype(op, ot)
+        if kind == "cast" and ot.dtype.name in opset.CAST_INT_RESULTS:
+            dt = ot.dtype.name  # vpu.cvt's integer results (i64 is no VPU dtype otherwise)
+        else:
+            dt = _vpu_dtype(op, ot)
         form, period = broadcast_form(it.dims, ot.dims)
         n = self.count(op.out, op)
         dst, src = self.regs[op.out], self.regs[op.input]

@@ -292,7 +292,8 @@ def cast(L: LoweringState, prog: ProgramState, op: lg.CastOp) -> Buffer:
     it = op.input.type
     assert isinstance(it, lg.TensorType)
     check_vpu_dtype(op, it)
-    check_vpu_dtype(op, rt)
+    if rt.dtype.name not in opset.CAST_INT_RESULTS:  # a float to an int index: vpu.cvt
+        check_vpu_dtype(op, rt)
     x = local(L, prog, op.input, op, "operand")
     out = alloc(L, prog, dimsb(x), rt.element_type, result_space(op, rt), op)
     kind = "copy" if it.element_type == rt.element_type else "cast"
@@ -377,6 +378,19 @@ def _row_dma_loop(prog: ProgramState, op, n, idx1: Buffer, row_dma) -> None:
     prog.issued_dma = True
 
 
+def _wrap_negative(prog: ProgramState, op, rid, rows: int):
+    """`rid + rows` where `rid < 0`, else `rid`, as torch's `x[idx]` counts a negative index from
+    the end: `rid + rows * min(max(-rid, 0), 1)` (the scalar unit has no select). An index
+    outside [-rows, rows) stays outside [0, rows), so the row DMA's bounds check reports it
+    (a `rem rows` would silently wrap `rows + k` to row k: torch raises an IndexError)."""
+    zero, one = index_const(prog, 0, op), index_const(prog, 1, op)
+    neg = prog.emit(arith.SubiOp(zero, rid), op).results[0]
+    neg = prog.emit(arith.MaxSIOp(neg, zero), op).results[0]
+    neg = prog.emit(arith.MinSIOp(neg, one), op).results[0]  # 1 where rid < 0, else 0
+    shift = prog.emit(arith.MuliOp(neg, index_const(prog, rows, op)), op).results[0]
+    return prog.emit(arith.AddiOp(rid, shift), op).results[0]
+
+
 def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     """A runtime loop over the indices (`_row_dma_loop`), each index's table row DMA'd into the
     result."""
@@ -399,10 +413,8 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
             raise error_at(op, "legato.gather wrap: the table's row count must be static")
 
     def row_dma(rid, i):
-        if op.wrap is not None:  # i in [-rows, rows) -> (i + rows) rem rows
-            n_rows = index_const(prog, rows, op)
-            shifted = prog.emit(arith.AddiOp(rid, n_rows), op).results[0]
-            rid = prog.emit(arith.RemSIOp(shifted, n_rows), op).results[0]
+        if op.wrap is not None:  # i + rows for a negative i, else i
+            rid = _wrap_negative(prog, op, rid, rows)
         src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
         dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
         prog.emit(core.DmaOp(src.value, dst.value), op)

@@ -3,7 +3,9 @@ of index loads and row DMAs), written in the DSL.
 
 They cover an i1 condition, a float mask with NaN / -0.0 entries broadcast per row, values that
 are -inf/NaN (a select moves them, never computes with them), and gathers from a shared_dram
-table with static and dynamic index counts.
+table with static and dynamic index counts; and the int64 indices a kernel computes: `vpu.cvt`
+of a float to i64 (truncating, as torch's `.to(torch.int64)`) and torch's `max(x, dim)` with
+its indices (`legato.torch.library.composite.arg_reduce`: NaN and ties, first index).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
+from legato.torch.library.composite import arg_reduce
 
 BF16 = legato.types.float("bfloat16")
 F32 = legato.types.float("float32")
@@ -106,6 +109,54 @@ def gather_wrap(
         legato.tensor.memcpy(out, legato.tensor.gather(table, i, wrap=True))
 
 
+@legato.compile(backend=bertha)
+def cast_i64(
+    x: T().tensor_type(F32, [4, 16], "shared_dram"),
+    out: T().tensor_type(I64, [4, 16], "shared_dram"),
+):
+    """A float to int64, truncated toward zero (vpu.cvt's i64 result)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, legato.tensor.cast(x, I64))
+
+
+@legato.compile(backend=bertha)
+def max_dim(
+    x: T().tensor_type(BF16, [6, 40], "shared_dram"),
+    values: T().tensor_type(BF16, [6], "shared_dram"),
+    indices: T().tensor_type(I64, [6], "shared_dram"),
+):
+    """torch.max(x, 1): the values and the first index of each row's maximum (a NaN is it)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        v, i = arg_reduce(x, 1, False, (), (6,), True, True)
+        legato.tensor.memcpy(values, v)
+        legato.tensor.memcpy(indices, i)
+
+
+def _cast_i64_args(rng):
+    x = rng.uniform(-1e6, 1e6, (4, 16)).astype(np.float32)
+    x[0, :8] = [0.5, -0.5, 0.99, -0.99, 2.0**40, -(2.0**40), -0.0, 16777217.0]
+    return [x, np.zeros((4, 16), np.int64)]
+
+
+def _max_dim_args(rng):
+    x = _bf16(rng, (6, 40))
+    x[1, [3, 17]] = np.nan  # the first NaN wins
+    x[2, :] = 1.5  # all ties: index 0
+    x[3, [5, 30]] = 9.0  # two maxima: the first
+    x[4, :] = -np.inf
+    x[5, [0, 39]] = [-0.0, 0.0]
+    x[5, 1:39] = -1.0
+    return [x, np.zeros(6, ml_dtypes.bfloat16), np.zeros(6, np.int64)]
+
+
 def _bf16(rng, shape):
     return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
 
@@ -174,6 +225,22 @@ SELECT_GATHER_CORPUS = [
         ],
         reference=lambda ins: [ins[0][ins[1]]],
         outputs=(2,),
+        atol=0.0,
+    ),
+    CorpusKernel(
+        name="cast_i64_f32",
+        mlir=cast_i64.to_mlir(debuginfo=False),
+        make_args=_cast_i64_args,
+        reference=lambda ins: [ins[0].to(torch.int64)],
+        outputs=(1,),
+        atol=0.0,
+    ),
+    CorpusKernel(
+        name="max_dim_bf16",
+        mlir=max_dim.to_mlir(debuginfo=False),
+        make_args=_max_dim_args,
+        reference=lambda ins: list(torch.max(ins[0], 1)),
+        outputs=(1, 2),
         atol=0.0,
     ),
 ]

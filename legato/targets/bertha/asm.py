@@ -202,6 +202,13 @@ def _cond_dtype(text: str) -> int:
     return isa.COND_DTYPES[t]
 
 
+def _cvt_dtype(text: str) -> int:
+    t = text.strip()
+    if t not in isa.CVT_DTYPES:
+        raise _Err(f"unknown result type {t!r}; expected one of {', '.join(isa.CVT_DTYPES)}")
+    return isa.CVT_DTYPES[t]
+
+
 def _label(text: str) -> str | int:
     t = text.strip()
     if _INT_RE.match(t) and t[0] in "+-":
@@ -376,7 +383,7 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
     elif fmt == "vcvt":
         need(5)
         f["a"], f["b"], f["c"] = at(0, _reg), at(1, _reg), at(2, _reg)
-        f["imm"] = at(3, _dtype) | at(4, _dtype) << 4
+        f["imm"] = at(3, _cvt_dtype) | at(4, _dtype) << 4
     elif fmt == "vfill":
         need(4)
         f["a"], f["b"], f["c"] = at(0, _reg), at(1, _reg), at(2, _reg)
@@ -632,7 +639,8 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
     if fmt in ("vun", "vfill"):
         return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {DTYPE_NAMES[imm]}"
     if fmt == "vcvt":
-        return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {DTYPE_NAMES[imm & 0xF]}, {DTYPE_NAMES[imm >> 4]}"
+        dst = isa.CVT_DTYPE_NAMES[imm & 0xF]
+        return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {dst}, {DTYPE_NAMES[imm >> 4]}"
     if fmt == "v2d":
         return f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm]}"
     if fmt == "vsel":

@@ -78,6 +78,8 @@ _NP_DTYPES = {
     "f16": np.dtype(np.float16),
     "i32": np.dtype(np.int32),
 }
+_CVT_NP_DTYPES = {**_NP_DTYPES, "i64": np.dtype(np.int64)}
+"""vpu.cvt's result types (`isa.CVT_DTYPES`)."""
 INF = 1 << 62
 _VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}
 """VPU mnemonic -> the op table's kind, which names its numerics in `vpu`."""
@@ -547,8 +549,11 @@ class _VpuStatic:
                 self.csz = isa.COND_DTYPE_SIZES[cname]
                 self.ct = np.dtype(np.bool_) if cname == "i1" else _NP_DTYPES[cname]
         elif fmt == "vcvt":
-            name, sname = DTYPE_NAMES[imm & 0xF], DTYPE_NAMES[imm >> 4]
+            # the result may be an integer type (`isa.CVT_DTYPES`: i64), the source never is
+            name, sname = isa.CVT_DTYPE_NAMES[imm & 0xF], DTYPE_NAMES[imm >> 4]
             self.st, self.ssz = _NP_DTYPES[sname], DTYPE_SIZES[sname]
+            self.dt, self.sz = _CVT_NP_DTYPES[name], isa.CVT_DTYPE_SIZES[name]
+            return
         else:  # vun, vfill, v2d
             name = DTYPE_NAMES[imm]
         self.dt, self.sz = _NP_DTYPES[name], DTYPE_SIZES[name]

@@ -80,7 +80,20 @@ def _round(x: np.ndarray, dtype) -> np.ndarray:
 
 
 def convert(x: np.ndarray, dtype) -> np.ndarray:
-    """Round to `dtype` via float32 (every supported dtype converts exactly to float32)."""
+    """`vpu.cvt`: to a float `dtype`, round via float32 (every supported dtype converts exactly
+    to float32). A float to an integer `dtype` (i32, i64: `opset.CAST_INT_RESULTS`) truncates
+    toward zero as torch's `.to(torch.int64)`, saturating at the type's range, NaN to 0 (torch
+    leaves those undefined; the argmax kernels convert only exact small integers)."""
+    x = np.asarray(x)
+    if _is_int(dtype) and not _is_int(x.dtype):
+        info = np.iinfo(dtype)
+        f = np.nan_to_num(np.trunc(x.astype(np.float64)), nan=0.0, posinf=0.0, neginf=0.0)
+        # float(info.max) of int64 rounds up to 2^63, which no int64 holds: saturate apart
+        lo, hi = f <= info.min, f >= float(info.max)
+        r = np.where(lo | hi, 0.0, f).astype(dtype)
+        r[lo | np.isneginf(x)] = info.min
+        r[hi | np.isposinf(x)] = info.max
+        return r
     return _round(x, dtype)
 
 

@@ -1,13 +1,13 @@
 """ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
-bounds, max / min values (full and along a dim), amin, cumsum, index_select and `index.Tensor`
+bounds, max / min (full and along a dim, with their indices), argmax / argmin, amin, cumsum, index_select and `index.Tensor`
 with one int64 index tensor (a row gather; `x[idx]` wraps negative indices as torch does),
 pow(Tensor, Tensor).
 
 Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
 outputs are used) and asks the compiler's capability table (`ctx.probe`) for every legato op the
-implementation uses, so a node it accepts compiles. What it cannot match runs eagerly with the
-reason: argmax / argmin and the indices of max.dim / min.dim (int64 results: the VPU computes no
-int64 value a kernel could return).
+implementation uses, so a node it accepts compiles. argmax / argmin and max.dim / min.dim with their
+indices find the first index of the extremum in f32 and convert it to int64 on the VPU
+(`vpu.cvt`'s i64 result, `legato.opset.CAST_INT_RESULTS`).
 """
 
 from __future__ import annotations
@@ -115,16 +115,12 @@ def resolve_full(node, ctx):
 
 
 # --------------------------------------------------------------------------------------------
-# max / min values
+# max / min values, and their indices (argmax, argmin, max.dim, min.dim)
 
 
-def _indices_unused(node, what):
-    """Asserts that nothing reads the int64 indices (output 1) of a max.dim / min.dim node."""
-    for u in node.users:
-        assert u.target is operator.getitem and u.args[1] == 0, (
-            f"the int64 indices of {what} are used (the VPU computes no int64 value a kernel "
-            "could return; only the values run on Legato)"
-        )
+def _indices_unused(node):
+    """Whether nothing reads the int64 indices (output 1) of a max.dim / min.dim node."""
+    return all(u.target is operator.getitem and u.args[1] == 0 for u in node.users)
 
 
 @legato.function
@@ -132,27 +128,104 @@ def values_only(x, op, axis, keepdim):
     return (reduce(x, op, axis, keepdim),)
 
 
+def _along(ndim, dim, n):
+    """Compile-time helper: the shape with `n` at `dim` and 1 elsewhere."""
+    return tuple(n if i == dim else 1 for i in range(ndim))
+
+
+@legato.function
+def iota(n, shape):
+    """0.0, 1.0, ..., n - 1 in f32 (exact for n <= 2^24), reshaped to `shape`: [0] doubled by
+    concat((i, i + k)) for k = 1, 2, 4, ..., then cut to n."""
+    i = legato.tensor.full((1,), 0.0, legato.types.float("float32"))
+    for k in _shifts(n):  # 1, 2, 4, ... < n
+        i = legato.tensor.concat((i, i + float(k)), 0)
+    if i.shape[0] > n:
+        i = i[0:n]
+    return legato.tensor.reshape(i, shape)
+
+
+@legato.function
+def arg_reduce(x, dim, is_min, flat, out_shape, values, wide):
+    """torch's argmax / argmin along `dim` (`flat`: of x flattened), and with `values` also the
+    max / min itself (max.dim / min.dim): the first index of the maximum of y = x (-x for a min),
+    a NaN counting as the maximum (torch's CPU kernels). In f32 (a bf16 x converted exactly):
+    m = max(y); the candidates are y == m, or y is NaN (then m is NaN and no y == m); the index
+    is the least iota where a candidate, converted to int64 by vpu.cvt (exact: n <= 2^24). The
+    value is max(where(iota == index, y, -inf)): the element at the index, bit for bit (-0.0 and
+    NaN included). Results shaped `out_shape` (keepdim or not)."""
+    f32 = legato.types.float("float32")
+    y = legato.tensor.cast(x, f32) if wide else x
+    if flat:
+        y = legato.tensor.reshape(y, flat)
+    if is_min:
+        y = -y
+    n = y.shape[dim]
+    m = legato.tensor.max(y, axis=dim, keepdim=True)
+    cand = legato.tensor.maximum(legato.tensor.eq(y, m), legato.tensor.ne(y, y))
+    ids = iota(n, _along(y.ndim, dim, n))
+    first = legato.tensor.amin(legato.tensor.where(cand, ids, float(n)), axis=dim, keepdim=True)
+    index = legato.tensor.reshape(legato.tensor.cast(first, legato.types.i64), out_shape)
+    if not values:
+        return index
+    at = legato.tensor.where(legato.tensor.eq(ids, first), y, float("-inf"))
+    v = legato.tensor.max(at, axis=dim, keepdim=True)
+    if is_min:
+        v = -v
+    if wide:
+        v = legato.tensor.cast(v, x.dtype)
+    return (legato.tensor.reshape(v, out_shape), index)
+
+
+_ARG_OPS = ("max", "neg", "eq", "ne", "maximum", "where", "constant", "concat", "add", "slice")
+_ARG_OPS += ("reshape", "broadcast_binary", "cast_i64")
+
+
+def _arg_impl(node, ctx, x, dim, what, values):
+    """The Impl of argmax / argmin (`values`: max.dim / min.dim, both outputs) of `x` along
+    `dim` (None: over every element)."""
+    tx = val(x)
+    dt = tx.dtype
+    assert dt in _FLOATS, f"{what} of {dt} (bf16 and f32 are supported)"
+    _static(tx, what)
+    wide = dt == torch.bfloat16
+    flat = ()
+    if dim is None or tx.dim() == 0:  # over every element (a 0-d x: its one element)
+        flat, dim = (tx.numel(),), 0
+    dim = _norm_dim(dim, max(tx.dim(), 1))
+    n = flat[0] if flat else tx.shape[dim]
+    assert n > 0, f"{what} over an empty dim (torch raises)"
+    assert n <= 1 << 24, f"{what} over {n} elements (f32 indices are exact up to 2^24)"
+    for op in _ARG_OPS:
+        ctx.probe(op, torch.float32)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    f = torch.empty(tx.shape, dtype=torch.float32)
+    _fits_sram(ctx, tx, f, f, f, f, what=f"{what} operand and its f32 temporaries")
+    out = node.meta["val"][0] if values else val(node)  # keepdim or not: the result's shape
+    return Impl(
+        arg_reduce,
+        (x, dim, what.startswith(("argmin", "min")), flat, tuple(out.shape), values, wide),
+        name=f"{what} (first index of the extremum, f32 iota, vpu.cvt to int64)",
+    )
+
+
 @register([aten.max.dim, aten.min.dim])
 def resolve_max_dim(node, ctx):
     x, dim = node.args[:2]
     keepdim = node.args[2] if len(node.args) > 2 else node.kwargs.get("keepdim", False)
     what = "max" if node.target == aten.max.dim else "min"
-    _indices_unused(node, f"{what}.dim")
     dt = val(x).dtype
     assert dt in _FLOATS, f"{what}.dim of {dt} (bf16 and f32 are supported)"
     rank = val(x).dim()
-    if rank == 0:
-        return Impl(_tuple_of, (x,), name=f"{what}.dim of a 0-d tensor (itself)")
+    if not _indices_unused(node) or rank == 0:  # both outputs (a 0-d x: itself and index 0)
+        return _arg_impl(node, ctx, x, dim, f"{what}.dim", True)
     _probe_max(ctx, dt, what)
     op = "amax" if what == "max" else "amin"
     return Impl(
         values_only, (x, op, _norm_dim(dim, rank), bool(keepdim)), name=f"{what}.dim values"
     )
-
-
-@legato.function
-def _tuple_of(x):
-    return (x,)
 
 
 def _probe_max(ctx, dt, what):
@@ -187,10 +260,10 @@ def resolve_max_all(node, ctx):
 
 @register([aten.argmax.default, aten.argmin.default])
 def resolve_argmax(node, ctx):
-    raise AssertionError(
-        f"{node.target} gives int64 indices; the VPU computes no int64 value a kernel could "
-        "return (its max is float only)"
-    )
+    x = node.args[0]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    what = "argmax" if node.target == aten.argmax.default else "argmin"
+    return _arg_impl(node, ctx, x, dim, what, False)
 
 
 # --------------------------------------------------------------------------------------------

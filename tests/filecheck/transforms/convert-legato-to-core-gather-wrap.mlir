@@ -3,23 +3,36 @@
 // RUN: legato-opt %s -p convert-legato-to-core,core-plan-memory,convert-core-to-backend | filecheck %s --check-prefix=BE
 //
 // legato.gather with `wrap` (torch's x[idx]: a negative index counts from the end): each index
-// read in the loop becomes (i + rows) rem rows before its row is DMA'd; without `wrap` the
-// index is used as read (convert-legato-to-core-where-gather.mlir).
+// i read in the loop becomes i + rows * min(max(-i, 0), 1), i.e. i + rows for a negative i, before
+// its row is DMA'd. An index outside [-rows, rows) stays outside [0, rows) and the row DMA's
+// bounds check reports it (a `rem rows` would wrap 16 to row 0 silently); without `wrap` the index
+// is used as read (convert-legato-to-core-where-gather.mlir).
 
 // ROUND: %g = legato.gather %t, %x wrap : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4, 8], f32, sram>
 
 // CHECK:      scf.for %row = %{{.*}} to %{{.*}} step %{{.*}} {
 // CHECK-NEXT:   %[[ID:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[4], i64, sram>
+// CHECK-NEXT:   %[[Z:.*]] = arith.constant 0 : index
+// CHECK-NEXT:   %[[O:.*]] = arith.constant 1 : index
+// CHECK-NEXT:   %[[NEG:.*]] = arith.subi %[[Z]], %[[ID]] : index
+// CHECK-NEXT:   %[[P:.*]] = arith.maxsi %[[NEG]], %[[Z]] : index
+// CHECK-NEXT:   %[[B:.*]] = arith.minsi %[[P]], %[[O]] : index
 // CHECK-NEXT:   %[[N:.*]] = arith.constant 16 : index
-// CHECK-NEXT:   %[[S:.*]] = arith.addi %[[ID]], %[[N]] : index
-// CHECK-NEXT:   %[[W:.*]] = arith.remsi %[[S]], %[[N]] : index
+// CHECK-NEXT:   %[[SH:.*]] = arith.muli %[[B]], %[[N]] : index
+// CHECK-NEXT:   %[[W:.*]] = arith.addi %[[ID]], %[[SH]] : index
 // CHECK-NEXT:   %{{.*}} = core.subview %{{.*}} [%[[W]], 0] [1, 8] : !core.buf<[16, 8], f32, shared_dram> -> !core.buf<[1, 8], f32, shared_dram>
+// CHECK-NOT:    arith.remsi
 
 // BE:      backend.label "core0_loop0"
 // BE:      %[[ID:.*]] = backend.ld %{{.*}}, 0
+// BE-NEXT: %[[Z:.*]] = backend.li 0
+// BE-NEXT: %[[O:.*]] = backend.li 1
+// BE-NEXT: %[[NEG:.*]] = backend.sub %[[Z]], %[[ID]]
+// BE-NEXT: %[[P:.*]] = backend.max %[[NEG]], %[[Z]]
+// BE-NEXT: %[[B:.*]] = backend.min %[[P]], %[[O]]
 // BE-NEXT: %[[N:.*]] = backend.li 16
-// BE-NEXT: %[[S:.*]] = backend.add %[[ID]], %[[N]]
-// BE-NEXT: %[[W:.*]] = backend.rem %[[S]], %[[N]]
+// BE-NEXT: %[[SH:.*]] = backend.mul %[[B]], %[[N]]
+// BE-NEXT: %[[W:.*]] = backend.add %[[ID]], %[[SH]]
 // BE-NEXT: %{{.*}} = backend.muli %[[W]], 8
 // BE:      backend.dma
 

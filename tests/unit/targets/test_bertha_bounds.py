@@ -232,3 +232,76 @@ def test_a_gathered_id_past_the_table_is_refused():
             lookup(table, torch.tensor([1, bad, 2]), after, out)
         assert ei.value.source[:2] == (HERE, line_of("# GATHER"))
         assert not (out == 7.0).any()
+
+
+@legato.compile(backend=one_core)
+def lookup_on_chip(
+    table: tt([12, 16]),
+    ids: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    out: tt([3, 16]),
+):
+    """Rows of an on-chip table that is a slice (rows 2..9) of a larger SRAM buffer, and the
+    same with torch's `x[idx]` wrap (a negative id counts from the end)."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        t = (legato.tensor.load(table, "sram") + 1.0)[2:10]
+        i = legato.tensor.load(ids, "sram")
+        g = legato.tensor.gather(t, i)  # ON_CHIP
+        w = legato.tensor.gather(t, i, wrap=True)  # ON_CHIP_WRAP
+        legato.tensor.memcpy(out, g + w)
+
+
+@pytest.mark.parametrize("level", ["emulator", "backend", "core", "legato"])
+def test_a_gathered_id_past_an_on_chip_table_is_refused(level):
+    """The table's buffer has rows past the table (rows 10, 11 of the slice's buffer): id 8 and
+    id -1 (without wrap) must stop at the gather's line, never read the buffer's next row; and a
+    wrapping gather refuses id 8 too (a `rem rows` wrapped it to row 0: torch raises)."""
+    table = torch.randn(12, 16)
+    t = table[2:10] + 1.0
+    out = torch.zeros(3, 16)
+    run = _runner(lookup_on_chip, level)
+    run(table, torch.tensor([7, 0, 3]), out)
+    assert torch.equal(out, t[[7, 0, 3]] * 2)
+    for bad, marker in ((8, "# ON_CHIP"), (-1, "# ON_CHIP"), (9, "# ON_CHIP")):
+        with pytest.raises((OutOfBoundsError, InterpError)) as ei:
+            run(table, torch.tensor([1, bad, 2]), torch.zeros(3, 16))
+        assert f"{HERE}:{line_of(marker)}" in _where(ei.value), str(ei.value)
+
+
+@legato.compile(backend=one_core)
+def lookup_wrap_only(
+    table: tt([12, 16]),
+    ids: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    out: tt([3, 16]),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        t = (legato.tensor.load(table, "sram") + 1.0)[2:10]
+        i = legato.tensor.load(ids, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(t, i, wrap=True))  # WRAP_ONLY
+
+
+@pytest.mark.parametrize("level", ["emulator", "backend", "core", "legato"])
+def test_a_wrapping_gather_takes_minus_rows_to_rows_and_refuses_the_rest(level):
+    table = torch.randn(12, 16)
+    t = table[2:10] + 1.0
+    run = _runner(lookup_wrap_only, level)
+    out = torch.zeros(3, 16)
+    run(table, torch.tensor([-1, -8, 7]), out)
+    assert torch.equal(out, t[[-1, -8, 7]])
+    for bad in (8, 15, -9, -16):
+        with pytest.raises((OutOfBoundsError, InterpError)) as ei:
+            run(table, torch.tensor([0, bad, 1]), torch.zeros(3, 16))
+        assert f"{HERE}:{line_of('# WRAP_ONLY')}" in _where(ei.value), (bad, str(ei.value))
+
+
+def _runner(kernel, level):
+    """Runs `kernel` on the emulator (its JIT call) or at one interpreter level."""
+    if level == "emulator":
+        return kernel
+    return lambda *tensors: kernel.interpret(*tensors, level=level)
+
+
+def _where(e) -> str:
+    src = getattr(e, "source", None)
+    return f"{src[0]}:{src[1]}" if src else str(e)

@@ -555,6 +555,43 @@ def test_vpu_sel_merges_where_the_condition_is_nonzero(cdt):
     assert out.view(np.uint32).tolist() == expect.view(np.uint32).tolist()
 
 
+CVT = """\
+.program core0 on core(0)
+    ld r3, 8(r1)             ; x [8] f32
+    ld r4, 16(r1)            ; out [8] {dt}
+    lsa r6, sram, 0
+    lsa r7, sram, 64
+    li r9, 32
+    dma r6, r3, r9
+    dmawait
+    li r11, 8
+    vpu.cvt r7, r6, r11, {dt}, f32
+    li r10, {obytes}
+    dma r4, r7, r10
+    dmawait
+    halt
+"""
+
+
+@pytest.mark.parametrize("dt", ["i64", "i32"])
+def test_vpu_cvt_to_an_integer_truncates_and_saturates(dt):
+    """A float to i64 / i32 truncates toward zero (torch's `.to(torch.int64)`); beyond the
+    type's range it saturates, and NaN gives 0 (where torch is undefined)."""
+    from legato.types import DType
+
+    x = np.array([2.7, -2.7, -0.0, 2.0**40, np.nan, np.inf, -np.inf, -1e30], np.float32)
+    np_dt = np.dtype(np.int64 if dt == "i64" else np.int32)
+    info = np.iinfo(np_dt)
+    out = np.zeros(8, np_dt)
+    run(
+        CVT.format(dt=dt, obytes=out.nbytes),
+        [tensor("x", f32, [8]), tensor("out", DType(dt), [8], "write")],
+        [x, out],
+    )
+    big = 2**40 if dt == "i64" else info.max
+    assert out.tolist() == [2, -2, 0, big, 0, info.max, info.min, info.min]
+
+
 def test_vpu_sel_condition_types_are_validated():
     from legato.targets.bertha import isa
     from legato.targets.bertha.asm import AsmError, assemble

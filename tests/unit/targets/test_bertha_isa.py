@@ -154,7 +154,8 @@ def operands(draw, op):
     if f in ("vun", "vfill"):
         return f"{r()}, {r()}, {r()}, {draw(dtype)}"
     if f == "vcvt":
-        return f"{r()}, {r()}, {r()}, {draw(dtype)}, {draw(dtype)}"
+        dst = draw(st.sampled_from(sorted(isa.CVT_DTYPES)))  # i64 too
+        return f"{r()}, {r()}, {r()}, {dst}, {draw(dtype)}"
     if f == "v2d":
         return f"{r()}, {r()}, {r()}, {r()}, {draw(dtype)}"
     if f == "vsel":
@@ -201,3 +202,14 @@ def test_random_words_decode_canonically_or_fail(word):
     assert isa.encode(ins) == word
     text = ".program p on core(0)\n    " + format_instruction(ins) + "\n"
     assert assemble(text).programs[0].words == [word]
+
+
+def test_vcvt_takes_i64_only_as_its_result():
+    mod = assemble(".program p on core(1)\n    vpu.cvt r1, r2, r3, i64, f32\n")
+    (w,) = mod.programs[0].words
+    assert isa.decode(w).imm == isa.CVT_DTYPES["i64"] | isa.DTYPES["f32"] << 4
+    assert "vpu.cvt r1, r2, r3, i64, f32" in disassemble(mod)
+    with pytest.raises(Exception, match="unknown element type 'i64'"):
+        assemble(".program p on core(1)\n    vpu.cvt r1, r2, r3, f32, i64\n")
+    with pytest.raises(Exception, match="unknown element type 'i64'"):
+        assemble(".program p on core(1)\n    vpu.add r1, r2, r3, r4, i64\n")

@@ -1,7 +1,7 @@
 """Resolvers of `legato.torch.library.composite` (issue 13): clamp with tensor bounds, max / min
-values, cumsum, index_select and x[idx] (a row gather), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in strict mode
-and matches eager torch in bf16 and f32; what Legato cannot match (int64 results) runs eagerly
-with the reason."""
+values, argmax / argmin and max.dim / min.dim with their int64 indices, cumsum, index_select and
+x[idx] (a row gather), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in
+strict mode and matches eager torch in bf16 and f32."""
 
 import pytest
 import torch
@@ -123,23 +123,95 @@ def test_composite_op_on_legato_matches_eager(name, dtype):
         assert torch.equal(torch.signbit(y[keep]), torch.signbit(ref[keep]))
 
 
-def _eager_reasons(f, *args):
+def _ties_and_nans(dt):
+    """[5, 300] rows that test torch's first-index rule: a NaN is the maximum (and the
+    minimum), ties give the first index, -0.0 equals 0.0; 300 > 256 indices (bf16 holds no
+    such integer: the index is computed in f32)."""
+    x = _r(5, 300, dtype=dt)
+    x[0, [7, 280]] = NAN
+    x[1, :] = 1.5
+    x[2, [3, 290]] = 99.0
+    x[2, [4, 291]] = -99.0
+    x[3, 0], x[3, 299] = -0.0, 0.0
+    x[3, 1:299] = -1.0
+    x[4, 270] = INF
+    return x
+
+
+ARG_CASES = {
+    "argmax_dim": (lambda x: torch.argmax(x * 2, 1), "argmax"),
+    "argmin_dim0_keepdim": (lambda x: torch.argmin(x * 2, 0, keepdim=True), "argmin"),
+    "argmax_all": (lambda x: torch.argmax(x * 2), "argmax"),
+    "argmin_all_keepdim": (lambda x: torch.argmin(x, keepdim=True), "argmin"),
+    "max_dim": (lambda x: torch.max(x * 2, 1), "max"),
+    "min_dim_keepdim": (lambda x: torch.min(x * 2, -1, keepdim=True), "min"),
+    "max_dim0_indices": (lambda x: (x * 2).max(0).indices, "max"),
+}
+
+
+@pytest.mark.parametrize("dtype", [BF16, F32], ids=["bf16", "f32"])
+@pytest.mark.parametrize("name", list(ARG_CASES))
+def test_arg_reductions_on_legato_match_eager_exactly(name, dtype):
+    """argmax / argmin and max.dim / min.dim with their int64 indices run on Legato (strict
+    mode: nothing extern) and give torch's indices exactly, and its values bit for bit."""
+    f, op = ARG_CASES[name]
+    x = _ties_and_nans(dtype)
     with torch.no_grad():
-        ref = f(*args)
-        y = torch.compile(f, backend="legato")(*args)
-    torch.testing.assert_close(y, ref)
-    return {e.op: e.reason for e in lt.last_summary().extern}
+        y = torch.compile(f, backend="legato", options={"legato.strict": True})(x)
+        ref = f(x)
+    s = lt.last_summary()
+    assert s.num_extern == 0 and f"aten.{op}." in str(s), str(s)
+    ys, refs = (tuple(y), tuple(ref)) if isinstance(ref, tuple) else ((y,), (ref,))
+    for a, b in zip(ys, refs, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        if b.dtype == torch.int64:
+            assert torch.equal(a, b), (a, b)
+        else:
+            assert torch.equal(a.isnan(), b.isnan())
+            assert torch.equal(torch.nan_to_num(a), torch.nan_to_num(b))
+            num = ~b.isnan()  # a NaN's sign is not meaningful (x * 2 of NaN may flip it)
+            assert torch.equal(torch.signbit(a[num]), torch.signbit(b[num]))
+
+
+@pytest.mark.parametrize("bad", [16, 31, -17])
+def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
+    """x[idx] with x computed on Legato (an on-chip table): an index outside [-16, 16) is
+    never a silent row (a wrap took 16 to row 0): the kernel's bounds check stops it, the call
+    reruns eagerly and raises torch's IndexError; strict mode raises the bounds error."""
+    from legato.targets.bertha.emulator import OutOfBoundsError
+
+    def f(x, i):
+        return (x * 2)[i]
+
+    x = torch.randn(16, 8)
+    good = torch.tensor([0, -16, 15])
+    torch.testing.assert_close(torch.compile(f, backend="legato")(x, good), f(x, good))
+    assert lt.last_summary().num_extern == 0
+    i = torch.tensor([0, bad, 2])
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
+        torch.compile(f, backend="legato")(x, i)
+    torch._dynamo.reset()
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
+        torch.compile(f, backend="legato", options={"legato.strict": True})(x, i)
 
 
 @pytest.mark.parametrize(
-    ("f", "op", "why"),
+    ("f", "why"),
     [
-        (lambda x: torch.argmax(x * 2, 1), "aten.argmax.default", "int64 indices"),
-        (lambda x: torch.argmin(x * 2), "aten.argmin.default", "int64 indices"),
-        (lambda x: (x * 2).max(1).indices, "aten.max.dim", "int64 indices of max.dim"),
+        # dynamo breaks the graph at a bool mask's data-dependent size (the mask is the graph's
+        # output, computed eagerly: its bool result leaves Legato); the indexing runs eagerly
+        (lambda x, m, i: (x * 2)[m > 0], "its bool result leaves Legato"),
+        (lambda x, m, i: (x * 2)[i, i], "indexing with 2 index tensors"),
     ],
-    ids=["argmax", "argmin", "max_dim_indices"],
+    ids=["bool_mask", "two_index_tensors"],
 )
-def test_int64_results_run_eagerly_with_the_reason(f, op, why):
-    reasons = _eager_reasons(f, _r(4, 8, dtype=F32))
-    assert why in reasons[op], reasons
+def test_indexing_legato_does_not_take_runs_eagerly_with_the_reason(f, why):
+    """A bool mask (a result shape that depends on the values) and several index tensors run
+    eagerly, with the reason in the summary, and give eager's result: never a crash."""
+    x, m, i = torch.randn(6, 6), torch.randn(6, 6), torch.tensor([0, 5, 2])
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato")(x, m, i)
+    torch.testing.assert_close(y, f(x, m, i))
+    s = lt.last_summary()
+    assert any(why in e.reason for e in s.extern), s
+    assert "aten.index.Tensor" not in str(s.kernels), s

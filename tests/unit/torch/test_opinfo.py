@@ -22,12 +22,6 @@ pytest.importorskip("expecttest")  # torch.testing._internal needs it (a dev dep
 # by everything falling back).
 NO_RESOLVER = {
     "nn.functional.softplus",  # beta / threshold other than the VPU's 1 / 20
-    # int64 results: the VPU computes no int64 value a kernel could return (max.dim / min.dim
-    # run on Legato when only their values are used: test_composite_ops.py)
-    "max.reduction_with_dim",
-    "min.reduction_with_dim",
-    "argmax",
-    "argmin",
     # a comparison's bool result leaving Legato runs eagerly (the VPU's comparisons give a
     # float mask; on Legato only for a where / masked_fill consumer there:
     # test_masks_and_strides.py)

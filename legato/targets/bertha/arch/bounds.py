@@ -36,6 +36,8 @@ from legato.targets.bertha.isa import (
     BC_SCALAR,
     COND_DTYPE_NAMES,
     COND_DTYPE_SIZES,
+    CVT_DTYPE_NAMES,
+    CVT_DTYPE_SIZES,
     DTYPE_NAMES,
     DTYPE_SIZES,
     MM_F32,
@@ -155,11 +157,13 @@ def access_spans(
             BC_COL: min(n, period),
         }[mode]
         return {"a": (v("a"), n * sz), "b": (v("b"), n * sz), "c": (v("c"), n2 * sz)}
-    if fmt in ("vun", "vcvt"):
+    if fmt == "vun":
+        n, sz = v("c"), DTYPE_SIZES[DTYPE_NAMES[imm]]
+        return {"a": (v("a"), n * sz), "b": (v("b"), n * sz)}
+    if fmt == "vcvt":
         n = v("c")
-        dt = DTYPE_NAMES[imm & 0xF]
-        st = DTYPE_NAMES[imm >> 4] if fmt == "vcvt" else dt
-        return {"a": (v("a"), n * DTYPE_SIZES[dt]), "b": (v("b"), n * DTYPE_SIZES[st])}
+        dsz = CVT_DTYPE_SIZES[CVT_DTYPE_NAMES[imm & 0xF]]
+        return {"a": (v("a"), n * dsz), "b": (v("b"), n * DTYPE_SIZES[DTYPE_NAMES[imm >> 4]])}
     if fmt == "vfill":
         return {"a": (v("a"), v("b") * DTYPE_SIZES[DTYPE_NAMES[imm]])}
     if fmt == "vsel":
