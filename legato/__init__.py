@@ -27,6 +27,7 @@ from legato.jit import (
     session,
     static_range,
 )
+from legato.profiler import profile
 from legato.version import __version__
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "function",
     "get_context",
     "get_model",
+    "profile",
     "register_backend",
     "session",
     "static_range",
