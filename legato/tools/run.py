@@ -38,6 +38,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import ArrayAttr
 
+from legato.arrays import save_npy
 from legato.errors import LegatoError
 from legato.interp import api
 from legato.interp.backend import kernel_specs as backend_specs
@@ -322,20 +323,6 @@ def _report(ns, names, specs, values) -> None:
         for i, n in enumerate(names):
             if isinstance(specs[i], TensorSpec):
                 save_npy(out / f"{n}.npy", np.asarray(values[i]))
-
-
-def save_npy(path, arr: np.ndarray) -> None:
-    """`np.save`, except that a bf16 array's header names its dtype `bfloat16` (numpy writes
-    `<V2`, two opaque bytes): `np.load` then gives a `ml_dtypes.bfloat16` array back in any
-    process that imported ml_dtypes (legato-run reads both forms)."""
-    if arr.dtype != np.dtype(ml_dtypes.bfloat16):
-        np.save(path, arr)
-        return
-    arr = np.ascontiguousarray(arr)
-    with open(path, "wb") as f:
-        header = {"descr": "bfloat16", "fortran_order": False, "shape": arr.shape}
-        np.lib.format.write_array_header_1_0(f, header)
-        f.write(arr.tobytes())
 
 
 def _format(arr: np.ndarray) -> str:
