@@ -186,11 +186,23 @@ def profile(kernel=None, *args, show_estimate: bool = True, file=None, **kwargs)
     `Profile`. First, unless `show_estimate=False`, print (to `file`, default stdout) the
     static estimate of its DRAM bytes, MACs and VPU ops computed from its core IR for these
     arguments' shapes. `legato.profile()` without a kernel is `profiling()`, a context
-    manager profiling every run inside it."""
+    manager profiling every run inside it. An `@legato.autotune` kernel is profiled with the
+    config its last call chose."""
     if kernel is None:
         return profiling()
     from legato.compiler import lower
     from legato.errors import CompileError, LegatoError
+    from legato.jit.autotuner import Autotuner
+
+    if isinstance(kernel, Autotuner):
+        # the tuned config is a set of constexprs: profile the kernel with them, not the tuning
+        if kernel.best_config is None:
+            raise LegatoError(
+                f"legato.profile: kernel {kernel.kernel.name} is autotuned and not tuned yet: "
+                "call it once (it tunes), then profile it"
+            )
+        kwargs = {**kernel.best_config, **kwargs}
+        kernel = kernel.kernel
 
     tensors, constexprs = kernel._bind(args, kwargs)
     est = None

@@ -114,7 +114,11 @@ def per_line(prof: RunProfiler) -> list[LineStats]:
     for (idx, pc), row in prof.rows.items():
         m = emu.modules[idx]
         loc = source_of(emu.binary, m.program.name, pc)
-        if loc is None:
+        if loc is None and not getattr(emu.binary, "lines", None):
+            # no line table at all (IR without Python locations, hand-written assembly): one
+            # row per instruction instead of a single "<no line>"
+            key, file, line = f"{m.program.name} pc {pc}: {_instruction(m, pc)}", None, None
+        elif loc is None:
             key, file, line = "<no line>", None, None
         else:
             file, line = loc[0], loc[1]
@@ -125,7 +129,22 @@ def per_line(prof: RunProfiler) -> list[LineStats]:
         for f, v in zip(FIELDS, row):
             st.counts[f] += v
         st.modules.add(m.name)
-    return sorted(lines.values(), key=lambda s: (s.file is None, s.file or "", s.line or 0))
+    return sorted(
+        lines.values(), key=lambda s: (s.file is None, s.file or "", s.line or 0, _pc_order(s))
+    )
+
+
+def _pc_order(s: LineStats) -> tuple[str, int]:
+    """(program, pc) of a per-instruction row, to keep those in program order."""
+    prog, _, rest = s.where.partition(" pc ")
+    num = rest.split(":", 1)[0]
+    return (prog, int(num)) if num.isdigit() else ("", 0)
+
+
+def _instruction(m, pc: int) -> str:
+    from legato.targets.bertha.asm import format_instruction
+
+    return format_instruction(m.code[pc]) if 0 <= pc < len(m.code) else "?"
 
 
 def trace_at_clock(prof: RunProfiler, result) -> dict:

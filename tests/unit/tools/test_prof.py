@@ -187,3 +187,47 @@ def test_bench_roofline_plot(tmp_path):
     png, svg = plot(rows, tmp_path / "r.png"), plot(rows, tmp_path / "r.svg")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert b"<svg" in svg.read_bytes()[:1000] and b"norm" in svg.read_bytes()
+
+
+def test_a_binary_without_line_table_is_profiled_per_instruction():
+    model = bertha.evt0()
+    _, art, _, args = _compiled("seed_matmul", model)  # corpus IR: no Python locations
+    assert not read_elf(art.binary).lines
+    with profiling() as p:
+        run_binary(art.binary, model, args, trace=True)
+    (prof,) = p.profiles
+    wheres = [s.where for s in prof.lines]
+    assert "<no line>" not in wheres
+    assert any(w.startswith("core0 pc ") and "mpu.mm" in w for w in wheres)
+    assert sum(s.counts["instructions"] for s in prof.lines) == prof.run.total_instructions
+    mm = next(s for s in prof.lines if "mpu.mm" in s.where)
+    assert mm.counts["macs"] == prof.run.mac_count
+
+
+F32 = legato.types.float("float32")
+TT = legato.get_model().tensor_type(F32, [8, 64], "shared_dram")
+
+
+@legato.autotune(configs=[legato.Config(rows=r) for r in (2, 8)], key=["x"], workers=1)
+@legato.compile(backend=bertha)
+def tuned_add(x: TT, out: TT, rows: legato.constexpr):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        for i in legato.static_range(8 // rows):
+            t = legato.tensor.load(x[i * rows : (i + 1) * rows, :])
+            legato.tensor.memcpy(out[i * rows : (i + 1) * rows, :], t + 1.0)
+
+
+def test_an_autotuned_kernel_is_profiled_with_its_choice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path / "cache"))
+    legato.jit.clear_memory_cache()
+    x = np.ones((8, 64), np.float32)
+    out = np.zeros_like(x)
+    with pytest.raises(legato.LegatoError, match="not tuned yet"):
+        legato.profile(tuned_add, x, out)
+    tuned_add(x, out)
+    p = legato.profile(tuned_add, np.full_like(x, 2.0), out)
+    assert np.array_equal(out, np.full_like(x, 3.0))
+    (chosen,) = [r for r in tuned_add.report.rows if r.config == tuned_add.best_config]
+    assert p.run.cycles == chosen.cycles  # the tuned config ran, and profiling kept its cycles
+    assert p.estimate.dram_bytes == p.run.dram_bytes == 2 * x.nbytes
