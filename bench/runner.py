@@ -260,7 +260,8 @@ def environment() -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, rows_out: list | None = None) -> int:
+    """The bench's command line; `rows_out` (bench/__main__.py's --plot) gets the rows."""
     from bench.kernels import KERNELS
     from bench.torch_path import ROWS as TORCH_ROWS
 
@@ -295,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for k in kernels
         for t in (args.target or TARGETS)
     ]
+    if rows_out is not None:
+        rows_out.extend(rows)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:

@@ -12,7 +12,7 @@ def kernel(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [16
 
 from legato import sync, tensor, types
 from legato.context import get_context, get_model
-from legato.errors import CompileError, LegatoError, LegatoRuntimeError
+from legato.errors import CompileError, LegatoError, LegatoRuntimeError, PerformanceWarning
 from legato.jit import (
     AutotuneError,
     Config,
@@ -27,6 +27,7 @@ from legato.jit import (
     session,
     static_range,
 )
+from legato.profiler import profile
 from legato.version import __version__
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "LegatoError",
     "LegatoRuntimeError",
     "OutputType",
+    "PerformanceWarning",
     "__version__",
     "autotune",
     "compile",
@@ -45,6 +47,7 @@ __all__ = [
     "function",
     "get_context",
     "get_model",
+    "profile",
     "register_backend",
     "session",
     "static_range",

@@ -72,3 +72,18 @@ def copy_back(original, value: np.ndarray) -> None:
             original.copy_(src.reshape(original.shape))
     else:
         np.copyto(original, value.reshape(original.shape))
+
+
+def save_npy(path, arr: np.ndarray) -> None:
+    """`np.save`, except that a bf16 array's header names its dtype `bfloat16` (numpy writes
+    `<V2`, two opaque bytes): `np.load` then gives a `ml_dtypes.bfloat16` array back in any
+    process that imported ml_dtypes (and `legato-run` reads both forms)."""
+    arr = np.asarray(arr)
+    if arr.dtype != _BF16:
+        np.save(path, arr)
+        return
+    arr = np.ascontiguousarray(arr)
+    with open(path, "wb") as f:
+        header = {"descr": "bfloat16", "fortran_order": False, "shape": arr.shape}
+        np.lib.format.write_array_header_1_0(f, header)
+        f.write(arr.tobytes())

@@ -68,3 +68,9 @@ class ArgumentError(LegatoRuntimeError, ValueError):
     """A kernel argument does not match the kernel's signature (type, dtype, rank, dims, bounds,
     writeability, aliasing). The JIT, the interpreters and the runtime all raise it
     (`legato.binding`); `ABIError` and `InterpArgumentError` are its subclasses."""
+
+
+class PerformanceWarning(UserWarning):
+    """The compile works, but the kernel will be slow for a reason it can name: a working set
+    spilled from sram to private DRAM (`core-plan-memory`). Shown at the kernel's source line;
+    `warnings.simplefilter("error", legato.PerformanceWarning)` makes it an error."""

@@ -31,7 +31,7 @@ from legato.frontend.codegen import emit_kernel, kernel_params, print_module
 from legato.frontend.deps import dependency_fingerprint
 from legato.frontend.language import Param, constexpr
 from legato.frontend.source import FunctionSource, LegatoFunction
-from legato.jit import cache
+from legato.jit import cache, repro
 from legato.jit.session import OutputType, Session, current_session
 from legato.model.compute_model import ComputeModel
 from legato.model.targets import resolve_backend
@@ -232,9 +232,13 @@ class Kernel:
                 source=functools.partial(self.emit_module, **constexprs),
             )
         except CompileError as e:
+            repro.compile_failed(self, constexprs, e)  # $LEGATO_REPRO: the bug report's folder
             # The message already points at the kernel's source line; the compiler's own frames
             # would only bury it, so the traceback ends here, under the user's call.
             raise e.with_traceback(None) from None
+        except Exception as e:  # an internal error: the report's folder matters most here
+            repro.compile_failed(self, constexprs, e)
+            raise
         self.compile_count += 1
         cache.stats["compiles"] += 1
         cache.memory_put(key, artifacts)
@@ -304,6 +308,11 @@ class Kernel:
             else:
                 self._write_output(sess, getattr(artifacts, sess.output_type.value))
         bound = [bind(x) for _, x in tensors]
+        limits = runtime.resolve_limits(
+            *((sess.time_limit, sess.cycle_limit, sess.memory_limit) if sess is not None else ())
+        )
+        # $LEGATO_REPRO: the inputs as they are before the run writes any of them
+        inputs = repro.snapshot([b.value for b in bound]) if repro.directory() else None
         try:
             result = runtime.run_binary(
                 artifacts.binary,
@@ -315,16 +324,21 @@ class Kernel:
                 # the arguments the kernel itself writes
                 expected_access=getattr(artifacts, "arg_access", None),
                 map_written=self.map_written,
-                limits=runtime.resolve_limits(
-                    *(
-                        (sess.time_limit, sess.cycle_limit, sess.memory_limit)
-                        if sess is not None
-                        else ()
-                    )
-                ),
+                limits=limits,
             )
         except ABIError as e:
             raise ArgumentError(f"kernel {self.name} ({self.where}): {e}") from None
+        except Exception as e:
+            if inputs is not None:
+                run = {
+                    "binary": artifacts.binary,
+                    "inputs": inputs,
+                    "access": getattr(artifacts, "arg_access", None),
+                    "limits": limits,
+                    "map_written": self.map_written,
+                }
+                repro.run_failed(self, constexprs, e, run)
+            raise
         self.last_run = result
         access = getattr(artifacts, "arg_access", None) or ["readwrite"] * len(bound)
         for b, acc in zip(bound, access):

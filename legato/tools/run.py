@@ -2,7 +2,8 @@
 
     legato-run kernel.mlir -a a.npy -a 'rand:1@7x256' -a zeros [--level core] [--print out]
 
-One `-a` per kernel argument, in signature order:
+One `-a` per kernel argument, in signature order, or named as the IR names it (`-a x=rand`,
+`-a %x=rand`; the legato kernel's names, kept on the core and backend kernels):
 
   FILE.npy                  an array saved by numpy (bf16 as ml_dtypes.bfloat16, or any float
                             array, rounded to the argument's element type)
@@ -18,7 +19,9 @@ a binary that is not signed with that key (for binaries from elsewhere: the chec
 only); `--sign KEYFILE -o OUT.elf` writes a signed copy instead of running.
 
 After the run every tensor argument is printed (`--print NAME_OR_INDEX` to choose, repeatable),
-with its final contents (outputs are written in place). `--save DIR` writes them as .npy,
+with its final contents (outputs are written in place). `--save DIR` writes them as .npy (a bf16
+array's header says `bfloat16`: `np.load` returns it as `ml_dtypes.bfloat16` once ml_dtypes is
+imported),
 `--stats` prints the ops each context executed. Errors (parse, verification, argument mismatch,
 deadlock, unsupported op) are printed as `legato-run: error: ...` with exit status 1.
 """
@@ -33,7 +36,9 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+from xdsl.dialects.builtin import ArrayAttr
 
+from legato.arrays import save_npy
 from legato.errors import LegatoError
 from legato.interp import api
 from legato.interp.backend import kernel_specs as backend_specs
@@ -42,6 +47,7 @@ from legato.interp.legato import kernel_specs as legato_specs
 from legato.interp.semantics import cast
 from legato.model import bertha
 from legato.model.targets import target_model, target_names
+from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.types import TensorSpec
 
 
@@ -129,7 +135,50 @@ def signature(module, level: str, kernel: str | None):
     else:
         specs = backend_specs(k)
     name = getattr(getattr(k, "sym_name", None), "data", "kernel")
-    return name, specs, [f"arg{i}" for i in range(len(specs))]
+    # the legato kernel's argument names, which the lowering keeps on the core and backend
+    # kernels (`arg_names`); a hand-written module without them numbers its arguments
+    attr = k.attributes.get(ARG_NAMES_ATTR) if hasattr(k, "attributes") else None
+    names = [a.data for a in attr.data] if isinstance(attr, ArrayAttr) else []
+    if len(names) != len(specs):
+        names = [f"arg{i}" for i in range(len(specs))]
+    return name, specs, names
+
+
+def bind_args(texts: list[str], specs, names: list[str], kernel: str) -> list[tuple[int, str]]:
+    """(argument index, its `-a` text) for every argument, from `-a` options given in
+    signature order (`-a rand`) or by the IR's argument name (`-a x=rand`, `-a %x=rand`), not
+    both for one argument; a missing, unknown or repeated one is a LegatoError listing the
+    signature."""
+    sig = ", ".join(names)
+    given: dict[int, str] = {}
+    positional = 0
+    for text in texts:
+        key, eq, value = text.partition("=")
+        key = key.strip().lstrip("%")
+        if eq and key in names:
+            i = names.index(key)
+        elif eq and key.isidentifier() and not key.startswith("rand"):
+            raise LegatoError(f"-a {text}: kernel '{kernel}' has no argument named {key!r} ({sig})")
+        else:
+            i, value = positional, text
+            positional += 1
+            while i in given:
+                i, positional = positional, positional + 1
+        if i >= len(specs):
+            raise LegatoError(
+                f"kernel '{kernel}' takes {len(specs)} argument(s) ({sig}), got {len(texts)} "
+                "-a option(s)"
+            )
+        if i in given:
+            raise LegatoError(f"-a {text}: argument '{names[i]}' is given twice")
+        given[i] = value
+    missing = [names[i] for i in range(len(specs)) if i not in given]
+    if missing:
+        raise LegatoError(
+            f"kernel '{kernel}' takes {len(specs)} argument(s) ({sig}), got {len(texts)} -a "
+            f"option(s): missing {', '.join(missing)}"
+        )
+    return sorted(given.items())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -211,12 +260,7 @@ def _run_binary(ns, data: bytes) -> int:
     layout = binary.layout
     specs = [a.type for a in layout.args]
     names = [a.name for a in layout.args]
-    if len(ns.arg) != len(specs):
-        raise LegatoError(
-            f"kernel '{binary.kernel}' takes {len(specs)} argument(s) "
-            f"({', '.join(names)}), got {len(ns.arg)} -a option(s)"
-        )
-    args = [make_arg(t, s, i) for i, (t, s) in enumerate(zip(ns.arg, specs))]
+    args = [make_arg(t, specs[i], i) for i, t in bind_args(ns.arg, specs, names, binary.kernel)]
     runtime.run_binary(data, model, args, key=key, trace=False)
     _report(ns, names, specs, args)
     return 0
@@ -237,12 +281,7 @@ def _run(ns) -> int:
     if level != found:
         raise LegatoError(f"the module is at the {found} level, not the {level} level")
     kname, specs, names = signature(module, level, ns.kernel)
-    if len(ns.arg) != len(specs):
-        raise LegatoError(
-            f"kernel '{kname}' takes {len(specs)} argument(s) "
-            f"({', '.join(names)}), got {len(ns.arg)} -a option(s)"
-        )
-    args = [make_arg(t, s, i) for i, (t, s) in enumerate(zip(ns.arg, specs))]
+    args = [make_arg(t, specs[i], i) for i, t in bind_args(ns.arg, specs, names, kname)]
     kwargs = {}
     if ns.max_steps is not None:
         kwargs["max_steps"] = ns.max_steps
@@ -283,7 +322,7 @@ def _report(ns, names, specs, values) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for i, n in enumerate(names):
             if isinstance(specs[i], TensorSpec):
-                np.save(out / f"{n}.npy", np.asarray(values[i]))
+                save_npy(out / f"{n}.npy", np.asarray(values[i]))
 
 
 def _format(arr: np.ndarray) -> str:

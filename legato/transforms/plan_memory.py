@@ -35,6 +35,7 @@ lines) and the space's size.
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -45,6 +46,7 @@ from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.dialects.core import BUFFER_ATTR
+from legato.errors import PerformanceWarning
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, source_location
@@ -274,6 +276,8 @@ class _Planner:
             if offset is None and space == "sram":
                 space = "private_dram"
                 offset = self.space(core_i, space).take(size, lives, alloc)
+                if offset is not None:
+                    self._warn_spill(alloc, core_i, lives)
             if offset is None:
                 self._refuse(alloc, core_i, lives)
             if key is not None:
@@ -281,6 +285,29 @@ class _Planner:
         alloc.offset = IntegerAttr(offset, i64)
         if space != t.space:
             alloc.attributes[PLACEMENT_ATTR] = StringAttr(space)
+
+    def _warn_spill(self, alloc: core.AllocOp, core_i: int | None, lives: Lives) -> None:
+        """A PerformanceWarning at the buffer's source line: it did not fit sram and went to
+        private DRAM, each of its accesses a DRAM transfer; with the sizes and what is live."""
+        t = alloc.result.type
+        assert isinstance(t, core.BufType)
+        sram = self.space(core_i, "sram")
+        live = sram.live_with(lives)
+        used = sram.base + sum(p.size for p in live)
+        where = f"core({core_i})" if core_i is not None else "every core"
+        message = (
+            f"this {t.dims_str()} {t.dtype.name} buffer ({_fmt(t.max_bytes)}) does not fit "
+            f"the sram of {where} ({_fmt(self.model.sram_size)} on {self.model.name}, "
+            f"{_fmt(used)} planned live with it) and is spilled to private DRAM: its accesses "
+            "pay DRAM latency; split the work into smaller tiles or over more cores"
+        )
+        if live:
+            message += f" (live with it: {_live_list(live)})"
+        loc = source_location(alloc)
+        if loc is None:
+            warnings.warn(f"{_where(alloc)}: {message}", PerformanceWarning, stacklevel=2)
+        else:
+            warnings.warn_explicit(message, PerformanceWarning, loc.file, loc.line)
 
     def _refuse(self, alloc: core.AllocOp, core_i: int | None, lives: Lives) -> NoReturn:
         t = alloc.result.type

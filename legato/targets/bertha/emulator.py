@@ -17,6 +17,7 @@ scheduling, and turns a `Trap` into an `EmulatorFault` with program, PC, address
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import heapq
 import threading
@@ -84,6 +85,12 @@ INF = 1 << 62
 _VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}
 """VPU mnemonic -> the op table's kind, which names its numerics in `vpu`."""
 _TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
+
+PROFILER: contextvars.ContextVar = contextvars.ContextVar("legato_emulator_profiler", default=None)
+"""The per-PC profiler of the runs started in this context (`legato.profile`), else None. When
+set, an emulator runs every scalar through `_execute` (the reference path: same cycles) and
+calls `profiler.attach(emulator)` once, then `profiler.step(module, pc, issue_cycle)` after
+each instruction; when None the run pays one attribute test per non-scalar instruction."""
 
 
 def _s64(v: int) -> int:
@@ -706,6 +713,10 @@ class Emulator:
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
         self.modules = self._make_modules()
+        self._prof = PROFILER.get()
+        if self._prof is not None:
+            self.fast_scalars = False  # per-instruction steps: the reference path, same cycles
+            self._prof.attach(self)
 
     def _make_modules(self) -> list[Module]:
         mods: list[Module] = []
@@ -851,10 +862,13 @@ class Emulator:
                 continue
             self._waiting.discard(idx)
             now = t
+            pc = m.pc
             try:
                 done = self._execute(m, plan, t)
             except _Trap as e:
                 raise self._fault(m, e) from None
+            if done and self._prof is not None:  # a barrier's arrival retires at its release
+                self._prof.step(m, pc, t)
             if done:
                 m.count += 1
                 total += 1
@@ -923,10 +937,13 @@ class Emulator:
         while not m.halted and 0 <= m.pc < len(code) and pure[m.pc]:
             if m.reg_ready:
                 m.stall_on_loads(code[m.pc])
+            pc, t = m.pc, m.time
             try:
-                self._execute(m, _PURE, m.time)
+                self._execute(m, _PURE, t)
             except _Trap as e:
                 raise self._fault(m, e) from None
+            if self._prof is not None:
+                self._prof.step(m, pc, t)
             m.count += 1
             total += 1
             if total > limit:
