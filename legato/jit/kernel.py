@@ -314,6 +314,7 @@ class Kernel:
                 # the arguments the kernel itself writes
                 expected_access=getattr(artifacts, "arg_access", None),
                 map_written=self.map_written,
+                hazards=sess.hazards if sess is not None else None,
                 limits=runtime.resolve_limits(
                     *(
                         (sess.time_limit, sess.cycle_limit, sess.memory_limit)
