@@ -47,13 +47,14 @@ def _compiled(kernel):
     return compile_kernel(parse_module(kernel.to_mlir(), kernel.name), kernel.model)
 
 
-def _without(kernel, mnemonic: str, nth: int) -> bytes:
-    """`kernel`'s binary with the `nth` `mnemonic` of its assembly replaced by a nop."""
+def _without(kernel, mnemonic: str, nth: int, operand: str = "") -> bytes:
+    """`kernel`'s binary with the `nth` `mnemonic` (whose operands contain `operand`) of its
+    assembly replaced by a nop."""
     art = _compiled(kernel)
     b = read_elf(art.binary)
     out, seen = [], 0
     for line in art.asm.splitlines():
-        if line.startswith("    ") and line.split()[0] == mnemonic:
+        if line.startswith("    ") and line.split()[0] == mnemonic and operand in line:
             if seen == nth:
                 line = "    nop"
             seen += 1
@@ -134,13 +135,15 @@ def test_removed_semaphore_wait_races_on_shared_dram():
     _at(e.second, "legato.tensor.memcpy(out, x * x)")
 
 
-def test_every_qwait_of_a_credit_stream_guards_data():
-    # spmd_stream's qwaits receive data and credits (a receiver's buffer is free again); with
-    # any one removed, a read or an overwrite of a buffer is unordered
-    for i in range(12):
-        binary = _without(rk.spmd_stream, "qwait", i)
-        with pytest.raises(HazardError):
+@pytest.mark.parametrize("queue, count", [("sram.q1", 4), ("sram.q2", 3)])
+def test_every_data_qwait_of_a_stream_guards_data(queue, count):
+    # spmd_stream receives every step's blocks on queues 1 and 2 (its credits come back on
+    # 254 and 255): without any one receive, the core reads a buffer before it landed
+    for i in range(count):
+        binary = _without(rk.spmd_stream, "qwait", i, queue)
+        with pytest.raises(ReadBeforeTransferError) as ei:
             run_binary(binary, rk.spmd_stream.model, _stream_args(), hazards=True)
+        _at(ei.value.second, "acc = acc + y - z")
 
 
 def _stream_args():
