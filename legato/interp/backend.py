@@ -40,7 +40,7 @@ from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.targets.bertha.arch.address_map import core_space_base
-from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans, fit_check_cause
 from legato.targets.bertha.arch.bounds import check as check_bounds
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
@@ -172,7 +172,8 @@ class BackendFunctions(InterpreterFunctions):
         try:
             return isa.alu(mn, a, b)
         except (ZeroDivisionError, ValueError) as e:
-            raise InterpError(str(e), op) from None
+            same = len(op.operands) == 2 and op.operands[0] is op.operands[1]
+            raise InterpError(fit_check_cause(mn, same) or str(e), op) from None
 
     def _rrr(self, interpreter, op, args):
         return (self._alu(op, op.MNEMONIC, args[0], args[1]),)

@@ -39,7 +39,12 @@ from legato.targets.bertha.arch.address_map import (
     classify,
     core_space_base,
 )
-from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, OutOfBounds, access_spans
+from legato.targets.bertha.arch.bounds import (
+    ADDRESS_FIELDS,
+    OutOfBounds,
+    access_spans,
+    fit_check_cause,
+)
 from legato.targets.bertha.arch.bounds import check as check_bounds
 from legato.targets.bertha.arch.dma import (
     ArrivalQueues,
@@ -959,8 +964,13 @@ class Emulator:
         pc = m.pc if pc is None else pc
         ins = m.code[pc] if 0 <= pc < len(m.code) else None
         cls = OutOfBoundsError if isinstance(e, OutOfBounds) else EmulatorFault
+        cause = e.cause
+        if ins is not None and ins.op.format == "rrr":
+            fit = fit_check_cause(ins.op.mnemonic, ins.b == ins.c)
+            if fit is not None:  # the compiler's check that a copy fits: out of bounds
+                cause, cls = fit, OutOfBoundsError
         fault = cls(
-            m.program.name, m.name, pc, e.cause, e.address, format_instruction(ins) if ins else ""
+            m.program.name, m.name, pc, cause, e.address, format_instruction(ins) if ins else ""
         )
         if isinstance(e, OutOfBounds):
             fault.what, fault.size, fault.range = e.what, e.size, e.range
