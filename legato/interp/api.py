@@ -143,6 +143,7 @@ def run(
     quantum: int = DEFAULT_QUANTUM,
     max_steps: int | None = DEFAULT_MAX_STEPS,
     listeners: Sequence[Interpreter.Listener] = (),
+    hazards: bool = True,
 ) -> RunResult:
     """Run `module` at IR `level` ("legato", "core", "backend"; default: detected) with `args`.
 
@@ -153,6 +154,8 @@ def run(
     `.stats`. Raises `InvalidModuleError` (does not parse/verify, or not at `level`),
     `InterpArgumentError` (count/shape/dtype), `UnsupportedOpError`, `DeadlockError`,
     `MemoryFault` or `InterpError` (any other failure, naming the op and context).
+    `hazards` (the backend level): check for accesses no wait orders (`arch.hazards`); one
+    raises `InterpHazardError` naming both ops and their source lines.
     """
     if isinstance(module, str):
         module = parse_module(module)
@@ -195,7 +198,7 @@ def run(
     else:
         name = getattr(getattr(k, "sym_name", None), "data", "kernel")
         bound, machine = backend_interp.run_kernel(
-            module, k, args, model, scheduler, listeners=listeners
+            module, k, args, model, scheduler, listeners=listeners, hazards=hazards
         )
         transfers = machine.transfers
     for b in bound:

@@ -40,11 +40,12 @@ from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.targets.bertha.arch.address_map import core_space_base
-from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans
+from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans, fit_check_cause
 from legato.targets.bertha.arch.bounds import check as check_bounds
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.dma import dma2d_geometry, select_core
 from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.hazards import rows_of
 from legato.targets.bertha.arch.modules import core_id
 from legato.targets.bertha.arch.units import LOCAL_SPACES, check_local, check_weight_tile
 from legato.types import dtype_from_name
@@ -171,7 +172,8 @@ class BackendFunctions(InterpreterFunctions):
         try:
             return isa.alu(mn, a, b)
         except (ZeroDivisionError, ValueError) as e:
-            raise InterpError(str(e), op) from None
+            same = len(op.operands) == 2 and op.operands[0] is op.operands[1]
+            raise InterpError(fit_check_cause(mn, same) or str(e), op) from None
 
     def _rrr(self, interpreter, op, args):
         return (self._alu(op, op.MNEMONIC, args[0], args[1]),)
@@ -507,6 +509,47 @@ def _check_bounds(env: ProgramEnv, machine: Machine, op, row, inputs) -> None:
         raise InterpError(e.cause, op) from None
 
 
+def _hazard_step(env: ProgramEnv, machine: Machine, op, inputs) -> None:
+    """Tell the hazard checker what `op` (just run) accessed: the same footprint the emulator
+    sees (`arch.bounds.access_spans`; a dma2d's rows), a DMA with the queue it notified. The
+    sync ops tell it themselves (`Machine`)."""
+    hz = machine.hazards
+    assert hz is not None
+    mnemonic = getattr(op, "MNEMONIC", None)
+    if mnemonic == "dmawait":
+        machine.check_hazard(op, hz.dmawait)
+        return
+    info = isa.BY_MNEMONIC.get(mnemonic) if mnemonic else None
+    if info is None or info.format not in ADDRESS_FIELDS:
+        return
+    fmt = info.format
+    fields = {"b": 0} if isinstance(op, B.LdOp) else {f: i for i, f in enumerate("abcd")}
+    weight = machine.mpu_weight.get(env.core)
+    spans = access_spans(
+        fmt,
+        info.mnemonic,
+        op.immediate(),
+        lambda f: inputs[fields[f]],
+        weight.shape if weight is not None else None,
+    )
+    if fmt in ("dma", "dma2d"):
+        (dst, _), (src, n) = spans["a"], spans["b"]
+        if fmt == "dma2d":
+            rows, row, dstride, sstride, _, _ = dma2d_geometry(inputs[2], inputs[3])
+            src_r, dst_r = rows_of(src, rows, row, sstride), rows_of(dst, rows, row, dstride)
+        else:
+            src_r, dst_r = [(src, src + n)], [(dst, dst + n)]
+        notify, machine.last_signal = machine.last_signal if op.notify is not None else None, None
+        machine.check_hazard(op, hz.dma, op, src_r, dst_r, notify)
+        return
+    writes = ADDRESS_FIELDS[fmt]
+    reads = [(a, a + n) for f, (a, n) in spans.items() if not writes[f]]
+    if fmt == "vsel" or (fmt == "mpu_mm" and op.acc is not None):
+        reads.append((spans["a"][0], spans["a"][0] + spans["a"][1]))  # the kept / accumulated dst
+    out = [(a, a + n) for f, (a, n) in spans.items() if writes[f]]
+    machine.check_hazard(op, hz.access, op, reads, out)
+
+
 def run_program(interp: Interpreter, env: ProgramEnv, prog, machine: Machine) -> None:
     ops = list(prog.body.block.ops)
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, B.LabelOp)}
@@ -518,6 +561,8 @@ def run_program(interp: Interpreter, env: ProgramEnv, prog, machine: Machine) ->
         if bounds and pc in bounds:
             _check_bounds(env, machine, op, bounds[pc], inputs)
         results = interp.run_op(op, inputs)
+        if machine.hazards is not None:
+            _hazard_step(env, machine, op, inputs)
         for v, r in zip(op.results, results):
             write_result(env, v, r)
         if env.jump is not None:
@@ -535,7 +580,11 @@ def run_kernel(
     scheduler: Scheduler,
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
+    hazards: bool = True,
 ) -> tuple[list[BoundArg], Machine]:
+    """Run a backend kernel (`machine.run_kernel_programs`); `hazards`: check every access
+    and sync op (`arch.hazards`), an unordered pair raising `InterpHazardError`."""
+
     def functions(machine: Machine, bound: list[BoundArg]) -> list[InterpreterFunctions]:
         return [BackendFunctions(machine), *extra_functions]
 
@@ -547,5 +596,14 @@ def run_kernel(
         run_program(interp, env, prog, machine)
 
     return run_kernel_programs(
-        module, kernel, kernel_specs(kernel), args, model, scheduler, functions, start, listeners
+        module,
+        kernel,
+        kernel_specs(kernel),
+        args,
+        model,
+        scheduler,
+        functions,
+        start,
+        listeners,
+        hazards=hazards,
     )

@@ -83,5 +83,19 @@ class DeadlockError(InterpError):
         super().__init__("\n".join(lines))
 
 
+class InterpHazardError(InterpError):
+    """The hazard checker found two accesses no wait orders (`arch.hazards`): `hazard` is the
+    `HazardError` (its class says which kind), `first` and `second` its accesses, each with
+    the IR op's source line."""
+
+    def __init__(self, hazard, op: Operation | None = None):
+        self.hazard, self.first, self.second = hazard, hazard.first, hazard.second
+        lines = [hazard.cause]
+        for a in (hazard.first, hazard.second):
+            if a.source is not None:
+                lines.append(f"  {a.module} ({a.access}) is at {':'.join(map(str, a.source))}")
+        super().__init__("\n".join(lines), op)
+
+
 class StepLimitExceeded(InterpError):
     """The run executed more ops than its budget (a livelock or an endless loop)."""

@@ -10,7 +10,9 @@ model the emulator uses too (`legato.targets.bertha.arch`):
 
 DMA timing: the interpreters complete a DMA when it is issued (data copied, arrival signalled),
 one legal schedule of the asynchronous hardware; `dma_wait` / `dmawait` therefore never block.
-The emulator models the real timing; a program whose result depends on the schedule has a race.
+The emulator models the real timing; a program whose result depends on the schedule has a race,
+which the hazard checker (`hazards`, `arch.hazards`: the backend level) reports whatever the
+schedule: it counts a DMA in flight until a wait orders it.
 """
 
 from __future__ import annotations
@@ -24,12 +26,19 @@ from xdsl.interpreter import Interpreter, InterpreterFunctions
 
 from legato.dialects.legato import dtype_of_element_type
 from legato.interp.common import BoundArg, bind_args
-from legato.interp.errors import InterpError, InvalidModuleError
+from legato.interp.errors import (
+    InterpError,
+    InterpHazardError,
+    InvalidModuleError,
+    describe_location,
+    op_name,
+)
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha.abi import ArgLayout, ScalarSpec
 from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.hazards import HazardChecker, HazardError
 from legato.targets.bertha.arch.modules import context_cores
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 from legato.types import DType, TensorSpec, i64
@@ -57,6 +66,24 @@ class Machine:
     num_programs: int = 0
     transfers: int = 0
     dma_bytes: int = 0
+    # the hazard checker (None: off) and each task's index in it, by task name
+    hazards: HazardChecker | None = None
+    task_index: dict[str, int] = field(default_factory=dict)
+    last_signal: tuple | None = None  # the queue the last DMA notified (the checker's key)
+
+    # -- hazards --------------------------------------------------------------------------
+
+    def hazard_module(self) -> int:
+        """The checker's index of the running task."""
+        return self.task_index[self.scheduler.current.name]  # type: ignore[union-attr]
+
+    def check_hazard(self, op, hook, *args) -> None:
+        """Call checker `hook(running module, *args)`; a hazard becomes an `InterpHazardError`
+        at `op` (the scheduler passes InterpErrors through)."""
+        try:
+            hook(self.hazard_module(), *args)
+        except HazardError as e:
+            raise InterpHazardError(e, op) from None
 
     # -- arguments ------------------------------------------------------------------------
 
@@ -103,6 +130,7 @@ class Machine:
                 f"DMA notifies core {core}, but the model has {self.model.num_cores} cores"
             )
         self.arrivals.push((core, space, queue), source)
+        self.last_signal = (core, space, queue)
         self.transfers += 1
 
     def wait_arrival(self, core: int, space: str, queue: int, op) -> None:
@@ -112,6 +140,8 @@ class Machine:
             lambda: bool(fifo), op, f"an arrival on core {core} {space} queue {queue}"
         )
         self.arrivals.pop(key)
+        if self.hazards is not None:
+            self.check_hazard(op, self.hazards.qwait, key)
 
     def pending(self) -> list[str]:
         return [
@@ -130,13 +160,19 @@ class Machine:
             gen, _ = barriers.arrive(bid, count)
         except Trap as e:
             raise InterpError(e.cause, op) from None
+        if self.hazards is not None:
+            self.check_hazard(op, self.hazards.barrier_arrive, (bid, gen))
         self.scheduler.block_until(
             lambda: barriers.passed(bid, gen),
             op,
             f"barrier {bid} ({count} modules; {barriers.arrived(bid)} arrived)",
         )
+        if self.hazards is not None:
+            self.check_hazard(op, self.hazards.barrier_release, (bid, gen))
 
     def sem_post(self, sid: int, count: int) -> None:
+        if self.hazards is not None:
+            self.check_hazard(None, self.hazards.sem_post, sid)
         self.semaphores.post(sid, count)
 
     def sem_wait(self, sid: int, count: int, op) -> None:
@@ -145,6 +181,8 @@ class Machine:
             lambda: sems.ready(sid, count), op, f"semaphore {sid} >= {count}"
         )
         sems.take(sid, count)
+        if self.hazards is not None:
+            self.check_hazard(op, self.hazards.sem_wait, sid)
 
     # -- MPU ------------------------------------------------------------------------------
 
@@ -155,6 +193,22 @@ class Machine:
         if core not in self.mpu_weight:
             raise InterpError(f"core {core} runs a matmul before loading an MPU weight tile", op)
         return self.mpu_weight[core]
+
+
+def _hazard_site(tasks):
+    """The checker's `describe` for interpreter tasks: a site is the IR op."""
+
+    def describe(idx: int, op) -> tuple:
+        name, _core, prog = tasks[idx]
+        loc = describe_location(op)
+        source = None
+        if loc:
+            file, line, col = loc.rsplit(":", 2)
+            source = (file, int(line), int(col))
+        text = op_name(op) if op is not None else "?"
+        return name, prog.sym_name.data, None, text + (f" at {loc}" if loc else ""), source
+
+    return describe
 
 
 def _scalar_dtype(t):
@@ -205,12 +259,15 @@ def run_kernel_programs(
     functions: Callable[[Machine, list[BoundArg]], Sequence[InterpreterFunctions]],
     start: Callable[[Interpreter, Machine, str, int | None, Any], None],
     listeners: Sequence[Interpreter.Listener] = (),
+    hazards: bool = False,
 ) -> tuple[list[BoundArg], Machine]:
     """Run a `core.kernel` or `backend.kernel` on a fresh machine: place `args` (typed by
     `specs`), then run each module's program (`program_tasks`) as a scheduler task in its own
     xDSL interpreter over `module`, with the implementations `functions(machine, bound)`
     registered (in order) and `listeners` attached, started by `start(interp, machine, task
-    name, core, program)`. Returns the bound arguments and the machine once every task ended."""
+    name, core, program)`. `hazards`: give the machine a hazard checker (the executor calls its
+    access hooks; the machine its sync hooks). Returns the bound arguments and the machine once
+    every task ended."""
     machine = Machine(model, scheduler, Memory(model))
     bound = machine.place_args(specs, args, kernel.sym_name.data)
     impls = functions(machine, bound)
@@ -220,6 +277,14 @@ def run_kernel_programs(
             bind(machine)
     tasks = program_tasks(kernel, model.num_cores)
     machine.num_programs = len(tasks)
+    if hazards:
+        machine.task_index = {name: i for i, (name, _c, _p) in enumerate(tasks)}
+        machine.hazards = HazardChecker(
+            len(tasks),
+            _hazard_site(tasks),
+            lambda a, n: False,  # the interpreters map no memory read-only
+            lambda a, n: machine.memory.find(a, n)[0].name,
+        )
     scheduler.deadlock_notes = machine.pending
 
     def make_body(name: str, core: int | None, prog):

@@ -324,6 +324,7 @@ class Kernel:
                 # the arguments the kernel itself writes
                 expected_access=getattr(artifacts, "arg_access", None),
                 map_written=self.map_written,
+                hazards=sess.hazards if sess is not None else None,
                 limits=limits,
             )
         except ABIError as e:

@@ -43,6 +43,7 @@ class Session:
     time_limit: float | None = None  # per call; None: $LEGATO_TIME_LIMIT, else the default
     cycle_limit: int | None = None
     memory_limit: int | None = None
+    hazards: bool | None = None  # None: $LEGATO_HAZARDS, else off
 
 
 _session: contextvars.ContextVar[Session | None] = contextvars.ContextVar(
@@ -59,6 +60,7 @@ def session(
     time_limit: float | None = None,
     cycle_limit: int | None = None,
     memory_limit: int | None = None,
+    hazards: bool | None = None,
 ):
     """JIT options for the kernel calls inside the `with`: write stage `output_type` of every
     kernel called to `output_path/<kernel><suffix>` (the kernels still run); with `trace=True`
@@ -68,7 +70,12 @@ def session(
     (host bytes backing simulated memory) bound each call's run; unset, each comes from
     `$LEGATO_TIME_LIMIT` / `$LEGATO_CYCLE_LIMIT` / `$LEGATO_MEMORY_LIMIT`, else a default
     (`legato.targets.bertha.runtime.DEFAULT_LIMITS`); 0 means unbounded. Past one, the call
-    raises a `LegatoRuntimeError` naming the limit, its value, the module and the PC."""
+    raises a `LegatoRuntimeError` naming the limit, its value, the module and the PC.
+    `hazards=True` makes the emulator check every call for unsynchronised accesses (a read
+    before the DMA filling the buffer completed, a write to a buffer a DMA still reads, cores
+    racing on shared DRAM) and raise a `HazardError` naming both accesses' source lines;
+    unset, `$LEGATO_HAZARDS` (`1`/`0`) decides, else it is off (it costs host time, see
+    docs/isa.md). `kernel.interpret` always checks."""
     from legato.targets.bertha.runtime import resolve_limits
 
     resolve_limits(time_limit, cycle_limit, memory_limit)  # refuse bad values here, not later
@@ -92,6 +99,7 @@ def session(
             time_limit,
             cycle_limit,
             memory_limit,
+            None if hazards is None else bool(hazards),
         )
     )
     try:

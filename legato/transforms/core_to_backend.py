@@ -500,6 +500,8 @@ class _Selector:
         src, dst = op.src, op.dst
         if op.nbytes is not None or (self.contiguous(src) and self.contiguous(dst)):
             length = self.regs[op.nbytes] if op.nbytes is not None else self.nbytes(src, op)
+            if op.nbytes is None:
+                length = self._fits(length, src, dst, op)
             self.emit(be.DmaOp(self.regs[dst], self.regs[src], length, notify), op)
             return
         # a strided copy: one DMA per contiguous run, unrolled over the outer indices
@@ -561,6 +563,29 @@ class _Selector:
                 ),
                 op,
             )
+
+    def _fits(self, length: SSAValue, src: SSAValue, dst: SSAValue, op: core.DmaOp) -> SSAValue:
+        """`length` (the source's bytes), checked at run time against the destination's when
+        their sizes are different runtime values (the dims of two arguments): a copy that does
+        not fit faults at the copy's line (a zero divisor: `length * (ok / ok)`, ok = 0 when
+        the source is larger), as the interpreters refuse it, instead of writing past the
+        destination. Sizes the compiler can compare need no check (static ones are verified)."""
+        sd, dd = self.dims[src], self.dims[dst]
+        if len(sd) == len(dd) and all(a is b or a == b for a, b in zip(sd, dd)):
+            return length
+        if all(isinstance(x, int) for x in (*sd, *dd)):
+            return length
+        st, dt = _buf_type(src), _buf_type(dst)
+        if (
+            all(isinstance(x, int) for x in dd)
+            and math.prod(st.get_bounds()) * st.dtype.itemsize <= math.prod(dd) * dt.dtype.itemsize
+        ):
+            return length  # the source's bound fits the static destination
+        dst_n = self.nbytes(dst, op)
+        over = self.emit(be.SltOp(dst_n, length), op).results[0]
+        ok = self.emit(be.SeqOp(over, self.const(0)), op).results[0]
+        one = self.emit(be.DivOp(ok, ok), op).results[0]
+        return self.emit(be.MulOp(length, one), op).results[0]
 
     def _vpu_binary(self, op: core.VpuBinaryOp) -> None:
         self.need_contiguous(op, op.lhs, op.rhs, op.out)

@@ -172,6 +172,24 @@ def core_to_core(
 
 
 @legato.compile(backend=four_cores)
+def sem_handoff(
+    a: tt([R, 64], "shared_dram"),
+    out: tt([R, 64], "shared_dram"),
+):
+    """A semaphore orders two cores' accesses of shared DRAM: core 0 writes a*a to `out` and
+    signals core 1, which waits, reads `out` back and writes it plus one."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        x = legato.tensor.load(a, "sram")
+        legato.tensor.memcpy(out, x * x)
+        legato.sync.signal(device.get_core(1), 1)
+    with device.get_core(1):
+        legato.sync.wait(1)
+        y = legato.tensor.load(out, "sram")
+        legato.tensor.memcpy(out, y + 1.0)
+
+
+@legato.compile(backend=four_cores)
 def spmd_ring(
     a: tt([NC * R, 64], "shared_dram"),
     out: tt([NC * R, 64], "shared_dram"),
@@ -336,6 +354,14 @@ RUNTIME_CORPUS = [
         reference=lambda ins: [ins[0] * ins[0] + 1],
         outputs=(1,),
         model=core_to_core.model,
+    ),
+    CorpusKernel(
+        name="core_to_core_shared_semaphore",
+        mlir=sem_handoff.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_f32(rng, (R, 64)), np.zeros((R, 64), np.float32)],
+        reference=lambda ins: [ins[0] * ins[0] + 1],
+        outputs=(1,),
+        model=sem_handoff.model,
     ),
     CorpusKernel(
         name="spmd_ring_request_load",

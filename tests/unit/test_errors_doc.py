@@ -515,6 +515,21 @@ def emulator_deadlock(tmp_path):
     return raised(EmulatorError, _run_asm, src, [("x", i64, [8], "read")], [np.zeros(8, np.int64)])
 
 
+def emulator_hazard(tmp_path):
+    from legato.targets.bertha.arch.hazards import HazardError
+    from legato.types import i64
+
+    # core 0 reads the sram top's DMA fills without waiting on the queue it notifies
+    src = (
+        ".program top on top\n    ld r3, 8(r1)\n    lsa r4, core0.sram, 0\n    li r5, 64\n"
+        "    dma r4, r3, r5, core0.sram.q0\n    halt\n"
+        ".program c0 on core(0)\n.mem sram 64\n    lsa r3, sram, 0\n    ld r4, 0(r3)\n    halt\n"
+    )
+    return raised(
+        HazardError, _run_asm, src, [("x", i64, [8], "read")], [np.zeros(8, np.int64)], hazards=True
+    )
+
+
 def emulator_instruction_limit(tmp_path):
     return raised(
         EmulatorError, _run_asm, ".program top on top\nL0:\n    jmp L0\n", instruction_limit=1000

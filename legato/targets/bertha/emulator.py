@@ -7,9 +7,11 @@ scoreboard, its unit is free and its synchronisation condition holds); a module 
 depends on another module (`qwait`, `sem.wait`, `barrier`) is blocked until that happens.  When
 every unhalted module is blocked the run stops with a `DeadlockError` naming each one.
 
-Data effects happen at issue (a DMA copies its bytes when it issues; its completion time is what
-`qwait`, `dmawait` and the scoreboard observe), so a program that synchronises correctly sees
-exactly the data real hardware would.  The machine's rules (address map, lazily allocated
+Data effects of the units happen at issue; a DMA's bytes land when it completes (its source
+is read then too), the time `qwait`, `dmawait` and the scoreboard observe, so a program that
+synchronises correctly sees exactly the data real hardware would, and one that does not sees
+stale data. With `hazards=True` the checker of `arch.hazards` reports such a program's
+unordered accesses whatever the timing.  The machine's rules (address map, lazily allocated
 memory, barriers, semaphores, DMA descriptors, queues) are the machine model's
 (`legato.targets.bertha.arch`, shared with the interpreters); this module adds timing and
 scheduling, and turns a `Trap` into an `EmulatorFault` with program, PC, address and cause.
@@ -39,7 +41,12 @@ from legato.targets.bertha.arch.address_map import (
     classify,
     core_space_base,
 )
-from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, OutOfBounds, access_spans
+from legato.targets.bertha.arch.bounds import (
+    ADDRESS_FIELDS,
+    OutOfBounds,
+    access_spans,
+    fit_check_cause,
+)
 from legato.targets.bertha.arch.bounds import check as check_bounds
 from legato.targets.bertha.arch.dma import (
     ArrivalQueues,
@@ -51,6 +58,7 @@ from legato.targets.bertha.arch.dma import (
 )
 from legato.targets.bertha.arch.errors import MapError
 from legato.targets.bertha.arch.errors import Trap as _Trap
+from legato.targets.bertha.arch.hazards import HazardChecker, rows_of
 from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory, Region
 from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
@@ -689,10 +697,13 @@ class Emulator:
         time_limit: float | None = None,
         cycle_limit: int | None = None,
         memory_limit: int | None = None,
+        hazards: bool = False,
     ):
         """`time_limit` (wall-clock seconds), `cycle_limit` (simulated cycles) and
         `memory_limit` (host bytes backing simulated memory) bound the run (None: unbounded);
-        each ends it with a `LimitError` naming the bound and the module and PC."""
+        each ends it with a `LimitError` naming the bound and the module and PC. `hazards`:
+        check every access and sync op (`arch.hazards`); an unordered pair of accesses ends the
+        run with a `HazardError` naming both."""
         self.binary = binary
         self.model = model
         self.memory = Memory(model)
@@ -717,6 +728,14 @@ class Emulator:
         if self._prof is not None:
             self.fast_scalars = False  # per-instruction steps: the reference path, same cycles
             self._prof.attach(self)
+        # DMAs whose bytes have not landed: (end, issue order, module, pc, landing function, args)
+        self._landings: list[tuple] = []
+        self._land_seq = 0
+        self.hazards = (
+            HazardChecker(len(self.modules), self._describe, self._read_only, self._region_name)
+            if hazards
+            else None
+        )
 
     def _make_modules(self) -> list[Module]:
         mods: list[Module] = []
@@ -882,6 +901,7 @@ class Emulator:
                 total, limit = self._run_scalars_reference(m, total, limit)
             if not m.halted:
                 self._schedule(m)
+        self._land(INF)  # the transfers still in flight when the last module halted
         result = self._result()
         if self.cycle_limit is not None and result.cycles > self.cycle_limit:
             # fewer instructions than a check apart, but long ones: the module that ended last
@@ -1125,13 +1145,20 @@ class Emulator:
     """On a wake, a `qwait` waiting on a queue that is still empty only moves its version
     (False: it is planned again, the reference a differential test compares it with)."""
 
-    def _fault(self, m: Module, e: _Trap) -> EmulatorFault:
+    def _fault(self, m: Module, e: _Trap, pc: int | None = None) -> EmulatorFault:
+        """`e` as the fault of `m` at `pc` (default: its current instruction)."""
         if isinstance(e, HostMemoryLimit):
             return self._limit_error(MemoryLimitError, m, e.limit, e.cause)
-        ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
+        pc = m.pc if pc is None else pc
+        ins = m.code[pc] if 0 <= pc < len(m.code) else None
         cls = OutOfBoundsError if isinstance(e, OutOfBounds) else EmulatorFault
+        cause = e.cause
+        if ins is not None and ins.op.format == "rrr":
+            fit = fit_check_cause(ins.op.mnemonic, ins.b == ins.c)
+            if fit is not None:  # the compiler's check that a copy fits: out of bounds
+                cause, cls = fit, OutOfBoundsError
         fault = cls(
-            m.program.name, m.name, m.pc, e.cause, e.address, format_instruction(ins) if ins else ""
+            m.program.name, m.name, pc, cause, e.address, format_instruction(ins) if ins else ""
         )
         if isinstance(e, OutOfBounds):
             fault.what, fault.size, fault.range = e.what, e.size, e.range
@@ -1412,9 +1439,13 @@ class Emulator:
     def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
         """Issue the next instruction of `m` at time `t`; returns False when it did not retire
         (a barrier arrival)."""
+        if self._landings and self._landings[0][0] <= t:
+            self._land(t)
         if m.inflight:
             m.inflight = [x for x in m.inflight if x[0] > t]
         if m.barrier_token is not None:
+            if self.hazards is not None:
+                self.hazards.barrier_release(m.index, m.barrier_token)
             m.barrier_token = None
             if self.trace_on:
                 self._ev(m, "sync", "barrier", m.time, t - m.time)
@@ -1449,6 +1480,8 @@ class Emulator:
             m.set(ins.a, core_space_base(core, SPACE_NAMES[ins.b]) + ins.imm)
         elif mn == "ld":
             (addr,) = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, ((addr, addr + 8),), ())
             m.set(ins.a, int.from_bytes(self.memory.read(addr, 8).tobytes(), "little", signed=True))
             if self._is_dram(addr) and ins.a:
                 # non-blocking: issue goes on; the register is ready after the DRAM latency
@@ -1456,6 +1489,8 @@ class Emulator:
                 m.reg_ready[ins.a] = t + self.model.dram_latency_cycles
         elif mn == "st":
             (addr,) = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, (), ((addr, addr + 8),))
             self.memory.write(addr, (r[ins.a] & _MASK64).to_bytes(8, "little"))
             issue_end = t + (self.model.dram_latency_cycles if self._is_dram(addr) else 1)
         elif mn == "halt":
@@ -1469,23 +1504,33 @@ class Emulator:
             self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
             arrival = self.queues.pop((m.core, ins.a, ins.imm))
+            if self.hazards is not None:
+                self.hazards.qwait(m.index, (m.core, ins.a, ins.imm))
             if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"qwait {SPACE_NAMES[ins.a]}.q{ins.imm}", m.time, t - m.time)
             assert arrival <= t
         elif mn == "dmawait":
+            if self.hazards is not None:
+                self.hazards.dmawait(m.index)
             if t > m.time and self.trace_on:
                 self._ev(m, "sync", "dmawait", m.time, t - m.time)
         elif mn == "sem.post":
             self.sems.post(ins.a, ins.imm, t + 1)
+            if self.hazards is not None:
+                self.hazards.sem_post(m.index, ins.a)
             self._wake()
         elif mn == "sem.wait":
             self.sems.take(ins.a, ins.imm)
+            if self.hazards is not None:
+                self.hazards.sem_wait(m.index, ins.a)
             if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
             return self._arrive(m, ins, t)
         elif fmt == "mpu_ldw":
             src, k, n, reads = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, reads, ())
             # the tile's f64 values and column statistics, once for every pass until the next ldw
             m.weight = mpu_fast.weight(
                 self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n), m.weight
@@ -1494,6 +1539,8 @@ class Emulator:
             self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
         elif fmt == "mpu_mm":
             dst, src, rows, k, n, reads, writes = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, reads, writes)
             a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
             f32 = bool(ins.imm & MM_F32)
             acc = None
@@ -1537,12 +1584,18 @@ class Emulator:
 
     def _exec_dma(self, m: Module, ins, plan: _Plan, t: int) -> None:
         dst, src, n, notify, port, s_space, d_space = plan.data
-        data = self.memory.read(src, n)
-        self.memory.write(dst, data)
+        self.memory.writable(dst, n)  # a fault of this instruction, not of its landing
+        if self.hazards is not None:
+            self.hazards.dma(m.index, m.pc, ((src, src + n),), ((dst, dst + n),), notify)
         shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]
         dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
+        if n:
+            self._landing(end, m, self._land_dma, (dst, src, n))
         self._dma_booked(m, t, end, (src, src + n), (dst, dst + n), notify, bytes=n, port=port)
+
+    def _land_dma(self, dst: int, src: int, n: int) -> None:
+        self.memory.write(dst, self.memory.read(src, n))
 
     def _dma_booked(self, m: Module, t: int, end: int, read, write, notify, **ev) -> None:
         """What every transfer does once its end time is known: the scoreboard entry, the
@@ -1563,17 +1616,15 @@ class Emulator:
         )
         n = rows * row
         if n:
-            block = np.lib.stride_tricks.as_strided(
-                self.memory.read(src, sspan), (rows, row), (sstride, 1)
+            self.memory.writable(dst, dspan)  # a fault of this instruction, not of its landing
+        if self.hazards is not None:
+            self.hazards.dma(
+                m.index,
+                m.pc,
+                rows_of(src, rows, row, sstride),
+                rows_of(dst, rows, row, dstride),
+                notify,
             )
-            if dstride == row:
-                self.memory.write(dst, np.ascontiguousarray(block))
-            else:
-                out = self.memory.read(dst, dspan)
-                if not out.flags.writeable:  # a read-only region: the write below traps
-                    out = out.copy()
-                np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
-                self.memory.write(dst, out)
         shared = [
             (a, rows, row, st)
             for a, st, sp in ((src, sstride, s_space), (dst, dstride, d_space))
@@ -1581,13 +1632,60 @@ class Emulator:
         ]
         dram = s_space in DRAM_REGIONS or d_space in DRAM_REGIONS
         end, _pdur = self.dram.dma(t, port, n, shared, dram)
+        if n:
+            self._landing(
+                end, m, self._land_dma2d, (dst, src, rows, row, dstride, sstride, sspan, dspan)
+            )
         self._dma_booked(
             m, t, end, (src, src + sspan), (dst, dst + dspan), notify, bytes=n, rows=rows, port=port
         )
 
+    def _land_dma2d(self, dst, src, rows, row, dstride, sstride, sspan, dspan) -> None:
+        block = np.lib.stride_tricks.as_strided(
+            self.memory.read(src, sspan), (rows, row), (sstride, 1)
+        )
+        if dstride == row:
+            self.memory.write(dst, np.ascontiguousarray(block))
+        else:
+            out = self.memory.read(dst, dspan).copy()  # (the block may be a view of it)
+            np.lib.stride_tricks.as_strided(out, (rows, row), (dstride, 1))[...] = block
+            self.memory.write(dst, out)
+
+    # ---- landing and hazards --------------------------------------------------------------
+    def _landing(self, end: int, m: Module, fn, args: tuple) -> None:
+        """The DMA `m` issues now lands at `end`: `fn(*args)` then (`_land`)."""
+        self._land_seq += 1
+        heapq.heappush(self._landings, (end, self._land_seq, m.index, m.pc, fn, args))
+
+    def _land(self, t: int) -> None:
+        """Land every DMA that completed by `t`, in completion (then issue) order; a fault
+        while landing (host memory) is the issuing instruction's."""
+        heap = self._landings
+        while heap and heap[0][0] <= t:
+            _end, _seq, idx, pc, fn, args = heapq.heappop(heap)
+            try:
+                fn(*args)
+            except _Trap as e:
+                raise self._fault(self.modules[idx], e, pc) from None
+
+    def _describe(self, idx: int, pc: int) -> tuple:
+        """(module name, program name, pc, instruction text, no source: the runtime adds the
+        line) of `pc` of module `idx`, for a hazard report."""
+        m = self.modules[idx]
+        ins = m.code[pc] if 0 <= pc < len(m.code) else None
+        return m.name, m.program.name, pc, format_instruction(ins) if ins else "", None
+
+    def _read_only(self, addr: int, n: int) -> bool:
+        return self.memory.find(addr, n)[0].read_only
+
+    def _region_name(self, addr: int, n: int) -> str:
+        return self.memory.find(addr, n)[0].name
+
     def _arrive(self, m: Module, ins, t: int) -> bool:
         gen, complete = self.barriers.arrive(ins.a, ins.imm, t)
         m.barrier_token = (ins.a, gen)
+        if self.hazards is not None:
+            self.hazards.barrier_arrive(m.index, m.barrier_token)
         m.time = t
         if complete:
             self._wake()
@@ -1595,6 +1693,8 @@ class Emulator:
 
     def _exec_vpu(self, m: Module, ins, plan: _Plan, t: int) -> None:
         reads, writes, elems = plan.data
+        if self.hazards is not None:
+            self.hazards.access(m.index, m.pc, reads, writes)
         vs = self._vpu_static(m, ins)
         mn, fmt, dt = vs.mn, vs.fmt, vs.dt
         r = m.regs

@@ -28,12 +28,23 @@ from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
+from legato.targets.bertha.arch.hazards import HazardError
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
 
-__all__ = ["ABIError", "BinaryError", "Limits", "load_binary", "resolve_limits", "run_binary"]
+__all__ = [
+    "ABIError",
+    "BinaryError",
+    "Limits",
+    "load_binary",
+    "resolve_hazards",
+    "resolve_limits",
+    "run_binary",
+]
+
+HAZARD_ENV = "LEGATO_HAZARDS"
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,23 @@ def resolve_limits(time=None, cycles=None, memory=None) -> Limits:
     return Limits(**out)
 
 
+def resolve_hazards(given: bool | None = None) -> bool:
+    """Whether a run checks hazards (`arch.hazards`): `given` (a session option), else
+    `$LEGATO_HAZARDS` (`1`/`on`/`true` or `0`/`off`/`false`), else off (the checker costs host
+    time, docs/isa.md; the tests turn it on)."""
+    if given is not None:
+        return bool(given)
+    text = os.environ.get(HAZARD_ENV)
+    if text is None:
+        return False
+    v = text.strip().lower()
+    if v in ("1", "on", "true", "yes"):
+        return True
+    if v in ("0", "off", "false", "no", ""):
+        return False
+    raise LegatoRuntimeError(f"${HAZARD_ENV}={text!r} is not valid: expected 1/on or 0/off")
+
+
 def _read(binary_bytes: bytes, key: bytes | None):
     return read_elf(binary_bytes) if key is None else verify_signature(binary_bytes, key)
 
@@ -166,13 +194,22 @@ def _source_text(loc) -> str:
 
 
 def with_source_lines(e, binary, num_cores: int | None = None):
-    """`e` (an EmulatorFault or DeadlockError) naming the kernel's source line of each PC it
-    names, from the binary's line table: `source` (file, line, col) on a fault, `sources` (one
-    per blocked module) on a deadlock, and the lines in the message. A deadlock also gets the
+    """`e` (an EmulatorFault, DeadlockError or HazardError) naming the kernel's source line of
+    each PC it names, from the binary's line table: `source` (file, line, col) on a fault, on
+    each of a hazard's two accesses, `sources` (one per blocked module) on a deadlock, and the
+    lines in the message. A deadlock also gets the
     cycle of waits (`deadlock.explain`; `num_cores` for `all_cores` programs): `cycle`, the
     steps of one cycle of blocked modules each waiting on the next, and `unreleasable`, the
     waits no running module can release."""
-    if isinstance(e, DeadlockError):
+    if isinstance(e, HazardError):
+        for a in (e.first, e.second):
+            a.source = binary.source_of(a.program, a.pc)
+        extra = [
+            f"  {a.module} pc {a.pc} ({a.access}) is at {_source_text(a.source)}"
+            for a in (e.first, e.second)
+            if a.source is not None
+        ]
+    elif isinstance(e, DeadlockError):
         e.sources = [binary.source_of(prog, pc) for _m, prog, pc, _i, _w in e.waits]
         extra = [
             f"  {mod} pc {pc} is at {_source_text(loc)}"
@@ -261,6 +298,7 @@ def run_binary(
     expected_access: list[str] | None = None,
     limits: Limits | None = None,
     map_written: bool = False,
+    hazards: bool | None = None,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
@@ -273,7 +311,8 @@ def run_binary(
     `map_written`: an argument the kernel writes that is a C-contiguous, writeable array is
     mapped (the kernel writes the caller's memory in place; a run that fails may leave it
     partly written) instead of copied in and back: for a large tensor a kernel updates in a few
-    places, such as a paged KV cache."""
+    places, such as a paged KV cache. `hazards`: check for unsynchronised accesses (default
+    `resolve_hazards()`); one ends the run with a `HazardError` naming both accesses' lines."""
     binary = load_binary(binary_bytes, model, key, cached=True)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
@@ -324,6 +363,7 @@ def run_binary(
         time_limit=limits.time,
         cycle_limit=limits.cycles,
         memory_limit=limits.memory,
+        hazards=resolve_hazards(hazards),
     )
     mem = emu.memory
     copies: list[tuple[np.ndarray, int]] = []
@@ -388,7 +428,7 @@ def run_binary(
     try:
         try:
             result = emu.run(table_addr)
-        except (EmulatorFault, DeadlockError) as e:
+        except (EmulatorFault, DeadlockError, HazardError) as e:
             raise with_source_lines(e, binary, model.num_cores) from None
 
         for arr, addr in copies:

@@ -179,6 +179,7 @@ def test_random_programs_never_beat_the_roofline(name, progs):
         [x, out],
         model=model,
         trace=False,
+        hazards=False,  # the random cores write `out` unsynchronised: only timing is tested
     )
     assert res.dram_bytes == total["dram"]
     assert res.mac_count == total["macs"]

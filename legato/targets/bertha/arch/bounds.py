@@ -179,6 +179,21 @@ def access_spans(
     return {}
 
 
+FIT_CHECK_CAUSE = (
+    "out of bounds: the copy's source is larger than its destination at run time (a memcpy "
+    "between two runtime sizes; the compiler checks it with `div r, r, r`)"
+)
+"""What a fault of the compiler's fit check says (`convert-core-to-backend`, `_fits`: a copy
+between runtime sizes computes its length times `ok / ok`, ok = 0 when the source does not fit)
+instead of the division's own `div by zero`."""
+
+
+def fit_check_cause(mnemonic: str, same_operands: bool) -> str | None:
+    """`FIT_CHECK_CAUSE` when a faulting `mnemonic rd, rs1, rs2` is the fit check: a `div` of
+    a register by itself (`same_operands`: rs1 and rs2 are one register, or one SSA value)."""
+    return FIT_CHECK_CAUSE if mnemonic == "div" and same_operands else None
+
+
 class OutOfBounds(Trap):
     """An access outside the extent of the buffer its address was derived from: `what` names
     the buffer (`argument 'b' ...`), `size` its bytes, `range` the access's bytes as offsets

@@ -250,16 +250,21 @@ class PhysicalMemory:
             if isinstance(data, (bytes, bytearray))
             else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         )
-        r, off = self.find(addr, data.size)
+        r, off = self.writable(addr, data.size)
+        r.write(off, data)
+
+    def writable(self, addr: int, n: int) -> tuple[Region, int]:
+        """`find`, and an `AccessFault` when the bytes are read-only."""
+        r, off = self.find(addr, n)
         if r.read_only:
             raise AccessFault(
-                f"write of {data.size} bytes to {r.name}, which is read-only (an argument the "
+                f"write of {n} bytes to {r.name}, which is read-only (an argument the "
                 "kernel declares `read` is mapped uncopied and may not be written)",
                 addr,
-                data.size,
+                n,
                 r,
             )
-        r.write(off, data)
+        return r, off
 
     def read_array(self, addr: int, count: int, dtype) -> np.ndarray:
         dt = np.dtype(dtype)
