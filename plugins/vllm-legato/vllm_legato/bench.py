@@ -185,18 +185,21 @@ def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2)) -> dict:
 
     if not vllm_legato.selected_device():
         raise SystemExit("python -m vllm_legato --bench: set LEGATO_VLLM=1 (or evt1)")
-    root = tempfile.mkdtemp(prefix="vllm-legato-bench-")
     rows, reports, by_layers = [], {}, {}
-    for name in models:
-        variants = [(f"llama7b-{n}l", n) for n in layers_7b] if name == "llama7b" else [(name, 0)]
-        for label, n in variants:
-            path = _write_model("llama7b" if n else name, os.path.join(root, label), n or 1)
-            rep = _serve(path, max_tokens, os.path.join(root, f"report-{label}.json"))
-            reports[label] = rep.to_json()
-            got = rows_of(rep, label)
-            rows += got
-            by_layers[n] = got
-            device = rep.device
+    # the models' weights (a 7B-shaped layer is ~0.4 GB each) are removed when the run ends
+    with tempfile.TemporaryDirectory(prefix="vllm-legato-bench-") as root:
+        for name in models:
+            variants = (
+                [(f"llama7b-{n}l", n) for n in layers_7b] if name == "llama7b" else [(name, 0)]
+            )
+            for label, n in variants:
+                path = _write_model("llama7b" if n else name, os.path.join(root, label), n or 1)
+                rep = _serve(path, max_tokens, os.path.join(root, f"report-{label}.json"))
+                reports[label] = rep.to_json()
+                got = rows_of(rep, label)
+                rows += got
+                by_layers[n] = got
+                device = rep.device
     if "llama7b" in models and {1, 2} <= set(by_layers):
         for one, two in zip(by_layers[1], by_layers[2]):
             rows.append(extrapolate_7b(one, two, device))
