@@ -189,53 +189,28 @@ def _matmul_flops(node, bounds) -> int:
     return 0
 
 
-# views and transpositions: free on the host (they alias their input), a copy on the chip
-_HOST_VIEWS = {
-    torch.ops.aten.t.default,
-    torch.ops.aten.transpose.int,
-    torch.ops.aten.permute.default,
-    torch.ops.aten.view.default,
-    torch.ops.aten._unsafe_view.default,
-    torch.ops.aten.reshape.default,
-    torch.ops.aten.expand.default,
-    torch.ops.aten.alias.default,
-    torch.ops.aten.detach.default,
-}
-
-
-def _host_views(gm, decisions) -> int:
+def _host_views(gm, decisions) -> None:
     """Views of graph inputs that only eager nodes read run eagerly too: on the host a view (a
     weight's `t(W)` before a matmul that runs eagerly, say) costs nothing, while as a Legato
     kernel it copies the whole tensor to the chip and back on every call (a 7B layer's
     weights: ~0.8 GB of DRAM traffic per step). Decided after the MPU weights are prepared and
-    projections grouped, so only nodes no Legato node reads are affected; graph order makes a
-    view of such a view (reshape of t(W)) follow. Returns how many nodes were made extern."""
-    host: set = set()
-    for node in reversed(list(gm.graph.nodes)):  # readers before what they read
+    projections grouped, so only nodes no Legato node reads are affected; reverse graph order
+    decides a reader (reshape of t(W)) before what it reads."""
+    for node in reversed(list(gm.graph.nodes)):
         d = decisions.get(node)
-        if d is None or d.impl is None or node.target not in _HOST_VIEWS:
-            continue
-        ins = [a for a in node.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
-        if not ins or not all(
-            a.op in ("placeholder", "get_attr") or _view_of_input(a) for a in ins
-        ):
+        if d is None or d.impl is None or not _view_of_input(node):
             continue
         readers = [u for u in node.users if u.op != "output"]
-        if not readers or not all(
-            u in host or (u in decisions and decisions[u].impl is None) for u in readers
-        ):
-            continue
-        decisions[node] = NodeDecision(
-            None,
-            "a view of a graph input that only eagerly run nodes read: free on the host, a "
-            "Legato kernel would copy the tensor to the chip and back on every call",
-        )
-        host.add(node)
-    return len(host)
+        if readers and all(u in decisions and decisions[u].impl is None for u in readers):
+            decisions[node] = NodeDecision(
+                None,
+                "a view of a graph input that only eagerly run nodes read: free on the host, a "
+                "Legato kernel would copy the tensor to the chip and back on every call",
+            )
 
 
 def _view_of_input(node) -> bool:
-    """`node` is a chain of `_HOST_VIEWS` over one graph input."""
+    """`node` is a chain of `_HOST_VIEWS` over one graph input (a graph input itself: True)."""
     while node.op == "call_function" and node.target in _HOST_VIEWS:
         ins = node.all_input_nodes
         if len(ins) != 1:
@@ -761,6 +736,16 @@ _MERGED_VIEWS = {
     torch.ops.aten.view.default,
     torch.ops.aten._unsafe_view.default,
     torch.ops.aten.reshape.default,
+}
+
+# views and transpositions: free on the host (they alias their input), a copy on the chip
+_HOST_VIEWS = _MERGED_VIEWS | {
+    torch.ops.aten.t.default,
+    torch.ops.aten.transpose.int,
+    torch.ops.aten.permute.default,
+    torch.ops.aten.expand.default,
+    torch.ops.aten.alias.default,
+    torch.ops.aten.detach.default,
 }
 
 
