@@ -28,33 +28,67 @@ NATIVE = native.ENABLED
 
 
 def weight(values: np.ndarray, reuse: numerics.MpuWeight | None = None) -> numerics.MpuWeight:
-    """`numerics.MpuWeight` of a copy of `values` (the same fields, the same bits). `reuse`: a
-    weight this function built that nobody reads any more (the tile an `mpu.ldw` replaces):
-    its arrays are refilled instead of allocated (fresh ~256 KiB arrays per tile cost page
-    faults: the decoder layer loads 6688 tiles)."""
+    """`numerics.MpuWeight` of a copy of `values` (the same fields, the same bits), but for its
+    f64 values: `f64` stays None until a pass needs them (`f64_of`; a tile whose passes all have
+    at most `SMALL_M` rows never does: the decoder layer's and GEMV's 6688 tiles are each read
+    by one 1-row pass). `reuse`: a weight this function built that nobody reads any more (the
+    tile an `mpu.ldw` replaces): its arrays are refilled instead of allocated (fresh ~256 KiB
+    arrays per tile cost page faults)."""
     if not (NATIVE and values.dtype == _BF16 and values.ndim == 2 and values.size):
         return numerics.MpuWeight(values.copy())
     ffi, lib = native.ffi, native.lib
     k, n = values.shape
     w = reuse
-    if w is None or not w.native or w.shape != values.shape:
-        w = numerics.MpuWeight.__new__(numerics.MpuWeight)
-        w.values, w.shape = np.empty((k, n), _BF16), values.shape
-        w.f64 = np.empty((k, n), np.float64)
+    if not isinstance(w, _Weight) or w.shape != values.shape:
+        w = _Weight.__new__(_Weight)
+        w.values, w.shape, w.native = np.empty((k, n), _BF16), values.shape, True
         w.cm, w.v = np.empty(n, np.float64), np.empty(n, np.float64)
+        w.spare = None
+    elif w.f64 is not None:
+        w.spare = w.f64  # refilled by the next `f64_of`
+    w.f64 = None
     np.copyto(w.values, values)
     vmax = ffi.new("double *")
     finite = lib.mpu_weight(
         ffi.from_buffer("uint16_t[]", w.values),
         k,
         n,
-        ffi.from_buffer("double[]", w.f64),
+        ffi.NULL,
         ffi.from_buffer("double[]", w.cm),
         ffi.from_buffer("double[]", w.v),
         vmax,
     )
-    w.vmax, w.finite, w.native = np.float64(vmax[0]), bool(finite), True
+    w.vmax, w.finite = np.float64(vmax[0]), bool(finite)
     return w
+
+
+class _Weight(numerics.MpuWeight):
+    """A weight `weight` built: `f64` is None until `f64_of` fills it; `spare` is the f64
+    array of the tile it replaced (reused by that fill), or None."""
+
+    __slots__ = ("spare",)
+
+
+def f64_of(w: numerics.MpuWeight) -> np.ndarray:
+    """`w.f64`, the tile's f64 values, converted on the first call after its `weight`."""
+    if w.f64 is None:
+        buf = w.spare
+        if buf is None:
+            buf = np.empty(w.shape, np.float64)
+        native.lib.mpu_bf16_f64(
+            native.ffi.from_buffer("uint16_t[]", w.values),
+            w.values.size,
+            native.ffi.from_buffer("double[]", buf),
+        )
+        w.f64 = buf
+    return w.f64
+
+
+SMALL_M = 2
+"""Passes of at most this many rows compute their f64 GEMM in compiled code from the tile's
+bf16 bits (`mpu_small`, vectorized for the host's CPU) instead of numpy's BLAS on its f64
+copy: for so few rows, converting the tile costs more than the multiply-adds (the decoder
+layer's and GEMV's passes have one row; from ~4 rows BLAS on the f64 copy is as fast)."""
 
 
 _scratch = threading.local()  # per thread: (name, shape) -> an array `matmul` reuses
@@ -84,6 +118,8 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
         and a.size
         and w.shape[1]
     ):
+        if isinstance(w, _Weight):
+            f64_of(w)  # the reference reads it
         return numerics.mpu_matmul(a, w, acc)
     ffi, lib = native.ffi, native.lib
     a = np.ascontiguousarray(a)
@@ -101,8 +137,18 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
         ffi.from_buffer("double[]", u),
     )
     s = _buf("s", (m, n), np.float64)
-    with np.errstate(invalid="ignore"):
-        np.matmul(a64, w.f64, out=s)  # numpy's BLAS, as the reference
+    if m <= SMALL_M and w.f64 is None:
+        lib.mpu_small(
+            ffi.from_buffer("double[]", a64),
+            m,
+            k,
+            ffi.from_buffer("uint16_t[]", w.values),
+            n,
+            ffi.from_buffer("double[]", s),
+        )
+    else:
+        with np.errstate(invalid="ignore"):
+            np.matmul(a64, f64_of(w), out=s)  # numpy's BLAS, as the reference
     out = np.empty((m, n), np.float32)
     todo = _buf("todo", (m * n,), np.int64)
     if acc is not None:

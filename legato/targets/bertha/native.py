@@ -15,6 +15,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CDEF = """
 int mpu_weight(const uint16_t *w, int K, int N, double *f64, double *cm, double *v,
                double *vmax);
+void mpu_bf16_f64(const uint16_t *b, long n, double *out);
+void mpu_small(const double *a64, int M, int K, const uint16_t *w, int N, double *s);
 void mpu_rows(const uint16_t *a, int M, int K, double *f64, double *rs, double *u);
 typedef struct {
     int32_t op, a, b, c;

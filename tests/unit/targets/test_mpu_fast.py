@@ -60,7 +60,8 @@ KINDS = ["randn", "wide", "ties", "special", "zeros"]
 
 def _weights_equal(got, want):
     assert got.shape == want.shape
-    np.testing.assert_array_equal(_bits(got.f64, np.uint64), _bits(want.f64, np.uint64))
+    got_f64 = mpu_fast.f64_of(got)  # (converted on demand: a few-row pass never needs it)
+    np.testing.assert_array_equal(_bits(got_f64, np.uint64), _bits(want.f64, np.uint64))
     np.testing.assert_array_equal(_bits(got.cm, np.uint64), _bits(want.cm, np.uint64))
     np.testing.assert_array_equal(_bits(got.v, np.uint64), _bits(want.v, np.uint64))
     assert _bits(np.float64(got.vmax), np.uint64) == _bits(np.float64(want.vmax), np.uint64)
@@ -68,20 +69,45 @@ def _weights_equal(got, want):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("m,k,n", [(1, 256, 128), (32, 256, 64), (7, 13, 5), (128, 256, 64)])
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 256, 128), (2, 256, 128), (32, 256, 64), (7, 13, 5), (128, 256, 64), (1, 3, 9)]
+)
 def test_compiled_mpu_matches_reference(kind, m, k, n):
+    """Both compiled GEMMs (`mpu_small` from the tile's bits for at most `SMALL_M` rows, numpy's
+    BLAS on its f64 copy above) give the reference's bits."""
     rng = np.random.default_rng(zlib.crc32(f"{kind} {m} {k} {n}".encode()))
     a, w = _data(rng, (m, k), kind), _data(rng, (k, n), kind)
     acc = rng.standard_normal((m, n)).astype(np.float32)
     acc[0, 0], acc[-1, -1] = -0.0, np.inf
     ref_w = numerics.MpuWeight(w)
     got_w = mpu_fast.weight(w)
-    _weights_equal(got_w, ref_w)
     for c in (None, acc):
         want = numerics.mpu_matmul(a, ref_w, c)
         got = mpu_fast.matmul(a, got_w, c)
         assert got.dtype == np.float32 and got.shape == (m, n)
         np.testing.assert_array_equal(_bits(got), _bits(want))
+    # the few-row passes never converted the tile; the others did, once
+    assert (got_w.f64 is None) == (m <= mpu_fast.SMALL_M)
+    _weights_equal(got_w, ref_w)
+
+
+def test_few_and_many_row_passes_over_one_tile():
+    """A tile read by a few-row pass, then a many-row one (which converts it), then a few-row
+    one again (which now uses the f64 copy through BLAS): every pass gives the reference's bits,
+    and a refilled tile is converted again (not its predecessor's values)."""
+    rng = np.random.default_rng(11)
+    w = _data(rng, (256, 128), "wide")
+    got_w, ref_w = mpu_fast.weight(w), numerics.MpuWeight(w)
+    for m in (1, 64, 2):
+        a = _data(rng, (m, 256), "wide")
+        want = numerics.mpu_matmul(a, ref_w)
+        np.testing.assert_array_equal(_bits(mpu_fast.matmul(a, got_w)), _bits(want))
+    w2 = _data(rng, (256, 128), "randn")
+    again = mpu_fast.weight(w2, got_w)
+    assert again is got_w and again.f64 is None
+    a = _data(rng, (64, 256), "randn")
+    want = numerics.mpu_matmul(a, numerics.MpuWeight(w2))
+    np.testing.assert_array_equal(_bits(mpu_fast.matmul(a, again)), _bits(want))
 
 
 def test_the_exact_fallback_runs(monkeypatch):

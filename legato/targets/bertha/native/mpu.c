@@ -41,7 +41,8 @@ static void to_f64(const uint16_t *restrict b, size_t n, double *restrict out) {
     }
 }
 
-/* Weight tile w[K, N] (bf16 bits): its f64 values, per column max |w| (cm), v = cm / 2^lw and
+/* Weight tile w[K, N] (bf16 bits): its f64 values (into `f64`, unless it is NULL: a tile whose
+ * passes all take `mpu_small` never needs them), per column max |w| (cm), v = cm / 2^lw and
  * the NaN-propagating max of v (vmax, as numpy's max). Returns 1 when every cm is finite. */
 int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
                double *restrict cm, double *restrict v, double *restrict vmax) {
@@ -76,8 +77,41 @@ int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
         }
     }
     *vmax = vm_nan ? NAN : vm;
-    to_f64(w, (size_t)K * N, f64);
+    if (f64) to_f64(w, (size_t)K * N, f64);
     return finite;
+}
+
+/* The f64 values of n bf16 bits (a weight tile's, on its first pass through BLAS). */
+void mpu_bf16_f64(const uint16_t *restrict b, long n, double *restrict out) {
+    to_f64(b, (size_t)n, out);
+}
+
+/* s[M, N] = a64[M, K] @ w[K, N] in f64, w as bf16 bits, k in increasing order: what numpy's
+ * GEMM computes for the few-row passes (a GEMV's one row), without the f64 copy of the tile
+ * (K * N * 8 bytes written and read again for M * K * N multiply-adds). Products of bf16 values
+ * are exact in f64; the sums err within the bound `mpu_finish` allows any order (gamma_K). */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+/* one build for any x86-64 host: the loader picks the widest vectors the CPU has (the sums
+ * are the same IEEE operations in the same order in every clone: no contraction, -std=c99) */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restrict w, int N,
+               double *restrict s) {
+    for (int i = 0; i < M; i++) {
+        double *restrict si = s + (size_t)i * N;
+        for (int j = 0; j < N; j++) si[j] = 0.0;
+        const double *ai = a64 + (size_t)i * K;
+        for (int k = 0; k < K; k++) {
+            const double x = ai[k];
+            const uint16_t *restrict row = w + (size_t)k * N;
+            for (int j = 0; j < N; j++) {
+                uint32_t u = (uint32_t)row[j] << 16;
+                float f;
+                memcpy(&f, &u, 4);
+                si[j] += x * (double)f;
+            }
+        }
+    }
 }
 
 /* a[M, K] (bf16 bits) -> its f64 values, rs[i] = max|a[i, :]| * K (>= sum_k |a[i, k]|) and
