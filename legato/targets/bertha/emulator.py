@@ -977,8 +977,8 @@ class Emulator:
         scalar ISA when it is built (`native_scalars`). Skips what `_execute` does that cannot
         matter here: dropping ended scoreboard entries (the range checks skip them) and the
         barrier check (a scalar never follows an unreleased one)."""
-        if m.halted:
-            return total, limit
+        if m.halted or not (0 <= m.pc < len(m.pure) and m.pure[m.pc]):
+            return total, limit  # (most calls: a unit or sync instruction follows another)
         code, shared = m.code, m.shared
         fns = shared.fns.get(self.model.num_cores)
         if fns is None:
