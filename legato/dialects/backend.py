@@ -42,6 +42,7 @@ from xdsl.backend.register_type import RegisterType
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    FileLineColLoc,
     IntAttr,
     IntegerAttr,
     ModuleOp,
@@ -79,6 +80,7 @@ from legato import opset
 from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
+from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
 from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
 from legato.targets.bertha.asm import parse_context as parse_asm_context
@@ -2264,6 +2266,115 @@ class VpuSelOp(VpuRegsOp):
         return COND_DTYPES if prop == "cond_dtype" else DTYPES
 
 
+# ---------------------------------------------------------------------------------------------
+# Debug instructions (`dbg.print`, `dbg.assert`: the op table's DEBUG rows)
+# ---------------------------------------------------------------------------------------------
+
+DEBUG_ATTR = "legato.debug"
+"""The debug entry a `dbg.*` instruction names (`arch.debug.Entry` but its location, which is
+the op's): a dictionary of op, site, message, arg, nargs, kind, dtype, shape. The binary's
+`.legato.debug` table is built from these (`legato.compiler.debug_table`)."""
+
+
+class DbgOp(BackendOp, ABC):
+    """`backend.dbg_print %value, %count, 3 {legato.debug = {...}} : (!backend.reg,
+    !backend.reg) -> ()` (`dbg.print rs1, rs2, ID`; also `dbg_assert`): `%value` is an index
+    value or a tensor's address, `%count` its element count, `entry` the debug entry's number
+    in the kernel (the imm32). Builder: `DbgPrintOp(value, count, entry, debug)`."""
+
+    rs1 = operand_def(RegType)
+    rs2 = operand_def(RegType)
+    entry = prop_def(IntAttr)
+
+    def __init__(
+        self,
+        rs1: SSAValue | Operation,
+        rs2: SSAValue | Operation,
+        entry: int | IntAttr,
+        debug: DictionaryAttr | None = None,
+    ):
+        super().__init__(
+            operands=[rs1, rs2],
+            properties={"entry": _int(entry)},
+            attributes={DEBUG_ATTR: debug} if debug is not None else None,
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        regs = [parser.parse_unresolved_operand()]
+        parser.parse_punctuation(",")
+        regs.append(parser.parse_unresolved_operand())
+        parser.parse_punctuation(",")
+        entry = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties={"entry": IntAttr(entry)})
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_string(f", {self.entry.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.entry.data, 0, UIMM_MAX, "debug entry")
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {_rn(self.rs1)}, {_rn(self.rs2)}, {self.entry.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rs1), _ri(self.rs2), 0, 0, self.entry.data
+
+
+def debug_entry(op: DbgOp) -> debug.Entry:
+    """The debug entry `op` names, from its `legato.debug` description and its location."""
+    d = op.attributes.get(DEBUG_ATTR)
+    if not isinstance(d, DictionaryAttr):
+        raise VerifyException(f"{op.name}: no {DEBUG_ATTR} entry description")
+    get = d.data.get
+    loc = op.location
+    where = (
+        (loc.filename.data, loc.line.data, loc.column.data)
+        if isinstance(loc, FileLineColLoc)
+        else None
+    )
+    try:
+        shape = get("shape")
+        dtype = get("dtype")
+        entry = debug.Entry(
+            op.MNEMONIC[4:],
+            get("site").value.data,
+            get("message").data,
+            where,
+            get("arg").value.data,
+            get("nargs").value.data,
+            get("kind").data,
+            dtype.data if dtype is not None else None,
+            tuple(x.value.data for x in shape.data) if shape is not None else (),
+        )
+    except AttributeError as e:
+        raise VerifyException(f"{op.name}: malformed {DEBUG_ATTR} ({e})") from None
+    bad = entry.validate()
+    if bad is not None:
+        raise VerifyException(f"{op.name}: {DEBUG_ATTR}: {bad}")
+    return entry
+
+
+@irdl_op_definition
+class DbgPrintOp(DbgOp):
+    name = "backend.dbg_print"
+    MNEMONIC: ClassVar[str] = "dbg.print"
+
+
+@irdl_op_definition
+class DbgAssertOp(DbgOp):
+    name = "backend.dbg_assert"
+    MNEMONIC: ClassVar[str] = "dbg.assert"
+
+
 INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     NopOp,
     HaltOp,
@@ -2315,6 +2426,8 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     VpuRsumOp,
     VpuRmaxOp,
     VpuTransposeOp,
+    DbgPrintOp,
+    DbgAssertOp,
 )
 """One op class per ISA instruction."""
 

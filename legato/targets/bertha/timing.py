@@ -255,6 +255,8 @@ class RunResult:
     vpu_transcendental_ops: int = 0  # the element-ops of the transcendental rows of legato.opset
     roofline: Roofline | None = None  # set by the emulator from the model it ran on
     model_name: str = ""
+    # `legato.device_print`s of the run (`arch.debug.PrintRecord`), in the order they ran
+    prints: list = field(default_factory=list, repr=False)
 
     @property
     def roofline_cycles(self) -> int:
