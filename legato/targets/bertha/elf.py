@@ -781,7 +781,7 @@ def _read_debug(data: bytes | None, programs: list[Program]) -> list[Entry]:
         if not isinstance(rows, list):
             raise TypeError("entries is not a list")
         entries = [Entry.from_json(r) for r in rows]
-    except (ValueError, RecursionError, KeyError, TypeError, IndexError) as e:
+    except (ValueError, RecursionError, KeyError, TypeError, IndexError, AttributeError) as e:
         raise BinaryError(f"{DEBUG_SECTION} is not a valid debug table: {e}") from None
     for i, e in enumerate(entries):
         bad = e.validate()

@@ -218,3 +218,15 @@ def test_frontend_errors():
         k3.to_mlir()
     with pytest.raises(legato.LegatoError, match="only exists inside a @legato.compile kernel"):
         legato.device_print("x")
+
+
+@pytest.mark.parametrize(
+    "table",
+    [b"[]", b'{"entries": 3}', b'{"entries": [[1, 2]]}', b'{"entries": [{"op": "print"}]}', b"{"],
+)
+def test_a_malformed_debug_table_is_a_binary_error(table):
+    """Whatever the section holds, reading it is a BinaryError naming it (nothing else)."""
+    from legato.targets.bertha.elf import _read_debug
+
+    with pytest.raises(BinaryError, match=r"\.legato\.debug is not a valid debug table"):
+        _read_debug(table, [])
