@@ -246,7 +246,7 @@ OPS: tuple[OpKind, ...] = (
         0x48,
         "dbg",
         PLAIN,
-        _ANY + ("i1", "i64"),
+        (),  # computes nothing: reads a value of any type (`arch.debug.NP_DTYPES`)
         unit=DBG,
         doc="report value rs1 (a scalar, or the address of rs2 elements) with debug entry ID",
     ),
@@ -258,7 +258,7 @@ OPS: tuple[OpKind, ...] = (
         0x49,
         "dbg",
         PLAIN,
-        _ANY + ("i1", "i64"),
+        (),  # computes nothing: reads a value of any type (`arch.debug.NP_DTYPES`)
         unit=DBG,
         doc="fault unless every element of rs1 (as dbg.print) is nonzero; debug entry ID",
     ),
