@@ -12,7 +12,14 @@ def kernel(a: legato.get_model().tensor_type(legato.types.float("bfloat16"), [16
 
 from legato import sync, tensor, types
 from legato.context import get_context, get_model
-from legato.errors import CompileError, LegatoError, LegatoRuntimeError, PerformanceWarning
+from legato.errors import (
+    CompileError,
+    DeviceAssertError,
+    LegatoError,
+    LegatoRuntimeError,
+    PerformanceWarning,
+)
+from legato.frontend.language import device_assert, device_print
 from legato.jit import (
     AutotuneError,
     Config,
@@ -34,6 +41,7 @@ __all__ = [
     "AutotuneError",
     "Config",
     "CompileError",
+    "DeviceAssertError",
     "Kernel",
     "LegatoError",
     "LegatoRuntimeError",
@@ -44,6 +52,8 @@ __all__ = [
     "compile",
     "constexpr",
     "core_id",
+    "device_assert",
+    "device_print",
     "function",
     "get_context",
     "get_model",

@@ -26,6 +26,7 @@ from legato.errors import CompileError
 from legato.frontend.codegen import frontend_verified
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import attach_model
+from legato.targets.bertha.arch.debug import Entry
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
 from legato.transforms.diagnostics import error_at
@@ -336,7 +337,24 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
         kernel=kernel.sym_name.data,
         lines=line_table(kernel),
         bounds=bounds_table(kernel),
+        debug=debug_table(kernel),
     )
+
+
+def debug_table(kernel: be.KernelOp) -> list[Entry]:
+    """The kernel's debug entries (`.legato.debug`), indexed as its `dbg.print` / `dbg.assert`
+    instructions name them (their `entry`), each located at its op's source line."""
+    entries: dict[int, Entry] = {}
+    for program in be.programs(kernel):
+        for op in program.body.block.ops:
+            if isinstance(op, be.DbgOp):
+                try:
+                    entries[op.entry.data] = be.debug_entry(op)
+                except VerifyException as e:
+                    raise error_at(op, str(e)) from None
+    if sorted(entries) != list(range(len(entries))):
+        raise CompileError(f"internal: debug entries {sorted(entries)} are not 0..n-1")
+    return [entries[i] for i in range(len(entries))]
 
 
 def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:

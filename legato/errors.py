@@ -74,3 +74,9 @@ class PerformanceWarning(UserWarning):
     """The compile works, but the kernel will be slow for a reason it can name: a working set
     spilled from sram to private DRAM (`core-plan-memory`). Shown at the kernel's source line;
     `warnings.simplefilter("error", legato.PerformanceWarning)` makes it an error."""
+
+
+class DeviceAssertError(LegatoRuntimeError):
+    """A `legato.device_assert` failed while the kernel ran (on the emulator or an interpreter):
+    the message names the assert's source line, the module and the failing elements; `loc`,
+    `module`, `core`, `cycle` and `value` hold them."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from legato import numerics
 
-VPU, MPU = "VPU", "MPU"
+VPU, MPU, DBG = "VPU", "MPU", "DBG"
 PLAIN, TRANSCENDENTAL = "plain", "transcendental"
 """Cost classes: plain ops run at `vpu_lanes` elements per cycle, transcendental ones at
 `vpu_transcendental_per_cycle` (`legato.targets.bertha.timing.vpu_cycles`)."""
@@ -41,7 +41,7 @@ FLOATS = ("bf16", "f32", "f16")
 INTS = ("i32",)
 """The integer element types the VPU computes on (wrapping two's complement)."""
 
-UNARY, BINARY, CLAMP, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL = (
+UNARY, BINARY, CLAMP, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL, DEBUG = (
     "unary",
     "binary",
     "clamp",
@@ -51,6 +51,7 @@ UNARY, BINARY, CLAMP, REDUCE, CAST, SELECT, FILL, TRANSPOSE, MATMUL = (
     "fill",
     "transpose",
     "matmul",
+    "debug",
 )
 
 
@@ -235,6 +236,32 @@ OPS: tuple[OpKind, ...] = (
     _other(SELECT, "select", None, "vpu.sel", 0x85, "vsel", _ANY),
     # -- the MPU (its instructions, mpu.ldw and mpu.mm, are in the ISA table) -------------------
     OpKind(MATMUL, "matmul", "matmul", None, None, None, PLAIN, ("bf16", "f32"), unit=MPU),
+    # -- kernel debugging: `legato.device_print` / `legato.device_assert` (docs/isa.md,
+    # *Debug instructions*): the emulator reads the value, takes no cycle, and reports it
+    OpKind(
+        DEBUG,
+        "print",
+        "device_print",
+        "dbg.print",
+        0x48,
+        "dbg",
+        PLAIN,
+        (),  # computes nothing: reads a value of any type (`arch.debug.NP_DTYPES`)
+        unit=DBG,
+        doc="report value rs1 (a scalar, or the address of rs2 elements) with debug entry ID",
+    ),
+    OpKind(
+        DEBUG,
+        "assert",
+        "device_assert",
+        "dbg.assert",
+        0x49,
+        "dbg",
+        PLAIN,
+        (),  # computes nothing: reads a value of any type (`arch.debug.NP_DTYPES`)
+        unit=DBG,
+        doc="fault unless every element of rs1 (as dbg.print) is nonzero; debug entry ID",
+    ),
 )
 """Every row, in ISA opcode-table order within each family."""
 

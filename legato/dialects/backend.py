@@ -42,6 +42,7 @@ from xdsl.backend.register_type import RegisterType
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DictionaryAttr,
+    FileLineColLoc,
     IntAttr,
     IntegerAttr,
     ModuleOp,
@@ -79,6 +80,7 @@ from legato import opset
 from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
+from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
 from legato.targets.bertha.asm import AsmModule, AsmProgram, format_context
 from legato.targets.bertha.asm import parse_context as parse_asm_context
@@ -465,8 +467,13 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     (core, space, queue) that no `dma`/`dma2d` of the kernel notifies, a `sem.wait` on a
     semaphore nothing posts, `barrier`s of one id with different counts or with more modules
     counted than programs reach it, and (when the module carries the model) a core index past
-    the model's cores. Loops make counts dynamic, so queues and semaphores are checked for a
-    sender at all, barriers for the modules that can reach them. `num_cores`: the model's, else
+    the model's cores. Where no program on either side loops (branches) or names a core in a
+    register, the counts are proven too: a core's k-th `qwait` on a queue needs a k-th DMA
+    notifying it, a semaphore's waits as many posts (`_verify_counts`); such an error names both
+    source lines, the blocking wait (its location) and the last send or post (in the message),
+    as does a barrier count mismatch (both arrivals). Loops make counts dynamic: then queues
+    and semaphores are checked for a sender at all, barriers for the modules that can reach
+    them, and the rest is left to the emulator's deadlock report. `num_cores`: the model's, else
     the module's `legato.model`'s, else core indices are not range-checked. OpVerifyException
     naming the op at fault."""
     n = num_cores if num_cores is not None else _num_cores(kernel)
@@ -474,6 +481,13 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     posted: set[int] = set()
     barriers: dict[int, list[tuple[Operation, int]]] = {}  # id -> [(op, modules)]
     waits: list[tuple[Operation, list[int] | None]] = []
+    # the static counts (programs without branches): (core, space, queue) -> the notifying
+    # DMAs, one entry per send; sem id -> [(post, count)]; queue -> the qwaits; sem id -> waits
+    sends: dict[tuple, list[Operation]] = {}
+    posts: dict[int, list[tuple[Operation, int]]] = {}
+    qwaits: dict[tuple, list[Operation]] = {}
+    sem_waits: dict[int, list[tuple[Operation, int]]] = {}
+    dynamic: set = set()  # queues / semaphores some looping or register-addressed op touches
 
     def check_core(op: Operation, k: int, what: str) -> None:
         if n is not None and not 0 <= k < n:
@@ -493,7 +507,9 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
         else:
             cores = []
         modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
-        for op in prog.body.block.ops:
+        ops = list(prog.body.block.ops)
+        loops = cores is None or any(isinstance(op, (LabelOp, JmpOp, BranchOp)) for op in ops)
+        for op in ops:
             kind = _sync_kind(type(op))
             if kind == _SYNC_NONE:
                 continue
@@ -502,18 +518,38 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 if op.notify_core is not None:
                     check_core(op, op.notify_core.data, "the notified")
                     notified.add((op.notify_core.data, space, queue))
+                    senders = [op.notify_core.data] * max(modules, 1)
                 elif op.notify_core_reg is not None or cores is None:
                     notified.add(("*", space, queue))
+                    senders = None
                 else:
                     notified.update((c, space, queue) for c in cores)
+                    senders = cores
+                if senders is None or loops:
+                    dynamic.add((space, queue))
+                else:
+                    for c in senders:
+                        sends.setdefault((c, space, queue), []).append(op)
             elif kind == _SYNC_LSA and op.core is not None:
                 check_core(op, op.core.data, "the addressed")
             elif kind == _SYNC_QWAIT:
                 waits.append((op, cores))
+                key = (op.space.data, op.queue.data)
+                if loops:
+                    dynamic.add(key)
+                else:
+                    for c in cores or ():
+                        qwaits.setdefault((c, *key), []).append(op)
             elif kind == _SYNC_POST:
                 posted.add(op.sync_id.data)
+                if loops or not modules:
+                    dynamic.add(op.sync_id.data)
+                posts.setdefault(op.sync_id.data, []).append((op, op.count.data * modules))
             elif kind == _SYNC_WAIT and op.count.data > 0:
                 waits.append((op, None))
+                if loops or not modules:
+                    dynamic.add(op.sync_id.data)
+                sem_waits.setdefault(op.sync_id.data, []).append((op, op.count.data * modules))
             elif kind == _SYNC_BARRIER:
                 barriers.setdefault(op.sync_id.data, []).append((op, modules))
     for op, cores in waits:
@@ -539,13 +575,15 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                     f"{queue}{where}: this wait would block forever",
                     op,
                 )
+    _verify_counts(sends, qwaits, posts, sem_waits, dynamic)
     for bid, arrivals in barriers.items():
         first, count = arrivals[0][0], arrivals[0][0].count.data
         for op, _m in arrivals:
             if op.count.data != count:
                 raise OpVerifyException(
-                    f"backend.barrier {bid}: counts {count} and {op.count.data} differ (the "
-                    "machine faults when arrivals disagree)",
+                    f"backend.barrier {bid}: counts {count} (at {source_line(first)}) and "
+                    f"{op.count.data} (at {source_line(op)}) differ (the machine faults when "
+                    "arrivals disagree)",
                     op,
                 )
         reach = sum(m for _op, m in arrivals)
@@ -555,6 +593,50 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 f"backend.barrier {bid} waits for {count} modules but only {reach} program "
                 "module(s) reach it: it would block forever",
                 first,
+            )
+
+
+def source_line(op: Operation) -> str:
+    """`file:line` of `op`'s source location, else the op and its program."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}"
+    prog = op.parent_op()
+    name = prog.sym_name.data if isinstance(prog, ProgramOp) else "?"
+    return f"{op.name} in program {name} (no source location)"
+
+
+def _verify_counts(sends, qwaits, posts, sem_waits, dynamic) -> None:
+    """The proofs of `verify_sync` on static counts (no program on either side loops or names
+    a core in a register): the k-th qwait of a queue needs a k-th DMA notifying it, and the
+    waits of a semaphore need as many posts. A violation names both source lines: the wait
+    that blocks forever and the last send or post that could have released it."""
+    for key, ws in qwaits.items():
+        if key[1:] in dynamic:
+            continue
+        got = sends.get(key, [])
+        if got and len(ws) > len(got):
+            core, space, queue = key
+            op = ws[len(got)]
+            raise OpVerifyException(
+                f"backend.qwait: core {core} waits on {space} queue {queue} {len(ws)} times but "
+                f"the kernel's DMAs notify it only {len(got)} time(s), the last at "
+                f"{source_line(got[-1])}: wait {len(got) + 1} (at {source_line(op)}) would "
+                "block forever",
+                op,
+            )
+    for sem, ws in sem_waits.items():
+        if sem in dynamic or sem not in posts:
+            continue  # never posted: refused below with the wait alone
+        total = sum(c for _op, c in posts[sem])
+        need = sum(c for _op, c in ws)
+        if need > total:
+            op = ws[-1][0]
+            raise OpVerifyException(
+                f"backend.sem_wait: the kernel posts semaphore {sem} only {total} time(s), the "
+                f"last post at {source_line(posts[sem][-1][0])}, but waits for it {need} "
+                f"time(s), the last wait at {source_line(op)}: a wait would block forever",
+                op,
             )
 
 
@@ -2264,6 +2346,115 @@ class VpuSelOp(VpuRegsOp):
         return COND_DTYPES if prop == "cond_dtype" else DTYPES
 
 
+# ---------------------------------------------------------------------------------------------
+# Debug instructions (`dbg.print`, `dbg.assert`: the op table's DEBUG rows)
+# ---------------------------------------------------------------------------------------------
+
+DEBUG_ATTR = "legato.debug"
+"""The debug entry a `dbg.*` instruction names (`arch.debug.Entry` but its location, which is
+the op's): a dictionary of op, site, message, arg, nargs, kind, dtype, shape. The binary's
+`.legato.debug` table is built from these (`legato.compiler.debug_table`)."""
+
+
+class DbgOp(BackendOp, ABC):
+    """`backend.dbg_print %value, %count, 3 {legato.debug = {...}} : (!backend.reg,
+    !backend.reg) -> ()` (`dbg.print rs1, rs2, ID`; also `dbg_assert`): `%value` is an index
+    value or a tensor's address, `%count` its element count, `entry` the debug entry's number
+    in the kernel (the imm32). Builder: `DbgPrintOp(value, count, entry, debug)`."""
+
+    rs1 = operand_def(RegType)
+    rs2 = operand_def(RegType)
+    entry = prop_def(IntAttr)
+
+    def __init__(
+        self,
+        rs1: SSAValue | Operation,
+        rs2: SSAValue | Operation,
+        entry: int | IntAttr,
+        debug: DictionaryAttr | None = None,
+    ):
+        super().__init__(
+            operands=[rs1, rs2],
+            properties={"entry": _int(entry)},
+            attributes={DEBUG_ATTR: debug} if debug is not None else None,
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser):
+        regs = [parser.parse_unresolved_operand()]
+        parser.parse_punctuation(",")
+        regs.append(parser.parse_unresolved_operand())
+        parser.parse_punctuation(",")
+        entry = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties={"entry": IntAttr(entry)})
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_string(f", {self.entry.data}")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def verify_(self) -> None:
+        _check_imm(self, self.entry.data, 0, UIMM_MAX, "debug entry")
+
+    def assembly_line(self) -> str:
+        return f"{self.MNEMONIC} {_rn(self.rs1)}, {_rn(self.rs2)}, {self.entry.data}"
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.rs1), _ri(self.rs2), 0, 0, self.entry.data
+
+
+def debug_entry(op: DbgOp) -> debug.Entry:
+    """The debug entry `op` names, from its `legato.debug` description and its location."""
+    d = op.attributes.get(DEBUG_ATTR)
+    if not isinstance(d, DictionaryAttr):
+        raise VerifyException(f"{op.name}: no {DEBUG_ATTR} entry description")
+    get = d.data.get
+    loc = op.location
+    where = (
+        (loc.filename.data, loc.line.data, loc.column.data)
+        if isinstance(loc, FileLineColLoc)
+        else None
+    )
+    try:
+        shape = get("shape")
+        dtype = get("dtype")
+        entry = debug.Entry(
+            op.MNEMONIC[4:],
+            get("site").value.data,
+            get("message").data,
+            where,
+            get("arg").value.data,
+            get("nargs").value.data,
+            get("kind").data,
+            dtype.data if dtype is not None else None,
+            tuple(x.value.data for x in shape.data) if shape is not None else (),
+        )
+    except AttributeError as e:
+        raise VerifyException(f"{op.name}: malformed {DEBUG_ATTR} ({e})") from None
+    bad = entry.validate()
+    if bad is not None:
+        raise VerifyException(f"{op.name}: {DEBUG_ATTR}: {bad}")
+    return entry
+
+
+@irdl_op_definition
+class DbgPrintOp(DbgOp):
+    name = "backend.dbg_print"
+    MNEMONIC: ClassVar[str] = "dbg.print"
+
+
+@irdl_op_definition
+class DbgAssertOp(DbgOp):
+    name = "backend.dbg_assert"
+    MNEMONIC: ClassVar[str] = "dbg.assert"
+
+
 INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     NopOp,
     HaltOp,
@@ -2315,6 +2506,8 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     VpuRsumOp,
     VpuRmaxOp,
     VpuTransposeOp,
+    DbgPrintOp,
+    DbgAssertOp,
 )
 """One op class per ISA instruction."""
 

@@ -2294,6 +2294,73 @@ class BarrierOp(FastBuildOperation):
             )
 
 
+# ---------------------------------------------------------------------------------------------
+# Kernel debugging (`legato.device_print`, `legato.device_assert`; opset's DEBUG rows)
+# ---------------------------------------------------------------------------------------------
+
+
+def _debug_operand(op: Operation, v: SSAValue, role: str) -> None:
+    t = v.type
+    if isinstance(t, IndexType):
+        return
+    if not isinstance(t, TensorType):
+        raise VerifyException(f"{op.name}: {role} must be a tensor or an index, got {t}")
+    if t.space == "mpu_weight":
+        raise VerifyException(
+            f"{op.name}: {role} is in mpu_weight, which has no address; print the tensor "
+            "before it is loaded as a weight"
+        )
+    if sum(d.is_dynamic for d in t.dims) > 1:
+        raise VerifyException(
+            f"{op.name}: {role} {t} has more than one dynamic dim; slice it to one first"
+        )
+
+
+@irdl_op_definition
+class DevicePrintOp(FastBuildOperation):
+    """`legato.device_print "x =" (%x, %n : !legato.tensor<...>, index)`: when the running
+    context reaches it, report `message` and the values (tensors: their runtime extent, in any
+    memory but mpu_weight; index values) with the module, core and cycle (docs/language.md,
+    *Debugging*). Builder: `DevicePrintOp(message, values)`."""
+
+    name = "legato.device_print"
+    message = prop_def(StringAttr)
+    values = var_operand_def()
+    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "print"]
+    assembly_format = "$message (`(` $values^ `:` type($values) `)`)? attr-dict"
+
+    def __init__(self, message: str | StringAttr, values: Sequence[SSAValue] = ()):
+        if isinstance(message, str):
+            message = StringAttr(message)
+        super().__init__(operands=[list(values)], properties={"message": message})
+
+    def verify_(self) -> None:
+        for i, v in enumerate(self.values):
+            _debug_operand(self, v, f"value {i}")
+
+
+@irdl_op_definition
+class DeviceAssertOp(FastBuildOperation):
+    """`legato.device_assert %cond, "message" : T`: when the running context reaches it, every
+    element of `%cond` (a tensor of any element type, or an index) must be nonzero; else the
+    run stops with a `DeviceAssertError` naming this op's source line, the module and the
+    failing elements. Builder: `DeviceAssertOp(cond, message)`."""
+
+    name = "legato.device_assert"
+    cond = operand_def()
+    message = prop_def(StringAttr)
+    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "assert"]
+    assembly_format = "$cond `,` $message attr-dict `:` type($cond)"
+
+    def __init__(self, cond: SSAValue, message: str | StringAttr = ""):
+        if isinstance(message, str):
+            message = StringAttr(message)
+        super().__init__(operands=[cond], properties={"message": message})
+
+    def verify_(self) -> None:
+        _debug_operand(self, self.cond, "the condition")
+
+
 def _enclosing_on(op: Operation) -> OnOp | None:
     p = op.parent_op()
     while p is not None and not isinstance(p, OnOp):
@@ -2606,6 +2673,8 @@ Legato = Dialect(
         BarrierOp,
         SignalOp,
         WaitOp,
+        DevicePrintOp,
+        DeviceAssertOp,
         WhereOp,
         GatherOp,
         ScatterOp,

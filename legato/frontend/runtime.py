@@ -606,3 +606,70 @@ class RuntimeCodegen:
         sem = self._sync_int(b, "sem", "wait", 0)
         count = self._sync_int(b, "count", "wait", 1)
         self.emit(L.WaitOp(sem, count), node)
+
+    # -- kernel debugging ----------------------------------------------------------------------
+
+    def _debug_value(self, op: str, value, node: ast.AST) -> SSAValue | str:
+        """A device_print / device_assert operand: a tensor's or index's SSA value, or the text
+        of a compile-time value (printed into the message)."""
+        if isinstance(value, IRValue):
+            return value.ssa
+        if isinstance(value, IRScalar):
+            return self.materialize(value, node)
+        if isinstance(value, (bool, int, float, str)):
+            return str(value)
+        raise self.error(
+            node,
+            f"legato.{op}: a value must be a tensor, a runtime index or a compile-time number "
+            f"or string, got {_describe(value)}",
+        )
+
+    def _op_device_print(self, node: ast.Call):
+        if self.region is None:
+            raise self.error(
+                node,
+                "legato.device_print must run in an execution context; put it inside a "
+                "`with device.get_top():` / `get_core(i)` / `get_all_cores()` region",
+            )
+        if node.keywords:
+            raise self.error(node.keywords[0].value, "legato.device_print takes no keywords")
+        words: list[str] = []
+        values: list[SSAValue] = []
+        for a in node.args:
+            if isinstance(a, ast.Starred):
+                raise self.error(a, "`*` arguments are not supported for legato.device_print")
+            v = self._debug_value("device_print", self.eval(a), a)
+            if isinstance(v, str):
+                if values:  # a constant after a runtime value would print out of order
+                    raise self.error(
+                        a,
+                        "legato.device_print: compile-time values (the message) come before "
+                        "the tensors and runtime indices",
+                    )
+                words.append(v)
+            else:
+                values.append(v)
+        self.emit(L.DevicePrintOp(" ".join(words), values), node)
+
+    def _op_device_assert(self, node: ast.Call):
+        if self.region is None:
+            raise self.error(
+                node,
+                "legato.device_assert must run in an execution context; put it inside a "
+                "`with device.get_top():` / `get_core(i)` / `get_all_cores()` region",
+            )
+        b = self.bind_op_args(node, "device_assert", ["cond", "message"], {"message": ""})
+        (cond, cnode), (message, mnode) = b["cond"], b["message"]
+        if not isinstance(message, str):
+            raise self.error(
+                mnode, f"legato.device_assert: the message must be a string, got {message!r}"
+            )
+        c = self._debug_value("device_assert", cond, cnode)
+        if isinstance(c, str):  # a compile-time condition: checked now
+            if not cond:
+                raise self.error(
+                    node, f"legato.device_assert: the condition is false at compile time: {message}"
+                )
+            return None
+        self.emit(L.DeviceAssertOp(c, message), node)
+        return None

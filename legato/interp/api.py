@@ -94,9 +94,11 @@ class RunStats:
 
 class RunResult(list):
     """The kernel's arguments after the run (the same objects the caller passed, written in
-    place where possible), with `.stats`."""
+    place where possible), with `.stats` and `.prints` (the run's `device_print` records,
+    `legato.targets.bertha.arch.debug.PrintRecord`, in the order they ran)."""
 
     stats: RunStats
+    prints: list
 
 
 def find_kernel(module: ModuleOp, level: str, name: str | None) -> Operation:
@@ -204,6 +206,7 @@ def run(
     for b in bound:
         b.finish()
     result = RunResult(b.original if b.original is not None else b.value for b in bound)
+    result.prints = list(machine.prints)
     result.stats = RunStats(
         level=level,
         kernel=name,

@@ -32,13 +32,14 @@ from xdsl.utils.exceptions import VerifyException
 from legato import numerics
 from legato.dialects import backend as B
 from legato.dialects.core import ArgAttr, BufType
-from legato.interp.common import BoundArg
+from legato.interp.common import BoundArg, module_name
 from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
+from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans, fit_check_cause
 from legato.targets.bertha.arch.bounds import check as check_bounds
@@ -283,6 +284,36 @@ class BackendFunctions(InterpreterFunctions):
 
     @impl(B.DmaWaitOp)
     def run_dmawait(self, interpreter, op, args):
+        return ()
+
+    def _dbg(self, interpreter, op: B.DbgOp, args) -> tuple:
+        """The entry of a `dbg.*` op and its value: an index register, or a tensor read from
+        the address and element count registers."""
+        entry = B.debug_entry(op)
+        if entry.kind != "tensor":
+            return entry, args[0]
+        addr, count = args
+        if count < 0:
+            raise InterpError(f"{op.name} of negative element count {count}", op)
+        return entry, debug.read_tensor(entry, self.mem.bytes(addr, entry.nbytes(count)), count)
+
+    @impl(B.DbgPrintOp)
+    def run_dbg_print(self, interpreter, op: B.DbgPrintOp, args):
+        assert self.machine is not None
+        entry, value = self._dbg(interpreter, op, args)
+        env = _env(interpreter)
+        collector = self.__dict__.setdefault("_debug", debug.Collector())
+        rec = collector.add(entry, value, module_name(env.core), env.core, None)
+        if rec is not None:
+            self.machine.prints.append(rec)
+            debug.emit(rec)
+        return ()
+
+    @impl(B.DbgAssertOp)
+    def run_dbg_assert(self, interpreter, op: B.DbgAssertOp, args):
+        entry, value = self._dbg(interpreter, op, args)
+        core = _env(interpreter).core
+        debug.check_assert(entry, value, module_name(core), core, None)
         return ()
 
     @impl(B.BarrierOp)

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import FileLineColLoc, FloatAttr, IndexType, IntegerAttr, IntegerType
+from xdsl.ir import Attribute, Operation
 
 from legato.binding import BoundArg, bind, check_tensor
 from legato.dialects.legato import dtype_of_element_type
 from legato.interp.errors import InterpArgumentError
+from legato.targets.bertha.arch import debug
 from legato.types import TensorSpec
 
 
@@ -69,3 +70,40 @@ def _scalar_arg(t: Attribute, arg: Any, kernel_name: str, i: int):
     raise InterpArgumentError(
         f"kernel '{kernel_name}' argument {i}: expected a float scalar, got {arg!r}"
     )
+
+
+# -- device_print / device_assert (every level reports them through `arch.debug`) --------------
+
+
+def _debug_entry(op: Operation, kind: str, nargs: int) -> debug.Entry:
+    loc = op.location
+    where = (
+        (loc.filename.data, loc.line.data, loc.column.data)
+        if isinstance(loc, FileLineColLoc)
+        else None
+    )
+    message = op.message.data  # type: ignore[attr-defined]
+    return debug.Entry(kind, 0, message, where, 0, nargs)
+
+
+def module_name(core: int | None) -> str:
+    """The emulator's name of the module of `core` (None: top)."""
+    return "top" if core is None else f"core{core}"
+
+
+def debug_print(prints: list, op: Operation, values: Sequence[Any], core: int | None) -> None:
+    """`op` (a legato or core print) ran on the module of `core` with these values (numpy
+    arrays, or index scalars): record it in `prints` and print it, as the emulator does
+    (without a cycle: the interpreters have no time)."""
+    vals = [v.copy() if isinstance(v, np.ndarray) else as_int(v) for v in values]
+    entry = _debug_entry(op, "print", len(vals))
+    rec = debug.PrintRecord(module_name(core), core, None, 0, entry.message, entry.loc, vals)
+    prints.append(rec)
+    debug.emit(rec)
+
+
+def debug_assert(op: Operation, value: Any, core: int | None) -> None:
+    """`op` (a legato or core assert) ran with condition `value`: raise `DeviceAssertError`
+    unless every element is nonzero."""
+    v = value if isinstance(value, np.ndarray) else as_int(value)
+    debug.check_assert(_debug_entry(op, "assert", 1), v, module_name(core), core, None)

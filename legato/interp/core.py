@@ -44,7 +44,7 @@ from legato import numerics
 from legato.dialects import core as C
 from legato.dialects.core import BUFFER_ATTR
 from legato.interp import semantics
-from legato.interp.common import BoundArg, as_int, np_dtype
+from legato.interp.common import BoundArg, as_int, debug_assert, debug_print, np_dtype
 from legato.interp.errors import InterpError, MemoryFault
 from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Buf, Memory, row_major_strides
@@ -295,6 +295,18 @@ class CoreFunctions(InterpreterFunctions):
     @impl(C.DmaWaitOp)
     def run_dma_wait(self, interpreter, op, args):
         return ()  # DMAs complete at issue in the interpreters
+
+    @impl(C.PrintOp)
+    def run_print(self, interpreter, op: C.PrintOp, args):
+        values = [a.read(self.memory) if isinstance(a, Buf) else a for a in args]
+        debug_print(self.machine.prints, op, values, _env(interpreter).core)
+        return ()
+
+    @impl(C.AssertOp)
+    def run_assert(self, interpreter, op: C.AssertOp, args):
+        (a,) = args
+        debug_assert(op, a.read(self.memory) if isinstance(a, Buf) else a, _env(interpreter).core)
+        return ()
 
     @impl(C.BarrierOp)
     def run_barrier(self, interpreter, op: C.BarrierOp, args):

@@ -37,7 +37,7 @@ from xdsl.ir import Operation
 from legato import opset
 from legato.dialects import legato as L
 from legato.interp import semantics
-from legato.interp.common import BoundArg, as_int, np_dtype
+from legato.interp.common import BoundArg, as_int, debug_assert, debug_print, np_dtype
 from legato.interp.errors import InterpError, UnsupportedOpError, describe_op
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler, StepListener
@@ -65,6 +65,7 @@ class LegatoMachine:
     # legato.barrier: one barrier of every core; legato.signal/wait: keyed (context, sem)
     barriers: Barriers = field(default_factory=Barriers)
     semaphores: Semaphores = field(default_factory=Semaphores)
+    prints: list = field(default_factory=list)  # the run's device_prints (`arch.debug`)
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
         return self.queues.fifo((core, space, q))
@@ -140,6 +141,17 @@ class LegatoFunctions(InterpreterFunctions):
         # Reached only when a legato.on is nested inside another region; the kernel driver runs
         # top-level ones itself (each on the tasks of its context).
         raise InterpError("legato.on must be directly inside legato.kernel", op)
+
+    @impl(L.DevicePrintOp)
+    def run_device_print(self, interpreter: Interpreter, op: L.DevicePrintOp, args):
+        assert self.machine is not None
+        debug_print(self.machine.prints, op, args, _env(interpreter).core)
+        return ()
+
+    @impl(L.DeviceAssertOp)
+    def run_device_assert(self, interpreter: Interpreter, op: L.DeviceAssertOp, args):
+        debug_assert(op, args[0], _env(interpreter).core)
+        return ()
 
     @impl(L.CoreIdOp)
     def run_core_id(self, interpreter: Interpreter, op: L.CoreIdOp, args: PythonValues):

@@ -70,6 +70,7 @@ class Machine:
     hazards: HazardChecker | None = None
     task_index: dict[str, int] = field(default_factory=dict)
     last_signal: tuple | None = None  # the queue the last DMA notified (the checker's key)
+    prints: list = field(default_factory=list)  # the run's device_prints (`arch.debug`)
 
     # -- hazards --------------------------------------------------------------------------
 

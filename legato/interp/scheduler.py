@@ -22,6 +22,7 @@ from typing import Any
 from xdsl.interpreter import Interpreter, PythonValues
 from xdsl.ir import Operation
 
+from legato.errors import DeviceAssertError
 from legato.interp.errors import DeadlockError, InterpError, StepLimitExceeded
 
 DEFAULT_QUANTUM = 2000
@@ -228,7 +229,8 @@ class Scheduler:
 
 def _as_interp_error(e: BaseException, task: Task) -> BaseException:
     """Our own errors pass through (tagged with the task's name, without the module dump xDSL
-    appends as a note); anything else becomes an `InterpError` naming the op that raised it."""
+    appends as a note), and so does a failed `device_assert` (it names its source line);
+    anything else becomes an `InterpError` naming the op that raised it."""
     if hasattr(e, "__notes__"):
         try:
             del e.__notes__
@@ -241,6 +243,8 @@ def _as_interp_error(e: BaseException, task: Task) -> BaseException:
         if e.op is None and task.current_op is not None:
             e.op = task.current_op
             e.args = (e.render(),)
+        return e
+    if isinstance(e, DeviceAssertError):  # the kernel's own report: its line, not an op's
         return e
     if isinstance(e, Exception):
         err = InterpError(f"{type(e).__name__}: {e}", task.current_op, task.name)

@@ -127,17 +127,37 @@ class Profile:
 
 
 class Profiling:
-    """What `legato.profile()` (no kernel) yields: a `Profile` per emulator run in the block."""
+    """What `legato.profile()` (no kernel) yields: a `Profile` per emulator run in the block,
+    each with the static estimate of its kernel call (printed before the run, unless
+    `show_estimate=False`)."""
 
-    def __init__(self):
+    def __init__(self, show_estimate: bool = True, file=None):
         self.profiles: list[Profile] = []
         self._current: list[RunProfiler] = []
+        self._show, self._file = show_estimate, file
+        self._pending: tuple[str, Estimate | None] | None = None
+        self._calls: dict[int, tuple[str, Estimate | None]] = {}  # id(RunProfiler) -> call
+        self._estimates: dict[tuple, Estimate | str] = {}
+
+    def note_call(self, kernel, constexprs: dict, tensors) -> None:
+        """A kernel call is about to run (`Kernel.__call__`): estimate its work (and print the
+        estimate) now; the next emulator run it starts is that call's."""
+        shapes = tuple(tuple(x.shape) if hasattr(x, "shape") else None for _, x in tensors)
+        key = (id(kernel), kernel.cache_key(constexprs), shapes)
+        if key not in self._estimates:  # a kernel called in a loop is estimated once
+            self._estimates[key] = _static_estimate(kernel, constexprs, shapes, self._file)
+        est = self._estimates[key]
+        if self._show:
+            _print_estimate(kernel.name, est, self._file)
+        self._pending = (kernel.name, est)
 
     def attach(self, emu) -> None:
         p = RunProfiler()
         p.attach(emu)
         self._current.append(p)
         self._last = p
+        if self._pending is not None:
+            self._calls[id(p)], self._pending = self._pending, None
 
     def step(self, m, pc: int, t: int) -> None:
         self._last.step(m, pc, t)
@@ -147,12 +167,14 @@ class Profiling:
 
 
 @contextlib.contextmanager
-def profiling():
+def profiling(show_estimate: bool = True, file=None):
     """Profile every emulator run started inside the `with` (trace recording on): yields a
-    `Profiling` whose `profiles` get one `Profile` per run, in order, when the block ends."""
+    `Profiling` whose `profiles` get one `Profile` per run, in order, when the block ends. A
+    run of a kernel call gets the call's static estimate (`Profile.estimate`), printed to `file`
+    (default stdout) before the run unless `show_estimate=False`."""
     from legato.jit.session import current_session, session
 
-    prof = Profiling()
+    prof = Profiling(show_estimate, file)
     token = emulator.PROFILER.set(prof)
     try:
         with session(**_session_args(current_session())):
@@ -163,7 +185,31 @@ def profiling():
         # the emulator's own report of its state (what its run returned)
         run = p.emu._result()
         name = getattr(p.emu.binary, "kernel", "") or ""
-        prof.profiles.append(Profile(run, per_line(p), p, kernel=name))
+        name, est = prof._calls.get(id(p), (name, None))
+        if not isinstance(est, Estimate):
+            est = None
+        prof.profiles.append(Profile(run, per_line(p), p, estimate=est, kernel=name))
+
+
+def _static_estimate(kernel, constexprs: dict, shapes, file) -> Estimate | str:
+    """The static estimate of `kernel` called with these constexprs and tensor arguments of
+    runtime `shapes`, or the reason there is none (a size depends on data)."""
+    from legato.compiler import lower
+    from legato.errors import CompileError, LegatoError
+
+    try:
+        module = kernel.emit_module(**constexprs)
+        lower(module, kernel.model, "core")
+        return estimate(module, kernel.model, list(shapes))
+    except CompileError as e:
+        raise e.with_traceback(None) from None
+    except LegatoError as e:  # a loop bound that depends on data: no static estimate
+        return str(e)
+
+
+def _print_estimate(name: str, est: Estimate | str, file) -> None:
+    text = f"{name}: {est.summary()}" if isinstance(est, Estimate) else est
+    print(f"legato.profile: {text}", file=file or sys.stdout)
 
 
 def _session_args(outer) -> dict:
@@ -189,9 +235,8 @@ def profile(kernel=None, *args, show_estimate: bool = True, file=None, **kwargs)
     manager profiling every run inside it. An `@legato.autotune` kernel is profiled with the
     config its last call chose."""
     if kernel is None:
-        return profiling()
-    from legato.compiler import lower
-    from legato.errors import CompileError, LegatoError
+        return profiling(show_estimate, file)
+    from legato.errors import LegatoError
     from legato.jit.autotuner import Autotuner
 
     if isinstance(kernel, Autotuner):
@@ -204,23 +249,7 @@ def profile(kernel=None, *args, show_estimate: bool = True, file=None, **kwargs)
         kwargs = {**kernel.best_config, **kwargs}
         kernel = kernel.kernel
 
-    tensors, constexprs = kernel._bind(args, kwargs)
-    est = None
-    try:
-        module = kernel.emit_module(**constexprs)
-        lower(module, kernel.model, "core")
-        shapes = [tuple(x.shape) if hasattr(x, "shape") else None for _, x in tensors]
-        est = estimate(module, kernel.model, shapes)
-    except CompileError as e:
-        raise e.with_traceback(None) from None
-    except LegatoError as e:  # a loop bound that depends on data: no static estimate
-        if show_estimate:
-            print(f"legato.profile: {e}", file=file or sys.stdout)
-    if est is not None and show_estimate:
-        print(f"legato.profile: {kernel.name}: {est.summary()}", file=file or sys.stdout)
-    with profiling() as prof:
+    with profiling(show_estimate, file) as prof:
         kernel(*args, **kwargs)
     (p,) = prof.profiles
-    p.estimate = est
-    p.kernel = kernel.name
     return p

@@ -148,27 +148,20 @@ def _instruction(m, pc: int) -> str:
 
 
 def trace_at_clock(prof: RunProfiler, result) -> dict:
-    """The run's Chrome trace (Perfetto) with `ts`/`dur` in microseconds at the chip's clock
-    (a cycle is 1 / clock_ghz ns, not 1 us), the cycle kept in `args.cycle`, and on every slice
-    the source line of the instruction that made it (`args.source`, `file:line:col`, and
-    `args.code`, the line's text; the slice's name ends with ` @ file:line`)."""
+    """The run's Chrome trace (Perfetto) at the chip's clock (`RunResult.trace`: `ts`/`dur` in
+    microseconds, the cycle kept in `args.cycle`) with, on every slice, the source line of the
+    instruction that made it (`args.source`, `file:line:col`, and `args.code`, the line's text;
+    the slice's name ends with ` @ file:line`)."""
     emu = prof.emu
-    us_per_cycle = 1.0 / (result.clock_ghz * 1e3)
+    trace = result.trace()
     out = []
     open_at: dict[tuple, str] = {}
-    for ev in result.trace_events:
-        ev = dict(ev)
+    for ev in trace["traceEvents"]:
         if ev.get("ph") == "M":
             out.append(ev)
             continue
-        args = dict(ev.get("args") or {})
+        args = ev["args"]
         pc = args.get("pc")
-        if "ts" in ev:
-            args["cycle"] = ev["ts"]
-            ev["ts"] = ev["ts"] * us_per_cycle
-        if "dur" in ev:
-            args["cycles"] = ev["dur"]
-            ev["dur"] = ev["dur"] * us_per_cycle
         if pc is not None and 0 <= ev.get("pid", -1) < len(emu.modules):
             m = emu.modules[ev["pid"]]
             loc = source_of(emu.binary, m.program.name, pc)
@@ -181,18 +174,9 @@ def trace_at_clock(prof: RunProfiler, result) -> dict:
         elif ev.get("ph") == "e":
             # an async end names its begin's slice, or Perfetto does not pair them
             ev["name"] = open_at.pop((ev.get("pid"), ev.get("id")), ev["name"])
-        if args:
-            ev["args"] = args
         out.append(ev)
-    return {
-        "traceEvents": out,
-        "displayTimeUnit": "ns",
-        "otherData": {
-            "time_unit": "us at the chip's clock",
-            "clock_ghz": result.clock_ghz,
-            "cycles": result.cycles,
-        },
-    }
+    trace["traceEvents"] = out
+    return trace
 
 
 def _short(path: str) -> str:

@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.dead_code_elimination import region_dce, would_be_trivially_dead
@@ -97,6 +97,8 @@ class _Selector:
     # buffers whose address or extent depends on a runtime value: their accesses are checked
     runtime: set[SSAValue] = field(default_factory=set)
     table: SSAValue | None = None
+    # the kernel's debug sites and entries so far (shared by its programs): [sites, entries]
+    debug_count: list = field(default_factory=lambda: [0, 0])
     loop_depth: int = 0
     loops: int = 0  # loops emitted so far (label names)
 
@@ -414,6 +416,47 @@ class _Selector:
             op,
         )
 
+    # -- debugging: device_print / device_assert -------------------------------------------------
+
+    def _debug_values(self, op: Operation, values, kind: str) -> None:
+        """One `dbg.<kind>` per value of `op` (one site of the kernel): the register of an
+        index value (count r0's 0), or a buffer's address and element count."""
+        site = self.debug_count[0]
+        self.debug_count[0] += 1
+        cls = be.DbgPrintOp if kind == "print" else be.DbgAssertOp
+        items = list(values) or [None]  # a message alone: one entry without a value
+        for arg, v in enumerate(items):
+            d = {
+                "op": StringAttr(kind),
+                "site": IntegerAttr(site, 64),
+                "message": op.message,
+                "arg": IntegerAttr(arg, 64),
+                "nargs": IntegerAttr(len(values), 64),
+            }
+            if v is None:
+                d["kind"] = StringAttr("none")
+                rs1 = rs2 = self.const(0)
+            elif isinstance(v.type, core.BufType):
+                self.need_contiguous(op, v)
+                t = _buf_type(v)
+                d["kind"], d["dtype"] = StringAttr("tensor"), StringAttr(t.dtype.name)
+                d["shape"] = ArrayAttr(
+                    [IntegerAttr(-1 if x.is_dynamic else x.size, 64) for x in t.dims]
+                )
+                rs1, rs2 = self.regs[v], self.count(v, op)
+            else:
+                d["kind"] = StringAttr("index")
+                rs1, rs2 = self.regs[v], self.const(0)
+            entry = self.debug_count[1]
+            self.debug_count[1] += 1
+            self.emit(cls(rs1, rs2, entry, DictionaryAttr(d)), op)
+
+    def _print(self, op: core.PrintOp) -> None:
+        self._debug_values(op, op.values, "print")
+
+    def _assert(self, op: core.AssertOp) -> None:
+        self._debug_values(op, [op.cond], "assert")
+
     # -- synchronization and control flow -------------------------------------------------------
 
     def _sync(self, op: core.BarrierOp | core.SemPostOp | core.SemWaitOp) -> None:
@@ -706,6 +749,7 @@ ISEL_BY_UNIT: dict[str, dict[type[Operation], _Handler]] = {
         core.VpuTransposeOp: _Selector._vpu_transpose,
     },
     "sync": {cls: _Selector._sync for cls in SYNC},
+    "debug": {core.PrintOp: _Selector._print, core.AssertOp: _Selector._assert},
     "control": {core.EndOp: _Selector._end, scf.ForOp: _Selector._for},
 }
 """Instruction selection, split by the unit the instructions run on: core op type -> handler."""
@@ -747,10 +791,11 @@ class ConvertCoreToBackendPass(ModulePass):
             layout = arg_layout(kernel)
             use = footprints(kernel)
             programs = []
+            debug_count = [0, 0]  # debug sites and entries are numbered per kernel
             for program in kernel.body.block.ops:
                 if not isinstance(program, core.ProgramOp):
                     continue
-                sel = _Selector(program, layout)
+                sel = _Selector(program, layout, debug_count=debug_count)
                 for inner in program.body.block.ops:
                     sel.select(inner)
                 mem = None

@@ -16,6 +16,8 @@
   all-cores program). `legato.signal to <ctx> sem s` is `core.dma_wait` + `core.sem_post`, and
   `legato.wait sem s` a `core.sem_wait`, on the chip-wide semaphore the kernel assigns to
   (<ctx>, s): the pairs are numbered in order of first appearance (at most 64).
+- `legato.device_print` / `legato.device_assert` are `core.print` / `core.assert` of the values'
+  buffers (a strided view copied to a contiguous buffer first) and index values.
 """
 
 from __future__ import annotations
@@ -209,6 +211,39 @@ class LowerLoopYield(LoweringPattern):
         rewriter.erase(op)
 
 
+def debug_operand(L: LoweringState, prog: ProgramState, v: SSAValue, op: Operation) -> SSAValue:
+    """A device_print / device_assert operand at the core level: an index value, or the
+    buffer of a tensor (a contiguous copy of a strided view: `dbg.print` reads an address and
+    an element count)."""
+    if isinstance(v.type, IndexType):
+        return L.scalar(prog, v, op)
+    L.note_access(v, "read")
+    return T.contiguous(L, prog, L.lookup(prog, v, op), op).value
+
+
+class LowerDevicePrint(LoweringPattern):
+    """`legato.device_print` is `core.print` of the values' buffers and index values."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.DevicePrintOp, rewriter: PatternRewriter) -> None:
+        L = self.state
+        prog = L.begin(op, rewriter)
+        values = [debug_operand(L, prog, v, op) for v in op.values]
+        prog.emit(core.PrintOp(op.message, values), op)
+        rewriter.erase(op)
+
+
+class LowerDeviceAssert(LoweringPattern):
+    """`legato.device_assert` is `core.assert` of the condition's buffer (or index value)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: lg.DeviceAssertOp, rewriter: PatternRewriter) -> None:
+        L = self.state
+        prog = L.begin(op, rewriter)
+        prog.emit(core.AssertOp(debug_operand(L, prog, op.cond, op), op.message), op)
+        rewriter.erase(op)
+
+
 def runtime_patterns(state: LoweringState) -> list[RewritePattern]:
     """The runtime family's patterns (scalars, loops, dynamic slices, synchronization)."""
     return [
@@ -219,6 +254,8 @@ def runtime_patterns(state: LoweringState) -> list[RewritePattern]:
         LowerBarrier(state),
         LowerSignal(state),
         LowerWait(state),
+        LowerDevicePrint(state),
+        LowerDeviceAssert(state),
         LowerFor(state),
         LowerLoopYield(state),
     ]

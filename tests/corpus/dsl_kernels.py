@@ -61,4 +61,42 @@ RMSNORM_ROWS = CorpusKernel(
     outputs=(2,),
 )
 
-DSL_CORPUS = [RMSNORM_ROWS]
+
+@legato.compile(backend=bertha)
+def debug_rows(
+    x: legato.get_model().tensor_type(F32, [2, 64], "shared_dram"),
+    out: legato.get_model().tensor_type(F32, [2, 64], "shared_dram"),
+):
+    """exp(x - max(x)) per row, one row per core, with the kernel debugging builtins: each core
+    prints its row's max and the head of the result, and asserts the result is at
+    most 1 (`legato.device_print` / `legato.device_assert`, docs/language.md, *Debugging*)."""
+    device = legato.get_context().get_device()
+    row = legato.get_model().tensor_type(F32, [1, 64], "sram")
+    with device.get_top():
+        for i in legato.static_range(2):
+            legato.tensor.request_load(x[i : i + 1, :], device.get_core(i), "sram")
+    for i in legato.static_range(2):
+        with device.get_core(i):
+            xi = legato.tensor.receive_type(row, 0, None, "sram")
+            m = legato.tensor.amax(xi, 1, keepdim=True)
+            legato.device_print("row", i, "max", m)
+            y = legato.tensor.exp(xi - m)
+            legato.device_print("head", y[:, 0:4])
+            legato.device_assert(y <= 1.0, "exp(x - max) is at most 1")
+            legato.tensor.memcpy(out[i : i + 1, :], y)
+
+
+DEBUG_ROWS = CorpusKernel(
+    name="debug_print_rows",
+    mlir=debug_rows.to_mlir(debuginfo=False),
+    make_args=lambda rng: [
+        rng.standard_normal((2, 64)).astype(np.float32),
+        np.zeros((2, 64), np.float32),
+    ],
+    reference=lambda ins: [torch.exp(ins[0] - ins[0].amax(-1, keepdim=True))],
+    outputs=(1,),
+    rtol=1e-5,
+    atol=1e-6,
+)
+
+DSL_CORPUS = [RMSNORM_ROWS, DEBUG_ROWS]

@@ -396,6 +396,10 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
         need(6)
         f["a"], f["b"], f["c"], f["d"] = (at(i, _reg) for i in range(4))
         f["imm"] = at(4, _dtype) | at(5, _cond_dtype) << 4
+    elif fmt == "dbg":
+        need(3)
+        f["a"], f["b"] = at(0, _reg), at(1, _reg)
+        f["imm"] = at(2, _imm, 0, isa.UIMM_MAX, "debug entry")
     else:  # pragma: no cover - the table and this function are kept in step by tests
         raise AssertionError(fmt)
     if op.format in ("vbin", "vun", "vcvt", "vfill", "v2d", "vsel") and ctx_kind == "top":
@@ -648,6 +652,8 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
             f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}, {DTYPE_NAMES[imm & 0xF]}, "
             f"{isa.COND_DTYPE_NAMES[imm >> 4]}"
         )
+    if fmt == "dbg":
+        return f"{m} {_r(a)}, {_r(b)}, {imm}"
     raise AssertionError(fmt)  # pragma: no cover
 
 

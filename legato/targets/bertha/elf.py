@@ -17,6 +17,7 @@ from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ArgLayout
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
+from legato.targets.bertha.arch.debug import Entry
 from legato.targets.bertha.asm import AsmModule, parse_context
 from legato.types import TensorSpec
 from legato.version import __version__
@@ -35,6 +36,7 @@ CHECKSUM_SECTION = ".legato.checksum"
 SIGNATURE_SECTION = ".legato.signature"
 LINES_SECTION = ".legato.lines"
 BOUNDS_SECTION = ".legato.bounds"
+DEBUG_SECTION = ".legato.debug"
 MIN_KEY_BYTES = 16
 
 
@@ -89,6 +91,8 @@ class Binary:
     lines: dict[str, list[tuple[str, int, int] | None]] = field(default_factory=dict)
     # `.legato.bounds`: per program, per pc, per address field, the extent it may touch
     bounds: dict[str, dict[int, dict[str, Extent]]] = field(default_factory=dict)
+    # `.legato.debug`: the debug entries `dbg.print` / `dbg.assert` name by their imm32
+    debug: list[Entry] = field(default_factory=list)
 
     def source_of(self, program: str, pc: int) -> tuple[str, int, int] | None:
         """The kernel source line of instruction `pc` of `program`, when the binary has one."""
@@ -147,6 +151,7 @@ def write_elf(
     kernel: str | None = None,
     lines: dict[str, list[tuple[str, int, int] | None]] | None = None,
     bounds: dict[str, dict[int, dict[str, Extent]]] | None = None,
+    debug: list[Entry] | None = None,
 ) -> bytes:
     """Encode an assembled module into a Bertha ELF binary for `model`.
 
@@ -154,7 +159,9 @@ def write_elf(
     line table, per program one (file, line, col) or None per instruction; written as
     `.legato.lines` when any instruction has one. `bounds`: per program, {pc: {field: Extent}}
     for the instructions whose accesses the runtime checks (`arch.bounds`), written as
-    `.legato.bounds` when there is any."""
+    `.legato.bounds` when there is any. `debug`: the entries of the kernel's `dbg.print` /
+    `dbg.assert` instructions (`arch.debug.Entry`, indexed by their imm32), written as
+    `.legato.debug` when there is any (a kernel without them has no such section)."""
     kernel = kernel or module.kernel
     progs = module.programs
     if not progs:
@@ -201,6 +208,12 @@ def write_elf(
             if rows
         }
         sections.append((BOUNDS_SECTION, _json_bytes({"programs": table})))
+    if debug:
+        for i, e in enumerate(debug):
+            bad = e.validate()
+            if bad is not None:
+                raise BinaryError(f"debug entry {i}: {bad}")
+        sections.append((DEBUG_SECTION, _json_bytes({"entries": [e.to_json() for e in debug]})))
     # symbols: one STT_FUNC per program entry
     strtab = b"\0"
     syms = [b"\0" * 24]
@@ -746,7 +759,45 @@ def read_elf(data: bytes) -> Binary:
         except (ValueError, RecursionError) as e:
             raise BinaryError(f"{BOUNDS_SECTION} is not valid JSON: {e}") from None
         bounds = _read_bounds(bounds_meta, programs, layout)
-    return Binary(kernel, programs, target, comp, pm, args_meta, stored, signature, lines, bounds)
+    debug = _read_debug(by_name.get(DEBUG_SECTION), programs)
+    return Binary(
+        kernel, programs, target, comp, pm, args_meta, stored, signature, lines, bounds, debug
+    )
+
+
+_DBG_OPCODES = frozenset(o.opcode for o in isa.OPS if o.format == "dbg")
+
+
+def _read_debug(data: bytes | None, programs: list[Program]) -> list[Entry]:
+    """The entries of a `.legato.debug` section (None: there is none), each checked, and every
+    `dbg.*` instruction's imm32 naming one of them (a `dbg.assert` an assert entry, a
+    `dbg.print` a print entry). Without the section nothing is scanned (a binary without
+    debug instructions pays nothing); a debug instruction of such a binary faults when it runs."""
+    if data is None:
+        return []
+    try:
+        meta = json.loads(data)
+        rows = meta["entries"]
+        if not isinstance(rows, list):
+            raise TypeError("entries is not a list")
+        entries = [Entry.from_json(r) for r in rows]
+    except (ValueError, RecursionError, KeyError, TypeError, IndexError, AttributeError) as e:
+        raise BinaryError(f"{DEBUG_SECTION} is not a valid debug table: {e}") from None
+    for i, e in enumerate(entries):
+        bad = e.validate()
+        if bad is not None:
+            raise BinaryError(f"{DEBUG_SECTION}: entry {i}: {bad}")
+    for p in programs:
+        for pc, w in enumerate(p.words):
+            if w & 0xFF not in _DBG_OPCODES:
+                continue
+            ins = isa.decode(w)
+            if ins.imm >= len(entries) or entries[ins.imm].op != ins.mnemonic[4:]:
+                raise BinaryError(
+                    f"program {p.name} pc {pc}: {ins.mnemonic} names debug entry {ins.imm}, "
+                    f"which {DEBUG_SECTION} does not hold as a {ins.mnemonic[4:]} entry"
+                )
+    return entries
 
 
 def _check_key(key: bytes) -> bytes:

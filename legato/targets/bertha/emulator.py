@@ -33,6 +33,7 @@ from threadpoolctl import ThreadpoolController
 from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, mpu_fast, native, timing, vpu
+from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.address_map import (
     CORE_SPACE_OFFSET,
     CORE_WINDOW_BASE,
@@ -723,6 +724,8 @@ class Emulator:
         self.vpu_trans_elems = 0
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
+        self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
+        self._debug: debug.Collector | None = None
         self.modules = self._make_modules()
         self._prof = PROFILER.get()
         if self._prof is not None:
@@ -1189,6 +1192,7 @@ class Emulator:
                 self.vpu_trans_elems,
             ),
             model_name=self.model.name,
+            prints=list(self.prints),
         )
 
     # ---- helpers --------------------------------------------------------------------------
@@ -1328,7 +1332,52 @@ class Emulator:
                 raise _Trap("top has no VPU")
             plan = self._vpu_plan(m, ins)
             return plan
+        if fmt == "dbg":
+            return self._dbg_plan(m, ins)
         return _Plan(m.time)
+
+    def _dbg_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
+        """`dbg.print` / `dbg.assert`: its debug entry, and for a tensor the bytes it reads,
+        which it waits for in the scoreboard like any reader (docs/isa.md, *Debug
+        instructions*)."""
+        table = getattr(self.binary, "debug", None) or ()
+        if ins.imm >= len(table):
+            raise _Trap(
+                f"{ins.mnemonic} names debug entry {ins.imm}, but the binary's .legato.debug "
+                f"table has {len(table)}"
+            )
+        entry = table[ins.imm]
+        if entry.kind != "tensor":
+            return _Plan(m.time, data=(entry, 0, 0, ()))
+        addr, count = m.regs[ins.a], m.regs[ins.b]
+        if count < 0:
+            raise _Trap(f"{ins.mnemonic} of negative element count {count}")
+        n = entry.nbytes(count)
+        self._check(addr, n)
+        reads = ((addr, addr + n),)
+        return _Plan(max(m.time, m.conflict(reads, ())), data=(entry, addr, count, reads))
+
+    def _exec_dbg(self, m: Module, ins: isa.Instruction, plan: _Plan, t: int) -> None:
+        """Read the value of a debug entry and report it: a print's record is printed when its
+        site's last value is read (and kept in `prints`); a false assert raises
+        `DeviceAssertError`. Takes no cycle."""
+        entry, addr, count, reads = plan.data
+        if entry.kind == "tensor":
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, reads, ())
+            raw = self.memory.read(addr, entry.nbytes(count))
+            value = debug.read_tensor(entry, np.asarray(raw), count)
+        else:
+            value = m.regs[ins.a]
+        if entry.op == "assert":
+            debug.check_assert(entry, value, m.name, m.core, t)
+            return
+        if self._debug is None:
+            self._debug = debug.Collector()
+        rec = self._debug.add(entry, value, m.name, m.core, t)
+        if rec is not None:
+            self.prints.append(rec)
+            debug.emit(rec)
 
     def _notify(self, m: Module, ins) -> tuple[int, int, int] | None:
         """(core, space, queue) a dma/dma2d notifies on completion, or None."""
@@ -1554,6 +1603,9 @@ class Emulator:
             self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
         elif op.timing == "V":
             self._exec_vpu(m, ins, plan, t)
+        elif fmt == "dbg":
+            self._exec_dbg(m, ins, plan, t)
+            issue_end = t  # a debug instruction takes no cycle of its own
         else:  # pragma: no cover - every mnemonic is handled above
             raise _Trap(f"unimplemented instruction {mn}")
         m.pc = nxt

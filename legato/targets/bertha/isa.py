@@ -129,6 +129,7 @@ FORMATS: dict[str, str] = {
     "vfill": "rdst, rn, rbits, dtype",
     "v2d": "rdst, rsrc, rrows, rcols, dtype",
     "vsel": "rdst, rcond, rsrc, rn, dtype, cond_dtype",
+    "dbg": "rs1, rs2, uimm",
 }
 
 _OPS: list[OpInfo] = []
@@ -212,6 +213,12 @@ for _row in opset.OPS:
     if _row.unit == opset.VPU and _row.mnemonic is not None:
         assert _row.opcode is not None and _row.format is not None
         _op(_row.mnemonic, _row.opcode, _row.format, "V", _row.isa_doc)
+
+# The debug instructions (`dbg.print`, `dbg.assert`) are the op table's DEBUG rows; timing class M:
+# they read memory through the scoreboard (and take no cycle themselves, docs/isa.md).
+for _row in opset.family(opset.DEBUG):
+    assert _row.mnemonic is not None and _row.opcode is not None and _row.format is not None
+    _op(_row.mnemonic, _row.opcode, _row.format, "M", _row.isa_doc)
 
 OPS: tuple[OpInfo, ...] = tuple(_OPS)
 BY_MNEMONIC: dict[str, OpInfo] = {o.mnemonic: o for o in OPS}
@@ -312,6 +319,7 @@ REG_FIELDS: dict[str, str] = {
     "vfill": "abc",
     "v2d": "abcd",
     "vsel": "abcd",
+    "dbg": "ab",
 }
 
 

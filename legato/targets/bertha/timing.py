@@ -255,6 +255,8 @@ class RunResult:
     vpu_transcendental_ops: int = 0  # the element-ops of the transcendental rows of legato.opset
     roofline: Roofline | None = None  # set by the emulator from the model it ran on
     model_name: str = ""
+    # `legato.device_print`s of the run (`arch.debug.PrintRecord`), in the order they ran
+    prints: list = field(default_factory=list, repr=False)
 
     @property
     def roofline_cycles(self) -> int:
@@ -289,13 +291,30 @@ class RunResult:
         return self.cycles / (self.clock_ghz * 1e9)
 
     def trace(self) -> dict:
-        """Chrome trace JSON (Perfetto): one process per module, one thread per unit; ts in
-        cycles (displayed as microseconds)."""
+        """Chrome trace JSON (Perfetto): one process per module, one thread per unit; `ts` and
+        `dur` in microseconds at the chip's clock (a cycle is 1 / clock_ghz ns), the cycle kept
+        in `args.cycle` (a slice's length in cycles in `args.cycles`)."""
+        us_per_cycle = 1.0 / (self.clock_ghz * 1e3)
+        out = []
+        for ev in self.trace_events:
+            if ev.get("ph") == "M":
+                out.append(ev)
+                continue
+            ev = dict(ev)
+            args = dict(ev.get("args") or {})
+            if "ts" in ev:
+                args["cycle"] = ev["ts"]
+                ev["ts"] = ev["ts"] * us_per_cycle
+            if "dur" in ev:
+                args["cycles"] = ev["dur"]
+                ev["dur"] = ev["dur"] * us_per_cycle
+            ev["args"] = args
+            out.append(ev)
         return {
-            "traceEvents": self.trace_events,
+            "traceEvents": out,
             "displayTimeUnit": "ns",
             "otherData": {
-                "time_unit": "cycles",
+                "time_unit": "us at the chip's clock",
                 "clock_ghz": self.clock_ghz,
                 "cycles": self.cycles,
             },

@@ -39,12 +39,63 @@ backend.kernel @k args [] {
 
 backend.kernel @k args [] {
   backend.program @c0 on core(0) {
-    backend.barrier 1, 2
+    backend.barrier 1, 2 loc("k.py":5:5)
     backend.halt
   }
   backend.program @c1 on core(1) {
-    // expected-error @+1 {{backend.barrier 1: counts 2 and 3 differ}}
+    // expected-error @+1 {{backend.barrier 1: counts 2 (at k.py:5) and 3 (at }}
     backend.barrier 1, 3
+    backend.halt
+  }
+}
+
+// -----
+
+// Proofs on static counts name both source lines: the wait that blocks forever and the last
+// send (or post) that could have released it.
+backend.kernel @k args [] {
+  backend.program @top on top {
+    %a = backend.lsa core(0) sram, 0 : !backend.reg
+    %n = backend.li 64 : !backend.reg
+    backend.dma %a, %a, %n notify core(0) sram queue 0 : (!backend.reg, !backend.reg, !backend.reg) -> () loc("k.py":12:9)
+    backend.halt
+  }
+  backend.program @c0 on core(0) {
+    backend.qwait sram queue 0 loc("k.py":15:9)
+    // expected-error @+1 {{backend.qwait: core 0 waits on sram queue 0 2 times but the kernel's DMAs notify it only 1 time(s), the last at k.py:12: wait 2 (at }}
+    backend.qwait sram queue 0
+    backend.halt
+  }
+}
+
+// -----
+
+backend.kernel @k args [] {
+  backend.program @top on top {
+    backend.sem_post 4, 1 loc("k.py":20:9)
+    backend.halt
+  }
+  backend.program @c0 on core(0) {
+    // expected-error @+1 {{backend.sem_wait: the kernel posts semaphore 4 only 1 time(s), the last post at k.py:20, but waits for it 2 time(s), the last wait at }}
+    backend.sem_wait 4, 2
+    backend.halt
+  }
+}
+
+// -----
+
+// In a loop the counts are not static: left to the emulator (its deadlock report).
+backend.kernel @k args [] {
+  backend.program @top on top {
+    backend.sem_post 4, 1
+    backend.halt
+  }
+  backend.program @c0 on core(0) {
+    %z = backend.li 0 : !backend.reg<r3>
+    backend.label "L0"
+    backend.sem_wait 4, 2
+    backend.beq %z, %z, "L1" : (!backend.reg<r3>, !backend.reg<r3>) -> ()
+    backend.label "L1"
     backend.halt
   }
 }

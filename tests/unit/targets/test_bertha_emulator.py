@@ -500,8 +500,17 @@ def test_trace_json(tmp_path):
     assert (1, "mpu") in threads and (0, "dma") in threads
     mpu = [e for e in ev if e.get("tid") == 2 and e["ph"] == "X"]
     assert [e["name"].split()[0] for e in mpu] == ["mpu.ldw", "mpu.mm"]
-    assert all(e["ts"] + e["dur"] <= res.cycles for e in mpu)
+    assert all(e["args"]["cycle"] + e["args"]["cycles"] <= res.cycles for e in mpu)
     assert sum(e["ph"] == "b" for e in ev) == 3  # three DMAs
+    # ts/dur are microseconds at the chip's clock, not one microsecond per cycle
+    us_per_cycle = 1.0 / (res.clock_ghz * 1e3)
+    assert res.clock_ghz != 1e-3
+    for e in mpu:
+        assert e["ts"] == pytest.approx(e["args"]["cycle"] * us_per_cycle)
+        assert e["dur"] == pytest.approx(e["args"]["cycles"] * us_per_cycle)
+    assert d["otherData"]["time_unit"] == "us at the chip's clock"
+    raw = [e for e in res.trace_events if e.get("tid") == 2 and e["ph"] == "X"]
+    assert [e["ts"] for e in raw] == [e["args"]["cycle"] for e in mpu]
 
 
 SEL = """\

@@ -34,6 +34,8 @@ EXAMPLES = {
     "vpu.cvt": "vpu.cvt r1, r2, r3, bf16, f32",
     "vpu.fill": "vpu.fill r1, r2, r0, f32",
     "vpu.sel": "vpu.sel r1, r2, r3, r4, bf16, i1",
+    "dbg.print": "dbg.print r5, r6, 4294967295",
+    "dbg.assert": "dbg.assert r5, r0, 3",
 }
 
 
@@ -161,6 +163,8 @@ def operands(draw, op):
     if f == "vsel":
         cdt = draw(st.sampled_from(sorted(isa.COND_DTYPES)))
         return f"{r()}, {r()}, {r()}, {r()}, {draw(dtype)}, {cdt}"
+    if f == "dbg":
+        return f"{r()}, {r()}, {draw(st.integers(0, isa.UIMM_MAX))}"
     raise AssertionError(f)
 
 

@@ -126,6 +126,43 @@ def test_profile_call_prints_the_estimate_then_runs(capsys):
     assert rows[mean_line].counts["vpu"] > 0 and "tensor.mean" in rows[mean_line].text
 
 
+def test_the_with_form_estimates_every_kernel_call(capsys):
+    """`with legato.profile()`: each kernel call's profile carries its static estimate (printed
+    before the run), which agrees with the run; a raw binary run has none."""
+    x, w, out = _rms_args()
+    model = rmsnorm_rows.model
+    art = compile_kernel(parse_module(rmsnorm_rows.to_mlir(), "rms"), model)
+    with legato.profile() as p:
+        rmsnorm_rows(x, w, out)
+        run_binary(art.binary, model, list(_rms_args()), trace=True)
+        rmsnorm_rows(x, w, out)  # estimated once, printed before each run
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 and printed[0] == printed[1]
+    assert printed[0].startswith("legato.profile: rmsnorm_rows: static estimate: DRAM bytes 6144")
+    first, raw, second = p.profiles
+    assert first.kernel == second.kernel == "rmsnorm_rows"
+    assert first.estimate.dram_bytes == first.run.dram_bytes == 6144
+    assert second.estimate.dram_bytes == second.run.dram_bytes == 6144
+    assert (second.estimate.macs, second.estimate.vpu_ops) == (
+        second.run.mac_count,
+        second.run.vpu_element_ops,
+    )
+    assert raw.estimate is None
+    assert "matches the run" in first.report()
+
+
+def test_run_result_trace_is_at_the_chips_clock():
+    """`RunResult.write_trace` (no profiler): microseconds at the chip's clock too."""
+    model = bertha.evt1()
+    art = compile_kernel(parse_module(rmsnorm_rows.to_mlir(), "rms"), model)
+    res = run_binary(art.binary, model, list(_rms_args()), trace=True)
+    slices = [e for e in res.trace()["traceEvents"] if e["ph"] == "X"]
+    assert slices
+    for e in slices:
+        assert e["ts"] == pytest.approx(e["args"]["cycle"] / 1200)
+        assert e["dur"] == pytest.approx(e["args"]["cycles"] / 1200)
+
+
 def test_trace_is_at_the_chips_clock_with_source_lines():
     model = bertha.evt1()  # 1.2 GHz: a cycle is 1/1.2 ns
     # the DSL kernel's IR carries its Python locations (the corpus' IR texts do not)

@@ -12,7 +12,9 @@ package is that machine, written once, in pure Python over numpy (no IR):
 * `dma`: the DMA descriptor rules (dma2d shape and strides, notify decoding, which engine's
   port a transfer uses) and the arrival queues (FIFO per core, space and queue);
 * `units`: the compute units' operand rules (operands in the running core's own memory, the
-  MPU's weight tile bounds).
+  MPU's weight tile bounds);
+* `debug`: what `device_print` / `device_assert` report (debug entries, print records, the
+  assert rule), alike for the emulator and every interpreter.
 
 docs/architecture.md (*Machine model*) describes the rules; tests/unit/targets/arch tests them.
 """
