@@ -184,6 +184,9 @@ def generate(
     spmd step: the steps in `epilogue` and those that depend on it are its fused epilogue,
     the others its prologue (`generate_spmd`).
     """
+    for s in steps:
+        if s.impl is not None and s.impl.rows_only:
+            raise AssertionError(f"{s.node.name}: {s.impl.rows_only}")
     spmd = [s for s in steps if s.impl is not None and s.impl.spmd]
     if spmd:
         if len(spmd) != 1:

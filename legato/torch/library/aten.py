@@ -419,16 +419,43 @@ def _norm_dim(d, rank):
     return d + rank if d < 0 else d
 
 
-def _fits_sram(ctx, *tensors, what="operands"):
+def _sram_bytes(ctx, tensors) -> int:
     total = 0
     for t in tensors:
         n = 1
         for d in _dims(ctx, t.shape):
             n *= d[1] if isinstance(d, tuple) else d
         total += n * t.element_size()
+    return total
+
+
+def _fits_sram(ctx, *tensors, what="operands"):
+    total = _sram_bytes(ctx, tensors)
     assert total <= ctx.model.sram_size, (
         f"{what} need {total} bytes of SRAM, more than the {ctx.model.sram_size} of one core "
         "(no tiling across cores yet)"
+    )
+
+
+def _fits_sram_rows(ctx, *tensors, what="operands") -> str | None:
+    """For a row-local op (each row of its result from the same row of its operands): None when
+    the whole `tensors` fit one core's SRAM; else the reason it runs only split over rows
+    (`Impl.rows_only`: `chip_rows` gives each core blocks of rows), asserting that one row of
+    each (its last dim) fits."""
+    total = _sram_bytes(ctx, tensors)
+    if total <= ctx.model.sram_size:
+        return None
+    row = 0
+    for t in tensors:
+        last = _dims(ctx, t.shape[-1:])[0] if t.dim() else 1
+        row += (last[1] if isinstance(last, tuple) else last) * t.element_size()
+    assert row <= ctx.model.sram_size, (
+        f"{what} need {row} bytes of SRAM for one row, more than the {ctx.model.sram_size} of "
+        "one core"
+    )
+    return (
+        f"{what} need {total} bytes of SRAM, more than the {ctx.model.sram_size} of one core: "
+        "they run only split over rows across the cores (a row-split kernel)"
     )
 
 
@@ -803,12 +830,16 @@ def resolve_layer_norm(node, ctx):
     if wide:
         ctx.probe("cast_f32", dt)
         ctx.probe("cast_bf16", torch.float32)
-    _fits_sram(ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies")
+    # (row-local: a prefill's larger norms run on every core, a block of rows each)
+    rows_only = _fits_sram_rows(
+        ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies"
+    )
     ty = legato.types.float("float32" if stats == torch.float32 else "bfloat16")
     return Impl(
         layer_norm,
         (x, w if w is not None else 0.0, b if b is not None else 0.0, float(eps))
         + (w is not None, b is not None, wide, ty),
+        rows_only=rows_only,
     )
 
 
