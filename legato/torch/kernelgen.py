@@ -614,8 +614,13 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
     loaded: dict[torch.fx.Node, str] = {}
 
     def operand(s, pos, a):
-        if s.impl.memory.get(pos, "sram") != "sram":
-            raise AssertionError(f"{s.node.name}: a fused prologue takes sram operands only")
+        mem = s.impl.memory.get(pos, "sram")
+        if mem == "shared_dram" and a in arg_names:
+            return arg_names[a]  # used where it is (an embedding table: rows gathered from it)
+        if mem != "sram":
+            raise AssertionError(
+                f"{s.node.name}: a fused prologue takes sram and shared-DRAM operands only"
+            )
         if a in var:
             return var[a]
         if a not in loaded:

@@ -676,6 +676,30 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
     return [node for node in cand if node in keep]
 
 
+def _prologue_read(seg: list, decisions) -> int | None:
+    """Bytes each core reads to compute `seg` as a prologue (None: a dynamic size): its inputs
+    loaded whole, except an input every reader uses where it is (a `"shared_dram"` operand: an
+    embedding table), of which each reader reads as many bytes as its result (a decode step's
+    embedding row)."""
+    inside = set(seg)
+
+    def in_place(n, a) -> bool:
+        impl = decisions[n].impl if n.target not in _BOOKKEEPING else None
+        return impl is not None and any(
+            x is a and impl.memory.get(pos, "sram") == "shared_dram"
+            for pos, x in enumerate(impl.args)
+        )
+
+    sizes = []
+    for a in {a for n in seg for a in n.all_input_nodes if a not in inside}:
+        readers = [n for n in seg if a in n.all_input_nodes]
+        if all(in_place(n, a) for n in readers):
+            sizes += [_nbytes(n) for n in readers]
+        else:
+            sizes.append(_nbytes(a))
+    return None if None in sizes else sum(sizes)
+
+
 def _broadcasts(node, shape) -> bool:
     """`node` is a static tensor that broadcasts to `shape` (each of its dims 1 or equal)."""
     v = node.meta.get("val")
@@ -1073,13 +1097,12 @@ class LegatoGraphWrapper:
         if any(
             self.decisions[n].impl is None
             or self.decisions[n].impl.spmd
-            or any(m != "sram" for m in self.decisions[n].impl.memory.values())
+            or any(m not in ("sram", "shared_dram") for m in self.decisions[n].impl.memory.values())
             for n in seg
             if n.target not in _BOOKKEEPING
         ):
             return
-        ins = {a for n in seg for a in n.all_input_nodes if a not in inside}
-        read = sum(_nbytes(a) for a in ins)
+        read = _prologue_read(seg, self.decisions)
         if read is None or read > PROLOGUE_BYTES:
             return
         group[:0] = seg

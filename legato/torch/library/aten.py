@@ -1340,6 +1340,48 @@ def embedding(weight, ids):
     return legato.tensor.gather(weight, ids)
 
 
+@legato.function
+def embedding_rows(weight, ids, rows, out):
+    """The embedding on every core (spmd): ids [B, S] in blocks of `rows` (a divisor of S),
+    block i on core i % ncores; each core gathers its block's rows from the table in shared
+    DRAM and writes them to out [B, S, H]."""
+    per = ids.shape[1] // rows
+    ncores = legato.get_context().get_device().num_cores
+    for blk in range(legato.core_id(), ids.shape[0] * per, ncores):
+        b = blk // per
+        s0 = (blk - b * per) * rows
+        i = legato.tensor.load(ids[b : b + 1, s0 : s0 + rows])
+        legato.tensor.memcpy(out[b : b + 1, s0 : s0 + rows, :], legato.tensor.gather(weight, i))
+
+
+# the gathered rows of an embedding on every core at least this many bytes (fewer: one core,
+# and a decode step's row is gathered in the prologue of the kernel that reads it)
+EMBEDDING_SPLIT_BYTES = 128 * 1024
+# rows of one core's block at most this many bytes (the gathered rows, in SRAM)
+EMBEDDING_BLOCK_BYTES = 16 * 1024
+
+
+def _embedding_spmd(ctx, w, ids, node):
+    """The all-core embedding (`embedding_rows`) of static ids [B, S] when its rows are many
+    (`EMBEDDING_SPLIT_BYTES`); None otherwise."""
+    ti, to = val(ids), val(node)
+    if ti.dim() != 2 or not all(isinstance(d, int) for d in (*ti.shape, *to.shape)):
+        return None
+    b, n = ti.shape
+    row = to.shape[-1] * to.element_size()
+    if b * n * row < EMBEDDING_SPLIT_BYTES:
+        return None
+    ncores = ctx.model.num_cores
+    cap = max(1, min(-(-n * b // ncores), n, EMBEDDING_BLOCK_BYTES // row))
+    rows = next(r for r in range(cap, 0, -1) if n % r == 0)
+    return Impl(
+        embedding_rows,
+        (w, ids, rows),
+        spmd=True,
+        name=f"embedding on every core ({rows}-row blocks)",
+    )
+
+
 @register(aten.embedding.default)
 def resolve_embedding(node, ctx):
     w, ids = node.args[:2]
@@ -1347,7 +1389,10 @@ def resolve_embedding(node, ctx):
     tw, ti = val(w), val(ids)
     assert tw.dtype == dt and tw.dim() == 2, f"embedding table {tw.dtype} {list(tw.shape)}"
     assert ti.dtype == torch.int64, f"embedding indices of {ti.dtype} (int64 are read)"
-    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
     ctx.probe("gather", dt)
+    spmd = _embedding_spmd(ctx, w, ids, node)
+    if spmd is not None:
+        return spmd
+    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
     # the table stays in shared DRAM: only the selected rows are copied (one DMA per index)
     return Impl(embedding, (w, ids), memory={0: "shared_dram"})
