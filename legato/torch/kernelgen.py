@@ -612,6 +612,10 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
     if not prologue:
         return lines, var
     loaded: dict[torch.fx.Node, str] = {}
+    # every input's load is issued before the first step: loaded at first use, each load's
+    # DRAM latency would follow the steps before it (three q/k/v rows and the rotary's cos and
+    # sin: five latencies in a row instead of one)
+    loads: list[str] = []
 
     def operand(s, pos, a):
         mem = s.impl.memory.get(pos, "sram")
@@ -625,13 +629,14 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
             return var[a]
         if a not in loaded:
             loaded[a] = fresh(f"v_{a.name}")
-            lines.append(f"        {loaded[a]} = legato.tensor.load({arg_names[a]})")
+            loads.append(f"        {loaded[a]} = legato.tensor.load({arg_names[a]})")
         return loaded[a]
 
     for s in prologue:
         line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
         if line is not None:
             lines.append(line)
+    lines[:0] = loads
     leaving = [s.node for s in prologue if s.node in out_names]
     if leaving:
         # core 0 writes what leaves the kernel (a loop that runs once on core 0 only: the
