@@ -184,6 +184,9 @@ def generate(
     spmd step: the steps in `epilogue` and those that depend on it are its fused epilogue,
     the others its prologue (`generate_spmd`).
     """
+    for s in steps:
+        if s.impl is not None and s.impl.rows_only:
+            raise AssertionError(f"{s.node.name}: {s.impl.rows_only}")
     spmd = [s for s in steps if s.impl is not None and s.impl.spmd]
     if spmd:
         if len(spmd) != 1:
@@ -609,21 +612,31 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
     if not prologue:
         return lines, var
     loaded: dict[torch.fx.Node, str] = {}
+    # every input's load is issued before the first step: loaded at first use, each load's
+    # DRAM latency would follow the steps before it (three q/k/v rows and the rotary's cos and
+    # sin: five latencies in a row instead of one)
+    loads: list[str] = []
 
     def operand(s, pos, a):
-        if s.impl.memory.get(pos, "sram") != "sram":
-            raise AssertionError(f"{s.node.name}: a fused prologue takes sram operands only")
+        mem = s.impl.memory.get(pos, "sram")
+        if mem == "shared_dram" and a in arg_names:
+            return arg_names[a]  # used where it is (an embedding table: rows gathered from it)
+        if mem != "sram":
+            raise AssertionError(
+                f"{s.node.name}: a fused prologue takes sram and shared-DRAM operands only"
+            )
         if a in var:
             return var[a]
         if a not in loaded:
             loaded[a] = fresh(f"v_{a.name}")
-            lines.append(f"        {loaded[a]} = legato.tensor.load({arg_names[a]})")
+            loads.append(f"        {loaded[a]} = legato.tensor.load({arg_names[a]})")
         return loaded[a]
 
     for s in prologue:
         line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
         if line is not None:
             lines.append(line)
+    lines[:0] = loads
     leaving = [s.node for s in prologue if s.node in out_names]
     if leaving:
         # core 0 writes what leaves the kernel (a loop that runs once on core 0 only: the

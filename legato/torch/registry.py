@@ -78,6 +78,11 @@ class Impl:
     writes the first node's result and each member's (`outs`, one tuple of them all) and its
     epilogue gets the tuple of their blocks (`epi(ys, r0, rows, j0, width, *eargs)`, ys[i]
     the same block of each result).
+
+    `rows_only` (a reason, None: no such limit): the implementation is row-local and its whole
+    operands do not fit one core's memory, only a block of rows does; it runs only in a
+    row-split all-core kernel (`legato.torch.library.chip_rows`), and a kernel of any other form
+    refuses it with this reason.
     """
 
     fn: Any
@@ -92,6 +97,7 @@ class Impl:
     merge: Any = None
     members: tuple = ()
     writes: tuple = ()
+    rows_only: str | None = None
 
     @property
     def label(self) -> str:

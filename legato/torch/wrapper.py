@@ -676,6 +676,50 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
     return [node for node in cand if node in keep]
 
 
+def _prologue_read(seg: list, decisions) -> int | None:
+    """Bytes each core reads to compute `seg` as a prologue (None: a dynamic size): its inputs
+    loaded whole, except an input every reader uses where it is (a `"shared_dram"` operand: an
+    embedding table), of which each reader reads as many bytes as its result (a decode step's
+    embedding row)."""
+    inside = set(seg)
+
+    def in_place(n, a) -> bool:
+        impl = decisions[n].impl if n.target not in _BOOKKEEPING else None
+        return impl is not None and any(
+            x is a and impl.memory.get(pos, "sram") == "shared_dram"
+            for pos, x in enumerate(impl.args)
+        )
+
+    sizes = []
+    for a in {a for n in seg for a in n.all_input_nodes if a not in inside}:
+        readers = [n for n in seg if a in n.all_input_nodes]
+        if all(in_place(n, a) for n in readers):
+            sizes += [_nbytes(n) for n in readers]
+        else:
+            sizes.append(_nbytes(a))
+    return None if None in sizes else sum(sizes)
+
+
+def _components(nodes: list) -> list[list]:
+    """The weakly connected parts of `nodes` (edges between two of them), each in the order
+    of `nodes`."""
+    inside = set(nodes)
+    part: dict = {}
+    for n in nodes:
+        if n in part:
+            continue
+        part[n] = n
+        todo = [n]
+        while todo:
+            x = todo.pop()
+            for y in (*x.all_input_nodes, *x.users):
+                if y in inside and y not in part:
+                    part[y] = n
+                    todo.append(y)
+    roots = list(dict.fromkeys(part[n] for n in nodes))
+    return [[n for n in nodes if part[n] is r] for r in roots]
+
+
 def _broadcasts(node, shape) -> bool:
     """`node` is a static tensor that broadcasts to `shape` (each of its dims 1 or equal)."""
     v = node.meta.get("val")
@@ -1046,6 +1090,38 @@ class LegatoGraphWrapper:
                     out.append(groups[i])
         return [Partition(id=i, nodes=seg) for i, seg in enumerate(out)]
 
+    def _split_rows(self, partitions):
+        """A single-core partition made of independent parts (no edge between them: a
+        prefill's first RMSNorm beside the rotary's cos/sin tables and the mask) is cut so that
+        each part that is a row-split kernel on its own (`chip_rows.plan`) is one, on every
+        core; the other parts stay one single-core kernel. Acyclic: the partitions are convex,
+        and no path joins two parts of one (it would run inside it), so each part, and any
+        union of parts, is convex too."""
+        from torch.fx.passes.infra.partitioner import Partition
+
+        from legato.torch.library import chip_rows
+
+        order = {n: i for i, n in enumerate(self._order)}
+        out, cut = [], False
+        for p in partitions:
+            nodes = sorted(p.nodes, key=order.__getitem__)
+            parts = [] if any(self._spmd_node(n) for n in nodes) else _components(nodes)
+            rows = (
+                [] if len(parts) < 2 else [c for c in parts if chip_rows.plan(*self._kernel_io(c))]
+            )
+            if not rows:
+                out.append(p)
+                continue
+            cut = True
+            taken = {n for c in rows for n in c}
+            rest = [n for n in nodes if n not in taken]
+            out += [Partition(nodes=c) for c in rows] + ([Partition(nodes=rest)] if rest else [])
+        if not cut:
+            return partitions
+        for i, p in enumerate(out):
+            p.id = i
+        return out
+
     def _fuse_into(self, s, group: list, segs: list, i: int) -> None:
         """Fuse small work into the kernel of the spmd node `s` (`segs[i]` runs before it,
         `segs[i + 1]` after): the elementwise nodes after it that work on its result
@@ -1073,13 +1149,12 @@ class LegatoGraphWrapper:
         if any(
             self.decisions[n].impl is None
             or self.decisions[n].impl.spmd
-            or any(m != "sram" for m in self.decisions[n].impl.memory.values())
+            or any(m not in ("sram", "shared_dram") for m in self.decisions[n].impl.memory.values())
             for n in seg
             if n.target not in _BOOKKEEPING
         ):
             return
-        ins = {a for n in seg for a in n.all_input_nodes if a not in inside}
-        read = sum(_nbytes(a) for a in ins)
+        read = _prologue_read(seg, self.decisions)
         if read is None or read > PROLOGUE_BYTES:
             return
         group[:0] = seg
@@ -1093,7 +1168,7 @@ class LegatoGraphWrapper:
         self._order = list(gm.graph.nodes)
         partitions = [
             p
-            for p in self._split_spmd(partitioner.propose_partitions())
+            for p in self._split_rows(self._split_spmd(partitioner.propose_partitions()))
             if sum(1 for n in p.nodes if n.target not in _BOOKKEEPING) >= self.options.min_ops
         ]
         return partitioner, partitions

@@ -419,16 +419,43 @@ def _norm_dim(d, rank):
     return d + rank if d < 0 else d
 
 
-def _fits_sram(ctx, *tensors, what="operands"):
+def _sram_bytes(ctx, tensors) -> int:
     total = 0
     for t in tensors:
         n = 1
         for d in _dims(ctx, t.shape):
             n *= d[1] if isinstance(d, tuple) else d
         total += n * t.element_size()
+    return total
+
+
+def _fits_sram(ctx, *tensors, what="operands"):
+    total = _sram_bytes(ctx, tensors)
     assert total <= ctx.model.sram_size, (
         f"{what} need {total} bytes of SRAM, more than the {ctx.model.sram_size} of one core "
         "(no tiling across cores yet)"
+    )
+
+
+def _fits_sram_rows(ctx, *tensors, what="operands") -> str | None:
+    """For a row-local op (each row of its result from the same row of its operands): None when
+    the whole `tensors` fit one core's SRAM; else the reason it runs only split over rows
+    (`Impl.rows_only`: `chip_rows` gives each core blocks of rows), asserting that one row of
+    each (its last dim) fits."""
+    total = _sram_bytes(ctx, tensors)
+    if total <= ctx.model.sram_size:
+        return None
+    row = 0
+    for t in tensors:
+        last = _dims(ctx, t.shape[-1:])[0] if t.dim() else 1
+        row += (last[1] if isinstance(last, tuple) else last) * t.element_size()
+    assert row <= ctx.model.sram_size, (
+        f"{what} need {row} bytes of SRAM for one row, more than the {ctx.model.sram_size} of "
+        "one core"
+    )
+    return (
+        f"{what} need {total} bytes of SRAM, more than the {ctx.model.sram_size} of one core: "
+        "they run only split over rows across the cores (a row-split kernel)"
     )
 
 
@@ -803,12 +830,16 @@ def resolve_layer_norm(node, ctx):
     if wide:
         ctx.probe("cast_f32", dt)
         ctx.probe("cast_bf16", torch.float32)
-    _fits_sram(ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies")
+    # (row-local: a prefill's larger norms run on every core, a block of rows each)
+    rows_only = _fits_sram_rows(
+        ctx, tx, tx, tx, tx, what="layer norm operand, result and f32 copies"
+    )
     ty = legato.types.float("float32" if stats == torch.float32 else "bfloat16")
     return Impl(
         layer_norm,
         (x, w if w is not None else 0.0, b if b is not None else 0.0, float(eps))
         + (w is not None, b is not None, wide, ty),
+        rows_only=rows_only,
     )
 
 
@@ -1309,6 +1340,48 @@ def embedding(weight, ids):
     return legato.tensor.gather(weight, ids)
 
 
+@legato.function
+def embedding_rows(weight, ids, rows, out):
+    """The embedding on every core (spmd): ids [B, S] in blocks of `rows` (a divisor of S),
+    block i on core i % ncores; each core gathers its block's rows from the table in shared
+    DRAM and writes them to out [B, S, H]."""
+    per = ids.shape[1] // rows
+    ncores = legato.get_context().get_device().num_cores
+    for blk in range(legato.core_id(), ids.shape[0] * per, ncores):
+        b = blk // per
+        s0 = (blk - b * per) * rows
+        i = legato.tensor.load(ids[b : b + 1, s0 : s0 + rows])
+        legato.tensor.memcpy(out[b : b + 1, s0 : s0 + rows, :], legato.tensor.gather(weight, i))
+
+
+# the gathered rows of an embedding on every core at least this many bytes (fewer: one core,
+# and a decode step's row is gathered in the prologue of the kernel that reads it)
+EMBEDDING_SPLIT_BYTES = 128 * 1024
+# rows of one core's block at most this many bytes (the gathered rows, in SRAM)
+EMBEDDING_BLOCK_BYTES = 16 * 1024
+
+
+def _embedding_spmd(ctx, w, ids, node):
+    """The all-core embedding (`embedding_rows`) of static ids [B, S] when its rows are many
+    (`EMBEDDING_SPLIT_BYTES`); None otherwise."""
+    ti, to = val(ids), val(node)
+    if ti.dim() != 2 or not all(isinstance(d, int) for d in (*ti.shape, *to.shape)):
+        return None
+    b, n = ti.shape
+    row = to.shape[-1] * to.element_size()
+    if b * n * row < EMBEDDING_SPLIT_BYTES:
+        return None
+    ncores = ctx.model.num_cores
+    cap = max(1, min(-(-n * b // ncores), n, EMBEDDING_BLOCK_BYTES // row))
+    rows = next(r for r in range(cap, 0, -1) if n % r == 0)
+    return Impl(
+        embedding_rows,
+        (w, ids, rows),
+        spmd=True,
+        name=f"embedding on every core ({rows}-row blocks)",
+    )
+
+
 @register(aten.embedding.default)
 def resolve_embedding(node, ctx):
     w, ids = node.args[:2]
@@ -1316,7 +1389,10 @@ def resolve_embedding(node, ctx):
     tw, ti = val(w), val(ids)
     assert tw.dtype == dt and tw.dim() == 2, f"embedding table {tw.dtype} {list(tw.shape)}"
     assert ti.dtype == torch.int64, f"embedding indices of {ti.dtype} (int64 are read)"
-    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
     ctx.probe("gather", dt)
+    spmd = _embedding_spmd(ctx, w, ids, node)
+    if spmd is not None:
+        return spmd
+    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
     # the table stays in shared DRAM: only the selected rows are copied (one DMA per index)
     return Impl(embedding, (w, ids), memory={0: "shared_dram"})

@@ -14,6 +14,7 @@ output. Every row is computed by the same functions as on one core: results are 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 from pathlib import Path
@@ -68,6 +69,34 @@ def _broadcast(shape) -> bool:
     return all(isinstance(d, int) for d in shape) and all(d == 1 for d in shape[:-1])
 
 
+def _row_view(s, m: int) -> bool:
+    """A reshape (view, unsqueeze, ...) whose operand and result both hold the m rows in one
+    leading dim with the same last dim ([1, M, N] -> [M, N]): row i stays row i, so on a block
+    of rows it is the same reshape of the block (`_block_step`)."""
+    from legato.torch.library import aten as lib
+
+    if s.impl.fn is not lib.reshape or not isinstance(s.node.args[0], torch.fx.Node):
+        return False
+    src, dst = _shape(s.node.args[0]), _shape(s.node)
+    return (
+        len(src) == len(dst) == 1
+        and src[0].shape[-1:] == dst[0].shape[-1:]
+        and _rows_of(src[0].shape, m) is not None
+        and _rows_of(dst[0].shape, m) is not None
+    )
+
+
+def _block_step(s, m: int, r: int):
+    """Step `s` for a block of r of the m rows: a row view reshapes to the block's shape."""
+    if s.impl is None or not _row_view(s, m):
+        return s
+    shape = list(_shape(s.node)[0].shape)
+    shape[_rows_of(shape, m)] = r
+    return dataclasses.replace(
+        s, impl=dataclasses.replace(s.impl, args=(s.impl.args[0], tuple(shape)))
+    )
+
+
 def _row_local_op(node) -> bool:
     t = node.target
     if t in _ELEMENTWISE or torch.Tag.pointwise in getattr(t, "tags", ()):
@@ -106,6 +135,8 @@ def plan(inputs: list, steps: list, outputs: list) -> int | None:
     for s in work:
         # an implementation given a shape with the M rows in it (a full reduction's output
         # shape) would not take a block of rows: refused (conservatively, any int tuple with m)
+        if _row_view(s, m):
+            continue
         if not _row_local_op(s.node) or any(
             isinstance(a, (tuple, list)) and m in a for a in s.impl.args
         ):
@@ -176,7 +207,7 @@ def generate_rows(
 
     impl_names: dict = {}
     for s in steps:
-        line = kernelgen._step_line(s, var, operand, ns, fresh, impl_names, pad)
+        line = kernelgen._step_line(_block_step(s, m, r), var, operand, ns, fresh, impl_names, pad)
         if line is not None:
             body.append(line)
     for n in outputs:
