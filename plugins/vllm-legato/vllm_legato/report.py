@@ -125,15 +125,24 @@ class Report:
         for op, c in self.legato_ops().items():
             row(op, "", "legato")["nodes"] = c
         for g in self.graphs:
+            gsteps = [s for s in steps if s.graph == g.index]
             for p in g.placement:
+                # host shape / index work the backend keeps on the host by design
+                for h in p["host"]:
+                    name, _, rest = h.partition(": ")
+                    op, _, note = rest.partition(" (")
+                    if not op.startswith(("aten.", "prims.")):
+                        continue
+                    why = note.rstrip(")") or "shape bookkeeping"
+                    r = row(op, g.modules.get(name, ""), "host", f"{why} (host by design)")
+                    r["nodes"] += 1
+                    r["bytes"] += sum(s.host_nodes.get(name, 0) for s in gsteps) / n
                 for e in p["extern"]:
                     if not e["op"].startswith(("aten.", "prims.")):
                         continue  # vLLM's and the plugin's ops: their own rows below
                     r = row(e["op"], g.modules.get(e["node"], ""), "host", _short(e["reason"]))
                     r["nodes"] += 1
-                    r["bytes"] += (
-                        sum(s.host_nodes.get(e["node"], 0) for s in steps if s.graph == g.index) / n
-                    )
+                    r["bytes"] += sum(s.host_nodes.get(e["node"], 0) for s in gsteps) / n
         for op, c in self.vllm_ops().items():
             if op.startswith("vllm_legato."):
                 r = row(op, "", "legato (plugin op)")
