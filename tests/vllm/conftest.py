@@ -1,12 +1,14 @@
 """vLLM tests: run in .venv-vllm (`bash scripts/test_vllm.sh`); skipped where vllm is missing.
 
-The `served` fixture (session scope, shared by test_vllm_legato.py and test_vllm_serve.py)
-starts every vLLM process the tests need side by side, since engine start-ups are slow: per
-tiny model (Llama, Qwen2) `python -m vllm_legato --batch8 --logprobs 2 --chat` on stock vLLM and
-on Bertha (each serves bf16 then f32, each engine the single request, the 8 and the chat), and a
-`python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with the offline
-f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client), and a small
-`python -m vllm_legato --bench` (the tiny Llama only; test_vllm_bench.py).
+The `served` fixture (session scope, shared by every test file here) starts every vLLM process
+the tests need side by side, since engine start-ups are slow: `python -m vllm_legato --batch8
+--logprobs 2 --chat` on stock vLLM (one process, both tiny models) and per tiny model (Llama,
+Qwen2) on Bertha (each model served in bf16 then f32, each engine the single request, the 8 and
+the chat), a `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with
+the offline f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client),
+and a small `python -m vllm_legato --bench` (the tiny Llama only, f32; test_vllm_bench.py). The
+Bertha Llama's f32 engine, the server and the bench compile the same forward graph: the Legato
+kernel cache (on disk, a lock per kernel) compiles each of its kernels once for the three.
 """
 
 from __future__ import annotations
@@ -166,43 +168,38 @@ def served(tmp_path_factory):
     dtypes = [a for d in DTYPES for a in ("--dtype", d)]
     dtypes += [a for d in DTYPES for a in ("--max-num-batched-tokens", str(BUDGETS[d]))]
     procs = {}
-    for model in MODELS:
-        for platform, extra, flags in (
-            ("stock", {}, ["--enforce-eager"]),
-            ("bertha", {"LEGATO_VLLM": "1"}, []),
-        ):
-            name = f"{platform}-{model}"
-            extra = dict(extra, LEGATO_VLLM_REPORT_DIR=str(root / f"reports-{name}"))
-            out = root / f"{name}.json"
-            log = open(root / f"{name}.log", "w")  # noqa: SIM115 -- closed after the wait
-            cmd = [
-                sys.executable,
-                "-m",
-                "vllm_legato",
-                "--model",
-                str(models[model]),
-                "--json",
-                str(out),
-                "--batch8",
-                "--chat",
-                "--logprobs",
-                "2",
-                *dtypes,
-                *flags,
-            ]
-            env = vllm_env(**extra)
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-            procs[name] = (proc, out, log)
-    bench = root / "bench.json"
-    log = open(root / "bench.log", "w")  # noqa: SIM115 -- closed after the wait
-    cmd = [sys.executable, "-m", "vllm_legato", "--bench", "--bench-models", "tiny-llama"]
-    cmd += ["--max-tokens", "4", "--json", str(bench)]
-    env = vllm_env(LEGATO_VLLM="1")
-    procs["bench"] = (
-        subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT),
-        bench,
-        log,
+
+    def start(name, cmd, out, **extra):
+        log = open(root / f"{name}.log", "w")  # noqa: SIM115 -- closed after the wait
+        proc = subprocess.Popen(cmd, env=vllm_env(**extra), stdout=log, stderr=subprocess.STDOUT)
+        procs[name] = (proc, out, log)
+
+    serve = [sys.executable, "-m", "vllm_legato", "--json"]
+    flags = ["--batch8", "--chat", "--logprobs", "2", *dtypes]
+    # stock vLLM: one process serves both models (4 engines one after the other; no
+    # compilation, so they are quick, and one process start-up fewer)
+    stock = [a for m in MODELS for a in ("--model", str(models[m]))]
+    start(
+        "stock",
+        [*serve, str(root / "stock.json"), *stock, *flags, "--enforce-eager"],
+        root / "stock.json",
     )
+    for model in MODELS:
+        name = f"bertha-{model}"
+        start(
+            name,
+            [*serve, str(root / f"{name}.json"), "--model", str(models[model]), *flags],
+            root / f"{name}.json",
+            LEGATO_VLLM="1",
+            LEGATO_VLLM_REPORT_DIR=str(root / f"reports-{name}"),
+        )
+    # the bench in f32 at vLLM's default budget: the forward graph of the Bertha Llama's f32
+    # engine and of the server, so that the three processes compile its kernels once (the
+    # Legato cache's per-kernel lock: the others wait and load them)
+    bench = root / "bench.json"
+    cmd = [sys.executable, "-m", "vllm_legato", "--bench", "--bench-models", "tiny-llama"]
+    cmd += ["--dtype", "float32", "--max-tokens", "4", "--json", str(bench)]
+    start("bench", cmd, bench, LEGATO_VLLM="1")
     results = {"server": server, "models": models}
     try:
         for name, (proc, out, log) in procs.items():
@@ -216,6 +213,10 @@ def served(tmp_path_factory):
             assert rc == 0, f"{name} run failed ({rc}):\n{text[-6000:]}"
             results[name] = json.loads(out.read_text())
             results[name]["log"] = text
+        stock = results.pop("stock")
+        for model in MODELS:
+            runs = [r for r in stock["runs"] if r["model"] == models[model].name]
+            results[f"stock-{model}"] = dict(stock, runs=runs)
         yield results
     finally:
         for proc, _, _ in procs.values():

@@ -1,5 +1,6 @@
 """`python -m vllm_legato --bench`, small: the tiny Llama only (conftest.py's `served` fixture runs
-`--bench --bench-models tiny-llama --max-tokens 4 --json`). Every number of its rows is checked
+`--bench --bench-models tiny-llama --dtype float32 --max-tokens 4 --json`: f32, the forward
+graph of the Bertha Llama's f32 engine, whose kernels it shares). Every number of its rows is checked
 against the emulator's own counts in the engine's report (per step: the cycles of the step's
 Legato kernels, their DRAM bytes) and the chip's ComputeModel; the 7B extrapolation is checked on
 rows made up here.

@@ -186,3 +186,30 @@ def test_report_share_of_work_on_legato(served, model, dtype):
         f"MACs {rep.share('macs', True):.1%}; per prefill step: "
         f"{rep.share('dram_bytes', False):.1%}, {rep.share('macs', False):.1%}"
     )
+
+
+@pytest.mark.parametrize("model,dtype", ENGINES)
+def test_report_says_what_ran_where_and_why(served, model, dtype):
+    """The per-op table of a step (`Report.where`): SiluAndMul and the rotary embedding run as
+    the plugin's Legato kernels (their cycles and bytes measured), no host node comes from
+    those layers, every host node has the legato backend's reason, and the host rows' bytes
+    add up to the steps' host bytes (the nodes' estimates plus the LM head)."""
+    rep, text = _report(served, model, dtype)
+    assert "what ran where (decode steps" in text, text
+    for decode in (True, False):
+        rows = rep.where(decode)
+        plugin = {r["op"]: r for r in rows if r["where"] == "legato (plugin op)"}
+        assert set(plugin) == {"vllm_legato.silu_and_mul", "vllm_legato.rotary_neox"}, rows
+        # one of each per layer (the tiny models have 2)
+        assert all(r["nodes"] == 2 and r["cycles"] > 0 and r["bytes"] > 0 for r in plugin.values())
+        host = [r for r in rows if r["where"] == "host"]
+        assert all(r["reason"] for r in host), host
+        assert not [r for r in host if r["module"] in ("SiluAndMul", "RotaryEmbedding")], host
+        steps = [s for s in rep.steps if s.requests and bool(s.decode) == decode]
+        mean_host = sum(s.host_dram_bytes for s in steps) / len(steps)
+        assert sum(r["bytes"] for r in host) == pytest.approx(mean_host)
+        # the plugin ops' kernels are part of the step's Legato work
+        assert all(
+            s.legato_dram_bytes >= s.attn_dram_bytes + sum(b for _, b in s.plugin_ops.values())
+            for s in steps
+        )

@@ -2,7 +2,8 @@
 
 For every model (the tiny Llama, the tiny Qwen2, and a Llama-7B-shaped model of 1 and 2 layers:
 hidden 4096, 32 heads of 128, MLP 11008, vocabulary 32000, random bf16 weights written locally)
-one vLLM engine on Bertha (bf16, vLLM's default scheduler settings) serves one request (of 6
+one vLLM engine on Bertha (bf16 unless `--dtype` says otherwise, vLLM's default scheduler
+settings) serves one request (of 6
 tokens), then 8 concurrent requests of different prompt lengths (`__main__.BATCH8_PROMPTS`),
 greedy, and the
 plugin's report gives, per decode step (every request in it samples one token), the emulator's
@@ -151,7 +152,7 @@ def _write_model(name: str, root: str, layers: int = 1) -> str:
     return path
 
 
-def _serve(path: str, max_tokens: int, report_path: str):
+def _serve(path: str, max_tokens: int, report_path: str, dtype: str = "bfloat16"):
     """Serve 1 then 8 requests on a fresh engine; the report of its steps."""
     from vllm import LLM, SamplingParams
 
@@ -161,7 +162,7 @@ def _serve(path: str, max_tokens: int, report_path: str):
     os.environ["LEGATO_VLLM_REPORT"] = report_path
     llm = LLM(
         model=path,
-        dtype="bfloat16",
+        dtype=dtype,
         max_model_len=128,
         max_num_seqs=8,
         seed=0,
@@ -179,7 +180,7 @@ def _serve(path: str, max_tokens: int, report_path: str):
     return vllm_legato.load_report(report_path)
 
 
-def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2)) -> dict:
+def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2), dtype: str = "bfloat16") -> dict:
     """Serve every model; {"rows": [Row.to_json()], "reports": {name: report json}}."""
     import vllm_legato
 
@@ -194,7 +195,7 @@ def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2)) -> dict:
             )
             for label, n in variants:
                 path = _write_model("llama7b" if n else name, os.path.join(root, label), n or 1)
-                rep = _serve(path, max_tokens, os.path.join(root, f"report-{label}.json"))
+                rep = _serve(path, max_tokens, os.path.join(root, f"report-{label}.json"), dtype)
                 reports[label] = rep.to_json()
                 got = rows_of(rep, label)
                 rows += got
@@ -223,7 +224,10 @@ def table(result: dict) -> str:
 
 
 def main(a) -> int:
-    result = run(a.bench_models or MODELS, a.max_tokens, tuple(a.bench_7b_layers))
+    dtypes = a.dtype or ["bfloat16"]
+    if len(dtypes) != 1:
+        raise SystemExit("python -m vllm_legato --bench: one --dtype at most")
+    result = run(a.bench_models or MODELS, a.max_tokens, tuple(a.bench_7b_layers), dtypes[0])
     print(table(result))
     if a.json:
         with open(a.json, "w") as f:

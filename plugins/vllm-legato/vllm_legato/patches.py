@@ -7,6 +7,9 @@ removed), which Legato could only run extern. On Bertha a linear layer keeps its
 calls `torch.nn.functional.linear`, so the forward graph has `aten.mm` / `aten.t` nodes that the
 Legato library resolves (bf16, weight within one core's MPU buffer) or runs extern. The LM head
 (`compute_logits`, outside the compiled forward) keeps vLLM's CPU kernel.
+
+SiluAndMul and the rotary embedding: the plugin's layers (`vllm_legato.ops`), whose forward
+runs a Legato kernel through a torch custom op.
 """
 
 from __future__ import annotations
@@ -38,3 +41,7 @@ def install() -> None:
     dispatch_cpu_unquantized_gemm.__wrapped__ = original
     layer_utils.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
     log.debug("vllm_legato: linear layers use torch.nn.functional.linear (Legato mm)")
+
+    from vllm_legato.ops import register_layers
+
+    register_layers()

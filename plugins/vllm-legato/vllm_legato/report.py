@@ -40,6 +40,10 @@ class Step:
     legato_macs: int = 0
     host_dram_bytes: int = 0
     host_macs: int = 0
+    # the plugin's op kernels (vllm_legato.ops) of the step: {op: [cycles, DRAM bytes]}
+    plugin_ops: dict = field(default_factory=dict)
+    # the host's estimated DRAM bytes per extern node of the graph: {node: bytes}
+    host_nodes: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -48,6 +52,7 @@ class GraphInfo:
     bound: int
     placement: list[dict] = field(default_factory=list)  # one per ATen graph
     vllm_ops: dict[str, int] = field(default_factory=dict)  # vLLM's ops (attention, KV cache)
+    modules: dict[str, str] = field(default_factory=dict)  # host node -> vLLM layer class
 
 
 @dataclass
@@ -75,6 +80,8 @@ class Report:
         for g in self.graphs:
             for p in g.placement:
                 for e in p["extern"]:
+                    if e["op"].startswith("vllm_legato."):
+                        continue  # the plugin's ops run Legato kernels (vllm_ops)
                     out[e["op"]] = out.get(e["op"], 0) + 1
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
@@ -94,6 +101,85 @@ class Report:
                         op = n.split(": ", 1)[-1].split(" ", 1)[0]
                         out[op] = out.get(op, 0) + 1
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def where(self, decode: bool = True) -> list[dict]:
+        """What ran where and why, per op, for the served decode (or other) steps: one row per
+        (op, vLLM layer, place, reason) with its node count in the graphs, and the mean per
+        step of its DRAM bytes (Legato: measured; host: estimated) and Legato cycles. Places:
+        "legato" (a kernel of the forward graph, bytes not split per op), "legato (plugin op)"
+        (`vllm_legato.ops`), "legato (attention backend)", "host" (extern, with the legato
+        backend's reason)."""
+        steps = [s for s in self._served() if bool(s.decode) == decode]
+        n = max(1, len(steps))
+        rows: dict[tuple, dict] = {}
+
+        def row(op, module, where, reason=""):
+            key = (op, module, where, reason)
+            return rows.setdefault(
+                key,
+                dict(
+                    op=op, module=module, where=where, reason=reason, nodes=0, bytes=0.0, cycles=0.0
+                ),
+            )
+
+        for op, c in self.legato_ops().items():
+            row(op, "", "legato")["nodes"] = c
+        for g in self.graphs:
+            gsteps = [s for s in steps if s.graph == g.index]
+            for p in g.placement:
+                # host shape / index work the backend keeps on the host by design
+                for h in p["host"]:
+                    name, _, rest = h.partition(": ")
+                    op, _, note = rest.partition(" (")
+                    if not op.startswith(("aten.", "prims.")):
+                        continue
+                    why = note.rstrip(")") or "shape bookkeeping"
+                    r = row(op, g.modules.get(name, ""), "host", f"{why} (host by design)")
+                    r["nodes"] += 1
+                    r["bytes"] += sum(s.host_nodes.get(name, 0) for s in gsteps) / n
+                for e in p["extern"]:
+                    if not e["op"].startswith(("aten.", "prims.")):
+                        continue  # vLLM's and the plugin's ops: their own rows below
+                    r = row(e["op"], g.modules.get(e["node"], ""), "host", _short(e["reason"]))
+                    r["nodes"] += 1
+                    r["bytes"] += sum(s.host_nodes.get(e["node"], 0) for s in gsteps) / n
+        for op, c in self.vllm_ops().items():
+            if op.startswith("vllm_legato."):
+                r = row(op, "", "legato (plugin op)")
+                r["nodes"] = c
+                name = op.split(".", 1)[1]
+                r["cycles"] = sum(s.plugin_ops.get(name, (0, 0))[0] for s in steps) / n
+                r["bytes"] = sum(s.plugin_ops.get(name, (0, 0))[1] for s in steps) / n
+            elif "attention" in op or "kv_cache" in op:
+                r = row(op, "Attention", "legato (attention backend)")
+                r["nodes"] = c
+        attn = row("attention + KV-cache write kernels", "Attention", "legato (attention backend)")
+        attn["cycles"] = sum(s.attn_cycles for s in steps) / n
+        attn["bytes"] = sum(s.attn_dram_bytes for s in steps) / n
+        head = row(
+            "LM head (compute_logits)", "LogitsProcessor", "host", "outside the compiled forward"
+        )
+        head["bytes"] = sum(s.host_dram_bytes - sum(s.host_nodes.values()) for s in steps) / n
+        return list(rows.values())
+
+    def where_table(self, decode: bool = True) -> str:
+        """`where()` as a text table, host rows first (largest bytes first)."""
+        rows = sorted(self.where(decode), key=lambda r: (r["where"] != "host", -r["bytes"]))
+        out = [
+            f"  what ran where ({'decode' if decode else 'prefill / mixed'} steps, mean per step):"
+        ]
+        for r in rows:
+            what = f"{r['op']}" + (f" [{r['module']}]" if r["module"] else "")
+            nums = []
+            if r["nodes"]:
+                nums.append(f"{r['nodes']} node(s)")
+            if r["bytes"]:
+                nums.append(f"{r['bytes']:.0f} B")
+            if r["cycles"]:
+                nums.append(f"{r['cycles']:.0f} cycles")
+            why = f": {r['reason']}" if r["reason"] else ""
+            out.append(f"    {r['where']:<27} {what} ({', '.join(nums) or '-'}){why}")
+        return "\n".join(out)
 
     def cycles_per_token(self, decode_only: bool = True) -> float | None:
         steps = [s for s in self._served() if (s.decode or not decode_only)]
@@ -156,8 +242,9 @@ class Report:
             )
         if self.vllm_ops():
             lines.append(
-                "  vLLM ops (opaque to the graph; attention and the KV-cache write run as "
-                "Legato kernels of the LEGATO_ATTN backend): "
+                "  vLLM's and the plugin's ops (opaque to the graph; attention and the KV-cache "
+                "write run as Legato kernels of the LEGATO_ATTN backend, vllm_legato.* as "
+                "those of vllm_legato.ops): "
                 + ", ".join(f"{k} x{v}" for k, v in self.vllm_ops().items())
             )
         for decode, what in ((True, "decode"), (False, "prefill / mixed")):
@@ -177,6 +264,9 @@ class Report:
                 f"(KV-cache writes {sum(s.kv_write_dram_bytes for s in attn) / len(attn):.0f})"
             )
         served = self._served()
+        for decode in (True, False):
+            if any(bool(s.decode) == decode for s in served):
+                lines.append(self.where_table(decode))
         lines.append(f"  steps: {len(self.steps)} ({len(served)} serving requests)")
         for decode_only, what in ((True, "decode"), (False, "all steps")):
             c = self.cycles_per_token(decode_only)
@@ -186,6 +276,13 @@ class Report:
                     f"{c:.0f} cycles = {self.us_per_token(decode_only):.3f} us"
                 )
         return "\n".join(lines)
+
+
+def _short(reason: str) -> str:
+    """A placement reason without the generated kernel's path: "kernel failed: error: ..."."""
+    import re
+
+    return re.sub(r"\S+\.py:\d+:\d+: ", "", reason)
 
 
 # One report per $LEGATO_VLLM_REPORT path (None: unset), so that engines started one after the
@@ -268,7 +365,7 @@ def instrument(
     """Wrap a compiled forward: record its placement now and a `Step` per call. `gm`: the
     partitioned graph (its kernel modules and host nodes give the step's work)."""
     from legato.model.bertha import _EVT0, _EVT1
-    from vllm_legato import work
+    from vllm_legato import ops, work
 
     path = os.environ.get(REPORT_ENV)
     rep = current()
@@ -276,7 +373,11 @@ def instrument(
         rep.device = device
         rep.clock_ghz = (_EVT1 if device == "bertha-evt1" else _EVT0)["clock_ghz"]
         info = GraphInfo(
-            len(rep.graphs), bound, [_placement(s) for s in graphs], dict(vllm_ops or {})
+            len(rep.graphs),
+            bound,
+            [_placement(s) for s in graphs],
+            dict(vllm_ops or {}),
+            work.node_modules(gm) if gm is not None else {},
         )
         rep.graphs.append(info)
         _write(rep, path)
@@ -293,25 +394,36 @@ def instrument(
         before = total_cycles()
         calls = [m.info.calls for m in mods]
         a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes, STATS.macs)
+        o0 = ops.STATS.snapshot()
         out = compiled(*args)
         attn = (STATS.cycles - a0[0], STATS.dram_bytes - a0[1], STATS.write_dram_bytes - a0[2])
-        cycles = total_cycles() - before + attn[0]
+        plugin = {}
+        for op, (c, b) in ops.STATS.snapshot().items():
+            c0, b0 = o0.get(op, (0, 0))
+            if c > c0:
+                plugin[op] = [c - c0, b - b0]
+        cycles = total_cycles() - before + attn[0] + sum(c for c, _ in plugin.values())
         reqs, decode = _step_shape()
         tokens = _num_tokens(args)
-        lb, lm = attn[1], STATS.macs - a0[3]
+        lb, lm = attn[1] + sum(b for _, b in plugin.values()), STATS.macs - a0[3]
         for m, c in zip(mods, calls):
             if m.info.calls > c and m.kernel.last_run is not None:
                 lb += int(sum(m.kernel.last_run.dram_bytes_per_channel))
                 lm += int(m.kernel.last_run.mac_count)
         hb = hm = 0
+        per_node = {}
         if gm is not None:
             for n in host:
                 b, mm = work.node_work(n, tokens)
                 hb, hm = hb + b, hm + mm
+                if b:
+                    per_node[n.name] = b
             b, mm = work.lm_head_work(reqs or 0)
             hb, hm = hb + b, hm + mm
+        step = Step(info.index, tokens, reqs, decode, cycles, *attn, lb, lm, hb, hm)
+        step.plugin_ops, step.host_nodes = plugin, per_node
         with _lock:
-            rep.steps.append(Step(info.index, tokens, reqs, decode, cycles, *attn, lb, lm, hb, hm))
+            rep.steps.append(step)
             _write(rep, path)
         return out
 

@@ -5,7 +5,7 @@ Legato: every Legato kernel the step ran (the graph's kernel modules, and the at
 backend's kernels, `vllm_legato.attention.STATS`): the emulator's DRAM bytes (all channels) and
 MAC count. Host: every node of the partitioned graph that runs eagerly, with the step's token
 count put into its symbolic shapes: bytes = its tensor operands and results (views move nothing
-and count 0), MACs = M * K * N of a matmul (`mm`, `addmm`, `bmm`); plus the LM head
+and count 0, and so do allocations), MACs = M * K * N of a matmul (`mm`, `addmm`, `bmm`); plus the LM head
 (`compute_logits`, outside the compiled forward, on the host as in stock vLLM): its weight and
 one row of MACs per request. vLLM's attention ops are not host work (their kernels are Legato's).
 """
@@ -64,8 +64,27 @@ def host_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     return out
 
 
+def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
+    """{node name: the class name of the vLLM layer it was traced in} for the graph's
+    call_function nodes (dynamo's `nn_module_stack`, innermost layer)."""
+    out = {}
+    for n in gm.graph.nodes:
+        stack = n.meta.get("nn_module_stack") if n.op == "call_function" else None
+        if stack:
+            cls = list(stack.values())[-1][1]
+            out[n.name] = getattr(cls, "__name__", None) or str(cls).rsplit(".", 1)[-1].strip("'>")
+    return out
+
+
+# allocations: their result is written by whoever fills it (vLLM's attention op writes its
+# output through the LEGATO_ATTN kernels), so they move no bytes themselves
+_ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+
+
 def node_work(n: torch.fx.Node, tokens: int) -> tuple[int, int]:
     """(DRAM bytes, MACs) of host node n at `tokens` tokens."""
+    if n.target._opname in _ALLOCATIONS:
+        return 0, 0
     nbytes = 0
     for a in (*n.args, *n.kwargs.values()):
         for t in _tensors(_val(a) if isinstance(a, torch.fx.Node) else None):

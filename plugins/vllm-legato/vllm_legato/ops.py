@@ -1,0 +1,241 @@
+"""vLLM layers whose ATen form the graph compiler cannot put on Legato yet, as Legato kernels.
+
+In the forward graph, SiluAndMul (`silu(x[..., :d]) * x[..., d:]`: two strided slices over the
+dynamic token dim) and the rotary embedding (`cos_sin_cache.index_select(positions)`, slices,
+broadcasts of [T, 1, r] over the heads, a cat) run on the host: the graph compiler refuses
+strided copies and broadcasts over a dynamic dim. Their shapes are static per token, so the
+plugin runs them the way its attention backend runs attention: each layer's forward calls a
+torch custom op (`vllm_legato::silu_and_mul`, `vllm_legato::rotary_neox`: opaque to dynamo,
+like vLLM's own attention ops) whose implementation runs an all-core Legato kernel with a
+runtime token count, bounded by vLLM's token budget; inside it every core takes tokens c, c +
+cores, ... and works on one token's row, whose shape is static (`[1, 2d]`, `[H, D]`).
+
+The layers are swapped in with vLLM's out-of-tree custom-op registry
+(`CustomOp.register_oot`), only while the Bertha platform is selected (`patches.install`):
+`SiluAndMul` and `RotaryEmbedding` (neox style, bf16 / f32; anything else keeps vLLM's
+native implementation, which then runs on the host as before). `STATS` counts the kernels'
+simulated work for the report (`vllm_legato.report`), per op.
+"""
+
+# no `from __future__ import annotations`: the kernels' annotations are evaluated at def time,
+# in their builder's scope (the shapes), which a string annotation could not see
+
+import functools
+import os
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+import legato
+
+_DTYPES = {torch.bfloat16: "bfloat16", torch.float32: "float32"}
+
+
+@dataclass
+class OpStats:
+    """Simulated work of the plugin's op kernels since the process started, per op name."""
+
+    calls: dict = field(default_factory=dict)
+    cycles: dict = field(default_factory=dict)
+    dram_bytes: dict = field(default_factory=dict)
+
+    def add(self, op: str, run) -> None:
+        with _lock:
+            self.calls[op] = self.calls.get(op, 0) + 1
+            self.cycles[op] = self.cycles.get(op, 0) + int(run.cycles)
+            self.dram_bytes[op] = self.dram_bytes.get(op, 0) + int(sum(run.dram_bytes_per_channel))
+
+    def totals(self) -> tuple[int, int]:
+        """(cycles, DRAM bytes) over every op."""
+        with _lock:
+            return sum(self.cycles.values()), sum(self.dram_bytes.values())
+
+    def snapshot(self) -> dict:
+        with _lock:
+            return {op: (self.cycles[op], self.dram_bytes[op]) for op in self.calls}
+
+
+_lock = threading.Lock()
+STATS = OpStats()
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def token_bound(tokens: int) -> int:
+    """The bound of a kernel's runtime token count: vLLM's token budget (the platform puts it in
+    $LEGATO_VLLM_TOKEN_BOUND), or the next power of two of `tokens` when larger or unset."""
+    from vllm_legato.platform import TOKEN_BOUND_ENV
+
+    bound = int(os.environ.get(TOKEN_BOUND_ENV) or 0)
+    return bound if bound >= tokens else _pow2(tokens)
+
+
+def _device() -> str:
+    import vllm_legato
+
+    return vllm_legato.selected_device() or "bertha"
+
+
+# -- kernels -------------------------------------------------------------------------------
+
+
+@functools.cache
+def silu_and_mul_kernel(dtype: str, max_tokens: int, d: int, device: str):
+    """out[t] = silu(x[t, :d]) * x[t, d:] for the runtime T rows of x ([T, 2d] -> [T, d])."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+
+    @legato.compile(backend=device)
+    def silu_and_mul(
+        x: M.tensor_type(dt, [(-1, max_tokens), 2 * d], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), d], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for t in range(legato.core_id(), x.size(0), device.num_cores):
+                row = legato.tensor.load(x[t])  # [2d]: static (indexed, not sliced)
+                legato.tensor.memcpy(out[t], legato.tensor.silu(row[0:d]) * row[d : 2 * d])
+
+    return silu_and_mul
+
+
+@functools.cache
+def rotary_neox_kernel(
+    dtype: str, max_tokens: int, positions: int, hq: int, hk: int, d: int, rot: int, device: str
+):
+    """Neox-style rotary embedding of the runtime T tokens' queries [T, hq * d] and keys
+    [T, hk * d] at their positions, with vLLM's cos_sin_cache [positions, rot] (cos then sin
+    halves): per head, x1, x2 = x[:rot / 2], x[rot / 2 : rot]; out = (x1 cos - x2 sin,
+    x2 cos + x1 sin, x[rot:]), the products and sums rounded in the tensors' dtype as vLLM's
+    native implementation rounds them."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+    i64 = legato.types.i64
+    h = rot // 2
+
+    @legato.function
+    def _rotate(x, out, t, cos, sin, heads):
+        xr = legato.tensor.reshape(legato.tensor.load(x[t]), (heads, d))  # static: indexed
+        x1 = xr[:, 0:h]
+        x2 = xr[:, h:rot]
+        c = legato.tensor.broadcast_to(cos, (heads, h))
+        s = legato.tensor.broadcast_to(sin, (heads, h))
+        o1 = x1 * c - x2 * s
+        o2 = x2 * c + x1 * s
+        y = legato.tensor.cat((o1, o2), 1)
+        if rot < d:
+            y = legato.tensor.cat((y, xr[:, rot:d]), 1)
+        legato.tensor.memcpy(out[t], legato.tensor.reshape(y, (heads * d,)))
+
+    @legato.compile(backend=device)
+    def rotary_neox(
+        pos: M.tensor_type(i64, [(-1, max_tokens), 1], "shared_dram"),
+        q: M.tensor_type(dt, [(-1, max_tokens), hq * d], "shared_dram"),
+        k: M.tensor_type(dt, [(-1, max_tokens), hk * d], "shared_dram"),
+        cache: M.tensor_type(dt, [positions, rot], "shared_dram"),
+        q_out: M.tensor_type(dt, [(-1, max_tokens), hq * d], "shared_dram"),
+        k_out: M.tensor_type(dt, [(-1, max_tokens), hk * d], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for t in range(legato.core_id(), pos.size(0), device.num_cores):
+                cs = legato.tensor.gather(cache, legato.tensor.load(pos[t]))  # [1, rot]
+                cos = cs[:, 0:h]
+                sin = cs[:, h:rot]
+                _rotate(q, q_out, t, cos, sin, hq)
+                _rotate(k, k_out, t, cos, sin, hk)
+
+    return rotary_neox
+
+
+# -- torch custom ops (opaque to dynamo; their implementations run the kernels) -------------
+
+
+@torch.library.custom_op("vllm_legato::silu_and_mul", mutates_args=())
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    d = x.shape[-1] // 2
+    rows = x.reshape(-1, 2 * d)
+    out = x.new_empty((rows.shape[0], d))
+    if rows.shape[0]:
+        k = silu_and_mul_kernel(_DTYPES[x.dtype], token_bound(rows.shape[0]), d, _device())
+        k(rows, out)
+        STATS.add("silu_and_mul", k.last_run)
+    return out.reshape(*x.shape[:-1], d)
+
+
+@silu_and_mul.register_fake
+def _(x):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
+
+
+@torch.library.custom_op("vllm_legato::rotary_neox", mutates_args=())
+def rotary_neox(
+    positions: torch.Tensor,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    cos_sin_cache: torch.Tensor,
+    head_size: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    t = positions.numel()
+    q = query.reshape(t, -1)
+    k = key.reshape(t, -1)
+    q_out, k_out = q.new_empty(q.shape), k.new_empty(k.shape)
+    if t:
+        kern = rotary_neox_kernel(
+            _DTYPES[query.dtype],
+            token_bound(t),
+            cos_sin_cache.shape[0],
+            q.shape[1] // head_size,
+            k.shape[1] // head_size,
+            head_size,
+            cos_sin_cache.shape[1],
+            _device(),
+        )
+        kern(positions.reshape(t, 1).to(torch.int64), q, k, cos_sin_cache, q_out, k_out)
+        STATS.add("rotary_neox", kern.last_run)
+    return q_out.reshape(query.shape), k_out.reshape(key.shape)
+
+
+@rotary_neox.register_fake
+def _(positions, query, key, cos_sin_cache, head_size):
+    return query.new_empty(query.shape), key.new_empty(key.shape)
+
+
+# -- the layers (vLLM's out-of-tree custom-op registry) -------------------------------------
+
+
+def register_layers() -> None:
+    """Swap vLLM's SiluAndMul and RotaryEmbedding for the classes below (once per process)."""
+    from vllm.model_executor.custom_op import CustomOp, op_registry_oot
+    from vllm.model_executor.layers.activation import SiluAndMul
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+
+    if "SiluAndMul" in op_registry_oot:
+        return
+
+    @CustomOp.register_oot(name="SiluAndMul")
+    class LegatoSiluAndMul(SiluAndMul):
+        """SiluAndMul through `vllm_legato::silu_and_mul` (bf16 / f32)."""
+
+        def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+            if x.dtype not in _DTYPES:
+                return SiluAndMul.forward_native(x)
+            return torch.ops.vllm_legato.silu_and_mul(x)
+
+        forward_cpu = forward_oot = forward_native
+
+    @CustomOp.register_oot(name="RotaryEmbedding")
+    class LegatoRotaryEmbedding(RotaryEmbedding):
+        """Neox-style rotary embedding through `vllm_legato::rotary_neox` (bf16 / f32, with a
+        key); otherwise vLLM's native implementation."""
+
+        def forward_native(self, positions, query, key=None):
+            if not self.is_neox_style or key is None or query.dtype not in _DTYPES:
+                return super().forward_native(positions, query, key)
+            cache = self._match_cos_sin_cache_dtype(query)
+            return torch.ops.vllm_legato.rotary_neox(positions, query, key, cache, self.head_size)
+
+        forward_cpu = forward_oot = forward_native

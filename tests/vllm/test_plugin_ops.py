@@ -1,0 +1,82 @@
+"""The plugin's op kernels (`vllm_legato.ops`: SiluAndMul and the neox rotary embedding as
+Legato kernels with a runtime token count) against vLLM's own native implementations, which
+run on the host on stock vLLM's CPU platform; no engine is started."""
+
+import pytest
+import torch
+
+ops = pytest.importorskip("vllm_legato.ops")
+pytest.importorskip("vllm")
+
+pytestmark = pytest.mark.vllm
+
+DTYPES = (torch.float32, torch.bfloat16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens", [1, 5, 40])
+def test_silu_and_mul_is_vllms(monkeypatch, dtype, tokens):
+    from vllm.model_executor.layers.activation import SiluAndMul
+
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "40")
+    x = torch.randn(tokens, 2 * 48, generator=torch.Generator().manual_seed(tokens)).to(dtype)
+    calls = ops.STATS.calls.get("silu_and_mul", 0)
+    got = torch.ops.vllm_legato.silu_and_mul(x)
+    want = SiluAndMul.forward_native(x)
+    assert got.shape == want.shape == (tokens, 48)
+    # f32: the VPU's silu is within an ulp or two of torch's; bf16: the same bits
+    tol = {torch.float32: 1e-6, torch.bfloat16: 0.0}[dtype]
+    torch.testing.assert_close(got, want, atol=tol, rtol=tol)
+    assert ops.STATS.calls["silu_and_mul"] == calls + 1
+    # one kernel per (dtype, token bound, width): the runtime count does not recompile
+    assert (
+        ops.silu_and_mul_kernel(
+            {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype], 40, 48, "bertha"
+        ).last_run.cycles
+        > 0
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tokens,rot", [(1, 16), (7, 16), (33, 8)])
+def test_rotary_neox_is_vllms(monkeypatch, dtype, tokens, rot):
+    """Queries and keys as vLLM passes them: views of the fused qkv projection's output (a row
+    stride wider than their rows); a rotary dim below the head size keeps the rest."""
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "40")
+    hq, hk, d, maxpos = 4, 2, 16, 64
+    g = torch.Generator().manual_seed(tokens * rot)
+    qkv = torch.randn(tokens, (hq + 2 * hk) * d, generator=g).to(dtype)
+    q, k = qkv[:, : hq * d], qkv[:, hq * d : (hq + hk) * d]
+    pos = torch.randint(0, maxpos, (tokens,), generator=g)
+    cache = torch.randn(maxpos, rot, generator=g).to(dtype)
+    gq, gk = torch.ops.vllm_legato.rotary_neox(pos, q, k, cache, d)
+    wq, wk = RotaryEmbedding.forward_static(pos, q, k, d, rot, cache, True)
+    assert torch.equal(gq, wq) and torch.equal(gk, wk)
+
+
+def test_layers_are_swapped_when_registered():
+    """`patches.install` (Bertha only) registers the layers in vLLM's out-of-tree registry: a
+    SiluAndMul or RotaryEmbedding built afterwards is the plugin's, and runs its op."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.activation import SiluAndMul
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+
+    ops.register_layers()
+    with set_current_vllm_config(VllmConfig()):
+        act = SiluAndMul()
+        rope = RotaryEmbedding(16, 16, 64, 10000.0, True, torch.float32)
+    assert type(act).__name__ == "LegatoSiluAndMul"
+    assert type(rope).__name__ == "LegatoRotaryEmbedding"
+    x = torch.randn(3, 32)
+    calls = ops.STATS.calls.get("silu_and_mul", 0)
+    torch.testing.assert_close(act.forward_native(x), SiluAndMul.forward_native(x))
+    assert ops.STATS.calls["silu_and_mul"] == calls + 1
+    pos = torch.tensor([0, 5, 63])
+    q, k = torch.randn(3, 32), torch.randn(3, 16)
+    calls = ops.STATS.calls.get("rotary_neox", 0)
+    got = rope.forward_native(pos, q, k)
+    want = RotaryEmbedding.forward_static(pos, q, k, 16, 16, rope.cos_sin_cache, True)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert ops.STATS.calls["rotary_neox"] == calls + 1
