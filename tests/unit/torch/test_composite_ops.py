@@ -3,6 +3,8 @@ values, argmax / argmin and max.dim / min.dim with their int64 indices, cumsum, 
 x[idx] and x[i, j] (row gathers), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in
 strict mode and matches eager torch in bf16 and f32."""
 
+import inspect
+
 import pytest
 import torch
 from torch_backend_helpers import assert_close_bf16, run_case_strict
@@ -224,8 +226,18 @@ def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
     with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
         torch.compile(f, backend="legato")(x, i)
     torch._dynamo.reset()
-    with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads") as ei:
         torch.compile(f, backend="legato", options={"legato.strict": True})(x, i)
+    _names_the_model_line(ei.value, f)
+
+
+def _names_the_model_line(e, f):
+    """The strict-mode error names `f`'s return line (the fx node's stack trace), not only
+    the gather's line in composite.py."""
+    line = f.__code__.co_firstlineno + 1  # `return ...`
+    assert e.user_lines == [f"{__file__}:{line}: {inspect.getsource(f).splitlines()[1].strip()}"]
+    assert f"in the model at {__file__}:{line}: return" in str(e), str(e)
+    assert "composite.py" in e.source[0]  # the kernel's own line is still named
 
 
 @pytest.mark.parametrize(("bad_i", "bad_j"), [(1, 6), (0, -7), (5, 0), (-6, 2)])
@@ -244,8 +256,9 @@ def test_an_index_past_its_own_dim_in_a_two_index_gather_raises_as_torch(bad_i, 
         torch.compile(f, backend="legato")(x, i, j)
     assert lt.last_summary().num_extern == 0
     torch._dynamo.reset()
-    with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads") as ei:
         torch.compile(f, backend="legato", options={"legato.strict": True})(x, i, j)
+    _names_the_model_line(ei.value, f)
 
 
 @pytest.mark.parametrize(
