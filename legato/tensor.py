@@ -132,7 +132,9 @@ _OTHER = {
         "(table, indices, memory='sram', wrap=False)",
         "rows of `table` (any memory, e.g. a shared_dram embedding table) selected by the i64 "
         "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding); "
-        "`wrap=True`: a negative index counts from the end (torch's `x[idx]`)",
+        "`wrap=True`: a negative index counts from the end (torch's `x[idx]`); a tuple of "
+        "index tensors of one shape, `(i0, i1, ...)`, indexes that many leading dims: "
+        "`table[i0, i1, ...]`, the row combined on the scalar unit",
     ),
     "scatter": (
         "(table, indices, rows)",

@@ -2512,39 +2512,59 @@ class WhereOp(FastBuildOperation):
 GATHER_INDEX_TYPES = ("i64",)
 
 
-def infer_gather(table: TensorType, indices: TensorType, memory: str = "sram") -> TensorType:
-    if table.rank < 1:
-        raise VerifyException("legato.gather: the table needs at least one dim (its rows)")
-    if indices.dtype.name not in GATHER_INDEX_TYPES:
+def infer_gather(
+    table: TensorType, indices: TensorType, memory: str = "sram", more: tuple = ()
+) -> TensorType:
+    """The result type of `table[indices, *more]`: one index tensor per leading dim of
+    `table` (all i64, of one shape), dims `indices.dims + table.dims[1 + len(more):]`."""
+    k = 1 + len(more)
+    if table.rank < k:
         raise VerifyException(
-            f"legato.gather: indices must be {' or '.join(GATHER_INDEX_TYPES)} (the core reads "
-            f"each with one 8-byte load), got {indices.dtype.name}"
+            f"legato.gather: {k} index tensors need a table of at least {k} dims, got "
+            f"{table.dims_str()}"
         )
-    return TensorType((*indices.dims, *table.dims[1:]), table.element_type, memory)
+    for t in (indices, *more):
+        if t.dtype.name not in GATHER_INDEX_TYPES:
+            raise VerifyException(
+                f"legato.gather: indices must be {' or '.join(GATHER_INDEX_TYPES)} (the core "
+                f"reads each with one 8-byte load), got {t.dtype.name}"
+            )
+    for t in more:
+        if t.dims != indices.dims:
+            raise VerifyException(
+                f"legato.gather: the index tensors have different shapes ({indices.dims_str()} "
+                f"and {t.dims_str()}); broadcast them first"
+            )
+    return TensorType((*indices.dims, *table.dims[k:]), table.element_type, memory)
 
 
 @irdl_op_definition
 class GatherOp(FastBuildOperation):
-    """`%r = legato.gather %table, %indices : Tt, Ti -> Tr`: rows of `table` selected by
-    `indices` (torch's `embedding(indices, table)`, `table[indices]`): `r[i..., :] =
-    table[indices[i...], ...]`, result dims `indices.dims + table.dims[1:]`. `indices` is i64;
-    the table may stay in shared memory (one DMA per row). The result is in a core memory (its
-    type says which). Every index must lie in `[0, rows)` (out of range faults); with the
-    `wrap` property, in `[-rows, rows)`, a negative index counting from the end (torch's
-    indexing `x[idx]`: row `i + rows` for `i < 0`).
-    Builder: `GatherOp(table, indices, result_type=None, wrap=False)` (default: sram)."""
+    """`%r = legato.gather %table, %indices[, %more...] : Tt, Ti[, Tm...] -> Tr`: rows of
+    `table` selected by `indices` (torch's `embedding(indices, table)`, `table[indices]`):
+    `r[i..., :] = table[indices[i...], ...]`, result dims `indices.dims + table.dims[1:]`.
+    With `more` index tensors (of `indices`' shape), `table[indices, *more]` (torch's
+    `x[i0, i1]`): the `1 + len(more)` leading dims of `table` are indexed, one per tensor, and
+    the result has dims `indices.dims + table.dims[1 + len(more):]`. Indices are i64; the table
+    may stay in shared memory (one DMA per row). The result is in a core memory (its type says
+    which). Every index must lie in `[0, d)` of its dim `d` (out of range faults, never a
+    silent row); with the `wrap` property, in `[-d, d)`, a negative index counting from the
+    end (torch's indexing `x[idx]`: `i + d` for `i < 0`).
+    Builder: `GatherOp(table, indices, result_type=None, wrap=False, more=())` (default:
+    sram)."""
 
     name = "legato.gather"
 
     table = operand_def(TensorType)
     indices = operand_def(TensorType)
+    more = var_operand_def(TensorType)
     result = result_def(TensorType)
     wrap = opt_prop_def(UnitAttr)
 
     traits = traits_def(Pure())
     assembly_format = (
-        "$table `,` $indices (`wrap` $wrap^)? attr-dict `:` type($table) `,` type($indices) "
-        "`->` type($result)"
+        "$table `,` $indices (`,` $more^)? (`wrap` $wrap^)? attr-dict `:` type($table) `,` "
+        "type($indices) (`,` type($more)^)? `->` type($result)"
     )
 
     def __init__(
@@ -2553,11 +2573,17 @@ class GatherOp(FastBuildOperation):
         indices: SSAValue | Operation,
         result_type: TensorType | None = None,
         wrap: bool = False,
+        more=(),
     ):
+        more = [SSAValue.get(m) for m in more]
         if result_type is None:
-            result_type = infer_gather(SSAValue.get(table).type, SSAValue.get(indices).type)  # type: ignore[arg-type]
+            result_type = infer_gather(
+                SSAValue.get(table).type,  # type: ignore[arg-type]
+                SSAValue.get(indices).type,  # type: ignore[arg-type]
+                more=tuple(m.type for m in more),
+            )
         super().__init__(
-            operands=[table, indices],
+            operands=[table, indices, more],
             result_types=[result_type],
             properties={"wrap": UnitAttr()} if wrap else {},
         )
@@ -2569,7 +2595,12 @@ class GatherOp(FastBuildOperation):
         )
         if self.table.type.space == "mpu_weight":  # type: ignore[attr-defined]
             raise VerifyException("legato.gather: the table cannot be an MPU weight")
-        expected = infer_gather(self.table.type, self.indices.type, r.space)  # type: ignore[arg-type]
+        expected = infer_gather(
+            self.table.type,  # type: ignore[arg-type]
+            self.indices.type,  # type: ignore[arg-type]
+            r.space,
+            tuple(m.type for m in self.more),
+        )
         _check_result(self, r, expected)
 
 

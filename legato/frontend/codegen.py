@@ -1418,12 +1418,22 @@ class CodeGenerator(RuntimeCodegen):
         self.require_region(node, "gather")
         b = self.bind_op_args(node, "gather")
         table = self.tensor_arg(b, "table", "gather")
-        indices = self.tensor_arg(b, "indices", "gather")
+        given, inode = b["indices"]
+        if isinstance(given, (tuple, list)):  # table[i0, i1, ...]: one index per leading dim
+            if not given or not all(isinstance(x, IRValue) for x in given):
+                raise self.error(
+                    inode, "legato.tensor.gather: indices must be a tensor or a tuple of tensors"
+                )
+            indices, more = given[0], [x.ssa for x in given[1:]]
+        else:
+            indices, more = self.tensor_arg(b, "indices", "gather"), []
         memory = self.memory_arg(
             b, "memory", "gather", [s for s in CORE_SPACES if s != "mpu_weight"]
         )
         try:
-            rt = L.infer_gather(table.ssa.type, indices.ssa.type, memory)
+            rt = L.infer_gather(
+                table.ssa.type, indices.ssa.type, memory, tuple(m.type for m in more)
+            )
         except VerifyException as e:
             raise self.error(node, str(e)) from None
         wrap, wnode = b.get("wrap", (False, None))
@@ -1431,7 +1441,7 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(
                 wnode or node, "legato.tensor.gather: wrap must be a compile-time bool"
             )
-        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap)
+        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap, more)
 
     def _op_scatter(self, node: ast.Call):
         self.require_region(node, "scatter")

@@ -354,20 +354,23 @@ class LegatoFunctions(InterpreterFunctions):
 
     @impl(L.GatherOp)
     def run_gather(self, interpreter, op: L.GatherOp, args):
-        table, idx = args
-        rows = table.shape[0]
-        given = idx
-        if op.wrap is not None:
-            idx = np.where(idx < 0, idx + rows, idx)
-        bad = (idx < 0) | (idx >= rows)
-        if bad.any():
-            span = f"[{-rows}, {rows})" if op.wrap is not None else f"[0, {rows})"
-            raise InterpError(
-                f"legato.gather: index {int(given[bad].flat[0])} is outside the table's {rows} "
-                f"rows (valid: {span})",
-                op,
-            )
-        return (np.ascontiguousarray(table[idx]),)
+        table, *given = args
+        picked = []
+        for d, idx in enumerate(given):
+            rows = table.shape[d]
+            if op.wrap is not None:
+                idx = np.where(idx < 0, idx + rows, idx)
+            bad = (idx < 0) | (idx >= rows)
+            if bad.any():
+                span = f"[{-rows}, {rows})" if op.wrap is not None else f"[0, {rows})"
+                what = f"{rows} rows" if d == 0 else f"dim {d} of size {rows}"
+                raise InterpError(
+                    f"legato.gather: index {int(given[d][bad].flat[0])} is outside the "
+                    f"table's {what} (valid: {span})",
+                    op,
+                )
+            picked.append(idx)
+        return (np.ascontiguousarray(table[tuple(picked)]),)
 
     @impl(L.ScatterOp)
     def run_scatter(self, interpreter, op: L.ScatterOp, args):

@@ -36,7 +36,7 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 
 from legato.context import CompileContext
 from legato.model.targets import resolve_backend
-from legato.torch import kernelgen, registry
+from legato.torch import kernelgen, registry, sites
 from legato.torch.options import Options
 from legato.torch.summary import ExternInfo, KernelInfo, PlacementSummary, record
 
@@ -458,12 +458,15 @@ class LegatoKernelModule(torch.nn.Module):
         info: KernelInfo,
         options: Options,
         input_names: list[str] | None = None,
+        sites: list | None = None,
     ):
         """`input_names`: per placeholder of `fused`, the name of the original graph node it
         stands for (default: the placeholder's own name; fusing an earlier partition renames
-        the nodes it replaces, see `_original_names`)."""
+        the nodes it replaces, see `_original_names`). `sites`: (implementation function,
+        node) per node of the kernel, to name the model's line of a failing run (`sites`)."""
         super().__init__()
         self.gen = gen
+        self.sites = list(sites or ())
         self.kernel = gen.kernel
         self.layouts = list(gen.layouts) or [None] * len(gen.inputs)
         self._laid: dict[int, tuple] = {}  # input index -> (storage key, laid-out tensor)
@@ -553,6 +556,7 @@ class LegatoKernelModule(torch.nn.Module):
                 self.kernel(*ins, *kouts, *self._extras)
         except Exception as e:  # noqa: BLE001 - strict raises it; else the call runs eagerly
             if self.options.on_kernel_error == "raise":
+                sites.name_user_lines(e, self.sites, str(self.gen.path))
                 raise
             return self._eager(args, f"kernel run failed: {_first_line(e)}")
         run = self.kernel.last_run
@@ -1291,7 +1295,14 @@ class LegatoGraphWrapper:
             setattr(
                 fused,
                 target,
-                LegatoKernelModule(gen, sub, info, self.options, originals[target]),
+                LegatoKernelModule(
+                    gen,
+                    sub,
+                    info,
+                    self.options,
+                    originals[target],
+                    [(self.decisions[n].impl.fn, n) for n in nodes if n.target not in _BOOKKEEPING],
+                ),
             )
         fused.recompile()
         return fused

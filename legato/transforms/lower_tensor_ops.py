@@ -391,9 +391,44 @@ def _wrap_negative(prog: ProgramState, op, rid, rows: int):
     return prog.emit(arith.AddiOp(rid, shift), op).results[0]
 
 
+def _outside(prog: ProgramState, op, rid, size: int, zero, one):
+    """1 where the index `rid` lies outside [0, size), else 0 (the scalar unit has no compare
+    into a register): `min(max(-rid, 0), 1) + min(max(rid - (size - 1), 0), 1)`."""
+    below = prog.emit(arith.SubiOp(zero, rid), op).results[0]
+    above = prog.emit(arith.SubiOp(rid, index_const(prog, size - 1, op)), op).results[0]
+    flags = []
+    for v in (below, above):
+        v = prog.emit(arith.MaxSIOp(v, zero), op).results[0]
+        flags.append(prog.emit(arith.MinSIOp(v, one), op).results[0])
+    return prog.emit(arith.AddiOp(*flags), op).results[0]
+
+
+def _poisoned(prog: ProgramState, op, rids: list, sizes: list[int]) -> list:
+    """The indices of one multi-index gather row (`table[i0, i1, ...]`), with the first set
+    to `sizes[0]` (one row past the table's end, which the row DMA's bounds check reports) and
+    the others to 0 when any later index lies outside its dim: the combined row `i0 * s0 + i1 *
+    s1 + ...` of an `i1` past its dim would otherwise land silently in a later row. An
+    outside `i0` needs no flag: with the later indices in range, its row is outside the table."""
+    zero, one = index_const(prog, 0, op), index_const(prog, 1, op)
+    bad = None
+    for rid, size in zip(rids[1:], sizes[1:]):
+        flag = _outside(prog, op, rid, size, zero, one)
+        bad = flag if bad is None else prog.emit(arith.AddiOp(bad, flag), op).results[0]
+    bad = prog.emit(arith.MinSIOp(bad, one), op).results[0]
+    keep = prog.emit(arith.SubiOp(one, bad), op).results[0]
+    # i0 + bad * (size0 - i0): the scalar unit has no select
+    gap = prog.emit(arith.SubiOp(index_const(prog, sizes[0], op), rids[0]), op).results[0]
+    gap = prog.emit(arith.MuliOp(bad, gap), op).results[0]
+    first = prog.emit(arith.AddiOp(rids[0], gap), op).results[0]
+    return [first, *(prog.emit(arith.MuliOp(r, keep), op).results[0] for r in rids[1:])]
+
+
 def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     """A runtime loop over the indices (`_row_dma_loop`), each index's table row DMA'd into the
-    result."""
+    result. With several index tensors (`table[i0, i1, ...]`) each iteration also loads the
+    later indices, and the row's address combines them on the scalar unit (the subview's
+    offset arithmetic; the VPU has no int64 arithmetic); an index outside its dim sends the
+    DMA past the table's end (`_poisoned`)."""
 
     rt = result_type(op)
     if prog.ctx.is_top:
@@ -401,22 +436,28 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     table = L.lookup(prog, op.table, op)
     L.note_access(op.table, "read")
     idx = local(L, prog, op.indices, op, "index tensor")
-    row = dimsb(table)[1:]
+    more = [local(L, prog, m, op, "index tensor") for m in op.more]
+    k = 1 + len(more)
+    row = dimsb(table)[k:]
     n = prod(prog, dimsb(idx), op)
     out = alloc(L, prog, dimsb(idx) + row, rt.element_type, rt.space, op)
-    out2 = view(prog, out, [n] + row, op)
+    out2 = view(prog, out, [n] + [(1, 1)] * len(more) + row, op)  # the source's row box
     idx1 = view(prog, idx, [n], op)
+    more1 = [view(prog, m, [n], op) for m in more]
     zeros = [0] * len(row)
-    if op.wrap is not None:
-        rows = dimsb(table)[0][0]
-        if not isinstance(rows, int):
-            raise error_at(op, "legato.gather wrap: the table's row count must be static")
+    sizes = [d[0] for d in dimsb(table)[:k]]
+    if (op.wrap is not None or more) and not all(isinstance(d, int) for d in sizes):
+        what = "wrap" if op.wrap is not None else "with several index tensors"
+        raise error_at(op, f"legato.gather {what}: the table's indexed dims must be static")
 
     def row_dma(rid, i):
-        if op.wrap is not None:  # i + rows for a negative i, else i
-            rid = _wrap_negative(prog, op, rid, rows)
-        src = subview(prog, table, [rid, *zeros], [(1, 1), *row], op)
-        dst = subview(prog, out2, [i, *zeros], [(1, 1), *row], op)
+        rids = [rid, *(prog.emit(core.LoadIndexOp(m.value, i), op).results[0] for m in more1)]
+        if op.wrap is not None:  # i + d for a negative i, else i
+            rids = [_wrap_negative(prog, op, r, d) for r, d in zip(rids, sizes)]
+        if more:
+            rids = _poisoned(prog, op, rids, sizes)
+        src = subview(prog, table, [*rids, *zeros], [(1, 1)] * k + row, op)
+        dst = subview(prog, out2, [i, *[0] * len(more), *zeros], [(1, 1)] * k + row, op)
         prog.emit(core.DmaOp(src.value, dst.value), op)
 
     _row_dma_loop(prog, op, n, idx1, row_dma)

@@ -2,10 +2,10 @@
 of index loads and row DMAs), written in the DSL.
 
 They cover an i1 condition, a float mask with NaN / -0.0 entries broadcast per row, values that
-are -inf/NaN (a select moves them, never computes with them), and gathers from a shared_dram
-table with static and dynamic index counts; and the int64 indices a kernel computes: `vpu.cvt`
-of a float to i64 (truncating, as torch's `.to(torch.int64)`) and torch's `max(x, dim)` with
-its indices (`legato.torch.library.composite.arg_reduce`: NaN and ties, first index).
+are -inf/NaN (a select moves them, never computes with them), gathers from a shared_dram
+table with static and dynamic index counts and `x[:, i, j]` with two index tensors; and the
+int64 indices a kernel computes: `vpu.cvt` of a float to i64 (truncating, as torch's
+`.to(torch.int64)`) and torch's `max(x, dim)` with its indices (`legato.torch.library.composite.arg_reduce`: NaN and ties, first index).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.composite import arg_reduce
+from legato.torch.library.composite import arg_reduce, gather_dims
 
 BF16 = legato.types.float("bfloat16")
 F32 = legato.types.float("float32")
@@ -107,6 +107,30 @@ def gather_wrap(
     with device.get_core(0):
         i = legato.tensor.receive(ids, 0, "sram")
         legato.tensor.memcpy(out, legato.tensor.gather(table, i, wrap=True))
+
+
+@legato.compile(backend=bertha)
+def gather_two(
+    x: T().tensor_type(BF16, [2, 5, 6, 8], "shared_dram"),
+    i: T().tensor_type(I64, [3, 2], "shared_dram"),
+    j: T().tensor_type(I64, [3, 2], "shared_dram"),
+    out: T().tensor_type(BF16, [2, 3, 2, 8], "shared_dram"),
+):
+    """torch's `x[:, i, j]` as the torch backend computes it
+    (`legato.torch.library.composite.gather_dims`): the indexed dims moved first, one row DMA
+    per index pair, the row combined from both indices on the scalar unit (negative ones wrap),
+    and the index dims moved back."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(i, device.get_core(0), "sram", 1)
+        legato.tensor.request_load(j, device.get_core(0), "sram", 2)
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        i = legato.tensor.receive(i, 1, "sram")
+        j = legato.tensor.receive(j, 2, "sram")
+        g = gather_dims(x, (i, j), (1, 2, 0, 3), (5, 6, 16), (2, 0, 1, 3), (3, 2, 2, 8), True)
+        legato.tensor.memcpy(out, g)
 
 
 @legato.compile(backend=bertha)
@@ -225,6 +249,19 @@ SELECT_GATHER_CORPUS = [
         ],
         reference=lambda ins: [ins[0][ins[1]]],
         outputs=(2,),
+        atol=0.0,
+    ),
+    CorpusKernel(
+        name="gather_two_indices_bf16",
+        mlir=gather_two.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _bf16(rng, (2, 5, 6, 8)),
+            np.array([[4, -5], [0, 2], [-1, 3]], np.int64),
+            np.array([[5, 0], [-6, 1], [2, -1]], np.int64),
+            np.zeros((2, 3, 2, 8), ml_dtypes.bfloat16),
+        ],
+        reference=lambda ins: [ins[0][:, ins[1], ins[2]]],
+        outputs=(3,),
         atol=0.0,
     ),
     CorpusKernel(

@@ -1,6 +1,7 @@
 """ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
 bounds, max / min (full and along a dim, with their indices), argmax / argmin, amin, cumsum, index_select and `index.Tensor`
-with one int64 index tensor (a row gather; `x[idx]` wraps negative indices as torch does),
+with int64 index tensors (a row gather; `x[idx]` wraps negative indices as torch does;
+`x[i0, i1]` combines the indices into the row on the scalar unit),
 pow(Tensor, Tensor).
 
 Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
@@ -327,46 +328,61 @@ def resolve_cumsum(node, ctx):
 
 
 # --------------------------------------------------------------------------------------------
-# Gathers: index_select and index.Tensor with one index tensor
+# Gathers: index_select and index.Tensor with one or several index tensors
 
 
 @legato.function
-def gather_dim(x, idx, dim, perm_in, rows, perm_out, out_shape, wrap):
-    """x indexed along `dim` by the int64 tensor `idx` (torch's index_select / x[..., idx, ...]):
-    `dim` moved first (`perm_in`), flattened to [n, rows], one row DMA per index
-    (`legato.tensor.gather`; `wrap`: a negative index counts from the end), then reshaped and
-    the index dims moved back to `dim`."""
-    t = legato.tensor.reshape(transpose(x, perm_in), (x.shape[dim], rows))
+def gather_dims(x, idx, perm_in, table_shape, perm_out, out_shape, wrap):
+    """x indexed by the int64 tensor `idx`, or by a tuple of them of one shape, one per
+    indexed dim (torch's index_select / `x[..., i0, i1, ...]`): the indexed dims moved first
+    (`perm_in`) and the others flattened into one (`table_shape`), a row DMA per index
+    (`legato.tensor.gather`, which combines several indices into the row on the scalar unit;
+    `wrap`: a negative index counts from the end), then reshaped to `out_shape` and the index
+    dims moved where torch puts them (`perm_out`)."""
+    t = legato.tensor.reshape(transpose(x, perm_in), table_shape)
     g = legato.tensor.gather(t, idx, wrap=wrap)
     return transpose(legato.tensor.reshape(g, out_shape), perm_out)
 
 
-def _gather_impl(node, ctx, x, idx, dim, what, wrap):
+def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
+    """`x` indexed along `dims` (increasing) by the index nodes `idxs` (int64, one shape), as
+    torch's advanced indexing: the index dims replace the indexed dims where those are
+    adjacent, else they come first."""
     dt = _same_dtype(node, x)
-    tx, ti = val(x), val(idx)
-    assert ti.dtype == torch.int64, f"{what} with {ti.dtype} indices (int64 are gathered)"
+    tx, tis = val(x), [val(i) for i in idxs]
+    for ti in tis:
+        assert ti.dtype == torch.int64, f"{what} with {ti.dtype} indices (int64 are gathered)"
+        _static(ti, f"{what} index")
     _static(tx, what)
-    _static(ti, f"{what} index")
     assert tx.dim() >= 1, f"{what} of a 0-d tensor"
-    dim = _norm_dim(dim, tx.dim())
-    rest = tuple(d for i, d in enumerate(tx.shape) if i != dim)
+    shape = tuple(tis[0].shape)
+    assert all(tuple(ti.shape) == shape for ti in tis), (
+        f"{what} with index tensors of different shapes "
+        f"({', '.join(str(list(ti.shape)) for ti in tis)}: broadcast indices are not gathered)"
+    )
+    dims = [_norm_dim(d, tx.dim()) for d in dims]
+    others = [i for i in range(tx.dim()) if i not in dims]
+    rest = tuple(tx.shape[i] for i in others)
     rows = 1
     for d in rest:
         rows *= d
-    perm_in = (dim, *(i for i in range(tx.dim()) if i != dim))
-    k = ti.dim()
-    gathered = tuple(ti.shape) + rest
-    # gathered dims: the index's (k), then x's others; the index dims go back to `dim`
-    perm_out = (*range(k, k + dim), *range(k), *range(k + dim, len(gathered)))
+    perm_in = (*dims, *others)
+    k = len(shape)
+    gathered = shape + rest
+    # torch: the index dims go to the first indexed dim when the indexed dims are adjacent
+    at = dims[0] if dims == list(range(dims[0], dims[0] + len(dims))) else 0
+    perm_out = (*range(k, k + at), *range(k), *range(k + at, len(gathered)))
     ctx.probe("gather", dt)
     ctx.probe("reshape", dt)
-    if dim:
+    if perm_in != tuple(range(tx.dim())) or at:
         ctx.probe("transpose", dt)
-    _fits_sram(ctx, tx, tx, ti, val(node), val(node), what=f"{what} operand, indices and result")
+    _fits_sram(ctx, tx, tx, *tis, val(node), val(node), what=f"{what} operand, indices and result")
+    table = (*(tx.shape[d] for d in dims), rows)
+    idx = idxs[0] if len(idxs) == 1 else tuple(idxs)
     return Impl(
-        gather_dim,
-        (x, idx, dim, perm_in, rows, perm_out, gathered, wrap),
-        name=f"{what} (row gather)",
+        gather_dims,
+        (x, idx, perm_in, table, perm_out, gathered, wrap),
+        name=f"{what} (row gather{f' by {len(idxs)} indices' if len(idxs) > 1 else ''})",
     )
 
 
@@ -375,21 +391,20 @@ def resolve_index_select(node, ctx):
     x, dim, idx = node.args[:3]
     assert val(idx).dim() <= 1, "index_select with a multi-dim index"
     # torch refuses a negative index here (an error, not a wrap)
-    return _gather_impl(node, ctx, x, idx, dim, "index_select", False)
+    return _gather_impl(node, ctx, x, [idx], [dim], "index_select", False)
 
 
 @register(aten.index.Tensor)
 def resolve_index(node, ctx):
     x, indices = node.args[:2]
     given = [(i, t) for i, t in enumerate(indices) if t is not None]
-    assert len(given) == 1, (
-        f"indexing with {len(given)} index tensors (one int64 index tensor is implemented)"
-    )
-    ((dim, idx),) = given
-    assert val(idx).dtype not in (torch.bool, torch.uint8), (
-        "indexing with a boolean mask (its result's size depends on the values)"
-    )
-    return _gather_impl(node, ctx, x, idx, dim, "index", True)  # negative indices wrap
+    assert given, "indexing with no index tensor"
+    for _, t in given:
+        assert val(t).dtype not in (torch.bool, torch.uint8), (
+            "indexing with a boolean mask (its result's size depends on the values)"
+        )
+    dims, idxs = [d for d, _ in given], [t for _, t in given]
+    return _gather_impl(node, ctx, x, idxs, dims, "index", True)  # negative indices wrap
 
 
 # --------------------------------------------------------------------------------------------

@@ -305,3 +305,76 @@ def _runner(kernel, level):
 def _where(e) -> str:
     src = getattr(e, "source", None)
     return f"{src[0]}:{src[1]}" if src else str(e)
+
+
+@legato.compile(backend=one_core)
+def lookup_two_indices(
+    table: tt([12, 4, 16]),
+    ids: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    cols: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    out: tt([3, 16]),
+):
+    """`t[i, j]` of an on-chip table that is a slice (rows 2..9) of a larger SRAM buffer, with
+    and without torch's wrap."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        t = (legato.tensor.load(table, "sram") + 1.0)[2:10]
+        i = legato.tensor.load(ids, "sram")
+        j = legato.tensor.load(cols, "sram")
+        g = legato.tensor.gather(t, (i, j))  # TWO
+        w = legato.tensor.gather(t, (i, j), wrap=True)  # TWO_WRAP
+        legato.tensor.memcpy(out, g + w)
+
+
+@pytest.mark.parametrize("level", ["emulator", "backend", "core", "legato"])
+def test_a_two_index_gather_refuses_an_index_past_its_own_dim(level):
+    """`t[i, j]` combines the indices into the row `4 i + j` on the scalar unit: a `j` past its
+    dim of 4 whose combined row lies inside the table (i=1, j=4: row 8) or inside the buffer
+    after it (i=7, j=4) must stop at the gather's line, never read another row; a wrapping
+    gather takes j = -4 to 0 but refuses -5."""
+    table = torch.randn(12, 4, 16)
+    t = table[2:10] + 1.0
+    run = _runner(lookup_two_indices, level)
+    out = torch.zeros(3, 16)
+    i, j = torch.tensor([7, 0, 3]), torch.tensor([3, 0, 1])
+    run(table, i, j, out)
+    assert torch.equal(out, t[i, j] * 2)
+    for bad_i, bad_j, marker in (
+        (1, 4, "# TWO"),
+        (7, 4, "# TWO"),
+        (0, -1, "# TWO"),
+        (8, 0, "# TWO"),
+    ):
+        with pytest.raises((OutOfBoundsError, InterpError)) as ei:
+            run(table, torch.tensor([0, bad_i, 2]), torch.tensor([0, bad_j, 1]), out)
+        assert f"{HERE}:{line_of(marker)}" in _where(ei.value), (bad_i, bad_j, str(ei.value))
+
+
+@legato.compile(backend=one_core)
+def lookup_two_wrap(
+    table: tt([8, 4, 16]),
+    ids: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    cols: legato.get_model().tensor_type(i64, [3], "shared_dram"),
+    out: tt([3, 16]),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        i = legato.tensor.load(ids, "sram")
+        j = legato.tensor.load(cols, "sram")
+        legato.tensor.memcpy(out, legato.tensor.gather(table, (i, j), wrap=True))  # WRAP_TWO
+
+
+@pytest.mark.parametrize("level", ["emulator", "backend", "core", "legato"])
+def test_a_wrapping_two_index_gather_from_shared_dram(level):
+    """The table left in shared DRAM (an argument): negative indices count from the end of
+    their own dim; one outside [-d, d) of its dim stops at the line."""
+    table = torch.randn(8, 4, 16)
+    run = _runner(lookup_two_wrap, level)
+    out = torch.zeros(3, 16)
+    i, j = torch.tensor([-1, -8, 7]), torch.tensor([-4, 3, -1])
+    run(table, i, j, out)
+    assert torch.equal(out, table[i, j])
+    for bad_i, bad_j in ((0, 4), (0, -5), (8, 0), (-9, 1), (-1, 7)):
+        with pytest.raises((OutOfBoundsError, InterpError)) as ei:
+            run(table, torch.tensor([0, bad_i, 1]), torch.tensor([0, bad_j, 1]), out)
+        assert f"{HERE}:{line_of('# WRAP_TWO')}" in _where(ei.value), (bad_i, bad_j, str(ei.value))

@@ -1,7 +1,9 @@
 """Resolvers of `legato.torch.library.composite` (issue 13): clamp with tensor bounds, max / min
-values, argmax / argmin and max.dim / min.dim with their int64 indices, cumsum, index_select and
-x[idx] (a row gather), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in
+values, argmax / argmin and max.dim / min.dim with their int64 indices, cumsum, index_select,
+x[idx] and x[i, j] (row gathers), pow(Tensor, Tensor), filled tensors. Each case runs wholly on Legato in
 strict mode and matches eager torch in bf16 and f32."""
+
+import inspect
 
 import pytest
 import torch
@@ -81,6 +83,39 @@ CASES = {
     "index_rows_2d_index": (
         lambda x, i: (x + 1)[i],
         lambda dt: [_r(5, 3, 4, dtype=dt), torch.tensor([[4, -5], [0, 2]])],
+        "index",
+    ),
+    "index_two_tensors": (  # x[i, j]: the row 6 i + j combined on the scalar unit
+        lambda x, i, j: (x * 2)[i, j],
+        lambda dt: [
+            _r(5, 6, 3, dtype=dt),
+            torch.tensor([4, -5, 0, 2]),
+            torch.tensor([-1, 5, 0, 3]),
+        ],
+        "index",
+    ),
+    "index_two_tensors_inner": (  # x[:, i, j]: the index dims stay where the indexed dims were
+        lambda x, i, j: (x + 1)[:, i, j],
+        lambda dt: [
+            _r(2, 5, 6, 3, dtype=dt),
+            torch.tensor([[4, 1], [0, 2]]),
+            torch.tensor([[5, 0], [-6, 1]]),
+        ],
+        "index",
+    ),
+    "index_two_tensors_apart": (  # x[i, :, j]: not adjacent, the index dims come first
+        lambda x, i, j: (x * 2)[i, :, j],
+        lambda dt: [_r(5, 3, 6, dtype=dt), torch.tensor([4, 0, 2]), torch.tensor([5, 0, -1])],
+        "index",
+    ),
+    "index_three_tensors": (
+        lambda x, i: (x * 2)[i, i, i],
+        lambda dt: [_r(4, 4, 4, 2, dtype=dt), torch.tensor([3, 0, -2])],
+        "index",
+    ),
+    "index_arange_and_positions": (  # a classification head's logits[arange(b), last]
+        lambda x, j: (x * 2)[torch.arange(x.shape[0]), j],
+        lambda dt: [_r(3, 7, 5, dtype=dt), torch.tensor([6, 0, 3])],
         "index",
     ),
     "ones_like_input": (
@@ -191,8 +226,39 @@ def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
     with pytest.raises(IndexError, match=f"index {bad} is out of bounds"):
         torch.compile(f, backend="legato")(x, i)
     torch._dynamo.reset()
-    with pytest.raises(OutOfBoundsError, match="out of bounds: reads"):
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads") as ei:
         torch.compile(f, backend="legato", options={"legato.strict": True})(x, i)
+    _names_the_model_line(ei.value, f)
+
+
+def _names_the_model_line(e, f):
+    """The strict-mode error names `f`'s return line (the fx node's stack trace), not only
+    the gather's line in composite.py."""
+    line = f.__code__.co_firstlineno + 1  # `return ...`
+    assert e.user_lines == [f"{__file__}:{line}: {inspect.getsource(f).splitlines()[1].strip()}"]
+    assert f"in the model at {__file__}:{line}: return" in str(e), str(e)
+    assert "composite.py" in e.source[0]  # the kernel's own line is still named
+
+
+@pytest.mark.parametrize(("bad_i", "bad_j"), [(1, 6), (0, -7), (5, 0), (-6, 2)])
+def test_an_index_past_its_own_dim_in_a_two_index_gather_raises_as_torch(bad_i, bad_j):
+    """(x * 2)[i, j] on Legato combines the row 6 i + j: j = 6 with i = 1 is row 12, inside the
+    table, and must still be torch's IndexError (default: the call reruns eagerly) or the
+    bounds error (strict), never a silent row."""
+    from legato.targets.bertha.emulator import OutOfBoundsError
+
+    def f(x, i, j):
+        return (x * 2)[i, j]
+
+    x = torch.randn(5, 6, 4)
+    i, j = torch.tensor([0, bad_i, 2]), torch.tensor([1, bad_j, 0])
+    with pytest.raises(IndexError, match="out of bounds"):
+        torch.compile(f, backend="legato")(x, i, j)
+    assert lt.last_summary().num_extern == 0
+    torch._dynamo.reset()
+    with pytest.raises(OutOfBoundsError, match="out of bounds: reads") as ei:
+        torch.compile(f, backend="legato", options={"legato.strict": True})(x, i, j)
+    _names_the_model_line(ei.value, f)
 
 
 @pytest.mark.parametrize(
@@ -201,13 +267,14 @@ def test_an_out_of_range_index_into_an_on_chip_table_raises_as_torch(bad):
         # dynamo breaks the graph at a bool mask's data-dependent size (the mask is the graph's
         # output, computed eagerly: its bool result leaves Legato); the indexing runs eagerly
         (lambda x, m, i: (x * 2)[m > 0], "its bool result leaves Legato"),
-        (lambda x, m, i: (x * 2)[i, i], "indexing with 2 index tensors"),
+        (lambda x, m, i: (x * 2)[i[:, None], i], "index tensors of different shapes"),
     ],
-    ids=["bool_mask", "two_index_tensors"],
+    ids=["bool_mask", "broadcast_index_tensors"],
 )
 def test_indexing_legato_does_not_take_runs_eagerly_with_the_reason(f, why):
-    """A bool mask (a result shape that depends on the values) and several index tensors run
-    eagerly, with the reason in the summary, and give eager's result: never a crash."""
+    """A bool mask (a result shape that depends on the values) and index tensors that
+    broadcast run eagerly, with the reason in the summary, and give eager's result: never a
+    crash."""
     x, m, i = torch.randn(6, 6), torch.randn(6, 6), torch.tensor([0, 5, 2])
     with torch.no_grad():
         y = torch.compile(f, backend="legato")(x, m, i)

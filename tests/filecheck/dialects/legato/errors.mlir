@@ -536,6 +536,28 @@ legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.te
 
 // -----
 
+legato.kernel @k(%t : !legato.tensor<[16, 8], f32, shared_dram>, %i : !legato.tensor<[4], i64, sram>, %j : !legato.tensor<[2, 2], i64, sram>) {
+  legato.on core(0) {
+    // expected-error @+1 {{legato.gather: the index tensors have different shapes ([4] and [2, 2]); broadcast them first}}
+    %r = legato.gather %t, %i, %j : !legato.tensor<[16, 8], f32, shared_dram>, !legato.tensor<[4], i64, sram>, !legato.tensor<[2, 2], i64, sram> -> !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+
+// -----
+
+legato.kernel @k(%t : !legato.tensor<[16], f32, shared_dram>, %i : !legato.tensor<[4], i64, sram>) {
+  legato.on core(0) {
+    // expected-error @+1 {{legato.gather: 2 index tensors need a table of at least 2 dims, got [16]}}
+    %r = legato.gather %t, %i, %i : !legato.tensor<[16], f32, shared_dram>, !legato.tensor<[4], i64, sram>, !legato.tensor<[4], i64, sram> -> !legato.tensor<[4], f32, sram>
+    legato.yield
+  }
+  legato.return
+}
+
+// -----
+
 legato.kernel @k(%a : !legato.tensor<[4], f32, sram>) {
   legato.on core(0) {
     // expected-error @+1 {{legato.clamp needs a min or a max bound}}
