@@ -36,3 +36,11 @@ def test_seed_matmul_example(tmp_path):
 def test_torch_mlp_example(tmp_path):
     out = _run("torch_mlp.py", tmp_path)
     assert "Legato kernel(s)" in out and "cycles/token" in out
+
+
+def test_numpy_attention_example(tmp_path):
+    out = _run("numpy_attention.py", tmp_path)
+    assert "max |legato - numpy| = " in out and "1 on NumPy" in out
+    diff = float(out.split("max |legato - numpy| = ")[1].split()[0])
+    assert diff < 1e-3
+    assert "np.cumsum" in out and "Legato kernel numpy_block_k0" in out
