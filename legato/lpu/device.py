@@ -21,6 +21,7 @@ Dispatch (`_dispatch`: `LpuTensor.__torch_dispatch__` for ops on lpu tensors, th
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -53,6 +54,19 @@ _HOST_FILL = {
     "aten::set_",
     "aten::is_pinned",
     "aten::_pin_memory",
+    # factories shaped like a tensor: filled on the host, nothing computed
+    "aten::empty_like",
+    "aten::zeros_like",
+    "aten::ones_like",
+    "aten::full_like",
+    "aten::rand_like",
+    "aten::randn_like",
+    "aten::randint_like",
+    "aten::new_empty",
+    "aten::new_empty_strided",
+    "aten::new_zeros",
+    "aten::new_ones",
+    "aten::new_full",
 }
 
 
@@ -119,6 +133,12 @@ class LpuTensor(torch.Tensor):
         return r[:-1] + f", device='{NAME}:0')"
 
     __str__ = __repr__
+
+    def numpy(self, *, force: bool = False):
+        raise TypeError(
+            f"can't convert {NAME}:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
+            "tensor to host memory first."
+        )
 
 
 def _wrap(data: torch.Tensor) -> torch.Tensor:
@@ -415,5 +435,18 @@ def enable() -> None:
         # factory: torch.randn(..., device="lpu"), empty) dispatches on the device's key
         fallback = torch.library.Library("_", "IMPL")
         fallback.fallback(_dispatch, "PrivateUse1")
-        STATE.libs = [fallback]
+        # allocation and transfer get kernels of their own too: `torch.tensor(data,
+        # device="lpu")` reaches them from C++ where torch 2.13's Python fallback cannot find
+        # the op ("func != nullptr" internal assert); a per-op kernel is found
+        kernels = torch.library.Library("aten", "IMPL")
+        for op in (
+            aten.empty.memory_format,
+            aten.empty_strided.default,
+            aten._copy_from.default,
+            aten._to_copy.default,
+        ):
+            name = op._schema.name[len("aten::") :]
+            full = f"{name}.{op._overloadname}" if op._overloadname != "default" else name
+            kernels.impl(full, functools.partial(_dispatch, op), "PrivateUse1")
+        STATE.libs = [fallback, kernels]
         STATE.enabled = True

@@ -33,9 +33,16 @@ def test_tensors_live_on_lpu_and_round_trip_exactly():
     assert y.device.type == "lpu" and y.dtype == BF16 and y.shape == (3, 5)
     z = torch.zeros(2, 2, device="lpu")
     torch.testing.assert_close(z.cpu(), torch.zeros(2, 2), rtol=0, atol=0)
+    t = torch.tensor([1.0, 2.0], device="lpu")
+    assert t.device.type == "lpu" and t.cpu().tolist() == [1.0, 2.0]
+    like = torch.zeros_like(x)
+    assert like.device.type == "lpu" and not like.cpu().any()
     assert "device='lpu:0'" in repr(x)
+    with pytest.raises(TypeError, match=r"can't convert lpu:0 .* Use Tensor.cpu\(\)"):
+        x.numpy()
     assert x.to("lpu") is x  # already there: no copy, as on CUDA
-    assert lpu.stats().kernel_calls == 0  # transfers and fills are host writes, no kernel
+    # transfers and fills are host writes: no kernel, no CPU fallback
+    assert lpu.stats().kernel_calls == 0 and not lpu.stats().cpu_ops, str(lpu.stats())
 
 
 def test_ops_run_as_legato_kernels_and_match_the_cpu():
