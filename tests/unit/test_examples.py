@@ -44,3 +44,12 @@ def test_numpy_attention_example(tmp_path):
     diff = float(out.split("max |legato - numpy| = ")[1].split()[0])
     assert diff < 1e-3
     assert "np.cumsum" in out and "Legato kernel numpy_block_k0" in out
+
+
+def test_lpu_eager_example(tmp_path):
+    out = _run("lpu_eager.py", tmp_path)
+    for step in (0, 1):
+        line = out.split(f"pass {step}: output on lpu:0, max |lpu - cpu| = ")[1].split()[0]
+        assert float(line) < 0.05  # bf16 softmax probabilities
+    assert "legato aten.addmm.default: 4 call(s)" in out
+    assert "cpu    aten.tril.default: 2 call(s)" in out
