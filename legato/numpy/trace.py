@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from legato.errors import LegatoError
 from legato.numpy import table
+from legato.torch import registry
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
@@ -242,6 +243,11 @@ class Array(np.lib.mixins.NDArrayOperatorsMixin):
             {},
         )
 
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
     def __getitem__(self, key):
         return self._tracer.call(
             "ndarray.__getitem__", operator.getitem, table.getitem, (self, key), {}
@@ -296,6 +302,14 @@ class Tracer:
     def call(self, name, fn, translation, args, kwargs):
         call = Call(len(self.calls), name, call_site())
         self.calls.append(call)
+        try:
+            return self._call(call, fn, translation, args, kwargs)
+        except BaseException:
+            self.calls.remove(call)  # it made no node: the report does not list it
+            raise
+
+    def _call(self, call, fn, translation, args, kwargs):
+        name = call.name
         leaves, spec = tree_flatten((args, kwargs))
         leaves = [self.constant(x) if isinstance(x, np.ndarray) else x for x in leaves]
         arrays = [x for x in leaves if isinstance(x, Array)]
@@ -366,8 +380,6 @@ class Tracer:
         for n in made:
             if n.target is operator.getitem or not isinstance(n.meta.get("val"), torch.Tensor):
                 continue
-            from legato.torch import registry
-
             res = registry.resolve(n, self._ctx)
             if res.impl is None:
                 for m in reversed(made):
@@ -388,8 +400,10 @@ class Tracer:
         call.numpy_reason = reason
         target = NumpyCall(fn, call, leaves, spec)
         arrays = [x for x in leaves if isinstance(x, Array)]
-        node = self.graph.call_function(target, tuple(x._node for x in arrays))
+        # run first: a call that raises (the IndexError that ends `for row in x`) leaves no
+        # node behind to raise again when the graph replays
         value = target(*(x._value for x in arrays))
+        node = self.graph.call_function(target, tuple(x._node for x in arrays))
         call.nodes = [node.name]
         if isinstance(value, torch.Tensor):
             self._meta(node, value)

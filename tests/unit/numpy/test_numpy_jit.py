@@ -166,6 +166,21 @@ def test_closure_constant_follows_the_array():
     np.testing.assert_allclose(proj(x), x @ w, rtol=1e-4, atol=1e-5)
 
 
+def test_rows_iterate_and_a_failing_call_leaves_no_node():
+    @lnp.jit
+    def f(x):
+        try:
+            x[len(x)]  # an IndexError while tracing: caught by the function itself
+        except IndexError:
+            pass
+        return np.stack([row * 2.0 for row in x])
+
+    x = randn(3, 8)
+    np.testing.assert_allclose(f(x), x * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(f(x + 1), (x + 1) * 2.0, rtol=1e-6)  # the replay raises nothing
+    assert [c.name for c in lnp.last_report().calls].count("ndarray.__getitem__") == 3
+
+
 def test_data_dependent_control_flow_is_an_error():
     @lnp.jit
     def f(x):
