@@ -182,7 +182,25 @@ class JitFunction:
         name = f"numpy_{getattr(self.fn, '__name__', 'fn')}"
         model = resolve_backend(self.options.device)(CompileContext(None, name))
         ctx = registry.ResolveContext(model, self.options, Bounds([], None))
-        tracer = Tracer(ctx)
+        forced: dict[int, str] = {}
+        while True:  # at most one more trace per call the op library refuses
+            tracer, array_leaves, slots, out_spec = self._trace_once(ctx, leaves, spec, forced)
+            refused = tracer.refusals()
+            if not refused:
+                break
+            forced.update(refused)
+        gm = torch.fx.GraphModule(torch.nn.Module(), tracer.graph)
+        wrapper = LegatoGraphWrapper(gm, tracer.inputs, self.options, name=name)
+        report = NumpyReport(
+            self.__qualname__,
+            self.options.device,
+            _placements(tracer, wrapper.summary),
+            wrapper.summary,
+        )
+        return _Traced(wrapper, tracer, array_leaves, out_spec, slots, report)
+
+    def _trace_once(self, ctx, leaves, spec, forced):
+        tracer = Tracer(ctx, forced)
         traced, array_leaves = [], []
         for i, x in enumerate(leaves):
             if isinstance(x, np.ndarray):
@@ -202,15 +220,7 @@ class JitFunction:
                 slots.append(("constant", x))
         tracer.graph.output(tuple(outs))
         tracer.graph.lint()
-        gm = torch.fx.GraphModule(torch.nn.Module(), tracer.graph)
-        wrapper = LegatoGraphWrapper(gm, tracer.inputs, self.options, name=name)
-        report = NumpyReport(
-            self.__qualname__,
-            self.options.device,
-            _placements(tracer, wrapper.summary),
-            wrapper.summary,
-        )
-        return _Traced(wrapper, tracer, array_leaves, out_spec, slots, report)
+        return tracer, array_leaves, slots, out_spec
 
     def __call__(self, *args, **kwargs):
         leaves, spec = tree_flatten((args, kwargs))

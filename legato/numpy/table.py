@@ -73,6 +73,17 @@ for _u, _t in [
     UFUNCS[_u] = _t
 
 
+for _u, _op in [
+    (np.greater, operator.gt),
+    (np.greater_equal, operator.ge),
+    (np.less, operator.lt),
+    (np.less_equal, operator.le),
+    (np.equal, operator.eq),
+    (np.not_equal, operator.ne),
+]:
+    UFUNCS[_u] = _binary(_op)
+
+
 @_ufunc(np.square)
 def _square(a):
     return a * a
@@ -230,6 +241,19 @@ def _dot(a, b, out=None):
     if a.dim() > 2 or b.dim() > 2:
         raise NoTranslation("np.dot of a >2-d operand (not matmul's broadcasting)")
     return torch.matmul(a, b) if a.dim() and b.dim() else a * b
+
+
+@_function(np.where)
+def _where(condition, x=_NO, y=_NO):
+    if x is _NO or y is _NO:
+        raise NoTranslation("np.where(condition) (indices: a shape that depends on the values)")
+    if not (isinstance(condition, torch.Tensor) and condition.dtype == torch.bool):
+        raise NoTranslation("a condition that is not a bool array")
+    return torch.where(condition, x, y)
+
+
+# translations whose operands may be bool besides the one floating dtype (the condition)
+BOOL_OPERANDS = {_where}
 
 
 @_function(np.broadcast_to)

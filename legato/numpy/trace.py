@@ -3,8 +3,9 @@
 Every NumPy call on an `Array` (a ufunc through `__array_ufunc__`, a function through
 `__array_function__`, an operator or a method) is one *call* of the trace:
 - a call that `table` translates, on operands of one floating dtype, is traced to ATen nodes
-  (`make_fx` of its translation, inlined into the graph) when the torch backend's op library
-  resolves every one of them (`legato.torch.registry.resolve`): those are Legato candidates;
+  (`make_fx` of its translation, inlined into the graph): Legato candidates. Once the graph is
+  whole, the torch backend's op library is asked about every node (`refusals`); a call with a
+  node it refuses is traced again as a NumPy call (`forced`), until none is refused;
 - any other call is ONE graph node that runs the NumPy function itself on the host (its
   target is a `NumpyCall`): the torch backend has no resolver for it, so it stays extern.
 The trace runs on the real arguments (values flow through it as they will at run time), so
@@ -39,6 +40,9 @@ def call_site() -> str:
             return f"{f.f_code.co_filename}:{f.f_lineno}"
         f = f.f_back
     return "?"
+
+
+CALL_META = "legato_numpy_call"  # node.meta: the index of the NumPy call that made the node
 
 
 class Call:
@@ -257,8 +261,11 @@ class Array(np.lib.mixins.NDArrayOperatorsMixin):
 class Tracer:
     """Builds one ATen graph from the NumPy calls of one run of a function."""
 
-    def __init__(self, resolve_ctx):
+    def __init__(self, resolve_ctx, forced: dict[int, str] | None = None):
         self.graph = torch.fx.Graph()
+        # calls (by index) an earlier trace of the same run found the op library refuses in
+        # the whole graph: they run on NumPy, with that reason
+        self.forced = dict(forced or {})
         self.calls: list[Call] = []
         self.inputs: list[torch.Tensor] = []  # the real value of every placeholder, in order
         self.constants: list[torch.Tensor] = []  # arrays the function closed over
@@ -315,13 +322,15 @@ class Tracer:
         arrays = [x for x in leaves if isinstance(x, Array)]
         if any(x._tracer is not self for x in arrays):
             raise LegatoError(f"{call.where}: np.{name} mixes arrays of two legato.numpy traces")
-        reason = "no Legato translation of this NumPy function"
-        if translation is not None:
+        reason = self.forced.get(call.index, "no Legato translation of this NumPy function")
+        if translation is not None and call.index not in self.forced:
             # a NumPy scalar (np.sqrt(d): float64) promotes as an array does (NEP 50), a
             # Python number is weak in both NumPy and torch
             dtypes = {x._value.dtype for x in arrays} | {
                 _to_torch(np.asarray(x)).dtype for x in leaves if isinstance(x, np.generic)
             }
+            if translation in table.BOOL_OPERANDS:
+                dtypes.discard(torch.bool)  # np.where's condition
             if len(dtypes) != 1 or not next(iter(dtypes)).is_floating_point:
                 reason = (
                     "operand dtypes "
@@ -378,16 +387,26 @@ class Tracer:
             if n.op == "call_function":
                 self._meta(val_map[n], values[n])
         for n in made:
+            n.meta[CALL_META] = call.index
+        call.nodes = [n.name for n in made]
+        return self._wrap(result, out)
+
+    def refusals(self) -> dict[int, str]:
+        """The traced calls (by index) with a node the torch backend's op library refuses, and
+        why: asked of the whole graph, once its output is added (a resolver may look at a
+        node's users: a comparison is taken only when a `where` on Legato reads it)."""
+        out: dict[int, str] = {}
+        for n in self.graph.nodes:
+            i = n.meta.get(CALL_META)
+            if i is None or i in out or n.op != "call_function":
+                continue
             if n.target is operator.getitem or not isinstance(n.meta.get("val"), torch.Tensor):
                 continue
             res = registry.resolve(n, self._ctx)
             if res.impl is None:
-                for m in reversed(made):
-                    self.graph.erase_node(m)
                 op = str(n.target).replace("aten::", "aten.").split(".default")[0]
-                return f"{op}: {res.reason}"
-        call.nodes = [n.name for n in made]
-        return self._wrap(result, out)
+                out[i] = f"{op}: {res.reason}"
+        return out
 
     def _wrap(self, nodes, values):
         if isinstance(values, torch.Tensor):

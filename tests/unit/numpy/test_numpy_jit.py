@@ -115,6 +115,23 @@ def test_the_rest_runs_on_numpy_and_is_reported():
     assert "np.cumsum" in text and "NumPy (" in text and "Legato kernel" in text
 
 
+def test_comparisons_feed_where_on_legato_and_a_bool_result_runs_on_numpy():
+    def leaky(x, keep):
+        y = np.where(x > 0, x, 0.1 * x)  # the comparison is taken: a where on Legato reads it
+        return np.where(keep, y, -1e9), x > 1  # this comparison's bool result leaves: NumPy
+
+    x = randn(8, 32)
+    keep = x < 0.5
+    got, above = lnp.jit(leaky)(x, keep)
+    ref, ref_above = leaky(x, keep)
+    assert got.dtype == ref.dtype and above.dtype == np.bool_
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    np.testing.assert_array_equal(above, ref_above)
+    calls = lnp.last_report().calls
+    assert [c.ran for c in calls] == ["legato", "legato", "legato", "legato", "numpy"], calls
+    assert "bool result leaves Legato" in calls[-1].reason
+
+
 def test_float64_runs_on_numpy_exactly():
     x = RNG.standard_normal((4, 16))  # NumPy's default float64: Legato has no f64
     got = lnp.jit(softmax)(x)
@@ -161,9 +178,9 @@ def test_closure_constant_follows_the_array():
         return x @ w
 
     x = randn(4, 32)
-    np.testing.assert_allclose(proj(x), x @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(proj(x), x @ w, rtol=1e-4, atol=1e-4)  # f32 as bf16 halves
     w *= 2  # the graph reads the array it closed over, not a copy taken when tracing
-    np.testing.assert_allclose(proj(x), x @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(proj(x), x @ w, rtol=1e-4, atol=1e-4)  # f32 as bf16 halves
 
 
 def test_rows_iterate_and_a_failing_call_leaves_no_node():
