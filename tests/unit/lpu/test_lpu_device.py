@@ -132,3 +132,18 @@ def test_module_to_lpu_tiny_llama_matches_cpu():
         assert s.legato_ops[op] > 0, str(s)
     legato_calls = sum(s.legato_ops.values())
     assert legato_calls > 10 * sum(s.cpu_ops.values()), str(s)
+
+
+def test_target_is_a_legato_device_and_evt1_runs():
+    from legato.errors import LegatoError
+
+    with pytest.raises(LegatoError, match=r"set_target\('cuda'\): not a Legato device"):
+        lpu.set_target("cuda")
+    cpu = torch.randn(4, 32)
+    try:
+        lpu.set_target("bertha-evt1")
+        y = torch.tanh(cpu.to("lpu"))
+    finally:
+        lpu.set_target("bertha")
+    torch.testing.assert_close(y.cpu(), torch.tanh(cpu), rtol=1e-5, atol=1e-6)
+    assert lpu.stats().legato_ops["aten.tanh.default"] == 1

@@ -229,3 +229,12 @@ def test_out_argument_is_an_error():
 
     with pytest.raises(LegatoError, match=r"test_numpy_jit.py:\d+: np.exp\(\.\.\., out=\.\.\.\)"):
         f(randn(4))
+
+
+def test_device_and_torch_options_pass_through():
+    x = randn(4, 32)
+    got = lnp.jit(softmax, device="bertha-evt1", options={"legato.strict": True})(x)
+    np.testing.assert_allclose(got, softmax(x), rtol=1e-4, atol=1e-6)
+    assert lnp.last_report().device == "bertha-evt1"
+    with pytest.raises(LegatoError, match=r"unknown torch.compile option 'legato.nope'"):
+        lnp.jit(softmax, options={"legato.nope": 1})
