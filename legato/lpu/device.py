@@ -226,7 +226,12 @@ def _dispatch(op, *args, **kwargs):
         return dst
     if op is aten._copy_from_and_resize.default:
         src, dst = args[0], args[1]
-        memory(dst).resize_(src.shape).copy_(_unwrap(src))
+        if tuple(dst.shape) != tuple(src.shape):
+            raise LegatoError(
+                f"legato.lpu: copying a {tuple(src.shape)} tensor into an lpu tensor of shape "
+                f"{tuple(dst.shape)}: an lpu tensor cannot be resized in place"
+            )
+        memory(dst).copy_(_unwrap(src))
         return dst
     if op is aten.copy_.default:
         _unwrap(args[0]).copy_(_unwrap(args[1]))
