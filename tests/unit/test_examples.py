@@ -36,3 +36,20 @@ def test_seed_matmul_example(tmp_path):
 def test_torch_mlp_example(tmp_path):
     out = _run("torch_mlp.py", tmp_path)
     assert "Legato kernel(s)" in out and "cycles/token" in out
+
+
+def test_numpy_attention_example(tmp_path):
+    out = _run("numpy_attention.py", tmp_path)
+    assert "max |legato - numpy| = " in out and "1 on NumPy" in out
+    diff = float(out.split("max |legato - numpy| = ")[1].split()[0])
+    assert diff < 1e-3
+    assert "np.cumsum" in out and "Legato kernel numpy_block_k0" in out
+
+
+def test_lpu_eager_example(tmp_path):
+    out = _run("lpu_eager.py", tmp_path)
+    for step in (0, 1):
+        line = out.split(f"pass {step}: output on lpu:0, max |lpu - cpu| = ")[1].split()[0]
+        assert float(line) < 0.05  # bf16 softmax probabilities
+    assert "legato aten.addmm.default: 4 call(s)" in out
+    assert "cpu    aten.tril.default: 2 call(s)" in out

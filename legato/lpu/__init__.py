@@ -1,0 +1,49 @@
+"""`lpu`: a torch device whose ops run as Legato kernels on the emulated Bertha.
+
+```python
+import legato.lpu
+x = torch.randn(8, 64, device="lpu")      # or cpu_tensor.to("lpu")
+y = torch.softmax(x @ w.to("lpu"), -1)    # each op: one Legato kernel, compiled once, cached
+print(y.cpu())
+print(legato.lpu.stats())                  # which ops ran as Legato kernels, which on the CPU
+```
+Importing this module makes the device (PrivateUse1 renamed `lpu`). See docs/lpu.md.
+"""
+
+from __future__ import annotations
+
+from legato.lpu.device import STATE, LpuTensor, Stats, enable, is_lpu, memory
+from legato.model.targets import target_names
+
+enable()
+
+
+def set_target(name: str) -> None:
+    """Which Bertha generation the `lpu` device is ("bertha", "bertha-evt1"); kernels already
+    compiled for the other one are dropped."""
+    if name not in target_names():
+        from legato.errors import LegatoError
+
+        raise LegatoError(
+            f"legato.lpu.set_target({name!r}): not a Legato device; expected one of "
+            + ", ".join(target_names())
+        )
+    with STATE.lock:
+        if name != STATE.target:
+            STATE.kernels.clear()
+        STATE.target = name
+
+
+def stats() -> Stats:
+    """What ran where on `lpu` since the process started (or `reset()`)."""
+    return STATE.stats
+
+
+def reset() -> None:
+    """Zero the statistics and show the CPU-fallback warnings again (compiled kernels stay)."""
+    with STATE.lock:
+        STATE.stats = Stats()
+        STATE.warned.clear()
+
+
+__all__ = ["LpuTensor", "Stats", "enable", "is_lpu", "memory", "reset", "set_target", "stats"]
