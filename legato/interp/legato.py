@@ -613,7 +613,7 @@ class HazardListener(Interpreter.Listener):
     """Tells the hazard checker what every legato op a task runs reads and writes of the
     arguments' memory (`LegatoMachine.ranges`): each tensor operand is read, except by the ops
     of `_READS_NOTHING` (a reshape reads only when it copies: a non-contiguous input);
-    `memcpy` and `scatter` write their first operand."""
+    `memcpy` and `scatter` write their first operand, as transfers."""
 
     def __init__(self, machine: LegatoMachine):
         self.machine = machine
@@ -623,14 +623,17 @@ class HazardListener(Interpreter.Listener):
             return
         m = self.machine
         writes: list = []
-        if isinstance(op, (L.MemcpyOp, L.ScatterOp)):
+        copy = isinstance(op, (L.MemcpyOp, L.ScatterOp))
+        if copy:
             writes, args = m.ranges(args[0]), args[1:]
         elif isinstance(op, L.ReshapeOp) and args[0].flags.c_contiguous:
             return
         reads = [r for a in args for r in m.ranges(a)]
         if reads or writes:
             assert m.hazards is not None
-            m.check_hazard(op, m.hazards.access, op, reads, writes)
+            # a memcpy / scatter is DMAs below this level: two of them writing the same
+            # bytes are no hazard there (`HazardChecker.access`), so none here either
+            m.check_hazard(op, m.hazards.access, op, reads, writes, copy)
 
     def did_interpret_op(self, op: Operation, results: PythonValues) -> None:
         pass

@@ -176,7 +176,7 @@ def test_a_write_to_a_transfer_s_source_before_its_receive_is_reported_at_the_le
         interp.run(send_then_overwrite.to_mlir(), "legato", args, rk.four_cores)
     e = ei.value
     assert isinstance(e.hazard, SharedMemoryRaceError)  # (on shared DRAM, this class)
-    assert e.first.transfer and e.first.access == "reads" and not e.second.transfer
+    assert (e.first.transfer, e.first.access, e.second.access) == (True, "reads", "writes")
     assert e.first.source[1] == _line("# hz:send", HERE)
     assert e.second.source[1] == _line("# hz:overwrite", HERE)
 

@@ -129,11 +129,14 @@ class HazardChecker:
         self.accesses = 0  # ranges checked (for the cost measurement in docs/isa.md)
 
     # ---- accesses ---------------------------------------------------------------------------
-    def access(self, mod: int, pc, reads, writes) -> None:
+    def access(self, mod: int, pc, reads, writes, transfer: bool = False) -> None:
         """Module `mod`'s instruction at `pc` (a unit op, `ld`, `st`) reads and writes the
-        byte ranges `reads`, `writes` ([lo, hi) pairs)."""
+        byte ranges `reads`, `writes` ([lo, hi) pairs). `transfer`: the access is a copy that
+        the levels below make with a DMA (the legato level's `memcpy`), ordered as the
+        module's own access but, like a DMA, not in conflict with another transfer's write of
+        the same bytes."""
         vc = self._vc[mod]
-        self._touch_all(reads, writes, (mod, vc[mod], mod, pc, False), vc, mod)
+        self._touch_all(reads, writes, (mod, vc[mod], mod, pc, transfer), vc, mod)
 
     def dma(self, mod: int, pc, src, dst, notify: Hashable | None) -> None:
         """Module `mod` issues a DMA at `pc` reading the ranges `src` and writing `dst` (lists
