@@ -466,14 +466,30 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     semaphore nothing posts, `barrier`s of one id with different counts or with more modules
     counted than programs reach it, and (when the module carries the model) a core index past
     the model's cores. Loops make counts dynamic, so queues and semaphores are checked for a
-    sender at all, barriers for the modules that can reach them. `num_cores`: the model's, else
-    the module's `legato.model`'s, else core indices are not range-checked. OpVerifyException
-    naming the op at fault."""
+    sender at all, barriers for the modules that can reach them; where every program that
+    notifies a queue (or posts a semaphore) and waits on it is straight-line code (no branch)
+    and the cores are known, the counts are exact and more waits than arrivals (units posted)
+    is refused too. `num_cores`: the model's, else the module's `legato.model`'s, else core
+    indices are not range-checked. OpVerifyException naming the op at fault."""
     n = num_cores if num_cores is not None else _num_cores(kernel)
     notified: set[tuple] = set()  # (core or "*", space, queue)
     posted: set[int] = set()
     barriers: dict[int, list[tuple[Operation, int]]] = {}  # id -> [(op, modules)]
     waits: list[tuple[Operation, list[int] | None]] = []
+    # exact counts from straight-line programs: key -> [arrivals or units posted, [(wait,
+    # units waited for up to it)]]; a key some branching program (or an unknown core)
+    # touches is inexact
+    counts: dict[tuple, list] = {}
+    inexact: set[tuple] = set()
+
+    def tally(key: tuple, exact: bool, given: int = 0, taken: int = 0, op=None) -> None:
+        if not exact:
+            inexact.add(key)
+            return
+        c = counts.setdefault(key, [0, []])
+        c[0] += given
+        if op is not None:
+            c[1].append((op, (c[1][-1][1] if c[1] else 0) + taken))
 
     def check_core(op: Operation, k: int, what: str) -> None:
         if n is not None and not 0 <= k < n:
@@ -493,6 +509,9 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
         else:
             cores = []
         modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
+        straight = modules > 0 and not any(
+            isinstance(op, BranchOp | JmpOp) for op in prog.body.block.ops
+        )
         for op in prog.body.block.ops:
             kind = _sync_kind(type(op))
             if kind == _SYNC_NONE:
@@ -502,18 +521,28 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 if op.notify_core is not None:
                     check_core(op, op.notify_core.data, "the notified")
                     notified.add((op.notify_core.data, space, queue))
+                    tally(("q", op.notify_core.data, space, queue), straight, modules)
                 elif op.notify_core_reg is not None or cores is None:
                     notified.add(("*", space, queue))
+                    inexact.add(("q*", space, queue))
                 else:
                     notified.update((c, space, queue) for c in cores)
+                    for c in cores:
+                        tally(("q", c, space, queue), straight, 1)
             elif kind == _SYNC_LSA and op.core is not None:
                 check_core(op, op.core.data, "the addressed")
             elif kind == _SYNC_QWAIT:
                 waits.append((op, cores))
+                for c in cores if cores is not None else ():
+                    tally(("q", c, op.space.data, op.queue.data), straight, 0, 1, op)
+                if cores is None:
+                    inexact.add(("q*", op.space.data, op.queue.data))
             elif kind == _SYNC_POST:
                 posted.add(op.sync_id.data)
+                tally(("s", op.sync_id.data), straight, modules * op.count.data)
             elif kind == _SYNC_WAIT and op.count.data > 0:
                 waits.append((op, None))
+                tally(("s", op.sync_id.data), straight, 0, modules * op.count.data, op)
             elif kind == _SYNC_BARRIER:
                 barriers.setdefault(op.sync_id.data, []).append((op, modules))
     for op, cores in waits:
@@ -539,6 +568,26 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                     f"{queue}{where}: this wait would block forever",
                     op,
                 )
+    for key, (given, taken) in counts.items():
+        if not taken or taken[-1][1] <= given or key in inexact:
+            continue
+        if key[0] == "q" and ("q*", *key[2:]) in inexact:
+            continue
+        # the first wait past what is given (one core's qwaits are in program order)
+        first_wait = next(op for op, upto in taken if upto > given)
+        waited = taken[-1][1]
+        if key[0] == "s":
+            what = f"semaphore {key[1]} is posted {given} in all but waited for {waited}"
+        else:
+            what = (
+                f"core {key[1]} waits {waited} times on {key[2]} queue {key[3]} but the "
+                f"kernel's dmas notify it {given} times"
+            )
+        raise OpVerifyException(
+            f"{first_wait.name}: {what} (straight-line programs: the counts are exact): a "
+            "wait would block forever",
+            first_wait,
+        )
     for bid, arrivals in barriers.items():
         first, count = arrivals[0][0], arrivals[0][0].count.data
         for op, _m in arrivals:
