@@ -156,8 +156,9 @@ def run(
     `.stats`. Raises `InvalidModuleError` (does not parse/verify, or not at `level`),
     `InterpArgumentError` (count/shape/dtype), `UnsupportedOpError`, `DeadlockError`,
     `MemoryFault` or `InterpError` (any other failure, naming the op and context).
-    `hazards` (the backend level): check for accesses no wait orders (`arch.hazards`); one
-    raises `InterpHazardError` naming both ops and their source lines.
+    `hazards`: check for accesses no wait orders (`arch.hazards`; at the legato level, of
+    the arguments' memory); one raises `InterpHazardError` naming both ops and their source
+    lines.
     """
     if isinstance(module, str):
         module = parse_module(module)
@@ -184,6 +185,7 @@ def run(
             model.num_cores,
             scheduler,
             listeners=listeners,  # type: ignore[arg-type]
+            hazards=hazards,
         )
         transfers = machine.transfers
     elif level == "core":
@@ -195,6 +197,7 @@ def run(
             model,
             scheduler,
             listeners=listeners,  # type: ignore[arg-type]
+            hazards=hazards,
         )
         transfers = machine.transfers
     else:

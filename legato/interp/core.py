@@ -270,18 +270,26 @@ class CoreFunctions(InterpreterFunctions):
                     )
                 data = data.reshape(dst.shape)
             dst.write(mem, data)
-        self.machine.dma_bytes += n
+        machine = self.machine
+        machine.dma_bytes += n
+        notify = None
         if op.has_notify:
             assert op.notify_space is not None and op.notify_queue is not None
             env = _env(interpreter)
-            self.machine.signal(
+            notify = (
                 op.notify_core.core_index  # type: ignore[union-attr]
                 if op.notify_core is not None
                 else as_int(args[-1]),
                 op.notify_space.data,
                 op.notify_queue.data,
-                f"{env.name}'s core.dma",
             )
+            machine.signal(*notify, f"{env.name}'s core.dma")
+        if machine.hazards is not None:
+            if op.nbytes is not None:
+                src_r, dst_r = [(src.addr, src.addr + n)], [(dst.addr, dst.addr + n)]
+            else:
+                src_r, dst_r = src.ranges(), dst.ranges()
+            machine.check_hazard(op, machine.hazards.dma, op, src_r, dst_r, notify)
         return ()
 
     @impl(C.WaitQueueOp)
@@ -294,7 +302,11 @@ class CoreFunctions(InterpreterFunctions):
 
     @impl(C.DmaWaitOp)
     def run_dma_wait(self, interpreter, op, args):
-        return ()  # DMAs complete at issue in the interpreters
+        # DMAs complete at issue in the interpreters; the checker counts them in flight
+        machine = self.machine
+        if machine.hazards is not None:
+            machine.check_hazard(op, machine.hazards.dmawait)
+        return ()
 
     @impl(C.PrintOp)
     def run_print(self, interpreter, op: C.PrintOp, args):
@@ -330,6 +342,8 @@ class CoreFunctions(InterpreterFunctions):
         (w,) = args
         core = self._core(interpreter, op)
         self.machine.load_weight(core, w.read(self.memory))
+        if self.machine.hazards is not None:
+            self._accesses(op, (w,), ())
         return ()
 
     @impl(C.MpuMatmulOp)
@@ -355,6 +369,8 @@ class CoreFunctions(InterpreterFunctions):
         acc = (o2 if o2 is not None else o.reshape(-1, o.shape[-1])) if op.is_accumulate else None
         r = numerics.mpu_matmul(a2, w, acc)
         out.write(self.memory, numerics.round_to(r, o.dtype).reshape(o.shape))
+        if self.machine.hazards is not None:
+            self._accesses(op, (x, out) if op.is_accumulate else (x,), (out,))
         return ()
 
     # -- VPU --------------------------------------------------------------------------------
@@ -365,6 +381,8 @@ class CoreFunctions(InterpreterFunctions):
         m = self.memory
         r = semantics.binary(op.kind.data, a.read(m), b.read(m), out.dtype)
         out.write(m, self._fit(op, r, out))
+        if self.machine.hazards is not None:
+            self._accesses(op, (a, b), (out,))
         return ()
 
     @impl(C.VpuUnaryOp)
@@ -380,6 +398,8 @@ class CoreFunctions(InterpreterFunctions):
         else:
             r = semantics.unary(kind, v, out.dtype)
         out.write(m, self._fit(op, r, out))
+        if self.machine.hazards is not None:
+            self._accesses(op, (x,), (out,))
         return ()
 
     @impl(C.VpuReduceOp)
@@ -391,6 +411,8 @@ class CoreFunctions(InterpreterFunctions):
             raise InterpError(f"core.vpu_reduce {op.kind.data} over an empty row", op)
         r = semantics.reduce(op.kind.data, v, -1, False, out.dtype)
         out.write(m, r.reshape(out.shape))
+        if self.machine.hazards is not None:
+            self._accesses(op, (x,), (out,))
         return ()
 
     @impl(C.VpuTransposeOp)
@@ -398,12 +420,16 @@ class CoreFunctions(InterpreterFunctions):
         x, out = args
         v = x.read(self.memory)
         out.write(self.memory, np.ascontiguousarray(v.T).reshape(out.shape))
+        if self.machine.hazards is not None:
+            self._accesses(op, (x,), (out,))
         return ()
 
     @impl(C.VpuFillOp)
     def run_vpu_fill(self, interpreter, op: C.VpuFillOp, args):
         (out,) = args
         out.write(self.memory, semantics.full(out.shape, op.value.value.data, out.dtype))
+        if self.machine.hazards is not None:
+            self._accesses(op, (), (out,))
         return ()
 
     @impl(C.LoadIndexOp)
@@ -415,6 +441,10 @@ class CoreFunctions(InterpreterFunctions):
                 f"core.load_index: element {i} is outside the buffer's {buf.shape[0]} elements",
                 op,
             )
+        if self.machine.hazards is not None:
+            stride = buf.strides[0] if buf.strides else 1
+            lo = buf.addr + i * stride * buf.dtype.itemsize
+            self._check(op, [(lo, lo + buf.dtype.itemsize)], [])
         return (_index(int(buf.read(self.memory)[i])),)
 
     @impl(C.VpuSelectOp)
@@ -429,9 +459,22 @@ class CoreFunctions(InterpreterFunctions):
                 op,
             )
         out.write(m, vpu.select(c, x, o))
+        if self.machine.hazards is not None:
+            self._accesses(op, (cond, src, out), (out,))
         return ()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _accesses(self, op: Operation, reads: Sequence[Buf], writes: Sequence[Buf]) -> None:
+        """Tell the hazard checker (on) that `op` read the buffers `reads` and wrote `writes`."""
+        self._check(
+            op, [r for b in reads for r in b.ranges()], [r for b in writes for r in b.ranges()]
+        )
+
+    def _check(self, op: Operation, reads: list, writes: list) -> None:
+        machine = self.machine
+        assert machine.hazards is not None
+        machine.check_hazard(op, machine.hazards.access, op, reads, writes)
 
     @staticmethod
     def _fit(op: Operation, r: np.ndarray, out: Buf) -> np.ndarray:
@@ -472,7 +515,10 @@ def run_kernel(
     scheduler: Scheduler,
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
+    hazards: bool = True,
 ) -> tuple[list[BoundArg], Machine]:
+    """Run a core kernel (`machine.run_kernel_programs`); `hazards`: check every access and
+    sync op (`arch.hazards`), an unordered pair raising `InterpHazardError`."""
     specs = kernel_specs(kernel)
 
     def functions(machine: Machine, bound: list[BoundArg]) -> list[InterpreterFunctions]:
@@ -491,5 +537,5 @@ def run_kernel(
         interp.run_ssacfg_region(prog.body, (), f"program @{prog.sym_name.data}")
 
     return run_kernel_programs(
-        module, kernel, specs, args, model, scheduler, functions, start, listeners
+        module, kernel, specs, args, model, scheduler, functions, start, listeners, hazards
     )

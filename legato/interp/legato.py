@@ -39,10 +39,12 @@ from legato.dialects import legato as L
 from legato.interp import semantics
 from legato.interp.common import BoundArg, as_int, debug_assert, debug_print, np_dtype
 from legato.interp.errors import InterpError, UnsupportedOpError, describe_op
+from legato.interp.machine import HazardHooks
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha import vpu
 from legato.targets.bertha.arch.dma import ArrivalQueues
+from legato.targets.bertha.arch.hazards import HazardChecker
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
 
 
@@ -54,8 +56,10 @@ class Transfer:
 
 
 @dataclass
-class LegatoMachine:
-    """State shared by every task of one legato-level run."""
+class LegatoMachine(HazardHooks):
+    """State shared by every task of one legato-level run. With the hazard checker on
+    (`hazards`), the arguments' bytes are its memory: argument i at `shared[i]` = (host
+    address, end, checker address, name), the checker's addresses laid out as in shared DRAM."""
 
     scheduler: Scheduler
     num_cores: int
@@ -66,6 +70,43 @@ class LegatoMachine:
     barriers: Barriers = field(default_factory=Barriers)
     semaphores: Semaphores = field(default_factory=Semaphores)
     prints: list = field(default_factory=list)  # the run's device_prints (`arch.debug`)
+    hazards: HazardChecker | None = None
+    task_index: dict[str, int] = field(default_factory=dict)
+    shared: list[tuple[int, int, int, str]] = field(default_factory=list)
+
+    def ranges(self, value) -> list[tuple[int, int]]:
+        """The checker's byte ranges of `value` when it is (a view of) an argument's array,
+        else [] (any other tensor is one task's own value, which no other task can see)."""
+        if not isinstance(value, np.ndarray) or value.size == 0:
+            return []
+        p = value.__array_interface__["data"][0]
+        span = next((a for a in self.shared if a[0] <= p < a[1]), None)
+        if span is None:
+            return []
+        p += span[2] - span[0]
+        item, shape, strides = value.itemsize, value.shape, value.strides
+        if value.flags.c_contiguous:
+            return [(p, p + value.nbytes)]
+        if any(st < 0 for st in strides):  # (not made by any op today) its bounding span
+            lo = p + sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+            hi = p + sum((n - 1) * st for n, st in zip(shape, strides) if st > 0) + item
+            return [(lo, hi)]
+        inner, run = len(shape), item  # the innermost dims that are one contiguous run
+        while inner > 0 and (shape[inner - 1] == 1 or strides[inner - 1] == run):
+            inner -= 1
+            run *= shape[inner]
+        return [
+            (p + o, p + o + run)
+            for o in (
+                sum(i * st for i, st in zip(idx, strides)) for idx in np.ndindex(*shape[:inner])
+            )
+        ]
+
+    def region_name(self, addr: int, n: int) -> str:
+        for lo, hi, base, name in self.shared:
+            if base <= addr < base + hi - lo:
+                return name
+        return "?"
 
     def queue(self, core: int, space: str, q: int) -> deque[Transfer]:
         return self.queues.fifo((core, space, q))
@@ -197,11 +238,15 @@ class LegatoFunctions(InterpreterFunctions):
         m = self.machine
         assert m is not None
         gen, _ = m.barriers.arrive(0, m.num_cores)
+        if m.hazards is not None:
+            m.check_hazard(op, m.hazards.barrier_arrive, (0, gen))
         m.scheduler.block_until(
             lambda: m.barriers.passed(0, gen),
             op,
             f"barrier of all {m.num_cores} cores ({m.barriers.arrived(0)} arrived)",
         )
+        if m.hazards is not None:
+            m.check_hazard(op, m.hazards.barrier_release, (0, gen))
         return ()
 
     @staticmethod
@@ -210,8 +255,12 @@ class LegatoFunctions(InterpreterFunctions):
 
     @impl(L.SignalOp)
     def run_signal(self, interpreter: Interpreter, op: L.SignalOp, args):
-        assert self.machine is not None
-        self.machine.semaphores.post((op.target.spelling, op.sem.data), op.count.data)
+        m = self.machine
+        assert m is not None
+        key = (op.target.spelling, op.sem.data)
+        if m.hazards is not None:
+            m.check_hazard(op, m.hazards.sem_post, key, op.count.data)
+        m.semaphores.post(key, op.count.data)
         return ()
 
     @impl(L.WaitOp)
@@ -226,6 +275,8 @@ class LegatoFunctions(InterpreterFunctions):
             f"semaphore {op.sem.data} of {key[0]} >= {count} (it is {sems.value(key)})",
         )
         sems.take(key, count)
+        if self.machine.hazards is not None:
+            self.machine.check_hazard(op, self.machine.hazards.sem_wait, key, count)
         return ()
 
     # -- data movement ----------------------------------------------------------------------
@@ -246,6 +297,10 @@ class LegatoFunctions(InterpreterFunctions):
             Transfer(np.array(src, copy=True), _env(interpreter).name, op)
         )
         self.machine.transfers += 1
+        m = self.machine
+        if m.hazards is not None:  # a transfer reading src until the receive orders it
+            key = (core, op.memory.data, op.queue.data)
+            m.check_hazard(op, m.hazards.dma, op, m.ranges(src), [], key)
         return ()
 
     def _take(self, interpreter: Interpreter, op: Operation, space: str, q: int) -> Transfer:
@@ -257,6 +312,9 @@ class LegatoFunctions(InterpreterFunctions):
         self.machine.scheduler.block_until(
             lambda: bool(fifo), op, f"a transfer on core {env.core} memory {space} queue {q}"
         )
+        m = self.machine
+        if m.hazards is not None:
+            m.check_hazard(op, m.hazards.qwait, (env.core, space, q))
         return fifo.popleft()
 
     @staticmethod
@@ -552,6 +610,50 @@ def _runs_on(ctx: L.ContextAttr, core: int | None) -> bool:
     return core is not None and ctx.core_index == core
 
 
+# ops whose tensor operands are not data they read: views, shapes, the sync ops, the receive's
+# shape operand; a request_load's source is read by its transfer (`run_request_load`)
+_READS_NOTHING = (
+    L.DynamicSliceOp,
+    L.SliceOp,
+    L.DimOp,
+    L.ReceiveOp,
+    L.ReceiveTypeOp,
+    L.RequestLoadOp,
+    L.YieldOp,
+    L.ReturnOp,
+)
+
+
+class HazardListener(Interpreter.Listener):
+    """Tells the hazard checker what every legato op a task runs reads and writes of the
+    arguments' memory (`LegatoMachine.ranges`): each tensor operand is read, except by the ops
+    of `_READS_NOTHING` (a reshape reads only when it copies: a non-contiguous input);
+    `memcpy` and `scatter` write their first operand, as transfers."""
+
+    def __init__(self, machine: LegatoMachine):
+        self.machine = machine
+
+    def will_interpret_op(self, op: Operation, args: PythonValues) -> None:
+        if not op.name.startswith("legato.") or isinstance(op, _READS_NOTHING):
+            return
+        m = self.machine
+        writes: list = []
+        copy = isinstance(op, (L.MemcpyOp, L.ScatterOp))
+        if copy:
+            writes, args = m.ranges(args[0]), args[1:]
+        elif isinstance(op, L.ReshapeOp) and args[0].flags.c_contiguous:
+            return
+        reads = [r for a in args for r in m.ranges(a)]
+        if reads or writes:
+            assert m.hazards is not None
+            # a memcpy / scatter is DMAs below this level: two of them writing the same
+            # bytes are no hazard there (`HazardChecker.access`), so none here either
+            m.check_hazard(op, m.hazards.access, op, reads, writes, copy)
+
+    def did_interpret_op(self, op: Operation, results: PythonValues) -> None:
+        pass
+
+
 def run_kernel(
     module,
     kernel: L.KernelOp,
@@ -560,14 +662,29 @@ def run_kernel(
     scheduler: Scheduler,
     extra_functions: Sequence[InterpreterFunctions] = (),
     listeners: Sequence[Interpreter.Listener] = (),
+    hazards: bool = True,
 ) -> LegatoMachine:
-    """Run `kernel` with the bound arguments; returns the machine (for statistics)."""
+    """Run `kernel` with the bound arguments; returns the machine (for statistics).
+    `hazards`: check the tasks' accesses of the arguments and their sync ops (`arch.hazards`),
+    an unordered pair raising `InterpHazardError`."""
 
     machine = LegatoMachine(scheduler, num_cores)
     scheduler.deadlock_notes = machine.pending
     functions = LegatoFunctions(machine)
     contexts = _contexts_of(kernel, num_cores)
     arg_values = [b.value for b in bound]
+    if hazards:
+        base = 0
+        for i, v in enumerate(arg_values):
+            if isinstance(v, np.ndarray) and v.size:
+                lo = v.__array_interface__["data"][0]
+                span = v.nbytes  # bound arguments are contiguous (`legato.binding`)
+                machine.shared.append((lo, lo + span, base, f"argument {i}"))
+                base += (span + 63) // 64 * 64
+        machine.start_hazards(
+            [(name, kernel.sym_name.data) for name, _core in contexts], machine.region_name
+        )
+        listeners = (*listeners, HazardListener(machine))
 
     def make_body(name: str, core: int | None):
         def body(task) -> None:

@@ -11,8 +11,8 @@ model the emulator uses too (`legato.targets.bertha.arch`):
 DMA timing: the interpreters complete a DMA when it is issued (data copied, arrival signalled),
 one legal schedule of the asynchronous hardware; `dma_wait` / `dmawait` therefore never block.
 The emulator models the real timing; a program whose result depends on the schedule has a race,
-which the hazard checker (`hazards`, `arch.hazards`: the backend level) reports whatever the
-schedule: it counts a DMA in flight until a wait orders it.
+which the hazard checker (`hazards`, `arch.hazards`; the legato level's too, `HazardHooks`) reports
+whatever the schedule: it counts a DMA in flight until a wait orders it.
 """
 
 from __future__ import annotations
@@ -51,8 +51,52 @@ class ArgPlacement:
     shape: tuple[int, ...] | None
 
 
+class HazardHooks:
+    """What both interpreters' machines (`Machine`, `legato.LegatoMachine`) share to call the
+    hazard checker: `hazards` (the checker, None: off), `task_index` (each task's index in it,
+    by task name) and the `scheduler` (which task is running)."""
+
+    scheduler: Scheduler
+    hazards: HazardChecker | None
+    task_index: dict[str, int]
+
+    def hazard_module(self) -> int:
+        """The checker's index of the running task."""
+        return self.task_index[self.scheduler.current.name]  # type: ignore[union-attr]
+
+    def check_hazard(self, op, hook, *args) -> None:
+        """Call checker `hook(running module, *args)`; a hazard becomes an `InterpHazardError`
+        at `op` (the scheduler passes InterpErrors through)."""
+        try:
+            hook(self.hazard_module(), *args)
+        except HazardError as e:
+            raise InterpHazardError(e, op) from None
+
+    def start_hazards(self, tasks: Sequence[tuple[str, str]], region_name) -> None:
+        """Turn the checker on for `tasks` ((task name, program name), the checker's module
+        indices in order); `region_name(address, n)` names the allocation of a report."""
+        self.task_index = {name: i for i, (name, _prog) in enumerate(tasks)}
+
+        def describe(idx: int, op) -> tuple:
+            name, prog = tasks[idx]
+            loc = describe_location(op) if op is not None else None
+            source = None
+            if loc:
+                file, line, col = loc.rsplit(":", 2)
+                source = (file, int(line), int(col))
+            text = op_name(op) if op is not None else "?"
+            return name, prog, None, text + (f" at {loc}" if loc else ""), source
+
+        self.hazards = HazardChecker(
+            len(tasks),
+            describe,
+            lambda a, n: False,  # the interpreters map no memory read-only
+            region_name,
+        )
+
+
 @dataclass
-class Machine:
+class Machine(HazardHooks):
     model: Any
     scheduler: Scheduler
     memory: Memory
@@ -71,20 +115,6 @@ class Machine:
     task_index: dict[str, int] = field(default_factory=dict)
     last_signal: tuple | None = None  # the queue the last DMA notified (the checker's key)
     prints: list = field(default_factory=list)  # the run's device_prints (`arch.debug`)
-
-    # -- hazards --------------------------------------------------------------------------
-
-    def hazard_module(self) -> int:
-        """The checker's index of the running task."""
-        return self.task_index[self.scheduler.current.name]  # type: ignore[union-attr]
-
-    def check_hazard(self, op, hook, *args) -> None:
-        """Call checker `hook(running module, *args)`; a hazard becomes an `InterpHazardError`
-        at `op` (the scheduler passes InterpErrors through)."""
-        try:
-            hook(self.hazard_module(), *args)
-        except HazardError as e:
-            raise InterpHazardError(e, op) from None
 
     # -- arguments ------------------------------------------------------------------------
 
@@ -173,7 +203,7 @@ class Machine:
 
     def sem_post(self, sid: int, count: int) -> None:
         if self.hazards is not None:
-            self.check_hazard(None, self.hazards.sem_post, sid)
+            self.check_hazard(None, self.hazards.sem_post, sid, count)
         self.semaphores.post(sid, count)
 
     def sem_wait(self, sid: int, count: int, op) -> None:
@@ -183,7 +213,7 @@ class Machine:
         )
         sems.take(sid, count)
         if self.hazards is not None:
-            self.check_hazard(op, self.hazards.sem_wait, sid)
+            self.check_hazard(op, self.hazards.sem_wait, sid, count)
 
     # -- MPU ------------------------------------------------------------------------------
 
@@ -194,22 +224,6 @@ class Machine:
         if core not in self.mpu_weight:
             raise InterpError(f"core {core} runs a matmul before loading an MPU weight tile", op)
         return self.mpu_weight[core]
-
-
-def _hazard_site(tasks):
-    """The checker's `describe` for interpreter tasks: a site is the IR op."""
-
-    def describe(idx: int, op) -> tuple:
-        name, _core, prog = tasks[idx]
-        loc = describe_location(op)
-        source = None
-        if loc:
-            file, line, col = loc.rsplit(":", 2)
-            source = (file, int(line), int(col))
-        text = op_name(op) if op is not None else "?"
-        return name, prog.sym_name.data, None, text + (f" at {loc}" if loc else ""), source
-
-    return describe
 
 
 def _scalar_dtype(t):
@@ -279,11 +293,8 @@ def run_kernel_programs(
     tasks = program_tasks(kernel, model.num_cores)
     machine.num_programs = len(tasks)
     if hazards:
-        machine.task_index = {name: i for i, (name, _c, _p) in enumerate(tasks)}
-        machine.hazards = HazardChecker(
-            len(tasks),
-            _hazard_site(tasks),
-            lambda a, n: False,  # the interpreters map no memory read-only
+        machine.start_hazards(
+            [(name, prog.sym_name.data) for name, _c, prog in tasks],
             lambda a, n: machine.memory.find(a, n)[0].name,
         )
     scheduler.deadlock_notes = machine.pending

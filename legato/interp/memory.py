@@ -152,6 +152,26 @@ class Buf:
         last = sum((s - 1) * st for s, st in zip(self.shape, strides))
         return (last + 1) * self.dtype.itemsize
 
+    def ranges(self) -> list[tuple[int, int]]:
+        """The byte ranges [lo, hi) the buffer's runtime extent covers (for the hazard
+        checker): one when it is contiguous, else one per run of its contiguous inner dims."""
+        if self.size == 0 or self.addr < 0:  # empty, or the MPU's weight registers
+            return []
+        if self.is_contiguous:
+            return [(self.addr, self.addr + self.nbytes)]
+        shape, strides, item = self.shape, self.strides, self.dtype.itemsize
+        assert strides is not None
+        # the innermost dims whose strides are row-major form one contiguous run
+        inner, run = len(shape), 1
+        while inner > 0 and (shape[inner - 1] == 1 or strides[inner - 1] == run):
+            inner -= 1
+            run *= shape[inner]
+        out = []
+        for idx in np.ndindex(*shape[:inner]):
+            lo = self.addr + sum(i * st for i, st in zip(idx, strides)) * item
+            out.append((lo, lo + run * item))
+        return out
+
     def array(self, memory: Memory) -> np.ndarray:
         """A writable numpy view of the buffer's runtime extent (inside its `extent`)."""
         self.check_extent(self.addr, self.span_bytes(), False)

@@ -1566,12 +1566,12 @@ class Emulator:
         elif mn == "sem.post":
             self.sems.post(ins.a, ins.imm, t + 1)
             if self.hazards is not None:
-                self.hazards.sem_post(m.index, ins.a)
+                self.hazards.sem_post(m.index, ins.a, ins.imm)
             self._wake()
         elif mn == "sem.wait":
             self.sems.take(ins.a, ins.imm)
             if self.hazards is not None:
-                self.hazards.sem_wait(m.index, ins.a)
+                self.hazards.sem_wait(m.index, ins.a, ins.imm)
             if t > m.time and self.trace_on:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":

@@ -111,6 +111,60 @@ backend.kernel @k args [] {
 
 // -----
 
+// Straight-line programs: the counts are exact, one arrival for two waits is refused.
+backend.kernel @k args [] {
+  backend.program @c0 on core(0) {
+    %a = backend.lsa core(1) sram, 0 : !backend.reg<r3>
+    %n = backend.li 8 : !backend.reg<r4>
+    backend.dma %a, %a, %n notify core(1) sram queue 0 : (!backend.reg<r3>, !backend.reg<r3>, !backend.reg<r4>) -> ()
+    backend.halt
+  }
+  backend.program @c1 on core(1) {
+    backend.qwait sram queue 0
+    // expected-error @+1 {{backend.qwait: core 1 waits on sram queue 0 2 times but the kernel's DMAs notify it only 1 time(s)}}
+    backend.qwait sram queue 0
+    backend.halt
+  }
+}
+
+// -----
+
+// Two posts of 1 for a wait of 3.
+backend.kernel @k args [] {
+  backend.program @c0 on core(0) {
+    backend.sem_post 4, 1
+    backend.sem_post 4, 1
+    backend.halt
+  }
+  backend.program @c1 on core(1) {
+    // expected-error @+1 {{backend.sem_wait: the kernel posts semaphore 4 only 2 time(s)}}
+    backend.sem_wait 4, 3
+    backend.halt
+  }
+}
+
+// -----
+
+// A loop makes the counts dynamic: one post in a loop may pay for any wait.
+// CHECK: sem.wait 5, 3
+backend.kernel @k args [] {
+  backend.program @c0 on core(0) {
+    %i = backend.li 3 : !backend.reg<r3>
+    backend.label "top"
+    backend.sem_post 5, 1
+    %j = backend.addi %i, -1 : (!backend.reg<r3>) -> !backend.reg<r3>
+    %z = backend.li 0 : !backend.reg<r4>
+    backend.bne %j, %z, "top" : (!backend.reg<r3>, !backend.reg<r4>) -> ()
+    backend.halt
+  }
+  backend.program @c1 on core(1) {
+    backend.sem_wait 5, 3
+    backend.halt
+  }
+}
+
+// -----
+
 // A paired queue and semaphore are accepted.
 // CHECK: .program c1 on core(1)
 // CHECK-NEXT: qwait sram.q0

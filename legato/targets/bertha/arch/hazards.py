@@ -16,8 +16,10 @@ stream completed when its clock of that stream is at least k:
   that stream notified the same queue earlier, so earlier qwaits consumed them: FIFO) and joins
   the issuer's clock at issue;
 * `dmawait` learns every DMA its module issued;
-* `sem.post` publishes the poster's clock on the semaphore, `sem.wait` joins it (conservatively:
-  every post so far); a barrier joins the clocks of every arrival of its generation.
+* `sem.post ID, N` deposits N units carrying the poster's clock; `sem.wait ID, N` takes the N
+  oldest units and joins the clocks of the posts they came from (only those: it is ordered
+  after what it consumed, not after a post another wait took); a barrier joins the clocks of
+  every arrival of its generation.
 
 Memory is a map of disjoint segments, each holding its last write and the last read per stream;
 a write replaces the segments it covers. Read-only argument memory (nothing can write it) is not
@@ -127,11 +129,14 @@ class HazardChecker:
         self.accesses = 0  # ranges checked (for the cost measurement in docs/isa.md)
 
     # ---- accesses ---------------------------------------------------------------------------
-    def access(self, mod: int, pc, reads, writes) -> None:
+    def access(self, mod: int, pc, reads, writes, transfer: bool = False) -> None:
         """Module `mod`'s instruction at `pc` (a unit op, `ld`, `st`) reads and writes the
-        byte ranges `reads`, `writes` ([lo, hi) pairs)."""
+        byte ranges `reads`, `writes` ([lo, hi) pairs). `transfer`: the access is a copy that
+        the levels below make with a DMA (the legato level's `memcpy`), ordered as the
+        module's own access but, like a DMA, not in conflict with another transfer's write of
+        the same bytes."""
         vc = self._vc[mod]
-        self._touch_all(reads, writes, (mod, vc[mod], mod, pc, False), vc, mod)
+        self._touch_all(reads, writes, (mod, vc[mod], mod, pc, transfer), vc, mod)
 
     def dma(self, mod: int, pc, src, dst, notify: Hashable | None) -> None:
         """Module `mod` issues a DMA at `pc` reading the ranges `src` and writing `dst` (lists
@@ -170,13 +175,29 @@ class HazardChecker:
         """Every DMA module `mod` issued has completed."""
         _join(self._vc[mod], self._dma_n[mod])
 
-    def sem_post(self, mod: int, sid: Hashable) -> None:
-        self._sems.setdefault(sid, {})
-        _join(self._sems[sid], self._vc[mod])
+    def sem_post(self, mod: int, sid: Hashable, count: int) -> None:
+        """Module `mod` added `count` to semaphore `sid`: units that carry its clock."""
+        if count > 0:
+            q = self._sems.get(sid)
+            if q is None:
+                q = self._sems[sid] = deque()
+            q.append([count, dict(self._vc[mod])])
         self._vc[mod][mod] += 1
 
-    def sem_wait(self, mod: int, sid: Hashable) -> None:
-        _join(self._vc[mod], self._sems.get(sid, {}))
+    def sem_wait(self, mod: int, sid: Hashable, count: int) -> None:
+        """Module `mod` took `count` from semaphore `sid`: it is ordered after the posts whose
+        units it took (the oldest first), not after every post (a unit another waiter took, or
+        one posted later, orders nothing for this one)."""
+        q = self._sems.get(sid)
+        vc = self._vc[mod]
+        while count > 0 and q:
+            post = q[0]
+            _join(vc, post[1])
+            if post[0] > count:
+                post[0] -= count
+                return
+            count -= post[0]
+            q.popleft()
 
     def barrier_arrive(self, mod: int, token: Hashable) -> None:
         """Module `mod` arrives at barrier generation `token` ((id, generation))."""
