@@ -1079,8 +1079,8 @@ class LegatoGraphWrapper:
         ):
             return
         ins = {a for n in seg for a in n.all_input_nodes if a not in inside}
-        read = sum(_nbytes(a) for a in ins)
-        if read is None or read > PROLOGUE_BYTES:
+        sizes = [_nbytes(a) for a in ins]  # None: a dynamic size (not fused)
+        if None in sizes or sum(sizes) > PROLOGUE_BYTES:
             return
         group[:0] = seg
         segs[i] = []
