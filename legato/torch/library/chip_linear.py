@@ -38,13 +38,16 @@ A runtime row count (a dynamic M bounded by the dim's bound: torch.compile's dyn
 mark_dynamic, vLLM's token count) is taken by `linear_cols` without split-K, alone or grouped:
 one kernel serves every M, sized (sram, the decode test) for the bound; x's column slabs and the
 output's column blocks are single dma2d transfers over the runtime rows, and a block's sum starts
-from its first product (`_block`).
+from its first product (`_block`). Where the static form would be tile ranges or split-K (their
+f32 partials would need a runtime-row view of a bound-sized scratch, which the language has
+not), a runtime M takes rounds of p column blocks instead, the cores past the last block redoing
+it, when that reads at most twice the weight (Llama-7B's 11008 columns: 96 block reads for 86 on
+32 cores, 128 on 64).
 
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
-eagerly): a dynamic M in the split-K, tile-range (`linear_tiles`: its f32 partials would need a
-view of a runtime row count of a bound-sized scratch) and prefill forms, K not a multiple of 256,
-N with no tile width that gives every core whole columns, other dtypes, W not a parameter or its
-`t(W)` used elsewhere.
+eagerly): a dynamic M whose rounds would read the weight more than twice, or in the prefill
+form; K not a multiple of 256, N with no tile width that gives every core whole columns, other
+dtypes, W not a parameter or its `t(W)` used elsewhere.
 """
 
 from __future__ import annotations
@@ -473,12 +476,20 @@ def _linear_impl(projs, ctx, x):
         assert n % p == 0 and n // p <= 128, f"N = {n} does not split in <= 128 columns per core"
         assert m % grp == 0, f"M = {m} does not split in {grp} row pieces"
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
-    if dynamic:
-        assert impl is linear_cols and split == 1, (
-            f"a dynamic M (bound {m}): the chip-scale linear takes a runtime row count in its "
-            "decode form with whole column blocks per core only (not split-K, tile ranges or "
-            "prefill)"
+    if dynamic and decode and not (impl is linear_cols and split == 1):
+        # the tile-range and split-K forms need a runtime-row view of their bound-sized f32
+        # scratch, which the language has not: rounds of p column blocks instead (the cores
+        # past the last block redo it), when that reads at most twice the weight
+        rounds = -(-(n // tn) // p)
+        assert rounds * p <= 2 * (n // tn), (
+            f"a dynamic M (bound {m}): the chip-scale linear takes a runtime row count in "
+            f"rounds of whole column blocks only, and {n // tn} blocks in rounds of {p} would "
+            "read the weight more than twice (not split-K or tile ranges)"
         )
+        impl, split, scratch, slots = linear_cols, 1, None, 0
+    assert not dynamic or impl is linear_cols, (
+        f"a dynamic M (bound {m}): the chip-scale prefill form takes a static row count only"
+    )
     nb = n // tn
 
     def lay(*weights):  # g x W[N, K] -> wt[N/tn, K/256, 256, g*tn], block b: g slices of tn

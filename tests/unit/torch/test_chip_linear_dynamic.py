@@ -100,16 +100,34 @@ def test_mlp_runtime_rows():
             assert any("2 projections" in f for f in forms), forms
 
 
-def test_linear_tiles_refuses_runtime_rows():
-    """Column blocks that do not fall evenly on the cores (the tile-range form) do not take a
-    runtime row count yet: the resolver says so (here the weight is too large for the
-    single-core path too, so the node runs eagerly with that reason) and the result is right."""
+@pytest.mark.parametrize(("n", "form"), [(16 * 35, "tn=16"), (128 * 33, "tn=128")])
+def test_uneven_blocks_runtime_rows(n, form):
+    """Column blocks that do not fall evenly on the cores (statically the tile-range form,
+    whose scratch would need a runtime-row view): with a runtime M, rounds of 32 blocks, the
+    cores past the last block redoing it; still every core, and the right result."""
     torch.manual_seed(0)
-    lin = torch.nn.Linear(512, 16 * 35, bias=False).bfloat16()  # 35 blocks of 16 on 32 cores
+    lin = torch.nn.Linear(512, n, bias=True).bfloat16()
+    g = _compile(lin)
+    with torch.no_grad():
+        for m in (3, 9):
+            x = torch.randn(m, 512, dtype=torch.bfloat16)
+            lt.mark_dynamic(x, 0, max=BOUND)
+            _check(g(x), lin(x))
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            (mod,) = _chip_kernels()
+            assert f"linear_cols({form}, split=1)" in " ".join(mod.info.nodes), mod.info.nodes
+
+
+def test_split_k_refuses_runtime_rows():
+    """Fewer column blocks than half the cores (statically split-K): rounds would read the
+    weight more than twice, so chip_linear refuses a runtime M (the node runs on the
+    single-core path, still on Legato) and the result is right."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 128, bias=False).bfloat16()  # 8 blocks of 16 on 32 cores
     g = torch.compile(lin, backend="legato", dynamic=True, options={"legato.device": "bertha"})
     with torch.no_grad():
         x = torch.randn(3, 512, dtype=torch.bfloat16)
         lt.mark_dynamic(x, 0, max=BOUND)
         _check(g(x), lin(x))
-    (mm,) = [e for e in lt.last_summary().extern if e.node == "mm"]
-    assert "a dynamic M (bound 16)" in mm.reason and "tile ranges" in mm.reason, mm.reason
+    assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+    assert not _chip_kernels()
