@@ -279,6 +279,22 @@ def spmd_column_slabs(
         legato.tensor.memcpy(out3[:, :, c * 32 : (c + 1) * 32], b - 1.0)
 
 
+@legato.compile(backend=four_cores)
+def broadcast_middle(
+    x: tt(((-1, 16), 2, 32), "shared_dram"),
+    c: tt(((-1, 16), 1, 32), "shared_dram"),
+    out: tt(((-1, 16), 2, 32), "shared_dram"),
+):
+    """A broadcast along a static middle dim under a runtime row count (rotary's cos [T, 1, D]
+    times q [T, H, D]): c is materialized over the 2 with one strided copy per slice, each a
+    dma2d of T rows."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        a = legato.tensor.load(x)
+        b = legato.tensor.load(c)
+        legato.tensor.memcpy(out, a - b)
+
+
 def _f32(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -362,6 +378,18 @@ RUNTIME_CORPUS = [
         ],
         outputs=(2, 3),
         model=spmd_column_slabs.model,
+    ),
+    CorpusKernel(
+        name="runtime_broadcast_middle",
+        mlir=broadcast_middle.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _f32(rng, (7, 2, 32)),
+            _f32(rng, (7, 1, 32)),
+            np.zeros((7, 2, 32), np.float32),
+        ],
+        reference=lambda ins: [ins[0] - ins[1]],
+        outputs=(2,),
+        model=broadcast_middle.model,
     ),
     CorpusKernel(
         name="spmd_core_id_matmul",
