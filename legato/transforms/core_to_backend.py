@@ -550,24 +550,29 @@ class _Selector:
         # a strided copy: one DMA per contiguous run, unrolled over the outer indices
         dims = self.dims[src]
         ss, ds = self.strides_of(src, op), self.strides_of(dst, op)
-        if len(self.dims[dst]) != len(dims) or not all(
-            isinstance(x, int) for x in (*dims, *ss, *ds)
-        ):
+        if len(self.dims[dst]) != len(dims) or not all(isinstance(x, int) for x in (*ss, *ds)):
             raise error_at(
                 op,
-                "a strided copy (a slice, cat or tile) over dynamic dims is not supported; "
-                "use static sizes for the dims outside the contiguous rows",
+                "a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim "
+                "is not supported; only the outermost dim of a strided buffer may be dynamic",
             )
 
         def runs_from(strides: list) -> int:
             k = len(dims)
             expect = 1
-            while k > 0 and (dims[k - 1] == 1 or strides[k - 1] == expect):
+            while (
+                k > 0
+                and isinstance(dims[k - 1], int)
+                and (dims[k - 1] == 1 or strides[k - 1] == expect)
+            ):
                 expect *= dims[k - 1]
                 k -= 1
             return k
 
         k = max(runs_from(ss), runs_from(ds))
+        if not all(isinstance(d, int) for d in dims):
+            self._dma2d_runtime(op, k, ss, ds, notify)
+            return
         isz = _buf_type(src).dtype.itemsize
         run = math.prod(dims[k:]) * isz
         # The innermost outer dim becomes the rows of one `dma2d` (one transfer: the latency is
@@ -603,6 +608,68 @@ class _Selector:
                     self.scalar(self.add(self.regs[src], so, op)),
                     length,
                     notify if n == len(outer) - 1 else None,
+                ),
+                op,
+            )
+
+    def _dma2d_runtime(self, op: core.DmaOp, k: int, ss: list, ds: list, notify) -> None:
+        """A strided copy with runtime dims (`dims[k:]` the static contiguous run of both
+        ends): the dims outside the run that are contiguous with each other on both ends are
+        merged into the rows of one `dma2d` whose row count is a register (a `[?M, w]` column
+        slab of a row-stride-K buffer is one transfer; zero rows move nothing), the static dims
+        outside those unrolled into one dma2d each. A source and destination whose runtime
+        dims differ fault at the copy's line (as the interpreters refuse a strided copy of
+        another shape), before anything is written."""
+        src, dst = op.src, op.dst
+        dims = self.dims[src]
+        bounds = _buf_type(src).get_bounds()
+        isz = _buf_type(src).dtype.itemsize
+        run = math.prod(dims[k:]) * isz
+        lo = k - 1  # rows = dims[lo:k], merged while both ends step contiguously over them
+        while lo > 0 and all(
+            isinstance(dims[lo], int) and st[lo - 1] == st[lo] * dims[lo] for st in (ss, ds)
+        ):
+            lo -= 1
+        outer = dims[:lo]
+        if not all(isinstance(d, int) for d in outer):
+            raise error_at(
+                op,
+                "a strided copy over a dynamic dim that is neither its rows nor contiguous "
+                f"with them (dims {_buf_type(src).dims_str()} into "
+                f"{_buf_type(dst).dims_str()}) is not supported; make the dims outside the "
+                "dynamic one static",
+            )
+        rows = self.product(dims[lo:k], op)
+        max_rows = math.prod(bounds[lo:k])
+        sstride, dstride = ss[k - 1] * isz, ds[k - 1] * isz
+        limit = 2**31 - 1
+        if not (run <= sstride <= limit and run <= dstride <= limit and max_rows <= limit):
+            raise error_at(
+                op,
+                f"a strided copy over a dynamic dim needs one dma2d per row set: rows of "
+                f"{run} bytes at strides {sstride} (source) and {dstride} (destination), at "
+                f"most {max_rows} rows; a stride below the row (a broadcast) or past 2^31 "
+                "is not supported over a dynamic dim",
+            )
+        assert not isinstance(rows, int)  # the dynamic dim is among them (runs_from, outer)
+        for a, b in zip(dims, self.dims[dst]):
+            if not (a is b or a == b):
+                # rows * ((a == b) / (a == b)): a zero divisor unless the dims match
+                ok = self.emit(be.SeqOp(self.scalar(a), self.scalar(b)), op).results[0]
+                rows = self.mul(rows, self.emit(be.DivOp(ok, ok), op).results[0], op)
+        shape = self.scalar(self.add(self.emit(be.ShliOp(rows, 32), op).results[0], run, op))
+        stride = self.pack2(dstride, sstride, op)
+        idxs = list(itertools.product(*(range(d) for d in outer)))
+        for n, idx in enumerate(idxs):
+            so = sum(i * s for i, s in zip(idx, ss)) * isz
+            do = sum(i * s for i, s in zip(idx, ds)) * isz
+            self.emit(
+                be.Dma2dOp(
+                    self.scalar(self.add(self.regs[dst], do, op)),
+                    self.scalar(self.add(self.regs[src], so, op)),
+                    shape,
+                    stride,
+                    notify if n == len(idxs) - 1 else None,
                 ),
                 op,
             )

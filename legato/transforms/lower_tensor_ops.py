@@ -207,14 +207,11 @@ def bcast_copy(L: LoweringState, prog: ProgramState, src: Buffer, dst: Buffer, a
     if form is not None:
         prog.emit(core.VpuUnaryOp("copy", src.value, dst.value), at)
         return
-    if not (src.type.is_static and dst.type.is_static):
-        raise error_at(
-            at,
-            f"broadcasting {src.type.dims_str()} to {dst.type.dims_str()} over dynamic dims is "
-            "not supported; broadcast along the leading or trailing dims only, or use static "
-            "shapes",
-        )
     r = dst.type.rank
+    if not (src.type.is_static and dst.type.is_static):
+        pad = [(1, 1)] * (r - src.type.rank) + dimsb(src)
+        bcast_dma(L, prog, view(prog, src, pad, at), dst, src.type.dims_str(), at)
+        return
     pad = [(1, 1)] * (r - src.type.rank) + dimsb(src)
     src_p = view(prog, src, pad, at)
     dsz = dimsb(dst)
@@ -229,6 +226,32 @@ def bcast_copy(L: LoweringState, prog: ProgramState, src: Buffer, dst: Buffer, a
         dsub = list(dsz)
         dsub[i0] = (1, 1)
         bcast_copy(L, prog, subview(prog, src_p, so, ssz, at), subview(prog, dst, do, dsub, at), at)
+
+
+def bcast_dma(L: LoweringState, prog: ProgramState, src: Buffer, dst: Buffer, what: str, at):
+    """Write `src` (of dst's rank) broadcast into `dst` when a dim is dynamic: over each static
+    dim src broadcasts along (size 1 there, not in dst), one strided copy of src into every
+    slice of dst at that dim (`[?T, 1, 16] -> [?T, 2, 16]`: two DMAs of T rows of 16, each
+    one dma2d over the runtime rows). The VPU's broadcast forms need contiguous operands, a
+    dynamic dim cannot be unrolled; a dynamic dim src broadcasts along is refused."""
+    sd, dd = dimsb(src), dimsb(dst)
+    i0 = next((i for i, ((s, _), (d, _)) in enumerate(zip(sd, dd)) if s == 1 and d != 1), None)
+    if i0 is None:  # the same shape: one copy
+        copy_dma(L, prog, src, dst, at)
+        return
+    if not isinstance(dd[i0][0], int):
+        raise error_at(
+            at,
+            f"broadcasting {what} to {dst.type.dims_str()} along a dynamic dim (dim {i0}) that "
+            "is not a leading or trailing broadcast the VPU has is not supported; use static "
+            "shapes there",
+        )
+    for k in range(dd[i0][0]):
+        off = [0] * len(dd)
+        off[i0] = k
+        sub = list(dd)
+        sub[i0] = (1, 1)
+        bcast_dma(L, prog, src, subview(prog, dst, off, sub, at), what, at)
 
 
 def materialize(L: LoweringState, prog: ProgramState, src: Buffer, like: Buffer, at) -> Buffer:

@@ -259,6 +259,42 @@ def spmd32_silu(
         legato.tensor.memcpy(out[c * rows : (c + 1) * rows, :], legato.tensor.silu(x))
 
 
+@legato.compile(backend=four_cores)
+def spmd_column_slabs(
+    x: tt(((-1, 16), NC * 32), "shared_dram"),
+    y: tt(((-1, 16), 4, NC * 64), "shared_dram"),
+    out: tt(((-1, 16), NC * 32), "shared_dram"),
+    out3: tt(((-1, 16), 4, NC * 32), "shared_dram"),
+):
+    """Strided copies over a runtime row count: every core loads the [?M, 32] column slab c of
+    x (row stride NC * 32, a runtime column offset) and stores its result into the same slab of
+    out (one dma2d each way, M rows); then core 0 copies y[:, :, 16:48] ([?B, 4, 32]: the rows
+    of the dma2d are B * 4)."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        c = legato.core_id()
+        a = legato.tensor.load(x[:, c * 32 : (c + 1) * 32])
+        legato.tensor.memcpy(out[:, c * 32 : (c + 1) * 32], a * 2.0 + 1.0)
+        b = legato.tensor.load(y[:, :, c * 64 + 16 : c * 64 + 48])
+        legato.tensor.memcpy(out3[:, :, c * 32 : (c + 1) * 32], b - 1.0)
+
+
+@legato.compile(backend=four_cores)
+def broadcast_middle(
+    x: tt(((-1, 16), 2, 32), "shared_dram"),
+    c: tt(((-1, 16), 1, 32), "shared_dram"),
+    out: tt(((-1, 16), 2, 32), "shared_dram"),
+):
+    """A broadcast along a static middle dim under a runtime row count (rotary's cos [T, 1, D]
+    times q [T, H, D]): c is materialized over the 2 with one strided copy per slice, each a
+    dma2d of T rows."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        a = legato.tensor.load(x)
+        b = legato.tensor.load(c)
+        legato.tensor.memcpy(out, a - b)
+
+
 def _f32(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -326,6 +362,34 @@ RUNTIME_CORPUS = [
         ],
         outputs=(2,),
         model=whole_tiles_weight.model,
+    ),
+    CorpusKernel(
+        name="runtime_column_slabs",
+        mlir=spmd_column_slabs.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _f32(rng, (11, NC * 32)),
+            _f32(rng, (3, 4, NC * 64)),
+            np.zeros((11, NC * 32), np.float32),
+            np.zeros((3, 4, NC * 32), np.float32),
+        ],
+        reference=lambda ins: [
+            ins[0] * 2 + 1,
+            ins[1].reshape(3, 4, NC, 64)[..., 16:48].reshape(3, 4, NC * 32) - 1,
+        ],
+        outputs=(2, 3),
+        model=spmd_column_slabs.model,
+    ),
+    CorpusKernel(
+        name="runtime_broadcast_middle",
+        mlir=broadcast_middle.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _f32(rng, (7, 2, 32)),
+            _f32(rng, (7, 1, 32)),
+            np.zeros((7, 2, 32), np.float32),
+        ],
+        reference=lambda ins: [ins[0] - ins[1]],
+        outputs=(2,),
+        model=broadcast_middle.model,
     ),
     CorpusKernel(
         name="spmd_core_id_matmul",

@@ -34,10 +34,20 @@ hands the g blocks to the fused epilogue: SiLU(gate) * up without writing gate o
 biases are laid out the same way. Decode forms only (`linear_cols` without split-K,
 `linear_tiles`), `_group_tiles`.
 
+A runtime row count (a dynamic M bounded by the dim's bound: torch.compile's dynamic=True /
+mark_dynamic, vLLM's token count) is taken by `linear_cols` without split-K, alone or grouped:
+one kernel serves every M, sized (sram, the decode test) for the bound; x's column slabs and the
+output's column blocks are single dma2d transfers over the runtime rows, and a block's sum starts
+from its first product (`_block`). Where the static form would be tile ranges or split-K (their
+f32 partials would need a runtime-row view of a bound-sized scratch, which the language has
+not), a runtime M takes rounds of p column blocks instead, the cores past the last block redoing
+it, when that reads at most twice the weight (Llama-7B's 11008 columns: 96 block reads for 86 on
+32 cores, 128 on 64).
+
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
-eagerly): a dynamic M (the row count is baked into the kernel), K not a multiple of 256, N with
-no tile width that gives every core whole columns, other dtypes, W not a parameter or its `t(W)`
-used elsewhere.
+eagerly): a dynamic M whose rounds would read the weight more than twice, or in the prefill
+form; K not a multiple of 256, N with no tile width that gives every core whole columns, other
+dtypes, W not a parameter or its `t(W)` used elsewhere.
 """
 
 from __future__ import annotations
@@ -85,7 +95,7 @@ def _store(out, acc, bias, j0, width, has_bias, epi, eargs, g=1):
             epi(
                 _finish(acc, bias, j0, width, has_bias, out.dtype),
                 0,
-                out.shape[0],
+                out.size(0),
                 j0,
                 width,
                 *eargs,
@@ -101,15 +111,15 @@ def _store(out, acc, bias, j0, width, has_bias, epi, eargs, g=1):
             for i in legato.static_range(g):
                 legato.tensor.memcpy(out[i][:, c0 : c0 + w], ys[i])
         else:
-            epi(ys, 0, out[0].shape[0], c0, w, *eargs)
+            epi(ys, 0, out[0].size(0), c0, w, *eargs)
 
 
 @legato.function
 def _rows(out, g):
-    """The row count of the result (of each result when g > 1)."""
+    """The row count of the result (of each result when g > 1): its bound when dynamic."""
     if g == 1:
-        return out.shape[0]
-    return out[0].shape[0]
+        return out.bounds[0]
+    return out[0].bounds[0]
 
 
 @legato.function
@@ -130,11 +140,19 @@ def _onchip_cols(x, k0, width):
 
 @legato.function
 def _block(xs, wt, b, t0, nt, m, tn, wmem):
-    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b."""
-    acc = legato.tensor.full((m, tn), 0.0, F32)
-    for t in legato.static_range(nt):
-        w = legato.tensor.load(wt[b, t0 + t], wmem)
-        acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
+    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b.
+    With a runtime row count (no zero tensor of a runtime size to start from) the first
+    product starts the sum."""
+    if xs.spec.dims[0].is_dynamic:
+        acc = legato.tensor.matmul(xs[:, 0:TK], legato.tensor.load(wt[b, t0], wmem), F32)
+        for t in legato.static_range(1, nt):
+            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
+    else:
+        acc = legato.tensor.full((m, tn), 0.0, F32)
+        for t in legato.static_range(nt):
+            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
     return acc
 
 
@@ -145,7 +163,7 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
     device = legato.get_context().get_device()
     p = device.num_cores
     nb, kt, tk, tn = wt.shape
-    m = x.shape[0]
+    m = x.size(0)  # a runtime index when the row count is dynamic (M tokens)
     c = legato.core_id()
     if split == 1:
         xs = _onchip(x)
@@ -175,7 +193,7 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
         parts = legato.tensor.load(part[0:split, :, j0 : j0 + cols])
         total = legato.tensor.sum(parts, 0)
         _store(out, total, bias, j0, cols, has_bias, epi, eargs)
-    assert tk == TK and m * 1 == _rows(out, g)
+    assert tk == TK and x.bounds[0] == _rows(out, g)
 
 
 @legato.function
@@ -217,7 +235,7 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
         parts = legato.tensor.load(part[b, 0:slots, :, :])
         total = legato.tensor.sum(parts, 0)
         _store(out, total, bias, b * tn, tn, has_bias, epi, eargs, g)
-    assert tk == TK and m * 1 == _rows(out, g)
+    assert tk == TK and m == _rows(out, g)
 
 
 def _slots(tiles: int, kt: int, p: int) -> int:
@@ -412,8 +430,8 @@ def _linear_impl(projs, ctx, x):
     dt = tx.dtype
     assert dt in (torch.bfloat16, torch.float32) and tw.dtype == dt, f"dtype {dt} x {tw.dtype}"
     assert tx.dim() == 2 and tw.dim() == 2, "mm needs [M, K] @ [K, N]"
-    assert all(isinstance(d, int) for d in (*tx.shape, *tw.shape)), (
-        "dynamic M: the chip-scale linear bakes the row count into the kernel (runs single-core)"
+    assert all(isinstance(d, int) for d in (*tx.shape[1:], *tw.shape)), (
+        "a dynamic K or N: the chip-scale linear takes a runtime row count only"
     )
     for (node, bias, _), w in zip(projs, ws):
         assert val(node).dtype == dt and val(w).dtype == dt
@@ -426,6 +444,10 @@ def _linear_impl(projs, ctx, x):
     has_bias = projs[0][1] is not None
     m, k = tx.shape
     n = tw.shape[0]
+    dynamic = not isinstance(m, int)
+    if dynamic:  # a runtime row count (M tokens): sized for its bound
+        m = ctx.bound(m)
+        assert m is not None, "a dynamic M without an upper bound"
     assert k % TK == 0, f"K = {k} is not a multiple of {TK}"
     kt = k // TK
     p = ctx.model.num_cores
@@ -454,6 +476,20 @@ def _linear_impl(projs, ctx, x):
         assert n % p == 0 and n // p <= 128, f"N = {n} does not split in <= 128 columns per core"
         assert m % grp == 0, f"M = {m} does not split in {grp} row pieces"
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
+    if dynamic and decode and not (impl is linear_cols and split == 1):
+        # the tile-range and split-K forms need a runtime-row view of their bound-sized f32
+        # scratch, which the language has not: rounds of p column blocks instead (the cores
+        # past the last block redo it), when that reads at most twice the weight
+        rounds = -(-(n // tn) // p)
+        assert rounds * p <= 2 * (n // tn), (
+            f"a dynamic M (bound {m}): the chip-scale linear takes a runtime row count in "
+            f"rounds of whole column blocks only, and {n // tn} blocks in rounds of {p} would "
+            "read the weight more than twice (not split-K or tile ranges)"
+        )
+        impl, split, scratch, slots = linear_cols, 1, None, 0
+    assert not dynamic or impl is linear_cols, (
+        f"a dynamic M (bound {m}): the chip-scale prefill form takes a static row count only"
+    )
     nb = n // tn
 
     def lay(*weights):  # g x W[N, K] -> wt[N/tn, K/256, 256, g*tn], block b: g slices of tn

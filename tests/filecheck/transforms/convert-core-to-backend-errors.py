@@ -22,21 +22,38 @@ def run_cases(cases):
 
 
 CASES = []
-# A strided copy over a dynamic dim.
+# A strided copy over a dynamic dim that is neither the rows of one dma2d nor contiguous with
+# them ([?8, 2, 4] of a [?8, 4, 8]: the 2 rows of 4 do not step on to the next of the ?8).
 CASES.append("""builtin.module {
-  core.kernel @k args [#core.arg<0, [?8, 8], f32, shared_dram, read>] {
+  core.kernel @k args [#core.arg<0, [?8, 4, 8], f32, shared_dram, read>] {
     core.program @core0 on core(0) {
-      %a = core.arg 0 : !core.buf<[?8, 8], f32, shared_dram>
+      %a = core.arg 0 : !core.buf<[?8, 4, 8], f32, shared_dram>
       %n = core.dim %a, 0 : index
-      %b = core.alloc sram dims(%n) {offset = 0 : i64} : !core.buf<[?8, 8], f32, sram>
-      %s = core.subview %a [0, 0] [%n, 4] : !core.buf<[?8, 8], f32, shared_dram> -> !core.buf<[?8, 4], f32, shared_dram>
-      %d = core.subview %b [0, 0] [%n, 4] : !core.buf<[?8, 8], f32, sram> -> !core.buf<[?8, 4], f32, sram>
-      core.dma %s to %d : !core.buf<[?8, 4], f32, shared_dram>, !core.buf<[?8, 4], f32, sram>
+      %b = core.alloc sram dims(%n) {offset = 0 : i64} : !core.buf<[?8, 2, 4], f32, sram>
+      %s = core.subview %a [0, 0, 0] [%n, 2, 4] : !core.buf<[?8, 4, 8], f32, shared_dram> -> !core.buf<[?8, 2, 4], f32, shared_dram>
+      core.dma %s to %b : !core.buf<[?8, 2, 4], f32, shared_dram>, !core.buf<[?8, 2, 4], f32, sram>
       core.end
     }
   }
 }""")
-# CHECK: error: a strided copy (a slice, cat or tile) over dynamic dims is not supported; use static sizes for the dims outside the contiguous rows
+# CHECK: error: a strided copy over a dynamic dim that is neither its rows nor contiguous with them (dims [?8, 2, 4] into [?8, 2, 4]) is not supported; make the dims outside the dynamic one static
+# CHECK-NEXT: -----
+# A strided copy whose strides are runtime values (a view of a buffer with a dynamic inner dim).
+CASES.append("""builtin.module {
+  core.kernel @k args [#core.arg<0, [4, ?8, 8], f32, shared_dram, read>] {
+    core.program @core0 on core(0) {
+      %a = core.arg 0 : !core.buf<[4, ?8, 8], f32, shared_dram>
+      %n = core.dim %a, 1 : index
+      %b = core.alloc sram dims(%n) {offset = 0 : i64} : !core.buf<[2, ?8, 8], f32, sram>
+      %s = core.subview %a [0, 0, 0] [2, %n, 8] : !core.buf<[4, ?8, 8], f32, shared_dram> -> !core.buf<[2, ?8, 8], f32, shared_dram>
+      %d = core.subview %b [0, 0, 0] [2, %n, 4] : !core.buf<[2, ?8, 8], f32, sram> -> !core.buf<[2, ?8, 4], f32, sram>
+      %e = core.subview %s [0, 0, 0] [2, %n, 4] : !core.buf<[2, ?8, 8], f32, shared_dram> -> !core.buf<[2, ?8, 4], f32, shared_dram>
+      core.dma %e to %d : !core.buf<[2, ?8, 4], f32, shared_dram>, !core.buf<[2, ?8, 4], f32, sram>
+      core.end
+    }
+  }
+}""")
+# CHECK: error: a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim is not supported; only the outermost dim of a strided buffer may be dynamic
 # CHECK-NEXT: -----
 # The VPU broadcasts only its second operand.
 CASES.append("""builtin.module {
@@ -158,10 +175,13 @@ CASES.append("""builtin.module {
 # CHECK-NEXT: -----
 # Runtime loops nested deeper than the pinned index registers allow.
 NEST = 9
-CASES.append("builtin.module {\n  core.kernel @k args [] {\n    core.program @core0 on core(0) {\n"
-             "      %c0 = arith.constant 0 : index\n      %c1 = arith.constant 1 : index\n"
-             + "".join(f"      scf.for %i{d} = %c0 to %c1 step %c1 {{\n" for d in range(NEST))
-             + "      }\n" * NEST + "      core.end\n    }\n  }\n}")
+CASES.append(
+    "builtin.module {\n  core.kernel @k args [] {\n    core.program @core0 on core(0) {\n"
+    "      %c0 = arith.constant 0 : index\n      %c1 = arith.constant 1 : index\n"
+    + "".join(f"      scf.for %i{d} = %c0 to %c1 step %c1 {{\n" for d in range(NEST))
+    + "      }\n" * NEST
+    + "      core.end\n    }\n  }\n}"
+)
 # CHECK: error: runtime loops nest at most 8 deep on Bertha
 # CHECK-NEXT: -----
 

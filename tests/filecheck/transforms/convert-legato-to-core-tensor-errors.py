@@ -21,6 +21,7 @@ def run_cases(cases, *passes):
             print("no error")
         print("-----")
 
+
 CASES = []
 CASES.append("""// An operand in shared memory: the VPU computes on core memory.
 builtin.module {
@@ -56,22 +57,24 @@ builtin.module {
   }
 }""")
 # CHECK: error: legato.constant: the result would be in shared_dram; tensor ops compute in a core's memory (sram): compute in sram and memcpy the result out
-CASES.append("""// A general broadcast over a dynamic dim.
+CASES.append("""// A broadcast along a dynamic dim that the VPU has no form for (b's leading 1 to a's ?4).
 builtin.module {
-  legato.kernel @k(%a : !legato.tensor<[?4, 1, 8], f32, shared_dram>) {
+  legato.kernel @k(%a : !legato.tensor<[?4, 1, 8], f32, shared_dram>, %b : !legato.tensor<[1, ?4, 8], f32, shared_dram>) {
     legato.on top {
       legato.request_load %a to core(0) memory sram queue 0 : !legato.tensor<[?4, 1, 8], f32, shared_dram>
+      legato.request_load %b to core(0) memory sram queue 1 : !legato.tensor<[1, ?4, 8], f32, shared_dram>
       legato.yield
     }
     legato.on core(0) {
       %x = legato.receive_type from %a queue 0 memory sram : !legato.tensor<[?4, 1, 8], f32, shared_dram> -> !legato.tensor<[?4, 1, 8], f32, sram>
-      %r = legato.broadcast_to %x : !legato.tensor<[?4, 1, 8], f32, sram> -> !legato.tensor<[?4, 3, 8], f32, sram>
+      %y = legato.receive_type from %b queue 1 memory sram : !legato.tensor<[1, ?4, 8], f32, shared_dram> -> !legato.tensor<[1, ?4, 8], f32, sram>
+      %r = legato.sub %x, %y : !legato.tensor<[?4, 1, 8], f32, sram>, !legato.tensor<[1, ?4, 8], f32, sram> -> !legato.tensor<[?4, ?4, 8], f32, sram>
       legato.yield
     }
     legato.return
   }
 }""")
-# CHECK: error: broadcasting [?4, 1, 8] to [?4, 3, 8] over dynamic dims is not supported; broadcast along the leading or trailing dims only, or use static shapes
+# CHECK: error: broadcasting [?4, 1, 8] to [?4, ?4, 8] along a dynamic dim (dim 1) that is not a leading or trailing broadcast the VPU has is not supported; use static shapes there
 CASES.append("""// A transpose behind a dynamic leading dim.
 builtin.module {
   legato.kernel @k(%a : !legato.tensor<[?4, 2, 3], f32, shared_dram>) {
