@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from legato.compiler import bounds_table, compile_kernel, emit_binary
+from legato.compiler import bounds_table, compile_kernel, debug_table, emit_binary
 from legato.dialects import backend as be
 from legato.errors import CompileError
 from legato.interp.differential import parse_module
@@ -34,6 +34,7 @@ def test_binary_from_ops_equals_binary_from_reassembled_assembly(kernel):
         compiler={"pipeline": pipelines.describe()},
         kernel=bk.sym_name.data,
         bounds=bounds_table(bk),  # metadata of the ops, which the assembly text does not carry
+        debug=debug_table(bk),
     )
     assert art.binary == emit_binary(module, model) == reassembled
     encoded, parsed = be.encode(module), assemble(text)
