@@ -263,12 +263,20 @@ class CoreFunctions(InterpreterFunctions):
         else:
             n = src.nbytes
             data = src.read(mem)
-            if data.shape != dst.shape:
-                if data.size != dst.size:
+            if data.shape != dst.shape and data.size == dst.size:
+                data = data.reshape(dst.shape)
+            elif data.shape != dst.shape:
+                # a source with fewer rows fills the destination's first rows (a legato memcpy
+                # of a shorter source); one that does not fit in every dim is refused
+                if len(data.shape) != len(dst.shape) or any(
+                    s > d for s, d in zip(data.shape, dst.shape)
+                ):
                     raise InterpError(
                         f"core.dma: strided copy of {list(src.shape)} into {list(dst.shape)}", op
                     )
-                data = data.reshape(dst.shape)
+                whole = dst.read(mem)
+                whole[tuple(slice(0, s) for s in data.shape)] = data
+                data = whole
             dst.write(mem, data)
         machine = self.machine
         machine.dma_bytes += n

@@ -617,9 +617,10 @@ class _Selector:
         ends): the dims outside the run that are contiguous with each other on both ends are
         merged into the rows of one `dma2d` whose row count is a register (a `[?M, w]` column
         slab of a row-stride-K buffer is one transfer; zero rows move nothing), the static dims
-        outside those unrolled into one dma2d each. A source and destination whose runtime
-        dims differ fault at the copy's line (as the interpreters refuse a strided copy of
-        another shape), before anything is written."""
+        outside those unrolled into one dma2d each. A source with fewer rows than the
+        destination fills the destination's first rows (a legato memcpy of a shorter source);
+        more rows, or any other runtime dim that differs, fault at the copy's line (as the
+        interpreters refuse the copy), before anything is written."""
         src, dst = op.src, op.dst
         dims = self.dims[src]
         bounds = _buf_type(src).get_bounds()
@@ -652,10 +653,18 @@ class _Selector:
                 "is not supported over a dynamic dim",
             )
         assert not isinstance(rows, int)  # the dynamic dim is among them (runs_from, outer)
-        for a, b in zip(dims, self.dims[dst]):
+        for i, (a, b) in enumerate(zip(dims, self.dims[dst])):
             if not (a is b or a == b):
-                # rows * ((a == b) / (a == b)): a zero divisor unless the dims match
-                ok = self.emit(be.SeqOp(self.scalar(a), self.scalar(b)), op).results[0]
+                # rows * (ok / ok): a zero divisor unless the source fits. The leading row dim
+                # (the only one that can be dynamic) may be shorter than the destination's:
+                # the source's rows go to the destination's first rows, as a memcpy of a
+                # shorter source does at the legato level; any other dim must match
+                a_, b_ = self.scalar(a), self.scalar(b)
+                if i == lo:
+                    over = self.emit(be.SltOp(b_, a_), op).results[0]
+                    ok = self.emit(be.SeqOp(over, self.const(0)), op).results[0]
+                else:
+                    ok = self.emit(be.SeqOp(a_, b_), op).results[0]
                 rows = self.mul(rows, self.emit(be.DivOp(ok, ok), op).results[0], op)
         shape = self.scalar(self.add(self.emit(be.ShliOp(rows, 32), op).results[0], run, op))
         stride = self.pack2(dstride, sstride, op)

@@ -4,8 +4,8 @@
 // A strided copy over a runtime row count is one dma2d whose rows are a register: the
 // [?M, 128] column slab of a [?M, 512] tensor (row stride 1024 bytes) loads as rows = M
 // (`shli` of the dim register, `addi` of the row bytes); the store into a column block of
-// another argument's [?M', 512] checks at run time that M == M' (`seq`, `div` by itself: a
-// zero divisor faults) before the transfer; a [?B, 4, 32] slice of a [?B, 4, 64] steps
+// another argument's [?M', 512] checks at run time that M <= M' (`slt`, `seq` with 0, `div`
+// by itself: a zero divisor faults) before the transfer, which moves the source's M rows; a [?B, 4, 32] slice of a [?B, 4, 64] steps
 // contiguously over its 4, so it is one dma2d of B * 4 rows.
 
 builtin.module {
@@ -47,7 +47,9 @@ builtin.module {
 // CHECK-NEXT:    %[[STRIDE:.*]] = backend.addi %[[DHI]], 1024
 // CHECK-NEXT:    backend.dma2d %[[BUF]], %[[SRC]], %[[SHAPE]], %[[STRIDE]] {legato.bounds = {a = "sram 0+4096", b = "arg 0"}}
 // CHECK-NEXT:    %[[DST:.*]] = backend.addi %[[OUT]], 512
-// CHECK-NEXT:    %[[EQ:.*]] = backend.seq %[[M]], %[[M2]]
+// CHECK-NEXT:    %[[OVER:.*]] = backend.slt %[[M2]], %[[M]]
+// CHECK-NEXT:    %[[ZERO:.*]] = backend.li 0
+// CHECK-NEXT:    %[[EQ:.*]] = backend.seq %[[OVER]], %[[ZERO]]
 // CHECK-NEXT:    %[[ONE:.*]] = backend.div %[[EQ]], %[[EQ]]
 // CHECK-NEXT:    %[[ROWS:.*]] = backend.mul %[[M]], %[[ONE]]
 // CHECK-NEXT:    %[[HI2:.*]] = backend.shli %[[ROWS]], 32
@@ -77,7 +79,9 @@ builtin.module {
 // ASM:         shli [[SH:r[0-9]+]], [[M]], 32
 // ASM-NEXT:    addi [[SH]], [[SH]], 256
 // ASM:         dma2d r{{[0-9]+}}, r{{[0-9]+}}, [[SH]], r{{[0-9]+}}
-// ASM:         seq [[EQ:r[0-9]+]], [[M]], r{{[0-9]+}}
+// ASM:         slt [[OV:r[0-9]+]], r{{[0-9]+}}, [[M]]
+// ASM-NEXT:    li [[Z:r[0-9]+]], 0
+// ASM-NEXT:    seq [[EQ:r[0-9]+]], [[OV]], [[Z]]
 // ASM-NEXT:    div [[EQ]], [[EQ]], [[EQ]]
 // ASM:         dma2d r{{[0-9]+}}, r{{[0-9]+}}, r{{[0-9]+}}, r{{[0-9]+}}, core0.sram.q3
 // ASM-NEXT:    qwait sram.q3

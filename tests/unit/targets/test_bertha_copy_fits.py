@@ -84,3 +84,45 @@ def test_only_copies_between_runtime_sizes_are_checked():
     assert "div" not in copy_static.lower("asm", x, np.zeros_like(x))
     a, b, out = _args(3, 6)
     assert "div" in copy_tiles.lower("asm", a, b, out)
+
+
+@legato.compile(backend=one_core)
+def copy_slab(a: tt([(-1, 16), 16]), out: tt([(-1, 16), 16])):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        x = legato.tensor.load(a[:, 4:12], "sram")
+        legato.tensor.memcpy(out[:, 0:8], x)  # a strided copy between two runtime row counts
+
+
+SLAB_LINE = next(
+    i
+    for i, s in enumerate(open(__file__).read().splitlines(), 1)
+    if "legato.tensor.memcpy(out[:, 0:8], x)" in s
+)
+
+
+@pytest.mark.parametrize("n_a, n_out", [(3, 6), (5, 5), (1, 16)])
+def test_a_strided_copy_of_fewer_rows_fills_the_first_rows_at_every_level(n_a, n_out):
+    """Found by the lead after the dynm merge: the compiled code and the core interpreter used
+    to refuse a shorter source that the legato level copies into the first rows."""
+    a = np.arange(n_a * 16, dtype=np.float32).reshape(n_a, 16)
+    want = np.zeros((n_out, 16), np.float32)
+    want[:n_a, :8] = a[:, 4:12]
+    out = np.zeros((n_out, 16), np.float32)
+    copy_slab(a, out)
+    np.testing.assert_array_equal(out, want)
+    for level in ("backend", "core", "legato"):
+        got = np.zeros((n_out, 16), np.float32)
+        copy_slab.interpret(a, got, level=level)
+        np.testing.assert_array_equal(got, want, err_msg=level)
+
+
+def test_a_strided_copy_of_more_rows_stops_at_the_copy():
+    a, out = np.ones((6, 16), np.float32), np.zeros((4, 16), np.float32)
+    with pytest.raises(OutOfBoundsError) as ei:
+        copy_slab(a, out)
+    assert FIT_CHECK_CAUSE in str(ei.value)
+    assert ei.value.source is not None and ei.value.source[:2] == (__file__, SLAB_LINE)
+    for level in ("backend", "core", "legato"):
+        with pytest.raises(InterpError, match=f"{__file__}:{SLAB_LINE}:"):
+            copy_slab.interpret(a, np.zeros((4, 16), np.float32), level=level)

@@ -180,8 +180,9 @@ def access_spans(
 
 
 FIT_CHECK_CAUSE = (
-    "out of bounds: the copy's source is larger than its destination at run time (a memcpy "
-    "between two runtime sizes; the compiler checks it with `div r, r, r`)"
+    "out of bounds: the copy's source does not fit its destination at run time (a copy "
+    "between two runtime sizes: a longer source, or a strided copy whose runtime dims differ "
+    "past its rows; the compiler checks it with `div r, r, r`)"
 )
 """What a fault of the compiler's fit check says (`convert-core-to-backend`, `_fits`: a copy
 between runtime sizes computes its length times `ok / ok`, ok = 0 when the source does not fit)
