@@ -582,20 +582,7 @@ class _Selector:
         if rows > 1 and run <= sstride <= limit and run <= dstride <= limit and rows <= limit:
             shape = self.pack2(rows, run, op)
             stride = self.pack2(dstride, sstride, op)
-            outer = list(itertools.product(*(range(d) for d in dims[: k - 1])))
-            for n, idx in enumerate(outer):
-                so = sum(i * s for i, s in zip(idx, ss)) * isz
-                do = sum(i * s for i, s in zip(idx, ds)) * isz
-                self.emit(
-                    be.Dma2dOp(
-                        self.scalar(self.add(self.regs[dst], do, op)),
-                        self.scalar(self.add(self.regs[src], so, op)),
-                        shape,
-                        stride,
-                        notify if n == len(outer) - 1 else None,
-                    ),
-                    op,
-                )
+            self._dma2d_each(op, dims[: k - 1], ss, ds, isz, shape, stride, notify)
             return
         outer = list(itertools.product(*(range(d) for d in dims[:k])))
         length = self.const(run)
@@ -668,6 +655,14 @@ class _Selector:
                 rows = self.mul(rows, self.emit(be.DivOp(ok, ok), op).results[0], op)
         shape = self.scalar(self.add(self.emit(be.ShliOp(rows, 32), op).results[0], run, op))
         stride = self.pack2(dstride, sstride, op)
+        self._dma2d_each(op, outer, ss, ds, isz, shape, stride, notify)
+
+    def _dma2d_each(
+        self, op: core.DmaOp, outer: list, ss: list, ds: list, isz: int, shape, stride, notify
+    ) -> None:
+        """One `dma2d` of `shape`/`stride` per index of the static `outer` dims (at the
+        element strides `ss` / `ds` of the source / destination), the last one notifying."""
+        src, dst = op.src, op.dst
         idxs = list(itertools.product(*(range(d) for d in outer)))
         for n, idx in enumerate(idxs):
             so = sum(i * s for i, s in zip(idx, ss)) * isz
