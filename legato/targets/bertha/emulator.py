@@ -1197,7 +1197,10 @@ class Emulator:
 
     # ---- helpers --------------------------------------------------------------------------
     def _check(self, addr: int, n: int) -> None:
-        self.memory.find(addr, n)
+        """[addr, addr + n) is mapped; an access of 0 bytes touches nothing and is not looked
+        up, as in the interpreters (a zero-row copy from a zero-size argument starts past it)."""
+        if n:
+            self.memory.find(addr, n)
 
     def _local(self, m: Module, addr: int, n: int, what: str) -> None:
         """`addr` must be in this core's sram / mpu_buffer / private_dram."""
@@ -1636,7 +1639,8 @@ class Emulator:
 
     def _exec_dma(self, m: Module, ins, plan: _Plan, t: int) -> None:
         dst, src, n, notify, port, s_space, d_space = plan.data
-        self.memory.writable(dst, n)  # a fault of this instruction, not of its landing
+        if n:
+            self.memory.writable(dst, n)  # a fault of this instruction, not of its landing
         if self.hazards is not None:
             self.hazards.dma(m.index, m.pc, ((src, src + n),), ((dst, dst + n),), notify)
         shared = [(a, n) for a, sp in ((src, s_space), (dst, d_space)) if sp == "shared"]

@@ -101,10 +101,13 @@ SLAB_LINE = next(
 )
 
 
-@pytest.mark.parametrize("n_a, n_out", [(3, 6), (5, 5), (1, 16)])
+@pytest.mark.parametrize("n_a, n_out", [(3, 6), (5, 5), (1, 16), (0, 4), (0, 0)])
 def test_a_strided_copy_of_fewer_rows_fills_the_first_rows_at_every_level(n_a, n_out):
     """Found by the lead after the dynm merge: the compiled code and the core interpreter used
-    to refuse a shorter source that the legato level copies into the first rows."""
+    to refuse a shorter source that the legato level copies into the first rows. A zero-row
+    source (0, 4): the emulator used to fault, "access of 0 bytes outside any allocation", on
+    the empty load's address (column 4 of a zero-size argument, past its allocation), which the
+    interpreters never look up."""
     a = np.arange(n_a * 16, dtype=np.float32).reshape(n_a, 16)
     want = np.zeros((n_out, 16), np.float32)
     want[:n_a, :8] = a[:, 4:12]
