@@ -325,7 +325,7 @@ class BackendFunctions(InterpreterFunctions):
     @impl(B.SemPostOp)
     def run_sem_post(self, interpreter, op: B.SemPostOp, args):
         assert self.machine is not None
-        self.machine.sem_post(op.sync_id.data, op.count.data)
+        self.machine.sem_post(op.sync_id.data, op.count.data, op)
         return ()
 
     @impl(B.SemWaitOp)

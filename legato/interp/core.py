@@ -335,7 +335,7 @@ class CoreFunctions(InterpreterFunctions):
 
     @impl(C.SemPostOp)
     def run_sem_post(self, interpreter, op: C.SemPostOp, args):
-        self.machine.sem_post(op.sync_id.data, op.count.data)
+        self.machine.sem_post(op.sync_id.data, op.count.data, op)
         return ()
 
     @impl(C.SemWaitOp)

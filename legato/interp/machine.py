@@ -201,9 +201,11 @@ class Machine(HazardHooks):
         if self.hazards is not None:
             self.check_hazard(op, self.hazards.barrier_release, (bid, gen))
 
-    def sem_post(self, sid: int, count: int) -> None:
+    def sem_post(self, sid: int, count: int, op) -> None:
+        """`op` (the IR op) posts `count` to semaphore `sid`; the checker's report, if any,
+        names `op`'s line (as every other hook's does)."""
         if self.hazards is not None:
-            self.check_hazard(None, self.hazards.sem_post, sid, count)
+            self.check_hazard(op, self.hazards.sem_post, sid, count)
         self.semaphores.post(sid, count)
 
     def sem_wait(self, sid: int, count: int, op) -> None:
