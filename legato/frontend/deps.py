@@ -8,11 +8,14 @@ the chain), numpy arrays (dtype, shape and bytes) and plain objects made of such
 and classes are followed through attribute chains (`mylib.helper`) but not hashed themselves. A
 name the function binds itself (a parameter, an assignment, a loop variable) is a local, not the
 module global of the same name, so a global that a local shadows is not part of the key.
+Helpers are followed whatever their form: lambdas, `functools.partial` (its function and bound
+arguments), bound methods (`self.x` / `cls.x` they read, class attributes included).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import textwrap
@@ -61,7 +64,7 @@ def _chains(tree: ast.AST) -> list[list[str]]:
     return [list(c) for c in dict.fromkeys(tuple(c) for c in out)]
 
 
-def _local_names(tree: ast.FunctionDef) -> set[str]:
+def _local_names(tree: ast.FunctionDef | ast.Lambda) -> set[str]:
     """The names `tree` binds in its own scope (parameters, assignments, loop and `with` targets,
     imports, nested definitions), minus those it declares `global`/`nonlocal`. Comprehension and
     lambda scopes are not entered: their variables stay candidates for globals, which at worst
@@ -71,7 +74,7 @@ def _local_names(tree: ast.FunctionDef) -> set[str]:
     names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     declared: set[str] = set()
     comprehensions = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
-    todo = list(tree.body)
+    todo = list(tree.body) if isinstance(tree.body, list) else [tree.body]
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -91,7 +94,7 @@ def _local_names(tree: ast.FunctionDef) -> set[str]:
     return names - declared
 
 
-def _global_chains(tree: ast.FunctionDef) -> list[list[str]]:
+def _global_chains(tree: ast.FunctionDef | ast.Lambda) -> list[list[str]]:
     """The name chains `tree` reads whose head is not one of its own locals."""
     local = _local_names(tree)
     return [c for c in _chains(tree) if c[0] not in local]
@@ -144,21 +147,52 @@ def _lookup(fn, name: str):
     return getattr(fn, "__globals__", {}).get(name, _MISSING)
 
 
-def _python_helper(fn) -> tuple[str | None, list[list[str]]]:
-    """The source hash and the global name chains of a plain Python helper (None, [] when its
-    source cannot be read)."""
+def _python_helper(fn) -> tuple[str | None, list[list[str]], list[list[str]]]:
+    """The source hash, the global name chains and the `self` chains (those whose head is the
+    first parameter: `self.scale`, `cls.scale`, resolved on the object a bound method is bound
+    to) of a plain Python helper; (None, [], []) when its source cannot be read. A lambda's
+    source is the statement holding it: the chains of every lambda in it count (at worst an
+    extra entry). Names the code reads that no chain found (a source that does not parse, a
+    construct the walk misses) are added from the bytecode, so no global is left out."""
     try:
         text = inspect.getsource(fn)
     except (OSError, TypeError):
-        return None, []
+        return None, [], []
     digest = "python:" + hashlib.sha256(text.encode()).hexdigest()
+    chains: list[list[str]] = []
+    selfs: list[list[str]] = []
     try:
         tree = ast.parse(textwrap.dedent(text))
     except SyntaxError:
-        return digest, []
-    defs = (ast.FunctionDef, ast.AsyncFunctionDef)
-    node = next((n for n in tree.body if isinstance(n, defs)), None)
-    return digest, ([] if node is None else _global_chains(node))
+        tree = None
+    if tree is not None:
+        if fn.__name__ == "<lambda>":
+            nodes = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda)]
+        else:
+            defs = (ast.FunctionDef, ast.AsyncFunctionDef)
+            nodes = [n for n in tree.body if isinstance(n, defs)][:1]
+        for node in nodes:
+            chains += _global_chains(node)
+            args = node.args
+            first = (*args.posonlyargs, *args.args)[:1]
+            if first:
+                selfs += [c for c in _chains(node) if c[0] == first[0].arg and len(c) > 1]
+    known = {c[0] for c in chains}
+    chains += [[name] for name in _code_globals(fn.__code__) if name not in known]
+    return digest, chains, selfs
+
+
+def _code_globals(code) -> list[str]:
+    """Every global and free name `code` (and the code nested in it: lambdas, comprehensions)
+    may read, in first-seen order (attribute names too: resolving one that is not a global
+    finds nothing and adds nothing to the key)."""
+    out: dict[str, None] = {}
+    todo = [code]
+    while todo:
+        c = todo.pop()
+        out.update(dict.fromkeys((*c.co_names, *c.co_freevars)))
+        todo += [k for k in c.co_consts if isinstance(k, pytypes.CodeType)]
+    return list(out)
 
 
 @dataclass
@@ -172,7 +206,9 @@ class Dependencies:
     # hash and name chains of each plain Python helper (by code object, kept alive likewise: a
     # redefinition is a new code object).
     _chains_of: dict[int, tuple[FunctionSource, list[list[str]], str]] = field(default_factory=dict)
-    _python_of: dict[int, tuple[object, str | None, list[list[str]]]] = field(default_factory=dict)
+    _python_of: dict[int, tuple[object, str | None, list[list[str]], list[list[str]]]] = field(
+        default_factory=dict
+    )
 
     # The last fingerprint and every name read to make it: (function, chain, value, witness).
     # When each name still resolves to the same object, with the same witness, and no value
@@ -232,11 +268,34 @@ class Dependencies:
         elif isinstance(value, pytypes.MethodType) and isinstance(
             value.__func__, pytypes.FunctionType
         ):
-            # `cfg.factor()`: the method's code and globals, and the object it reads as `self`.
+            # `cfg.factor()`: the method's code and globals, and the object it reads as `self`
+            # (its fields, and every `self.x` / `cls.x` it reads: a class attribute, or the
+            # class a classmethod is bound to, has no fields of the instance's).
+            bound_key = ("method", id(value.__func__), id(value.__self__))
+            if bound_key in visiting:  # methods calling each other through `self`
+                return
+            visiting.add(bound_key)
             owner = _value_fingerprint(value.__self__)
             if owner is not None:
                 found[name + "/self"] = owner
             self._record(name, value.__func__, found, visiting, reads)
+            code = value.__func__.__code__
+            cached = self._python_of.get(id(code))
+            for chain in cached[3] if cached is not None and cached[0] is code else ():
+                attr = value.__self__
+                for part in chain[1:]:
+                    try:
+                        attr = getattr(attr, part)
+                    except Exception:  # noqa: BLE001 - as `_resolve`: the chain stops here
+                        break
+                self._record(f"{name}/{'.'.join(chain)}", attr, found, visiting, reads)
+        elif isinstance(value, functools.partial):
+            # A partial runs its function with the arguments bound in it.
+            self._record(name + "/func", value.func, found, visiting, reads)
+            for i, arg in enumerate(value.args):
+                self._record(f"{name}/arg{i}", arg, found, visiting, reads)
+            for key, arg in sorted(value.keywords.items()):
+                self._record(f"{name}/kw.{key}", arg, found, visiting, reads)
         else:
             text = _value_fingerprint(value)
             if text is not None:

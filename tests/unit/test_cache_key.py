@@ -3,6 +3,7 @@ versions of the libraries codegen uses, what the frontend reads at compile time)
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import subprocess
@@ -238,3 +239,75 @@ def test_an_unchanged_key_is_not_hashed_again_and_a_rebound_name_still_changes_i
     assert by_globals.cache_key() != key
     monkeypatch.undo()
     assert by_globals.cache_key() == key
+
+
+# -- helpers of every form: a lambda, a partial, a classmethod, a class attribute read as self.x --
+
+LAMBDA_K = 2.0
+lambda_helper = lambda: LAMBDA_K  # noqa: E731 - the form under test
+
+
+def _mul(a, b):
+    return a * b
+
+
+partial_helper = functools.partial(_mul, 2.0)
+
+
+class Scales:
+    scale = 2.0  # a class attribute: no instance has it among its fields
+
+    @classmethod
+    def by_class(cls):
+        return cls.scale
+
+    def by_instance(self):
+        return self.scale
+
+    def ping(self):  # methods that reach each other through `self`: followed once
+        return self.pong() if False else self.scale
+
+    def pong(self):
+        return self.ping()
+
+
+scales = Scales()
+
+
+@legato.compile(backend=one_core)
+def by_forms(
+    x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+    out: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
+):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        s = lambda_helper() * partial_helper(1.0) * Scales.by_class()
+        s = s * scales.by_instance() * scales.ping()
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * s)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda mp: mp.setitem(globals(), "LAMBDA_K", 3.0),  # a global a lambda helper reads
+        lambda mp: mp.setitem(globals(), "partial_helper", functools.partial(_mul, 3.0)),
+        lambda mp: mp.setattr(Scales, "scale", 3.0),  # read as cls.scale and self.scale
+    ],
+    ids=["lambda", "partial", "class_attribute"],
+)
+def test_a_value_a_helper_of_any_form_reads_is_in_the_key(monkeypatch, change):
+    """Found by the trust audit: each of these changes used to leave the key (and a cached
+    binary computing with the old value: 2.0 instead of 3.0) unchanged."""
+    x = np.ones((4, 8), np.float32)
+    key = by_forms.cache_key()
+    change(monkeypatch)
+    assert by_forms.cache_key() != key
+    out = np.zeros_like(x)
+    by_forms(x, out)
+    # the helpers run in Python now give what a fresh compile computes with
+    want = lambda_helper() * partial_helper(1.0) * Scales.by_class()
+    want *= scales.by_instance() * scales.ping()
+    assert want != 2.0**5
+    np.testing.assert_array_equal(out, np.full_like(x, want))
+    monkeypatch.undo()
+    assert by_forms.cache_key() == key
