@@ -193,40 +193,62 @@ def _source_text(loc) -> str:
     return f"{file}:{line}:{col}" + (f": {text}" if text else "")
 
 
+def source_near(binary, program: str, pc: int) -> tuple[tuple[str, int, int] | None, bool]:
+    """(the kernel source line of `pc` of `program`, whether it is `pc`'s own). An instruction
+    the lowering adds around an op (the `li`/`lsa` setting up its operands, the argument-table
+    `ld`s, a trailing `dmawait` or `halt`) has no line of its own: it gets the nearest line
+    after it in its program (the op it sets up), else the nearest before it, so that every
+    fault, limit, deadlock and hazard names a line of the kernel when the binary has a table."""
+    loc = binary.source_of(program, pc)
+    if loc is not None:
+        return loc, True
+    table = binary.lines.get(program) or []
+    after = (t for t in table[pc + 1 :] if t is not None)
+    before = (t for t in reversed(table[: max(pc, 0)]) if t is not None)
+    return next(after, None) or next(before, None), False
+
+
+def _located(binary, program: str, pc: int) -> tuple[tuple | None, str]:
+    """`source_near`, and its text for a report ('' when the binary has no line for it)."""
+    loc, own = source_near(binary, program, pc)
+    if loc is None:
+        return None, ""
+    return loc, _source_text(loc) + ("" if own else f" (the nearest line: pc {pc} has none)")
+
+
 def with_source_lines(e, binary, num_cores: int | None = None):
     """`e` (an EmulatorFault, DeadlockError or HazardError) naming the kernel's source line of
-    each PC it names, from the binary's line table: `source` (file, line, col) on a fault, on
-    each of a hazard's two accesses, `sources` (one per blocked module) on a deadlock, and the
-    lines in the message. A deadlock also gets the
+    each PC it names, from the binary's line table (`source_near`): `source` (file, line, col)
+    on a fault, on each of a hazard's two accesses, `sources` (one per blocked module) on a
+    deadlock, and the lines in the message. A deadlock also gets the
     cycle of waits (`deadlock.explain`; `num_cores` for `all_cores` programs): `cycle`, the
     steps of one cycle of blocked modules each waiting on the next, and `unreleasable`, the
     waits no running module can release."""
     if isinstance(e, HazardError):
+        extra = []
         for a in (e.first, e.second):
-            a.source = binary.source_of(a.program, a.pc)
-        extra = [
-            f"  {a.module} pc {a.pc} ({a.access}) is at {_source_text(a.source)}"
-            for a in (e.first, e.second)
-            if a.source is not None
-        ]
+            a.source, text = _located(binary, a.program, a.pc)
+            if text:
+                extra.append(f"  {a.module} pc {a.pc} ({a.access}) is at {text}")
     elif isinstance(e, DeadlockError):
-        e.sources = [binary.source_of(prog, pc) for _m, prog, pc, _i, _w in e.waits]
+        found = [_located(binary, prog, pc) for _m, prog, pc, _i, _w in e.waits]
+        e.sources = [loc for loc, _text in found]
         extra = [
-            f"  {mod} pc {pc} is at {_source_text(loc)}"
-            for (mod, _p, pc, _i, _w), loc in zip(e.waits, e.sources)
-            if loc is not None
+            f"  {mod} pc {pc} is at {text}"
+            for (mod, _p, pc, _i, _w), (_loc, text) in zip(e.waits, found)
+            if text
         ]
 
         def at(program, pc):
-            loc = binary.source_of(program, pc)
+            loc = source_near(binary, program, pc)[0]
             return f" ({loc[0]}:{loc[1]}:{loc[2]})" if loc is not None else ""
 
         cores = num_cores if num_cores is not None else binary.target.get("num_cores", 1)
         e.cycle, e.unreleasable = deadlock.explain(binary, cores, e.waits)
         extra += deadlock.describe(e.cycle, e.unreleasable, at)
     else:
-        e.source = binary.source_of(e.program, e.pc)
-        extra = [f"  at {_source_text(e.source)}"] if e.source is not None else []
+        e.source, text = _located(binary, e.program, e.pc)
+        extra = [f"  at {text}"] if text else []
     if extra:
         e.args = ("\n".join([str(e), *extra]),)
     return e

@@ -52,6 +52,64 @@ def test_a_deadlock_names_each_blocked_modules_line():
     assert "\n  core0 pc 1 is at k.py:5:9" in str(e)
 
 
+@pytest.mark.parametrize(
+    "table, want",
+    [
+        # the faulting store's own line is missing: the next instruction's (the op it sets up)
+        ([None, None, None, ("k.py", 7, 3)], ("k.py", 7, 3)),
+        # none after it: the nearest before it (a trailing instruction of an op)
+        ([("k.py", 2, 1), ("k.py", 3, 5), None, None], ("k.py", 3, 5)),
+    ],
+    ids=["next", "previous"],
+)
+def test_a_fault_at_an_instruction_without_a_line_names_the_nearest(table, want):
+    """Found auditing item 4: the lowering adds instructions without a line of their own (the
+    `li`/`lsa` before an op, the argument-table `ld`s, a trailing `dmawait`, `halt`), ~40% of a
+    small kernel's; a fault, limit or hazard stopped at one named no line at all."""
+    model, binary = _build(OOB, [tensor("out", i64, [1], "write")], {"c0": table})
+    with pytest.raises(EmulatorFault) as ei:
+        run_binary(binary, model, [np.zeros(1, np.int64)])
+    e = ei.value
+    assert e.pc == 2 and e.source == want
+    assert f"\n  at {want[0]}:{want[1]}:{want[2]} (the nearest line: pc 2 has none)" in str(e)
+
+
+def test_a_deadlock_at_an_instruction_without_a_line_names_the_nearest():
+    model, binary = _build(DEADLOCK, [], {"c0": [("k.py", 4, 9), None, None]})
+    with pytest.raises(DeadlockError) as ei:
+        run_binary(binary, model, [])
+    assert ei.value.sources == [("k.py", 4, 9)]
+    assert "\n  core0 pc 1 is at k.py:4:9 (the nearest line: pc 1 has none)" in str(ei.value)
+
+
+def test_every_pc_of_a_compiled_kernel_has_a_line_or_a_nearest_one():
+    from legato.targets.bertha.runtime import source_near
+
+    x = np.ones((4, 8), np.float32)
+    binary = read_elf(_double.lower("binary", x, np.zeros_like(x)))
+    for program, table in binary.lines.items():
+        assert None in table  # the case under test: instructions without a line
+        for pc in range(len(table)):
+            loc, own = source_near(binary, program, pc)
+            assert loc is not None and loc[0] == HERE, (program, pc)
+            assert own == (table[pc] is not None)
+
+
+def _one_core(ctx):
+    return bertha.Bertha(ctx, "bertha", 1, False, 4, 1 << 30)
+
+
+def _tt(shape):
+    return legato.get_model().tensor_type(legato.types.float("float32"), shape, "shared_dram")
+
+
+@legato.compile(backend=_one_core)
+def _double(x: _tt([4, 8]), out: _tt([4, 8])):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * 2.0)
+
+
 def test_no_line_table_no_section_and_faults_as_before():
     model, binary = _build(OOB, [tensor("out", i64, [1], "write")], None)
     assert elf.LINES_SECTION not in [r[0] for r in elf._raw_sections(binary)]
