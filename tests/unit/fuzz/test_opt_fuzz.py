@@ -1,6 +1,6 @@
 """Fuzz `legato-opt` with mutations of the lit corpus: deleted, duplicated and swapped tokens
 and lines, truncations. Whatever the input: exit status 0 or 1, never a Python traceback, never
-a hang (each run is bounded by an alarm)."""
+a hang (each run is bounded by an alarm), and every error says where."""
 
 import os
 import re
@@ -18,6 +18,9 @@ from opt_helpers import run_opt
 CORPUS = sorted((ROOT / "tests" / "filecheck").rglob("*.mlir"))
 TEXTS = {p: p.read_text() for p in CORPUS}
 # whitespace, identifiers with their sigil (%x, @k, !legato.tensor, #core.arg, ^bb0), punctuation
+# the first line of a diagnostic: `FILE:LINE[:COL]` (xDSL's parse errors end there; the rest
+# say `: error: ...`), or `FILE: error:` for an error about the whole input (no kernel in it)
+LOCATED = re.compile(r"^\S+:\d+(:\d+)?(:|$)|^\S+: error: ")
 TOKEN = re.compile(r"\s+|[%@#!^]?[\w.$-]+|\S")
 OPTIONS = [
     [],
@@ -88,3 +91,6 @@ def test_mutated_corpus_never_crashes_legato_opt(tmp_path, path, mutations, opti
     status, out, err = run_opt(src, *options, timeout=30)
     assert status in (0, 1), (path.name, mutations, options, status, err[-2000:])
     assert "Traceback" not in out + err, (path.name, mutations, options, err[-2000:])
+    if status == 1:  # every diagnostic says where: file:line[:col], or the input file itself
+        first = err.lstrip().splitlines()[0] if err.strip() else ""
+        assert LOCATED.match(first), (path.name, mutations, options, err[-2000:])
