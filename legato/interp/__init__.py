@@ -14,6 +14,7 @@ from legato.interp.errors import (
     InvalidModuleError,
     MemoryFault,
     StepLimitExceeded,
+    TimeLimitExceeded,
     UnsupportedOpError,
 )
 
@@ -27,6 +28,7 @@ __all__ = [
     "RunResult",
     "RunStats",
     "StepLimitExceeded",
+    "TimeLimitExceeded",
     "UnsupportedOpError",
     "detect_level",
     "parse_module",

@@ -146,6 +146,7 @@ def run(
     max_steps: int | None = DEFAULT_MAX_STEPS,
     listeners: Sequence[Interpreter.Listener] = (),
     hazards: bool = True,
+    time_limit: float | None = None,
 ) -> RunResult:
     """Run `module` at IR `level` ("legato", "core", "backend"; default: detected) with `args`.
 
@@ -158,7 +159,8 @@ def run(
     `MemoryFault` or `InterpError` (any other failure, naming the op and context).
     `hazards`: check for accesses no wait orders (`arch.hazards`; at the legato level, of
     the arguments' memory); one raises `InterpHazardError` naming both ops and their source
-    lines.
+    lines. `time_limit`: wall-clock seconds (None: unbounded), past which the run stops with
+    `TimeLimitExceeded` at the op it reached (`kernel.interpret` passes the session's limit).
     """
     if isinstance(module, str):
         module = parse_module(module)
@@ -173,7 +175,7 @@ def run(
     _check_implemented(module, level)
     model = _resolve_model(model, module)
     k = find_kernel(module, level, kernel)
-    scheduler = Scheduler(quantum=quantum, max_steps=max_steps)
+    scheduler = Scheduler(quantum=quantum, max_steps=max_steps, time_limit=time_limit)
     start = time.perf_counter()
     if level == "legato":
         name = k.sym_name.data  # type: ignore[attr-defined]

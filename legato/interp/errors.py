@@ -99,3 +99,8 @@ class InterpHazardError(InterpError):
 
 class StepLimitExceeded(InterpError):
     """The run executed more ops than its budget (a livelock or an endless loop)."""
+
+
+class TimeLimitExceeded(InterpError):
+    """The run took longer than its wall-clock limit (`time_limit` seconds): checked between
+    ops, so an op running long by itself finishes first."""

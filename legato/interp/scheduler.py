@@ -14,6 +14,7 @@ blocked task, the op it waits in (with its source location) and what it waits fo
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,7 +24,7 @@ from xdsl.interpreter import Interpreter, PythonValues
 from xdsl.ir import Operation
 
 from legato.errors import DeviceAssertError
-from legato.interp.errors import DeadlockError, InterpError, StepLimitExceeded
+from legato.interp.errors import DeadlockError, InterpError, StepLimitExceeded, TimeLimitExceeded
 
 DEFAULT_QUANTUM = 2000
 DEFAULT_MAX_STEPS = 50_000_000
@@ -69,13 +70,23 @@ class Task:
         return False
 
 
+_TIME_CHECK_MASK = 255  # the clock is read every 256 ops (it costs more than an op's count)
+
+
 class Scheduler:
     """Runs tasks to completion, one at a time, switching when a task blocks or every `quantum`
     ops (so a task spinning on memory cannot starve the others)."""
 
-    def __init__(self, quantum: int = DEFAULT_QUANTUM, max_steps: int | None = DEFAULT_MAX_STEPS):
+    def __init__(
+        self,
+        quantum: int = DEFAULT_QUANTUM,
+        max_steps: int | None = DEFAULT_MAX_STEPS,
+        time_limit: float | None = None,
+    ):
         self.quantum = quantum
         self.max_steps = max_steps
+        self.time_limit = time_limit  # wall-clock seconds for `run`, None: unbounded
+        self._deadline: float | None = None
         self.tasks: list[Task] = []
         self.current: Task | None = None
         self.total_steps = 0
@@ -126,6 +137,17 @@ class Scheduler:
                 op,
                 task.name,
             )
+        if (
+            self._deadline is not None
+            and not self.total_steps & _TIME_CHECK_MASK
+            and time.monotonic() > self._deadline
+        ):
+            raise TimeLimitExceeded(
+                f"wall-clock limit of {self.time_limit} s exceeded after {self.total_steps} ops "
+                "(set $LEGATO_TIME_LIMIT or legato.session(time_limit=...); 0: unbounded)",
+                op,
+                task.name,
+            )
         self._since_switch += 1
         if self._since_switch >= self.quantum and len(self.tasks) > 1:
             self._switch_out(task)
@@ -144,6 +166,8 @@ class Scheduler:
         if self._running:
             raise RuntimeError("Scheduler.run is not reentrant")
         self._running = True
+        if self.time_limit:
+            self._deadline = time.monotonic() + self.time_limit
         for task in self.tasks:
             task._thread = threading.Thread(
                 target=self._thread_main,

@@ -360,7 +360,9 @@ class Kernel:
         numpy arrays, outputs written in place. Returns the interpreter's RunResult.
 
         The frontend's module is lowered in memory only as far as `level` (no binary, no text,
-        no cache): `level="legato"` runs no compiler pass, so it works where a lowering fails."""
+        no cache): `level="legato"` runs no compiler pass, so it works where a lowering fails.
+        The run is bounded like a call's: `legato.session(time_limit=...)`, else
+        `$LEGATO_TIME_LIMIT`, else the default (`TimeLimitExceeded` at the op it reached)."""
         if level not in self._LEVELS:
             raise LegatoError(
                 f"unknown level {level!r}; expected one of {', '.join(self._LEVELS)} "
@@ -378,7 +380,9 @@ class Kernel:
         # them, so `import legato` (every legato-opt, every compile) does not pay for them.
         from legato import interp
 
-        result = interp.run(module, level, [x for _, x in tensors], self.model)
+        sess = current_session()
+        limit = runtime.resolve_limits(sess.time_limit if sess is not None else None).time
+        result = interp.run(module, level, [x for _, x in tensors], self.model, time_limit=limit)
         self.last_interp = result
         return result
 

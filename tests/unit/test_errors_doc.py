@@ -616,6 +616,25 @@ def interp_step_limit(tmp_path):
     )
 
 
+def interp_time_limit(tmp_path):
+    mod = load(
+        tmp_path,
+        """
+        @legato.compile(backend="bertha")
+        def k(a: tt([4, 32], "shared_dram", f32), out: tt([4, 32], "shared_dram", f32)):
+            device = legato.get_context().get_device()
+            with device.get_core(0):
+                x = legato.tensor.load(a, "sram")
+                for _ in range(300):
+                    x = x + 1.0
+                legato.tensor.memcpy(out, x)
+        """,
+    )
+    a = np.zeros((4, 32), np.float32)
+    with legato.session(time_limit=1e-9):
+        return raised(LegatoError, mod.k.interpret, a, np.zeros_like(a))
+
+
 # ---- torch backend fallbacks --------------------------------------------------------------
 
 
