@@ -9,7 +9,8 @@ and classes are followed through attribute chains (`mylib.helper`) but not hashe
 name the function binds itself (a parameter, an assignment, a loop variable) is a local, not the
 module global of the same name, so a global that a local shadows is not part of the key.
 Helpers are followed whatever their form: lambdas, `functools.partial` (its function and bound
-arguments), bound methods (`self.x` / `cls.x` they read, class attributes included).
+arguments), bound methods (`self.x` / `cls.x` they read, class attributes included), objects
+with a `__call__`.
 """
 
 from __future__ import annotations
@@ -296,10 +297,24 @@ class Dependencies:
                 self._record(f"{name}/arg{i}", arg, found, visiting, reads)
             for key, arg in sorted(value.keywords.items()):
                 self._record(f"{name}/kw.{key}", arg, found, visiting, reads)
+        elif _python_call(value) is not None:
+            # A callable object (`scale()` of an instance with `__call__`): the call method,
+            # bound to it (its code, its globals and the object's state).
+            self._record(name + "/__call__", _python_call(value), found, visiting, reads)
         else:
             text = _value_fingerprint(value)
             if text is not None:
                 found[name] = text
+
+
+def _python_call(value):
+    """`value.__call__` when `value` is an instance of a Python class defining `__call__`
+    (a bound method of a plain function), else None."""
+    if isinstance(value, (type, pytypes.FunctionType, pytypes.MethodType, pytypes.ModuleType)):
+        return None
+    if not isinstance(inspect.getattr_static(type(value), "__call__", None), pytypes.FunctionType):
+        return None
+    return value.__call__
 
 
 def _resolve(fn, chain: list[str]):

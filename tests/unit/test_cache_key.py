@@ -274,6 +274,17 @@ class Scales:
 scales = Scales()
 
 
+class Scaler:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self):
+        return self.k
+
+
+scaler = Scaler(2.0)  # a callable object
+
+
 @legato.compile(backend=one_core)
 def by_forms(
     x: legato.get_model().tensor_type(f32, [4, 8], "shared_dram"),
@@ -282,7 +293,7 @@ def by_forms(
     device = legato.get_context().get_device()
     with device.get_core(0):
         s = lambda_helper() * partial_helper(1.0) * Scales.by_class()
-        s = s * scales.by_instance() * scales.ping()
+        s = s * scales.by_instance() * scales.ping() * scaler()
         legato.tensor.memcpy(out, legato.tensor.load(x, "sram") * s)
 
 
@@ -292,8 +303,9 @@ def by_forms(
         lambda mp: mp.setitem(globals(), "LAMBDA_K", 3.0),  # a global a lambda helper reads
         lambda mp: mp.setitem(globals(), "partial_helper", functools.partial(_mul, 3.0)),
         lambda mp: mp.setattr(Scales, "scale", 3.0),  # read as cls.scale and self.scale
+        lambda mp: mp.setattr(scaler, "k", 3.0),  # a field its __call__ reads
     ],
-    ids=["lambda", "partial", "class_attribute"],
+    ids=["lambda", "partial", "class_attribute", "callable_object"],
 )
 def test_a_value_a_helper_of_any_form_reads_is_in_the_key(monkeypatch, change):
     """Found by the trust audit: each of these changes used to leave the key (and a cached
@@ -306,8 +318,8 @@ def test_a_value_a_helper_of_any_form_reads_is_in_the_key(monkeypatch, change):
     by_forms(x, out)
     # the helpers run in Python now give what a fresh compile computes with
     want = lambda_helper() * partial_helper(1.0) * Scales.by_class()
-    want *= scales.by_instance() * scales.ping()
-    assert want != 2.0**5
+    want *= scales.by_instance() * scales.ping() * scaler()
+    assert want != 2.0**6
     np.testing.assert_array_equal(out, np.full_like(x, want))
     monkeypatch.undo()
     assert by_forms.cache_key() == key
