@@ -544,9 +544,14 @@ class _VpuStatic:
         "trans",
         "src",
         "dst",
+        "nat",
     )
 
     def __init__(self, ins: isa.Instruction):
+        self._decode(ins)
+        self.nat = _native_form(self)
+
+    def _decode(self, ins: isa.Instruction) -> None:
         op = ins.op
         self.fmt, self.mn = op.format, op.mnemonic
         self.kind = _VPU_KIND.get(self.mn)
@@ -575,6 +580,28 @@ class _VpuStatic:
         self.dt, self.sz = _NP_DTYPES[name], DTYPE_SIZES[name]
         if fmt == "vun":
             self.st, self.ssz = self.dt, self.sz
+
+
+def _native_form(vs: _VpuStatic) -> tuple | None:
+    """How native/vpu.c runs `vs`'s instruction, (its function, its leading codes), or None:
+    the numpy reference runs it (another op or dtype, or the extension is not built)."""
+    if native.lib is None:
+        return None
+    lib, fmt, kind = native.lib, vs.fmt, vs.kind
+    dt = vpu.NATIVE_DTYPES.get(vs.dt)
+    if fmt == "vbin" and kind in vpu.NATIVE_BINARY and dt is not None:
+        return lib.vpu_bin, vpu.NATIVE_BINARY[kind], dt
+    if fmt == "vun" and kind in vpu.NATIVE_UNARY and dt is not None:
+        return lib.vpu_un, vpu.NATIVE_UNARY[kind], dt
+    if fmt == "vcvt" and dt is not None and vpu.NATIVE_DTYPES.get(vs.st) is not None:
+        return lib.vpu_cvt, vpu.NATIVE_DTYPES[vs.st], dt
+    if fmt == "vfill" and vs.sz in vpu.NATIVE_ESIZES:
+        return lib.vpu_fill, vs.sz
+    if vs.mn == "vpu.transpose" and vs.sz in vpu.NATIVE_ESIZES:
+        return lib.vpu_transpose, vs.sz
+    if vs.mn == "vpu.rsum" and dt is not None:
+        return lib.vpu_rsum, dt
+    return None
 
 
 # Keyed by the words: a binary run again (the JIT's cached call re-runs its bytes) and the
@@ -724,6 +751,7 @@ class Emulator:
         self.vpu_trans_elems = 0
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
+        self._cptrs: dict = {}  # region -> a C pointer to its array (`_vpu_ptr`)
         self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
         self._debug: debug.Collector | None = None
         self.modules = self._make_modules()
@@ -1748,6 +1776,78 @@ class Emulator:
         if self.hazards is not None:
             self.hazards.access(m.index, m.pc, reads, writes)
         vs = self._vpu_static(m, ins)
+        if not (vs.nat is not None and self.native_vpu and self._vpu_native(m, ins, vs, elems)):
+            self._vpu_reference(m, ins, vs, elems)
+        self.vpu_elems += elems
+        if vs.trans:
+            self.vpu_trans_elems += elems
+        dur = timing.vpu_cycles(self.model, elems, vs.trans)
+        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", vs.mn, elems)
+
+    native_vpu = native.ENABLED
+    """Run the common f32/bf16 VPU instructions through native/vpu.c when it is built (False:
+    numpy only, the reference a differential test compares it with)."""
+
+    def _vpu_ptr(self, addr: int, n: int, write: bool):
+        """A C pointer to the `n` bytes at `addr` (through `Memory.find`, or `writable` for a
+        destination, which trap as the reference's reads and writes do), or None where they
+        are not stored in one array (a lazily allocated region: the reference handles it)."""
+        mem = self.memory
+        r, off = mem.writable(addr, n) if write else mem.find(addr, n)
+        p = self._cptrs.get(r)
+        if p is None:
+            if r.lazy:
+                return None
+            p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
+        if write and type(r) is _RecycledRegion:  # as its `write`: the bytes to zero later
+            if off < r.lo:
+                r.lo = off
+            if off + n > r.hi:
+                r.hi = off + n
+        return p + off
+
+    def _vpu_native(self, m: Module, ins, vs: _VpuStatic, elems: int) -> bool:
+        """Do `ins` through native/vpu.c (`vs.nat`); False when it did not (nothing written:
+        the reference runs it)."""
+        r, ptr, nat = m.regs, self._vpu_ptr, vs.nat
+        fmt, sz = vs.fmt, vs.sz
+        if elems <= 0:
+            return False
+        if fmt == "vbin":
+            mode, period = vs.mode, vs.period
+            if mode == BC_SCALAR:
+                ny = 1
+            elif mode == BC_ROW:
+                ny = -(-elems // period) if period > 0 else 0
+            elif mode == BC_COL:
+                ny = min(elems, period)
+            else:
+                ny = elems
+            if ny <= 0:  # a broadcast period of 0: the reference's numpy says what it means
+                return False
+            x, y = ptr(r[ins.b], elems * sz, False), ptr(r[ins.c], ny * sz, False)
+            out = ptr(r[ins.a], elems * sz, True)
+            if x is None or y is None or out is None:
+                return False
+            return nat[0](nat[1], nat[2], mode, period, elems, x, y, out) == 0
+        if fmt == "vun" or fmt == "vcvt":
+            x = ptr(r[ins.b], elems * vs.ssz, False)
+            out = ptr(r[ins.a], elems * sz, True)
+            if x is None or out is None:
+                return False
+            return nat[0](nat[1], nat[2], elems, x, out) == 0
+        if fmt == "vfill":
+            out = ptr(r[ins.a], elems * sz, True)
+            return out is not None and nat[0](nat[1], elems, r[ins.c] & _MASK64, out) == 0
+        rows, cols = r[ins.c], r[ins.d]  # v2d: transpose, rsum
+        x = ptr(r[ins.b], elems * sz, False)
+        out = ptr(r[ins.a], (elems if vs.mn == "vpu.transpose" else rows) * sz, True)
+        if x is None or out is None:
+            return False
+        return nat[0](nat[1], rows, cols, x, out) == 0
+
+    def _vpu_reference(self, m: Module, ins, vs: _VpuStatic, elems: int) -> None:
+        """Do `ins` with `vpu`'s numpy (the definition)."""
         mn, fmt, dt = vs.mn, vs.fmt, vs.dt
         r = m.regs
         mem = self.memory
@@ -1789,8 +1889,3 @@ class Emulator:
             else:
                 res = np.ascontiguousarray(x.T)
         mem.write(r[ins.a], np.ascontiguousarray(res))
-        self.vpu_elems += elems
-        if vs.trans:
-            self.vpu_trans_elems += elems
-        dur = timing.vpu_cycles(self.model, elems, vs.trans)
-        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", mn, elems)
