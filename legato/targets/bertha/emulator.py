@@ -751,7 +751,7 @@ class Emulator:
         self.vpu_trans_elems = 0
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
-        self._cptrs: dict = {}  # region -> a C pointer to its array (`_vpu_ptr`)
+        self._cptrs: dict = {}  # region -> a C pointer to its array (`_vpu_native`)
         self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
         self._debug: debug.Collector | None = None
         self.modules = self._make_modules()
@@ -1503,14 +1503,17 @@ class Emulator:
         if elems < 0:
             raise _Trap(f"{vs.mn} with negative element count {elems}")
         core, find = m.core, self.memory.find
+        found = []  # (region, offset) of each range and of the output, for `_vpu_native`
         for a, nb in ranges:
             check_local(a, core, vs.src)
-            find(a, nb)
+            found.append(find(a, nb))
         check_local(out[0], core, vs.dst)
-        find(out[0], out[1])
+        found.append(find(out[0], out[1]))
         reads = [(a, a + nb) for a, nb in ranges]
         writes = [(out[0], out[0] + out[1])]
-        return _Plan(self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems))
+        return _Plan(
+            self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems, found)
+        )
 
     # ---- execution ------------------------------------------------------------------------
     def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
@@ -1772,11 +1775,15 @@ class Emulator:
         return False
 
     def _exec_vpu(self, m: Module, ins, plan: _Plan, t: int) -> None:
-        reads, writes, elems = plan.data
+        reads, writes, elems, found = plan.data
         if self.hazards is not None:
             self.hazards.access(m.index, m.pc, reads, writes)
         vs = self._vpu_static(m, ins)
-        if not (vs.nat is not None and self.native_vpu and self._vpu_native(m, ins, vs, elems)):
+        if not (
+            vs.nat is not None
+            and self.native_vpu
+            and self._vpu_native(m, ins, vs, elems, found, writes[0])
+        ):
             self._vpu_reference(m, ins, vs, elems)
         self.vpu_elems += elems
         if vs.trans:
@@ -1788,63 +1795,45 @@ class Emulator:
     """Run the common f32/bf16 VPU instructions through native/vpu.c when it is built (False:
     numpy only, the reference a differential test compares it with)."""
 
-    def _vpu_ptr(self, addr: int, n: int, write: bool):
-        """A C pointer to the `n` bytes at `addr` (through `Memory.find`, or `writable` for a
-        destination, which trap as the reference's reads and writes do), or None where they
-        are not stored in one array (a lazily allocated region: the reference handles it)."""
-        mem = self.memory
-        r, off = mem.writable(addr, n) if write else mem.find(addr, n)
-        p = self._cptrs.get(r)
-        if p is None:
-            if r.lazy:
-                return None
-            p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
-        if write and type(r) is _RecycledRegion:  # as its `write`: the bytes to zero later
-            if off < r.lo:
-                r.lo = off
-            if off + n > r.hi:
-                r.hi = off + n
-        return p + off
-
-    def _vpu_native(self, m: Module, ins, vs: _VpuStatic, elems: int) -> bool:
-        """Do `ins` through native/vpu.c (`vs.nat`); False when it did not (nothing written:
-        the reference runs it)."""
-        r, ptr, nat = m.regs, self._vpu_ptr, vs.nat
-        fmt, sz = vs.fmt, vs.sz
+    def _vpu_native(self, m: Module, ins, vs: _VpuStatic, elems: int, found, out) -> bool:
+        """Do `ins` through native/vpu.c (`vs.nat`) on the (region, offset) of each operand
+        that planning found (`_vpu_plan`: regions are never unmapped, and the registers have
+        not changed since); `out` is the destination's byte range. False when it did not
+        (nothing written: the reference runs it). A read-only destination raises the fault of
+        the reference's write."""
         if elems <= 0:
             return False
+        cptrs, ptrs = self._cptrs, []
+        for region, off in found:
+            p = cptrs.get(region)
+            if p is None:
+                if region.lazy:  # not one array: the reference's reads and writes handle it
+                    return False
+                p = cptrs[region] = native.ffi.from_buffer("char[]", region.data)
+            ptrs.append(p + off)
+        region, off = found[-1]
+        lo, hi = out
+        if region.read_only:
+            self.memory.writable(lo, hi - lo)  # raises
+        r, nat, fmt = m.regs, vs.nat, vs.fmt
         if fmt == "vbin":
             mode, period = vs.mode, vs.period
-            if mode == BC_SCALAR:
-                ny = 1
-            elif mode == BC_ROW:
-                ny = -(-elems // period) if period > 0 else 0
-            elif mode == BC_COL:
-                ny = min(elems, period)
-            else:
-                ny = elems
-            if ny <= 0:  # a broadcast period of 0: the reference's numpy says what it means
+            if mode in (BC_ROW, BC_COL) and period <= 0:  # the reference's numpy says
                 return False
-            x, y = ptr(r[ins.b], elems * sz, False), ptr(r[ins.c], ny * sz, False)
-            out = ptr(r[ins.a], elems * sz, True)
-            if x is None or y is None or out is None:
-                return False
-            return nat[0](nat[1], nat[2], mode, period, elems, x, y, out) == 0
-        if fmt == "vun" or fmt == "vcvt":
-            x = ptr(r[ins.b], elems * vs.ssz, False)
-            out = ptr(r[ins.a], elems * sz, True)
-            if x is None or out is None:
-                return False
-            return nat[0](nat[1], nat[2], elems, x, out) == 0
-        if fmt == "vfill":
-            out = ptr(r[ins.a], elems * sz, True)
-            return out is not None and nat[0](nat[1], elems, r[ins.c] & _MASK64, out) == 0
-        rows, cols = r[ins.c], r[ins.d]  # v2d: transpose, rsum
-        x = ptr(r[ins.b], elems * sz, False)
-        out = ptr(r[ins.a], (elems if vs.mn == "vpu.transpose" else rows) * sz, True)
-        if x is None or out is None:
-            return False
-        return nat[0](nat[1], rows, cols, x, out) == 0
+            done = nat[0](nat[1], nat[2], mode, period, elems, ptrs[0], ptrs[1], ptrs[2]) == 0
+        elif fmt == "vun" or fmt == "vcvt":
+            done = nat[0](nat[1], nat[2], elems, ptrs[0], ptrs[1]) == 0
+        elif fmt == "vfill":
+            done = nat[0](nat[1], elems, r[ins.c] & _MASK64, ptrs[0]) == 0
+        else:  # v2d: transpose, rsum
+            done = nat[0](nat[1], r[ins.c], r[ins.d], ptrs[0], ptrs[1]) == 0
+        if done and type(region) is _RecycledRegion:  # as its `write`: the bytes to zero later
+            off2 = off + hi - lo
+            if off < region.lo:
+                region.lo = off
+            if off2 > region.hi:
+                region.hi = off2
+        return done
 
     def _vpu_reference(self, m: Module, ins, vs: _VpuStatic, elems: int) -> None:
         """Do `ins` with `vpu`'s numpy (the definition)."""
