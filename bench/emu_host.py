@@ -6,8 +6,9 @@ For each bench kernel (bench/kernels.py) and target: `run_binary` as the JIT cal
 off), the best wall time of N runs and the least CPU time of them (separately: under load they
 are different runs, and the CPU time is the fairer A/B), with the compiled helpers
 (`legato.targets.bertha.native`) and with the Python reference paths (`--reference` adds that
-column: the MPU numerics in numpy, scalar code threaded, the VPU in numpy; `--without-vpu` adds
-the compiled helpers but native/vpu.c's), interleaved so that both see the same
+column: the MPU numerics in numpy, scalar code threaded, the VPU in numpy, the DRAM booking in Python;
+`--without-vpu-dram` adds the compiled helpers but native/vpu.c's and native/dram.c's),
+interleaved so that both see the same
 load; torch eager on the same computation, best of max(N, 20) after a warm-up (wall, and the
 process CPU time of that call: torch's threads together); the ratios of wall and of CPU time;
 and emulated instructions per (wall) second. Last, a scalar-heavy loop on top (600k ALU and branch instructions):
@@ -51,14 +52,17 @@ L:
 
 
 def _paths(variant: str) -> None:
-    """ "compiled": every compiled helper; "reference": the Python reference paths they replace;
-    "no-vpu": the compiled helpers but the VPU's (its numpy instead: `--without-vpu`)."""
-    from legato.targets.bertha import emulator, mpu_fast, native
+    """The compiled helpers of `variant`: "compiled" all of them; "reference" none (the Python
+    reference paths they replace); "no-vpu-dram" all but native/vpu.c and native/dram.c (the
+    VPU's numpy and the Python DRAM booking instead: `--without-vpu-dram`)."""
+    from legato.targets.bertha import emulator, mpu_fast, native, timing
 
     compiled = variant != "reference"
+    newest = variant == "compiled" and native.lib is not None
     mpu_fast.NATIVE = compiled and native.lib is not None
     emulator.Emulator.native_scalars = compiled
-    emulator.Emulator.native_vpu = variant == "compiled" and native.lib is not None
+    emulator.Emulator.native_vpu = newest
+    timing.DramTiming.native = newest
 
 
 def _timed(fn) -> tuple[float, float]:
@@ -76,7 +80,7 @@ def kernel_rows(names, targets, repeat: int, reference: bool, without_vpu: bool 
     from legato.targets.bertha.runtime import run_binary
 
     by_name = {k.name: k for k in KERNELS}
-    variants = ["compiled"] + (["no-vpu"] if without_vpu else [])
+    variants = ["compiled"] + (["no-vpu-dram"] if without_vpu else [])
     variants += ["reference"] if reference else []
     head = f"{'kernel':26} {'target':12} {'instr':>8} {'torch ms (cpu)':>18}"
     for v in variants:
@@ -185,9 +189,9 @@ def main() -> None:
     p.add_argument("--target", action="append", choices=("bertha", "bertha-evt1"))
     p.add_argument("--reference", action="store_true", help="also time the reference paths")
     p.add_argument(
-        "--without-vpu",
+        "--without-vpu-dram",
         action="store_true",
-        help="also time the compiled helpers without the VPU's (native/vpu.c)",
+        help="also time the compiled helpers without native/vpu.c and native/dram.c",
     )
     p.add_argument("--skip-kernels", action="store_true")
     p.add_argument("--floor", action="store_true", help="also time the f64 GEMM floor")
@@ -198,7 +202,7 @@ def main() -> None:
             ns.target or ["bertha", "bertha-evt1"],
             ns.repeat,
             ns.reference,
-            ns.without_vpu,
+            ns.without_vpu_dram,
         )
     scalar_loop(ns.repeat)
     if ns.floor:

@@ -7,7 +7,8 @@ scheduler did before it reused plans that cannot change, `Emulator._stable`, and
 a DMA's port slots, `Emulator._replan_slot`), scalar instructions through `_execute` (before
 they ran as threaded code, `_scalar_code`), and searching the region map on every access
 (before `Memory.find` remembered regions per page), and the MPU and VPU numerics in numpy
-(before the compiled helpers, `mpu_fast` and native/vpu.c)."""
+and the DRAM booking in Python (before the compiled helpers: `mpu_fast`, native/vpu.c,
+native/dram.c)."""
 
 import json
 
@@ -17,7 +18,7 @@ import pytest
 from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.model import bertha
-from legato.targets.bertha import emulator, mpu_fast, native
+from legato.targets.bertha import emulator, mpu_fast, native, timing
 from legato.targets.bertha.runtime import load_binary, run_binary
 from tests.corpus.kernels import CORPUS
 
@@ -61,6 +62,7 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
     monkeypatch.setattr(mpu_fast, "NATIVE", False)
     monkeypatch.setattr(emulator.Emulator, "native_vpu", False)
+    monkeypatch.setattr(timing.DramTiming, "native", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]

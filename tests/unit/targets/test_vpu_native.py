@@ -3,8 +3,10 @@ of `legato.targets.bertha.vpu` as the emulator's reference path runs it: the sam
 for every op and dtype the compiled code takes (f32, bf16), on every bf16 bit pattern, on f32
 edge values (zeros, subnormals, infinities, quiet and signaling NaNs with payloads and signs,
 bf16 rounding ties) crossed with each other, and on random bit patterns; every broadcast mode;
-outputs overlapping inputs. End to end, `test_emulator_fast_paths` compares whole kernels with
-`Emulator.native_vpu` off.
+outputs overlapping inputs. And native/dram.c's DRAM channel booking against the Python loop
+of `timing.DramTiming.dma`. End to end, `test_emulator_fast_paths` compares whole kernels with
+`Emulator.native_vpu`
+and `DramTiming.native` off.
 
 In CI (`$CI` set) the extension must be built (scripts/bootstrap.sh builds it); elsewhere an
 unbuilt extension skips these tests."""
@@ -206,3 +208,33 @@ def test_the_emulator_takes_the_compiled_path_for_the_hot_forms():
     assert static("vpu.transpose r1, r2, r3, r4, f32").nat == (lib.vpu_transpose, 4)
     assert static("vpu.add r1, r2, r3, r4, i32").nat is None
     assert static("vpu.exp r1, r2, r3, f32").nat is None
+
+
+@pytest.mark.parametrize("gen", ["evt0", "evt1"])
+def test_compiled_dram_booking_matches_the_python_loop(gen, monkeypatch):
+    """`timing.DramTiming.dma` with native/dram.c booking contiguous shared-DRAM ranges: the
+    same end times, channel timelines and bytes as its Python loop, on random transfers (one
+    and two shared ends, unaligned, shorter than a granule, spanning many periods, empty)."""
+    from legato.model import bertha
+    from legato.targets.bertha import timing
+
+    model = getattr(bertha, gen)()
+    rng = np.random.default_rng(5)
+    moves = []
+    t = 0
+    for _ in range(3000):
+        t += int(rng.integers(0, 40))
+        n = int(rng.choice([0, 1, 100, 256, 257, 4096, 65536, int(rng.integers(1, 200_000))]))
+        ends = [(int(rng.integers(0, 1 << 30)), n) for _ in range(int(rng.integers(0, 3)))]
+        moves.append((t, f"core{int(rng.integers(0, 4))}", n, ends, bool(rng.random() < 0.8)))
+
+    def run(compiled):
+        monkeypatch.setattr(timing.DramTiming, "native", compiled)
+        d = timing.DramTiming(model)
+        assert (d._book is not None) == compiled
+        ends = [d.dma(*mv) for mv in moves]
+        return ends, list(d.channel_free), list(d.channel_bytes)
+
+    compiled, python = run(True), run(False)
+    assert compiled == python
+    assert sum(python[2]) > 0 and all(type(b) is int for b in python[2])
