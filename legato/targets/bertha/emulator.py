@@ -1272,6 +1272,10 @@ class Emulator:
             m.stall_on_loads(ins)
         if m.bounds is not None and m.pc in m.bounds:
             self._check_bounds(m, ins)
+        if ins.op.timing == "V":  # first: the most frequent unit instructions (no other has "V")
+            if m.core is None:
+                raise _Trap("top has no VPU")
+            return self._vpu_plan(m, ins)
         fmt = ins.op.format
         mn = ins.op.mnemonic
         r = m.regs
@@ -1355,11 +1359,6 @@ class Emulator:
                 self._unit_ready(m, m.mpu_free, reads, writes),
                 data=(dst, src, rows, k, n, reads, writes),
             )
-        if ins.op.timing == "V":
-            if m.core is None:
-                raise _Trap("top has no VPU")
-            plan = self._vpu_plan(m, ins)
-            return plan
         if fmt == "dbg":
             return self._dbg_plan(m, ins)
         return _Plan(m.time)
@@ -1539,7 +1538,9 @@ class Emulator:
         r = m.regs
         nxt = m.pc + 1
         issue_end = t + 1
-        if fmt == "rrr":
+        if op.timing == "V":  # first: the most frequent here (scalars mostly run threaded)
+            self._exec_vpu(m, ins, plan, t)
+        elif fmt == "rrr":
             a, b = r[ins.b], r[ins.c]
             m.set(ins.a, self._alu(mn, a, b))
         elif fmt == "rri":
@@ -1632,8 +1633,6 @@ class Emulator:
             self.macs += rows * k * n
             dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
             self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
-        elif op.timing == "V":
-            self._exec_vpu(m, ins, plan, t)
         elif fmt == "dbg":
             self._exec_dbg(m, ins, plan, t)
             issue_end = t  # a debug instruction takes no cycle of its own
