@@ -544,9 +544,14 @@ class _VpuStatic:
         "trans",
         "src",
         "dst",
+        "nat",
     )
 
     def __init__(self, ins: isa.Instruction):
+        self._decode(ins)
+        self.nat = _native_form(self)
+
+    def _decode(self, ins: isa.Instruction) -> None:
         op = ins.op
         self.fmt, self.mn = op.format, op.mnemonic
         self.kind = _VPU_KIND.get(self.mn)
@@ -575,6 +580,28 @@ class _VpuStatic:
         self.dt, self.sz = _NP_DTYPES[name], DTYPE_SIZES[name]
         if fmt == "vun":
             self.st, self.ssz = self.dt, self.sz
+
+
+def _native_form(vs: _VpuStatic) -> tuple | None:
+    """How native/vpu.c runs `vs`'s instruction, (its function, its leading codes), or None:
+    the numpy reference runs it (another op or dtype, or the extension is not built)."""
+    if native.lib is None:
+        return None
+    lib, fmt, kind = native.lib, vs.fmt, vs.kind
+    dt = vpu.NATIVE_DTYPES.get(vs.dt)
+    if fmt == "vbin" and kind in vpu.NATIVE_BINARY and dt is not None:
+        return lib.vpu_bin, vpu.NATIVE_BINARY[kind], dt
+    if fmt == "vun" and kind in vpu.NATIVE_UNARY and dt is not None:
+        return lib.vpu_un, vpu.NATIVE_UNARY[kind], dt
+    if fmt == "vcvt" and dt is not None and vpu.NATIVE_DTYPES.get(vs.st) is not None:
+        return lib.vpu_cvt, vpu.NATIVE_DTYPES[vs.st], dt
+    if fmt == "vfill" and vs.sz in vpu.NATIVE_ESIZES:
+        return lib.vpu_fill, vs.sz
+    if vs.mn == "vpu.transpose" and vs.sz in vpu.NATIVE_ESIZES:
+        return lib.vpu_transpose, vs.sz
+    if vs.mn == "vpu.rsum" and dt is not None:
+        return lib.vpu_rsum, dt
+    return None
 
 
 # Keyed by the words: a binary run again (the JIT's cached call re-runs its bytes) and the
@@ -724,6 +751,7 @@ class Emulator:
         self.vpu_trans_elems = 0
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
+        self._cptrs: dict = {}  # region -> a C pointer to its array (`_vpu_native`)
         self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
         self._debug: debug.Collector | None = None
         self.modules = self._make_modules()
@@ -1247,6 +1275,10 @@ class Emulator:
             m.stall_on_loads(ins)
         if m.bounds is not None and m.pc in m.bounds:
             self._check_bounds(m, ins)
+        if ins.op.timing == "V":  # first: the most frequent unit instructions (no other has "V")
+            if m.core is None:
+                raise _Trap("top has no VPU")
+            return self._vpu_plan(m, ins)
         fmt = ins.op.format
         mn = ins.op.mnemonic
         r = m.regs
@@ -1330,11 +1362,6 @@ class Emulator:
                 self._unit_ready(m, m.mpu_free, reads, writes),
                 data=(dst, src, rows, k, n, reads, writes),
             )
-        if ins.op.timing == "V":
-            if m.core is None:
-                raise _Trap("top has no VPU")
-            plan = self._vpu_plan(m, ins)
-            return plan
         if fmt == "dbg":
             return self._dbg_plan(m, ins)
         return _Plan(m.time)
@@ -1478,14 +1505,17 @@ class Emulator:
         if elems < 0:
             raise _Trap(f"{vs.mn} with negative element count {elems}")
         core, find = m.core, self.memory.find
+        found = []  # (region, offset) of each range and of the output, for `_vpu_native`
         for a, nb in ranges:
             check_local(a, core, vs.src)
-            find(a, nb)
+            found.append(find(a, nb))
         check_local(out[0], core, vs.dst)
-        find(out[0], out[1])
+        found.append(find(out[0], out[1]))
         reads = [(a, a + nb) for a, nb in ranges]
         writes = [(out[0], out[0] + out[1])]
-        return _Plan(self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems))
+        return _Plan(
+            self._unit_ready(m, m.vpu_free, reads, writes), data=(reads, writes, elems, found)
+        )
 
     # ---- execution ------------------------------------------------------------------------
     def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
@@ -1511,7 +1541,9 @@ class Emulator:
         r = m.regs
         nxt = m.pc + 1
         issue_end = t + 1
-        if fmt == "rrr":
+        if op.timing == "V":  # first: the most frequent here (scalars mostly run threaded)
+            self._exec_vpu(m, ins, plan, t)
+        elif fmt == "rrr":
             a, b = r[ins.b], r[ins.c]
             m.set(ins.a, self._alu(mn, a, b))
         elif fmt == "rri":
@@ -1604,8 +1636,6 @@ class Emulator:
             self.macs += rows * k * n
             dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
             self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
-        elif op.timing == "V":
-            self._exec_vpu(m, ins, plan, t)
         elif fmt == "dbg":
             self._exec_dbg(m, ins, plan, t)
             issue_end = t  # a debug instruction takes no cycle of its own
@@ -1748,10 +1778,68 @@ class Emulator:
         return False
 
     def _exec_vpu(self, m: Module, ins, plan: _Plan, t: int) -> None:
-        reads, writes, elems = plan.data
+        reads, writes, elems, found = plan.data
         if self.hazards is not None:
             self.hazards.access(m.index, m.pc, reads, writes)
         vs = self._vpu_static(m, ins)
+        if not (
+            vs.nat is not None
+            and self.native_vpu
+            and self._vpu_native(m, ins, vs, elems, found, writes[0])
+        ):
+            self._vpu_reference(m, ins, vs, elems)
+        self.vpu_elems += elems
+        if vs.trans:
+            self.vpu_trans_elems += elems
+        dur = timing.vpu_cycles(self.model, elems, vs.trans)
+        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", vs.mn, elems)
+
+    native_vpu = native.ENABLED
+    """Run the common f32/bf16 VPU instructions through native/vpu.c when it is built (False:
+    numpy only, the reference a differential test compares it with)."""
+
+    def _vpu_native(self, m: Module, ins, vs: _VpuStatic, elems: int, found, out) -> bool:
+        """Do `ins` through native/vpu.c (`vs.nat`) on the (region, offset) of each operand
+        that planning found (`_vpu_plan`: regions are never unmapped, and the registers have
+        not changed since); `out` is the destination's byte range. False when it did not
+        (nothing written: the reference runs it). A read-only destination raises the fault of
+        the reference's write."""
+        if elems <= 0:
+            return False
+        cptrs, ptrs = self._cptrs, []
+        for region, off in found:
+            p = cptrs.get(region)
+            if p is None:
+                if region.lazy:  # not one array: the reference's reads and writes handle it
+                    return False
+                p = cptrs[region] = native.ffi.from_buffer("char[]", region.data)
+            ptrs.append(p + off)
+        region, off = found[-1]
+        lo, hi = out
+        if region.read_only:
+            self.memory.writable(lo, hi - lo)  # raises
+        r, nat, fmt = m.regs, vs.nat, vs.fmt
+        if fmt == "vbin":
+            mode, period = vs.mode, vs.period
+            if mode in (BC_ROW, BC_COL) and period <= 0:  # the reference's numpy says
+                return False
+            done = nat[0](nat[1], nat[2], mode, period, elems, ptrs[0], ptrs[1], ptrs[2]) == 0
+        elif fmt == "vun" or fmt == "vcvt":
+            done = nat[0](nat[1], nat[2], elems, ptrs[0], ptrs[1]) == 0
+        elif fmt == "vfill":
+            done = nat[0](nat[1], elems, r[ins.c] & _MASK64, ptrs[0]) == 0
+        else:  # v2d: transpose, rsum
+            done = nat[0](nat[1], r[ins.c], r[ins.d], ptrs[0], ptrs[1]) == 0
+        if done and type(region) is _RecycledRegion:  # as its `write`: the bytes to zero later
+            off2 = off + hi - lo
+            if off < region.lo:
+                region.lo = off
+            if off2 > region.hi:
+                region.hi = off2
+        return done
+
+    def _vpu_reference(self, m: Module, ins, vs: _VpuStatic, elems: int) -> None:
+        """Do `ins` with `vpu`'s numpy (the definition)."""
         mn, fmt, dt = vs.mn, vs.fmt, vs.dt
         r = m.regs
         mem = self.memory
@@ -1793,8 +1881,3 @@ class Emulator:
             else:
                 res = np.ascontiguousarray(x.T)
         mem.write(r[ins.a], np.ascontiguousarray(res))
-        self.vpu_elems += elems
-        if vs.trans:
-            self.vpu_trans_elems += elems
-        dur = timing.vpu_cycles(self.model, elems, vs.trans)
-        self._unit_op(m, "vpu", t, dur, reads, writes, "{} {}", mn, elems)

@@ -1,7 +1,9 @@
 """The emulator's compiled helpers (C through cffi, issue 15), if built: `lib` and `ffi` of
 `legato.targets.bertha._native` (`native_build.py` builds it; scripts/bootstrap.sh runs that),
 else None. Each helper has a Python reference that runs without them and gives the same bits:
-the MPU numerics (`mpu_fast`) and the scalar ISA (`Emulator.native_scalars`).
+the MPU numerics (`mpu_fast`), the scalar ISA (`Emulator.native_scalars`) and the common
+VPU instructions (`vpu`, `Emulator.native_vpu`), the DRAM channel booking
+(`timing.DramTiming.native`).
 
 `$LEGATO_NATIVE=0` makes `ENABLED` false: the references run even when the helpers are built.
 """
@@ -27,8 +29,17 @@ long scalar_run(const sins *code, long n, int64_t *r, long *pc, long budget, int
 long mpu_finish(const double *s, int M, int K, int N, const double *rs, const double *u,
                 const double *cm, const double *v, double vmax, const float *acc, float *out,
                 long *todo);
+int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
+            void *out);
+int vpu_un(int op, int dt, long n, const void *x, void *out);
+int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out);
+int vpu_fill(int esize, long n, uint64_t bits, void *out);
+int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
+int vpu_rsum(int dt, long rows, long cols, const void *x, void *out);
+int64_t dram_book(int64_t *free, int64_t *booked, int channels, int64_t granule, int64_t rate,
+                  int64_t t, int64_t addr, int64_t n, int64_t data_end);
 """
-SOURCES = ["native/mpu.c", "native/scalar.c"]
+SOURCES = ["native/mpu.c", "native/scalar.c", "native/vpu.c", "native/dram.c"]
 
 
 def source_hash(here: str = HERE) -> str:

@@ -26,9 +26,13 @@ least that much on the busiest channel, MPU or VPU, so `roofline_cycles <= cycle
 from __future__ import annotations
 
 import json
+from array import array
 from dataclasses import dataclass, field
 
+from legato.targets.bertha import native
+
 DRAM_INTERLEAVE_BYTES = 256
+_I64 = 1 << 62  # times and addresses below this fit native/dram.c's int64 with room to add
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -118,9 +122,28 @@ class DramTiming:
     def __init__(self, model):
         self.model = model
         self.channels = model.num_memory_channels
-        self.channel_free = [0] * self.channels
-        self.channel_bytes = [0] * self.channels
+        # int64 arrays (Python ints when read, as lists would be) that native/dram.c books in
+        self.channel_free = array("q", [0] * self.channels)
+        self.channel_bytes = array("q", [0] * self.channels)
         self.ports: dict[str, Port] = {}
+        self._book = None  # native/dram.c's booking of a contiguous range, bound to them
+        rate = model.dram_bytes_per_cycle_per_channel
+        if self.native and native.lib is not None and type(rate) is int and rate > 0:
+            ffi, lib = native.ffi, native.lib
+            free = ffi.from_buffer("int64_t[]", self.channel_free)
+            booked = ffi.from_buffer("int64_t[]", self.channel_bytes)
+            channels, book = self.channels, lib.dram_book
+
+            def _book(t, addr, n, data_end):
+                return book(
+                    free, booked, channels, DRAM_INTERLEAVE_BYTES, rate, t, addr, n, data_end
+                )
+
+            self._book = _book
+
+    native = native.ENABLED
+    """Book contiguous shared-DRAM ranges through native/dram.c when it is built (False: the
+    Python loop of `dma` only, the reference a differential test compares it with)."""
 
     def port(self, name: str) -> Port:
         p = self.ports.get(name)
@@ -149,8 +172,14 @@ class DramTiming:
         data_end = pstart + pdur
         free, booked = self.channel_free, self.channel_bytes
         rate = m.dram_bytes_per_cycle_per_channel
+        book = self._book
         for rng in shared_ranges:
             if len(rng) == 2:
+                if book is not None and 0 <= t < _I64 and 0 <= rng[0] and rng[0] + rng[1] < _I64:
+                    end = book(t, rng[0], rng[1], data_end)
+                    if end >= 0:
+                        data_end = end
+                        continue
                 per_channel = channel_bytes(rng[0], rng[1], self.channels)
             else:
                 per_channel = channel_bytes_2d(*rng, self.channels)

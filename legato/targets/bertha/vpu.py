@@ -11,6 +11,7 @@ is exact.
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from legato import opset
@@ -114,3 +115,12 @@ def row_max(x: np.ndarray, dtype) -> np.ndarray:
     if x.shape[1] == 0:
         return np.full(x.shape[0], -np.inf, np.float32).astype(dtype)
     return _round(np.max(x.astype(np.float64), axis=1), dtype)
+
+
+# ---- the compiled paths (native/vpu.c) ---------------------------------------------------------
+# Codes of native/vpu.c for what it computes bit for bit as the functions above (tested in
+# tests/unit/targets/test_vpu_native.py): f32 and bf16 only; anything else runs the numpy.
+NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1}
+NATIVE_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3}
+NATIVE_UNARY = {"copy": 0, "neg": 1, "abs": 2, "sqrt": 3}
+NATIVE_ESIZES = frozenset({1, 2, 4, 8})  # fill and transpose move elements of these sizes

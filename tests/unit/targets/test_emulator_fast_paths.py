@@ -6,8 +6,9 @@ Reference: planning every instruction again when it is popped and on every wake 
 scheduler did before it reused plans that cannot change, `Emulator._stable`, and re-checked only
 a DMA's port slots, `Emulator._replan_slot`), scalar instructions through `_execute` (before
 they ran as threaded code, `_scalar_code`), and searching the region map on every access
-(before `Memory.find` remembered regions per page), and the MPU numerics in numpy (before the
-compiled helpers, `mpu_fast`)."""
+(before `Memory.find` remembered regions per page), and the MPU and VPU numerics in numpy
+and the DRAM booking in Python (before the compiled helpers: `mpu_fast`, native/vpu.c,
+native/dram.c)."""
 
 import json
 
@@ -17,7 +18,7 @@ import pytest
 from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.model import bertha
-from legato.targets.bertha import emulator, mpu_fast, native
+from legato.targets.bertha import emulator, mpu_fast, native, timing
 from legato.targets.bertha.runtime import load_binary, run_binary
 from tests.corpus.kernels import CORPUS
 
@@ -60,6 +61,8 @@ def test_reused_plans_change_nothing(name, gen, monkeypatch):
     monkeypatch.setattr(emulator.Emulator, "fast_scalars", False)
     monkeypatch.setattr(emulator.Emulator, "fast_wakes", False)
     monkeypatch.setattr(mpu_fast, "NATIVE", False)
+    monkeypatch.setattr(emulator.Emulator, "native_vpu", False)
+    monkeypatch.setattr(timing.DramTiming, "native", False)
     ref = _run(kernel, model)
     assert fast[0] == ref[0]
     assert fast[1] == ref[1]
@@ -294,8 +297,24 @@ READ_BACK = """\
 """
 
 
+DIRTY_VPU = """\
+.program top on top
+    halt
+.program p on core({c})
+    lsa r3, sram, 4096
+    li r4, 6
+    li r5, 0x5a5a
+    vpu.fill r3, r4, r5, f32
+    lsa r3, mpu_buffer, 8
+    li r4, 2
+    vpu.fill r3, r4, r5, f32
+    halt
+"""
+
+
+@pytest.mark.parametrize("vector", [False, True], ids=["st", "vpu"])
 @pytest.mark.parametrize("recycle", [True, False])
-def test_recycled_core_memories_start_zeroed(recycle, monkeypatch):
+def test_recycled_core_memories_start_zeroed(recycle, vector, monkeypatch):
     """A run's core spaces (sram, mpu_buffer) read as zeros wherever the run did not write, as
     fresh memory does, even when their arrays are recycled from a run that wrote there."""
     from bertha_helpers import build, small_model, tensor
@@ -305,7 +324,8 @@ def test_recycled_core_memories_start_zeroed(recycle, monkeypatch):
     monkeypatch.setattr(emulator.Memory, "recycle", recycle)
     model = small_model()
     for c in range(model.num_cores):
-        run_binary(build(DIRTY.format(c=c), model=model), model, [], trace=False)
+        dirty = (DIRTY_VPU if vector else DIRTY).format(c=c)  # a compiled VPU write too
+        run_binary(build(dirty, model=model), model, [], trace=False)
         if recycle:
             assert emulator._CORE_POOL._free.get(model.memory_size("sram"))  # handed back
         out = np.full(3, -1, np.int64)

@@ -1,0 +1,245 @@
+/* The VPU's common vector instructions on f32 and bf16, compiled (issue 15): elementwise
+ * add/sub/mul/div, copy/neg/abs/sqrt, cvt between f32 and bf16, fill, transpose and the row sum,
+ * bit for bit as `legato.targets.bertha.vpu` computes them with numpy and ml_dtypes on this
+ * host (that Python is the reference; tests/unit/targets/test_vpu_native.py compares the two
+ * on every op and dtype, NaNs, infinities, subnormals and bf16 rounding ties included).
+ *
+ * What the reference does, element by element (x86-64, numpy's SSE/AVX loops, default MXCSR):
+ * - bf16 -> f32 is exact (the bits shifted, a signaling NaN kept); f32 -> bf16 rounds to
+ *   nearest-even and makes every NaN the quiet 0x7fc0 with the NaN's sign (ml_dtypes).
+ * - f32 + - * / is one IEEE operation (`vpu.F32_EXACT`: the f64 definition rounds to the same
+ *   value); a NaN result is the first operand quieted when it is a NaN, else the second
+ *   quieted, else (an invalid operation) the default NaN 0xffc00000 (x86's rule; fixed up
+ *   explicitly below, so that the compiler's choice of operand order cannot change it).
+ * - copy/neg/abs go through f64 (`vpu.unary`): a signaling NaN comes back quieted; sqrt is
+ *   one IEEE f32 operation.
+ * Each op returns 0 when it did the instruction, else nonzero (a case it does not cover: the
+ * emulator runs the reference). Outputs may overlap inputs: a result is computed in full
+ * before it is stored unless the store cannot clobber an input element not yet read. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { VDT_F32 = 0, VDT_BF16 = 1 };
+enum { VOP_ADD = 0, VOP_SUB = 1, VOP_MUL = 2, VOP_DIV = 3 };
+enum { VUN_COPY = 0, VUN_NEG = 1, VUN_ABS = 2, VUN_SQRT = 3 };
+enum { VBC_NONE = 0, VBC_SCALAR = 1, VBC_ROW = 2, VBC_COL = 3 };
+
+static inline float bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static inline int is_nan_bits(uint32_t u) { return (u & 0x7fffffffu) > 0x7f800000u; }
+
+static inline uint16_t f32_to_bf16(uint32_t u) {
+    if (is_nan_bits(u))
+        return (uint16_t)((u >> 16) & 0x8000u) | 0x7fc0u;
+    /* nearest-even on the low 16 bits; a carry into the exponent gives the next binade or inf */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static inline uint32_t load32(const void *p, int dt, long i) {
+    if (dt == VDT_F32) {
+        uint32_t u;
+        memcpy(&u, (const char *)p + 4 * i, 4);
+        return u;
+    }
+    uint16_t b;
+    memcpy(&b, (const char *)p + 2 * i, 2);
+    return (uint32_t)b << 16;
+}
+
+static inline void store32(void *p, int dt, long i, uint32_t u) {
+    if (dt == VDT_F32) {
+        memcpy((char *)p + 4 * i, &u, 4);
+    } else {
+        uint16_t b = f32_to_bf16(u);
+        memcpy((char *)p + 2 * i, &b, 2);
+    }
+}
+
+static inline int dt_size(int dt) { return dt == VDT_F32 ? 4 : 2; }
+
+static inline int overlaps(const void *a, long na, const void *b, long nb) {
+    const char *pa = a, *pb = b;
+    return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+/* The NaN x86 (and so numpy) gives for a NaN result r of x op y. */
+static inline uint32_t nan_result(uint32_t x, uint32_t y, uint32_t r) {
+    if (is_nan_bits(x))
+        return x | 0x00400000u;
+    if (is_nan_bits(y))
+        return y | 0x00400000u;
+    return r;
+}
+
+static inline uint32_t bin1(int op, uint32_t xu, uint32_t yu) {
+    float x = bits_f32(xu), y = bits_f32(yu), r;
+    switch (op) {
+    case VOP_ADD: r = x + y; break;
+    case VOP_SUB: r = x - y; break;
+    case VOP_MUL: r = x * y; break;
+    default: r = x / y; break;
+    }
+    uint32_t ru = f32_bits(r);
+    return is_nan_bits(ru) ? nan_result(xu, yu, 0xffc00000u) : ru;
+}
+
+/* vpu.<op> dst[n] = x[n] op y[...] with the vbin broadcast `mode` (isa.BC_*) and `period`. */
+int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
+            void *out) {
+    if (dt != VDT_F32 && dt != VDT_BF16)
+        return 1;
+    if (op < VOP_ADD || op > VOP_DIV || n <= 0)
+        return 1;
+    if ((mode == VBC_ROW || mode == VBC_COL) && period <= 0)
+        return 1;
+    long ny = n;
+    if (mode == VBC_SCALAR)
+        ny = 1;
+    else if (mode == VBC_ROW)
+        ny = (n + period - 1) / period;
+    else if (mode == VBC_COL)
+        ny = n < period ? n : period;
+    else if (mode != VBC_NONE)
+        return 1;
+    int sz = dt_size(dt);
+    long nb = n * sz;
+    /* element i is stored after x[i] and y[j(i)] are read, j(i) = i only without broadcast */
+    int direct = (!overlaps(out, nb, x, nb) || out == x) &&
+                 (!overlaps(out, nb, y, ny * sz) || (out == y && mode == VBC_NONE));
+    void *dst = direct ? out : malloc((size_t)nb);
+    if (dst == NULL)
+        return 1;
+    for (long i = 0; i < n; i++) {
+        long j = i;
+        if (mode == VBC_SCALAR)
+            j = 0;
+        else if (mode == VBC_ROW)
+            j = i / period;
+        else if (mode == VBC_COL)
+            j = i % period;
+        store32(dst, dt, i, bin1(op, load32(x, dt, i), load32(y, dt, j)));
+    }
+    if (!direct) {
+        memmove(out, dst, (size_t)nb);
+        free(dst);
+    }
+    return 0;
+}
+
+/* vpu.copy / neg / abs / sqrt dst[n] = op(x[n]) (copy, neg and abs go through f64, whose
+ * round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`). */
+int vpu_un(int op, int dt, long n, const void *x, void *out) {
+    if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_SQRT || n <= 0)
+        return 1;
+    long nb = n * dt_size(dt);
+    int direct = !overlaps(out, nb, x, nb) || out == x;
+    void *dst = direct ? out : malloc((size_t)nb);
+    if (dst == NULL)
+        return 1;
+    for (long i = 0; i < n; i++) {
+        uint32_t u = load32(x, dt, i);
+        if (op == VUN_SQRT) {
+            uint32_t r = f32_bits(sqrtf(bits_f32(u)));
+            store32(dst, dt, i, is_nan_bits(r) ? nan_result(u, u, 0xffc00000u) : r);
+            continue;
+        }
+        if (is_nan_bits(u))
+            u |= 0x00400000u;
+        if (op == VUN_NEG)
+            u ^= 0x80000000u;
+        else if (op == VUN_ABS)
+            u &= 0x7fffffffu;
+        store32(dst, dt, i, u);
+    }
+    if (!direct) {
+        memmove(out, dst, (size_t)nb);
+        free(dst);
+    }
+    return 0;
+}
+
+/* vpu.cvt from `sdt` to `ddt` (f32 or bf16 each): via f32, rounded to ddt. */
+int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out) {
+    if ((sdt != VDT_F32 && sdt != VDT_BF16) || (ddt != VDT_F32 && ddt != VDT_BF16) || n <= 0)
+        return 1;
+    long sb = n * dt_size(sdt), db = n * dt_size(ddt);
+    /* element i is stored at byte i * dsize after source byte i * ssize was read: safe in place
+     * (same start) only when the result is not wider */
+    int direct = !overlaps(out, db, x, sb) || (out == x && db <= sb);
+    void *dst = direct ? out : malloc((size_t)db);
+    if (dst == NULL)
+        return 1;
+    for (long i = 0; i < n; i++)
+        store32(dst, ddt, i, load32(x, sdt, i));
+    if (!direct) {
+        memmove(out, dst, (size_t)db);
+        free(dst);
+    }
+    return 0;
+}
+
+/* vpu.fill: n elements of `esize` bytes, each the low bytes of `bits` (little-endian). */
+int vpu_fill(int esize, long n, uint64_t bits, void *out) {
+    if ((esize != 1 && esize != 2 && esize != 4 && esize != 8) || n <= 0)
+        return 1;
+    char *p = out;
+    for (long i = 0; i < n; i++)
+        memcpy(p + i * esize, &bits, (size_t)esize);
+    return 0;
+}
+
+/* vpu.transpose of x[rows, cols] (elements of `esize` bytes) into out[cols, rows]. */
+int vpu_transpose(int esize, long rows, long cols, const void *x, void *out) {
+    if ((esize != 1 && esize != 2 && esize != 4 && esize != 8) || rows <= 0 || cols <= 0)
+        return 1;
+    long nb = rows * cols * esize;
+    int direct = !overlaps(out, nb, x, nb);
+    char *dst = direct ? out : malloc((size_t)nb);
+    if (dst == NULL)
+        return 1;
+    const char *src = x;
+    for (long r = 0; r < rows; r++)
+        for (long c = 0; c < cols; c++)
+            memcpy(dst + (c * rows + r) * esize, src + (r * cols + c) * esize, (size_t)esize);
+    if (!direct) {
+        memmove(out, dst, (size_t)nb);
+        free(dst);
+    }
+    return 0;
+}
+
+/* vpu.rsum of x[rows, cols] into out[rows]: an f32 sum over columns in increasing order from
+ * the first element (numpy's add.accumulate), + 0.0 (a -0.0 sum becomes +0.0), rounded once. */
+int vpu_rsum(int dt, long rows, long cols, const void *x, void *out) {
+    if ((dt != VDT_F32 && dt != VDT_BF16) || rows <= 0 || cols <= 0)
+        return 1;
+    int sz = dt_size(dt);
+    long ob = rows * sz;
+    int direct = !overlaps(out, ob, x, rows * cols * sz);
+    void *dst = direct ? out : malloc((size_t)ob);
+    if (dst == NULL)
+        return 1;
+    for (long r = 0; r < rows; r++) {
+        uint32_t acc = load32(x, dt, r * cols);
+        for (long c = 1; c < cols; c++)
+            acc = bin1(VOP_ADD, acc, load32(x, dt, r * cols + c));
+        store32(dst, dt, r, bin1(VOP_ADD, acc, 0u));
+    }
+    if (!direct) {
+        memmove(out, dst, (size_t)ob);
+        free(dst);
+    }
+    return 0;
+}
