@@ -29,6 +29,8 @@ import json
 from dataclasses import dataclass, field
 
 DRAM_INTERLEAVE_BYTES = 256
+PIM_BYTES_PER_CYCLE = 256
+"""A PIM unit's internal read rate (DESIGN section 5, fixed; `arch.pim` re-exports it)."""
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -170,6 +172,38 @@ class DramTiming:
         port.in_flight.append(end)
         return end, pdur
 
+    def channel_transfer(self, t: int, port_name: str, n: int, channel: int) -> int:
+        """Book a DRAM transfer of `n` bytes issued at `t` over port `port_name` and shared-DRAM
+        channel `channel` alone (a PIM unit's input or result buffer, docs/pim.md); returns its
+        end (latency included). The port counts it as one transfer in flight."""
+        m = self.model
+        port = self.port(port_name)
+        pstart = max(t, port.free)
+        pdur = max(1, ceil_div(n, m.dma_port_bytes_per_cycle))
+        port.free = pstart + pdur
+        port.busy += pdur
+        cstart = max(t, self.channel_free[channel])
+        cend = cstart + ceil_div(n, m.dram_bytes_per_cycle_per_channel)
+        self.channel_free[channel] = cend
+        self.channel_bytes[channel] += n
+        end = max(pstart + pdur, cend) + m.dram_latency_cycles
+        port.in_flight = [e for e in port.in_flight if e > t]
+        port.in_flight.append(end)
+        return end
+
+    def pim_gemv(
+        self, t: int, port_name: str, channel: int, k: int, n: int, unit_free: int, compute: int
+    ) -> tuple[int, int, int]:
+        """Book a `pim.gemv` of `[k] @ [k, n]` issued at `t` on the unit of `channel` (free
+        from `unit_free`; its operation takes `compute` cycles, `arch.pim.op_cycles`): x in by
+        a transfer, the operation (the channel busy for all of it: ordinary accesses wait), the
+        fp32 result out by a transfer. Returns (operation start, operation end, end)."""
+        x_end = self.channel_transfer(t, port_name, k * 2, channel)
+        start = max(x_end, unit_free, self.channel_free[channel])
+        op_end = start + compute
+        self.channel_free[channel] = op_end
+        return start, op_end, self.channel_transfer(op_end, port_name, n * 4, channel)
+
 
 def mpu_load_cycles(model, k: int, n: int) -> int:
     return max(1, ceil_div(k * n * 2, model.mpu_weight_load_bytes_per_cycle))
@@ -219,17 +253,32 @@ class Roofline:
 
 
 def roofline(
-    model, dram_bytes: int, macs: int, vpu_ops: int, vpu_transcendental_ops: int = 0
+    model,
+    dram_bytes: int,
+    macs: int,
+    vpu_ops: int,
+    vpu_transcendental_ops: int = 0,
+    pim_bytes: int = 0,
 ) -> Roofline:
     """The roofline of a kernel that moves `dram_bytes` over shared DRAM, does `macs` MACs and
     `vpu_ops` VPU element-ops (of which `vpu_transcendental_ops` at the transcendental rate),
-    on `model`: every rate is the whole chip's (all cores, all channels)."""
-    if min(dram_bytes, macs, vpu_ops, vpu_transcendental_ops) < 0:
+    on `model`: every rate is the whole chip's (all cores, all channels). `pim_bytes`: weight
+    bytes the PIM units read inside their channels (docs/pim.md): a channel moves either its
+    external bytes at `dram_bytes_per_cycle_per_channel` or its PIM bytes at
+    `arch.pim.PIM_BYTES_PER_CYCLE`, never both at once, so the DRAM term is
+    `dram_bytes / external rate + pim_bytes / PIM rate` over all channels, rounded up once (the
+    PIM MAC rate, 128 bf16 MACs per 256 bytes, is the same bound)."""
+    if min(dram_bytes, macs, vpu_ops, vpu_transcendental_ops, pim_bytes) < 0:
         raise ValueError("roofline counts must be non-negative")
     if vpu_transcendental_ops > vpu_ops:
         raise ValueError("transcendental VPU ops are a subset of the VPU ops")
     cores = model.num_cores
-    dram = ceil_div(dram_bytes, model.num_memory_channels * model.dram_bytes_per_cycle_per_channel)
+    ext = model.num_memory_channels * model.dram_bytes_per_cycle_per_channel
+    if pim_bytes:
+        internal = model.num_memory_channels * PIM_BYTES_PER_CYCLE
+        dram = ceil_div(dram_bytes * internal + pim_bytes * ext, ext * internal)
+    else:
+        dram = ceil_div(dram_bytes, ext)
     mpu = ceil_div(macs, cores * model.mpu_macs_per_cycle)
     lanes, trans = model.vpu_lanes, model.vpu_transcendental_per_cycle
     plain = vpu_ops - vpu_transcendental_ops
@@ -257,6 +306,8 @@ class RunResult:
     model_name: str = ""
     # `legato.device_print`s of the run (`arch.debug.PrintRecord`), in the order they ran
     prints: list = field(default_factory=list, repr=False)
+    # weight bytes the PIM units read inside their channels (docs/pim.md; 0 without PIM)
+    pim_bytes: int = 0
 
     @property
     def roofline_cycles(self) -> int:
@@ -346,6 +397,8 @@ class RunResult:
             f"DRAM bandwidth: {self.dram_bandwidth_gbps:.1f} GB/s; per channel (B/cycle) "
             + ", ".join(f"{b:.1f}" for b in self.dram_bandwidth_per_channel),
         ]
+        if self.pim_bytes:
+            lines.append(f"PIM bytes (read inside the channels): {self.pim_bytes}")
         for mod, units in self.unit_busy.items():
             lines.append(
                 f"  {mod}: halted at {self.module_cycles.get(mod)}, "
