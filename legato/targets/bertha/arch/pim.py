@@ -35,6 +35,7 @@ import ml_dtypes
 import numpy as np
 
 from legato import numerics
+from legato.errors import LegatoValueError
 from legato.targets.bertha import timing
 from legato.targets.bertha.arch.address_map import classify
 from legato.targets.bertha.arch.errors import Trap
@@ -191,3 +192,42 @@ class PimLayout:
                 group[:, c, :] = stream.reshape(blocks, BLOCK)
             out[off : off + group.size] = group.reshape(-1)
         return out
+
+    def operations(self) -> list[tuple[int, int, int, int, int, int]]:
+        """(region offset, channel, k0, k1, j0, j1) of every `pim.gemv` of the whole product,
+        in the order a program issues them (tile by tile, the channels of a tile together;
+        K tiles after the first accumulate). A channel whose columns are all padding (past
+        n) has none."""
+        out = []
+        for off, k0, k1, j0, j1 in self.tiles():
+            for c in range(self.channels):
+                if c * self.n_unit + j0 < self.n:
+                    out.append((off + c * BLOCK, c, k0, k1, j0, j1))
+        return out
+
+
+def matvec(model, read, x: np.ndarray, w: int, k: int, n: int, out: np.ndarray) -> None:
+    """`out[: channels * n_unit]` (fp32) = x[k] @ W[k, n], W's PIM-layout buffer at address `w`,
+    as the `pim.gemv`s of `PimLayout.operations` compute it (what `core.pim_gemv` lowers to):
+    the columns of a channel whose columns are all padding are left as they were."""
+    layout = PimLayout(k, n, model.num_memory_channels)
+    for off, c, k0, k1, j0, j1 in layout.operations():
+        cols = slice(c * layout.n_unit + j0, c * layout.n_unit + j1)
+        wt = read_region(model, read, w + off, k1 - k0, j1 - j0)
+        out[cols] = gemv(x[k0:k1], wt, out[cols] if k0 else None)
+
+
+def pack_argument(model, arr: np.ndarray, name: str) -> np.ndarray:
+    """The bytes (uint8) a kernel argument in `pim_dram` is mapped as: the bf16 `[K, N]` value
+    `arr` in the PIM layout of `model`'s channels (the runtime and the interpreters lay it out
+    when they map the argument, so a caller passes the weight as it is)."""
+    if not model.use_pim:
+        raise LegatoValueError(
+            f"{name} is in pim_dram, but {model.name} has no PIM units (use_pim=False)"
+        )
+    arr = np.asarray(arr)
+    if arr.ndim != 2 or arr.dtype != _BF16:
+        raise LegatoValueError(
+            f"{name} is in pim_dram: a 2-D bf16 weight, got {arr.dtype} {list(arr.shape)}"
+        )
+    return PimLayout(arr.shape[0], arr.shape[1], model.num_memory_channels).pack(arr)
