@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
+import legato
 from legato.targets.bertha.abi import Arg, ArgLayout
 from legato.targets.bertha.arch import pim
 from legato.targets.bertha.asm import assemble
 from legato.targets.bertha.elf import write_elf
 from legato.targets.bertha.runtime import run_binary
 from legato.types import TensorSpec, bf16, f32
+
+BF16 = legato.types.float("bfloat16")
 
 
 def _align(n: int, a: int = 4096) -> int:
@@ -96,3 +99,84 @@ def run_gemv(model, x: np.ndarray, w: np.ndarray, cores: int | None = None, **kw
     y = np.zeros(n, np.float32)
     res = run_binary(gemv_binary(model, k, n, cores), model, [x, packed, y], **kw)
     return y, res
+
+
+# ---- the language's form (docs/pim.md): `x @ w` with w in pim_dram -------------------------
+def make_pim_gemv(k: int, n: int, name: str = "pim_gemv"):
+    """The Legato kernel `out[1, n] = x[1, k] @ w[k, n]` (bf16 out, fp32 accumulation) with the
+    weight in `pim_dram`: the compiler runs it on the PIM units of core 0's chip (one core
+    issues every unit's operation)."""
+
+    def fn(
+        x: legato.get_model().tensor_type(BF16, [1, k], "shared_dram"),
+        w: legato.get_model().tensor_type(BF16, [k, n], "pim_dram"),
+        out: legato.get_model().tensor_type(BF16, [1, n], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        # (k and n appear here so that they are closure variables: the annotations are strings
+        # under `from __future__ import annotations`, evaluated in the closure's scope)
+        assert x.shape[1] == k and out.shape[1] == n
+        with device.get_core(0):
+            legato.tensor.memcpy(out, legato.tensor.load(x, "sram") @ w)
+
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def bench_rows(k: int = 4096, n: int = 4096) -> list[dict]:
+    """One row per PIM chip (`bertha-pim`, `bertha-evt1-pim`): the language's PIM GEMV (and
+    the assembly one) against the PIM-aware roofline, and the speed-up over `bench/kernels.py`'s
+    GEMV (the MPU streaming the weight over the external channels, its tuned tile choice of the
+    chip without PIM) run on the same chip; `ext_bound` is that GEMV's DRAM roofline (its bytes
+    at the external bandwidth), so `max_without_pim` = its cycles / ext_bound is the most any
+    kernel moving the weight over the channels could gain."""
+    import torch
+
+    from bench.kernels import GEMV_SPACE
+    from legato.model import bertha
+
+    rows = []
+    for plain, factory in ((bertha.evt0, bertha.evt0_pim), (bertha.evt1, bertha.evt1_pim)):
+        model = factory()
+        bk = GEMV_SPACE.build(model, **GEMV_SPACE.choice(plain()))
+        gen = torch.Generator().manual_seed(0)
+        np_args = [
+            a.view(torch.int16).numpy().view(pim._BF16) if a.dtype == torch.bfloat16 else a.numpy()
+            for a in bk.make_args(torch, gen)
+        ]
+        mpu = legato.compile(backend=factory)(bk.fn)
+        mpu(*np_args)
+        base = mpu.last_run
+        gen = torch.Generator().manual_seed(0)  # the same x and W as make_args
+        x = torch.randn(1, k, generator=gen).bfloat16().view(torch.int16).numpy().view(pim._BF16)
+        w = (torch.randn(k, n, generator=gen) / 64).bfloat16()
+        w = w.view(torch.int16).numpy().view(pim._BF16)
+        kernel = legato.compile(backend=factory)(make_pim_gemv(k, n))
+        out = np.zeros((1, n), pim._BF16)
+        kernel(x, w, out)
+        lang = kernel.last_run
+        same = out.view(np.uint16).tolist() == np_args[2].view(np.uint16).tolist()
+        _, asm = run_gemv(model, x[0], w, trace=False)
+        ext_bound = base.roofline_cycles
+        rows.append(
+            dict(
+                chip=model.name + "-pim",
+                cycles=lang.cycles,
+                roofline=lang.roofline_cycles,
+                efficiency=lang.efficiency,
+                asm_cycles=asm.cycles,
+                asm_efficiency=asm.efficiency,
+                mpu_cycles=base.cycles,
+                speedup=base.cycles / lang.cycles,
+                max_without_pim=base.cycles / ext_bound,
+                bits_equal=same,
+                pim_bytes=lang.pim_bytes,
+                dram_bytes=lang.dram_bytes,
+            )
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    for row in bench_rows():
+        print(row)

@@ -172,37 +172,49 @@ class DramTiming:
         port.in_flight.append(end)
         return end, pdur
 
-    def channel_transfer(self, t: int, port_name: str, n: int, channel: int) -> int:
-        """Book a DRAM transfer of `n` bytes issued at `t` over port `port_name` and shared-DRAM
-        channel `channel` alone (a PIM unit's input or result buffer, docs/pim.md); returns its
-        end (latency included). The port counts it as one transfer in flight."""
-        m = self.model
-        port = self.port(port_name)
+    def _port_book(self, t: int, port: Port, n: int) -> int:
+        """Book `n` bytes on `port`'s data timeline from `t`; returns the end of its phase."""
         pstart = max(t, port.free)
-        pdur = max(1, ceil_div(n, m.dma_port_bytes_per_cycle))
+        pdur = max(1, ceil_div(n, self.model.dma_port_bytes_per_cycle))
         port.free = pstart + pdur
         port.busy += pdur
+        return pstart + pdur
+
+    def _channel_book(self, t: int, channel: int, n: int) -> int:
+        """Book `n` bytes on shared-DRAM channel `channel` from `t`; returns their end."""
         cstart = max(t, self.channel_free[channel])
-        cend = cstart + ceil_div(n, m.dram_bytes_per_cycle_per_channel)
+        cend = cstart + ceil_div(n, self.model.dram_bytes_per_cycle_per_channel)
         self.channel_free[channel] = cend
         self.channel_bytes[channel] += n
-        end = max(pstart + pdur, cend) + m.dram_latency_cycles
-        port.in_flight = [e for e in port.in_flight if e > t]
-        port.in_flight.append(end)
-        return end
+        return cend
 
     def pim_gemv(
         self, t: int, port_name: str, channel: int, k: int, n: int, unit_free: int, compute: int
     ) -> tuple[int, int, int]:
         """Book a `pim.gemv` of `[k] @ [k, n]` issued at `t` on the unit of `channel` (free
-        from `unit_free`; its operation takes `compute` cycles, `arch.pim.op_cycles`): x in by
-        a transfer, the operation (the channel busy for all of it: ordinary accesses wait), the
-        fp32 result out by a transfer. Returns (operation start, operation end, end)."""
-        x_end = self.channel_transfer(t, port_name, k * 2, channel)
+        from `unit_free`; its operation takes `compute` cycles, `arch.pim.op_cycles`); returns
+        (operation start, operation end, end). x moves in by a transfer over the issuing core's
+        port and the channel (the DRAM latency after its data phase); the operation starts when
+        x is in and the unit and the channel are free, the channel busy for all of it (ordinary
+        accesses wait); the fp32 result moves out over the channel after it, then the latency.
+        The port's timeline is booked in issue order, so the result's port cycles are booked
+        at issue (right after x's): booking them after the operation would hold every later
+        transfer of the port behind it. The port counts x's transfer in flight
+        (`dma_max_in_flight`), not the result's: it starts only when the operation ends, and
+        an in-flight slot is an end time (`Port.slot_time`), so counting it would hold a slot
+        for the whole operation, while no byte of it moves."""
+        m = self.model
+        port = self.port(port_name)
+        lat = m.dram_latency_cycles
+        x_end = max(self._port_book(t, port, k * 2), self._channel_book(t, channel, k * 2)) + lat
+        y_port = self._port_book(t, port, n * 4)
         start = max(x_end, unit_free, self.channel_free[channel])
         op_end = start + compute
         self.channel_free[channel] = op_end
-        return start, op_end, self.channel_transfer(op_end, port_name, n * 4, channel)
+        end = max(y_port, self._channel_book(op_end, channel, n * 4)) + lat
+        port.in_flight = [e for e in port.in_flight if e > t]
+        port.in_flight.append(x_end)
+        return start, op_end, end
 
 
 def mpu_load_cycles(model, k: int, n: int) -> int:

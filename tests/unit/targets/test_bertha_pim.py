@@ -254,3 +254,25 @@ def test_operands_outside_the_buffers_fault(shape, match):
     binary = write_elf(assemble(src), model, ArgLayout([tensor("w", bf16, [w.size])]))
     with pytest.raises(EmulatorFault, match=match):
         run_binary(binary, model, [w])
+
+
+def test_one_core_keeps_every_unit_busy_at_once():
+    """16 units driven by one core overlap: the port's in-flight limit counts x's transfers,
+    and the results' port cycles are booked at issue (`DramTiming.pim_gemv`), so no operation
+    waits for another channel's."""
+    model = pim_model("bertha-evt1", cores=1, channels=16)
+    k, n = 4096, 16 * 256
+    x, w = np.zeros(k, BF16), np.zeros((k, n), BF16)
+    _, res = run_gemv(model, x, w, cores=1, trace=True)
+    evs = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in res.trace_events
+        if e.get("name", "").startswith("pim.gemv")
+    )
+    assert len(evs) == 16
+    op = pim.op_cycles(model, k, 256)
+    assert all(end - start == op for start, end in evs)
+    assert evs[-1][0] < evs[0][1]  # the last started before the first ended
+    # the operations start as fast as the one port moves each x (8 KiB) and books each result
+    port = model.dma_port_bytes_per_cycle
+    assert evs[-1][0] - evs[0][0] <= 15 * (-(-2 * k // port) + -(-4 * 256 // port))
