@@ -76,3 +76,36 @@ PIM_CORPUS = [
         ("evt1", pim_matvec_evt1, 512, 2600),
     )
 ]
+
+
+# The tiny Llama decoder layer of tests/corpus/decoder_kernels.py with its four projections on
+# the PIM units (`make_decoder_layer(..., pim=True)`: the weights [K, N] in pim_dram).
+def pim_four_cores(ctx):
+    return bertha.Bertha(ctx, "bertha", 4, True, 8, 1 << 30)
+
+
+def _decoder():
+    import torch
+
+    from bench.decoder import make_decoder_layer
+    from tests.corpus.decoder_kernels import _numpy
+
+    bk = make_decoder_layer(256, 2, 512, 256, "decoder_layer_tiny_pim", pim=True)
+    bk = bk.specialize(pim_four_cores(None))
+    kernel = legato.compile(backend=pim_four_cores)(bk.fn)
+
+    def make_args(rng):
+        gen = torch.Generator().manual_seed(int(rng.integers(1 << 31)))
+        return [_numpy(t) for t in bk.make_args(torch, gen)]
+
+    return CorpusKernel(
+        name="decoder_layer_tiny_pim",
+        mlir=kernel.to_mlir(debuginfo=False),
+        make_args=make_args,
+        reference=lambda ins: list(bk.reference(torch, ins)),
+        outputs=(11, 12),  # out, kv_new
+        model=kernel.model,
+    )
+
+
+PIM_CORPUS.append(_decoder())
