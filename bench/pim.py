@@ -177,6 +177,69 @@ def bench_rows(k: int = 4096, n: int = 4096) -> list[dict]:
     return rows
 
 
+def _numpy(t):
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(pim._BF16).copy()
+    return t.numpy().copy()
+
+
+def decoder_rows() -> list[dict]:
+    """One row per PIM chip: the Llama-7B decoder layer in decode (`bench/decoder.py`, ctx
+    1024) with its four projections on the PIM units (`pim=True`) against the PIM-aware
+    roofline, its largest error against torch, and the speed-up over the same layer streaming
+    its weights through the MPU (`pim=False`, the tuned attention split of the chip without
+    PIM) on the same chip."""
+    import torch
+
+    from bench.decoder import make_decoder_layer
+    from bench.kernels import DECODER_SPACE
+    from legato.model import bertha
+
+    rows = []
+    for plain, factory in ((bertha.evt0, bertha.evt0_pim), (bertha.evt1, bertha.evt1_pim)):
+        model = factory()
+        split = DECODER_SPACE.choice(plain())["attn_split"]
+        runs = {}
+        for use in (False, True):
+            bk = make_decoder_layer(
+                4096,
+                32,
+                11008,
+                1024,
+                "decoder_layer_7b_ctx1024" + ("_pim" if use else ""),
+                attn_split=split,
+                pim=use,
+            ).specialize(model)
+            targs = bk.make_args(torch, torch.Generator().manual_seed(0))
+            args = [_numpy(t) for t in targs]
+            kernel = legato.compile(backend=factory)(bk.fn)
+            kernel(*args)
+            want = bk.reference(torch, targs)[0].float().numpy()
+            err = float(np.abs(args[11].astype(np.float32) - want).max())
+            runs[use] = (kernel.last_run, err)
+        (base, base_err), (res, err) = runs[False], runs[True]
+        rows.append(
+            dict(
+                chip=model.name + "-pim",
+                cycles=res.cycles,
+                roofline=res.roofline_cycles,
+                efficiency=res.efficiency,
+                mpu_cycles=base.cycles,
+                speedup=base.cycles / res.cycles,
+                max_without_pim=base.cycles / base.roofline_cycles,
+                max_err=err,
+                base_max_err=base_err,
+                pim_bytes=res.pim_bytes,
+                dram_bytes=res.dram_bytes,
+            )
+        )
+    return rows
+
+
 if __name__ == "__main__":
-    for row in bench_rows():
+    import sys
+
+    for row in decoder_rows() if "--decoder" in sys.argv else bench_rows():
         print(row)
