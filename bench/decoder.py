@@ -95,6 +95,20 @@ def gemv_stage(xs, wt, part, c, P, KT, NBLK, S):
 
 
 @legato.function
+def pim_stage(xs, w, part, c, NBLK, S):
+    """x[1, K] @ W on the PIM units (W in pim_dram, docs/pim.md), issued by core 0: the f32
+    result into slot 0 of `part[NBLK, S, 128]`, the other slots zeroed (the next phase sums
+    the slots, as after `gemv_stage`)."""
+    for _ in range(c, 1):  # core 0 only
+        y = legato.tensor.matmul(xs, w, F32)
+        legato.tensor.memcpy(part[:, 0:1, :], legato.tensor.reshape(y, (NBLK, 1, MPU_TN)))
+        if S > 1:
+            legato.tensor.memcpy(
+                part[:, 1:S, :], legato.tensor.full((NBLK, S - 1, MPU_TN), 0.0, F32)
+            )
+
+
+@legato.function
 def rmsnorm(x, w, eps):
     """Llama's RMSNorm of a bf16 row: f32 statistics, normalized row rounded to bf16, times w."""
     xf = legato.tensor.cast(x, F32)
@@ -117,11 +131,14 @@ def make_decoder_layer(
     ctx: int = 1024,
     name: str | None = None,
     attn_split: int | None = None,
+    pim: bool = False,
 ) -> "BenchKernel":
     """A BenchKernel for one Llama decoder layer in decode; specialized per chip by `for_model`
     (the scratch arguments' slot count depends on the core count). `attn_split`: the cores per
     head in attention (default: as many as the chip has cores per head, at least 1; a
-    search-space point of the tuner, `bench.kernels.DECODER_SPACE`)."""
+    search-space point of the tuner, `bench.kernels.DECODER_SPACE`). `pim`: the four weight
+    matrices are `[K, N]` arguments in `pim_dram` (same column order as the tiled ones) and each
+    projection runs on the PIM units (`pim_stage`, a chip with use_pim; docs/pim.md)."""
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
 
     assert hidden == heads * HEAD_DIM, "head_dim is 128 (one MPU column block per head)"
@@ -158,15 +175,23 @@ def make_decoder_layer(
         def decoder(
             x: tt([1, hidden]),
             w_attn_norm: tt([1, hidden]),
-            wqkv: tt([3 * nh, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
+            wqkv: tt([hidden, 3 * hidden], BF16, "pim_dram")
+            if pim
+            else tt([3 * nh, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
             kc: tt([heads, nctx, HEAD_DIM, MPU_TN], BF16, "mpu_dram"),
             vc: tt([heads, ctx, HEAD_DIM], BF16, "mpu_dram"),
             cos: tt([1, HEAD_DIM]),
             sin: tt([1, HEAD_DIM]),
-            wo: tt([nh, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
+            wo: tt([hidden, hidden], BF16, "pim_dram")
+            if pim
+            else tt([nh, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
             w_mlp_norm: tt([1, hidden]),
-            wgu: tt([2 * nf, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
-            wd: tt([nh, kf, MPU_TK, MPU_TN], BF16, "mpu_dram"),
+            wgu: tt([hidden, 2 * ffn], BF16, "pim_dram")
+            if pim
+            else tt([2 * nf, kh, MPU_TK, MPU_TN], BF16, "mpu_dram"),
+            wd: tt([ffn, hidden], BF16, "pim_dram")
+            if pim
+            else tt([nh, kf, MPU_TK, MPU_TN], BF16, "mpu_dram"),
             out: tt([1, hidden]),
             kv_new: tt([2, hidden]),
             # scratch: f32 partial sums per phase, bf16 activations
@@ -187,7 +212,10 @@ def make_decoder_layer(
                 # 1. RMSNorm, fused QKV projection
                 xs = legato.tensor.load(x)
                 xn = rmsnorm(xs, legato.tensor.load(w_attn_norm), EPS)
-                gemv_stage(xn, wqkv, part_qkv, c, P, kh, 3 * nh, S)
+                if pim:
+                    pim_stage(xn, wqkv, part_qkv, c, 3 * nh, S)
+                else:
+                    gemv_stage(xn, wqkv, part_qkv, c, P, kh, 3 * nh, S)
                 legato.sync.barrier()
                 # 2. attention over the cache, split-KV: core c takes head c // split and
                 # its token blocks [r * nb, (r + 1) * nb), r = c % split; it writes the f32
@@ -251,14 +279,20 @@ def make_decoder_layer(
                     )
                 legato.sync.barrier()
                 # 3. o projection
-                gemv_stage(legato.tensor.load(attn), wo, part_o, c, P, kh, nh, S)
+                if pim:
+                    pim_stage(legato.tensor.load(attn), wo, part_o, c, nh, S)
+                else:
+                    gemv_stage(legato.tensor.load(attn), wo, part_o, c, P, kh, nh, S)
                 legato.sync.barrier()
                 # 4. residual, RMSNorm, fused gate/up projection
                 po = legato.tensor.load(part_o)
                 o_proj = legato.tensor.cast(legato.tensor.sum(po, 1), BF16)  # [nh, 128]
                 hs = xs + legato.tensor.reshape(o_proj, (1, hidden))
                 hn = rmsnorm(hs, legato.tensor.load(w_mlp_norm), EPS)
-                gemv_stage(hn, wgu, part_gu, c, P, kh, 2 * nf, S)
+                if pim:
+                    pim_stage(hn, wgu, part_gu, c, 2 * nf, S)
+                else:
+                    gemv_stage(hn, wgu, part_gu, c, P, kh, 2 * nf, S)
                 legato.sync.barrier()
                 # 5. SiLU(gate) * up, one 128-column block at a time
                 for j in range(c, nf, P):
@@ -268,7 +302,10 @@ def make_decoder_layer(
                     legato.tensor.memcpy(act[:, j * MPU_TN : (j + 1) * MPU_TN], a)
                 legato.sync.barrier()
                 # 6. down projection, then the second residual
-                gemv_stage(legato.tensor.load(act), wd, part_d, c, P, kf, nh, S)
+                if pim:
+                    pim_stage(legato.tensor.load(act), wd, part_d, c, nh, S)
+                else:
+                    gemv_stage(legato.tensor.load(act), wd, part_d, c, P, kf, nh, S)
                 legato.sync.barrier()
                 for b in range(c, nh, P):
                     pd = legato.tensor.load(part_d[b : b + 1, :, :])
@@ -291,7 +328,9 @@ def make_decoder_layer(
         bk.slots = S
         return bk
 
-    def tile(torch, w):  # W[K, N] -> wt[N/128, K/256, 256, 128]
+    def tile(torch, w):  # W[K, N] -> wt[N/128, K/256, 256, 128] (pim: W itself)
+        if pim:
+            return w.contiguous()
         k, n = w.shape
         return w.reshape(k // MPU_TK, MPU_TK, n // MPU_TN, MPU_TN).permute(2, 0, 1, 3).contiguous()
 
@@ -350,6 +389,8 @@ def make_decoder_layer(
         F = torch.nn.functional
 
         def mm(a, wt):  # a[1, K] @ W, W given as its tiles wt[N/128, K/256, 256, 128]
+            if wt.dim() == 2:  # W itself (pim)
+                return a @ wt
             nb, kt = wt.shape[0], wt.shape[1]
             a = a.reshape(1, 1, kt * MPU_TK).expand(nb, 1, kt * MPU_TK)
             return torch.bmm(a, wt.view(nb, kt * MPU_TK, MPU_TN)).reshape(1, nb * MPU_TN)

@@ -18,12 +18,14 @@ MEMORY_SPACES = (
     "shared_dram",
     "virtual_dram",
     "mpu_dram",
+    "pim_dram",
     "sram",
     "private_dram",
     "mpu_buffer",
     "mpu_weight",
 )
-SHARED_SPACES = ("shared_dram", "virtual_dram", "mpu_dram")
+# `pim_dram`: shared DRAM holding a weight in the PIM layout (docs/pim.md; a chip with use_pim)
+SHARED_SPACES = ("shared_dram", "virtual_dram", "mpu_dram", "pim_dram")
 CORE_SPACES = ("sram", "private_dram", "mpu_buffer", "mpu_weight")
 
 

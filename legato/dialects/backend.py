@@ -1985,6 +1985,67 @@ class MpuMmOp(CoreOnlyOp):
         return _ri(self.dst), _ri(self.src), _ri(self.m), 0, self.immediate()
 
 
+@irdl_op_definition
+class PimGemvOp(CoreOnlyOp):
+    """`backend.pim_gemv %dst, %x, %w, %shape [acc] : (!backend.reg x4) -> ()` (`pim.gemv
+    rdst, rx, rw, rshape[, acc]`, docs/pim.md): the PIM unit of the channel of `%w` computes
+    `dst[N] (+)= x[K] @ W[K, N]`, `%shape` = K << 32 | N. Builder: `PimGemvOp(dst, x, w, shape,
+    acc=False)`."""
+
+    name = "backend.pim_gemv"
+    MNEMONIC: ClassVar[str] = "pim.gemv"
+    dst = operand_def(RegType)
+    x = operand_def(RegType)
+    w = operand_def(RegType)
+    shape = operand_def(RegType)
+    acc = opt_prop_def(UnitAttr)
+
+    def __init__(
+        self,
+        dst: SSAValue | Operation,
+        x: SSAValue | Operation,
+        w: SSAValue | Operation,
+        shape: SSAValue | Operation,
+        acc: bool = False,
+    ):
+        super().__init__(
+            operands=[dst, x, w, shape], properties={"acc": UnitAttr() if acc else None}
+        )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PimGemvOp:
+        regs = [parser.parse_unresolved_operand()]
+        for _ in range(3):
+            parser.parse_punctuation(",")
+            regs.append(parser.parse_unresolved_operand())
+        props: dict[str, Attribute] = {}
+        if parser.parse_optional_keyword("acc") is not None:
+            props["acc"] = UnitAttr()
+        attrs = parser.parse_optional_attr_dict()
+        ins, _ = _parse_types(parser, regs, False)
+        op = cls.create(operands=ins, properties=props)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        if self.acc is not None:
+            printer.print_string(" acc")
+        self._print_attrs(printer)
+        _print_types(printer, self)
+
+    def assembly_line(self) -> str:
+        s = f"pim.gemv {_rn(self.dst)}, {_rn(self.x)}, {_rn(self.w)}, {_rn(self.shape)}"
+        return s + (", acc" if self.acc is not None else "")
+
+    def immediate(self) -> int:
+        return isa.PIM_ACC if self.acc is not None else 0
+
+    def fields(self, pc: int, labels: dict[str, int]) -> Fields:
+        return _ri(self.dst), _ri(self.x), _ri(self.w), _ri(self.shape), self.immediate()
+
+
 # ---------------------------------------------------------------------------------------------
 # VPU
 # ---------------------------------------------------------------------------------------------
@@ -2508,6 +2569,7 @@ INSTRUCTION_OPS: tuple[type[BackendOp], ...] = (
     VpuTransposeOp,
     DbgPrintOp,
     DbgAssertOp,
+    PimGemvOp,
 )
 """One op class per ISA instruction."""
 

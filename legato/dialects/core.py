@@ -1149,6 +1149,78 @@ class MpuMatmulOp(FastBuildOperation):
 
 
 # ---------------------------------------------------------------------------------------------
+# PIM (docs/pim.md)
+# ---------------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class PimGemvOp(FastBuildOperation):
+    """`core.pim_gemv %x, %w, %out : T_x, T_w, T_out`: `%out[P] = %x[K] @ %w[K, N]` on the PIM
+    units of a chip with `use_pim` (docs/pim.md): `%x` bf16 in core memory, `%w` bf16 `[K, N]`
+    in `pim_dram` (shared DRAM in the PIM layout, `arch.pim.PimLayout`), `%out` f32 `[P]` in
+    core memory, P >= N: each channel's unit writes its own padded columns (the columns past N
+    hold nothing). Builder: `PimGemvOp(x, w, out)`."""
+
+    name = "core.pim_gemv"
+
+    x = operand_def(BufType)
+    w = operand_def(BufType)
+    out = operand_def(BufType)
+
+    def __init__(self, x: SSAValue | Operation, w: SSAValue | Operation, out: SSAValue | Operation):
+        super().__init__(operands=[x, w, out])
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PimGemvOp:
+        names = [parser.parse_unresolved_operand()]
+        for _ in range(2):
+            parser.parse_punctuation(",")
+            names.append(parser.parse_unresolved_operand())
+        attrs = parser.parse_optional_attr_dict()
+        values = _parse_operands_with_types(parser, names)
+        op = PimGemvOp(*values)
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_list(self.operands, printer.print_ssa_value)
+        printer.print_op_attributes(self.attributes)
+        _print_types(printer, list(self.operands))
+
+    def verify_(self) -> None:
+        x = _buf(self.x, "core.pim_gemv x")
+        w = _buf(self.w, "core.pim_gemv weight")
+        o = _buf(self.out, "core.pim_gemv output")
+        if x.rank != 1 or w.rank != 2 or o.rank != 1:
+            raise VerifyException(
+                f"core.pim_gemv: x must be 1-D, the weight 2-D, the output 1-D, got "
+                f"{x.dims_str()}, {w.dims_str()}, {o.dims_str()}"
+            )
+        if x.dtype.name != "bf16" or w.dtype.name != "bf16" or o.dtype.name != "f32":
+            raise VerifyException(
+                f"core.pim_gemv: x and the weight must be bf16 and the output f32, got {x}, "
+                f"{w}, {o}"
+            )
+        if w.space != "pim_dram":
+            raise VerifyException(f"core.pim_gemv: the weight must be in pim_dram, got {w.space}")
+        if not (x.is_static and w.is_static and o.is_static):
+            raise VerifyException("core.pim_gemv: operands must have static dims")
+        k, n = w.get_shape()
+        if x.get_shape()[0] != k or o.get_shape()[0] < n:
+            raise VerifyException(
+                f"core.pim_gemv: x {x.dims_str()} and output {o.dims_str()} do not fit the "
+                f"weight {w.dims_str()}"
+            )
+        for t in (x, o):
+            if t.space not in VPU_SPACES:
+                raise VerifyException(
+                    f"core.pim_gemv: x and the output must be in {', '.join(VPU_SPACES)}, got "
+                    f"{t.space}"
+                )
+
+
+# ---------------------------------------------------------------------------------------------
 # VPU
 # ---------------------------------------------------------------------------------------------
 
@@ -1602,6 +1674,7 @@ Core = Dialect(
         SemWaitOp,
         MpuLoadWeightOp,
         MpuMatmulOp,
+        PimGemvOp,
         VpuBinaryOp,
         VpuUnaryOp,
         VpuReduceOp,

@@ -39,7 +39,7 @@ from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import isa, vpu
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
-from legato.targets.bertha.arch import debug
+from legato.targets.bertha.arch import debug, pim
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, access_spans, fit_check_cause
 from legato.targets.bertha.arch.bounds import check as check_bounds
@@ -377,6 +377,29 @@ class BackendFunctions(InterpreterFunctions):
         self.mem.bytes(dst, rows * n * osz)[:] = (
             np.ascontiguousarray(res).view(np.uint8).reshape(-1)
         )
+        return ()
+
+    # -- PIM (docs/pim.md) ---------------------------------------------------------------
+
+    @impl(B.PimGemvOp)
+    def run_pim_gemv(self, interpreter, op: B.PimGemvOp, args):
+        """`pim.gemv` as the emulator computes it (`arch.pim`: the same rules and numerics),
+        without timing."""
+        assert self.machine is not None
+        dst, x, w, shape = args
+        model = self.machine.model
+        k, n = isa.dma2d_unpack(shape)
+        try:
+            pim.check_gemv(model, w, k, n)
+        except Trap as e:
+            raise InterpError(e.cause, op) from None
+        self._local(interpreter, op, x, "pim.gemv x")
+        self._local(interpreter, op, dst, "pim.gemv destination")
+        xs = self.mem.bytes(x, k * 2).view(numerics.bfloat16)
+        wt = pim.read_region(model, self.mem.bytes, w, k, n)
+        acc = self.mem.bytes(dst, n * 4).view(np.float32) if op.acc is not None else None
+        res = pim.gemv(xs, wt, acc)
+        self.mem.bytes(dst, n * 4)[:] = res.view(np.uint8)
         return ()
 
     # -- VPU --------------------------------------------------------------------------------

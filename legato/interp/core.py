@@ -51,6 +51,7 @@ from legato.interp.memory import Buf, Memory, row_major_strides
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler
 from legato.targets.bertha import vpu
+from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.modules import core_id
 from legato.transforms.plan_memory import PLACEMENT_ATTR
@@ -379,6 +380,24 @@ class CoreFunctions(InterpreterFunctions):
         out.write(self.memory, numerics.round_to(r, o.dtype).reshape(o.shape))
         if self.machine.hazards is not None:
             self._accesses(op, (x, out) if op.is_accumulate else (x,), (out,))
+        return ()
+
+    # -- PIM (docs/pim.md) ---------------------------------------------------------------
+
+    @impl(C.PimGemvOp)
+    def run_pim_gemv(self, interpreter, op: C.PimGemvOp, args):
+        """`core.pim_gemv` as its `pim.gemv`s compute it (`arch.pim.matvec`: the layout's
+        operations, the MPU's numerics), without timing."""
+        x, w, out = args
+        model = self.machine.model
+        if not model.use_pim:
+            raise InterpError(f"core.pim_gemv on {model.name}, which has no PIM units", op)
+        k, n = w.shape
+        y = np.array(out.read(self.memory), dtype=np.float32)
+        pim.matvec(model, self.memory.bytes, x.read(self.memory), w.addr, k, n, y)
+        out.write(self.memory, y)
+        if self.machine.hazards is not None:
+            self._accesses(op, (x,), (out,))
         return ()
 
     # -- VPU --------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from legato.interp.errors import (
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
 from legato.targets.bertha.abi import ArgLayout, ScalarSpec
+from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.dma import ArrivalQueues
 from legato.targets.bertha.arch.errors import Trap
 from legato.targets.bertha.arch.hazards import HazardChecker, HazardError
@@ -125,6 +126,8 @@ class Machine(HazardHooks):
             if isinstance(spec, TensorSpec):
                 arr: np.ndarray = b.value
                 raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
+                if spec.memory == "pim_dram":  # a weight for the PIM units (docs/pim.md)
+                    raw = pim.pack_argument(self.model, arr, f"argument {i}")
                 if raw.size == 0:
                     raw = np.zeros(8, np.uint8)  # an empty tensor still has an address
                 addr = self.memory.place_shared(raw, f"argument {i}")

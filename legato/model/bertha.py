@@ -74,6 +74,16 @@ def evt1(ctx=None) -> ComputeModel:
     return Bertha(ctx, "bertha-evt1", 64, False, 16, 256 * GiB)
 
 
+def evt0_pim(ctx=None) -> ComputeModel:
+    """The seed's chip with its PIM units (`use_pim=True`, docs/pim.md)."""
+    return Bertha(ctx, "bertha", 32, True, 8, 128 * GiB)
+
+
+def evt1_pim(ctx=None) -> ComputeModel:
+    """EVT1 with its PIM units (`use_pim=True`, docs/pim.md)."""
+    return Bertha(ctx, "bertha-evt1", 64, True, 16, 256 * GiB)
+
+
 def get_model(ctx=None) -> ComputeModel:
     """Backend factory used when `backend=legato.model.bertha` (the module) is passed."""
     return evt0(ctx)

@@ -69,6 +69,7 @@ class ComputeModel:
             "shared_dram": self.shared_memory_size,
             "virtual_dram": self.shared_memory_size,
             "mpu_dram": self.shared_memory_size,
+            "pim_dram": self.shared_memory_size,
         }[space]
 
     def tensor_type(self, dtype: DType, shape, memory: str) -> TensorSpec:

@@ -22,6 +22,9 @@ _TARGETS: dict[str, Factory] = {
     "bertha": bertha.evt0,
     "bertha-evt0": bertha.evt0,
     "bertha-evt1": bertha.evt1,
+    # the same chips with their PIM units (use_pim=True, docs/pim.md)
+    "bertha-pim": bertha.evt0_pim,
+    "bertha-evt1-pim": bertha.evt1_pim,
 }
 
 

@@ -31,6 +31,7 @@ from legato.targets.bertha import isa
 from legato.targets.bertha.abi import ARG_NAMES_ATTR, ArgLayout, program_footprint
 from legato.targets.bertha.arch.address_map import CORE_SPACE_OFFSET
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, FIELDS, Extent
+from legato.targets.bertha.arch.pim import PimLayout
 from legato.transforms.diagnostics import error_at
 from legato.transforms.kernel_abi import arg_layout, footprints
 from legato.transforms.plan_memory import placed_space as _placed_space
@@ -101,6 +102,7 @@ class _Selector:
     debug_count: list = field(default_factory=lambda: [0, 0])
     loop_depth: int = 0
     loops: int = 0  # loops emitted so far (label names)
+    model: Any = None  # the target's ComputeModel (the PIM layout depends on its channels)
 
     def emit(self, op: Operation, at: Operation | None = None) -> Operation:
         if at is not None:
@@ -378,6 +380,27 @@ class _Selector:
             ),
             op,
         )
+
+    # -- PIM (docs/pim.md) -----------------------------------------------------------------------
+
+    def _pim_gemv(self, op: core.PimGemvOp) -> None:
+        """One `pim.gemv` per operation of the weight's PIM layout (`PimLayout.operations`):
+        the region of its channel, x's K tile, the unit's columns of the output."""
+        self.need_contiguous(op, op.x, op.w, op.out)
+        if self.model is None or not self.model.use_pim:
+            raise error_at(op, "core.pim_gemv needs a target with PIM units (use_pim=True)")
+        k, n = _buf_type(op.w).get_shape()
+        layout = PimLayout(k, n, self.model.num_memory_channels)
+        shapes: dict[tuple[int, int], SSAValue] = {}  # (K, N) -> its register, built once
+        for off, c, k0, k1, j0, j1 in layout.operations():
+            w = self.scalar(self.add(self.regs[op.w], off, op))
+            x = self.scalar(self.add(self.regs[op.x], k0 * 2, op))
+            dst = self.scalar(self.add(self.regs[op.out], (c * layout.n_unit + j0) * 4, op))
+            key = (k1 - k0, j1 - j0)
+            if key not in shapes:
+                shapes[key] = self.pack2(*key, op)
+            shape = shapes[key]
+            self.emit(be.PimGemvOp(dst, x, w, shape, acc=k0 > 0), op)
 
     # -- VPU (elementwise kinds: the op table's rows) -------------------------------------------
 
@@ -811,6 +834,7 @@ ISEL_BY_UNIT: dict[str, dict[type[Operation], _Handler]] = {
         core.MpuLoadWeightOp: _Selector._mpu_load_weight,
         core.MpuMatmulOp: _Selector._mpu_matmul,
     },
+    "pim": {core.PimGemvOp: _Selector._pim_gemv},
     "vpu": {
         core.VpuBinaryOp: _Selector._vpu_binary,
         core.VpuUnaryOp: _Selector._vpu_unary,
@@ -855,7 +879,7 @@ class ConvertCoreToBackendPass(ModulePass):
     target: str = "bertha"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        model_of(op, self.target)  # validates the target
+        model = model_of(op, self.target)  # validates the target
         for kernel in list(op.body.block.ops):
             if not isinstance(kernel, core.KernelOp):
                 continue
@@ -866,7 +890,7 @@ class ConvertCoreToBackendPass(ModulePass):
             for program in kernel.body.block.ops:
                 if not isinstance(program, core.ProgramOp):
                     continue
-                sel = _Selector(program, layout, debug_count=debug_count)
+                sel = _Selector(program, layout, debug_count=debug_count, model=model)
                 for inner in program.body.block.ops:
                     sel.select(inner)
                 mem = None

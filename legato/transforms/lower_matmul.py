@@ -18,6 +18,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewri
 
 from legato.dialects import core
 from legato.dialects import legato as lg
+from legato.targets.bertha.arch.pim import PimLayout
 from legato.transforms.diagnostics import error_at
 from legato.transforms.lower_tensor_ops import (
     LOCAL,
@@ -59,6 +60,42 @@ def _split_bf16(L: LoweringState, prog: ProgramState, x: Buffer, space: str, at)
     return [hi, lo]
 
 
+def pim_matvec(L: LoweringState, prog: ProgramState, op: lg.MatmulOp) -> Buffer:
+    """`x[1, K] @ W[K, N]` with W in `pim_dram` (docs/pim.md): the PIM units compute the
+    product (`core.pim_gemv`, fp32 into a buffer of every unit's padded columns); the first N
+    columns are then converted to the result dtype (one rounding, as an MPU matmul's)."""
+    res_t = result_type(op)
+    model = L.model
+    if not model.use_pim:
+        raise error_at(
+            op,
+            f"the weight of this matmul is in pim_dram, but {model.name} has no PIM units "
+            "(build the chip with use_pim=True, or pass the weight in shared_dram / mpu_dram)",
+        )
+    if op.lhs.type.dtype.name != "bf16" or op.rhs.type.dtype.name != "bf16":
+        raise error_at(op, "the PIM units multiply bf16 operands (cast x with legato.tensor.to)")
+    a = contiguous(L, prog, local(L, prog, op.lhs, op, "left operand"), op)
+    w = L.lookup(prog, op.rhs, op)
+    if not w.type.is_static:
+        raise error_at(op, "a weight in pim_dram must have static dims")
+    k, n = w.type.get_shape()
+    ad = dimsb(a)
+    if prod(prog, ad[:-1], op) != (1, 1):
+        raise error_at(
+            op,
+            "the PIM units compute a matrix-vector product: the left operand must have one row "
+            f"(static), got {a.type.dims_str()}",
+        )
+    layout = PimLayout(k, n, model.num_memory_channels)
+    padded = layout.n_unit * layout.channels
+    acc = alloc(L, prog, [(padded, padded)], "f32", "sram", op)
+    prog.emit(core.PimGemvOp(view(prog, a, [(k, k)], op).value, w.value, acc.value), op)
+    out = alloc(L, prog, ad[:-1] + [(n, n)], res_t.element_type, result_space(op, res_t), op)
+    cols = subview(prog, acc, [0], [(n, n)], op)
+    prog.emit(core.VpuUnaryOp("cast", cols.value, view(prog, out, [(n, n)], op).value), op)
+    return out
+
+
 def matmul(L: LoweringState, prog: ProgramState, op: lg.MatmulOp) -> Buffer:
     """bf16 operands: one MPU pass per tile. f32 operands (`legato.numerics.matmul_f32_split`):
     each is split into bf16 hi + lo on the VPU, then the passes a_hi@w_hi, a_hi@w_lo, a_lo@w_hi
@@ -74,6 +111,8 @@ def matmul(L: LoweringState, prog: ProgramState, op: lg.MatmulOp) -> Buffer:
         )
     if lt.space not in LOCAL:
         raise error_at(op, f"matmul's left operand must be in core memory (sram), not {lt.space}")
+    if wt_.space == "pim_dram":
+        return pim_matvec(L, prog, op)
     a = local(L, prog, op.lhs, op, "left operand")
     w = L.lookup(prog, op.rhs, op)
     if w.type.space not in LOCAL:

@@ -436,3 +436,7 @@ CORPUS += DECODER_CORPUS
 from tests.corpus.gemm_kernels import GEMM_CORPUS
 
 CORPUS += GEMM_CORPUS
+
+from tests.corpus.pim_kernels import PIM_CORPUS
+
+CORPUS += PIM_CORPUS

@@ -396,6 +396,15 @@ def _parse_instruction(mnemonic: str, ops: list[tuple[str, int]], ctx_kind: str)
         need(6)
         f["a"], f["b"], f["c"], f["d"] = (at(i, _reg) for i in range(4))
         f["imm"] = at(4, _dtype) | at(5, _cond_dtype) << 4
+    elif fmt == "pim":
+        need(4, 5)
+        if ctx_kind == "top":
+            raise _Err("top has no local memory for a PIM operand", None)
+        f["a"], f["b"], f["c"], f["d"] = (at(i, _reg) for i in range(4))
+        if len(ops) == 5:
+            if ops[4][0] != "acc":
+                raise _Err(f"unknown pim.gemv flag {ops[4][0]!r}; the only flag is acc", 4)
+            f["imm"] = isa.PIM_ACC
     elif fmt == "dbg":
         need(3)
         f["a"], f["b"] = at(0, _reg), at(1, _reg)
@@ -654,6 +663,9 @@ def format_instruction(ins: Instruction, label: str | None = None) -> str:
         )
     if fmt == "dbg":
         return f"{m} {_r(a)}, {_r(b)}, {imm}"
+    if fmt == "pim":
+        s = f"{m} {_r(a)}, {_r(b)}, {_r(c)}, {_r(d)}"
+        return s + (", acc" if imm & isa.PIM_ACC else "")
     raise AssertionError(fmt)  # pragma: no cover
 
 

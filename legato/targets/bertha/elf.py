@@ -111,13 +111,18 @@ class Binary:
 
 
 def target_json(model) -> dict:
-    return {
+    out = {
         "chip": model.name,
         "generation": model.generation,
         "fingerprint": model.fingerprint(),
         "num_cores": model.num_cores,
         "params": model.params(),
     }
+    if model.use_pim:
+        # a binary for a chip with PIM units (docs/pim.md) may run pim.gemv: only such a chip
+        # runs it (`check_target`); a binary for a chip without PIM is unchanged
+        out["pim"] = {"units": model.num_memory_channels}
+    return out
 
 
 def _context_json(ctx: str) -> dict:
@@ -862,6 +867,11 @@ def check_target(binary: Binary, model) -> None:
     t = binary.target
     mine = target_json(model)
     diffs = []
+    if "pim" in t and not model.use_pim:
+        diffs.append(
+            f"the binary was built for a chip with PIM ({t['pim'].get('units')} PIM units, "
+            f"use_pim=True) but {model.name} has none (use_pim=False)"
+        )
     for key in ("chip", "generation", "num_cores"):
         if t.get(key) != mine[key]:
             diffs.append(f"{key} is {t.get(key)!r} in the binary but {mine[key]!r} on this model")

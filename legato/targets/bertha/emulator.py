@@ -33,7 +33,7 @@ from threadpoolctl import ThreadpoolController
 from legato import numerics, opset
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import isa, mpu_fast, native, timing, vpu
-from legato.targets.bertha.arch import debug
+from legato.targets.bertha.arch import debug, pim
 from legato.targets.bertha.arch.address_map import (
     CORE_SPACE_OFFSET,
     CORE_WINDOW_BASE,
@@ -93,7 +93,11 @@ _CVT_NP_DTYPES = {**_NP_DTYPES, "i64": np.dtype(np.int64)}
 INF = 1 << 62
 _VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}
 """VPU mnemonic -> the op table's kind, which names its numerics in `vpu`."""
-_TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}  # trace thread per unit
+_TIDS = {"dma": 1, "mpu": 2, "vpu": 3, "sync": 4}
+_PIM_TIDS = {
+    **_TIDS,
+    "pim": 5,
+}  # a chip with PIM units (docs/pim.md) traces them too  # trace thread per unit
 
 PROFILER: contextvars.ContextVar = contextvars.ContextVar("legato_emulator_profiler", default=None)
 """The per-PC profiler of the runs started in this context (`legato.profile`), else None. When
@@ -747,6 +751,10 @@ class Emulator:
         self.sems = Semaphores()
         self.barriers = Barriers()
         self.macs = 0
+        # the PIM units (docs/pim.md): when each channel's unit is free, and the weight bytes
+        # they read inside their channels (the roofline's PIM term)
+        self.pim_free = [0] * model.num_memory_channels
+        self.pim_bytes = 0
         self.vpu_elems = 0
         self.vpu_trans_elems = 0
         self._dma_id = 0
@@ -817,7 +825,7 @@ class Emulator:
                     "ts": start,
                     "dur": max(dur, 0),
                     "pid": m.index,
-                    "tid": _TIDS[unit],
+                    "tid": _PIM_TIDS[unit],
                     "args": args,
                 }
             )
@@ -846,7 +854,7 @@ class Emulator:
                     "args": {"name": f"{m.name} ({m.program.name})"},
                 }
             )
-            for unit, tid in _TIDS.items():
+            for unit, tid in (_PIM_TIDS if self.model.use_pim else _TIDS).items():
                 out.append(
                     {
                         "name": "thread_name",
@@ -1218,7 +1226,9 @@ class Emulator:
                 self.macs,
                 self.vpu_elems,
                 self.vpu_trans_elems,
+                self.pim_bytes,
             ),
+            pim_bytes=self.pim_bytes,
             model_name=self.model.name,
             prints=list(self.prints),
         )
@@ -1362,6 +1372,8 @@ class Emulator:
                 self._unit_ready(m, m.mpu_free, reads, writes),
                 data=(dst, src, rows, k, n, reads, writes),
             )
+        if fmt == "pim":
+            return self._pim_plan(m, ins)
         if fmt == "dbg":
             return self._dbg_plan(m, ins)
         return _Plan(m.time)
@@ -1452,6 +1464,62 @@ class Emulator:
                 d_space,
             ),
         )
+
+    def _pim_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
+        """pim.gemv (docs/pim.md): the operands' rules (`arch.pim.check_gemv`), x and the
+        destination in this core's memory; it issues when the scoreboard allows (x and the
+        weight region read, the destination written) and its port has a transfer slot; the
+        unit and channel queue it (`timing.DramTiming.pim_gemv`)."""
+        if m.core is None:
+            raise _Trap("top has no local memory for pim.gemv's operands")
+        r = m.regs
+        dst, x, w = r[ins.a], r[ins.b], r[ins.c]
+        k, n = isa.dma2d_unpack(r[ins.d])
+        pim.check_gemv(self.model, w, k, n)
+        self._local(m, x, k * 2, "pim.gemv x")
+        self._local(m, dst, n * 4, "pim.gemv destination")
+        span = pim.region_span(self.model, k, n)
+        self._check(w, span)
+        reads = [(x, x + k * 2), (w, w + span)]
+        writes = [(dst, dst + n * 4)]
+        if ins.imm & isa.PIM_ACC:
+            reads.append(writes[0])
+        port = f"core{m.core}"
+        slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
+        base = max(m.time, m.conflict(reads, writes))
+        return _Plan(
+            max(base, slot),
+            f"DMA port {port} full",
+            data=(dst, x, w, k, n, port, reads, writes),
+            slot=(port, base),
+        )
+
+    def _exec_pim(self, m: Module, ins: isa.Instruction, plan: _Plan, t: int) -> None:
+        """pim.gemv: computes at issue (as the MPU does); the scoreboard holds x, the region
+        and the destination until the result's transfer ends, and `dmawait` waits for it (its
+        transfers are this module's DMAs)."""
+        dst, x, w, k, n, port, reads, writes = plan.data
+        if self.hazards is not None:
+            self.hazards.access(m.index, m.pc, reads, writes)
+        xs = self.memory.read_array(x, k, _NP_DTYPES["bf16"])
+        wt = pim.read_region(self.model, self.memory.read, w, k, n)
+        acc = None
+        if ins.imm & isa.PIM_ACC:
+            acc = self.memory.read_array(dst, n, np.float32)
+        self.memory.write(dst, np.ascontiguousarray(pim.gemv(xs, wt, acc)))
+        channel = pim.channel_of(self.model, w)
+        compute = pim.op_cycles(self.model, k, n)
+        start, op_end, end = self.dram.pim_gemv(
+            t, port, channel, k, n, self.pim_free[channel], compute
+        )
+        self.pim_free[channel] = op_end
+        self.pim_bytes += k * n * 2
+        m.busy["pim"] = m.busy.get("pim", 0) + compute
+        m.inflight.append((end, reads, writes))
+        m.dma_end = max(m.dma_end, end)
+        m.unit_end = max(m.unit_end, end)
+        if self.trace_on:
+            self._ev(m, "pim", f"pim.gemv ch{channel} [{k}]x[{k},{n}]", start, compute)
 
     def _vpu_static(self, m: Module, ins: isa.Instruction) -> _VpuStatic:
         """The `_VpuStatic` of `m`'s instruction at its pc (`ins`), built on its first issue."""
@@ -1639,6 +1707,8 @@ class Emulator:
         elif fmt == "dbg":
             self._exec_dbg(m, ins, plan, t)
             issue_end = t  # a debug instruction takes no cycle of its own
+        elif fmt == "pim":
+            self._exec_pim(m, ins, plan, t)
         else:  # pragma: no cover - every mnemonic is handled above
             raise _Trap(f"unimplemented instruction {mn}")
         m.pc = nxt

@@ -25,8 +25,8 @@ NUM_REGS = 32
 WORD_BYTES = 8
 
 # Timing classes (docs/isa.md): S scalar, M scalar memory access, D DMA unit, X MPU unit,
-# V VPU unit, Q synchronisation (blocks issue until a condition holds).
-TIMING_CLASSES = ("S", "M", "D", "X", "V", "Q")
+# V VPU unit, Q synchronisation (blocks issue until a condition holds), P a PIM unit (docs/pim.md).
+TIMING_CLASSES = ("S", "M", "D", "X", "V", "Q", "P")
 
 # Core-local memory spaces addressable by `lsa`, DMA notifications and `qwait`.
 SPACES = {"sram": 1, "mpu_buffer": 2, "private_dram": 3}
@@ -56,6 +56,9 @@ CORE_REG = 2  # core index in a register
 # mpu.mm flags (imm32 bits).
 MM_ACC = 1 << 0
 MM_F32 = 1 << 1
+
+# pim.gemv flags (imm32 bits; `arch.pim.ACC`).
+PIM_ACC = 1 << 0
 
 # VPU broadcast modes of the second source (imm32 bits 5:4).
 BC_NONE, BC_SCALAR, BC_ROW, BC_COL = 0, 1, 2, 3
@@ -130,6 +133,7 @@ FORMATS: dict[str, str] = {
     "v2d": "rdst, rsrc, rrows, rcols, dtype",
     "vsel": "rdst, rcond, rsrc, rn, dtype, cond_dtype",
     "dbg": "rs1, rs2, uimm",
+    "pim": "rdst, rx, rw, rshape[, acc]",
 }
 
 _OPS: list[OpInfo] = []
@@ -219,6 +223,18 @@ for _row in opset.OPS:
 for _row in opset.family(opset.DEBUG):
     assert _row.mnemonic is not None and _row.opcode is not None and _row.format is not None
     _op(_row.mnemonic, _row.opcode, _row.format, "M", _row.isa_doc)
+
+# PIM (docs/pim.md; only a chip built with use_pim=True runs it): the unit of the channel that
+# holds the weight region at rw computes dst[N] (+)= x[K] @ W[K, N], x moved in and the result
+# out by DMAs of the issuing core; rshape = K << 32 | N.
+_op(
+    "pim.gemv",
+    0x58,
+    "pim",
+    "P",
+    "dst[N] (+)= x[K] @ W[K, N] on the PIM unit of rw's channel (W in PIM layout at rw); "
+    "rshape = K << 32 | N",
+)
 
 OPS: tuple[OpInfo, ...] = tuple(_OPS)
 BY_MNEMONIC: dict[str, OpInfo] = {o.mnemonic: o for o in OPS}
@@ -320,6 +336,7 @@ REG_FIELDS: dict[str, str] = {
     "v2d": "abcd",
     "vsel": "abcd",
     "dbg": "ab",
+    "pim": "abcd",
 }
 
 
@@ -425,6 +442,9 @@ def validate(ins: Instruction) -> None:
             _bad(ins, "broadcast period 0")
         if mode in (BC_NONE, BC_SCALAR) and period != 0:
             _bad(ins, "period set without a row/col broadcast")
+    elif fmt == "pim":
+        if imm & ~PIM_ACC:
+            _bad(ins, f"reserved flag bits {imm:#x}")
     elif fmt in ("vun", "vfill", "v2d"):
         if imm not in DTYPE_NAMES:
             _bad(ins, f"dtype code {imm}")

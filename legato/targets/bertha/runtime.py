@@ -27,6 +27,7 @@ from legato.binding import check_writes
 from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
+from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.hazards import HazardError
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
@@ -397,6 +398,12 @@ def run_binary(
             arr = value
             data = np.ascontiguousarray(arr)
             name = layout._name(i, path)
+            if t.memory == "pim_dram":  # a weight for the PIM units, laid out (docs/pim.md)
+                data = pim.pack_argument(model, data, name)
+                addr = mem.map_read_only(data, name)
+                if not path:
+                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
+                return addr, tuple(arr.shape)
             if layout.args[i].access == "read" and data.nbytes:
                 # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
                 # write it, and nothing writes the caller's array while the kernel runs.

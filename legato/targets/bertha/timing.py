@@ -33,6 +33,8 @@ from legato.targets.bertha import native
 
 DRAM_INTERLEAVE_BYTES = 256
 _I64 = 1 << 62  # times and addresses below this fit native/dram.c's int64 with room to add
+PIM_BYTES_PER_CYCLE = 256
+"""A PIM unit's internal read rate (DESIGN section 5, fixed; `arch.pim` re-exports it)."""
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -199,6 +201,50 @@ class DramTiming:
         port.in_flight.append(end)
         return end, pdur
 
+    def _port_book(self, t: int, port: Port, n: int) -> int:
+        """Book `n` bytes on `port`'s data timeline from `t`; returns the end of its phase."""
+        pstart = max(t, port.free)
+        pdur = max(1, ceil_div(n, self.model.dma_port_bytes_per_cycle))
+        port.free = pstart + pdur
+        port.busy += pdur
+        return pstart + pdur
+
+    def _channel_book(self, t: int, channel: int, n: int) -> int:
+        """Book `n` bytes on shared-DRAM channel `channel` from `t`; returns their end."""
+        cstart = max(t, self.channel_free[channel])
+        cend = cstart + ceil_div(n, self.model.dram_bytes_per_cycle_per_channel)
+        self.channel_free[channel] = cend
+        self.channel_bytes[channel] += n
+        return cend
+
+    def pim_gemv(
+        self, t: int, port_name: str, channel: int, k: int, n: int, unit_free: int, compute: int
+    ) -> tuple[int, int, int]:
+        """Book a `pim.gemv` of `[k] @ [k, n]` issued at `t` on the unit of `channel` (free
+        from `unit_free`; its operation takes `compute` cycles, `arch.pim.op_cycles`); returns
+        (operation start, operation end, end). x moves in by a transfer over the issuing core's
+        port and the channel (the DRAM latency after its data phase); the operation starts when
+        x is in and the unit and the channel are free, the channel busy for all of it (ordinary
+        accesses wait); the fp32 result moves out over the channel after it, then the latency.
+        The port's timeline is booked in issue order, so the result's port cycles are booked
+        at issue (right after x's): booking them after the operation would hold every later
+        transfer of the port behind it. The port counts x's transfer in flight
+        (`dma_max_in_flight`), not the result's: it starts only when the operation ends, and
+        an in-flight slot is an end time (`Port.slot_time`), so counting it would hold a slot
+        for the whole operation, while no byte of it moves."""
+        m = self.model
+        port = self.port(port_name)
+        lat = m.dram_latency_cycles
+        x_end = max(self._port_book(t, port, k * 2), self._channel_book(t, channel, k * 2)) + lat
+        y_port = self._port_book(t, port, n * 4)
+        start = max(x_end, unit_free, self.channel_free[channel])
+        op_end = start + compute
+        self.channel_free[channel] = op_end
+        end = max(y_port, self._channel_book(op_end, channel, n * 4)) + lat
+        port.in_flight = [e for e in port.in_flight if e > t]
+        port.in_flight.append(x_end)
+        return start, op_end, end
+
 
 def mpu_load_cycles(model, k: int, n: int) -> int:
     return max(1, ceil_div(k * n * 2, model.mpu_weight_load_bytes_per_cycle))
@@ -248,17 +294,32 @@ class Roofline:
 
 
 def roofline(
-    model, dram_bytes: int, macs: int, vpu_ops: int, vpu_transcendental_ops: int = 0
+    model,
+    dram_bytes: int,
+    macs: int,
+    vpu_ops: int,
+    vpu_transcendental_ops: int = 0,
+    pim_bytes: int = 0,
 ) -> Roofline:
     """The roofline of a kernel that moves `dram_bytes` over shared DRAM, does `macs` MACs and
     `vpu_ops` VPU element-ops (of which `vpu_transcendental_ops` at the transcendental rate),
-    on `model`: every rate is the whole chip's (all cores, all channels)."""
-    if min(dram_bytes, macs, vpu_ops, vpu_transcendental_ops) < 0:
+    on `model`: every rate is the whole chip's (all cores, all channels). `pim_bytes`: weight
+    bytes the PIM units read inside their channels (docs/pim.md): a channel moves either its
+    external bytes at `dram_bytes_per_cycle_per_channel` or its PIM bytes at
+    `arch.pim.PIM_BYTES_PER_CYCLE`, never both at once, so the DRAM term is
+    `dram_bytes / external rate + pim_bytes / PIM rate` over all channels, rounded up once (the
+    PIM MAC rate, 128 bf16 MACs per 256 bytes, is the same bound)."""
+    if min(dram_bytes, macs, vpu_ops, vpu_transcendental_ops, pim_bytes) < 0:
         raise ValueError("roofline counts must be non-negative")
     if vpu_transcendental_ops > vpu_ops:
         raise ValueError("transcendental VPU ops are a subset of the VPU ops")
     cores = model.num_cores
-    dram = ceil_div(dram_bytes, model.num_memory_channels * model.dram_bytes_per_cycle_per_channel)
+    ext = model.num_memory_channels * model.dram_bytes_per_cycle_per_channel
+    if pim_bytes:
+        internal = model.num_memory_channels * PIM_BYTES_PER_CYCLE
+        dram = ceil_div(dram_bytes * internal + pim_bytes * ext, ext * internal)
+    else:
+        dram = ceil_div(dram_bytes, ext)
     mpu = ceil_div(macs, cores * model.mpu_macs_per_cycle)
     lanes, trans = model.vpu_lanes, model.vpu_transcendental_per_cycle
     plain = vpu_ops - vpu_transcendental_ops
@@ -286,6 +347,8 @@ class RunResult:
     model_name: str = ""
     # `legato.device_print`s of the run (`arch.debug.PrintRecord`), in the order they ran
     prints: list = field(default_factory=list, repr=False)
+    # weight bytes the PIM units read inside their channels (docs/pim.md; 0 without PIM)
+    pim_bytes: int = 0
 
     @property
     def roofline_cycles(self) -> int:
@@ -375,6 +438,8 @@ class RunResult:
             f"DRAM bandwidth: {self.dram_bandwidth_gbps:.1f} GB/s; per channel (B/cycle) "
             + ", ".join(f"{b:.1f}" for b in self.dram_bandwidth_per_channel),
         ]
+        if self.pim_bytes:
+            lines.append(f"PIM bytes (read inside the channels): {self.pim_bytes}")
         for mod, units in self.unit_busy.items():
             lines.append(
                 f"  {mod}: halted at {self.module_cycles.get(mod)}, "

@@ -36,6 +36,7 @@ EXAMPLES = {
     "vpu.sel": "vpu.sel r1, r2, r3, r4, bf16, i1",
     "dbg.print": "dbg.print r5, r6, 4294967295",
     "dbg.assert": "dbg.assert r5, r0, 3",
+    "pim.gemv": "pim.gemv r9, r10, r11, r12, acc",
 }
 
 
@@ -165,6 +166,8 @@ def operands(draw, op):
         return f"{r()}, {r()}, {r()}, {r()}, {draw(dtype)}, {cdt}"
     if f == "dbg":
         return f"{r()}, {r()}, {draw(st.integers(0, isa.UIMM_MAX))}"
+    if f == "pim":
+        return f"{r()}, {r()}, {r()}, {r()}" + draw(st.sampled_from(["", ", acc"]))
     raise AssertionError(f)
 
 
