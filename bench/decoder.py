@@ -29,7 +29,8 @@ Schedule: one SPMD region on every core, eight phases separated by seven barrier
 head, the new token's own key/value and the combine; (3) the o projection; (4) residual,
 RMSNorm and the gate/up GEMV; (5) SiLU(gate) * up; (6) the down GEMV; (7) the final residual.
 Each GEMV phase streams its matrix as the list of its tiles in (column block, K-tile) order,
-and core c takes the tiles `[c*T/P, (c+1)*T/P)` (T tiles, P cores: equal shares up to one
+and core c takes the tiles `[c*T/P, (c+1)*T/P)` (T tiles, P cores: every core, or the phase's
+count of `phase_cores`, the others idle until the barrier; equal shares up to one
 tile, however the blocks fall, e.g. 11008 = 43 x 256 or 86 x 128 columns); a core walks its
 range with runtime loops (one DMA per 64 KiB tile straight into `mpu_buffer`, one MPU pass),
 and writes, per column block it touched, its f32 partial sum into slot `c - first core of the
@@ -42,6 +43,7 @@ normalization, where HF rounds the normalized p: equal within bf16 tolerance).
 """
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import legato
@@ -54,6 +56,23 @@ F32 = legato.types.float("float32")
 MPU_TK, MPU_TN = 256, 128  # the MPU weight tile (DESIGN section 5), as in bench/kernels.py
 EPS = 1e-5
 HEAD_DIM = 128
+
+
+PHASES = ("qkv", "o", "gu", "down")  # the GEMV phases, in order
+
+
+def _phase_cores(value: int | str | None, p: int, phase: str) -> int:
+    """The core count `value` names on a chip of `p` cores: None and "P" are p, "P/d" is
+    p // d."""
+    if value is None or value == "P":
+        return p
+    if isinstance(value, str):
+        assert value.startswith("P/") and value[2:].isdigit() and int(value[2:]) >= 1, (
+            f"phase_cores[{phase!r}] = {value!r}: a count or 'P/d'"
+        )
+        value = p // int(value[2:])
+    assert 1 <= value <= p, f"phase_cores[{phase!r}] = {value}: the chip has {p} cores"
+    return value
 
 
 def _cores_per_block(tiles: int, kt: int, p: int) -> int:
@@ -132,11 +151,15 @@ def make_decoder_layer(
     name: str | None = None,
     attn_split: int | None = None,
     pim: bool = False,
+    phase_cores: Mapping[str, int | str] | None = None,
 ) -> "BenchKernel":
     """A BenchKernel for one Llama decoder layer in decode; specialized per chip by `for_model`
     (the scratch arguments' slot count depends on the core count). `attn_split`: the cores per
-    head in attention (default: as many as the chip has cores per head, at least 1; a
-    search-space point of the tuner, `bench.kernels.DECODER_SPACE`). `pim`: the four weight
+    head in attention (default: as many as the chip has cores per head, at least 1).
+    `phase_cores`: how many cores stream each GEMV phase's matrix, by phase (`PHASES`: "qkv",
+    "o", "gu", "down"; a phase not named uses every core), each a count, "P" (every core) or
+    "P/d" (the chip's cores divided by d); the other cores skip the phase and wait at its barrier. Both are
+    search-space points of the tuner (`bench.kernels.DECODER_SPACE`). `pim`: the four weight
     matrices are `[K, N]` arguments in `pim_dram` (same column order as the tiled ones) and each
     projection runs on the PIM units (`pim_stage`, a chip with use_pim; docs/pim.md)."""
     from bench.kernels import BenchKernel  # here: bench.kernels imports this module
@@ -151,12 +174,17 @@ def make_decoder_layer(
     nctx = ctx // MPU_TN  # token blocks of the cache
     scale = 1.0 / math.sqrt(HEAD_DIM)
 
+    unknown = set(phase_cores or {}) - set(PHASES)
+    assert not unknown, f"phase_cores names no GEMV phase: {sorted(unknown)} (phases: {PHASES})"
+
     def build(p: int) -> "BenchKernel":
+        pc = {ph: _phase_cores((phase_cores or {}).get(ph), p, ph) for ph in PHASES}
+        p_qkv, p_o, p_gu, p_down = (pc[ph] for ph in PHASES)
         S = max(
-            _cores_per_block(3 * nh * kh, kh, p),
-            _cores_per_block(nh * kh, kh, p),
-            _cores_per_block(2 * nf * kh, kh, p),
-            _cores_per_block(nh * kf, kf, p),
+            _cores_per_block(3 * nh * kh, kh, p_qkv),
+            _cores_per_block(nh * kh, kh, p_o),
+            _cores_per_block(2 * nf * kh, kh, p_gu),
+            _cores_per_block(nh * kf, kf, p_down),
         )
 
         assert p >= heads, f"attention takes a head per core: {p} cores < {heads} heads"
@@ -206,6 +234,8 @@ def make_decoder_layer(
             device = legato.get_context().get_device()
             P = device.num_cores
             assert P == p, "built for another core count: use BenchKernel.specialize(model)"
+            # (checked here, not in build: the unspecialized kernel is built for 32 cores)
+            assert split * heads <= P, "attn_split x heads must not exceed the chip's cores"
             assert x.shape[1] == hidden and act.shape[1] == ffn and vc.shape[1] == ctx
             with device.get_all_cores():
                 c = legato.core_id()
@@ -215,7 +245,7 @@ def make_decoder_layer(
                 if pim:
                     pim_stage(xn, wqkv, part_qkv, c, 3 * nh, S)
                 else:
-                    gemv_stage(xn, wqkv, part_qkv, c, P, kh, 3 * nh, S)
+                    gemv_stage(xn, wqkv, part_qkv, c, p_qkv, kh, 3 * nh, S)
                 legato.sync.barrier()
                 # 2. attention over the cache, split-KV: core c takes head c // split and
                 # its token blocks [r * nb, (r + 1) * nb), r = c % split; it writes the f32
@@ -282,7 +312,7 @@ def make_decoder_layer(
                 if pim:
                     pim_stage(legato.tensor.load(attn), wo, part_o, c, nh, S)
                 else:
-                    gemv_stage(legato.tensor.load(attn), wo, part_o, c, P, kh, nh, S)
+                    gemv_stage(legato.tensor.load(attn), wo, part_o, c, p_o, kh, nh, S)
                 legato.sync.barrier()
                 # 4. residual, RMSNorm, fused gate/up projection
                 po = legato.tensor.load(part_o)
@@ -292,7 +322,7 @@ def make_decoder_layer(
                 if pim:
                     pim_stage(hn, wgu, part_gu, c, 2 * nf, S)
                 else:
-                    gemv_stage(hn, wgu, part_gu, c, P, kh, 2 * nf, S)
+                    gemv_stage(hn, wgu, part_gu, c, p_gu, kh, 2 * nf, S)
                 legato.sync.barrier()
                 # 5. SiLU(gate) * up, one 128-column block at a time
                 for j in range(c, nf, P):
@@ -305,7 +335,7 @@ def make_decoder_layer(
                 if pim:
                     pim_stage(legato.tensor.load(act), wd, part_d, c, nh, S)
                 else:
-                    gemv_stage(legato.tensor.load(act), wd, part_d, c, P, kf, nh, S)
+                    gemv_stage(legato.tensor.load(act), wd, part_d, c, p_down, kf, nh, S)
                 legato.sync.barrier()
                 for b in range(c, nh, P):
                     pd = legato.tensor.load(part_d[b : b + 1, :, :])

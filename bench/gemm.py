@@ -189,6 +189,13 @@ def make_gemm(
 # -- SPMD form (one program for every core) -----------------------------------------------------
 
 
+def default_spread(model, num_cores: int, group: int) -> int:
+    """The k-slabs between the start slabs of neighbouring groups that `make_gemm_spmd` uses
+    without a `spread`: the channel pairs divided between the groups (a k-slab's rows lie on
+    two neighbouring channels), at least 1."""
+    return max(1, model.num_memory_channels // 2 // (num_cores // group))
+
+
 @legato.function
 def _spmd_send(x, to, grp):
     """Send the core's piece of a k-slab to the rest of its group (queue d: d places on)."""
@@ -214,6 +221,7 @@ def make_gemm_spmd(
     name: str | None = None,
     num_cores: int = 32,
     group: int | None = None,
+    spread: int | None = None,
 ) -> "BenchKernel":
     """`make_gemm`'s GEMM (same arguments and layout) as one SPMD program
     (`with device.get_all_cores():`), which compiles in ~3 s instead of 25-40 s.
@@ -225,7 +233,9 @@ def make_gemm_spmd(
     before the slab's; it receives piece (i - d) % group on queue d right before that piece's
     matmul, accumulated in place by the MPU into its own f32 accumulator. Each queue is a
     stream of k / 256 transfers through three receive buffers with credits. The groups start
-    `spread` k-slabs apart so that they read on different channels. In the last step each
+    `spread` k-slabs apart so that they read on different channels (default
+    `default_spread(model, num_cores, group)`; a search-space point of the tuner,
+    `bench.kernels.GEMM_SPACE`). In the last step each
     accumulator is cast two matmuls later (the core issues in order) and written out at once;
     every cast keeps its own buffer to the end. Not the bench's GEMM yet: 94.0% of the MPU
     roofline on EVT0 (per-core form 94.7%) but 86.7% on EVT1 (88.0%): the fill (~6k cycles: a
@@ -243,6 +253,8 @@ def make_gemm_spmd(
     assert kt * TK == k and m % 4 == 0, "k must be a multiple of 256, m of 4"
     tn, grp = _layout(num_cores, n, group)
     assert m % grp == 0, "m must split in one row block per core of a group"
+    assert spread is None or spread >= 1, f"spread must be >= 1, not {spread}"
+    fixed_spread = spread or 0  # 0: the default for the target's channel count
     base = make_gemm(m, k, n, name, num_cores, group)
 
     def gemm_spmd(
@@ -255,7 +267,7 @@ def make_gemm_spmd(
         r = m // grp  # each core of a group reads, and sends its group, r rows of each k-slab
         # a k-slab's rows (512 B of each) lie on two neighbouring channels: the groups start
         # `spread` slabs apart so that at every step they read on different pairs of channels
-        spread = max(1, device.model.num_memory_channels // 2 // (num_cores // grp))
+        spread_ = fixed_spread or default_spread(device.model, num_cores, grp)
         with device.get_all_cores():
             c = legato.core_id()
             i = c % grp  # the core's place in its group
@@ -263,7 +275,7 @@ def make_gemm_spmd(
             # group g walks K from tile g: at every step the groups read neighbouring column
             # slabs, which lie on different channels (all the rows of one slab start on the same
             # channel: row bytes are a multiple of the interleave period)
-            off = (c // grp) * spread % kt
+            off = (c // grp) * spread_ % kt
             # send d goes to the core d places further in the group (queue d); receive d comes
             # from the core d places before, whose rows are piece p_d
             to, piece, accs, outs = (), (), (), ()
@@ -322,7 +334,7 @@ def make_gemm_spmd(
     def for_model(model) -> "BenchKernel":
         if model.num_cores == num_cores:
             return BenchKernel(kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2)
-        return make_gemm_spmd(m, k, n, name, model.num_cores, group)
+        return make_gemm_spmd(m, k, n, name, model.num_cores, group, spread)
 
     return BenchKernel(
         kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2, for_model=for_model

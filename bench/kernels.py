@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import legato
+from bench.decoder import PHASES as DECODER_PHASES
 from bench.decoder import make_decoder_layer
-from bench.gemm import make_gemm_spmd
+from bench.gemm import default_spread, make_gemm_spmd
 from legato.jit import autotuner as autotune
 
 BF16 = legato.types.float("bfloat16")
@@ -358,9 +359,19 @@ class SearchSpace:
 
 
 def write_tuned(spaces) -> int:
-    """Write the choices these spaces hold in memory to `TUNED` (merged with its others)."""
+    """Write the choices these spaces hold in memory to `TUNED`, merged with its others except
+    those tuned over an older declaration of one of these spaces (other configs): no lookup
+    can reach them any more."""
     records = [r for sp in spaces for r in sp.store.memory.values()]
-    autotune.write_results(TUNED, records)
+    current = {sp.name: sorted(autotune.canonical(c) for c in sp.configs) for sp in spaces}
+    old = autotune.read_results(TUNED) if TUNED.exists() else {}
+    kept = [
+        r
+        for r in old.values()
+        if current.get(r["identity"].get("bench"), r["identity"].get("configs"))
+        == r["identity"].get("configs")
+    ]
+    autotune.write_results(TUNED, kept + records, merge=False)
     return len(records)
 
 
@@ -374,21 +385,44 @@ GEMV_SPACE = SearchSpace(
     _gemv_build(4096, 4096, "gemv_1x4096x4096"),
     lambda model: {"tile_n": gemv_tile_n(model, 4096)},
 )
+
+
+def _decoder_build(model, attn_split, **phase_cores):
+    return make_decoder_layer(
+        4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024", attn_split, phase_cores
+    ).specialize(model)
+
+
+def _decoder_configs() -> list[dict]:
+    """The attention split (cores per head) crossed with the GEMV phases' core counts: every
+    core in every phase, or one phase on half of them (the others wait at its barrier)."""
+    every = {ph: "P" for ph in DECODER_PHASES}
+    return [
+        {"attn_split": s, **every, **half}
+        for s in (1, 2, 4)
+        for half in [{}] + [{ph: "P/2"} for ph in DECODER_PHASES]
+    ]
+
+
 DECODER_SPACE = SearchSpace(
     "decoder_layer_7b_ctx1024",
-    [{"attn_split": s} for s in (1, 2, 4)],
-    lambda model, attn_split: make_decoder_layer(
-        4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024", attn_split
-    ).specialize(model),
-    lambda model: {"attn_split": max(1, min(model.num_cores // 32, 1024 // 128))},
+    _decoder_configs(),
+    _decoder_build,
+    lambda model: {
+        "attn_split": max(1, min(model.num_cores // 32, 1024 // 128)),
+        **{ph: "P" for ph in DECODER_PHASES},
+    },
 )
 GEMM_SPACE = SearchSpace(
     "gemm_512x4096x4096",
-    [{"group": g} for g in (4, 8, 16, 32)],
-    lambda model, group: make_gemm_spmd(
-        512, 4096, 4096, "gemm_512x4096x4096", model.num_cores, group
+    [{"group": g, "spread": s} for g in (8, 16, 32) for s in (1, 2, 4)],
+    lambda model, group, spread: make_gemm_spmd(
+        512, 4096, 4096, "gemm_512x4096x4096", model.num_cores, group, spread
     ).specialize(model),
-    lambda model: {"group": min(model.num_cores, 8 if model.num_cores <= 32 else 16)},
+    lambda model: {
+        "group": (g := min(model.num_cores, 8 if model.num_cores <= 32 else 16)),
+        "spread": default_spread(model, model.num_cores, g),
+    },
 )
 SPACES = [GEMV_SPACE, DECODER_SPACE, GEMM_SPACE]
 

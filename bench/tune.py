@@ -1,7 +1,8 @@
 """`python -m bench.tune [--target T ...] [--kernel K ...] [--workers N]`
 
 Tunes the bench's declared search spaces (`bench.kernels.SPACES`: GEMV tile width, GEMM group
-size, the decoder's attention split) on simulated cycles, prints each report (every config's
+size and group spread, the decoder's attention split and per-phase core counts) on simulated
+cycles, prints each report (every config's
 cycles, the hand pick's among them, the dropped ones with their reason) and writes the choices
 to `bench/tuned.json`, which `python -m bench` reads instead of tuning. `python -m bench
 --retune` does the same before measuring.

@@ -64,6 +64,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.debug import AssertOpBase, PrintOpBase
 from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.legato import (
     ELEMENT_TYPES,
@@ -1598,60 +1599,27 @@ class VpuSelectOp(FastBuildOperation):
 # -- kernel debugging (`legato.device_print` / `legato.device_assert`; opset's DEBUG rows) ------
 
 
-def _debug_operand(op: Operation, v: SSAValue, role: str) -> None:
-    t = v.type
-    if isinstance(t, IndexType):
-        return
-    if not isinstance(t, BufType):
-        raise VerifyException(f"{op.name}: {role} must be a buffer or an index, got {t}")
-    if t.space == "mpu_weight":
-        raise VerifyException(f"{op.name}: {role} is in mpu_weight, which has no address")
-    if sum(d.is_dynamic for d in t.dims) > 1:
-        raise VerifyException(f"{op.name}: {role} {t} has more than one dynamic dim")
-
-
 @irdl_op_definition
-class PrintOp(FastBuildOperation):
+class PrintOp(PrintOpBase):
     """`core.print "y =" (%buf, %n : !core.buf<...>, index)`: report the message and the values
     (a buffer's runtime extent, read through its view; an index) when the program reaches it;
     `dbg.print` per value (docs/isa.md, *Debug instructions*). Builder: `PrintOp(message,
     values)`."""
 
     name = "core.print"
-    message = prop_def(StringAttr)
-    values = var_operand_def()
-    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "print"]
-    assembly_format = "$message (`(` $values^ `:` type($values) `)`)? attr-dict"
-
-    def __init__(self, message: str | StringAttr, values: Sequence[SSAValue] = ()):
-        if isinstance(message, str):
-            message = StringAttr(message)
-        super().__init__(operands=[list(values)], properties={"message": message})
-
-    def verify_(self) -> None:
-        for i, v in enumerate(self.values):
-            _debug_operand(self, v, f"value {i}")
+    VALUE_TYPE: ClassVar[type[Attribute]] = BufType
+    VALUE_KIND: ClassVar[str] = "buffer"
 
 
 @irdl_op_definition
-class AssertOp(FastBuildOperation):
+class AssertOp(AssertOpBase):
     """`core.assert %cond, "message" : !core.buf<...>`: every element of `%cond` (a buffer, or
     an index) is nonzero, else the run stops with a `DeviceAssertError` at this op's location
     (`dbg.assert`). Builder: `AssertOp(cond, message)`."""
 
     name = "core.assert"
-    cond = operand_def()
-    message = prop_def(StringAttr)
-    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "assert"]
-    assembly_format = "$cond `,` $message attr-dict `:` type($cond)"
-
-    def __init__(self, cond: SSAValue, message: str | StringAttr = ""):
-        if isinstance(message, str):
-            message = StringAttr(message)
-        super().__init__(operands=[cond], properties={"message": message})
-
-    def verify_(self) -> None:
-        _debug_operand(self, self.cond, "the condition")
+    VALUE_TYPE: ClassVar[type[Attribute]] = BufType
+    VALUE_KIND: ClassVar[str] = "buffer"
 
 
 Core = Dialect(

@@ -89,6 +89,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
+from legato.dialects.debug import AssertOpBase, PrintOpBase
 from legato.dialects.fast_build import FastBuildOperation
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
@@ -2298,67 +2299,37 @@ class BarrierOp(FastBuildOperation):
 # Kernel debugging (`legato.device_print`, `legato.device_assert`; opset's DEBUG rows)
 # ---------------------------------------------------------------------------------------------
 
-
-def _debug_operand(op: Operation, v: SSAValue, role: str) -> None:
-    t = v.type
-    if isinstance(t, IndexType):
-        return
-    if not isinstance(t, TensorType):
-        raise VerifyException(f"{op.name}: {role} must be a tensor or an index, got {t}")
-    if t.space == "mpu_weight":
-        raise VerifyException(
-            f"{op.name}: {role} is in mpu_weight, which has no address; print the tensor "
-            "before it is loaded as a weight"
-        )
-    if sum(d.is_dynamic for d in t.dims) > 1:
-        raise VerifyException(
-            f"{op.name}: {role} {t} has more than one dynamic dim; slice it to one first"
-        )
+# what the user can do, at the DSL's level, about an operand the debug ops refuse
+_DEBUG_HINTS = (
+    "; print the tensor before it is loaded as a weight",
+    "; slice it to one first",
+)
 
 
 @irdl_op_definition
-class DevicePrintOp(FastBuildOperation):
+class DevicePrintOp(PrintOpBase):
     """`legato.device_print "x =" (%x, %n : !legato.tensor<...>, index)`: when the running
     context reaches it, report `message` and the values (tensors: their runtime extent, in any
     memory but mpu_weight; index values) with the module, core and cycle (docs/language.md,
     *Debugging*). Builder: `DevicePrintOp(message, values)`."""
 
     name = "legato.device_print"
-    message = prop_def(StringAttr)
-    values = var_operand_def()
-    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "print"]
-    assembly_format = "$message (`(` $values^ `:` type($values) `)`)? attr-dict"
-
-    def __init__(self, message: str | StringAttr, values: Sequence[SSAValue] = ()):
-        if isinstance(message, str):
-            message = StringAttr(message)
-        super().__init__(operands=[list(values)], properties={"message": message})
-
-    def verify_(self) -> None:
-        for i, v in enumerate(self.values):
-            _debug_operand(self, v, f"value {i}")
+    VALUE_TYPE: ClassVar[type[Attribute]] = TensorType
+    VALUE_KIND: ClassVar[str] = "tensor"
+    HINTS: ClassVar[tuple[str, str]] = _DEBUG_HINTS
 
 
 @irdl_op_definition
-class DeviceAssertOp(FastBuildOperation):
+class DeviceAssertOp(AssertOpBase):
     """`legato.device_assert %cond, "message" : T`: when the running context reaches it, every
     element of `%cond` (a tensor of any element type, or an index) must be nonzero; else the
     run stops with a `DeviceAssertError` naming this op's source line, the module and the
     failing elements. Builder: `DeviceAssertOp(cond, message)`."""
 
     name = "legato.device_assert"
-    cond = operand_def()
-    message = prop_def(StringAttr)
-    ROW: ClassVar[opset.OpKind] = opset.BY_KIND[opset.DEBUG, "assert"]
-    assembly_format = "$cond `,` $message attr-dict `:` type($cond)"
-
-    def __init__(self, cond: SSAValue, message: str | StringAttr = ""):
-        if isinstance(message, str):
-            message = StringAttr(message)
-        super().__init__(operands=[cond], properties={"message": message})
-
-    def verify_(self) -> None:
-        _debug_operand(self, self.cond, "the condition")
+    VALUE_TYPE: ClassVar[type[Attribute]] = TensorType
+    VALUE_KIND: ClassVar[str] = "tensor"
+    HINTS: ClassVar[tuple[str, str]] = _DEBUG_HINTS
 
 
 def _enclosing_on(op: Operation) -> OnOp | None:

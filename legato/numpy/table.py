@@ -25,63 +25,51 @@ UFUNCS: dict = {}  # np.ufunc -> translation of its __call__
 FUNCTIONS: dict = {}  # NumPy function -> translation
 
 
-def _ufunc(*ufuncs):
-    def register(fn):
-        for u in ufuncs:
-            UFUNCS[u] = fn
-        return fn
+def _registers(table: dict):
+    """A decorator factory: `@deco(k1, k2)` makes the function the translation of k1 and k2."""
 
-    return register
+    def keys(*ks):
+        def register(fn):
+            table.update(dict.fromkeys(ks, fn))
+            return fn
 
+        return register
 
-def _function(*fns):
-    def register(fn):
-        for f in fns:
-            FUNCTIONS[f] = fn
-        return fn
-
-    return register
+    return keys
 
 
-def _binary(op):
-    # Python's operators on tensors take a number on either side (rsub, pow.Scalar, ...), as
-    # NumPy's ufuncs do; torch.add(2.0, t) would not.
-    return lambda a, b: op(a, b)
+_ufunc = _registers(UFUNCS)
+_function = _registers(FUNCTIONS)
 
 
-for _u, _op in [
-    (np.add, operator.add),
-    (np.subtract, operator.sub),
-    (np.multiply, operator.mul),
-    (np.true_divide, operator.truediv),
-    (np.power, operator.pow),
-    (np.matmul, operator.matmul),
-]:
-    UFUNCS[_u] = _binary(_op)
-
-for _u, _t in [
-    (np.exp, torch.exp),
-    (np.log, torch.log),
-    (np.sqrt, torch.sqrt),
-    (np.tanh, torch.tanh),
-    (np.sin, torch.sin),
-    (np.cos, torch.cos),
-    (np.absolute, torch.abs),
-    (np.negative, torch.neg),
-    (np.reciprocal, torch.reciprocal),
-]:
-    UFUNCS[_u] = _t
-
-
-for _u, _op in [
-    (np.greater, operator.gt),
-    (np.greater_equal, operator.ge),
-    (np.less, operator.lt),
-    (np.less_equal, operator.le),
-    (np.equal, operator.eq),
-    (np.not_equal, operator.ne),
-]:
-    UFUNCS[_u] = _binary(_op)
+# np ufunc -> its translation. The binary ones are Python's operators: on tensors they take a
+# number on either side (rsub, pow.Scalar, ...), as NumPy's ufuncs do; torch.add(2.0, t) would
+# not.
+UFUNCS.update(
+    {
+        np.add: operator.add,
+        np.subtract: operator.sub,
+        np.multiply: operator.mul,
+        np.true_divide: operator.truediv,
+        np.power: operator.pow,
+        np.matmul: operator.matmul,
+        np.greater: operator.gt,
+        np.greater_equal: operator.ge,
+        np.less: operator.lt,
+        np.less_equal: operator.le,
+        np.equal: operator.eq,
+        np.not_equal: operator.ne,
+        np.exp: torch.exp,
+        np.log: torch.log,
+        np.sqrt: torch.sqrt,
+        np.tanh: torch.tanh,
+        np.sin: torch.sin,
+        np.cos: torch.cos,
+        np.absolute: torch.abs,
+        np.negative: torch.neg,
+        np.reciprocal: torch.reciprocal,
+    }
+)
 
 
 @_ufunc(np.square)
@@ -94,20 +82,21 @@ def _positive(a):
     return a.clone()
 
 
-@_ufunc(np.maximum)
-def _maximum(a, b):
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return torch.maximum(a, b)
-    t, s = (a, b) if isinstance(a, torch.Tensor) else (b, a)
-    return torch.clamp_min(t, s)
+def _extremum(both, with_number):
+    """np.maximum / np.minimum: `both(a, b)` of two tensors, `with_number(tensor, number)` when
+    one side is a number (either side: the ufunc is commutative)."""
+
+    def translate(a, b):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            return both(a, b)
+        t, s = (a, b) if isinstance(a, torch.Tensor) else (b, a)
+        return with_number(t, s)
+
+    return translate
 
 
-@_ufunc(np.minimum)
-def _minimum(a, b):
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return torch.minimum(a, b)
-    t, s = (a, b) if isinstance(a, torch.Tensor) else (b, a)
-    return torch.clamp_max(t, s)
+UFUNCS[np.maximum] = _extremum(torch.maximum, torch.clamp_min)
+UFUNCS[np.minimum] = _extremum(torch.minimum, torch.clamp_max)
 
 
 def _plain(**given):

@@ -193,3 +193,44 @@ def test_register_type():
 def test_dim_helpers():
     t = C.BufType([Dim(None, 8), 4], "bf16", "sram")
     assert t.max_bytes == 64 and not t.is_static and t.dynamic_dims == (0,)
+
+
+@pytest.mark.parametrize(
+    "print_op, assert_op, value_type, kind, hint",
+    [
+        (
+            L.DevicePrintOp,
+            L.DeviceAssertOp,
+            T,
+            "tensor",
+            "; print the tensor before it is loaded as a weight",
+        ),
+        (C.PrintOp, C.AssertOp, C.BufType, "buffer", ""),
+    ],
+    ids=["legato", "core"],
+)
+def test_debug_ops_check_their_operands(print_op, assert_op, value_type, kind, hint):
+    """The debug ops of both levels (one shared definition, legato/dialects/debug.py) accept an
+    index and a value of their level's type, refuse a value of the other level's type,
+    mpu_weight and two dynamic dims, naming the op and the operand."""
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.dialects.test import TestOp
+
+    def value(t):
+        return TestOp(result_types=[t]).results[0]
+
+    good, n = value(value_type([4, 8], "f32", "sram")), value(IndexType())
+    p = print_op("x =", [good, n])
+    p.verify()
+    assert p.message.data == "x =" and list(p.values) == [good, n]
+    assert_op(good, "ok").verify()
+    other = (C.BufType if kind == "tensor" else T)([4], "f32", "sram")
+    with pytest.raises(VerifyException, match=rf"{p.name}: value 0 must be a {kind} or an index"):
+        print_op("x", [value(other)]).verify()
+    weight = value(value_type([256, 128], "bf16", "mpu_weight"))
+    with pytest.raises(VerifyException, match=r"the condition is in mpu_weight") as e:
+        assert_op(weight, "w").verify()
+    assert str(e.value).endswith("which has no address" + hint)
+    two_dyn = value(value_type([(-1, 4), (-1, 8)], "f32", "sram"))
+    with pytest.raises(VerifyException, match="value 0 .* has more than one dynamic dim"):
+        print_op("x", [two_dyn]).verify()

@@ -20,6 +20,7 @@ from legato import interp
 from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.interp.errors import InterpHazardError
+from legato.interp.scheduler import DEFAULT_QUANTUM
 from legato.targets.bertha.arch.hazards import (
     HazardAccess,
     HazardChecker,
@@ -88,22 +89,22 @@ _CASES = {
         SharedMemoryRaceError,
         {_EXCHANGE_WRITE, _EXCHANGE_READ},
     ),
-    "barrier": (
-        rk.spmd_exchange,
-        {"core": "barrier", "backend": "barrier", "legato": "barrier"},
-        1,
-        rk.NC * rk.R,
-        SharedMemoryRaceError,
-        {_EXCHANGE_READ, _EXCHANGE_REWRITE},
-    ),
-    "first_barrier": (
-        rk.spmd_exchange,
-        {"core": "barrier", "backend": "barrier", "legato": "barrier"},
-        0,
-        rk.NC * rk.R,
-        SharedMemoryRaceError,
-        {_EXCHANGE_WRITE, _EXCHANGE_READ},
-    ),
+    # without the first barrier, the exchange's read races the write before it; without the
+    # second, the rewrite races that read
+    **{
+        name: (
+            rk.spmd_exchange,
+            {"core": "barrier", "backend": "barrier", "legato": "barrier"},
+            nth,
+            rk.NC * rk.R,
+            SharedMemoryRaceError,
+            lines,
+        )
+        for name, nth, lines in (
+            ("first_barrier", 0, {_EXCHANGE_WRITE, _EXCHANGE_READ}),
+            ("barrier", 1, {_EXCHANGE_READ, _EXCHANGE_REWRITE}),
+        )
+    },
     "sem_wait": (
         rk.sem_handoff,
         {"core": "sem_wait", "backend": "sem_wait", "legato": "wait"},
@@ -171,17 +172,6 @@ def send_then_overwrite(a: _tt([rk.R, 64]), out: _tt([rk.R, 64]), done: _tt([rk.
         legato.tensor.memcpy(out, legato.tensor.load(a, "sram"))  # hz:overwrite
 
 
-def test_a_write_to_a_transfer_s_source_before_its_receive_is_reported_at_the_legato_level():
-    args = [*_args(rk.R), np.zeros((rk.R, 64), np.float32)]
-    with pytest.raises(InterpHazardError) as ei:
-        interp.run(send_then_overwrite.to_mlir(), "legato", args, rk.four_cores)
-    e = ei.value
-    assert isinstance(e.hazard, SharedMemoryRaceError)  # (on shared DRAM, this class)
-    assert (e.first.transfer, e.first.access, e.second.access) == (True, "reads", "writes")
-    assert e.first.source[1] == _line("# hz:send", HERE)
-    assert e.second.source[1] == _line("# hz:overwrite", HERE)
-
-
 @legato.compile(backend=rk.four_cores)
 def send_receive_then_overwrite(a: _tt([rk.R, 64]), out: _tt([rk.R, 64]), done: _tt([rk.R, 64])):
     """`send_then_overwrite` with core 1 telling core 2 once it received: no hazard."""
@@ -225,17 +215,33 @@ def two_posters(a: _tt([rk.R, 64]), out: _tt([rk.R, 64]), res: _tt([rk.R, 64])):
         legato.sync.wait(1)
 
 
-def test_a_semaphore_wait_is_ordered_only_after_the_post_it_took():
-    # quantum 1: the tasks take turns op by op, so core 1 posts first, core 0 second, and core
-    # 2's first wait takes core 1's post. A wait that joined every post so far (the checker
-    # before) was ordered after core 0's write too and missed the race.
+@pytest.mark.parametrize(
+    "kernel, quantum, accesses, tags",
+    [
+        # a write to a transfer's source before its receive: the transfer still reads it
+        (
+            send_then_overwrite,
+            DEFAULT_QUANTUM,
+            (True, "reads", "writes"),
+            ("# hz:send", "# hz:overwrite"),
+        ),
+        # quantum 1: the tasks take turns op by op, so core 1 posts first, core 0 second, and
+        # core 2's first wait takes core 1's post. A wait that joined every post so far (the
+        # checker before) was ordered after core 0's write too and missed the race.
+        (two_posters, 1, (True, "writes", "reads"), ("# hz:write", "# hz:read")),
+    ],
+    ids=["write_during_transfer", "wait_after_the_post_it_took"],
+)
+def test_a_race_at_the_legato_level_is_reported_with_both_lines(kernel, quantum, accesses, tags):
+    """The legato level's races on shared DRAM (class SharedMemoryRaceError), reported with
+    both accesses' kinds and source lines."""
     args = [*_args(rk.R), np.zeros((rk.R, 64), np.float32)]
     with pytest.raises(InterpHazardError) as ei:
-        interp.run(two_posters.to_mlir(), "legato", args, rk.four_cores, quantum=1)
+        interp.run(kernel.to_mlir(), "legato", args, rk.four_cores, quantum=quantum)
     e = ei.value
     assert isinstance(e.hazard, SharedMemoryRaceError)
-    assert e.first.source[1] == _line("# hz:write", HERE)
-    assert e.second.source[1] == _line("# hz:read", HERE)
+    assert (e.first.transfer, e.first.access, e.second.access) == accesses
+    assert (e.first.source[1], e.second.source[1]) == tuple(_line(t, HERE) for t in tags)
 
 
 def test_a_semaphore_wait_joins_the_posts_whose_units_it_took():

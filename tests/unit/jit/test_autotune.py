@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 import legato
 import legato.jit
+from legato.jit import autotuner
 from tests.unit.jit import autotune_kernels as ak
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -176,3 +178,26 @@ def test_an_edited_cache_record_is_refused_and_retuned(cache):
     again = ak.make()
     again(x, out)
     assert again.tune_count == 1 and again.best_config == {"rows": 8}
+
+
+def _pid_candidate(i: int, dies: bool = False):
+    def run():
+        if dies:
+            time.sleep(1)  # after the others (instant) are done: they must not share its fate
+            os._exit(3)  # a worker that dies (e.g. killed by the OOM killer)
+        return 10 + i, {"pid": np.array([os.getpid()])}
+
+    return autotuner.Candidate({"i": i}, run)
+
+
+def test_candidates_run_in_parallel_worker_processes_and_a_dead_one_fails_alone():
+    cands = [_pid_candidate(0), _pid_candidate(1), _pid_candidate(2), _pid_candidate(3, True)]
+    outcomes = autotuner.run_candidates(cands, workers=2)
+    assert [o.config for o in outcomes] == [{"i": i} for i in range(4)]  # declaration order
+    assert [o.cycles for o in outcomes[:3]] == [10, 11, 12]
+    pids = {int(o.outputs["pid"][0]) for o in outcomes[:3]}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2  # forked workers, at most 2
+    assert outcomes[3].cycles is None and "worker process failed" in outcomes[3].error
+    # workers=1: in this process, one after another
+    (one,) = autotuner.run_candidates([_pid_candidate(0)], workers=1)
+    assert int(one.outputs["pid"][0]) == os.getpid()

@@ -5,17 +5,7 @@ import os
 import pytest
 import torch
 
-
-@pytest.fixture(scope="session", autouse=True)
-def _legato_cache(tmp_path_factory):
-    """One JIT cache for the session (probes and kernels compile once), never ~/.cache."""
-    old = os.environ.get("LEGATO_CACHE_DIR")
-    os.environ["LEGATO_CACHE_DIR"] = str(tmp_path_factory.mktemp("legato-cache"))
-    yield
-    if old is None:
-        os.environ.pop("LEGATO_CACHE_DIR", None)
-    else:
-        os.environ["LEGATO_CACHE_DIR"] = old
+from tests.unit.session_cache import legato_session_cache  # noqa: F401 (autouse here)
 
 
 @pytest.fixture(autouse=True)
