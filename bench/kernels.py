@@ -371,6 +371,10 @@ def write_tuned(spaces) -> int:
         if current.get(r["identity"].get("bench"), r["identity"].get("configs"))
         == r["identity"].get("configs")
     ]
+    root = str(TUNED.parent.parent) + "/"  # reasons name the checkout's files: keep them relative
+    for r in records:
+        for row in r.get("report", {}).get("rows", ()):
+            row["reason"] = (row.get("reason") or "").replace(root, "")
     autotune.write_results(TUNED, kept + records, merge=False)
     return len(records)
 
@@ -389,7 +393,7 @@ GEMV_SPACE = SearchSpace(
 
 def _decoder_build(model, attn_split, **phase_cores):
     return make_decoder_layer(
-        4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024", attn_split, phase_cores
+        4096, 32, 11008, 1024, "decoder_layer_7b_ctx1024", attn_split, phase_cores=phase_cores
     ).specialize(model)
 
 
