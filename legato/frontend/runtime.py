@@ -11,7 +11,9 @@ SPMD and synchronization (mixed into `codegen.CodeGenerator`).
   same type on every iteration); names first assigned in the body are not visible after it;
   compile-time values must not change in the body.
 * `x[a:b, ...]` with runtime bounds (or a partial slice of a dynamic dim) is a
-  `legato.dynamic_slice`: the size `b - a` must fold to a compile-time int; on a dynamic dim the
+  `legato.dynamic_slice`. On a static dim a size `b - a` that is not a compile-time int gives a
+  dynamic dim bounded by the dim (`scratch[0:m]`: a runtime-row view of a buffer sized at the
+  bound), not clamped. Otherwise the size must fold to a compile-time int; on a dynamic dim the
   runtime size is clamped to what the tensor holds (Python/torch slicing), unless the slice
   provably lies inside the dim (a loop over its whole tiles: `legato.frontend.bounds`), when it
   keeps its static size; on a static dim the slice must lie within the dim at run time.
@@ -431,12 +433,32 @@ class RuntimeCodegen:
                     )
                 stop = self.check_index_operand(it.stop, node)
                 size = _affine(stop, start, -1, self.region)
+                if not isinstance(size, int) and not d.is_dynamic:
+                    # a runtime-size view of a static dim (`scratch[0:m]`): a dynamic dim
+                    # bounded by what the dim holds past a static start; not clamped: an end
+                    # past the dim stops the run at this line (as a runtime offset does)
+                    bound = d.size - start if isinstance(start, int) else d.size
+                    if isinstance(stop, int):  # x[i:4]: at most 4 (the start is >= 0)
+                        bound = min(bound, stop)
+                    if bound <= 0:
+                        raise self.error(
+                            node, f"dim {i}: a slice starting at {start} is empty in {spec}"
+                        )
+                    offsets.append(
+                        start if isinstance(start, int) else self.materialize(start, node)
+                    )
+                    sizes.append(self.materialize(size, node))
+                    dims.append(Dim(None, bound))
+                    keep.append(True)
+                    continue
                 if not isinstance(size, int):
                     raise self.error(
                         node,
                         f"dim {i}: the size of this slice ({_describe(stop)} - "
-                        f"{_describe(start)}) is not a compile-time int; write the end as the "
-                        "start plus a constant (x[i*R:(i+1)*R] or x[i:i+R])",
+                        f"{_describe(start)}) is not a compile-time int, and dim {i} of {spec} "
+                        "is dynamic; write the end as the start plus a constant "
+                        "(x[i*R:(i+1)*R] or x[i:i+R]) (a runtime size is taken on a static "
+                        "dim: a view of a buffer sized at the bound, s[0:m])",
                     )
                 size = max(size, 0)
                 if not d.is_dynamic:

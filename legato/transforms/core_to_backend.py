@@ -81,6 +81,17 @@ def _vpu_dtype(op: Operation, t: core.BufType) -> str:
     return t.dtype.name
 
 
+def _one_strides(strides: list, one: list[bool]) -> list:
+    """`strides` with each runtime stride of a size-1 dim (`one`) replaced by the stride of the
+    dim inside it when that is an int (a size-1 dim is never stepped over, so any value copies
+    the same bytes; static strides are kept, so static copies are planned as before)."""
+    out = list(strides)
+    for i in range(len(out) - 1, -1, -1):
+        if one[i] and not isinstance(out[i], int) and i + 1 < len(out):
+            out[i] = out[i + 1] if isinstance(out[i + 1], int) else out[i]
+    return out
+
+
 @dataclass
 class _Selector:
     program: core.ProgramOp
@@ -573,6 +584,11 @@ class _Selector:
         # a strided copy: one DMA per contiguous run, unrolled over the outer indices
         dims = self.dims[src]
         ss, ds = self.strides_of(src, op), self.strides_of(dst, op)
+        if len(self.dims[dst]) == len(dims):
+            # a dim of size 1 on both ends is never stepped over: a runtime stride of it (the
+            # leading 1 of a `[1, ?M, w]` buffer) does not matter; it steps as the dim inside
+            one = [a == 1 and b == 1 for a, b in zip(dims, self.dims[dst])]
+            ss, ds = (_one_strides(st, one) for st in (ss, ds))
         if len(self.dims[dst]) != len(dims) or not all(isinstance(x, int) for x in (*ss, *ds)):
             raise error_at(
                 op,

@@ -295,6 +295,41 @@ def broadcast_middle(
         legato.tensor.memcpy(out, a - b)
 
 
+@legato.compile(backend=four_cores)
+def row_partials(
+    x: tt(((-1, 16), NC * 32), "shared_dram"),
+    part: tt([NC, 16, 32], "shared_dram"),
+    out: tt(((-1, 16), 32), "shared_dram"),
+):
+    """Split-K partials over a runtime row count, in a scratch sized at the bound: core c writes
+    its column slab's partial into the runtime-row view part[c, 0:m] (of a static [16, 32]);
+    after a barrier core c sums its columns of part[s, 0:m] for every s, starting from a
+    runtime-row view of a static full (a [4, ?16, 8] load would have a runtime stride)."""
+    device = legato.get_context().get_device()
+    with device.get_all_cores():
+        m = x.size(0)
+        c = legato.core_id()
+        a = legato.tensor.load(x[:, c * 32 : (c + 1) * 32])
+        legato.tensor.memcpy(part[c, 0:m, :], a * 2.0)
+        legato.sync.barrier()
+        w = 32 // NC
+        ones = legato.tensor.full((16, w), 1.0, f32)
+        total = ones[0:m, :]
+        for s in legato.static_range(NC):
+            total = total + legato.tensor.load(part[s : s + 1, 0:m, c * w : (c + 1) * w])[0]
+        legato.tensor.memcpy(out[:, c * w : (c + 1) * w], total)
+
+
+def _row_partials_ref(ins):
+    x = ins[0].reshape(-1, NC, 32) * 2
+    total = torch.ones_like(x[:, 0])
+    for c in range(NC):
+        total = total + x[:, c]
+    part = ins[1].clone()
+    part[:, : x.shape[0]] = x.transpose(0, 1)
+    return [part, total]
+
+
 def _f32(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
@@ -390,6 +425,18 @@ RUNTIME_CORPUS = [
         reference=lambda ins: [ins[0] - ins[1]],
         outputs=(2,),
         model=broadcast_middle.model,
+    ),
+    CorpusKernel(
+        name="runtime_row_partials",
+        mlir=row_partials.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _f32(rng, (11, NC * 32)),
+            np.zeros((NC, 16, 32), np.float32),
+            np.zeros((11, 32), np.float32),
+        ],
+        reference=_row_partials_ref,
+        outputs=(1, 2),
+        model=row_partials.model,
     ),
     CorpusKernel(
         name="spmd_core_id_matmul",

@@ -35,18 +35,19 @@ biases are laid out the same way. Decode forms only (`linear_cols` without split
 `linear_tiles`), `_group_tiles`.
 
 A runtime row count (a dynamic M bounded by the dim's bound: torch.compile's dynamic=True /
-mark_dynamic, vLLM's token count) is taken by `linear_cols` without split-K, alone or grouped:
-one kernel serves every M, sized (sram, the decode test) for the bound; x's column slabs and the
-output's column blocks are single dma2d transfers over the runtime rows, and a block's sum starts
-from its first product (`_block`). Where the static form would be tile ranges or split-K (their
-f32 partials would need a runtime-row view of a bound-sized scratch, which the language has
-not), a runtime M takes rounds of p column blocks instead, the cores past the last block redoing
-it, when that reads at most twice the weight (Llama-7B's 11008 columns: 96 block reads for 86 on
-32 cores, 128 on 64).
+mark_dynamic, vLLM's token count) is taken by every decode form, alone or grouped: one kernel
+serves every M, sized (sram, the decode test, the scratch) for the bound; x's column slabs and
+the output's column blocks are single dma2d transfers over the runtime rows, a block's sum
+starts from its first product (`_block`) or from a runtime-row view of a bound-sized zero, and
+the f32 partials of split-K and tile ranges go to runtime-row views (`part[h, blk, 0:m]`) of
+the scratch sized at the bound. Above the rows one core's sram holds (`max_decode_rows`: at
+K = 4096 bf16, 64 on EVT0 and 128 on EVT1), a runtime M runs the decode form on each chunk of
+that many rows, in a runtime loop (`_chunks`, `linear_chunks` in the name; W read once per
+chunk, no fused epilogue), instead of the prefill form, whose row pieces and core-to-core
+slabs have static shapes.
 
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
-eagerly): a dynamic M whose rounds would read the weight more than twice, or in the prefill
-form; K not a multiple of 256, N with no tile width that gives every core whole columns, other
+eagerly): K not a multiple of 256, N with no tile width that gives every core whole columns, other
 dtypes, W not a parameter or its `t(W)` used elsewhere.
 """
 
@@ -184,14 +185,27 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
         h = c % split
         xs = _onchip_cols(x, h * per * TK, per * TK)
         acc = _block(xs, wt, blk, h * per, per, m, tn, wmem)
-        legato.tensor.memcpy(
-            part[h : h + 1, :, blk * tn : (blk + 1) * tn], legato.tensor.reshape(acc, (1, m, tn))
-        )
-        legato.sync.barrier()
         cols = tn // split
         j0 = blk * tn + h * cols
-        parts = legato.tensor.load(part[0:split, :, j0 : j0 + cols])
-        total = legato.tensor.sum(parts, 0)
+        if x.spec.dims[0].is_dynamic:
+            # part[split, nb, M, tn] (`_linear_impl`): the partial is the contiguous
+            # runtime-row view part[h, blk, 0:m] of the scratch sized at the bound; the split
+            # partials are loaded one by one (a [split, ?M, cols] copy has a runtime stride)
+            legato.tensor.memcpy(part[h, blk, 0:m, :], acc)
+            legato.sync.barrier()
+            k0 = h * cols
+            total = legato.tensor.load(part[0:1, blk : blk + 1, 0:m, k0 : k0 + cols])[0, 0]
+            for s in legato.static_range(1, split):
+                piece = legato.tensor.load(part[s : s + 1, blk : blk + 1, 0:m, k0 : k0 + cols])
+                total = total + piece[0, 0]
+        else:
+            legato.tensor.memcpy(
+                part[h : h + 1, :, blk * tn : (blk + 1) * tn],
+                legato.tensor.reshape(acc, (1, m, tn)),
+            )
+            legato.sync.barrier()
+            parts = legato.tensor.load(part[0:split, :, j0 : j0 + cols])
+            total = legato.tensor.sum(parts, 0)
         _store(out, total, bias, j0, cols, has_bias, epi, eargs)
     assert tk == TK and x.bounds[0] == _rows(out, g)
 
@@ -209,7 +223,9 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
     device = legato.get_context().get_device()
     p = device.num_cores
     nb, kt, tk, tn = wt.shape
-    m = x.shape[0]
+    mb = x.bounds[0]
+    dynamic = x.spec.dims[0].is_dynamic
+    m = x.size(0)  # a runtime index when the row count is dynamic (M tokens)
     tiles = nb * kt
     c = legato.core_id()
     xs = _onchip(x)
@@ -217,25 +233,40 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
     end = (c + 1) * tiles // p
     b_lo = start // kt
     for b in range(b_lo, min((end + kt - 1) // kt, b_lo + end - start)):
-        acc = legato.tensor.full((m, tn), 0.0, F32)
+        if dynamic:  # runtime-row views of bound-sized zeros (and below, of the scratch)
+            acc = legato.tensor.full((mb, tn), 0.0, F32)[0:m, :]
+        else:
+            acc = legato.tensor.full((m, tn), 0.0, F32)
         for t in range(max(start - b * kt, 0), min(end - b * kt, kt)):
             w = legato.tensor.load(wt[b, t], wmem)
             acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
         first = ((b * kt + 1) * p - 1) // tiles
         last = ((b * kt + kt) * p - 1) // tiles
         slot = c - first
-        legato.tensor.memcpy(
-            part[b : b + 1, slot : slot + 1, :, :], legato.tensor.reshape(acc, (1, 1, m, tn))
-        )
-        zero = legato.tensor.full((1, 1, m, tn), 0.0, F32)
-        for s in range(slots - (slots - (last - first + 1)) * (1 - min(slot, 1)), slots):
-            legato.tensor.memcpy(part[b : b + 1, s : s + 1, :, :], zero)
+        s0 = slots - (slots - (last - first + 1)) * (1 - min(slot, 1))  # the unwritten slots
+        if dynamic:
+            legato.tensor.memcpy(part[b, slot, 0:m, :], acc)
+            zero = legato.tensor.full((mb, tn), 0.0, F32)[0:m, :]
+            for s in range(s0, slots):
+                legato.tensor.memcpy(part[b, s, 0:m, :], zero)
+        else:
+            legato.tensor.memcpy(
+                part[b : b + 1, slot : slot + 1, :, :], legato.tensor.reshape(acc, (1, 1, m, tn))
+            )
+            zero = legato.tensor.full((1, 1, m, tn), 0.0, F32)
+            for s in range(s0, slots):
+                legato.tensor.memcpy(part[b : b + 1, s : s + 1, :, :], zero)
     legato.sync.barrier()
     for b in range(c, nb, p):
-        parts = legato.tensor.load(part[b, 0:slots, :, :])
-        total = legato.tensor.sum(parts, 0)
+        if dynamic:  # the slots one by one ([slots, ?M, tn] in sram would have a runtime stride)
+            total = legato.tensor.load(part[b, 0, 0:m, :])
+            for q in legato.static_range(1, slots):
+                total = total + legato.tensor.load(part[b, q, 0:m, :])
+        else:
+            parts = legato.tensor.load(part[b, 0:slots, :, :])
+            total = legato.tensor.sum(parts, 0)
         _store(out, total, bias, b * tn, tn, has_bias, epi, eargs, g)
-    assert tk == TK and m == _rows(out, g)
+    assert tk == TK and mb == _rows(out, g)
 
 
 def _slots(tiles: int, kt: int, p: int) -> int:
@@ -452,8 +483,12 @@ def _linear_impl(projs, ctx, x):
     kt = k // TK
     p = ctx.model.num_cores
     esize = tx.element_size()
-    fits = (m * k + 2 * m * 128) * esize + 4 * m * 128 * 2 + 4 * TK * 128 * esize
-    decode = m * k * esize <= ctx.model.sram_size // 4 and fits <= ctx.model.sram_size // 2
+    decode = _decode_fits(m, k, esize, ctx.model.sram_size)
+    rows = 0  # > 0: a runtime M in chunks of `rows` (`linear_chunks`)
+    if dynamic and not decode:
+        rows = max_decode_rows(k, esize, ctx.model.sram_size)
+        assert rows > 0, f"K = {k}: not one row of x fits a core's sram"
+        m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
     slots = 0
     if decode and g > 1:
         tn, split = _group_tiles(p, n, g)
@@ -465,7 +500,9 @@ def _linear_impl(projs, ctx, x):
     elif decode:
         tn, split = _decode_tiles(p, n, kt)
         impl = linear_cols if split else linear_tiles
-        scratch = ((split, m, n), torch.float32) if split > 1 else None
+        scratch = None
+        if split > 1:  # a runtime M: one contiguous [M, tn] partial per (split, block)
+            scratch = ((split, n // tn, m, tn) if dynamic else (split, m, n), torch.float32)
         if not split:
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
@@ -476,20 +513,6 @@ def _linear_impl(projs, ctx, x):
         assert n % p == 0 and n // p <= 128, f"N = {n} does not split in <= 128 columns per core"
         assert m % grp == 0, f"M = {m} does not split in {grp} row pieces"
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
-    if dynamic and decode and not (impl is linear_cols and split == 1):
-        # the tile-range and split-K forms need a runtime-row view of their bound-sized f32
-        # scratch, which the language has not: rounds of p column blocks instead (the cores
-        # past the last block redo it), when that reads at most twice the weight
-        rounds = -(-(n // tn) // p)
-        assert rounds * p <= 2 * (n // tn), (
-            f"a dynamic M (bound {m}): the chip-scale linear takes a runtime row count in "
-            f"rounds of whole column blocks only, and {n // tn} blocks in rounds of {p} would "
-            "read the weight more than twice (not split-K or tile ranges)"
-        )
-        impl, split, scratch, slots = linear_cols, 1, None, 0
-    assert not dynamic or impl is linear_cols, (
-        f"a dynamic M (bound {m}): the chip-scale prefill form takes a static row count only"
-    )
     nb = n // tn
 
     def lay(*weights):  # g x W[N, K] -> wt[N/tn, K/256, 256, g*tn], block b: g slices of tn
@@ -522,6 +545,20 @@ def _linear_impl(projs, ctx, x):
         )
     wmem = "mpu_buffer" if bf16 else "sram"
     labels = f"{g} projections, " if g > 1 else ""
+    if rows:
+        form = (
+            f"linear_tiles({labels}tn={tn}, slots={slots})"
+            if impl is linear_tiles
+            else (f"linear_cols({labels}tn={tn}, split={split})")
+        )
+        return Impl(
+            _chunks,
+            (x, layout, bias, has_bias, split, slots, wmem, rows, g),
+            spmd=True,
+            scratch=(scratch,) if scratch else (),
+            name=f"chip_linear.linear_chunks({form}, rows={rows})",
+            values=frozenset({0}),
+        )
     if impl is linear_tiles:
         return Impl(
             _tiles if g == 1 else _tiles_group,
@@ -575,6 +612,46 @@ def _cols_group(x, wt, bias, has_bias, split, wmem, g, outs, epi=None, eargs=())
 @legato.function
 def _tiles_group(x, wt, bias, has_bias, slots, wmem, g, outs, part, epi=None, eargs=()):
     linear_tiles(x, wt, bias, outs, part, has_bias, slots, wmem, epi, eargs, g)
+
+
+@legato.function
+def _chunks(x, wt, bias, has_bias, split, slots, wmem, rows, g, out, part=None):
+    """A runtime M above what one core's sram holds: the decode form (`linear_cols`, or
+    `linear_tiles` when slots > 0) on every chunk of `rows` rows of x (the last one partial), a
+    runtime loop; W is read once per chunk. With a scratch, a barrier ends each chunk (the next
+    one's partials overwrite it)."""
+    m = x.size(0)
+    for r in range((m + rows - 1) // rows):
+        xc = x[r * rows : (r + 1) * rows, :]
+        if g == 1:
+            oc = out[r * rows : (r + 1) * rows, :]
+        else:
+            oc = ()
+            for i in legato.static_range(g):
+                oc = oc + (out[i][r * rows : (r + 1) * rows, :],)
+        if slots:
+            linear_tiles(xc, wt, bias, oc, part, has_bias, slots, wmem, None, (), g)
+        else:
+            linear_cols(xc, wt, bias, oc, part, has_bias, split, wmem, None, (), g)
+        if slots > 0 or split > 1:  # a scratch
+            legato.sync.barrier()
+
+
+def _decode_fits(m: int, k: int, esize: int, sram: int) -> bool:
+    """Whether the decode forms fit m rows of x (K columns of esize bytes) in one core's sram:
+    x itself in a quarter, with its column slabs, f32 blocks and weight tiles in half."""
+    fits = (m * k + 2 * m * 128) * esize + 4 * m * 128 * 2 + 4 * TK * 128 * esize
+    return m * k * esize <= sram // 4 and fits <= sram // 2
+
+
+def max_decode_rows(k: int, esize: int, sram: int) -> int:
+    """The most rows of x that the decode forms take at K = k (0: not one): the bound up to
+    which a runtime M is one pass over W, and the chunk of `linear_chunks` above it."""
+    lo, hi = 0, sram
+    while lo < hi:  # the largest m with _decode_fits (monotone in m)
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if _decode_fits(mid, k, esize, sram) else (lo, mid - 1)
+    return lo
 
 
 def _with_part(split):

@@ -183,6 +183,18 @@ def test_runtime_slice_needs_a_static_size(tmp_path):
     """,
     )
     assert "is not a compile-time int" in msg and "x[i*R:(i+1)*R]" in msg
+    assert "dim 0 of tensor<[?64, 32], bf16, shared_dram> is dynamic" in msg and "s[0:m]" in msg
+
+
+def test_runtime_size_view_starting_past_the_dim(tmp_path):
+    msg = compile_error(
+        tmp_path,
+        """
+    with device.get_core(0):
+        t = legato.tensor.load(out[64 : 64 + x.size(0), :])  # BAD
+    """,
+    )
+    assert "dim 0: a slice starting at 64 is empty in tensor<[64, 32], bf16, shared_dram>" in msg
 
 
 def test_if_on_a_runtime_index(tmp_path):

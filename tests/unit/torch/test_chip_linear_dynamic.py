@@ -1,8 +1,10 @@
 """nn.Linear and a small MLP through torch.compile with a runtime token count (issue 14 item 1):
-chip_linear's decode form takes a dynamic M bounded by the dim's bound (one compiled kernel for
-every M, the column slabs of x and of the output moved by dma2d over a runtime row count), the
-results match eager for several M within the bound, and the linear ran on Legato (all cores, no
-eager fallback)."""
+chip_linear's decode forms (one block per core, rounds, tile ranges, split-K, grouped) take a
+dynamic M bounded by the dim's bound (one compiled kernel for every M, the column slabs of x and
+of the output moved by dma2d over a runtime row count, f32 partials in runtime-row views of a
+scratch sized at the bound), and above what one core's sram holds the decode form runs on
+chunks of rows in a runtime loop; the results match eager for several M within the bound, and
+the linear ran on Legato (all cores, no eager fallback)."""
 
 import pytest
 import torch
@@ -100,34 +102,111 @@ def test_mlp_runtime_rows():
             assert any("2 projections" in f for f in forms), forms
 
 
-@pytest.mark.parametrize(("n", "form"), [(16 * 35, "tn=16"), (128 * 33, "tn=128")])
-def test_uneven_blocks_runtime_rows(n, form):
-    """Column blocks that do not fall evenly on the cores (statically the tile-range form,
-    whose scratch would need a runtime-row view): with a runtime M, rounds of 32 blocks, the
-    cores past the last block redoing it; still every core, and the right result."""
+def _all_cores(mod):
+    cores = {k: v for k, v in mod.kernel.last_run.instructions.items() if k.startswith("core")}
+    assert len(cores) == 32 and all(v > 0 for v in cores.values()), cores
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "form"),
+    [
+        # column blocks that do not fall evenly on the 32 cores: the tile-range form, its f32
+        # partials in runtime-row views of a scratch sized at the bound
+        (16 * 35, 512, "linear_tiles(tn=16, slots=2)"),
+        (128 * 33, 512, "linear_tiles(tn=128, slots=2)"),
+        # fewer column blocks than cores: split-K, the same
+        (128, 2048, "linear_cols(tn=32, split=8)"),
+    ],
+)
+def test_partial_forms_runtime_rows(n, k, form):
+    """The tile-range and split-K forms with a runtime M: one kernel for every M, on every
+    core, matching eager (their partials are runtime-row views `part[..., 0:m, :]`)."""
     torch.manual_seed(0)
-    lin = torch.nn.Linear(512, n, bias=True).bfloat16()
+    lin = torch.nn.Linear(k, n, bias=True).bfloat16()
     g = _compile(lin)
+    kernels = set()
     with torch.no_grad():
-        for m in (3, 9):
-            x = torch.randn(m, 512, dtype=torch.bfloat16)
+        for m in (3, BOUND, 9):
+            x = torch.randn(m, k, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=BOUND)
             _check(g(x), lin(x))
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             (mod,) = _chip_kernels()
-            assert f"linear_cols({form}, split=1)" in " ".join(mod.info.nodes), mod.info.nodes
+            assert form in " ".join(mod.info.nodes), mod.info.nodes
+            _all_cores(mod)
+            kernels.add(id(mod.kernel))
+    assert len(kernels) == 1
 
 
-def test_split_k_refuses_runtime_rows():
-    """Fewer column blocks than half the cores (statically split-K): rounds would read the
-    weight more than twice, so chip_linear refuses a runtime M (the node runs on the
-    single-core path, still on Legato) and the result is right."""
+class _QKV(torch.nn.Module):
+    def __init__(self, h, n):
+        super().__init__()
+        self.q = torch.nn.Linear(h, n, bias=False)
+        self.k = torch.nn.Linear(h, n, bias=False)
+        self.v = torch.nn.Linear(h, n, bias=False)
+
+    def forward(self, x):
+        return self.q(x), self.k(x), self.v(x)
+
+
+def test_grouped_tile_ranges_runtime_rows():
+    """q/k/v of 560 columns each (35 interleaved blocks on 32 cores: the grouped tile-range
+    form) with a runtime M."""
     torch.manual_seed(0)
-    lin = torch.nn.Linear(512, 128, bias=False).bfloat16()  # 8 blocks of 16 on 32 cores
-    g = torch.compile(lin, backend="legato", dynamic=True, options={"legato.device": "bertha"})
+    qkv = _QKV(512, 16 * 35).float()
+    g = _compile(qkv)
     with torch.no_grad():
-        x = torch.randn(3, 512, dtype=torch.bfloat16)
-        lt.mark_dynamic(x, 0, max=BOUND)
-        _check(g(x), lin(x))
-    assert lt.last_summary().num_extern == 0, str(lt.last_summary())
-    assert not _chip_kernels()
+        for m in (4, 11):
+            x = torch.randn(m, 512)
+            lt.mark_dynamic(x, 0, max=BOUND)
+            for y, ref in zip(g(x), qkv(x)):
+                _check(y, ref)
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            (mod,) = _chip_kernels()
+            assert "linear_tiles(3 projections, tn=16" in " ".join(mod.info.nodes), mod.info.nodes
+            _all_cores(mod)
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "form"),
+    [
+        (512, 512, "linear_chunks(linear_cols(tn=16, split=1), rows=307)"),
+        (16 * 35, 512, "linear_chunks(linear_tiles(tn=16, slots=2), rows=307)"),
+        (128, 2048, "linear_chunks(linear_cols(tn=32, split=8), rows=128)"),
+    ],
+)
+def test_chunks_runtime_rows_above_one_core(n, k, form):
+    """A bound above what one core's sram holds of x (vLLM's 1024 tokens; at K = 512, 307
+    rows): a runtime loop over chunks of x's rows, each the decode form; one kernel for every
+    M, below and above one chunk."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(k, n, bias=True).bfloat16()
+    g = _compile(lin)
+    kernels = set()
+    with torch.no_grad():
+        for m in (5, 700 if k == 512 else 300):
+            x = torch.randn(m, k, dtype=torch.bfloat16)
+            lt.mark_dynamic(x, 0, max=1024)
+            _check(g(x), lin(x))
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            (mod,) = _chip_kernels()
+            assert form in " ".join(mod.info.nodes), mod.info.nodes
+            _all_cores(mod)
+            kernels.add(id(mod.kernel))
+    assert len(kernels) == 1
+
+
+def test_grouped_chunks_runtime_rows():
+    """gate/up (one grouped kernel, in chunks of rows) and down at a bound of 1024 tokens."""
+    torch.manual_seed(0)
+    mlp = _MLP(512, 1024).bfloat16()
+    g = _compile(mlp)
+    with torch.no_grad():
+        for m in (4, 400):
+            x = torch.randn(m, 512, dtype=torch.bfloat16)
+            lt.mark_dynamic(x, 0, max=1024)
+            _check(g(x), mlp(x))
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            forms = [" ".join(m.info.nodes) for m in _chip_kernels()]
+            assert len(forms) == 2 and all("linear_chunks" in f for f in forms), forms
+            assert any("2 projections" in f for f in forms), forms
