@@ -53,3 +53,10 @@ def test_lpu_eager_example(tmp_path):
         assert float(line) < 0.05  # bf16 softmax probabilities
     assert "legato aten.addmm.default: 4 call(s)" in out
     assert "cpu    aten.tril.default: 2 call(s)" in out
+
+
+def test_pim_gemv_example(tmp_path):
+    out = _run("pim_gemv.py", tmp_path)
+    err = float(out.split("max |out - numpy|:")[1].split()[0])
+    assert err < 2**-6  # one bf16 rounding of outputs below 2
+    assert "PIM bytes (read inside the channels): 33554432" in out

@@ -6,7 +6,7 @@ legato.kernel @k(%a : !legato.tensor<[4], f32, nowhere>) {
   legato.return
 }
 // CHECK: parse_errors.mlir:5:48
-// CHECK: unknown memory space 'nowhere'; expected one of shared_dram, virtual_dram, mpu_dram, sram, private_dram, mpu_buffer, mpu_weight
+// CHECK: unknown memory space 'nowhere'; expected one of shared_dram, virtual_dram, mpu_dram, pim_dram, sram, private_dram, mpu_buffer, mpu_weight
 
 // -----
 
