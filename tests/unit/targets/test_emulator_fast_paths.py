@@ -322,6 +322,9 @@ def test_recycled_core_memories_start_zeroed(recycle, vector, monkeypatch):
     from legato.types import i64
 
     monkeypatch.setattr(emulator.Memory, "recycle", recycle)
+    # a pool of its own: one that earlier tests of this process filled to its bound with other
+    # sizes would drop this model's arrays instead of recycling them
+    monkeypatch.setattr(emulator, "_CORE_POOL", emulator._CorePool())
     model = small_model()
     for c in range(model.num_cores):
         dirty = (DIRTY_VPU if vector else DIRTY).format(c=c)  # a compiled VPU write too
