@@ -13,7 +13,9 @@
 - `torch_tiny_llama_decode`: a whole transformers LlamaForCausalLM (`TINY_LLAMA`: hidden 512,
   4 layers, 4 heads, MLP 1536, vocab 32000, random seeded weights) in one decode step over a
   DynamicCache of 256 tokens, against the DRAM roofline of that step (`_tiny_llama_work`); no
-  hand-written counterpart (`hand_ratio` 0).
+  hand-written counterpart (`hand_ratio` 0);
+- `torch_tiny_llama_prefill`: the same model on a prompt of TINY_PROMPT tokens without a cache
+  (the logits of every token), against the roofline of that forward (`_tiny_llama_prefill_work`).
 
 Cycles are the sum over the graph's Legato kernels of the second call (the first lays the
 weight out); the roofline is that of the work itself (weight, activations and output moved
@@ -156,6 +158,38 @@ def _tiny_llama(torch):
     return model, fresh
 
 
+TINY_PROMPT = 128  # tokens of the prefill row
+
+
+def _tiny_llama_prefill(torch):
+    """TINY_LLAMA (as `_tiny_llama`) on a prompt of TINY_PROMPT random tokens, no cache."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**TINY_LLAMA))
+    model = model.bfloat16().eval()
+    ids = torch.randint(0, TINY_LLAMA["vocab_size"], (1, TINY_PROMPT), generator=_gen(torch))
+
+    def fresh():
+        return (ids,), {"use_cache": False}
+
+    return model, fresh
+
+
+def _tiny_llama_prefill_work() -> tuple[int, int]:
+    """(MACs, bytes) of TINY_LLAMA's forward over TINY_PROMPT tokens: every projection and the
+    lm_head for every token, q @ K^T and p @ V over the whole (unmasked) S x S; every weight
+    read once, the prompt's embedding rows read and every token's logits written."""
+    h, f, n = (TINY_LLAMA[k] for k in ("hidden_size", "intermediate_size", "num_hidden_layers"))
+    v, heads = TINY_LLAMA["vocab_size"], TINY_LLAMA["num_attention_heads"]
+    kv = TINY_LLAMA["num_key_value_heads"] * (h // heads)
+    s = TINY_PROMPT
+    layer = 2 * h * h + 2 * h * kv + 3 * h * f
+    macs = s * (n * layer + h * v) + n * 2 * heads * s * s * (h // heads)
+    weights = (n * (layer + 2 * h) + h + h * v) * 2
+    return macs, weights + s * h * 2 + s * v * 2
+
+
 def _gen(torch):
     return torch.Generator().manual_seed(1)
 
@@ -201,6 +235,10 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
     from legato.torch import wrapper
 
     model = _model_factory(target)()
+    # a fresh dynamo per row: a code object compiled before with other shapes (nn.Linear's
+    # forward in the GEMM row, then the GEMV row; LlamaForCausalLM's in decode, then prefill)
+    # would be recompiled with dynamic sizes, another graph than the row's own
+    torch._dynamo.reset()
     mod, x = row.make(torch)
     if row.fresh:
         fresh = x
@@ -319,6 +357,15 @@ ROWS = [
         _tiny_llama,
         None,  # no hand-written kernel of a whole model
         *_tiny_llama_work(),
+        rtol=2e-2,
+        fresh=True,
+        result=lambda out: out.logits,
+    ),
+    TorchRow(
+        "torch_tiny_llama_prefill",
+        _tiny_llama_prefill,
+        None,
+        *_tiny_llama_prefill_work(),
         rtol=2e-2,
         fresh=True,
         result=lambda out: out.logits,

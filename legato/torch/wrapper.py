@@ -1110,6 +1110,8 @@ class LegatoGraphWrapper:
         for p in partitions:
             nodes = sorted(p.nodes, key=order.__getitem__)
             parts = [] if any(self._spmd_node(n) for n in nodes) else _components(nodes)
+            if len(parts) > 1 and chip_rows.plan(*self._kernel_io(nodes)):
+                parts = []  # row-split as a whole: one launch for all its parts
             rows = (
                 [] if len(parts) < 2 else [c for c in parts if chip_rows.plan(*self._kernel_io(c))]
             )
@@ -1362,12 +1364,12 @@ class LegatoGraphWrapper:
         its row-split kernel fails to compile (then it is generated for one core)."""
         from legato.torch.library import chip_rows
 
-        m = chip_rows.plan(inputs, steps, outputs)
-        if m is None:
+        plan = chip_rows.plan(inputs, steps, outputs)
+        if plan is None:
             return None
         try:
             gen = chip_rows.generate_rows(
-                name, inputs, steps, outputs, self.options.device, self.model.num_cores, m
+                name, inputs, steps, outputs, self.options.device, self.model.num_cores, plan
             )
             gen.kernel.compile()
         except Exception as e:  # noqa: BLE001 - the single-core kernel is generated instead

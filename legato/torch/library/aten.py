@@ -889,6 +889,13 @@ def resolve_transpose(node, ctx):
         perm = tuple(_norm_dim(d, rank) for d in node.args[1])
     if perm == tuple(range(rank)):
         return Impl(identity, (x,))
+    shape = val(x).shape
+    moved = [p for p in perm if not (isinstance(shape[p], int) and shape[p] == 1)]
+    if moved == sorted(moved):
+        # only size-1 dims move (a decode step's [1, 1, heads, d] -> [1, heads, 1, d]): the
+        # elements keep their order, a reshape, not a VPU transpose per call
+        ctx.probe("reshape", dt)
+        return Impl(reshape, (x, _dims(ctx, val(node).shape)))
     ctx.probe("transpose", dt)
     return Impl(transpose, (x, perm))
 
