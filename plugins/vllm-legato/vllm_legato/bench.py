@@ -170,14 +170,30 @@ def _serve(path: str, max_tokens: int, report_path: str, dtype: str = "bfloat16"
         gpu_memory_utilization=0.2,
         kv_cache_memory_bytes=64 << 20,
     )
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     # batch 1: a prompt of several tokens (a one-token prompt's prefill step looks like a
     # decode step in the report: one token per request)
     for batch in (BATCH8_PROMPTS[2:3], BATCH8_PROMPTS):
+        params = SamplingParams(
+            temperature=0.0, max_tokens=max_tokens + _prefill_steps(llm, batch), ignore_eos=True
+        )
         llm.generate(batch, params, use_tqdm=False)
     del llm
     gc.collect()
     return vllm_legato.load_report(report_path)
+
+
+def _prefill_steps(llm, prompts) -> int:
+    """An upper bound of the steps before every one of `prompts` has been prefilled, at the
+    engine's token budget (which the platform may have lowered, `vllm_legato.budget`): the
+    requests prefilled first decode meanwhile (a token each per step, from the budget) and
+    must not finish before the last one starts decoding, or no step decodes all of them."""
+    budget = llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+    tok = llm.get_tokenizer()
+    total = sum(len(tok(p)["input_ids"]) for p in prompts)
+    n = len(prompts)
+    if total <= budget:
+        return 0
+    return -(-total // max(1, budget - n)) + 1
 
 
 def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2), dtype: str = "bfloat16") -> dict:

@@ -62,6 +62,8 @@ class Report:
     graphs: list[GraphInfo] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     attention_backend: str | None = None  # the backend vLLM built the attention layers with
+    # the platform's token-budget decision (vllm_legato.budget.Decision as a dict)
+    budget: dict | None = None
 
     # -- aggregates ----------------------------------------------------------------------
     def _served(self):
@@ -211,6 +213,7 @@ class Report:
             "graphs": [asdict(g) for g in self.graphs],
             "steps": [asdict(s) for s in self.steps],
             "attention_backend": self.attention_backend,
+            "budget": self.budget,
         }
 
     @staticmethod
@@ -221,6 +224,7 @@ class Report:
             [GraphInfo(**g) for g in d.get("graphs", [])],
             [Step(**s) for s in d.get("steps", [])],
             d.get("attention_backend"),
+            d.get("budget"),
         )
 
     def __str__(self) -> str:
@@ -232,6 +236,12 @@ class Report:
                 f"{self.attention_backend}"
             )
         ]
+        if self.budget:
+            b = self.budget
+            lines.append(
+                f"  token budget {b['budget']} (vLLM's {b['requested']}, "
+                f"{'lowered' if b['capped'] else 'kept'}): {b['reason']}"
+            )
         if self.legato_ops():
             lines.append(
                 "  on Legato: " + ", ".join(f"{k} x{v}" for k, v in self.legato_ops().items())
@@ -365,12 +375,14 @@ def instrument(
     """Wrap a compiled forward: record its placement now and a `Step` per call. `gm`: the
     partitioned graph (its kernel modules and host nodes give the step's work)."""
     from legato.model.bertha import _EVT0, _EVT1
-    from vllm_legato import ops, work
+    from vllm_legato import budget, ops, work
 
     path = os.environ.get(REPORT_ENV)
     rep = current()
+    decision = budget.Decision.from_env()
     with _lock:
         rep.device = device
+        rep.budget = asdict(decision) if decision is not None else None
         rep.clock_ghz = (_EVT1 if device == "bertha-evt1" else _EVT0)["clock_ghz"]
         info = GraphInfo(
             len(rep.graphs),
