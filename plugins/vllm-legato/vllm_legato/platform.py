@@ -89,6 +89,10 @@ class BerthaPlatform(CpuPlatform):
         )
         # The bound of the token dimension, for the backend (also in spawned workers).
         os.environ[TOKEN_BOUND_ENV] = str(vllm_config.scheduler_config.max_num_batched_tokens)
+        # ... and of the LM head's rows (one per request: vllm_legato.lm_head)
+        from vllm_legato.lm_head import MAX_SEQS_ENV
+
+        os.environ[MAX_SEQS_ENV] = str(vllm_config.scheduler_config.max_num_seqs)
         # Native torch implementations of vLLM's custom ops: Legato sees their ATen ops.
         if "none" not in cc.custom_ops and "all" not in cc.custom_ops:
             cc.custom_ops.insert(0, "none")

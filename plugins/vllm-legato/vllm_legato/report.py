@@ -44,6 +44,12 @@ class Step:
     plugin_ops: dict = field(default_factory=dict)
     # the host's estimated DRAM bytes per extern node of the graph: {node: bytes}
     host_nodes: dict = field(default_factory=dict)
+    # the LM head (vllm_legato.lm_head, run after the forward on its hidden states): its
+    # Legato kernels' [cycles, DRAM bytes] (in cycles and legato_dram_bytes too) and its host
+    # nodes' estimated DRAM bytes (in host_dram_bytes); None: the LM head ran on the host
+    # (vLLM's CPU kernel), estimated in host_dram_bytes
+    lm_head: list | None = None
+    lm_head_host_bytes: int = 0
 
 
 @dataclass
@@ -64,6 +70,8 @@ class Report:
     attention_backend: str | None = None  # the backend vLLM built the attention layers with
     # the platform's token-budget decision (vllm_legato.budget.Decision as a dict)
     budget: dict | None = None
+    # the LM head's graphs (vllm_legato.lm_head): their placement
+    lm_head_graphs: list[dict] = field(default_factory=list)
 
     # -- aggregates ----------------------------------------------------------------------
     def _served(self):
@@ -158,10 +166,26 @@ class Report:
         attn = row("attention + KV-cache write kernels", "Attention", "legato (attention backend)")
         attn["cycles"] = sum(s.attn_cycles for s in steps) / n
         attn["bytes"] = sum(s.attn_dram_bytes for s in steps) / n
-        head = row(
-            "LM head (compute_logits)", "LogitsProcessor", "host", "outside the compiled forward"
-        )
-        head["bytes"] = sum(s.host_dram_bytes - sum(s.host_nodes.values()) for s in steps) / n
+        head_host = (
+            sum(s.host_dram_bytes - sum(s.host_nodes.values()) for s in steps) / n
+        )  # vLLM's CPU kernel (estimated), or the Legato LM head's host nodes
+        if any(s.lm_head and s.lm_head[0] for s in steps):  # its kernels ran
+            head = row("LM head (compute_logits)", "LogitsProcessor", "legato (plugin op)")
+            head["nodes"] = 1
+            head["cycles"] = sum(s.lm_head[0] for s in steps if s.lm_head) / n
+            head["bytes"] = sum(s.lm_head[1] for s in steps if s.lm_head) / n
+            if head_host:
+                reasons = {_short(e["reason"]) for p in self.lm_head_graphs for e in p["extern"]}
+                why = "; ".join(sorted(reasons)) or "host nodes of the LM head's graph"
+                row("LM head (compute_logits)", "LogitsProcessor", "host", why)["bytes"] = head_host
+        else:
+            head = row(
+                "LM head (compute_logits)",
+                "LogitsProcessor",
+                "host",
+                "outside the compiled forward",
+            )
+            head["bytes"] = head_host
         return list(rows.values())
 
     def where_table(self, decode: bool = True) -> str:
@@ -214,6 +238,7 @@ class Report:
             "steps": [asdict(s) for s in self.steps],
             "attention_backend": self.attention_backend,
             "budget": self.budget,
+            "lm_head_graphs": self.lm_head_graphs,
         }
 
     @staticmethod
@@ -225,6 +250,7 @@ class Report:
             [Step(**s) for s in d.get("steps", [])],
             d.get("attention_backend"),
             d.get("budget"),
+            d.get("lm_head_graphs", []),
         )
 
     def __str__(self) -> str:
@@ -333,6 +359,40 @@ def _placement(summary) -> dict:
         "extern": [{"node": e.node, "op": e.op, "reason": e.reason} for e in summary.extern],
         "host": list(summary.host),
     }
+
+
+def add_lm_head_graph(summary) -> None:
+    """Record the placement of a compiled LM-head graph (vllm_legato.lm_head)."""
+    rep = current()
+    with _lock:
+        rep.lm_head_graphs.append(_placement(summary))
+
+
+def add_lm_head(cycles: int, dram: int, macs: int, host_bytes: int, host_macs: int) -> None:
+    """Add one LM-head call's work to the last forward step (whose hidden states it read), in
+    place of the step's estimate of vLLM's CPU LM head."""
+    from vllm_legato import work
+
+    path = os.environ.get(REPORT_ENV)
+    rep = current()
+    with _lock:
+        if not rep.steps:
+            return
+        s = rep.steps[-1]
+        if s.lm_head is None:
+            b, m = work.lm_head_work(s.requests or 0)
+            s.host_dram_bytes -= b
+            s.host_macs -= m
+            s.lm_head = [0, 0]
+        s.lm_head[0] += cycles
+        s.lm_head[1] += dram
+        s.cycles += cycles
+        s.legato_dram_bytes += dram
+        s.legato_macs += macs
+        s.lm_head_host_bytes += host_bytes
+        s.host_dram_bytes += host_bytes
+        s.host_macs += host_macs
+        _write(rep, path)
 
 
 def _step_shape():
