@@ -289,7 +289,7 @@ class Report:
                 lines.append(
                     f"  share on Legato per {what} step (mean of {len(sel)}): DRAM bytes "
                     f"{self.share('dram_bytes', decode):.1%}, MACs {self.share('macs', decode):.1%}"
-                    " (the rest: the extern nodes above and the LM head, on the host)"
+                    " (the rest: the host rows below, the LM head's among them when it is not on Legato)"
                 )
         attn = [s for s in self.steps if s.attn_cycles]
         if attn:
