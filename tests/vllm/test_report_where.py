@@ -77,3 +77,28 @@ def test_where_prefill_and_table():
     # host rows first, the largest bytes first
     assert "aten.mm.default [MergedColumnParallelLinear] (1 node(s), 200 B)" in text.splitlines()[1]
     assert "what ran where (prefill / mixed steps" in str(rep)
+
+
+def test_lm_head_on_legato_replaces_the_host_estimate(monkeypatch, tmp_path):
+    """`add_lm_head` (vllm_legato.lm_head, after the forward): the last step gets the LM head's
+    kernels' cycles, bytes and MACs on Legato and its host nodes' bytes, in place of the
+    estimate of vLLM's CPU LM head; `where` shows the LM head as a plugin-op row."""
+    from vllm_legato import work
+
+    path = tmp_path / "rep.json"
+    monkeypatch.setenv(report.REPORT_ENV, str(path))
+    monkeypatch.setattr(work, "LM_HEAD", (4, 10, 2))  # hidden 4, vocab 10, bf16
+    rep = report.current()
+    est_bytes, est_macs = work.lm_head_work(1)
+    s = report.Step(0, 1, 1, True, 500, host_dram_bytes=7 + est_bytes, host_macs=est_macs)
+    s.host_nodes = {"mm": 7}
+    rep.steps.append(s)
+    report.add_lm_head(30, 80, 40, 0, 0)
+    report.add_lm_head(0, 0, 0, 5, 3)  # a second graph of the head, on the host
+    assert (s.cycles, s.legato_dram_bytes, s.legato_macs) == (530, 80, 40)
+    assert (s.host_dram_bytes, s.host_macs, s.lm_head) == (12, 3, [30, 80])
+    rows = {(r["where"], r["op"]): r for r in rep.where(decode=True)}
+    head = rows[("legato (plugin op)", "LM head (compute_logits)")]
+    assert (head["cycles"], head["bytes"]) == (30, 80)
+    assert rows[("host", "LM head (compute_logits)")]["bytes"] == 5
+    assert report.load_report(str(path)).steps[-1].lm_head == [30, 80]  # written

@@ -81,3 +81,16 @@ def test_7b_extrapolation():
     assert r.host_dram_bytes == 100 + 31 * 50
     assert r.roofline_cycles == math.ceil((500 + 31 * 300) / 512) + head
     assert r.tokens_per_s == pytest.approx(8e9 / r.cycles)
+
+
+def test_7b_extrapolation_with_the_lm_head_on_legato():
+    """With the LM head's kernels in the measured rows (vllm_legato.lm_head), C1 holds it: it
+    is not charged its roofline again."""
+    from vllm_legato.bench import Row, dram_roofline, extrapolate_7b
+
+    one = Row("llama7b-1l", 1, 3, 1000.0, 500.0, 100.0, 10, 1.0, 2, lm_head_cycles=300.0)
+    two = Row("llama7b-2l", 1, 3, 1600.0, 800.0, 150.0, 13, 1.0, 3, lm_head_cycles=300.0)
+    r = extrapolate_7b(one, two, "bertha")
+    assert r.cycles == 1000 + 31 * 600
+    assert r.roofline_cycles == dram_roofline("bertha", 500 + 31 * 300)
+    assert "LM head on Legato" in r.note

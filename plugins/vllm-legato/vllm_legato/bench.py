@@ -23,10 +23,11 @@ Per batch size B (the decode steps with B requests):
 
 Llama-7B extrapolation (`--bench-7b-layers 1,2`, the default): with C1, C2 the per-step cycles of
 the 1- and 2-layer models at batch B, a layer costs C2 - C1 and the rest of the step (embedding,
-final norm) C1 - (C2 - C1), so 32 layers cost C1 + 31 * (C2 - C1); the LM head (4096 x 32000
-bf16, run on the host by vLLM) is charged its DRAM roofline, ceil(4096 * 32000 * 2 / bytes per
-cycle), the same at every B (its weight is read once per step). The host's bytes extrapolate the
-same way (H1 + 31 * (H2 - H1)).
+final norm, the LM head: `vllm_legato.lm_head` runs it on Legato) C1 - (C2 - C1), so 32 layers
+cost C1 + 31 * (C2 - C1). Were the LM head (4096 x 32000 bf16) on the host (no LM-head kernel in
+the rows), it is charged its DRAM roofline, ceil(4096 * 32000 * 2 / bytes per cycle), the same at
+every B (its weight is read once per step). The host's bytes extrapolate the same way (H1 + 31 *
+(H2 - H1)).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class Row:
     clock_ghz: float
     host_roofline_cycles: int = 0  # DRAM roofline of host_dram_bytes
     note: str = ""
+    lm_head_cycles: float = 0.0  # mean per step: the LM head's Legato kernels (in `cycles`)
 
     @property
     def us_per_token(self) -> float:
@@ -114,15 +116,18 @@ def rows_of(report, model: str, batches=(1, 8)) -> list[Row]:
                 dram_roofline(report.device, lb),
                 report.clock_ghz,
                 dram_roofline(report.device, hb),
+                lm_head_cycles=sum(s.lm_head[0] if s.lm_head else 0 for s in steps) / n,
             )
         )
     return out
 
 
 def extrapolate_7b(one: Row, two: Row, device: str) -> Row:
-    """32 layers + LM head from the 1- and 2-layer rows of one batch size (module docstring)."""
+    """32 layers + LM head from the 1- and 2-layer rows of one batch size (module docstring).
+    When the rows' LM head ran on Legato (`lm_head_cycles`), it is in C1 already (part of the
+    step outside the layers), so it is not charged again."""
     layer = two.cycles - one.cycles
-    lm_head_bytes = LLAMA7B["hidden"] * LLAMA7B["vocab"] * 2
+    lm_head_bytes = LLAMA7B["hidden"] * LLAMA7B["vocab"] * 2 if not one.lm_head_cycles else 0
     lb = one.legato_dram_bytes + (LAYERS_7B - 1) * (two.legato_dram_bytes - one.legato_dram_bytes)
     hb = one.host_dram_bytes + (LAYERS_7B - 1) * (two.host_dram_bytes - one.host_dram_bytes)
     return Row(
@@ -135,7 +140,13 @@ def extrapolate_7b(one: Row, two: Row, device: str) -> Row:
         dram_roofline(device, lb) + dram_roofline(device, lm_head_bytes),
         one.clock_ghz,
         dram_roofline(device, hb),
-        note="C1 + 31 * (C2 - C1) + LM head at its DRAM roofline",
+        note="C1 + 31 * (C2 - C1)"
+        + (
+            " (LM head on Legato, in C1)"
+            if one.lm_head_cycles
+            else " + LM head at its DRAM roofline"
+        ),
+        lm_head_cycles=one.lm_head_cycles,
     )
 
 
@@ -170,14 +181,30 @@ def _serve(path: str, max_tokens: int, report_path: str, dtype: str = "bfloat16"
         gpu_memory_utilization=0.2,
         kv_cache_memory_bytes=64 << 20,
     )
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True)
     # batch 1: a prompt of several tokens (a one-token prompt's prefill step looks like a
     # decode step in the report: one token per request)
     for batch in (BATCH8_PROMPTS[2:3], BATCH8_PROMPTS):
+        params = SamplingParams(
+            temperature=0.0, max_tokens=max_tokens + _prefill_steps(llm, batch), ignore_eos=True
+        )
         llm.generate(batch, params, use_tqdm=False)
     del llm
     gc.collect()
     return vllm_legato.load_report(report_path)
+
+
+def _prefill_steps(llm, prompts) -> int:
+    """An upper bound of the steps before every one of `prompts` has been prefilled, at the
+    engine's token budget (which the platform may have lowered, `vllm_legato.budget`): the
+    requests prefilled first decode meanwhile (a token each per step, from the budget) and
+    must not finish before the last one starts decoding, or no step decodes all of them."""
+    budget = llm.llm_engine.vllm_config.scheduler_config.max_num_batched_tokens
+    tok = llm.get_tokenizer()
+    total = sum(len(tok(p)["input_ids"]) for p in prompts)
+    n = len(prompts)
+    if total <= budget:
+        return 0
+    return -(-total // max(1, budget - n)) + 1
 
 
 def run(models=MODELS, max_tokens: int = 4, layers_7b=(1, 2), dtype: str = "bfloat16") -> dict:

@@ -5,8 +5,9 @@ Linear layers: on the CPU platform vLLM replaces a linear layer's matmul by an o
 (oneDNN `onednn_mm` or sgl `weight_packed_linear`, with the weight pre-packed and the original
 removed), which Legato could only run extern. On Bertha a linear layer keeps its weight and
 calls `torch.nn.functional.linear`, so the forward graph has `aten.mm` / `aten.t` nodes that the
-Legato library resolves (bf16, weight within one core's MPU buffer) or runs extern. The LM head
-(`compute_logits`, outside the compiled forward) keeps vLLM's CPU kernel.
+Legato library resolves (chip_linear on every core, or single-core) or runs extern. The LM head
+(`compute_logits`, outside the compiled forward) runs through Legato too
+(`vllm_legato.lm_head`).
 
 SiluAndMul and the rotary embedding: the plugin's layers (`vllm_legato.ops`), whose forward
 runs a Legato kernel through a torch custom op.
@@ -27,6 +28,9 @@ def install() -> None:
     _installed = True
     import torch
     from vllm.model_executor.layers import utils as layer_utils
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    from vllm_legato.lm_head import LegatoLMHead
 
     original = layer_utils.dispatch_cpu_unquantized_gemm
 
@@ -35,6 +39,10 @@ def install() -> None:
 
         if isinstance(layer, LinearBase) and layer.weight.ndim == 2:
             layer.cpu_linear = torch.nn.functional.linear
+            return
+        if isinstance(layer, VocabParallelEmbedding) and layer.weight.ndim == 2:
+            # the LM head's matmul (compute_logits; the embedding itself reads the weight)
+            layer.cpu_linear = LegatoLMHead()
             return
         original(layer, remove_weight)
 

@@ -11,6 +11,8 @@ as on stock vLLM's CPU platform. So the platform is the CPU platform plus:
 * custom ops off (`custom_ops=["none"]`): RMSNorm, SiluAndMul and rotary embedding use their
   native torch implementations, so the ATen graph shows the ops the Legato library can take
   instead of opaque `_C` kernels;
+* the token budget lowered to the bound at which the projections run on Legato, when chunked
+  prefill allows it (`vllm_legato.budget`);
 * a run report (what ran where, simulated cycles per forward step and per generated token).
 """
 
@@ -74,8 +76,23 @@ class BerthaPlatform(CpuPlatform):
         # asking the backend: the Legato kernels are cached by Legato itself instead.
         os.environ["VLLM_DISABLE_COMPILE_CACHE"] = "1"
         os.environ["VLLM_USE_AOT_COMPILE"] = "0"
+        # The budget at which chip_linear takes the projections (chunked prefill): the cheap
+        # route to the projections on Legato (vllm_legato.budget).
+        from vllm_legato import budget
+
+        decision = budget.apply(vllm_config, cls.legato_device)
+        (logger.warning if decision.capped else logger.info)(
+            "Bertha platform: token budget %d (vLLM's %d): %s",
+            decision.budget,
+            decision.requested,
+            decision.reason,
+        )
         # The bound of the token dimension, for the backend (also in spawned workers).
         os.environ[TOKEN_BOUND_ENV] = str(vllm_config.scheduler_config.max_num_batched_tokens)
+        # ... and of the LM head's rows (one per request: vllm_legato.lm_head)
+        from vllm_legato.lm_head import MAX_SEQS_ENV
+
+        os.environ[MAX_SEQS_ENV] = str(vllm_config.scheduler_config.max_num_seqs)
         # Native torch implementations of vLLM's custom ops: Legato sees their ATen ops.
         if "none" not in cc.custom_ops and "all" not in cc.custom_ops:
             cc.custom_ops.insert(0, "none")

@@ -44,6 +44,12 @@ class Step:
     plugin_ops: dict = field(default_factory=dict)
     # the host's estimated DRAM bytes per extern node of the graph: {node: bytes}
     host_nodes: dict = field(default_factory=dict)
+    # the LM head (vllm_legato.lm_head, run after the forward on its hidden states): its
+    # Legato kernels' [cycles, DRAM bytes] (in cycles and legato_dram_bytes too) and its host
+    # nodes' estimated DRAM bytes (in host_dram_bytes); None: the LM head ran on the host
+    # (vLLM's CPU kernel), estimated in host_dram_bytes
+    lm_head: list | None = None
+    lm_head_host_bytes: int = 0
 
 
 @dataclass
@@ -62,6 +68,10 @@ class Report:
     graphs: list[GraphInfo] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     attention_backend: str | None = None  # the backend vLLM built the attention layers with
+    # the platform's token-budget decision (vllm_legato.budget.Decision as a dict)
+    budget: dict | None = None
+    # the LM head's graphs (vllm_legato.lm_head): their placement
+    lm_head_graphs: list[dict] = field(default_factory=list)
 
     # -- aggregates ----------------------------------------------------------------------
     def _served(self):
@@ -156,10 +166,26 @@ class Report:
         attn = row("attention + KV-cache write kernels", "Attention", "legato (attention backend)")
         attn["cycles"] = sum(s.attn_cycles for s in steps) / n
         attn["bytes"] = sum(s.attn_dram_bytes for s in steps) / n
-        head = row(
-            "LM head (compute_logits)", "LogitsProcessor", "host", "outside the compiled forward"
-        )
-        head["bytes"] = sum(s.host_dram_bytes - sum(s.host_nodes.values()) for s in steps) / n
+        head_host = (
+            sum(s.host_dram_bytes - sum(s.host_nodes.values()) for s in steps) / n
+        )  # vLLM's CPU kernel (estimated), or the Legato LM head's host nodes
+        if any(s.lm_head and s.lm_head[0] for s in steps):  # its kernels ran
+            head = row("LM head (compute_logits)", "LogitsProcessor", "legato (plugin op)")
+            head["nodes"] = 1
+            head["cycles"] = sum(s.lm_head[0] for s in steps if s.lm_head) / n
+            head["bytes"] = sum(s.lm_head[1] for s in steps if s.lm_head) / n
+            if head_host:
+                reasons = {_short(e["reason"]) for p in self.lm_head_graphs for e in p["extern"]}
+                why = "; ".join(sorted(reasons)) or "host nodes of the LM head's graph"
+                row("LM head (compute_logits)", "LogitsProcessor", "host", why)["bytes"] = head_host
+        else:
+            head = row(
+                "LM head (compute_logits)",
+                "LogitsProcessor",
+                "host",
+                "outside the compiled forward",
+            )
+            head["bytes"] = head_host
         return list(rows.values())
 
     def where_table(self, decode: bool = True) -> str:
@@ -211,6 +237,8 @@ class Report:
             "graphs": [asdict(g) for g in self.graphs],
             "steps": [asdict(s) for s in self.steps],
             "attention_backend": self.attention_backend,
+            "budget": self.budget,
+            "lm_head_graphs": self.lm_head_graphs,
         }
 
     @staticmethod
@@ -221,6 +249,8 @@ class Report:
             [GraphInfo(**g) for g in d.get("graphs", [])],
             [Step(**s) for s in d.get("steps", [])],
             d.get("attention_backend"),
+            d.get("budget"),
+            d.get("lm_head_graphs", []),
         )
 
     def __str__(self) -> str:
@@ -232,6 +262,12 @@ class Report:
                 f"{self.attention_backend}"
             )
         ]
+        if self.budget:
+            b = self.budget
+            lines.append(
+                f"  token budget {b['budget']} (vLLM's {b['requested']}, "
+                f"{'lowered' if b['capped'] else 'kept'}): {b['reason']}"
+            )
         if self.legato_ops():
             lines.append(
                 "  on Legato: " + ", ".join(f"{k} x{v}" for k, v in self.legato_ops().items())
@@ -253,7 +289,7 @@ class Report:
                 lines.append(
                     f"  share on Legato per {what} step (mean of {len(sel)}): DRAM bytes "
                     f"{self.share('dram_bytes', decode):.1%}, MACs {self.share('macs', decode):.1%}"
-                    " (the rest: the extern nodes above and the LM head, on the host)"
+                    " (the rest: the host rows below, the LM head's among them when it is not on Legato)"
                 )
         attn = [s for s in self.steps if s.attn_cycles]
         if attn:
@@ -325,6 +361,40 @@ def _placement(summary) -> dict:
     }
 
 
+def add_lm_head_graph(summary) -> None:
+    """Record the placement of a compiled LM-head graph (vllm_legato.lm_head)."""
+    rep = current()
+    with _lock:
+        rep.lm_head_graphs.append(_placement(summary))
+
+
+def add_lm_head(cycles: int, dram: int, macs: int, host_bytes: int, host_macs: int) -> None:
+    """Add one LM-head call's work to the last forward step (whose hidden states it read), in
+    place of the step's estimate of vLLM's CPU LM head."""
+    from vllm_legato import work
+
+    path = os.environ.get(REPORT_ENV)
+    rep = current()
+    with _lock:
+        if not rep.steps:
+            return
+        s = rep.steps[-1]
+        if s.lm_head is None:
+            b, m = work.lm_head_work(s.requests or 0)
+            s.host_dram_bytes -= b
+            s.host_macs -= m
+            s.lm_head = [0, 0]
+        s.lm_head[0] += cycles
+        s.lm_head[1] += dram
+        s.cycles += cycles
+        s.legato_dram_bytes += dram
+        s.legato_macs += macs
+        s.lm_head_host_bytes += host_bytes
+        s.host_dram_bytes += host_bytes
+        s.host_macs += host_macs
+        _write(rep, path)
+
+
 def _step_shape():
     """(requests, decode-only) of the current forward step from vLLM's attention metadata."""
     try:
@@ -365,12 +435,14 @@ def instrument(
     """Wrap a compiled forward: record its placement now and a `Step` per call. `gm`: the
     partitioned graph (its kernel modules and host nodes give the step's work)."""
     from legato.model.bertha import _EVT0, _EVT1
-    from vllm_legato import ops, work
+    from vllm_legato import budget, ops, work
 
     path = os.environ.get(REPORT_ENV)
     rep = current()
+    decision = budget.Decision.from_env()
     with _lock:
         rep.device = device
+        rep.budget = asdict(decision) if decision is not None else None
         rep.clock_ghz = (_EVT1 if device == "bertha-evt1" else _EVT0)["clock_ghz"]
         info = GraphInfo(
             len(rep.graphs),

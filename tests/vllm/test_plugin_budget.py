@@ -1,0 +1,142 @@
+"""The platform's token budget (`vllm_legato.budget`): lowered to the bound at which chip_linear
+takes every projection of the model (no engine start-up)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("vllm_legato")
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.vllm
+
+LLAMA7B = SimpleNamespace(
+    hidden_size=4096, num_attention_heads=32, num_key_value_heads=32, intermediate_size=11008
+)
+TINY = SimpleNamespace(
+    hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128
+)
+
+
+def _quarter_sram_rows(device, k, esize):
+    """chip_linear's decode form (the one that takes a runtime row count) holds x's bound x K
+    rows in a quarter of one core's SRAM (chip_linear.py, `decode`): the largest such bound."""
+    from legato.model.targets import target_model
+
+    return target_model(device).sram_size // 4 // (k * esize)
+
+
+def test_projections_of_a_llama_layer():
+    from vllm_legato.budget import projections
+
+    assert projections(LLAMA7B) == {
+        "qkv_proj": (4096, 3 * 4096),
+        "o_proj": (4096, 4096),
+        "gate_up_proj": (4096, 2 * 11008),
+        "down_proj": (11008, 4096),
+    }
+    gqa = SimpleNamespace(**{**vars(TINY), "head_dim": 32})
+    assert projections(gqa)["qkv_proj"] == (64, (4 + 2 * 2) * 32)
+    assert projections(SimpleNamespace(hidden_size=8)) == {}
+
+
+@pytest.mark.parametrize(
+    ("device", "dtype", "esize"),
+    [
+        ("bertha", torch.bfloat16, 2),
+        ("bertha-evt1", torch.bfloat16, 2),
+        ("bertha", torch.float32, 4),
+    ],
+)
+def test_7b_bound_is_the_down_projections(device, dtype, esize):
+    """The largest budget: the down projection's (K = 11008) x rows in a quarter of SRAM; one
+    token more and chip_linear refuses it (and only it)."""
+    from vllm_legato.budget import accepts, fit, projections
+
+    want = _quarter_sram_rows(device, 11008, esize)
+    bound, why = fit(device, projections(LLAMA7B), dtype, 1024)
+    assert bound == want, (bound, why)
+    assert why.startswith(f"down_proj (K=11008, N=4096) at {want + 1} tokens"), why
+    assert accepts(device, 11008, 4096, dtype, want) is None
+    assert accepts(device, 11008, 4096, dtype, want + 1) is not None
+    assert accepts(device, 4096, 4096, dtype, want + 1) is None
+
+
+def test_no_bound_when_k_is_not_a_multiple_of_256():
+    from vllm_legato.budget import fit, projections
+
+    bound, why = fit("bertha", projections(TINY), torch.bfloat16, 1024)
+    assert bound == 0
+    assert "K = 64 is not a multiple of 256" in why, why
+
+
+def test_budget_kept_when_chip_linear_takes_it():
+    from vllm_legato.budget import fit, projections
+
+    small = SimpleNamespace(
+        hidden_size=512, num_attention_heads=4, num_key_value_heads=4, intermediate_size=1024
+    )
+    bound, why = fit("bertha", projections(small), torch.bfloat16, 16)
+    assert (bound, why) == (16, "chip_linear takes every projection at vLLM's budget")
+
+
+def _config(hf, budget, seqs, chunked=True, max_model_len=128):
+    from vllm.config import SchedulerConfig
+
+    sc = SchedulerConfig(
+        max_model_len=max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=budget,
+        max_num_seqs=seqs,
+        enable_chunked_prefill=chunked,
+    )
+    mc = SimpleNamespace(hf_text_config=hf, dtype=torch.bfloat16, max_model_len=max_model_len)
+    return SimpleNamespace(scheduler_config=sc, model_config=mc)
+
+
+def test_apply_lowers_vllms_budget(monkeypatch):
+    from vllm_legato import budget
+
+    monkeypatch.delenv(budget.CAP_ENV, raising=False)
+    monkeypatch.delenv(budget.DECISION_ENV, raising=False)
+    cfg = _config(LLAMA7B, 1024, 256)
+    d = budget.apply(cfg, "bertha")
+    want = _quarter_sram_rows("bertha", 11008, 2)
+    assert (d.budget, d.requested, d.capped) == (want, 1024, True)
+    sc = cfg.scheduler_config
+    assert sc.max_num_batched_tokens == want and sc.max_num_seqs == want
+    assert sc.encoder_cache_size == want and sc.max_num_encoder_input_tokens == want
+    assert "down_proj" in d.reason
+    assert budget.Decision.from_env() == d  # for the worker's report
+
+
+@pytest.mark.parametrize(
+    ("hf", "chunked", "env", "reason"),
+    [
+        (TINY, True, None, "K = 64 is not a multiple of 256"),
+        (LLAMA7B, False, None, "chunked prefill is off"),
+        (LLAMA7B, True, "0", "LEGATO_VLLM_TOKEN_CAP=0"),
+    ],
+)
+def test_apply_keeps_the_budget_and_says_why(monkeypatch, hf, chunked, env, reason):
+    from vllm_legato import budget
+
+    if env is None:
+        monkeypatch.delenv(budget.CAP_ENV, raising=False)
+    else:
+        monkeypatch.setenv(budget.CAP_ENV, env)
+    monkeypatch.delenv(budget.DECISION_ENV, raising=False)
+    cfg = _config(hf, 1024, 8, chunked, max_model_len=1024)
+    d = budget.apply(cfg, "bertha")
+    assert (d.budget, d.capped) == (1024, False)
+    assert cfg.scheduler_config.max_num_batched_tokens == 1024
+    assert reason in d.reason, d.reason
+    assert budget.Decision.from_env() == d
+
+
+def test_budget_avoids_a_model_dimension():
+    """A budget equal to a static size of the model would make dynamo specialize the token dim."""
+    from vllm_legato.budget import _avoid_model_dims
+
+    assert _avoid_model_dims(32, LLAMA7B) == 31
+    assert _avoid_model_dims(23, LLAMA7B) == 23
