@@ -48,18 +48,42 @@ def test_projections_of_a_llama_layer():
         ("bertha", torch.float32, 4),
     ],
 )
-def test_7b_bound_is_the_down_projections(device, dtype, esize):
-    """The largest budget: the down projection's (K = 11008) x rows in a quarter of SRAM; one
-    token more and chip_linear refuses it (and only it)."""
+def test_7b_projections_fit_vllms_budget(device, dtype, esize):
+    """Past the decode form's one-pass bound (the down projection's x rows in a quarter of SRAM),
+    chip_linear runs the rows in chunks (`linear_chunks`), so it takes every 7B projection at
+    vLLM's default budget and nothing is lowered."""
     from vllm_legato.budget import accepts, fit, projections
 
-    want = _quarter_sram_rows(device, 11008, esize)
-    bound, why = fit(device, projections(LLAMA7B), dtype, 1024)
-    assert bound == want, (bound, why)
-    assert why.startswith(f"down_proj (K=11008, N=4096) at {want + 1} tokens"), why
-    assert accepts(device, 11008, 4096, dtype, want) is None
-    assert accepts(device, 11008, 4096, dtype, want + 1) is not None
-    assert accepts(device, 4096, 4096, dtype, want + 1) is None
+    one_pass = _quarter_sram_rows(device, 11008, esize)
+    assert accepts(device, 11008, 4096, dtype, one_pass + 1) is None
+    assert fit(device, projections(LLAMA7B), dtype, 1024) == (
+        1024,
+        "chip_linear takes every projection at vLLM's budget",
+    )
+
+
+def _refuse_down_past(monkeypatch, limit):
+    """chip_linear as it was before `linear_chunks`: the down projection (K = 11008) refused past
+    `limit` tokens; the search and the lowering are the plugin's, whatever chip_linear accepts."""
+    from vllm_legato import budget
+
+    real = budget.accepts
+
+    def accepts(device, k, n, dtype, bound):
+        if k == 11008 and bound > limit:
+            return f"x's {bound} rows do not fit"
+        return real(device, k, n, dtype, bound)
+
+    monkeypatch.setattr(budget, "accepts", accepts)
+
+
+def test_the_bound_is_the_first_refusal(monkeypatch):
+    from vllm_legato import budget
+
+    _refuse_down_past(monkeypatch, 23)
+    bound, why = budget.fit("bertha", budget.projections(LLAMA7B), torch.bfloat16, 1024)
+    assert bound == 23, (bound, why)
+    assert why.startswith("down_proj (K=11008, N=4096) at 24 tokens"), why
 
 
 def test_no_bound_when_k_is_not_a_multiple_of_256():
@@ -99,9 +123,10 @@ def test_apply_lowers_vllms_budget(monkeypatch):
 
     monkeypatch.delenv(budget.CAP_ENV, raising=False)
     monkeypatch.delenv(budget.DECISION_ENV, raising=False)
+    want = 23
+    _refuse_down_past(monkeypatch, want)
     cfg = _config(LLAMA7B, 1024, 256)
     d = budget.apply(cfg, "bertha")
-    want = _quarter_sram_rows("bertha", 11008, 2)
     assert (d.budget, d.requested, d.capped) == (want, 1024, True)
     sc = cfg.scheduler_config
     assert sc.max_num_batched_tokens == want and sc.max_num_seqs == want

@@ -9,6 +9,10 @@ every projection runs on the host. With chunked prefill, a smaller budget only c
 prompt's prefill into more steps, so the platform lowers the budget to the largest one at
 which chip_linear accepts every projection of the model (`fit`), when there is one.
 
+Since chip_linear runs a bound above one pass's in chunks of rows (`linear_chunks`), it takes
+Llama-7B's projections at vLLM's default budget, so nothing is lowered for it: the budget is
+lowered only where chip_linear refuses vLLM's budget and accepts a smaller one.
+
 The answer is chip_linear's own: `accepts` asks its `mm` resolver about a graph of one
 projection (`mm(x[T, K], t(W[N, K]))`, T a runtime dim bounded by the candidate budget, W a
 parameter), without compiling anything; `fit` searches the budgets (acceptance only falls as
