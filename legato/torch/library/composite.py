@@ -1,7 +1,8 @@
 """ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
 bounds, max / min (full and along a dim, with their indices), argmax / argmin, amin, cumsum, index_select and `index.Tensor`
 with int64 index tensors (a row gather; `x[idx]` wraps negative indices as torch does;
-`x[i0, i1]` combines the indices into the row on the scalar unit),
+`x[i0, i1]` combines the indices into the row on the scalar unit; index tensors that broadcast,
+`x[i[:, None], j]`, are repeated to one shape first),
 pow(Tensor, Tensor).
 
 Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
@@ -332,22 +333,52 @@ def resolve_cumsum(node, ctx):
 
 
 @legato.function
-def gather_dims(x, idx, perm_in, table_shape, perm_out, out_shape, wrap):
-    """x indexed by the int64 tensor `idx`, or by a tuple of them of one shape, one per
-    indexed dim (torch's index_select / `x[..., i0, i1, ...]`): the indexed dims moved first
-    (`perm_in`) and the others flattened into one (`table_shape`), a row DMA per index
-    (`legato.tensor.gather`, which combines several indices into the row on the scalar unit;
-    `wrap`: a negative index counts from the end), then reshaped to `out_shape` and the index
-    dims moved where torch puts them (`perm_out`)."""
+def repeat_to(x, shape):
+    """The int64 tensor `x` (of len(shape) dims, each 1 or shape's) broadcast to `shape` by
+    concatenating copies of itself (doubling, then a slice): data movement, which takes every
+    dtype (the VPU's broadcast takes no int64)."""
+    for d in legato.static_range(len(shape)):
+        if x.shape[d] != shape[d]:
+            for _k in _shifts(shape[d]):  # 1, 2, 4, ... < n: enough doublings to reach n
+                x = legato.tensor.concat((x, x), d)
+            if x.shape[d] > shape[d]:
+                x = x[_take(len(shape), d, 0, shape[d])]
+    return x
+
+
+@legato.function
+def broadcast_indices(idx, pads, shape):
+    """The index tensors `idx` broadcast against each other to `shape` (torch's advanced
+    indexing): each with a `pads[k]` (its shape with leading 1s) reshaped to it and repeated."""
+    out = ()
+    for k in legato.static_range(len(idx)):
+        i = idx[k]
+        if pads[k] is not None:
+            i = repeat_to(legato.tensor.reshape(i, pads[k]), shape)
+        out = (*out, i)
+    return out
+
+
+@legato.function
+def gather_dims(x, idx, perm_in, table_shape, perm_out, out_shape, wrap, pads, shape):
+    """x indexed by the int64 tensor `idx`, or by a tuple of them, one per indexed dim (torch's
+    index_select / `x[..., i0, i1, ...]`; `pads` not None: they broadcast to `shape` first):
+    the indexed dims moved first (`perm_in`) and the others flattened into one
+    (`table_shape`), a row DMA per index (`legato.tensor.gather`, which combines several
+    indices into the row on the scalar unit; `wrap`: a negative index counts from the end),
+    then reshaped to `out_shape` and the index dims moved where torch puts them
+    (`perm_out`)."""
+    if pads is not None:
+        idx = broadcast_indices(idx, pads, shape)
     t = legato.tensor.reshape(transpose(x, perm_in), table_shape)
     g = legato.tensor.gather(t, idx, wrap=wrap)
     return transpose(legato.tensor.reshape(g, out_shape), perm_out)
 
 
 def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
-    """`x` indexed along `dims` (increasing) by the index nodes `idxs` (int64, one shape), as
-    torch's advanced indexing: the index dims replace the indexed dims where those are
-    adjacent, else they come first."""
+    """`x` indexed along `dims` (increasing) by the index nodes `idxs` (int64, shapes that
+    broadcast), as torch's advanced indexing: the index dims replace the indexed dims where
+    those are adjacent, else they come first."""
     dt = _same_dtype(node, x)
     tx, tis = val(x), [val(i) for i in idxs]
     for ti in tis:
@@ -355,11 +386,19 @@ def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
         _static(ti, f"{what} index")
     _static(tx, what)
     assert tx.dim() >= 1, f"{what} of a 0-d tensor"
-    shape = tuple(tis[0].shape)
-    assert all(tuple(ti.shape) == shape for ti in tis), (
-        f"{what} with index tensors of different shapes "
-        f"({', '.join(str(list(ti.shape)) for ti in tis)}: broadcast indices are not gathered)"
-    )
+    try:
+        shape = tuple(torch.broadcast_shapes(*(ti.shape for ti in tis)))
+    except RuntimeError as e:
+        raise AssertionError(f"{what}: index tensors that do not broadcast ({e})") from None
+    pads = None
+    if any(tuple(ti.shape) != shape for ti in tis):  # x[i[:, None], j]: broadcast them first
+        pads = tuple(
+            None if tuple(ti.shape) == shape else (1,) * (len(shape) - ti.dim()) + tuple(ti.shape)
+            for ti in tis
+        )
+        for op in ("reshape", "concat", "slice"):
+            ctx.probe(op, torch.int64)
+        tis = [*tis, *(torch.empty(shape, dtype=torch.int64) for p in pads if p is not None)]
     dims = [_norm_dim(d, tx.dim()) for d in dims]
     others = [i for i in range(tx.dim()) if i not in dims]
     rest = tuple(tx.shape[i] for i in others)
@@ -381,8 +420,9 @@ def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
     idx = idxs[0] if len(idxs) == 1 else tuple(idxs)
     return Impl(
         gather_dims,
-        (x, idx, perm_in, table, perm_out, gathered, wrap),
-        name=f"{what} (row gather{f' by {len(idxs)} indices' if len(idxs) > 1 else ''})",
+        (x, idx, perm_in, table, perm_out, gathered, wrap, pads, shape),
+        name=f"{what} (row gather{f' by {len(idxs)} indices' if len(idxs) > 1 else ''}"
+        f"{', broadcast' if pads else ''})",
     )
 
 

@@ -159,3 +159,34 @@ def test_a_gather_offset_at_every_level(level):
     for bad in (2, 11, I64_MIN, I64_MIN + 2, I64_MAX):
         with pytest.raises((OutOfBoundsError, InterpError)):
             run(table, torch.tensor([3, bad, 4]), torch.zeros(3, 4))
+
+
+BROADCAST_CASES = {
+    "x[i[:, None], j]": (lambda x, i, j: x[i[:, None], j] * 2, [5, 0, -2], [4, 3, 0, -1, 2]),
+    "x[:, i[:, None], j]": (lambda x, i, j: x[:, i[:, None], j] * 2, [4, 0], [3, 1, -4]),
+    "x[i[:, None], :, j]": (lambda x, i, j: x[i[:, None], :, j] + 1, [1, 5], [0, 3, 2]),
+    "x[i, j[:, None]] (1 against 3)": (lambda x, i, j: x[i, j[:, None]] * 2, [3], [0, 4, 1]),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("case", list(BROADCAST_CASES))
+def test_index_tensors_that_broadcast_run_on_legato(case, dtype):
+    """Index tensors that broadcast against each other are repeated to one shape on chip, then
+    gathered: eager's values (negative indices wrap), one kernel, and an index past its dim
+    still raises torch's IndexError."""
+    f, i, j = BROADCAST_CASES[case]
+    i, j = torch.tensor(i), torch.tensor(j)
+    x = torch.randn(6, 5, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
+    g = _compiled(f)
+    assert torch.equal(g(x, i, j), f(x, i, j))
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    assert "broadcast" in str(s), str(s)
+    assert all(k.eager_calls == 0 for k in s.kernels), str(s)
+    bad = j.clone()
+    bad[-1] = 9  # past every dim of x
+    with pytest.raises(IndexError):
+        f(x, i, bad)
+    with pytest.raises(IndexError):
+        g(x, i, bad)
