@@ -129,12 +129,14 @@ _OTHER = {
         "mask, true where nonzero; `a`/`b` may be numbers)",
     ),
     "gather": (
-        "(table, indices, memory='sram', wrap=False)",
+        "(table, indices, memory='sram', wrap=False, offset=0)",
         "rows of `table` (any memory, e.g. a shared_dram embedding table) selected by the i64 "
         "`indices`: `table[indices]`, dims indices.shape + table.shape[1:] (torch's embedding); "
         "`wrap=True`: a negative index counts from the end (torch's `x[idx]`); a tuple of "
         "index tensors of one shape, `(i0, i1, ...)`, indexes that many leading dims: "
-        "`table[i0, i1, ...]`, the row combined on the scalar unit",
+        "`table[i0, i1, ...]`, the row combined on the scalar unit; `offset=c` (a compile-time "
+        "int): the first index selects row `index + c`, added on the scalar unit in int64 "
+        "(torch's `embedding(table, p + c)`), then wrapped and range-checked",
     ),
     "scatter": (
         "(table, indices, rows)",

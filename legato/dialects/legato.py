@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
+    I64,
     ArrayAttr,
     BFloat16Type,
     BoolAttr,
@@ -2520,9 +2521,11 @@ class GatherOp(FastBuildOperation):
     may stay in shared memory (one DMA per row). The result is in a core memory (its type says
     which). Every index must lie in `[0, d)` of its dim `d` (out of range faults, never a
     silent row); with the `wrap` property, in `[-d, d)`, a negative index counting from the
-    end (torch's indexing `x[idx]`: `i + d` for `i < 0`).
-    Builder: `GatherOp(table, indices, result_type=None, wrap=False, more=())` (default:
-    sram)."""
+    end (torch's indexing `x[idx]`: `i + d` for `i < 0`). With the `offset` property `c`, the
+    first index selects row `indices[i...] + c` (int64, wrapping as torch's add: torch's
+    `embedding(table, p + c)`, OPT's learned positions), before the wrap and the range check.
+    Builder: `GatherOp(table, indices, result_type=None, wrap=False, more=(), offset=0)`
+    (default: sram)."""
 
     name = "legato.gather"
 
@@ -2531,10 +2534,12 @@ class GatherOp(FastBuildOperation):
     more = var_operand_def(TensorType)
     result = result_def(TensorType)
     wrap = opt_prop_def(UnitAttr)
+    offset = opt_prop_def(IntegerAttr[I64])
 
     traits = traits_def(Pure())
     assembly_format = (
-        "$table `,` $indices (`,` $more^)? (`wrap` $wrap^)? attr-dict `:` type($table) `,` "
+        "$table `,` $indices (`,` $more^)? (`wrap` $wrap^)? (`offset` $offset^)? attr-dict `:` "
+        "type($table) `,` "
         "type($indices) (`,` type($more)^)? `->` type($result)"
     )
 
@@ -2545,6 +2550,7 @@ class GatherOp(FastBuildOperation):
         result_type: TensorType | None = None,
         wrap: bool = False,
         more=(),
+        offset: int = 0,
     ):
         more = [SSAValue.get(m) for m in more]
         if result_type is None:
@@ -2556,7 +2562,10 @@ class GatherOp(FastBuildOperation):
         super().__init__(
             operands=[table, indices, more],
             result_types=[result_type],
-            properties={"wrap": UnitAttr()} if wrap else {},
+            properties={
+                **({"wrap": UnitAttr()} if wrap else {}),
+                **({"offset": IntegerAttr(int(offset), i64)} if offset else {}),
+            },
         )
 
     def verify_(self) -> None:

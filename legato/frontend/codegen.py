@@ -1441,7 +1441,16 @@ class CodeGenerator(RuntimeCodegen):
             raise self.error(
                 wnode or node, "legato.tensor.gather: wrap must be a compile-time bool"
             )
-        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap, more)
+        offset, onode = b.get("offset", (0, None))
+        if (
+            not isinstance(offset, int)
+            or isinstance(offset, bool)
+            or not -(2**63) <= offset < 2**63
+        ):
+            raise self.error(
+                onode or node, "legato.tensor.gather: offset must be a compile-time int64"
+            )
+        return self.emit_value(L.GatherOp, node, table.ssa, indices.ssa, rt, wrap, more, offset)
 
     def _op_scatter(self, node: ast.Call):
         self.require_region(node, "scatter")

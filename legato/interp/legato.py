@@ -416,14 +416,17 @@ class LegatoFunctions(InterpreterFunctions):
         picked = []
         for d, idx in enumerate(given):
             rows = table.shape[d]
+            if d == 0 and op.offset is not None:  # int64, wrapping as the scalar unit's add
+                idx = idx + np.int64(op.offset.value.data)
             if op.wrap is not None:
                 idx = np.where(idx < 0, idx + rows, idx)
             bad = (idx < 0) | (idx >= rows)
             if bad.any():
                 span = f"[{-rows}, {rows})" if op.wrap is not None else f"[0, {rows})"
                 what = f"{rows} rows" if d == 0 else f"dim {d} of size {rows}"
+                shift = f" + offset {op.offset.value.data}" if d == 0 and op.offset else ""
                 raise InterpError(
-                    f"legato.gather: index {int(given[d][bad].flat[0])} is outside the "
+                    f"legato.gather: index {int(given[d][bad].flat[0])}{shift} is outside the "
                     f"table's {what} (valid: {span})",
                     op,
                 )

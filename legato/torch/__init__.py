@@ -11,7 +11,14 @@ See docs/torch.md.
 
 from legato.torch.custom import custom_op
 from legato.torch.dynamic import install_backport, mark_dynamic
-from legato.torch.registry import Impl, ResolveContext, load_libraries, register, unregister
+from legato.torch.registry import (
+    Impl,
+    ResolveContext,
+    load_libraries,
+    register,
+    register_graph_pass,
+    unregister,
+)
 from legato.torch.summary import PlacementSummary, last_summary, summaries
 
 install_backport()  # the seed's `torch._dynamo.mark_dynamic(x, 0, max=128)` on torch 2.13
@@ -42,6 +49,7 @@ __all__ = [
     "load_libraries",
     "mark_dynamic",
     "register",
+    "register_graph_pass",
     "summaries",
     "unregister",
 ]

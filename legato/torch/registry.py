@@ -125,6 +125,7 @@ class ResolveContext:
 Resolver = Callable[[Any, ResolveContext], Impl]
 
 _resolvers: dict[Any, list[Resolver]] = {}
+_graph_passes: list[Callable[[Any], bool]] = []
 _lock = threading.RLock()
 _loaded = False
 _library_errors: list[tuple[str, str]] = []
@@ -169,6 +170,28 @@ def register(op, resolver: Resolver | None = None):
         for o in ops:
             _resolvers.setdefault(_key(o), []).append(resolver)
     return resolver
+
+
+def register_graph_pass(fn: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """Register `fn(gm) -> bool`, run on every ATen graph before its nodes are resolved: it may
+    replace nodes by nodes that compute the same values for every input (e.g. an index offset
+    folded into the gather it feeds) and returns whether it changed the graph. Usable as a
+    decorator."""
+    with _lock:
+        if fn not in _graph_passes:
+            _graph_passes.append(fn)
+    return fn
+
+
+def run_graph_passes(gm) -> bool:
+    """Run the registered graph passes on `gm` (registration order); whether any changed it."""
+    load_libraries()
+    with _lock:
+        passes = list(_graph_passes)
+    changed = False
+    for fn in passes:
+        changed = bool(fn(gm)) or changed
+    return changed
 
 
 def unregister(op, resolver: Resolver) -> None:

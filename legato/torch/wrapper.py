@@ -850,7 +850,7 @@ class LegatoGraphWrapper:
         for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
             if i in static:
                 n.meta[kernelgen.PARAM_META] = True
-        if _merge_views(gm):
+        if registry.run_graph_passes(gm) | bool(_merge_views(gm)):
             gm.recompile()
         self.decisions = self._decide(gm)
         self.gm = self._partition(gm)

@@ -426,6 +426,15 @@ def _outside(prog: ProgramState, op, rid, size: int, zero, one):
     return prog.emit(arith.AddiOp(*flags), op).results[0]
 
 
+def _clamped(prog: ProgramState, op, rid, lo, hi):
+    """`rid` clamped to [lo, hi] (index values just outside the valid indices): an index in
+    range is unchanged and one outside stays outside, but small enough that the row's byte
+    offset (`rid * row bytes`, 64-bit) cannot wrap around into the table (2^57 * 128 bytes is
+    0 mod 2^64: row 0, silently, where torch raises)."""
+    rid = prog.emit(arith.MaxSIOp(rid, lo), op).results[0]
+    return prog.emit(arith.MinSIOp(rid, hi), op).results[0]
+
+
 def _poisoned(prog: ProgramState, op, rids: list, sizes: list[int]) -> list:
     """The indices of one multi-index gather row (`table[i0, i1, ...]`), with the first set
     to `sizes[0]` (one row past the table's end, which the row DMA's bounds check reports) and
@@ -451,7 +460,10 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     result. With several index tensors (`table[i0, i1, ...]`) each iteration also loads the
     later indices, and the row's address combines them on the scalar unit (the subview's
     offset arithmetic; the VPU has no int64 arithmetic); an index outside its dim sends the
-    DMA past the table's end (`_poisoned`)."""
+    DMA past the table's end (`_poisoned`). With `offset` c, the first index's row is
+    index + c (a 64-bit add, wrapping as torch's int64 add). Every index is clamped to just
+    outside its valid range first (`_clamped`), so that no huge index wraps the row's address
+    back into the table."""
 
     rt = result_type(op)
     if prog.ctx.is_top:
@@ -469,12 +481,33 @@ def gather(L: LoweringState, prog: ProgramState, op: lg.GatherOp) -> Buffer:
     more1 = [view(prog, m, [n], op) for m in more]
     zeros = [0] * len(row)
     sizes = [d[0] for d in dimsb(table)[:k]]
-    if (op.wrap is not None or more) and not all(isinstance(d, int) for d in sizes):
-        what = "wrap" if op.wrap is not None else "with several index tensors"
+    offset = op.offset.value.data if op.offset is not None else 0
+    if (op.wrap is not None or more or offset) and not all(isinstance(d, int) for d in sizes):
+        what = (
+            "wrap"
+            if op.wrap is not None
+            else "with an offset"
+            if offset
+            else "with several index tensors"
+        )
         raise error_at(op, f"legato.gather {what}: the table's indexed dims must be static")
+
+    # loop invariants, set before the loop: the offset, and each index's clamp bounds
+    off = index_const(prog, offset, op) if offset else None
+    # (a dynamic dim, only without wrap and with one index: [-1, its runtime size])
+    low = (lambda d: -d - 1) if op.wrap is not None else (lambda d: -1)
+    clamps = [
+        (index_const(prog, low(d), op), index_const(prog, d, op))
+        if isinstance(d, int)
+        else (index_const(prog, -1, op), d)
+        for d in sizes
+    ]
 
     def row_dma(rid, i):
         rids = [rid, *(prog.emit(core.LoadIndexOp(m.value, i), op).results[0] for m in more1)]
+        if off is not None:
+            rids[0] = prog.emit(arith.AddiOp(rids[0], off), op).results[0]
+        rids = [_clamped(prog, op, r, lo, hi) for r, (lo, hi) in zip(rids, clamps)]
         if op.wrap is not None:  # i + d for a negative i, else i
             rids = [_wrap_negative(prog, op, r, d) for r, d in zip(rids, sizes)]
         if more:

@@ -1,7 +1,8 @@
 """ATen ops that Legato computes by composing several legato ops (issue 13): clamp with tensor
 bounds, max / min (full and along a dim, with their indices), argmax / argmin, amin, cumsum, index_select and `index.Tensor`
 with int64 index tensors (a row gather; `x[idx]` wraps negative indices as torch does;
-`x[i0, i1]` combines the indices into the row on the scalar unit),
+`x[i0, i1]` combines the indices into the row on the scalar unit; index tensors that broadcast,
+`x[i[:, None], j]`, are repeated to one shape first),
 pow(Tensor, Tensor).
 
 Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
@@ -32,7 +33,7 @@ from legato.torch.library.aten import (
     transpose,
     val,
 )
-from legato.torch.registry import Impl, register
+from legato.torch.registry import Impl, register, register_graph_pass
 
 aten = torch.ops.aten
 
@@ -332,22 +333,52 @@ def resolve_cumsum(node, ctx):
 
 
 @legato.function
-def gather_dims(x, idx, perm_in, table_shape, perm_out, out_shape, wrap):
-    """x indexed by the int64 tensor `idx`, or by a tuple of them of one shape, one per
-    indexed dim (torch's index_select / `x[..., i0, i1, ...]`): the indexed dims moved first
-    (`perm_in`) and the others flattened into one (`table_shape`), a row DMA per index
-    (`legato.tensor.gather`, which combines several indices into the row on the scalar unit;
-    `wrap`: a negative index counts from the end), then reshaped to `out_shape` and the index
-    dims moved where torch puts them (`perm_out`)."""
+def repeat_to(x, shape):
+    """The int64 tensor `x` (of len(shape) dims, each 1 or shape's) broadcast to `shape` by
+    concatenating copies of itself (doubling, then a slice): data movement, which takes every
+    dtype (the VPU's broadcast takes no int64)."""
+    for d in legato.static_range(len(shape)):
+        if x.shape[d] != shape[d]:
+            for _k in _shifts(shape[d]):  # 1, 2, 4, ... < n: enough doublings to reach n
+                x = legato.tensor.concat((x, x), d)
+            if x.shape[d] > shape[d]:
+                x = x[_take(len(shape), d, 0, shape[d])]
+    return x
+
+
+@legato.function
+def broadcast_indices(idx, pads, shape):
+    """The index tensors `idx` broadcast against each other to `shape` (torch's advanced
+    indexing): each with a `pads[k]` (its shape with leading 1s) reshaped to it and repeated."""
+    out = ()
+    for k in legato.static_range(len(idx)):
+        i = idx[k]
+        if pads[k] is not None:
+            i = repeat_to(legato.tensor.reshape(i, pads[k]), shape)
+        out = (*out, i)
+    return out
+
+
+@legato.function
+def gather_dims(x, idx, perm_in, table_shape, perm_out, out_shape, wrap, pads, shape):
+    """x indexed by the int64 tensor `idx`, or by a tuple of them, one per indexed dim (torch's
+    index_select / `x[..., i0, i1, ...]`; `pads` not None: they broadcast to `shape` first):
+    the indexed dims moved first (`perm_in`) and the others flattened into one
+    (`table_shape`), a row DMA per index (`legato.tensor.gather`, which combines several
+    indices into the row on the scalar unit; `wrap`: a negative index counts from the end),
+    then reshaped to `out_shape` and the index dims moved where torch puts them
+    (`perm_out`)."""
+    if pads is not None:
+        idx = broadcast_indices(idx, pads, shape)
     t = legato.tensor.reshape(transpose(x, perm_in), table_shape)
     g = legato.tensor.gather(t, idx, wrap=wrap)
     return transpose(legato.tensor.reshape(g, out_shape), perm_out)
 
 
 def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
-    """`x` indexed along `dims` (increasing) by the index nodes `idxs` (int64, one shape), as
-    torch's advanced indexing: the index dims replace the indexed dims where those are
-    adjacent, else they come first."""
+    """`x` indexed along `dims` (increasing) by the index nodes `idxs` (int64, shapes that
+    broadcast), as torch's advanced indexing: the index dims replace the indexed dims where
+    those are adjacent, else they come first."""
     dt = _same_dtype(node, x)
     tx, tis = val(x), [val(i) for i in idxs]
     for ti in tis:
@@ -355,11 +386,19 @@ def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
         _static(ti, f"{what} index")
     _static(tx, what)
     assert tx.dim() >= 1, f"{what} of a 0-d tensor"
-    shape = tuple(tis[0].shape)
-    assert all(tuple(ti.shape) == shape for ti in tis), (
-        f"{what} with index tensors of different shapes "
-        f"({', '.join(str(list(ti.shape)) for ti in tis)}: broadcast indices are not gathered)"
-    )
+    try:
+        shape = tuple(torch.broadcast_shapes(*(ti.shape for ti in tis)))
+    except RuntimeError as e:
+        raise AssertionError(f"{what}: index tensors that do not broadcast ({e})") from None
+    pads = None
+    if any(tuple(ti.shape) != shape for ti in tis):  # x[i[:, None], j]: broadcast them first
+        pads = tuple(
+            None if tuple(ti.shape) == shape else (1,) * (len(shape) - ti.dim()) + tuple(ti.shape)
+            for ti in tis
+        )
+        for op in ("reshape", "concat", "slice"):
+            ctx.probe(op, torch.int64)
+        tis = [*tis, *(torch.empty(shape, dtype=torch.int64) for p in pads if p is not None)]
     dims = [_norm_dim(d, tx.dim()) for d in dims]
     others = [i for i in range(tx.dim()) if i not in dims]
     rest = tuple(tx.shape[i] for i in others)
@@ -381,8 +420,9 @@ def _gather_impl(node, ctx, x, idxs, dims, what, wrap):
     idx = idxs[0] if len(idxs) == 1 else tuple(idxs)
     return Impl(
         gather_dims,
-        (x, idx, perm_in, table, perm_out, gathered, wrap),
-        name=f"{what} (row gather{f' by {len(idxs)} indices' if len(idxs) > 1 else ''})",
+        (x, idx, perm_in, table, perm_out, gathered, wrap, pads, shape),
+        name=f"{what} (row gather{f' by {len(idxs)} indices' if len(idxs) > 1 else ''}"
+        f"{', broadcast' if pads else ''})",
     )
 
 
@@ -405,6 +445,151 @@ def resolve_index(node, ctx):
         )
     dims, idxs = [d for d, _ in given], [t for _, t in given]
     return _gather_impl(node, ctx, x, idxs, dims, "index", True)  # negative indices wrap
+
+
+# --------------------------------------------------------------------------------------------
+# Index offsets: embedding(W, p + c) as a gather of row p + c, the add on the scalar unit
+#
+# OPT's learned positions are `embedding(W, positions + 2)`. The VPU has no int64 add, and an
+# f32 add is wrong from 2^24 on; the scalar unit adds in 64 bits and wraps as torch's int64
+# add. So the constant offset is folded into the gather (`legato.tensor.gather(..., offset=c)`,
+# the row's address computed on the scalar unit, then range-checked against the whole table):
+# the same row as torch, or the same IndexError, for every int64 value (p = -1, OPT's padding,
+# reads row 1; a p past the end, or one whose p + c wraps, faults and reruns eagerly). A view
+# `W[c:]` would refuse p in [-c, 0), which torch reads.
+
+
+@torch.library.custom_op("legato_aten::embedding_offset", mutates_args=())
+def embedding_offset(weight: torch.Tensor, indices: torch.Tensor, offset: int) -> torch.Tensor:
+    """torch's `embedding(weight, indices + offset)` (int64 add, wrapping), as one node."""
+    return torch.nn.functional.embedding(indices + offset, weight)
+
+
+@embedding_offset.register_fake
+def _embedding_offset_fake(weight, indices, offset):
+    return weight.new_empty((*indices.shape, weight.shape[1]))
+
+
+EMBEDDING_OFFSET = torch.ops.legato_aten.embedding_offset.default
+_OFFSET_SIGN = {aten.add.Tensor: 1, aten.add.Scalar: 1, aten.sub.Tensor: -1, aten.sub.Scalar: -1}
+
+
+def _int64(c: int) -> int:
+    """`c` wrapped to a signed 64-bit int, as torch's int64 arithmetic."""
+    return (c + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def _offset_of(node):
+    """(p, c) when `node` is the int64 tensor `p + c` (or `p - c`, with alpha) of an int `c`,
+    else None."""
+    if node.op != "call_function" or node.target not in _OFFSET_SIGN or len(node.args) != 2:
+        return None
+    p, c = node.args
+    alpha = node.kwargs.get("alpha", 1)
+    if not isinstance(p, torch.fx.Node) or type(c) is not int or type(alpha) is not int:
+        return None
+    tp, tn = p.meta.get("val"), node.meta.get("val")
+    if not isinstance(tp, torch.Tensor) or not isinstance(tn, torch.Tensor):
+        return None
+    if tp.dtype != torch.int64 or tn.dtype != torch.int64:
+        return None
+    return p, _int64(_OFFSET_SIGN[node.target] * alpha * c)
+
+
+@register_graph_pass
+def fold_index_offsets(gm) -> bool:
+    """`embedding(W, p + c1 + c2 ...)` -> `legato_aten::embedding_offset(W, p, c1 + c2 ...)`
+    (the same values: int64 adds wrap, so their sum is one wrapped add); the adds that no node
+    reads any more are removed. Returns whether the graph changed."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target != aten.embedding.default:
+            continue
+        w, ids = node.args[:2]
+        base, c, folded = ids, 0, []
+        while isinstance(base, torch.fx.Node) and (pc := _offset_of(base)) is not None:
+            folded.append(base)
+            base, c = pc[0], _int64(c + pc[1])
+        if not folded:
+            continue
+        with gm.graph.inserting_before(node):
+            new = (
+                gm.graph.call_function(EMBEDDING_OFFSET, (w, base, c))
+                if c
+                else gm.graph.call_function(aten.embedding.default, (w, base, *node.args[2:]))
+            )
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        for f in folded:  # outermost first: an add's input is read by the add folded after it
+            if not f.users:
+                gm.graph.erase_node(f)
+        changed = True
+    return changed
+
+
+@legato.function
+def embedding_at(weight, ids, offset):
+    return legato.tensor.gather(weight, ids, offset=offset)
+
+
+@register(EMBEDDING_OFFSET)
+def resolve_embedding_offset(node, ctx):
+    w, ids, c = node.args
+    dt = _float_out(node)
+    tw, ti = val(w), val(ids)
+    assert tw.dtype == dt and tw.dim() == 2, f"embedding table {tw.dtype} {list(tw.shape)}"
+    assert ti.dtype == torch.int64, f"embedding indices of {ti.dtype} (int64 are read)"
+    _static(tw, "an embedding table with an index offset")
+    ctx.probe("gather", dt)
+    _fits_sram(ctx, ti, val(node), what="embedding indices and rows")
+    # the table stays in shared DRAM: one DMA per index, of row index + c
+    return Impl(
+        embedding_at,
+        (w, ids, c),
+        memory={0: "shared_dram"},
+        name=f"embedding of row index {'+' if c >= 0 else '-'} {abs(c)} (scalar-unit add)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# int64 data: float -> int64 casts (`.long()`), and its aliases
+
+_TWO63 = 9223372036854775808.0  # 2^63, exact in f32
+
+
+@legato.function
+def to_int64(x, wide):
+    """torch's CPU `.to(torch.int64)` of a float: truncated toward zero (vpu.cvt); NaN and
+    values at or above 2^63 give INT64_MIN as x86's cvttss2si does in torch's kernel (the VPU
+    saturates them and takes NaN to 0), values below -2^63 and -inf saturate to INT64_MIN on
+    both. bf16 is converted to f32 first (exact)."""
+    y = legato.tensor.cast(x, legato.types.float("float32")) if wide else x
+    bad = legato.tensor.maximum(legato.tensor.ge(y, _TWO63), legato.tensor.ne(y, y))
+    y = legato.tensor.where(bad, -_TWO63, y)
+    return legato.tensor.cast(y, legato.types.i64)
+
+
+@register(aten._to_copy.default)
+def resolve_to_int64(node, ctx):
+    x = node.args[0]
+    src, dst = val(x).dtype, val(node).dtype
+    assert src in _FLOATS and dst == torch.int64, f"_to_copy {src} -> {dst}"
+    for op in ("ge", "ne", "maximum", "where", "constant", "cast_i64", "broadcast_binary"):
+        ctx.probe(op, torch.float32)
+    wide = src == torch.bfloat16
+    if wide:
+        ctx.probe("cast_f32", src)
+    f = torch.empty(val(x).shape, dtype=torch.float32)
+    _fits_sram(ctx, val(x), f, f, val(node), what="the cast's operand, f32 temporaries and result")
+    return Impl(to_int64, (x, wide), name="float -> int64 (truncated, x86's out-of-range value)")
+
+
+@register([aten.alias.default, aten.detach.default, aten.clone.default])
+def resolve_int64_identity(node, ctx):
+    """An int64 tensor's alias / detach / clone: the same value (index data the kernel holds)."""
+    assert val(node).dtype == torch.int64 == val(node.args[0]).dtype, "not an int64 identity"
+    return Impl(identity, (node.args[0],), name="int64 identity")
 
 
 # --------------------------------------------------------------------------------------------

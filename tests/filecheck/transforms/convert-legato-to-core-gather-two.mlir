@@ -6,13 +6,18 @@
 // the row's address combines them on the scalar unit (a subview at [i, j, 0]; the VPU has no
 // int64 arithmetic). A j outside [0, 4) would land in another row of the table (4 i + j), so
 // any later index outside its dim sets i to 6 (one row past the table) and j to 0: the row
-// DMA's bounds check reports it, at the gather's line.
+// DMA's bounds check reports it, at the gather's line. Each index is first clamped to just
+// outside its dim ([-1, 6], [-1, 4]): a huge one (2^62) must not overflow the address arithmetic.
 
 // ROUND: %g = legato.gather %t, %x, %y : !legato.tensor<[6, 4, 8], f32, shared_dram>, !legato.tensor<[3], i64, sram>, !legato.tensor<[3], i64, sram> -> !legato.tensor<[3, 8], f32, sram>
 
 // CHECK:      scf.for %row = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK-NEXT:   %[[I:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[3], i64, sram>
-// CHECK-NEXT:   %[[J:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[3], i64, sram>
+// CHECK-NEXT:   %[[I0:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[3], i64, sram>
+// CHECK-NEXT:   %[[J0:.*]] = core.load_index %{{.*}}[%row] : !core.buf<[3], i64, sram>
+// CHECK-NEXT:   %[[IL:.*]] = arith.maxsi %[[I0]], %{{.*}} : index
+// CHECK-NEXT:   %[[I:.*]] = arith.minsi %[[IL]], %{{.*}} : index
+// CHECK-NEXT:   %[[JL:.*]] = arith.maxsi %[[J0]], %{{.*}} : index
+// CHECK-NEXT:   %[[J:.*]] = arith.minsi %[[JL]], %{{.*}} : index
 // j outside [0, 4): min(max(-j, 0), 1) + min(max(j - 3, 0), 1)
 // CHECK:        %[[BELOW:.*]] = arith.subi %{{.*}}, %[[J]] : index
 // CHECK-NEXT:   %[[THREE:.*]] = arith.constant 3 : index
