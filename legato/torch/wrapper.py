@@ -829,6 +829,27 @@ def _merge_views(gm: torch.fx.GraphModule) -> int:
     return removed
 
 
+def _warn_eager_nodes(summary: PlacementSummary) -> None:
+    """One log warning per graph for the nodes that run eagerly because no resolver takes them
+    (issue 13: the reason is in `last_summary()`, and the user is told); a kernel that failed
+    has its own warning where it failed, and a view left on the host for eager readers is free."""
+    groups: dict[tuple[str, str], int] = {}
+    for e in summary.extern:
+        if e.reason.startswith(("no resolver", "resolver refused")):
+            groups[(e.op, e.reason)] = groups.get((e.op, e.reason), 0) + 1
+    if not groups:
+        return
+    shown = [f"{op} x{n}: {why}" if n > 1 else f"{op}: {why}" for (op, why), n in groups.items()]
+    more = f"; and {len(shown) - 8} more (legato.torch.last_summary())" if len(shown) > 8 else ""
+    log.warning(
+        "legato: %d node(s) of %s run eagerly: %s%s",
+        sum(groups.values()),
+        summary.graph,
+        "; ".join(shown[:8]),
+        more,
+    )
+
+
 class LegatoGraphWrapper:
     """One ATen graph (from aot_autograd) made runnable: Legato kernels + extern nodes."""
 
@@ -855,6 +876,7 @@ class LegatoGraphWrapper:
         self.decisions = self._decide(gm)
         self.gm = self._partition(gm)
         record(self.summary)
+        _warn_eager_nodes(self.summary)
         if options.log_summary:
             log.info("%s", self.summary)
         global _last_wrapper

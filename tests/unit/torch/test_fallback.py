@@ -11,17 +11,32 @@ import legato.torch as lt
 BF16 = torch.bfloat16
 
 
-def test_node_without_resolver_runs_extern():
+def test_node_without_resolver_runs_extern(caplog):
     def f(x):
         return torch.flip(x * 2.0, [-1]) + 1.0
 
     x = torch.randn(8, 64, dtype=BF16)
-    with torch.no_grad():
+    with torch.no_grad(), caplog.at_level("WARNING", logger="legato.torch"):
         y = torch.compile(f, backend="legato")(x)
     assert_close_bf16(y, f(x), ulps=8)
     s = lt.last_summary()
     assert [(e.op, e.reason) for e in s.extern] == [("aten.flip.default", "no resolver")]
     assert s.num_kernels == 2  # x*2 and +1 on either side of the extern flip
+    # the user is told, once per graph, with the op and the reason
+    warned = [r.message for r in caplog.records if "run eagerly" in r.message]
+    assert warned == [f"legato: 1 node(s) of {s.graph} run eagerly: aten.flip.default: no resolver"]
+
+
+def test_refused_nodes_warn_once_per_graph_grouped(caplog):
+    def f(x):
+        return torch.flip(torch.flip(x, [-1]) * 2.0, [-1]) + 1.0
+
+    x = torch.randn(8, 64, dtype=BF16)
+    with torch.no_grad(), caplog.at_level("WARNING", logger="legato.torch"):
+        torch.compile(f, backend="legato")(x)
+    warned = [r.message for r in caplog.records if "run eagerly" in r.message]
+    assert len(warned) == 1 and "2 node(s)" in warned[0], warned
+    assert "aten.flip.default x2: no resolver" in warned[0], warned
 
 
 @legato.function
