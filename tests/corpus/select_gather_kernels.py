@@ -129,7 +129,9 @@ def gather_two(
         x = legato.tensor.receive(x, 0, "sram")
         i = legato.tensor.receive(i, 1, "sram")
         j = legato.tensor.receive(j, 2, "sram")
-        g = gather_dims(x, (i, j), (1, 2, 0, 3), (5, 6, 16), (2, 0, 1, 3), (3, 2, 2, 8), True, None, None)
+        g = gather_dims(
+            x, (i, j), (1, 2, 0, 3), (5, 6, 16), (2, 0, 1, 3), (3, 2, 2, 8), True, None, None
+        )
         legato.tensor.memcpy(out, g)
 
 
