@@ -2,8 +2,10 @@
 
 `estimate(module, model, shapes)` walks every `core.program` of the (lowered) core kernel in
 `module` and counts what the emulator will count for the same arguments: the shared-DRAM bytes
-of its DMAs (each end that is a kernel argument counts, as on the channels), the MPU's MACs and
-the VPU's element-ops (and which of those run at the transcendental rate). Only the index
+of its DMAs (each end that is a kernel argument counts, as on the channels), the MPU's MACs,
+the VPU's element-ops (and which of those run at the transcendental rate), and for each
+`core.pim_gemv` the `pim.gemv`s it lowers to (`arch.pim.PimLayout.operations`): x's and the
+result's bytes over the channels and the weight bytes the PIM units read inside them. Only the index
 arithmetic is evaluated (constants, `core.dim` of the arguments, `core.core_id`, `arith`, the
 bounds of `scf.for` loops, iterated): no data. A size that depends on data (`core.load_index`)
 takes its type's bound, and the estimate says it is an upper bound (`exact` False).
@@ -20,6 +22,7 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from legato import opset
 from legato.dialects import core as C
 from legato.targets.bertha import timing
+from legato.targets.bertha.arch.pim import PimLayout
 from legato.transforms.vpu_shapes import broadcast_form
 
 # core.vpu_unary kinds that run at the transcendental rate (`vpu.cvt` is plain)
@@ -36,6 +39,7 @@ class Estimate:
     macs: int = 0
     vpu_ops: int = 0
     vpu_transcendental_ops: int = 0
+    pim_bytes: int = 0  # weight bytes read by the PIM units inside their channels
     exact: bool = True  # False: a size depended on data, its bound was counted
     per_program: dict[str, dict[str, int]] = field(default_factory=dict)
     roofline: timing.Roofline | None = None
@@ -46,6 +50,7 @@ class Estimate:
             "macs": self.macs,
             "vpu_ops": self.vpu_ops,
             "vpu_transcendental_ops": self.vpu_transcendental_ops,
+            "pim_bytes": self.pim_bytes,
             "exact": self.exact,
             "roofline": self.roofline.as_dict() if self.roofline else None,
         }
@@ -55,6 +60,7 @@ class Estimate:
         text = (
             f"static estimate{bound}: DRAM bytes {self.dram_bytes}, MACs {self.macs}, "
             f"VPU element-ops {self.vpu_ops} ({self.vpu_transcendental_ops} transcendental)"
+            + (f", PIM bytes {self.pim_bytes}" if self.pim_bytes else "")
         )
         if self.roofline is not None:
             r = self.roofline
@@ -82,6 +88,7 @@ class _Walker:
         self.counts = counts
         self.env: dict = {}
         self.core = 0
+        self.model = None  # the target (set by `estimate`): PIM's layout depends on it
 
     # -- values ------------------------------------------------------------------------------
     def value(self, v):
@@ -160,6 +167,14 @@ class _Walker:
             rows_k = self.elements(a)
             n = out.shape[-1] if out.shape[-1] is not None else out.bounds[-1]
             self.count("macs", rows_k * n)
+        elif isinstance(op, C.PimGemvOp):
+            # one pim.gemv per tile and channel (core-to-backend): x in and the fp32 result
+            # out over the channel, the tile's weight bytes read inside it (no MPU MACs)
+            k, n = op.w.type.get_shape()
+            layout = PimLayout(k, n, self.model.num_memory_channels)
+            for _off, _c, k0, k1, j0, j1 in layout.operations():
+                self.count("dram_bytes", (k1 - k0) * 2 + (j1 - j0) * 4)
+                self.count("pim_bytes", (k1 - k0) * (j1 - j0) * 2)
         elif isinstance(op, C.VpuBinaryOp | C.VpuFillOp | C.VpuSelectOp):
             self.count("vpu_ops", self.elements(v(op.out)))
         elif isinstance(op, C.VpuUnaryOp):
@@ -278,7 +293,7 @@ def estimate(module: ModuleOp, model, shapes: list[tuple[int, ...] | None]) -> E
         counts: dict[str, int] = {}
         for c in cores:
             w = _Walker(shapes, est, counts)
-            w.core = c
+            w.core, w.model = c, model
             try:
                 w.block(prog.body.block)
             except _Unknown as e:
@@ -287,6 +302,11 @@ def estimate(module: ModuleOp, model, shapes: list[tuple[int, ...] | None]) -> E
                 ) from None
         est.per_program[name] = counts
     est.roofline = timing.roofline(
-        model, est.dram_bytes, est.macs, est.vpu_ops, est.vpu_transcendental_ops
+        model,
+        est.dram_bytes,
+        est.macs,
+        est.vpu_ops,
+        est.vpu_transcendental_ops,
+        est.pim_bytes,
     )
     return est
