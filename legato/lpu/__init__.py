@@ -12,7 +12,7 @@ Importing this module makes the device (PrivateUse1 renamed `lpu`). See docs/lpu
 
 from __future__ import annotations
 
-from legato.lpu.device import STATE, LpuTensor, Stats, enable, is_lpu, memory
+from legato.lpu.device import STATE, LpuTensor, Stats, address, device, enable, is_lpu, memory
 from legato.model.targets import target_names
 
 enable()

@@ -30,6 +30,7 @@ from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec
 from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.hazards import HazardError
+from legato.targets.bertha.device import Device, active_device
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
 from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
@@ -309,6 +310,62 @@ def check_aliasing(layout: ArgLayout, args, views=None) -> None:
     check_writes([(n, arr) for n, acc, arr in leaves if acc != "read"], ABIError)
 
 
+class _Launch:
+    """The shared-DRAM allocations of one run. Without a device, the emulator's own memory's
+    (a fresh address space per run). With one, the device's: its allocations the run binds are
+    mapped at their addresses, and the run's own (the Instruction Table, staged host arrays)
+    are temporary allocations of the device, freed after the run; an allocation bound only
+    as `read` arguments is read-only while the kernel runs."""
+
+    def __init__(self, mem, device: Device | None):
+        self.mem, self.device = mem, device
+        self.temps: list = []  # the device's temporary buffers of this run
+        self.mapped: dict[int, object] = {}  # base -> a device region mapped for this run
+        self.read_bases: set[int] = set()
+        self.written_bases: set[int] = set()
+
+    def _map(self, region) -> None:
+        if region.base not in self.mapped:
+            self.mem.add(region)
+            self.mapped[region.base] = region
+
+    def allocate(self, nbytes: int, name: str) -> int:
+        if self.device is None:
+            return self.mem.allocate(nbytes, name)
+        buf = self.device.allocate(nbytes, name)
+        self.temps.append(buf)
+        self._map(self.device.region(buf))
+        return buf.addr
+
+    def copy_in(self, data: np.ndarray, name: str) -> int:
+        addr = self.allocate(data.nbytes, name)
+        if data.nbytes:
+            self.mem.write(addr, data)
+        if self.device is not None:
+            self.device.transfers.count("staged", data.nbytes, "host argument")
+        return addr
+
+    def map_read_only(self, data: np.ndarray, name: str) -> int:
+        """A `read` host array: mapped uncopied on the emulator's memory, staged on a device."""
+        if self.device is None:
+            return self.mem.map_read_only(data, name)
+        addr = self.copy_in(data, name)
+        self.read_bases.add(addr)
+        return addr
+
+    def resident(self, region, addr: int, access: str) -> int:
+        self._map(region)
+        (self.read_bases if access == "read" else self.written_bases).add(region.base)
+        return addr
+
+    def protect(self, on: bool) -> None:
+        """Make the device regions only read by the run read-only (`on`), or writable again."""
+        for base in self.read_bases - self.written_bases:
+            region = self.mapped.get(base)
+            if region is not None:
+                region.read_only = on
+
+
 def run_binary(
     binary_bytes: bytes,
     model,
@@ -322,6 +379,7 @@ def run_binary(
     limits: Limits | None = None,
     map_written: bool = False,
     hazards: bool | None = None,
+    device: Device | None = None,
 ) -> RunResult:
     """Validate and run. `views`: optional arrays sharing the caller's memory, one per argument
     (same nesting), when `args` are copies (the JIT copies non-contiguous tensors): the
@@ -335,7 +393,13 @@ def run_binary(
     mapped (the kernel writes the caller's memory in place; a run that fails may leave it
     partly written) instead of copied in and back: for a large tensor a kernel updates in a few
     places, such as a paged KV cache. `hazards`: check for unsynchronised accesses (default
-    `resolve_hazards()`); one ends the run with a `HazardError` naming both accesses' lines."""
+    `resolve_hazards()`); one ends the run with a `HazardError` naming both accesses' lines.
+    `device` (default: the one of `with device.active():`, `device.active_device()`): launch
+    on that device's persistent shared DRAM (`targets.bertha.device`): an argument that is its
+    memory is bound at its device address and not copied; any other array is staged in a
+    temporary allocation (copied in, and back when written; counted in its `transfers`)."""
+    if device is None:
+        device = active_device()
     binary = load_binary(binary_bytes, model, key, cached=True)
     layout: ArgLayout = binary.layout
     if expected_access is not None:
@@ -389,47 +453,48 @@ def run_binary(
         hazards=resolve_hazards(hazards),
     )
     mem = emu.memory
+    launch = _Launch(mem, device)
     copies: list[tuple[np.ndarray, int]] = []
     extents: dict[int, tuple[int, int, str]] = {}  # argument -> (address, bytes, name)
+
+    def bind_tensor(i, path, t, arr) -> tuple[int, int]:
+        """(address, bytes) where tensor argument `arr` is bound for the run."""
+        name = layout._name(i, path)
+        access = layout.args[i].access
+        if t.memory == "pim_dram":  # a weight for the PIM units, laid out (docs/pim.md)
+            data = pim.pack_argument(model, np.ascontiguousarray(arr), name)
+            return launch.map_read_only(data, name), data.nbytes
+        if device is not None:
+            found = device.resident(arr)
+            if found is not None:  # device memory: bound where it lies, nothing copied
+                device.bound_bytes += arr.nbytes
+                return launch.resident(*found, access), arr.nbytes
+        data = np.ascontiguousarray(arr)
+        if access == "read" and data.nbytes:
+            # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
+            # write it, and nothing writes the caller's array while the kernel runs.
+            return launch.map_read_only(data, name), data.nbytes
+        if (
+            map_written
+            and device is None
+            and data is arr
+            and data.nbytes
+            and data.flags.writeable
+            and access in ("write", "readwrite")
+        ):
+            return mem.map_writable(data, name), data.nbytes
+        addr = launch.copy_in(data, name)
+        if access in ("write", "readwrite"):
+            copies.append((arr, addr))
+        return addr, data.nbytes
 
     def place(i, path, t, value):
         """-> (table value, shape) for one argument (recursively for tuples)."""
         if isinstance(t, TensorSpec):
-            arr = value
-            data = np.ascontiguousarray(arr)
-            name = layout._name(i, path)
-            if t.memory == "pim_dram":  # a weight for the PIM units, laid out (docs/pim.md)
-                data = pim.pack_argument(model, data, name)
-                addr = mem.map_read_only(data, name)
-                if not path:
-                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
-                return addr, tuple(arr.shape)
-            if layout.args[i].access == "read" and data.nbytes:
-                # Mapped, not copied (the decoder's weights are 400 MiB): the kernel cannot
-                # write it, and nothing writes the caller's array while the kernel runs.
-                addr = mem.map_read_only(data, name)
-                if not path:
-                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
-                return addr, tuple(arr.shape)
-            if (
-                map_written
-                and data is arr
-                and data.nbytes
-                and data.flags.writeable
-                and layout.args[i].access in ("write", "readwrite")
-            ):
-                addr = mem.map_writable(data, name)
-                if not path:
-                    extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
-                return addr, tuple(arr.shape)
-            addr = mem.allocate(data.nbytes, name)
+            addr, nbytes = bind_tensor(i, path, t, value)
             if not path:
-                extents[i] = (addr, data.nbytes, _arg_what(name, t, arr.shape))
-            if data.nbytes:
-                mem.write(addr, data)
-            if layout.args[i].access in ("write", "readwrite"):
-                copies.append((arr, addr))
-            return addr, tuple(arr.shape)
+                extents[i] = (addr, nbytes, _arg_what(layout._name(i, path), t, value.shape))
+            return addr, tuple(value.shape)
         if isinstance(t, TupleSpec):
             pairs = [place(i, path + (j,), e, value[j]) for j, e in enumerate(t.elements)]
             return [p[0] for p in pairs], [p[1] for p in pairs]
@@ -447,13 +512,17 @@ def run_binary(
         raise BinaryError(
             f"Instruction Table is {len(table)} bytes but the binary's maximum is {recorded}"
         )
-    table_addr = mem.allocate(len(table), "instruction_table")
+    table_addr = launch.allocate(len(table), "instruction_table")
     mem.write(table_addr, table)
+    if device is not None:
+        device.launches += 1
+        device.transfers.count("launch", len(table), "instruction table")
     for m in emu.modules:  # the extents the compiler recorded, on this run's allocations
         rows = binary.bounds.get(m.program.name)
         if rows:
             m.bounds = resolve_bounds(rows, extents)
 
+    launch.protect(True)
     try:
         try:
             result = emu.run(table_addr)
@@ -463,6 +532,10 @@ def run_binary(
         for arr, addr in copies:
             out = mem.read_array(addr, arr.size, arr.dtype).reshape(arr.shape)
             arr[...] = out
+            if device is not None:
+                device.transfers.count("staged", out.nbytes, "written host argument")
     finally:
+        launch.protect(False)
         mem.release()  # the core memories' arrays serve the next run (nothing here keeps a view)
+        launch.temps.clear()  # the device's temporary allocations are freed
     return result
