@@ -6,6 +6,7 @@ x = torch.randn(8, 64, device="lpu")      # or cpu_tensor.to("lpu")
 y = torch.softmax(x @ w.to("lpu"), -1)    # each op: one Legato kernel, compiled once, cached
 print(y.cpu())
 print(legato.lpu.stats())                  # which ops ran as Legato kernels, which on the CPU
+print(legato.lpu.transfers())              # bytes copied between host and device memory
 ```
 Importing this module makes the device (PrivateUse1 renamed `lpu`). See docs/lpu.md.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from legato.lpu.device import STATE, LpuTensor, Stats, address, device, enable, is_lpu, memory
 from legato.model.targets import target_names
+from legato.targets.bertha.device import Transfers
 
 enable()
 
@@ -39,11 +41,34 @@ def stats() -> Stats:
     return STATE.stats
 
 
+def transfers() -> Transfers:
+    """Bytes copied between host and device memory since the process started (or `reset()`):
+    `to_device` / `to_host` (`.to`, `.cpu`, fills, CPU fallbacks), `on_device` (dense copies of
+    strided operands, in-place results), `launch` (Instruction Tables, scalar arguments),
+    `staged` (host arrays bound to a kernel launch), and per reason in `by_reason`."""
+    return device().transfers
+
+
 def reset() -> None:
-    """Zero the statistics and show the CPU-fallback warnings again (compiled kernels stay)."""
+    """Zero the statistics and transfer counts and show the CPU-fallback warnings again
+    (compiled kernels and tensors stay)."""
     with STATE.lock:
         STATE.stats = Stats()
         STATE.warned.clear()
+        device().transfers = Transfers()
 
 
-__all__ = ["LpuTensor", "Stats", "enable", "is_lpu", "memory", "reset", "set_target", "stats"]
+__all__ = [
+    "LpuTensor",
+    "Stats",
+    "Transfers",
+    "address",
+    "device",
+    "enable",
+    "is_lpu",
+    "memory",
+    "reset",
+    "set_target",
+    "stats",
+    "transfers",
+]
