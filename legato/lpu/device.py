@@ -551,16 +551,28 @@ def _as_arguments(op, args, kwargs):
     return (new_args, new_kwargs) if changed else None
 
 
+# `Scalar` overloads whose `Tensor` overload takes the same arguments, a tensor for `other`
+# (`x.mul(0.5)` from Python arrives as mul.Tensor; `mul.Scalar` comes from decompositions)
+_TENSOR_OVERLOAD = {
+    aten.add.Scalar: aten.add.Tensor,
+    aten.sub.Scalar: aten.sub.Tensor,
+    aten.mul.Scalar: aten.mul.Tensor,
+    aten.div.Scalar: aten.div.Tensor,
+    aten.rsub.Scalar: aten.rsub.Tensor,
+}
+
+
 def _functional(op, args, kwargs):
-    lifted = _as_arguments(op, args, kwargs)
+    top = _TENSOR_OVERLOAD.get(op, op)
+    lifted = _as_arguments(top, args, kwargs)
     if lifted is not None:
-        got = _kernel(op, *lifted)
+        got = _kernel(top, *lifted)
         if not isinstance(got, str):
             given = {id(x) for x in tree_flatten((args, kwargs))[0]}
             for x in tree_flatten(lifted)[0]:
                 if isinstance(x, torch.Tensor) and id(x) not in given:
                     _count("launch", _nbytes(memory(x)), "scalar argument")
-            return _launch(op, got, *lifted)
+            return _launch(top, got, *lifted)
     got = _kernel(op, args, kwargs)
     if isinstance(got, str):
         _warn_once(op, got)

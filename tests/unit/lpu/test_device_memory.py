@@ -126,6 +126,13 @@ def test_scalars_are_kernel_arguments(dtype):
         assert y.dtype == dtype
     for y, s in zip(adds, (1.0, -4.0)):
         torch.testing.assert_close(y.cpu(), a + s, rtol=0, atol=0)
+    # the Scalar overloads (decompositions make them) take the Tensor overload's kernel
+    before = lpu.stats().kernels_compiled
+    z = torch.ops.aten.mul.Scalar(x, 0.75)
+    w = torch.ops.aten.add.Scalar(x, 2.0, alpha=1)
+    assert lpu.stats().kernels_compiled == before, str(lpu.stats())
+    torch.testing.assert_close(z.cpu(), a * 0.75, rtol=0, atol=0)
+    torch.testing.assert_close(w.cpu(), a + 2.0, rtol=0, atol=0)
 
 
 def test_a_scalar_bf16_does_not_hold_keeps_its_value_in_the_kernel():
