@@ -159,6 +159,10 @@ class LpuTensor(torch.Tensor):
 
     __str__ = __repr__
 
+    def tolist(self):
+        """As on CUDA: the values, copied to the host."""
+        return self.cpu().tolist()
+
     def numpy(self, *, force: bool = False):
         raise TypeError(
             f"can't convert {NAME}:0 device type tensor to numpy. Use Tensor.cpu() to copy the "
@@ -447,9 +451,12 @@ def _functional_of(op):
         packet = getattr(aten, base, None)
         if packet is None:
             return None
-        for o in ([overload[:-4]] if overload.endswith("_out") else []) + ["default", "Tensor"]:
+        # "Tensor" before "default": `aten.add.default` is the Scalar + Scalar of TorchScript
+        for o in ([overload[:-4]] if overload.endswith("_out") else []) + ["Tensor", "default"]:
             f = getattr(packet, o, None)
-            if f is not None and not f._schema.is_mutable:
+            if f is None or f._schema.is_mutable or not f._schema.arguments:
+                continue
+            if isinstance(f._schema.arguments[0].type, torch.TensorType):
                 return f
     return None
 
@@ -626,7 +633,11 @@ def _launch(op, compiled: _Compiled, args, kwargs):
     """Runs the kernel on the device: operands, results and scratch are its allocations."""
     leaves = tree_flatten((args, kwargs))[0]
     tensors = [
-        _contiguous(x) if is_lpu(x) else _launch_scalar(x)
+        _contiguous(x)
+        if is_lpu(x)
+        else _launch_scalar(x)
+        if x.dim() == 0
+        else _upload(x.contiguous(), "cpu index tensor")
         for x in leaves
         if isinstance(x, torch.Tensor)
     ]
@@ -794,8 +805,8 @@ def enable() -> None:
         # device="lpu")` reaches them from C++ where torch 2.13's Python fallback cannot find
         # the op ("func != nullptr" internal assert); a per-op kernel is found
         kernels = torch.library.Library("aten", "IMPL")
-        # arange's composite kernel makes an empty tensor and resizes it (`arange.start_out`),
-        # which a wrapper subclass cannot be: the factory gets a kernel of its own
+        # the composite kernels of arange, eye and randperm make an empty tensor and resize it
+        # (`arange.start_out`), which a wrapper subclass cannot be: they get kernels of their own
         for op in (
             aten.empty.memory_format,
             aten.empty_strided.default,
@@ -804,6 +815,9 @@ def enable() -> None:
             aten.arange.default,
             aten.arange.start,
             aten.arange.start_step,
+            aten.eye.default,
+            aten.eye.m,
+            aten.randperm.default,
         ):
             name = op._schema.name[len("aten::") :]
             full = f"{name}.{op._overloadname}" if op._overloadname != "default" else name

@@ -251,3 +251,21 @@ def test_a_device_allocation_is_freed_and_its_range_reused():
 
     with pytest.raises(LegatoRuntimeError, match="shared DRAM exhausted allocating"):
         dev.allocate(2 << 20)
+
+
+def test_factories_out_and_indexing_as_on_cuda():
+    # factories whose composite resizes an out= tensor have kernels of their own
+    torch.testing.assert_close(torch.eye(3, device="lpu").cpu(), torch.eye(3), rtol=0, atol=0)
+    got = torch.arange(1, 10, 2, device="lpu")
+    assert got.device.type == "lpu" and got.cpu().tolist() == [1, 3, 5, 7, 9]
+    assert got.tolist() == [1, 3, 5, 7, 9]  # .tolist() copies to the host, as on CUDA
+    a, b = torch.randn(6, 8), torch.randn(6, 8)
+    x, y = a.to("lpu"), b.to("lpu")
+    # out= runs the functional op's kernel (add.Tensor, not TorchScript's Scalar add.default)
+    out = torch.empty_like(x)
+    torch.add(x, y, out=out)
+    torch.testing.assert_close(out.cpu(), a + b, rtol=0, atol=0)
+    assert lpu.stats().legato_ops["aten.add.Tensor"] == 1 and not lpu.stats().cpu_ops
+    # a CPU index tensor is taken, as on CUDA (uploaded for the op)
+    idx = torch.tensor([0, 2, 5])
+    torch.testing.assert_close(x[idx].cpu(), a[idx], rtol=0, atol=0)
