@@ -37,6 +37,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -598,16 +599,34 @@ def _kernel(op, args, kwargs):
     return got
 
 
+# Dense copies of strided views of parameters (nn.Linear's `W.t()`), made once per parameter,
+# view and version, as the torch backend lays parameters out once: source Buffer -> {(dtype,
+# shape, stride, offset): (the view's `_version`, the dense lpu tensor)}. Dropped with the
+# parameter's allocation.
+_DENSE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _contiguous(x: torch.Tensor) -> torch.Tensor:
-    """`x`, or a dense copy of it in a new allocation (a device-to-device copy)."""
+    """`x`, or a dense copy of it in a new allocation (a device-to-device copy; reused while a
+    parameter's view is unchanged)."""
     data = memory(x)
     if data.is_contiguous():
         return x
+    base = x._base if x._is_view() else None
+    cached = base is not None and isinstance(base, torch.nn.Parameter)
+    if cached:
+        key = (data.dtype, tuple(data.shape), tuple(data.stride()), data.storage_offset())
+        views = _DENSE.setdefault(x.__dict__["_buf"], {})
+        got = views.get(key)
+        if got is not None and got[0] == x._version:
+            return got[1]
     t = _allocate(
         tuple(data.shape), torch.empty(data.shape, device="meta").stride(), data.dtype, "contiguous"
     )
     t._lpu.copy_(data)
     _count("on_device", _nbytes(data), "contiguous operand")
+    if cached:
+        views[key] = (x._version, t)
     return t
 
 

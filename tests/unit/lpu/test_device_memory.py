@@ -269,3 +269,27 @@ def test_factories_out_and_indexing_as_on_cuda():
     # a CPU index tensor is taken, as on CUDA (uploaded for the op)
     idx = torch.tensor([0, 2, 5])
     torch.testing.assert_close(x[idx].cpu(), a[idx], rtol=0, atol=0)
+
+
+def test_a_linears_transposed_weight_is_made_dense_once_per_version():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(32, 16, bias=False)
+    a = torch.randn(4, 32)
+    ref = lin(a).detach()
+    m = lin.to("lpu")
+    tr = lpu.device().transfers
+    with torch.no_grad():
+        x = a.to("lpu")
+        first = _snap(tr)
+        y1 = m(x)
+        once = _delta(first, tr)["on_device"]
+        second = _snap(tr)
+        y2 = m(x)
+        assert once == 32 * 16 * 4 and _delta(second, tr)["on_device"] == 0
+        torch.testing.assert_close(y1.cpu(), ref, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(y2.cpu(), ref, rtol=1e-4, atol=1e-5)
+        m.weight.mul_(2.0)  # an in-place update: a new version, a new dense copy
+        third = _snap(tr)
+        y3 = m(x)
+        assert _delta(third, tr)["on_device"] == once  # made dense again
+    torch.testing.assert_close(y3.cpu(), 2 * ref, rtol=1e-4, atol=1e-5)
