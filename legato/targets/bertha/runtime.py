@@ -5,7 +5,9 @@ what differs: a malformed or tampered binary (`BinaryError` / `ChecksumError`), 
 another target (`TargetMismatchError`), and arguments whose count, dtype, rank, static size or
 dynamic bound do not match the binary's `.legato.args` (`ABIError`).  It then allocates every
 argument and the Instruction Table in emulated shared DRAM, runs the emulator and copies every
-argument whose access is `write`/`readwrite` back into the caller's arrays, in place.
+argument whose access is `write`/`readwrite` back into the caller's arrays, in place. On a
+`device.Device` (`device=`, or `with dev.active():`), whose shared DRAM outlives the run, an
+argument that is the device's memory is bound at its address instead, and nothing is copied.
 
 Trust: the checksum is integrity only (anyone can recompute it). `key=` requires the binary to
 carry a `.legato.signature` made with that key (`elf.sign_binary`), for binaries that cross a
