@@ -145,8 +145,9 @@ def _read(binary_bytes: bytes, key: bytes | None):
 # The parsed binaries of the last runs, by (bytes, key): the JIT's cached call runs the same
 # bytes again, and parsing and validating them cost more than a small kernel's run (10 ms of
 # 40 for RMSNorm [32,4096]). Read-only users only (`run_binary`); a binary that fails to parse
-# raises every time (exceptions are not cached).
-_read_cached = functools.lru_cache(maxsize=32)(_read)
+# raises every time (exceptions are not cached). 256: the lpu device's tiny Llama forward
+# cycles through 36 kernels, which thrashed a cache of 32 (every call parsed its binary again).
+_read_cached = functools.lru_cache(maxsize=256)(_read)
 
 
 def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached: bool = False):
