@@ -85,8 +85,8 @@ def test_results_are_allocations_of_the_device_freed_with_their_tensors():
     del y, raw, region
     gc.collect()
     assert dev.live == live
-    again = torch.exp(x)  # the freed range is reused
-    assert lpu.address(again) == addr
+    again = torch.exp(x)  # the freed range is free again: first fit takes it or a lower one
+    assert lpu.address(again) <= addr
 
 
 def test_a_non_contiguous_operand_is_made_dense_on_the_device():
@@ -115,12 +115,13 @@ def test_a_cpu_fallback_reads_its_operands_and_writes_its_results():
 def test_scalars_are_kernel_arguments(dtype):
     a = torch.randn(4, 32, dtype=dtype)
     x = a.to("lpu")
-    torch.mul(x, 3.0)  # compiles the kernel of this signature
+    torch.mul(x, 3.0)  # compiles (or finds) the kernels of these signatures
+    torch.add(x, 7.0)
     before = lpu.stats().kernels_compiled
     ys = [x * s for s in (0.5, 0.25, -2.0, 3)]
     adds = [x + s for s in (1.0, -4.0)]
-    # one kernel for every value: mul's was compiled above, add's once now
-    assert lpu.stats().kernels_compiled == before + 1, str(lpu.stats())
+    # one kernel for every value
+    assert lpu.stats().kernels_compiled == before, str(lpu.stats())
     for y, s in zip(ys, (0.5, 0.25, -2.0, 3)):
         torch.testing.assert_close(y.cpu(), a * s, rtol=0, atol=0)
         assert y.dtype == dtype
@@ -142,7 +143,7 @@ def test_a_scalar_bf16_does_not_hold_keeps_its_value_in_the_kernel():
     x = a.to("lpu")
     x * 0.1
     before = lpu.stats().kernels_compiled
-    x * 0.3
+    x * 0.3  # a value of its own: a kernel of its own
     assert lpu.stats().kernels_compiled == before + 1
     y = x * 0.1
     assert lpu.stats().kernels_compiled == before + 1  # its own kernel, cached
