@@ -307,7 +307,7 @@ class Memory(PhysicalMemory):
 
 
 # ---- modules ----------------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     ready: int  # earliest issue time (INF: waits on another module)
     reason: str = ""
@@ -875,6 +875,8 @@ class Emulator:
                     Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
                 )
         mods.sort(key=lambda m: -1 if m.core is None else m.core)
+        if len(mods) >= 1 << 16:  # (the scheduler's heap keys hold a module's index in 16 bits)
+            raise EmulatorError(f"{len(mods)} programs: at most {(1 << 16) - 1} modules run")
         for i, m in enumerate(mods):
             m.index = i
         return mods
@@ -942,7 +944,7 @@ class Emulator:
         for m in self.modules:
             m.regs[1] = table_address
             m.regs[2] = core_id(m.core)
-        heap: list[tuple[int, int, int]] = []
+        heap: list[int] = []  # (ready, version, module index) of each push (`_push`)
         self._heap = heap
         self._waiting: set[int] = set()
         for m in self.modules:
@@ -964,7 +966,8 @@ class Emulator:
                     why = m.plan.reason if m.plan else "blocked"
                     waits.append((m.name, m.program.name, m.pc, text, why))
                 raise DeadlockError(waits, now)
-            t, ver, idx = heapq.heappop(heap)
+            key = heapq.heappop(heap)
+            t, ver, idx = key >> 80, (key >> 16) & _MASK64, key & 0xFFFF
             m = self.modules[idx]
             if ver != m.version or m.halted:
                 continue
@@ -1196,7 +1199,9 @@ class Emulator:
     def _push(self, m: Module, plan: _Plan) -> None:
         m.version += 1
         m.plan = plan
-        heapq.heappush(self._heap, (plan.ready, m.version, m.index))
+        # (ready, version, index) as one int, ordered as that tuple (`_run` unpacks it):
+        # comparing ints is cheaper than comparing tuples
+        heapq.heappush(self._heap, (plan.ready << 80) | (m.version << 16) | m.index)
 
     def _schedule(self, m: Module) -> None:
         try:
@@ -1698,12 +1703,15 @@ class Emulator:
         )
 
     # ---- execution ------------------------------------------------------------------------
+    inflight_keep = 4
+    """A module's scoreboard entries are filtered for ended ones when it holds more."""
+
     def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
         """Issue the next instruction of `m` at time `t`; returns False when it did not retire
         (a barrier arrival)."""
         if self._landings and self._landings[0][0] <= t:
             self._land(t)
-        if len(m.inflight) > 8:
+        if len(m.inflight) > self.inflight_keep:
             # (dropping the ended entries only bounds the list: `conflict` skips them, and a
             # module's time never goes back below `t`)
             m.inflight = [x for x in m.inflight if x[0] > t]
