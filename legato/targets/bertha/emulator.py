@@ -63,7 +63,7 @@ from legato.targets.bertha.arch.hazards import HazardChecker, rows_of
 from legato.targets.bertha.arch.memory import HostMemoryLimit, PhysicalMemory, Region
 from legato.targets.bertha.arch.modules import context_cores, core_id
 from legato.targets.bertha.arch.sync import Barriers, Semaphores
-from legato.targets.bertha.arch.units import check_local, check_weight_tile
+from legato.targets.bertha.arch.units import LOCAL_SPACES, check_local, check_weight_tile
 from legato.targets.bertha.asm import format_instruction, parse_context
 from legato.targets.bertha.isa import (
     BC_COL,
@@ -307,7 +307,7 @@ class Memory(PhysicalMemory):
 
 
 # ---- modules ----------------------------------------------------------------------------------
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     ready: int  # earliest issue time (INF: waits on another module)
     reason: str = ""
@@ -511,6 +511,57 @@ def _is_pure(ins: isa.Instruction) -> bool:
     return ins.op.format in _PURE_FORMATS or ins.op.mnemonic in ("nop", "halt")
 
 
+# What `_prepare` plans an instruction as, decoded once per pc (`_kind`): its planner is
+# `Emulator._planners[kind]`, but for the VPU's, planned inline (the most frequent).
+(
+    K_SCALAR,
+    K_VPU,
+    K_LD,
+    K_ST,
+    K_DMA,
+    K_DMA2D,
+    K_QWAIT,
+    K_DMAWAIT,
+    K_SEM_WAIT,
+    K_LDW,
+    K_MM,
+    K_PIM,
+    K_DBG,
+    K_OTHER,
+) = range(14)
+
+
+def _kind(ins: isa.Instruction) -> int:
+    op = ins.op
+    fmt, mn = op.format, op.mnemonic
+    if op.timing == "V":
+        return K_VPU
+    if fmt in ("ld", "st"):
+        return K_LD if mn == "ld" else K_ST
+    kind = {
+        "dma": K_DMA,
+        "dma2d": K_DMA2D,
+        "qwait": K_QWAIT,
+        "mpu_ldw": K_LDW,
+        "mpu_mm": K_MM,
+        "pim": K_PIM,
+        "dbg": K_DBG,
+    }.get(fmt)
+    if kind is not None:
+        return kind
+    if mn == "dmawait":
+        return K_DMAWAIT
+    if mn == "sem.wait":
+        return K_SEM_WAIT
+    return K_SCALAR if _is_pure(ins) else K_OTHER
+
+
+def _stable_kind(kind: int) -> bool:
+    """Whether a plan of an instruction of `kind` that issues (not INF) can be reused
+    (`Emulator._stable`): all but a DMA's and `sem.wait`'s."""
+    return kind not in (K_DMA, K_DMA2D, K_SEM_WAIT)
+
+
 class _Code:
     """A program's decoded instructions and what the fast paths build from them, once for
     every module that runs it, every `Emulator` and every run of the binary (`_program_code`):
@@ -518,11 +569,18 @@ class _Code:
     functions) and `native` (`native_min_run` -> `_native_program`). All of it is a function of
     the words (and the key), never of a run's state."""
 
-    __slots__ = ("ins", "pure", "fns", "native", "vpu")
+    __slots__ = ("ins", "pure", "kinds", "stab", "fns", "native", "vpu")
 
     def __init__(self, words: tuple[int, ...]):
-        self.ins = [_decode(w) for w in words]
-        self.pure = [_is_pure(i) for i in self.ins]
+        self.set_code([_decode(w) for w in words])
+
+    def set_code(self, ins: list) -> None:
+        """Decoded instructions `ins` and what is derived from them alone: `pure`, `kinds`
+        (`_kind`) and `stab` (`_stable_kind`) per pc."""
+        self.ins = ins
+        self.pure = [_is_pure(i) for i in ins]
+        self.kinds = [_kind(i) for i in ins]
+        self.stab = [_stable_kind(k) for k in self.kinds]
         self.fns: dict[int, list] = {}
         self.native: dict[int, tuple] = {}
         self.vpu: dict[int, _VpuStatic] = {}  # pc -> its VPU instruction's `_VpuStatic`
@@ -619,8 +677,11 @@ class Module:
         """`shared`: the `_Code` of `code` (None: none is kept, the fast paths build theirs)."""
         self.shared: _Code = shared if shared is not None else _Code(())
         if shared is None:
-            self.shared.ins, self.shared.pure = code, [_is_pure(i) for i in code]
+            self.shared.set_code(code)
         self.pure = self.shared.pure
+        self.kinds = self.shared.kinds
+        self.fns: list | None = None  # `_run_scalars`' threaded code and compiled program,
+        self.prog: tuple | None = None  # looked up on its first call
         self.index = index
         self.name = name
         self.program = program
@@ -760,9 +821,13 @@ class Emulator:
         self._dma_id = 0
         self._native_buf = None  # (regs, pc, status) passed to the compiled scalar code
         self._cptrs: dict = {}  # region -> a C pointer to its array (`_vpu_native`)
+        # region -> the core whose local space (sram, mpu_buffer, private_dram) holds all of
+        # it, else -1 (`_local_find`)
+        self._local_of: dict = {}
         self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
         self._debug: debug.Collector | None = None
         self.modules = self._make_modules()
+        self._planners = self._make_planners()
         self._prof = PROFILER.get()
         if self._prof is not None:
             self.fast_scalars = False  # per-instruction steps: the reference path, same cycles
@@ -810,6 +875,8 @@ class Emulator:
                     Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
                 )
         mods.sort(key=lambda m: -1 if m.core is None else m.core)
+        if len(mods) >= 1 << 16:  # (the scheduler's heap keys hold a module's index in 16 bits)
+            raise EmulatorError(f"{len(mods)} programs: at most {(1 << 16) - 1} modules run")
         for i, m in enumerate(mods):
             m.index = i
         return mods
@@ -877,7 +944,7 @@ class Emulator:
         for m in self.modules:
             m.regs[1] = table_address
             m.regs[2] = core_id(m.core)
-        heap: list[tuple[int, int, int]] = []
+        heap: list[int] = []  # (ready, version, module index) of each push (`_push`)
         self._heap = heap
         self._waiting: set[int] = set()
         for m in self.modules:
@@ -899,7 +966,8 @@ class Emulator:
                     why = m.plan.reason if m.plan else "blocked"
                     waits.append((m.name, m.program.name, m.pc, text, why))
                 raise DeadlockError(waits, now)
-            t, ver, idx = heapq.heappop(heap)
+            key = heapq.heappop(heap)
+            t, ver, idx = key >> 80, (key >> 16) & _MASK64, key & 0xFFFF
             m = self.modules[idx]
             if ver != m.version or m.halted:
                 continue
@@ -934,10 +1002,13 @@ class Emulator:
                     limit = self._check_limits(m, total)
             # Scalar instructions touch neither memory nor other modules: run them right away
             # instead of through the scheduler (same result, far fewer heap operations).
-            if self.fast_scalars:
-                total, limit = self._run_scalars(m, total, limit)
-            else:
-                total, limit = self._run_scalars_reference(m, total, limit)
+            if m.halted:
+                continue
+            if 0 <= m.pc < len(m.pure) and m.pure[m.pc]:
+                if self.fast_scalars:
+                    total, limit = self._run_scalars(m, total, limit)
+                else:
+                    total, limit = self._run_scalars_reference(m, total, limit)
             if not m.halted:
                 self._schedule(m)
         self._land(INF)  # the transfers still in flight when the last module halted
@@ -1018,20 +1089,10 @@ class Emulator:
         barrier check (a scalar never follows an unreleased one)."""
         if m.halted or not (0 <= m.pc < len(m.pure) and m.pure[m.pc]):
             return total, limit  # (most calls: a unit or sync instruction follows another)
-        code, shared = m.code, m.shared
-        fns = shared.fns.get(self.model.num_cores)
+        code = m.code
+        fns, prog = m.fns, m.prog
         if fns is None:
-            fns = shared.fns[self.model.num_cores] = [
-                _scalar_code(ins, self.model.num_cores) if p else None
-                for ins, p in zip(code, m.pure)
-            ]
-        prog = None
-        if self.native_scalars and native.lib is not None:
-            prog = shared.native.get(self.native_min_run)
-            if prog is None:
-                prog = shared.native[self.native_min_run] = _native_program(
-                    code, m.pure, self.native_min_run
-                )
+            fns, prog = m.fns, m.prog = self._scalar_programs(m)
         n, r = len(code), m.regs
         pc = m.pc
         skip = -1  # the pc the compiled code stopped at (a trap, or what it does not run)
@@ -1069,6 +1130,25 @@ class Emulator:
             if total > limit:
                 limit = self._check_limits(m, total)
         return total, limit
+
+    def _scalar_programs(self, m: Module) -> tuple[list, tuple | None]:
+        """(`m`'s `_scalar_code` functions per pc, its `_native_program` or None), shared by
+        every module running its program (`_Code`)."""
+        code, shared = m.code, m.shared
+        fns = shared.fns.get(self.model.num_cores)
+        if fns is None:
+            fns = shared.fns[self.model.num_cores] = [
+                _scalar_code(ins, self.model.num_cores) if p else None
+                for ins, p in zip(code, m.pure)
+            ]
+        prog = None
+        if self.native_scalars and native.lib is not None:
+            prog = shared.native.get(self.native_min_run)
+            if prog is None:
+                prog = shared.native[self.native_min_run] = _native_program(
+                    code, m.pure, self.native_min_run
+                )
+        return fns, prog
 
     native_scalars = True
     """Run long scalar runs through the compiled scalar ISA when it is built (`native`;
@@ -1119,7 +1199,9 @@ class Emulator:
     def _push(self, m: Module, plan: _Plan) -> None:
         m.version += 1
         m.plan = plan
-        heapq.heappush(self._heap, (plan.ready, m.version, m.index))
+        # (ready, version, index) as one int, ordered as that tuple (`_run` unpacks it):
+        # comparing ints is cheaper than comparing tuples
+        heapq.heappush(self._heap, (plan.ready << 80) | (m.version << 16) | m.index)
 
     def _schedule(self, m: Module) -> None:
         try:
@@ -1147,8 +1229,7 @@ class Emulator:
             return False
         if m.barrier_token is not None:
             return True
-        op = m.code[m.pc].op
-        return op.format not in ("dma", "dma2d") and op.mnemonic != "sem.wait"
+        return m.shared.stab[m.pc]
 
     def _replan_slot(self, m: Module, plan: _Plan) -> _Plan:
         """What `_prepare` gives for `m`'s DMA `plan` (made when `m` was last planned, and `m`
@@ -1258,6 +1339,25 @@ class Emulator:
         )
         check_bounds(m.bounds[m.pc], spans, ADDRESS_FIELDS[fmt])
 
+    def _local_find(self, addr: int, n: int, core: int, what: str) -> tuple:
+        """`check_local(addr, core, what)`, then `memory.find(addr, n)`. A region that
+        `Memory.find` remembered for `addr`'s page, that holds [addr, addr + n) and that lies
+        wholly in one local space of `core` (`_local_of`) passes both checks and is the one
+        `find` gives: it is returned without them (~3 per VPU instruction)."""
+        r = self.memory._by_page.get(addr >> 12)
+        if r is not None and n >= 0 and self._local_of.get(r) == core:
+            end = r.base + r.size
+            if r.base <= addr < end and addr + n <= end:
+                return r, addr - r.base
+        check_local(addr, core, what)
+        found = self.memory.find(addr, n)
+        r = found[0]
+        if r not in self._local_of:
+            space, owner = classify(r.base)
+            last = classify(r.base + r.size - 1)
+            self._local_of[r] = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+        return found
+
     def _is_dram(self, addr: int) -> bool:
         return classify(addr)[0] in DRAM_REGIONS
 
@@ -1285,98 +1385,118 @@ class Emulator:
             m.stall_on_loads(ins)
         if m.bounds is not None and m.pc in m.bounds:
             self._check_bounds(m, ins)
-        if ins.op.timing == "V":  # first: the most frequent unit instructions (no other has "V")
+        kind = m.kinds[m.pc]
+        if kind == K_VPU:  # first: the most frequent unit instructions
             if m.core is None:
                 raise _Trap("top has no VPU")
             return self._vpu_plan(m, ins)
-        fmt = ins.op.format
-        mn = ins.op.mnemonic
+        return self._planners[kind](m, ins)
+
+    def _make_planners(self) -> list:
+        """`_prepare`'s planner of each instruction kind (`_kind`), bound to this emulator."""
+        p = [self._plan_now] * 14
+        p[K_LD] = p[K_ST] = self._plan_ld_st
+        p[K_DMA], p[K_DMA2D] = self._plan_dma, self._dma2d_plan
+        p[K_QWAIT], p[K_DMAWAIT], p[K_SEM_WAIT] = (
+            self._plan_qwait,
+            self._plan_dmawait,
+            self._plan_sem_wait,
+        )
+        p[K_LDW], p[K_MM] = self._plan_ldw, self._plan_mm
+        p[K_PIM], p[K_DBG] = self._pim_plan, self._dbg_plan
+        return p
+
+    def _plan_now(self, m: Module, ins) -> _Plan:
+        """An instruction that issues as soon as `m` may (scalar code, sem.post, barrier)."""
+        return _Plan(m.time)
+
+    def _plan_ld_st(self, m: Module, ins) -> _Plan:
+        addr = m.regs[ins.b] + ins.simm
+        self._check(addr, 8)
+        rng = [(addr, addr + 8)]
+        t = m.conflict(rng, []) if ins.op.mnemonic == "ld" else m.conflict([], rng)
+        return _Plan(max(m.time, t), data=(addr,))
+
+    def _plan_dma(self, m: Module, ins) -> _Plan:
         r = m.regs
-        if fmt in ("ld", "st"):
-            addr = r[ins.b] + ins.simm
-            self._check(addr, 8)
-            rng = [(addr, addr + 8)]
-            t = m.conflict(rng, []) if mn == "ld" else m.conflict([], rng)
-            return _Plan(max(m.time, t), data=(addr,))
-        if fmt == "dma":
-            dst, src, n = r[ins.a], r[ins.b], r[ins.c]
-            if n < 0:
-                raise _Trap(f"dma of negative length {n}")
-            self._check(src, n)
-            self._check(dst, n)
-            notify = self._notify(m, ins)
-            s_space, s_core = classify(src)
-            d_space, d_core = classify(dst)
-            port = dma_port(m.core, s_core, d_core)
-            reads, writes = [(src, src + n)], [(dst, dst + n)]
-            slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
-            base = max(m.time, m.conflict(reads, writes))
-            return _Plan(
-                max(base, slot),
-                f"DMA port {port} full",
-                data=(dst, src, n, notify, port, s_space, d_space),
-                slot=(port, base),
-            )
-        if fmt == "dma2d":
-            return self._dma2d_plan(m, ins)
-        if fmt == "qwait":
-            if m.core is None:
-                raise _Trap("top has no queues")
-            key = (m.core, ins.a, ins.imm)
-            head = self.queues.head(key)
-            if head is None:
-                name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
-                return _Plan(
-                    INF,
-                    f"waiting for an arrival on queue {name} of core {m.core}",
-                    external=True,
-                    queue=key,
-                )
-            return _Plan(max(m.time, head), external=True)
-        if mn == "dmawait":
-            return _Plan(max(m.time, m.dma_end))
-        if mn == "sem.wait":
-            if self.sems.ready(ins.a, ins.imm):
-                return _Plan(max(m.time, self.sems.posted_at(ins.a)))
+        dst, src, n = r[ins.a], r[ins.b], r[ins.c]
+        if n < 0:
+            raise _Trap(f"dma of negative length {n}")
+        self._check(src, n)
+        self._check(dst, n)
+        notify = self._notify(m, ins)
+        s_space, s_core = classify(src)
+        d_space, d_core = classify(dst)
+        port = dma_port(m.core, s_core, d_core)
+        reads, writes = [(src, src + n)], [(dst, dst + n)]
+        slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
+        base = max(m.time, m.conflict(reads, writes))
+        return _Plan(
+            max(base, slot),
+            f"DMA port {port} full",
+            data=(dst, src, n, notify, port, s_space, d_space),
+            slot=(port, base),
+        )
+
+    def _plan_qwait(self, m: Module, ins) -> _Plan:
+        if m.core is None:
+            raise _Trap("top has no queues")
+        key = (m.core, ins.a, ins.imm)
+        head = self.queues.head(key)
+        if head is None:
+            name = f"{SPACE_NAMES[ins.a]}.q{ins.imm}"
             return _Plan(
                 INF,
-                f"semaphore {ins.a} is {self.sems.value(ins.a)}, waiting for {ins.imm}",
+                f"waiting for an arrival on queue {name} of core {m.core}",
                 external=True,
+                queue=key,
             )
-        if fmt == "mpu_ldw":
-            if m.core is None:
-                raise _Trap("top has no MPU")
-            src, k, n = r[ins.a], r[ins.b], r[ins.c]
-            check_weight_tile(self.model, k, n)
-            check_local(src, m.core, "mpu.ldw source", ("mpu_buffer",))
-            self._check(src, k * n * 2)
-            reads = [(src, src + k * n * 2)]
-            return _Plan(self._unit_ready(m, m.mpu_free, reads, []), data=(src, k, n, reads))
-        if fmt == "mpu_mm":
-            if m.core is None:
-                raise _Trap("top has no MPU")
-            if m.weight is None:
-                raise _Trap("mpu.mm before any mpu.ldw: the weight tile is empty")
-            dst, src, rows = r[ins.a], r[ins.b], r[ins.c]
-            if rows < 0:
-                raise _Trap(f"mpu.mm with negative row count {rows}")
-            k, n = m.weight.shape
-            osz = 4 if ins.imm & MM_F32 else 2
-            self._local(m, src, rows * k * 2, "mpu.mm source")
-            self._local(m, dst, rows * n * osz, "mpu.mm destination")
-            reads = [(src, src + rows * k * 2)]
-            writes = [(dst, dst + rows * n * osz)]
-            if ins.imm & MM_ACC:
-                reads.append(writes[0])
-            return _Plan(
-                self._unit_ready(m, m.mpu_free, reads, writes),
-                data=(dst, src, rows, k, n, reads, writes),
-            )
-        if fmt == "pim":
-            return self._pim_plan(m, ins)
-        if fmt == "dbg":
-            return self._dbg_plan(m, ins)
-        return _Plan(m.time)
+        return _Plan(max(m.time, head), external=True)
+
+    def _plan_dmawait(self, m: Module, ins) -> _Plan:
+        return _Plan(max(m.time, m.dma_end))
+
+    def _plan_sem_wait(self, m: Module, ins) -> _Plan:
+        if self.sems.ready(ins.a, ins.imm):
+            return _Plan(max(m.time, self.sems.posted_at(ins.a)))
+        return _Plan(
+            INF,
+            f"semaphore {ins.a} is {self.sems.value(ins.a)}, waiting for {ins.imm}",
+            external=True,
+        )
+
+    def _plan_ldw(self, m: Module, ins) -> _Plan:
+        if m.core is None:
+            raise _Trap("top has no MPU")
+        r = m.regs
+        src, k, n = r[ins.a], r[ins.b], r[ins.c]
+        check_weight_tile(self.model, k, n)
+        check_local(src, m.core, "mpu.ldw source", ("mpu_buffer",))
+        self._check(src, k * n * 2)
+        reads = [(src, src + k * n * 2)]
+        return _Plan(self._unit_ready(m, m.mpu_free, reads, []), data=(src, k, n, reads))
+
+    def _plan_mm(self, m: Module, ins) -> _Plan:
+        if m.core is None:
+            raise _Trap("top has no MPU")
+        if m.weight is None:
+            raise _Trap("mpu.mm before any mpu.ldw: the weight tile is empty")
+        r = m.regs
+        dst, src, rows = r[ins.a], r[ins.b], r[ins.c]
+        if rows < 0:
+            raise _Trap(f"mpu.mm with negative row count {rows}")
+        k, n = m.weight.shape
+        osz = 4 if ins.imm & MM_F32 else 2
+        self._local(m, src, rows * k * 2, "mpu.mm source")
+        self._local(m, dst, rows * n * osz, "mpu.mm destination")
+        reads = [(src, src + rows * k * 2)]
+        writes = [(dst, dst + rows * n * osz)]
+        if ins.imm & MM_ACC:
+            reads.append(writes[0])
+        return _Plan(
+            self._unit_ready(m, m.mpu_free, reads, writes),
+            data=(dst, src, rows, k, n, reads, writes),
+        )
 
     def _dbg_plan(self, m: Module, ins: isa.Instruction) -> _Plan:
         """`dbg.print` / `dbg.assert`: its debug entry, and for a tensor the bytes it reads,
@@ -1572,13 +1692,10 @@ class Emulator:
                 raise _Trap(f"{vs.mn} with negative shape [{rows}, {cols}]")
         if elems < 0:
             raise _Trap(f"{vs.mn} with negative element count {elems}")
-        core, find = m.core, self.memory.find
-        found = []  # (region, offset) of each range and of the output, for `_vpu_native`
-        for a, nb in ranges:
-            check_local(a, core, vs.src)
-            found.append(find(a, nb))
-        check_local(out[0], core, vs.dst)
-        found.append(find(out[0], out[1]))
+        local = self._local_find
+        # (region, offset) of each range and of the output, for `_vpu_native`
+        found = [local(a, nb, m.core, vs.src) for a, nb in ranges]
+        found.append(local(out[0], out[1], m.core, vs.dst))
         reads = [(a, a + nb) for a, nb in ranges]
         writes = [(out[0], out[0] + out[1])]
         return _Plan(
@@ -1586,12 +1703,17 @@ class Emulator:
         )
 
     # ---- execution ------------------------------------------------------------------------
+    inflight_keep = 4
+    """A module's scoreboard entries are filtered for ended ones when it holds more."""
+
     def _execute(self, m: Module, plan: _Plan, t: int) -> bool:
         """Issue the next instruction of `m` at time `t`; returns False when it did not retire
         (a barrier arrival)."""
         if self._landings and self._landings[0][0] <= t:
             self._land(t)
-        if m.inflight:
+        if len(m.inflight) > self.inflight_keep:
+            # (dropping the ended entries only bounds the list: `conflict` skips them, and a
+            # module's time never goes back below `t`)
             m.inflight = [x for x in m.inflight if x[0] > t]
         if m.barrier_token is not None:
             if self.hazards is not None:
@@ -1609,8 +1731,38 @@ class Emulator:
         r = m.regs
         nxt = m.pc + 1
         issue_end = t + 1
-        if op.timing == "V":  # first: the most frequent here (scalars mostly run threaded)
+        kind = m.kinds[m.pc]
+        if kind == K_VPU:  # first: the most frequent here (scalars mostly run threaded)
             self._exec_vpu(m, ins, plan, t)
+        elif kind == K_DMA:
+            self._exec_dma(m, ins, plan, t)
+        elif kind == K_LDW:
+            src, k, n, reads = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, reads, ())
+            # the tile's f64 values and column statistics, once for every pass until the next ldw
+            m.weight = mpu_fast.weight(
+                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n), m.weight
+            )
+            dur = timing.mpu_load_cycles(self.model, k, n)
+            self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
+        elif kind == K_MM:
+            dst, src, rows, k, n, reads, writes = plan.data
+            if self.hazards is not None:
+                self.hazards.access(m.index, m.pc, reads, writes)
+            a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
+            f32 = bool(ins.imm & MM_F32)
+            acc = None
+            if ins.imm & MM_ACC:
+                acc = self.memory.read_array(dst, rows * n, np.float32).reshape(rows, n)
+            res = mpu_fast.matmul(a, m.weight, acc)
+            res = res if f32 else numerics.round_to(res, _NP_DTYPES["bf16"])
+            self.memory.write(dst, np.ascontiguousarray(res))
+            self.macs += rows * k * n
+            dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
+            self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
+        elif kind == K_DMA2D:
+            self._exec_dma2d(m, plan, t)
         elif fmt == "rrr":
             a, b = r[ins.b], r[ins.c]
             m.set(ins.a, self._alu(mn, a, b))
@@ -1650,10 +1802,6 @@ class Emulator:
             m.halt_time = t + 1
         elif mn == "nop":
             pass
-        elif fmt == "dma":
-            self._exec_dma(m, ins, plan, t)
-        elif fmt == "dma2d":
-            self._exec_dma2d(m, plan, t)
         elif mn == "qwait":
             arrival = self.queues.pop((m.core, ins.a, ins.imm))
             if self.hazards is not None:
@@ -1679,31 +1827,6 @@ class Emulator:
                 self._ev(m, "sync", f"sem.wait {ins.a}", m.time, t - m.time)
         elif mn == "barrier":
             return self._arrive(m, ins, t)
-        elif fmt == "mpu_ldw":
-            src, k, n, reads = plan.data
-            if self.hazards is not None:
-                self.hazards.access(m.index, m.pc, reads, ())
-            # the tile's f64 values and column statistics, once for every pass until the next ldw
-            m.weight = mpu_fast.weight(
-                self.memory.read_array(src, k * n, _NP_DTYPES["bf16"]).reshape(k, n), m.weight
-            )
-            dur = timing.mpu_load_cycles(self.model, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, [], "mpu.ldw [{},{}]", k, n)
-        elif fmt == "mpu_mm":
-            dst, src, rows, k, n, reads, writes = plan.data
-            if self.hazards is not None:
-                self.hazards.access(m.index, m.pc, reads, writes)
-            a = self.memory.read_array(src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
-            f32 = bool(ins.imm & MM_F32)
-            acc = None
-            if ins.imm & MM_ACC:
-                acc = self.memory.read_array(dst, rows * n, np.float32).reshape(rows, n)
-            res = mpu_fast.matmul(a, m.weight, acc)
-            res = res if f32 else numerics.round_to(res, _NP_DTYPES["bf16"])
-            self.memory.write(dst, np.ascontiguousarray(res))
-            self.macs += rows * k * n
-            dur = timing.mpu_matmul_cycles(self.model, rows, k, n)
-            self._unit_op(m, "mpu", t, dur, reads, writes, "mpu.mm [{},{}]x[{},{}]", rows, k, k, n)
         elif fmt == "dbg":
             self._exec_dbg(m, ins, plan, t)
             issue_end = t  # a debug instruction takes no cycle of its own

@@ -43,44 +43,42 @@ def weight(values: np.ndarray, reuse: numerics.MpuWeight | None = None) -> numer
         w = _Weight.__new__(_Weight)
         w.values, w.shape, w.native = np.empty((k, n), _BF16), values.shape, True
         w.cm, w.v = np.empty(n, np.float64), np.empty(n, np.float64)
-        w.spare = None
+        w.spare = w.spare_p = w.f64_p = None
+        w.ptrs = (
+            ffi.from_buffer("uint16_t[]", w.values),
+            ffi.from_buffer("double[]", w.cm),
+            ffi.from_buffer("double[]", w.v),
+            ffi.new("double *"),
+        )
     elif w.f64 is not None:
-        w.spare = w.f64  # refilled by the next `f64_of`
-    w.f64 = None
+        w.spare, w.spare_p = w.f64, w.f64_p  # refilled by the next `f64_of`
+    w.f64 = w.f64_p = None
     np.copyto(w.values, values)
-    vmax = ffi.new("double *")
-    finite = lib.mpu_weight(
-        ffi.from_buffer("uint16_t[]", w.values),
-        k,
-        n,
-        ffi.NULL,
-        ffi.from_buffer("double[]", w.cm),
-        ffi.from_buffer("double[]", w.v),
-        vmax,
-    )
+    pv, pcm, pv2, vmax = w.ptrs
+    finite = lib.mpu_weight(pv, k, n, ffi.NULL, pcm, pv2, vmax)
     w.vmax, w.finite = np.float64(vmax[0]), bool(finite)
     return w
 
 
 class _Weight(numerics.MpuWeight):
     """A weight `weight` built: `f64` is None until `f64_of` fills it; `spare` is the f64
-    array of the tile it replaced (reused by that fill), or None."""
+    array of the tile it replaced (reused by that fill), or None. `ptrs`: C pointers to
+    `values`, `cm`, `v` and a double for `vmax` (the arrays are refilled in place, never
+    replaced, so the pointers stay valid: made once per weight, not per call); `f64_p` and
+    `spare_p` those of `f64` and `spare`."""
 
-    __slots__ = ("spare",)
+    __slots__ = ("spare", "ptrs", "f64_p", "spare_p")
 
 
 def f64_of(w: numerics.MpuWeight) -> np.ndarray:
     """`w.f64`, the tile's f64 values, converted on the first call after its `weight`."""
     if w.f64 is None:
-        buf = w.spare
+        buf, p = w.spare, w.spare_p
         if buf is None:
             buf = np.empty(w.shape, np.float64)
-        native.lib.mpu_bf16_f64(
-            native.ffi.from_buffer("uint16_t[]", w.values),
-            w.values.size,
-            native.ffi.from_buffer("double[]", buf),
-        )
-        w.f64 = buf
+            p = native.ffi.from_buffer("double[]", buf)
+        native.lib.mpu_bf16_f64(w.ptrs[0], w.values.size, p)
+        w.f64, w.f64_p = buf, p
     return w.f64
 
 
@@ -94,16 +92,22 @@ layer's and GEMV's passes have one row; from ~4 rows BLAS on the f64 copy is as 
 _scratch = threading.local()  # per thread: (name, shape) -> an array `matmul` reuses
 
 
-def _buf(name: str, shape: tuple, dtype) -> np.ndarray:
-    """A scratch array of `shape` for `matmul`, the same one on every call of this thread (its
-    contents are consumed before the call returns)."""
+def _bufs(m: int, k: int, n: int) -> tuple:
+    """`matmul`'s scratch arrays for an [m, k] x [k, n] pass with C pointers to them, the same
+    ones on every call of this thread (their contents are consumed before the call returns):
+    (a64, s, rs, u, todo, and the pointers of a64, rs, u, s, todo)."""
     d = getattr(_scratch, "d", None)
     if d is None:
         d = _scratch.d = {}
-    key = (name, shape)
+    key = (m, k, n)
     b = d.get(key)
     if b is None:
-        b = d[key] = np.empty(shape, dtype)
+        ffi = native.ffi
+        a64, s = np.empty((m, k), np.float64), np.empty((m, n), np.float64)
+        rs, u = np.empty(m, np.float64), np.empty(m, np.float64)
+        todo = np.empty(m * n, np.int64)
+        ptrs = tuple(ffi.from_buffer("double[]", x) for x in (a64, rs, u, s))
+        b = d[key] = (a64, s, rs, u, todo, *ptrs, ffi.from_buffer("long[]", todo))
     return b
 
 
@@ -125,47 +129,32 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
     a = np.ascontiguousarray(a)
     m, k = a.shape
     n = w.shape[1]
-    a64 = _buf("a64", (m, k), np.float64)
-    rs = _buf("rs", (m,), np.float64)
-    u = _buf("u", (m,), np.float64)
-    lib.mpu_rows(
-        ffi.from_buffer("uint16_t[]", a),
-        m,
-        k,
-        ffi.from_buffer("double[]", a64),
-        ffi.from_buffer("double[]", rs),
-        ffi.from_buffer("double[]", u),
-    )
-    s = _buf("s", (m, n), np.float64)
+    a64, s, rs, u, todo, pa64, prs, pu, ps, ptodo = _bufs(m, k, n)
+    lib.mpu_rows(ffi.from_buffer("uint16_t[]", a), m, k, pa64, prs, pu)
+    wp = w.ptrs if isinstance(w, _Weight) else None
     if m <= SMALL_M and w.f64 is None:
-        lib.mpu_small(
-            ffi.from_buffer("double[]", a64),
-            m,
-            k,
-            ffi.from_buffer("uint16_t[]", w.values),
-            n,
-            ffi.from_buffer("double[]", s),
-        )
+        lib.mpu_small(pa64, m, k, wp[0], n, ps)
     else:
         with np.errstate(invalid="ignore"):
             np.matmul(a64, f64_of(w), out=s)  # numpy's BLAS, as the reference
     out = np.empty((m, n), np.float32)
-    todo = _buf("todo", (m * n,), np.int64)
     if acc is not None:
         acc = np.ascontiguousarray(acc, dtype=np.float32)
+    if wp is None:  # a weight `weight` did not build (numerics.MpuWeight)
+        wp = (None, ffi.from_buffer("double[]", w.cm), ffi.from_buffer("double[]", w.v))
     nt = lib.mpu_finish(
-        ffi.from_buffer("double[]", s),
+        ps,
         m,
         k,
         n,
-        ffi.from_buffer("double[]", rs),
-        ffi.from_buffer("double[]", u),
-        ffi.from_buffer("double[]", w.cm),
-        ffi.from_buffer("double[]", w.v),
+        prs,
+        pu,
+        wp[1],
+        wp[2],
         float(w.vmax),
         ffi.NULL if acc is None else ffi.from_buffer("float[]", acc),
         ffi.from_buffer("float[]", out),
-        ffi.from_buffer("long[]", todo),
+        ptodo,
     )
     if nt:
         # the elements the proof left: the reference's exact path, then + 0.0 and the acc add
