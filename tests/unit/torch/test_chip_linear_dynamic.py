@@ -170,15 +170,17 @@ def test_grouped_tile_ranges_runtime_rows():
 @pytest.mark.parametrize(
     ("n", "k", "form"),
     [
-        (512, 512, "linear_chunks(linear_cols(tn=16, split=1), rows=307)"),
-        (16 * 35, 512, "linear_chunks(linear_tiles(tn=16, slots=2), rows=307)"),
+        (512, 512, "linear_chunks(linear_gemm(tn=16), rows=307)"),
+        # 28 blocks of 20 on 32 cores: the spare cores redo the last one
+        (16 * 35, 512, "linear_chunks(linear_gemm(tn=20), rows=307)"),
+        # 128 columns are too few for linear_gemm on 32 cores: the decode form, K split
         (128, 2048, "linear_chunks(linear_cols(tn=32, split=8), rows=128)"),
     ],
 )
 def test_chunks_runtime_rows_above_one_core(n, k, form):
     """A bound above what one core's sram holds of x (vLLM's 1024 tokens; at K = 512, 307
-    rows): a runtime loop over chunks of x's rows, each the decode form; one kernel for every
-    M, below and above one chunk."""
+    rows): a runtime loop over chunks of x's rows, each `linear_gemm` (or the decode form
+    when N is too small for it); one kernel for every M, below and above one chunk."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(k, n, bias=True).bfloat16()
     g = _compile(lin)
