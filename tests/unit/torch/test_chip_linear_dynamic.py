@@ -212,3 +212,28 @@ def test_grouped_chunks_runtime_rows():
             forms = [" ".join(m.info.nodes) for m in _chip_kernels()]
             assert len(forms) == 2 and all("linear_chunks" in f for f in forms), forms
             assert any("2 projections" in f for f in forms), forms
+
+
+@pytest.mark.parametrize(
+    ("n", "bias", "form"),
+    [(4000, False, "linear_gemm(tn=125)"), (1000, True, "linear_gemm(tn=8)")],
+)
+def test_gemm_form_runtime_rows(n, bias, form):
+    """A runtime M bounded by 64 (GEMM_ROWS and up, within one core's sram): one `linear_gemm`
+    kernel for every M, its x slabs and output blocks over the runtime rows."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, n, bias=bias).bfloat16()
+    g = _compile(lin)
+    kernels = set()
+    with torch.no_grad():
+        for m in (40, 64, 3):
+            x = torch.randn(m, 512, dtype=torch.bfloat16)
+            lt.mark_dynamic(x, 0, max=64)
+            _check(g(x), lin(x))
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            (mod,) = _chip_kernels()
+            assert form in " ".join(mod.info.nodes), mod.info.nodes
+            assert "(-1, 64)" in mod.gen.source, mod.gen.source
+            _all_cores(mod)
+            kernels.add(id(mod.kernel))
+    assert len(kernels) == 1
