@@ -22,6 +22,12 @@ f32 before the rounding, as torch's CPU addmm):
   shared out in equal contiguous ranges (bench/decoder.py's gemv_stage), each tile read once;
   f32 partials per (block, core) into a scratch, a barrier, then each block finalized by one
   core. (Whole rounds of one block per core would read 128 blocks for 86 on 64 cores.)
+- many rows that fit one core's sram (`linear_gemm`, M >= GEMM_ROWS, or a runtime M with such a
+  bound; a prefill's lm_head and projections at a few hundred tokens): every core loads x's
+  K-slabs once and computes its column blocks over all rows, the tiles streamed ahead, each
+  block's sum on the MPU in f32 (no partial through DRAM); `_gemm_tiles` picks a width at which
+  the blocks fall evenly on the cores (32000 = 256 blocks of 125). Grouped and with a fused
+  epilogue too; a runtime M above one core's sram runs it on chunks (`linear_chunks`).
 - prefill (`linear_rows_cols`, bf16, M a multiple of the group size): bench/gemm.py's SPMD GEMM
   (every core one column block and all rows; the cores of a group read A's k-slabs once and
   exchange them core to core), with the bias.
@@ -31,8 +37,8 @@ asked by the partitioner through `Impl.group_key`): their g weights are laid out
 block b of it holding tn columns of each (`wt[N/tn, K/256, 256, g*tn]`), so a core computes
 the same columns of every projection in one MPU pass per K-tile and writes each result (or
 hands the g blocks to the fused epilogue: SiLU(gate) * up without writing gate or up); their
-biases are laid out the same way. Decode forms only (`linear_cols` without split-K,
-`linear_tiles`), `_group_tiles`.
+biases are laid out the same way. Decode forms (`linear_cols` without split-K,
+`linear_tiles`, `_group_tiles`) and `linear_gemm` (`_gemm_tiles(p, n, g)`).
 
 A runtime row count (a dynamic M bounded by the dim's bound: torch.compile's dynamic=True /
 mark_dynamic, vLLM's token count) is taken by every decode form, alone or grouped: one kernel
@@ -42,9 +48,11 @@ starts from its first product (`_block`) or from a runtime-row view of a bound-s
 the f32 partials of split-K and tile ranges go to runtime-row views (`part[h, blk, 0:m]`) of
 the scratch sized at the bound. Above the rows one core's sram holds (`max_decode_rows`: at
 K = 4096 bf16, 64 on EVT0 and 128 on EVT1), a runtime M runs the decode form on each chunk of
-that many rows, in a runtime loop (`_chunks`, `linear_chunks` in the name; W read once per
-chunk, no fused epilogue), instead of the prefill form, whose row pieces and core-to-core
-slabs have static shapes.
+that many rows, in a runtime loop (`_chunks`, or `_gemm_chunks` running `linear_gemm` when the
+chunk has GEMM_ROWS rows or more; `linear_chunks` in the name; W read once per chunk, no fused
+epilogue), instead of the prefill form, whose row pieces and core-to-core slabs have static
+shapes. (So a runtime M of thousands of tokens at K = 4096 reads W once per 64 rows on EVT0:
+DRAM-bound, not MPU-bound as `linear_rows_cols` is at a static M.)
 
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
 eagerly): K not a multiple of 256, N with no tile width that gives every core whole columns, other
