@@ -457,6 +457,23 @@ def _gemm_tiles(p: int, n: int, g: int = 1) -> int:
     return best[1]
 
 
+def _gemm_beats_split(p: int, m: int, k: int, n: int, tn: int, esize: int) -> bool:
+    """Whether `linear_gemm` (every core loads all of x) moves no more DRAM bytes than the
+    decode form would with K split (each core loads 1/split of x, f32 partials written and read
+    back): with few columns per core on many cores x's p copies dominate (EVT1, N = 512 at
+    M = 128: 8.9 MB against 5.9 MB, 10.1k cycles against 8.0k). The other decode forms load all
+    of x on every core as well: `linear_gemm` is the better one there."""
+    try:
+        _, split = _decode_tiles(p, n, k // TK)
+    except AssertionError:
+        return True
+    if split <= 1:
+        return True
+    cols = -(-(n // tn) // p) * tn * p  # the columns computed, the redone ones included
+    gemm = (p * m * k + cols * k) * esize
+    return gemm <= (p * m * k // split + n * k) * esize + 2 * split * m * n * 4
+
+
 def _group(p: int) -> int:
     return min(p, 8 if p <= 32 else 16)
 
@@ -563,6 +580,8 @@ def _linear_impl(projs, ctx, x):
         m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
     slots = 0
     tn = _gemm_tiles(p, n, g) if decode and m >= GEMM_ROWS else 0
+    if tn and g == 1 and not _gemm_beats_split(p, m, k, n, tn, esize):
+        tn = 0
     gemm = tn > 0
     if gemm:
         split, impl, scratch = 1, linear_gemm, None

@@ -239,3 +239,18 @@ def test_grouped_gemm_form_with_epilogue():
     assert s.num_extern == 0, str(s)
     nodes = [" ".join(k.info.nodes) for k in wrapper.last_wrapper().kernel_modules()]
     assert any("linear_gemm(2 projections, tn=32)" in f for f in nodes), nodes
+
+
+@pytest.mark.parametrize(
+    ("device", "form"),
+    [("bertha", "linear_gemm(tn=16)"), ("bertha-evt1", "linear_cols(tn=16, split=2)")],
+)
+def test_gemm_form_or_split_k_by_dram_bytes(device, form):
+    """[128, 512] @ [512, 512]: on 32 cores `linear_gemm`; on 64 its 64 copies of x would move
+    more bytes (8.9 MB) than split-K's halves of x and its partials (5.9 MB): the decode form."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 512, bias=True).bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x, device)
+    _check(y, ref)
+    assert form in " ".join(mod.info.nodes), mod.info.nodes
