@@ -326,6 +326,8 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
             for r in runs
         ),
         "layouts": sum(k.layout_count for k in kmods),
+        # every module's instructions over the graph's kernels (the table's emu Minstr/s)
+        "instructions": sum(sum(r.instructions.values()) for r in runs),
         "hand_kernel": row.hand,
         "hand_cycles": hand,
         "hand_ratio": hand / cycles if cycles else 0.0,
@@ -339,6 +341,7 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
         "first_call_s": first,
         "cached_call_s": cached,
         "disk_cached_call_s": math.nan,
+        "cached_call_overhead_s": math.nan,  # not split out of a torch.compile'd call
         "matches_torch": ok,
         "max_abs_err_vs_torch": err,
     }
