@@ -309,10 +309,15 @@ def main(argv: Sequence[str] | None = None, rows_out: list | None = None) -> int
         )
         for r in rows:
             if "hand_ratio" in r:
+                hand = (
+                    f"{r['hand_ratio']:.2f}x the speed of the hand-written "
+                    f"{r['hand_kernel']} ({r['hand_cycles']} cycles)"
+                    if r["hand_kernel"]
+                    else "no hand-written kernel"
+                )
                 print(
                     f"{r['name']} ({r['target']}): {r['efficiency']:.1%} of the {r['bound']} "
-                    f"roofline of the work, {r['hand_ratio']:.2f}x the speed of the hand-written "
-                    f"{r['hand_kernel']} ({r['hand_cycles']} cycles), {r['kernels']} kernel(s), "
+                    f"roofline of the work, {hand}, {r['kernels']} kernel(s), "
                     f"{r['cores_running']} cores running"
                 )
         effs = [r["efficiency"] for r in rows]

@@ -3,6 +3,10 @@
 
 - `torch_gemm_prefill`: nn.Linear(4096, 4096) (with bias) on x[512, 4096] bf16, against the MPU
   roofline of the same work and the hand-written `gemm_512x4096x4096`;
+- `torch_lm_head_prefill`: TINY_LLAMA's lm_head, nn.Linear(512, 32000, bias=False), on
+  x[TINY_PROMPT, 512] bf16 (a prefill's logits), against the roofline of the same work; and
+  `torch_lm_head_prefill_runtime_m`, the same with a runtime row count (mark_dynamic, at most
+  TINY_PROMPT) run at M = 100: one kernel for every M;
 - `torch_linear_decode`: nn.Linear(4096, 4096, bias=False) on x[1, 4096] bf16, against the DRAM
   roofline and the hand-written `gemv_1x4096x4096`;
 - `torch_llama7b_layer_decode`: a Llama-7B-shaped decoder layer written as a plain nn.Module
@@ -57,6 +61,22 @@ def _linear(m: int, k: int, n: int, bias: bool):
         torch.manual_seed(0)
         lin = torch.nn.Linear(k, n, bias=bias).bfloat16()
         x = torch.randn(m, k, dtype=torch.bfloat16)
+        return lin, x
+
+    return make
+
+
+def _linear_runtime_rows(m: int, bound: int, k: int, n: int, bias: bool):
+    """nn.Linear(k, n) on x[m, k] bf16 whose row count is a runtime size (mark_dynamic, at most
+    `bound`): the kernel is compiled for every M up to the bound and run at M = m."""
+
+    def make(torch):
+        import legato.torch as lt
+
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(k, n, bias=bias).bfloat16()
+        x = torch.randn(m, k, dtype=torch.bfloat16)
+        lt.mark_dynamic(x, 0, max=bound)
         return lin, x
 
     return make
@@ -306,6 +326,8 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
             for r in runs
         ),
         "layouts": sum(k.layout_count for k in kmods),
+        # every module's instructions over the graph's kernels (the table's emu Minstr/s)
+        "instructions": sum(sum(r.instructions.values()) for r in runs),
         "hand_kernel": row.hand,
         "hand_cycles": hand,
         "hand_ratio": hand / cycles if cycles else 0.0,
@@ -319,6 +341,7 @@ def measure(row: TorchRow, target: str, repeat: int = 1) -> dict:
         "first_call_s": first,
         "cached_call_s": cached,
         "disk_cached_call_s": math.nan,
+        "cached_call_overhead_s": math.nan,  # not split out of a torch.compile'd call
         "matches_torch": ok,
         "max_abs_err_vs_torch": err,
     }
@@ -331,6 +354,20 @@ ROWS = [
         "gemm_512x4096x4096",
         512 * 4096 * 4096,
         (512 * 4096 + 4096 * 4096 + 4096 + 512 * 4096) * 2,
+    ),
+    TorchRow(
+        "torch_lm_head_prefill",
+        _linear(TINY_PROMPT, 512, 32000, False),
+        None,  # no hand-written kernel of this shape
+        TINY_PROMPT * 512 * 32000,
+        (TINY_PROMPT * 512 + 512 * 32000 + TINY_PROMPT * 32000) * 2,
+    ),
+    TorchRow(
+        "torch_lm_head_prefill_runtime_m",
+        _linear_runtime_rows(100, TINY_PROMPT, 512, 32000, False),
+        None,
+        100 * 512 * 32000,
+        (100 * 512 + 512 * 32000 + 100 * 32000) * 2,
     ),
     TorchRow(
         "torch_linear_decode",

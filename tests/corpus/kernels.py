@@ -440,3 +440,7 @@ CORPUS += GEMM_CORPUS
 from tests.corpus.pim_kernels import PIM_CORPUS
 
 CORPUS += PIM_CORPUS
+
+from tests.corpus.chip_linear_kernels import CHIP_LINEAR_CORPUS
+
+CORPUS += CHIP_LINEAR_CORPUS

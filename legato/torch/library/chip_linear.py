@@ -22,6 +22,12 @@ f32 before the rounding, as torch's CPU addmm):
   shared out in equal contiguous ranges (bench/decoder.py's gemv_stage), each tile read once;
   f32 partials per (block, core) into a scratch, a barrier, then each block finalized by one
   core. (Whole rounds of one block per core would read 128 blocks for 86 on 64 cores.)
+- many rows that fit one core's sram (`linear_gemm`, M >= GEMM_ROWS, or a runtime M with such a
+  bound; a prefill's lm_head and projections at a few hundred tokens): every core loads x's
+  K-slabs once and computes its column blocks over all rows, the tiles streamed ahead, each
+  block's sum on the MPU in f32 (no partial through DRAM); `_gemm_tiles` picks a width at which
+  the blocks fall evenly on the cores (32000 = 256 blocks of 125). Grouped and with a fused
+  epilogue too; a runtime M above one core's sram runs it on chunks (`linear_chunks`).
 - prefill (`linear_rows_cols`, bf16, M a multiple of the group size): bench/gemm.py's SPMD GEMM
   (every core one column block and all rows; the cores of a group read A's k-slabs once and
   exchange them core to core), with the bias.
@@ -31,8 +37,8 @@ asked by the partitioner through `Impl.group_key`): their g weights are laid out
 block b of it holding tn columns of each (`wt[N/tn, K/256, 256, g*tn]`), so a core computes
 the same columns of every projection in one MPU pass per K-tile and writes each result (or
 hands the g blocks to the fused epilogue: SiLU(gate) * up without writing gate or up); their
-biases are laid out the same way. Decode forms only (`linear_cols` without split-K,
-`linear_tiles`), `_group_tiles`.
+biases are laid out the same way. Decode forms (`linear_cols` without split-K,
+`linear_tiles`, `_group_tiles`) and `linear_gemm` (`_gemm_tiles(p, n, g)`).
 
 A runtime row count (a dynamic M bounded by the dim's bound: torch.compile's dynamic=True /
 mark_dynamic, vLLM's token count) is taken by every decode form, alone or grouped: one kernel
@@ -42,9 +48,11 @@ starts from its first product (`_block`) or from a runtime-row view of a bound-s
 the f32 partials of split-K and tile ranges go to runtime-row views (`part[h, blk, 0:m]`) of
 the scratch sized at the bound. Above the rows one core's sram holds (`max_decode_rows`: at
 K = 4096 bf16, 64 on EVT0 and 128 on EVT1), a runtime M runs the decode form on each chunk of
-that many rows, in a runtime loop (`_chunks`, `linear_chunks` in the name; W read once per
-chunk, no fused epilogue), instead of the prefill form, whose row pieces and core-to-core
-slabs have static shapes.
+that many rows, in a runtime loop (`_chunks`, or `_gemm_chunks` running `linear_gemm` when the
+chunk has GEMM_ROWS rows or more; `linear_chunks` in the name; W read once per chunk, no fused
+epilogue), instead of the prefill form, whose row pieces and core-to-core slabs have static
+shapes. (So a runtime M of thousands of tokens at K = 4096 reads W once per 64 rows on EVT0:
+DRAM-bound, not MPU-bound as `linear_rows_cols` is at a static M.)
 
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
 eagerly): K not a multiple of 256, N with no tile width that gives every core whole columns, other
@@ -65,6 +73,7 @@ F32 = legato.types.float("float32")
 BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead
+GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 
 
 @legato.function
@@ -269,6 +278,52 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
     assert tk == TK and mb == _rows(out, g)
 
 
+@legato.function
+def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
+    """Many rows (prefill): out[M, N] = x @ W^T (+ bias) with the MPU's time in mind: x's kt
+    column slabs [M, 256] are loaded once, each straight from DRAM into a buffer of its own,
+    and reused by every column block (sliced from a loaded x, each block's matmuls would wait
+    for a copy of its slab into one shared buffer); core c computes the blocks c, c + p, ... in
+    unrolled rounds (the weight tiles loaded ahead of their matmuls, the sum in f32, one
+    rounding, no partial through DRAM). `_gemm_tiles` picks tn so that the blocks fall evenly
+    on the cores where a width divides N / p (32000 on 32 cores: tn = 125, 8 blocks each);
+    else the last round's spare cores redo the last block (same values, same columns). A
+    runtime row count (M tokens, at most the bound) is taken as by the decode forms: the
+    slabs are dma2d transfers over the runtime rows and a block's sum starts from its first
+    product. g > 1: the g projections of `_merge`."""
+    device = legato.get_context().get_device()
+    p = device.num_cores
+    nb, kt, tk, tn = wt.shape
+    m = x.size(0)  # a runtime index when the row count is dynamic (M tokens)
+    c = legato.core_id()
+    slabs = ()
+    for t in legato.static_range(kt):
+        slabs = slabs + (_onchip_cols(x, t * TK, TK),)
+    rounds = (nb + p - 1) // p
+    w = legato.tensor.load(wt[min(c, nb - 1), 0], wmem)
+    for j in legato.static_range(rounds):
+        b = min(c + j * p, nb - 1)
+        for t in legato.static_range(kt):
+            # the next tile (of this block, else of the next round's) is loaded before this
+            # matmul: a block's finish (cast, store) waits for its last matmul and holds up
+            # the instructions after it
+            if t + 1 < kt:
+                wn = legato.tensor.load(wt[b, t + 1], wmem)
+            elif j + 1 < rounds:
+                wn = legato.tensor.load(wt[min(c + (j + 1) * p, nb - 1), 0], wmem)
+            if t == 0:
+                if x.spec.dims[0].is_dynamic:
+                    acc = legato.tensor.matmul(slabs[0], w, F32)
+                else:
+                    acc = legato.tensor.full((m, tn), 0.0, F32)
+                    acc = acc + legato.tensor.matmul(slabs[0], w, F32)
+            else:
+                acc = acc + legato.tensor.matmul(slabs[t], w, F32)
+            w = wn
+        _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
+    assert tk == TK and x.bounds[0] == _rows(out, g)
+
+
 def _slots(tiles: int, kt: int, p: int) -> int:
     """The most cores whose tile range [c*T/p, (c+1)*T/p) meets one block of `kt` tiles."""
     ranges = [(c * tiles // p, (c + 1) * tiles // p) for c in range(p)]
@@ -385,6 +440,40 @@ def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
 
+def _gemm_tiles(p: int, n: int, g: int = 1) -> int:
+    """The tile width of `linear_gemm` for n columns (per projection, g of them) on p cores:
+    the width (dividing n, g * tn <= 128, at least 8) with the fewest columns per core over
+    its rounds (ceil(n / tn / p) * tn), the widest of those; 0 when none, or when the cores
+    would compute more than 5/4 of n between them (too few columns: the redone blocks would
+    cost more than the decode forms' split K)."""
+    best = None
+    for tn in range(128 // g, 7, -1):
+        if n % tn == 0:
+            cost = -(-(n // tn) // p) * tn
+            if best is None or cost < best[0]:
+                best = (cost, tn)
+    if best is None or 4 * best[0] * p > 5 * n:
+        return 0
+    return best[1]
+
+
+def _gemm_beats_split(p: int, m: int, k: int, n: int, tn: int, esize: int) -> bool:
+    """Whether `linear_gemm` (every core loads all of x) moves no more DRAM bytes than the
+    decode form would with K split (each core loads 1/split of x, f32 partials written and read
+    back): with few columns per core on many cores x's p copies dominate (EVT1, N = 512 at
+    M = 128: 8.9 MB against 5.9 MB, 10.1k cycles against 8.0k). The other decode forms load all
+    of x on every core as well: `linear_gemm` is the better one there."""
+    try:
+        _, split = _decode_tiles(p, n, k // TK)
+    except AssertionError:
+        return True
+    if split <= 1:
+        return True
+    cols = -(-(n // tn) // p) * tn * p  # the columns computed, the redone ones included
+    gemm = (p * m * k + cols * k) * esize
+    return gemm <= (p * m * k // split + n * k) * esize + 2 * split * m * n * 4
+
+
 def _group(p: int) -> int:
     return min(p, 8 if p <= 32 else 16)
 
@@ -490,7 +579,13 @@ def _linear_impl(projs, ctx, x):
         assert rows > 0, f"K = {k}: not one row of x fits a core's sram"
         m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
     slots = 0
-    if decode and g > 1:
+    tn = _gemm_tiles(p, n, g) if decode and m >= GEMM_ROWS else 0
+    if tn and g == 1 and not _gemm_beats_split(p, m, k, n, tn, esize):
+        tn = 0
+    gemm = tn > 0
+    if gemm:
+        split, impl, scratch = 1, linear_gemm, None
+    elif decode and g > 1:
         tn, split = _group_tiles(p, n, g)
         impl = linear_cols if split else linear_tiles
         scratch = None
@@ -545,6 +640,23 @@ def _linear_impl(projs, ctx, x):
         )
     wmem = "mpu_buffer" if bf16 else "sram"
     labels = f"{g} projections, " if g > 1 else ""
+    if rows and gemm:
+        return Impl(
+            _gemm_chunks,
+            (x, layout, bias, has_bias, wmem, rows, g),
+            spmd=True,
+            name=f"chip_linear.linear_chunks(linear_gemm({labels}tn={tn}), rows={rows})",
+            values=frozenset({0}),
+        )
+    if gemm:
+        return Impl(
+            _gemm if g == 1 else _gemm_group,
+            (x, layout, bias, has_bias, wmem) + ((g,) if g > 1 else ()),
+            spmd=True,
+            name=f"chip_linear.linear_gemm({labels}tn={tn})",
+            values=frozenset({0}),
+            epilogue=True,
+        )
     if rows:
         form = (
             f"linear_tiles({labels}tn={tn}, slots={slots})"
@@ -635,6 +747,32 @@ def _chunks(x, wt, bias, has_bias, split, slots, wmem, rows, g, out, part=None):
             linear_cols(xc, wt, bias, oc, part, has_bias, split, wmem, None, (), g)
         if slots > 0 or split > 1:  # a scratch
             legato.sync.barrier()
+
+
+@legato.function
+def _gemm(x, wt, bias, has_bias, wmem, out, epi=None, eargs=()):
+    linear_gemm(x, wt, bias, out, has_bias, wmem, epi, eargs)
+
+
+@legato.function
+def _gemm_group(x, wt, bias, has_bias, wmem, g, outs, epi=None, eargs=()):
+    linear_gemm(x, wt, bias, outs, has_bias, wmem, epi, eargs, g)
+
+
+@legato.function
+def _gemm_chunks(x, wt, bias, has_bias, wmem, rows, g, out):
+    """`linear_gemm` on every chunk of `rows` rows of a runtime M above what one core's sram
+    holds (the last one partial), a runtime loop as `_chunks`; no scratch, so no barrier."""
+    m = x.size(0)
+    for r in range((m + rows - 1) // rows):
+        xc = x[r * rows : (r + 1) * rows, :]
+        if g == 1:
+            oc = out[r * rows : (r + 1) * rows, :]
+        else:
+            oc = ()
+            for i in legato.static_range(g):
+                oc = oc + (out[i][r * rows : (r + 1) * rows, :],)
+        linear_gemm(xc, wt, bias, oc, has_bias, wmem, None, (), g)
 
 
 def _decode_fits(m: int, k: int, esize: int, sram: int) -> bool:

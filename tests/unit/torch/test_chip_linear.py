@@ -181,3 +181,76 @@ def test_llama_mlp_width_decode_every_tile_once():
     run = mod.kernel.last_run
     assert all(v > 0 for v in _cores(run).values())
     assert run.efficiency > 0.9, (run.cycles, run.roofline_cycles)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "m", "n", "bias", "form"),
+    [
+        # an lm_head shape: 4000 columns = 32 blocks of 125, one per core
+        (torch.bfloat16, 64, 4000, False, "linear_gemm(tn=125)"),
+        # 1000 columns: the fewest columns per core is 32, as 4 rounds of 8 (125 blocks on 32
+        # cores: in the last round 3 spare cores redo the last block)
+        (torch.bfloat16, 48, 1000, True, "linear_gemm(tn=8)"),
+        (torch.float32, 32, 512, True, "linear_gemm(tn=16)"),
+    ],
+)
+def test_many_rows_gemm_form(dtype, m, n, bias, form):
+    """Prefill rows that fit one core's sram (M >= GEMM_ROWS): `linear_gemm`, every core its
+    column blocks over all rows, no f32 partial through DRAM (DRAM bytes: the weight once, x
+    once per core, the output once)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, n, bias=bias).to(dtype)
+    x = torch.randn(m, 512, dtype=dtype)
+    _, y, ref, mod = _run(lin, x)
+    _check(y, ref)
+    assert form in " ".join(mod.info.nodes), mod.info.nodes
+    run = mod.kernel.last_run
+    assert all(v > 0 for v in _cores(run).values())
+    es = lin.weight.element_size()
+    blocks = -(-n // int(form.split("tn=")[1].rstrip(")")))
+    tn = n // blocks
+    redone = (-(-blocks // 32) * 32 - blocks) * tn  # columns the spare cores compute again
+    weight = 512 * (n + redone) * es
+    acts = (32 * m * 512 + m * (n + redone) + (32 * n if bias else 0)) * es
+    assert weight <= run.dram_bytes <= weight + acts + 64 * 1024, run.dram_bytes
+
+
+class _GateUp(torch.nn.Module):
+    def __init__(self, h, f):
+        super().__init__()
+        self.gate = torch.nn.Linear(h, f, bias=False)
+        self.up = torch.nn.Linear(h, f, bias=False)
+
+    def forward(self, x):
+        return torch.nn.functional.silu(self.gate(x)) * self.up(x)
+
+
+def test_grouped_gemm_form_with_epilogue():
+    """gate/up on 64 rows: one grouped `linear_gemm` kernel, SiLU(gate) * up as its epilogue."""
+    torch.manual_seed(0)
+    mod = _GateUp(512, 1024).bfloat16()
+    x = torch.randn(64, 512, dtype=torch.bfloat16)
+    g = torch.compile(mod, backend="legato", options={"legato.device": "bertha"})
+    with torch.no_grad():
+        y = g(x)
+        ref = mod(x)
+    torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    s = lt.last_summary()
+    assert s.num_extern == 0, str(s)
+    nodes = [" ".join(k.info.nodes) for k in wrapper.last_wrapper().kernel_modules()]
+    assert any("linear_gemm(2 projections, tn=32)" in f for f in nodes), nodes
+
+
+@pytest.mark.parametrize(
+    ("device", "form"),
+    [("bertha", "linear_gemm(tn=16)"), ("bertha-evt1", "linear_cols(tn=16, split=2)")],
+)
+def test_gemm_form_or_split_k_by_dram_bytes(device, form):
+    """[128, 512] @ [512, 512]: on 32 cores `linear_gemm`; on 64 its 64 copies of x would move
+    more bytes (8.9 MB) than split-K's halves of x and its partials (5.9 MB): the decode form."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 512, bias=True).bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x, device)
+    _check(y, ref)
+    assert form in " ".join(mod.info.nodes), mod.info.nodes

@@ -170,15 +170,17 @@ def test_grouped_tile_ranges_runtime_rows():
 @pytest.mark.parametrize(
     ("n", "k", "form"),
     [
-        (512, 512, "linear_chunks(linear_cols(tn=16, split=1), rows=307)"),
-        (16 * 35, 512, "linear_chunks(linear_tiles(tn=16, slots=2), rows=307)"),
+        (512, 512, "linear_chunks(linear_gemm(tn=16), rows=307)"),
+        # 28 blocks of 20 on 32 cores: the spare cores redo the last one
+        (16 * 35, 512, "linear_chunks(linear_gemm(tn=20), rows=307)"),
+        # 128 columns are too few for linear_gemm on 32 cores: the decode form, K split
         (128, 2048, "linear_chunks(linear_cols(tn=32, split=8), rows=128)"),
     ],
 )
 def test_chunks_runtime_rows_above_one_core(n, k, form):
     """A bound above what one core's sram holds of x (vLLM's 1024 tokens; at K = 512, 307
-    rows): a runtime loop over chunks of x's rows, each the decode form; one kernel for every
-    M, below and above one chunk."""
+    rows): a runtime loop over chunks of x's rows, each `linear_gemm` (or the decode form
+    when N is too small for it); one kernel for every M, below and above one chunk."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(k, n, bias=True).bfloat16()
     g = _compile(lin)
@@ -210,3 +212,28 @@ def test_grouped_chunks_runtime_rows():
             forms = [" ".join(m.info.nodes) for m in _chip_kernels()]
             assert len(forms) == 2 and all("linear_chunks" in f for f in forms), forms
             assert any("2 projections" in f for f in forms), forms
+
+
+@pytest.mark.parametrize(
+    ("n", "bias", "form"),
+    [(4000, False, "linear_gemm(tn=125)"), (1000, True, "linear_gemm(tn=8)")],
+)
+def test_gemm_form_runtime_rows(n, bias, form):
+    """A runtime M bounded by 64 (GEMM_ROWS and up, within one core's sram): one `linear_gemm`
+    kernel for every M, its x slabs and output blocks over the runtime rows."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, n, bias=bias).bfloat16()
+    g = _compile(lin)
+    kernels = set()
+    with torch.no_grad():
+        for m in (40, 64, 3):
+            x = torch.randn(m, 512, dtype=torch.bfloat16)
+            lt.mark_dynamic(x, 0, max=64)
+            _check(g(x), lin(x))
+            assert lt.last_summary().num_extern == 0, str(lt.last_summary())
+            (mod,) = _chip_kernels()
+            assert form in " ".join(mod.info.nodes), mod.info.nodes
+            assert "(-1, 64)" in mod.gen.source, mod.gen.source
+            _all_cores(mod)
+            kernels.add(id(mod.kernel))
+    assert len(kernels) == 1
