@@ -70,9 +70,10 @@ def projections(hf_config) -> dict[str, tuple[int, int]]:
     }
 
 
-def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
+def accepts(device: str, k: int, n: int, dtype, bound: int, resolver=None) -> str | None:
     """None when chip_linear takes `x[T, K] @ W[N, K]^T` (dtype, T a runtime row count bounded
-    by `bound`) on `device`, else its reason not."""
+    by `bound`) on `device`, else its reason not. `resolver`: another `mm` resolver to ask
+    (legato.torch.library.aten's single-core one: `vllm_legato.ops.linear_route`)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -80,6 +81,7 @@ def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
     from legato.model.targets import target_model
     from legato.torch.kernelgen import PARAM_META
     from legato.torch.library import chip_linear
+    from legato.torch.options import Options
     from legato.torch.registry import ResolveContext
 
     aten = torch.ops.aten
@@ -98,9 +100,12 @@ def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
     g.output(mm)
     for node, v in ((xn, x), (wn, w), (tn, wt), (mm, y)):
         node.meta["val"] = v
-    ctx = ResolveContext(target_model(device), None, lambda d: d if isinstance(d, int) else bound)
+    ctx = ResolveContext(
+        target_model(device), Options(device=device), lambda d: d if isinstance(d, int) else bound
+    )
     try:
-        chip_linear.resolve_mm(mm, ctx)
+        with mode:  # a resolver may build tensors of the node's (symbolic) shape
+            (resolver or chip_linear.resolve_mm)(mm, ctx)
     except AssertionError as e:
         return str(e)
     return None
