@@ -18,7 +18,8 @@ projection (`mm(x[T, K], t(W[N, K]))`, T a runtime dim bounded by the candidate 
 parameter), without compiling anything; `fit` searches the budgets (acceptance only falls as
 the bound grows).
 
-$LEGATO_VLLM_TOKEN_CAP=0 keeps vLLM's budget (nothing is lowered).
+$LEGATO_VLLM_TOKEN_CAP=0 keeps vLLM's budget (nothing is lowered); $LEGATO_VLLM_TOKEN_CAP=N lowers
+it to N (with chunked prefill), whatever the projections take.
 """
 
 from __future__ import annotations
@@ -169,8 +170,17 @@ def apply(vllm_config, device: str) -> Decision:
         os.environ[DECISION_ENV] = d.to_json()
         return d
 
-    if os.environ.get(CAP_ENV, "1").strip() == "0":
+    cap = os.environ.get(CAP_ENV, "").strip()
+    if cap == "0":
         return decide(requested, False, f"${CAP_ENV}=0: vLLM's budget kept")
+    if cap:
+        if not cap.isdigit():
+            raise ValueError(f"${CAP_ENV}={cap!r}: expected 0 (keep vLLM's budget) or a budget")
+        if int(cap) < requested:
+            if not sc.enable_chunked_prefill:
+                return decide(requested, False, f"${CAP_ENV}={cap} needs chunked prefill")
+            bound = _lower(sc, mc, int(cap))
+            return decide(bound, True, f"${CAP_ENV}={cap}")
     if not projs:
         return decide(requested, False, "the model config has no Llama-like projection sizes")
     if not sc.enable_chunked_prefill:
@@ -182,7 +192,12 @@ def apply(vllm_config, device: str) -> Decision:
         return decide(requested, False, why)
     if bound == 0:
         return decide(requested, False, f"no budget puts the projections on Legato: {why}")
-    bound = _avoid_model_dims(bound, hf)
+    bound = _lower(sc, mc, _avoid_model_dims(bound, hf))
+    return decide(bound, True, f"the projections' bound; above it {why}")
+
+
+def _lower(sc, mc, bound: int) -> int:
+    """Set vLLM's token budget (and what its SchedulerConfig derives from it) to `bound`."""
     sc.max_num_batched_tokens = bound
     # the fields vLLM's SchedulerConfig derives from the budget
     sc.max_num_encoder_input_tokens = sc.encoder_cache_size = bound
@@ -193,4 +208,4 @@ def apply(vllm_config, device: str) -> Decision:
     if getattr(sc, "long_prefill_token_threshold", 0) > bound:
         sc.long_prefill_token_threshold = bound
     sc.verify_max_model_len(mc.max_model_len)
-    return decide(bound, True, f"the projections' bound; above it {why}")
+    return bound
