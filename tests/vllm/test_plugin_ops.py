@@ -115,3 +115,39 @@ def test_linear_route_names_why():
     assert ops.linear_route(w, 40, "bertha") is None  # one core holds 40 rows
     assert ops.linear_route(torch.zeros(128, 64, dtype=torch.bfloat16), 1024, "bertha") is None
     assert ops.linear_route(w.float(), 1024, "bertha") is None
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("tokens", [1, 9])
+def test_linear_silu_and_mul_is_linear_then_silu_and_mul(monkeypatch, bias, tokens):
+    """The fused gate/up + SiluAndMul kernel gives the bits of the two plugin ops in a row."""
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    k, n = 64, 256
+    g = torch.Generator().manual_seed(7 * tokens + bias)
+    x = torch.randn(tokens, k, generator=g).bfloat16()
+    wt = ops.lay_weight(torch.randn(n, k, generator=g).bfloat16(), 16)
+    b = torch.randn(n, generator=g).bfloat16() if bias else None
+    got = torch.ops.vllm_legato.linear_silu_and_mul(x, wt, b)
+    want = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt, b))
+    assert got.shape == (tokens, n // 2) and torch.equal(got, want)
+
+
+def test_fuse_silu_and_mul_rewrites_only_a_sole_user():
+    """The graph pass: silu_and_mul(linear(...)) becomes one op; a linear with another user,
+    or an odd block count, is left alone."""
+
+    def f(x, wt, wt3):
+        a = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt, None))
+        y = torch.ops.vllm_legato.linear(x, wt, None)
+        b = torch.ops.vllm_legato.silu_and_mul(y)
+        c = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt3, None))
+        return a, b, y, c
+
+    gm = torch.fx.symbolic_trace(f)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["val"] = torch.empty(3 if node.name == "wt3" else 16, 64, 16)
+    assert ops.fuse_silu_and_mul(gm) == 1
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.vllm_legato.linear_silu_and_mul.default) == 1
+    assert targets.count(torch.ops.vllm_legato.linear) == 2

@@ -216,6 +216,53 @@ def linear_kernel(dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bo
     return linear
 
 
+@functools.cache
+def linear_silu_kernel(
+    dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bool, device: str
+):
+    """out[T, N / 2] = silu(g) * u with [g, u] = x[T, K] @ W^T (+ bias): vLLM's merged gate/up
+    projection and its SiluAndMul in one kernel, W laid out by `lay_weight` in nb (even)
+    column blocks, the first nb / 2 gate's, the rest up's. Core b < nb / 2 multiplies x by
+    blocks b and b + nb / 2, rounds both to the dtype (the gate/up output vLLM's SiluAndMul
+    reads), and writes silu(g) * u (as `silu_and_mul_kernel`): the same bits as
+    `linear_kernel` then `silu_and_mul_kernel`, without writing or reading gate/up."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+    f32 = legato.types.float("float32")
+    tn = n // nb
+    half = nb // 2
+    wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
+
+    @legato.function
+    def _half(xs, wt, blk, bvec):
+        acc = legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
+        if bias:
+            bb = legato.tensor.cast(legato.tensor.load(bvec[blk * tn : (blk + 1) * tn]), f32)
+            acc = acc + legato.tensor.reshape(bb, (1, tn))
+        return legato.tensor.cast(acc, dt)
+
+    @legato.function
+    def _gated(x, wt, b, out, bvec):
+        xs = legato.tensor.load(x)  # [T, K]: runtime rows
+        g = _half(xs, wt, b, bvec)
+        u = _half(xs, wt, b + half, bvec)
+        legato.tensor.memcpy(out[:, b * tn : (b + 1) * tn], legato.tensor.silu(g) * u)
+
+    @legato.compile(backend=device)
+    def linear_silu(
+        x: M.tensor_type(dt, [(-1, max_tokens), k], "shared_dram"),
+        wt: M.tensor_type(dt, [nb, k, tn], wmem),
+        bvec: M.tensor_type(dt, [n], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), n // 2], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for b in range(legato.core_id(), half, device.num_cores):
+                _gated(x, wt, b, out, bvec)
+
+    return linear_silu
+
+
 # -- torch custom ops (opaque to dynamo; their implementations run the kernels) -------------
 
 
@@ -293,6 +340,75 @@ def linear(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None) -> torc
 @linear.register_fake
 def _(x, wt, bias):
     return x.new_empty((*x.shape[:-1], wt.shape[0] * wt.shape[2]))
+
+
+@torch.library.custom_op("vllm_legato::linear_silu_and_mul", mutates_args=())
+def linear_silu_and_mul(
+    x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """silu_and_mul(linear(x, wt, bias)) in one kernel (`linear_silu_kernel`; wt's block count
+    even: `fuse_silu_and_mul` checks)."""
+    nb, k, tn = wt.shape
+    rows = x.reshape(-1, k)
+    out = x.new_empty((rows.shape[0], nb * tn // 2))
+    if rows.shape[0]:
+        kern = linear_silu_kernel(
+            _DTYPES[x.dtype],
+            token_bound(rows.shape[0]),
+            k,
+            nb * tn,
+            nb,
+            bias is not None,
+            _device(),
+        )
+        kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
+        STATS.add("linear_silu_and_mul", kern.last_run)
+    return out.reshape(*x.shape[:-1], nb * tn // 2)
+
+
+@linear_silu_and_mul.register_fake
+def _(x, wt, bias):
+    return x.new_empty((*x.shape[:-1], wt.shape[0] * wt.shape[2] // 2))
+
+
+def _is_op(node, op) -> bool:
+    return node.op == "call_function" and node.target in (op, op.default)
+
+
+def fuse_silu_and_mul(gm: torch.fx.GraphModule) -> int:
+    """Rewrite `silu_and_mul(linear(x, wt, b))` in vLLM's dynamo graph, the linear's only user
+    the SiluAndMul and wt's block count even, into `linear_silu_and_mul(x, wt, b)`; the number
+    rewritten. The gate/up output is then never written: one kernel fewer per layer."""
+    fused = 0
+    lin, act = torch.ops.vllm_legato.linear, torch.ops.vllm_legato.silu_and_mul
+    for node in list(gm.graph.nodes):
+        if not _is_op(node, act) or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        src = node.args[0]
+        if not _is_op(src, lin) or len(src.users) != 1:
+            continue
+        wt = (
+            src.args[1].meta.get("example_value")
+            if isinstance(src.args[1], torch.fx.Node)
+            else None
+        )
+        if wt is None:
+            wt = src.args[1].meta.get("val") if isinstance(src.args[1], torch.fx.Node) else None
+        if wt is None or wt.shape[0] % 2:
+            continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(
+                torch.ops.vllm_legato.linear_silu_and_mul.default, tuple(src.args), dict(src.kwargs)
+            )
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(src)
+        fused += 1
+    if fused:
+        gm.graph.lint()
+        gm.recompile()
+    return fused
 
 
 def device_cores() -> int:
