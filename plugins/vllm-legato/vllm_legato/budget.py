@@ -191,7 +191,12 @@ def apply(vllm_config, device: str) -> Decision:
     if bound == requested:
         return decide(requested, False, why)
     if bound == 0:
-        return decide(requested, False, f"no budget puts the projections on Legato: {why}")
+        return decide(
+            requested,
+            False,
+            "no budget puts every projection on chip_linear (the others run on the single-core "
+            f"mm or vllm_legato::linear): {why}",
+        )
     bound = _lower(sc, mc, _avoid_model_dims(bound, hf))
     return decide(bound, True, f"the projections' bound; above it {why}")
 
