@@ -179,62 +179,30 @@ def lay_weight(weight: torch.Tensor, nb: int) -> torch.Tensor:
 
 
 @functools.cache
-def linear_kernel(dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bool, device: str):
+def linear_kernel(
+    dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bool, device: str, gated=False
+):
     """out[T, N] = x[T, K] @ W^T (+ bias) for the runtime T rows of x, W laid out by
     `lay_weight` in nb column blocks: core b < nb loads x (all T rows, sized at the bound) and
     its block of W once, multiplies on the MPU (f32 accumulation, rounded once to the dtype
     after the bias, as torch's CPU addmm) and writes its N / nb columns of every row. Each
     weight byte is read once per call. For the projections chip_linear refuses (K not a
-    multiple of the MPU's 256-row weight tile: the tiny models' K = 64, 128)."""
+    multiple of the MPU's 256-row weight tile: the tiny models' K = 64, 128).
+
+    `gated`: out[T, N / 2] = silu(g) * u with [g, u] that product (vLLM's merged gate/up
+    projection and its SiluAndMul in one kernel; nb even, the first nb / 2 blocks gate's):
+    core b < nb / 2 multiplies x by blocks b and b + nb / 2, rounds both to the dtype (the
+    gate/up output vLLM's SiluAndMul reads) and writes silu(g) * u as `silu_and_mul_kernel`
+    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written."""
     M = legato.get_model()
     dt = legato.types.float(dtype)
     f32 = legato.types.float("float32")
     tn = n // nb
+    blocks = nb // 2 if gated else nb
     wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
 
     @legato.function
-    def _cols(x, wt, b, out, bvec):
-        xs = legato.tensor.load(x)  # [T, K]: runtime rows
-        acc = legato.tensor.matmul(xs, legato.tensor.load(wt[b], wload), f32)
-        if bias:
-            bb = legato.tensor.cast(legato.tensor.load(bvec[b * tn : (b + 1) * tn]), f32)
-            acc = acc + legato.tensor.reshape(bb, (1, tn))
-        legato.tensor.memcpy(out[:, b * tn : (b + 1) * tn], legato.tensor.cast(acc, dt))
-
-    @legato.compile(backend=device)
-    def linear(
-        x: M.tensor_type(dt, [(-1, max_tokens), k], "shared_dram"),
-        wt: M.tensor_type(dt, [nb, k, tn], wmem),
-        bvec: M.tensor_type(dt, [n], "shared_dram"),
-        out: M.tensor_type(dt, [(-1, max_tokens), n], "shared_dram"),
-    ):
-        device = legato.get_context().get_device()
-        with device.get_all_cores():
-            for b in range(legato.core_id(), nb, device.num_cores):
-                _cols(x, wt, b, out, bvec)
-
-    return linear
-
-
-@functools.cache
-def linear_silu_kernel(
-    dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bool, device: str
-):
-    """out[T, N / 2] = silu(g) * u with [g, u] = x[T, K] @ W^T (+ bias): vLLM's merged gate/up
-    projection and its SiluAndMul in one kernel, W laid out by `lay_weight` in nb (even)
-    column blocks, the first nb / 2 gate's, the rest up's. Core b < nb / 2 multiplies x by
-    blocks b and b + nb / 2, rounds both to the dtype (the gate/up output vLLM's SiluAndMul
-    reads), and writes silu(g) * u (as `silu_and_mul_kernel`): the same bits as
-    `linear_kernel` then `silu_and_mul_kernel`, without writing or reading gate/up."""
-    M = legato.get_model()
-    dt = legato.types.float(dtype)
-    f32 = legato.types.float("float32")
-    tn = n // nb
-    half = nb // 2
-    wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
-
-    @legato.function
-    def _half(xs, wt, blk, bvec):
+    def _block(xs, wt, blk, bvec):
         acc = legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
         if bias:
             bb = legato.tensor.cast(legato.tensor.load(bvec[blk * tn : (blk + 1) * tn]), f32)
@@ -242,25 +210,26 @@ def linear_silu_kernel(
         return legato.tensor.cast(acc, dt)
 
     @legato.function
-    def _gated(x, wt, b, out, bvec):
+    def _cols(x, wt, b, out, bvec):
         xs = legato.tensor.load(x)  # [T, K]: runtime rows
-        g = _half(xs, wt, b, bvec)
-        u = _half(xs, wt, b + half, bvec)
-        legato.tensor.memcpy(out[:, b * tn : (b + 1) * tn], legato.tensor.silu(g) * u)
+        y = _block(xs, wt, b, bvec)
+        if gated:
+            y = legato.tensor.silu(y) * _block(xs, wt, b + blocks, bvec)
+        legato.tensor.memcpy(out[:, b * tn : (b + 1) * tn], y)
 
     @legato.compile(backend=device)
-    def linear_silu(
+    def linear(
         x: M.tensor_type(dt, [(-1, max_tokens), k], "shared_dram"),
         wt: M.tensor_type(dt, [nb, k, tn], wmem),
         bvec: M.tensor_type(dt, [n], "shared_dram"),
-        out: M.tensor_type(dt, [(-1, max_tokens), n // 2], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), blocks * tn], "shared_dram"),
     ):
         device = legato.get_context().get_device()
         with device.get_all_cores():
-            for b in range(legato.core_id(), half, device.num_cores):
-                _gated(x, wt, b, out, bvec)
+            for b in range(legato.core_id(), blocks, device.num_cores):
+                _cols(x, wt, b, out, bvec)
 
-    return linear_silu
+    return linear
 
 
 # -- torch custom ops (opaque to dynamo; their implementations run the kernels) -------------
@@ -316,12 +285,11 @@ def _(positions, query, key, cos_sin_cache, head_size):
     return query.new_empty(query.shape), key.new_empty(key.shape)
 
 
-@torch.library.custom_op("vllm_legato::linear", mutates_args=())
-def linear(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x[..., K] @ W^T (+ bias), W laid out as wt = lay_weight(W, nb) ([nb, K, N / nb])."""
+def _linear(x: torch.Tensor, wt: torch.Tensor, bias, gated: bool) -> torch.Tensor:
     nb, k, tn = wt.shape
+    width = nb * tn // 2 if gated else nb * tn
     rows = x.reshape(-1, k)
-    out = x.new_empty((rows.shape[0], nb * tn))
+    out = x.new_empty((rows.shape[0], width))
     if rows.shape[0]:
         kern = linear_kernel(
             _DTYPES[x.dtype],
@@ -331,10 +299,17 @@ def linear(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None) -> torc
             nb,
             bias is not None,
             _device(),
+            gated,
         )
         kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
-        STATS.add("linear", kern.last_run)
-    return out.reshape(*x.shape[:-1], nb * tn)
+        STATS.add("linear_silu_and_mul" if gated else "linear", kern.last_run)
+    return out.reshape(*x.shape[:-1], width)
+
+
+@torch.library.custom_op("vllm_legato::linear", mutates_args=())
+def linear(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x[..., K] @ W^T (+ bias), W laid out as wt = lay_weight(W, nb) ([nb, K, N / nb])."""
+    return _linear(x, wt, bias, gated=False)
 
 
 @linear.register_fake
@@ -346,24 +321,9 @@ def _(x, wt, bias):
 def linear_silu_and_mul(
     x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None
 ) -> torch.Tensor:
-    """silu_and_mul(linear(x, wt, bias)) in one kernel (`linear_silu_kernel`; wt's block count
-    even: `fuse_silu_and_mul` checks)."""
-    nb, k, tn = wt.shape
-    rows = x.reshape(-1, k)
-    out = x.new_empty((rows.shape[0], nb * tn // 2))
-    if rows.shape[0]:
-        kern = linear_silu_kernel(
-            _DTYPES[x.dtype],
-            token_bound(rows.shape[0]),
-            k,
-            nb * tn,
-            nb,
-            bias is not None,
-            _device(),
-        )
-        kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
-        STATS.add("linear_silu_and_mul", kern.last_run)
-    return out.reshape(*x.shape[:-1], nb * tn // 2)
+    """silu_and_mul(linear(x, wt, bias)) in one kernel (`linear_kernel(..., gated=True)`; wt's
+    block count even: `fuse_silu_and_mul` checks)."""
+    return _linear(x, wt, bias, gated=True)
 
 
 @linear_silu_and_mul.register_fake
