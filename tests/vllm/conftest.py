@@ -30,6 +30,12 @@ BUDGETS = {"bfloat16": 40, "float32": 0}
 # (vllm/engine/arg_utils.py): the server gets it explicitly, and test_vllm_serve checks both
 # engines' graphs are bounded by the same budget
 DEFAULT_BUDGET = 1024
+# the lowered-budget engines (test_vllm_lowered.py): 24 tokens per step, 5 KV blocks of 32
+# tokens (160 tokens of KV cache for 8 requests of up to 20 + 24 tokens)
+LOWERED_BUDGET = 24
+LOWERED_KV_BLOCKS = 5
+LOWERED_BLOCK_SIZE = 32
+LOWERED_MAX_TOKENS = 24
 TIMEOUT = int(os.environ.get("LEGATO_VLLM_TEST_TIMEOUT", "1500"))
 KV_CACHE_MIB = 64  # python -m vllm_legato's default --kv-cache-mib
 MAX_MODEL_LEN = 128  # python -m vllm_legato's default --max-model-len
@@ -193,6 +199,26 @@ def served(tmp_path_factory):
             LEGATO_VLLM="1",
             LEGATO_VLLM_REPORT_DIR=str(root / f"reports-{name}"),
         )
+    # a lowered token budget (the platform's $LEGATO_VLLM_TOKEN_CAP; stock: the same budget
+    # asked for) and a KV cache of LOWERED_KV_BLOCKS blocks, too few for the 8 requests at
+    # once, f32 (token-identical): test_vllm_lowered.py
+    for name, extra, env in (
+        ("stock-lowered", ["--max-num-batched-tokens", str(LOWERED_BUDGET), "--enforce-eager"], {}),
+        (
+            "bertha-lowered",
+            [],
+            dict(
+                LEGATO_VLLM="1",
+                LEGATO_VLLM_TOKEN_CAP=str(LOWERED_BUDGET),
+                LEGATO_VLLM_REPORT_DIR=str(root / "reports-bertha-lowered"),
+            ),
+        ),
+    ):
+        out = root / f"{name}.json"
+        cmd = [*serve, str(out), "--model", str(models["llama"]), "--batch8", "--dtype", "float32"]
+        cmd += ["--max-tokens", str(LOWERED_MAX_TOKENS), "--kv-blocks", str(LOWERED_KV_BLOCKS)]
+        cmd += ["--block-size", str(LOWERED_BLOCK_SIZE), *extra]
+        start(name, cmd, out, **env)
     # the bench in f32 at vLLM's default budget: the forward graph of the Bertha Llama's f32
     # engine and of the server, so that the three processes compile its kernels once (the
     # Legato cache's per-kernel lock: the others wait and load them)

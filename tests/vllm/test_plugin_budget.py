@@ -165,3 +165,33 @@ def test_budget_avoids_a_model_dimension():
 
     assert _avoid_model_dims(32, LLAMA7B) == 31
     assert _avoid_model_dims(23, LLAMA7B) == 23
+
+
+def test_apply_lowers_to_an_asked_cap(monkeypatch):
+    """$LEGATO_VLLM_TOKEN_CAP=N lowers the budget to N whatever the projections take (the tiny
+    models, whose projections no bound puts on chip_linear); not without chunked prefill, never
+    raised, and a cap that is not a number is an error naming the variable."""
+    from vllm_legato import budget
+
+    monkeypatch.delenv(budget.DECISION_ENV, raising=False)
+    monkeypatch.setenv(budget.CAP_ENV, "24")
+    cfg = _config(TINY, 1024, 256)
+    d = budget.apply(cfg, "bertha")
+    assert (d.budget, d.requested, d.capped, d.reason) == (
+        24,
+        1024,
+        True,
+        "$LEGATO_VLLM_TOKEN_CAP=24",
+    )
+    sc = cfg.scheduler_config
+    assert sc.max_num_batched_tokens == 24 and sc.max_num_seqs == 24
+    assert budget.Decision.from_env() == d
+    off = _config(TINY, 1024, 8, chunked=False, max_model_len=1024)
+    d = budget.apply(off, "bertha")
+    assert (d.budget, d.capped) == (1024, False) and "needs chunked prefill" in d.reason
+    assert off.scheduler_config.max_num_batched_tokens == 1024
+    small = _config(TINY, 16, 8)
+    assert budget.apply(small, "bertha").budget == 16  # not raised to the cap
+    monkeypatch.setenv(budget.CAP_ENV, "lots")
+    with pytest.raises(ValueError, match="LEGATO_VLLM_TOKEN_CAP='lots'"):
+        budget.apply(_config(TINY, 1024, 8), "bertha")

@@ -80,3 +80,74 @@ def test_layers_are_swapped_when_registered():
     want = RotaryEmbedding.forward_static(pos, q, k, 16, 16, rope.cos_sin_cache, True)
     assert all(torch.equal(a, b) for a, b in zip(got, want))
     assert ops.STATS.calls["rotary_neox"] == calls + 1
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("tokens", [1, 8, 40])
+def test_linear_is_f32_accumulated_once_rounded(monkeypatch, bias, tokens):
+    """`vllm_legato::linear` (the projections neither chip_linear nor the single-core mm take:
+    the tiny models' gate/up at vLLM's budget of 1024) against the f32 product rounded once to
+    bf16; torch's CPU bf16 linear may round differently by an ulp."""
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    k, n = 64, 256
+    g = torch.Generator().manual_seed(tokens + bias)
+    x = torch.randn(tokens, k, generator=g).bfloat16()
+    w = torch.randn(n, k, generator=g).bfloat16()
+    b = torch.randn(n, generator=g).bfloat16() if bias else None
+    nb = ops.column_blocks(n, ops.device_cores())
+    assert nb == 16  # every core of EVT0 one block of 16 columns
+    calls = ops.STATS.calls.get("linear", 0)
+    got = torch.ops.vllm_legato.linear(x, ops.lay_weight(w, nb), b)
+    ref = x.float() @ w.float().t() + (b.float() if bias else 0)
+    ulp = ref.abs().clamp_min(1e-30).log2().floor().exp2() / 128
+    assert got.shape == (tokens, n)
+    assert ((got.float() - ref).abs() <= ulp).all()
+    torch.testing.assert_close(got, torch.nn.functional.linear(x, w, b), atol=0.02, rtol=0.01)
+    assert ops.STATS.calls["linear"] == calls + 1 and ops.STATS.macs["linear"] > 0
+
+
+def test_linear_route_names_why():
+    """Only a bf16 projection that neither in-graph resolver takes is routed, with both
+    refusals; a projection the single-core mm takes, or f32, stays in the graph."""
+    w = torch.zeros(256, 64, dtype=torch.bfloat16)  # the tiny models' gate/up
+    why = ops.linear_route(w, 1024, "bertha")
+    assert "chip_linear: K = 64 is not a multiple of 256" in why and "single-core mm" in why
+    assert ops.linear_route(w, 40, "bertha") is None  # one core holds 40 rows
+    assert ops.linear_route(torch.zeros(128, 64, dtype=torch.bfloat16), 1024, "bertha") is None
+    assert ops.linear_route(w.float(), 1024, "bertha") is None
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("tokens", [1, 9])
+def test_linear_silu_and_mul_is_linear_then_silu_and_mul(monkeypatch, bias, tokens):
+    """The fused gate/up + SiluAndMul kernel gives the bits of the two plugin ops in a row."""
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    k, n = 64, 256
+    g = torch.Generator().manual_seed(7 * tokens + bias)
+    x = torch.randn(tokens, k, generator=g).bfloat16()
+    wt = ops.lay_weight(torch.randn(n, k, generator=g).bfloat16(), 16)
+    b = torch.randn(n, generator=g).bfloat16() if bias else None
+    got = torch.ops.vllm_legato.linear_silu_and_mul(x, wt, b)
+    want = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt, b))
+    assert got.shape == (tokens, n // 2) and torch.equal(got, want)
+
+
+def test_fuse_silu_and_mul_rewrites_only_a_sole_user():
+    """The graph pass: silu_and_mul(linear(...)) becomes one op; a linear with another user,
+    or an odd block count, is left alone."""
+
+    def f(x, wt, wt3):
+        a = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt, None))
+        y = torch.ops.vllm_legato.linear(x, wt, None)
+        b = torch.ops.vllm_legato.silu_and_mul(y)
+        c = torch.ops.vllm_legato.silu_and_mul(torch.ops.vllm_legato.linear(x, wt3, None))
+        return a, b, y, c
+
+    gm = torch.fx.symbolic_trace(f)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            node.meta["val"] = torch.empty(3 if node.name == "wt3" else 16, 64, 16)
+    assert ops.fuse_silu_and_mul(gm) == 1
+    targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.vllm_legato.linear_silu_and_mul.default) == 1
+    assert targets.count(torch.ops.vllm_legato.linear) == 2

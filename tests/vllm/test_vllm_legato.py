@@ -185,6 +185,10 @@ def test_report_share_of_work_on_legato(served, model, dtype):
         assert 0.0 < rep.share("dram_bytes", decode) < 1.0, decode
         assert 0.0 < rep.share("macs", decode) <= 1.0, decode
     assert "share on Legato per decode step" in text
+    if dtype == "bfloat16":  # issue 16: >= 95% of a step's bytes and MACs, decode and prefill
+        for decode in (True, False):
+            for what in ("dram_bytes", "macs"):
+                assert rep.share(what, decode) >= 0.95, (what, decode, rep.share(what, decode))
     print(
         f"{model} {dtype}: on Legato per decode step: DRAM bytes {rep.share('dram_bytes', True):.1%}, "
         f"MACs {rep.share('macs', True):.1%}; per prefill step: "

@@ -103,6 +103,14 @@ def main(argv=None) -> int:
     p.add_argument("--max-model-len", type=int, default=128)
     p.add_argument("--kv-cache-mib", type=int, default=64)
     p.add_argument(
+        "--kv-blocks",
+        type=int,
+        default=0,
+        help="the KV cache's size in blocks (vLLM's num_gpu_blocks_override; 0: from "
+        "--kv-cache-mib): few blocks make requests wait for KV space and be preempted",
+    )
+    p.add_argument("--block-size", type=int, default=0, help="KV-cache block size (0: vLLM's)")
+    p.add_argument(
         "--memory-utilization",
         type=float,
         default=0.2,
@@ -194,6 +202,8 @@ def main(argv=None) -> int:
             # a tiny model on a shared machine: reserve little host memory
             gpu_memory_utilization=a.memory_utilization,
             kv_cache_memory_bytes=a.kv_cache_mib << 20,
+            **({"num_gpu_blocks_override": a.kv_blocks} if a.kv_blocks else {}),
+            **({"block_size": a.block_size} if a.block_size else {}),
             **({"logprobs_mode": "raw_logits", "max_logprobs": a.logprobs} if a.logprobs else {}),
         )
         jobs = [(len(b), b, llm.generate) for b in batches]

@@ -18,7 +18,8 @@ projection (`mm(x[T, K], t(W[N, K]))`, T a runtime dim bounded by the candidate 
 parameter), without compiling anything; `fit` searches the budgets (acceptance only falls as
 the bound grows).
 
-$LEGATO_VLLM_TOKEN_CAP=0 keeps vLLM's budget (nothing is lowered).
+$LEGATO_VLLM_TOKEN_CAP=0 keeps vLLM's budget (nothing is lowered); $LEGATO_VLLM_TOKEN_CAP=N lowers
+it to N (with chunked prefill), whatever the projections take.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ def projections(hf_config) -> dict[str, tuple[int, int]]:
     }
 
 
-def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
+def accepts(device: str, k: int, n: int, dtype, bound: int, resolver=None) -> str | None:
     """None when chip_linear takes `x[T, K] @ W[N, K]^T` (dtype, T a runtime row count bounded
-    by `bound`) on `device`, else its reason not."""
+    by `bound`) on `device`, else its reason not. `resolver`: another `mm` resolver to ask
+    (legato.torch.library.aten's single-core one: `vllm_legato.ops.linear_route`)."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
@@ -80,6 +82,7 @@ def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
     from legato.model.targets import target_model
     from legato.torch.kernelgen import PARAM_META
     from legato.torch.library import chip_linear
+    from legato.torch.options import Options
     from legato.torch.registry import ResolveContext
 
     aten = torch.ops.aten
@@ -98,9 +101,12 @@ def accepts(device: str, k: int, n: int, dtype, bound: int) -> str | None:
     g.output(mm)
     for node, v in ((xn, x), (wn, w), (tn, wt), (mm, y)):
         node.meta["val"] = v
-    ctx = ResolveContext(target_model(device), None, lambda d: d if isinstance(d, int) else bound)
+    ctx = ResolveContext(
+        target_model(device), Options(device=device), lambda d: d if isinstance(d, int) else bound
+    )
     try:
-        chip_linear.resolve_mm(mm, ctx)
+        with mode:  # a resolver may build tensors of the node's (symbolic) shape
+            (resolver or chip_linear.resolve_mm)(mm, ctx)
     except AssertionError as e:
         return str(e)
     return None
@@ -164,8 +170,17 @@ def apply(vllm_config, device: str) -> Decision:
         os.environ[DECISION_ENV] = d.to_json()
         return d
 
-    if os.environ.get(CAP_ENV, "1").strip() == "0":
+    cap = os.environ.get(CAP_ENV, "").strip()
+    if cap == "0":
         return decide(requested, False, f"${CAP_ENV}=0: vLLM's budget kept")
+    if cap:
+        if not cap.isdigit():
+            raise ValueError(f"${CAP_ENV}={cap!r}: expected 0 (keep vLLM's budget) or a budget")
+        if int(cap) < requested:
+            if not sc.enable_chunked_prefill:
+                return decide(requested, False, f"${CAP_ENV}={cap} needs chunked prefill")
+            bound = _lower(sc, mc, int(cap))
+            return decide(bound, True, f"${CAP_ENV}={cap}")
     if not projs:
         return decide(requested, False, "the model config has no Llama-like projection sizes")
     if not sc.enable_chunked_prefill:
@@ -176,8 +191,18 @@ def apply(vllm_config, device: str) -> Decision:
     if bound == requested:
         return decide(requested, False, why)
     if bound == 0:
-        return decide(requested, False, f"no budget puts the projections on Legato: {why}")
-    bound = _avoid_model_dims(bound, hf)
+        return decide(
+            requested,
+            False,
+            "no budget puts every projection on chip_linear (the others run on the single-core "
+            f"mm or vllm_legato::linear): {why}",
+        )
+    bound = _lower(sc, mc, _avoid_model_dims(bound, hf))
+    return decide(bound, True, f"the projections' bound; above it {why}")
+
+
+def _lower(sc, mc, bound: int) -> int:
+    """Set vLLM's token budget (and what its SchedulerConfig derives from it) to `bound`."""
     sc.max_num_batched_tokens = bound
     # the fields vLLM's SchedulerConfig derives from the budget
     sc.max_num_encoder_input_tokens = sc.encoder_cache_size = bound
@@ -188,4 +213,4 @@ def apply(vllm_config, device: str) -> Decision:
     if getattr(sc, "long_prefill_token_threshold", 0) > bound:
         sc.long_prefill_token_threshold = bound
     sc.verify_max_model_len(mc.max_model_len)
-    return decide(bound, True, f"the projections' bound; above it {why}")
+    return bound

@@ -91,6 +91,11 @@ def legato_vllm_backend(gm: torch.fx.GraphModule, example_inputs):
         device,
         ", ".join(bounded) or "none",
     )
+    from vllm_legato.ops import fuse_silu_and_mul
+
+    fused = fuse_silu_and_mul(gm)
+    if fused:
+        log.info("legato: %d gate/up projection(s) fused with their SiluAndMul", fused)
     vllm_ops = _vllm_ops(gm)
     n_before = len(summaries())
     compiled = legato_backend(gm, example_inputs, options=_options(device))

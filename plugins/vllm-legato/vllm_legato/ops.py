@@ -39,17 +39,23 @@ class OpStats:
     calls: dict = field(default_factory=dict)
     cycles: dict = field(default_factory=dict)
     dram_bytes: dict = field(default_factory=dict)
+    macs: dict = field(default_factory=dict)
 
     def add(self, op: str, run) -> None:
         with _lock:
             self.calls[op] = self.calls.get(op, 0) + 1
             self.cycles[op] = self.cycles.get(op, 0) + int(run.cycles)
             self.dram_bytes[op] = self.dram_bytes.get(op, 0) + int(sum(run.dram_bytes_per_channel))
+            self.macs[op] = self.macs.get(op, 0) + int(run.mac_count)
 
     def totals(self) -> tuple[int, int]:
         """(cycles, DRAM bytes) over every op."""
         with _lock:
             return sum(self.cycles.values()), sum(self.dram_bytes.values())
+
+    def total_macs(self) -> int:
+        with _lock:
+            return sum(self.macs.values())
 
     def snapshot(self) -> dict:
         with _lock:
@@ -58,6 +64,8 @@ class OpStats:
 
 _lock = threading.Lock()
 STATS = OpStats()
+# {vLLM linear layer class: why its matmul runs through vllm_legato::linear} (use_legato_linear)
+ROUTED: dict = {}
 
 
 def _pow2(n: int) -> int:
@@ -151,6 +159,79 @@ def rotary_neox_kernel(
     return rotary_neox
 
 
+MIN_COLS = 16  # narrower column blocks than this: fewer cores (as chip_linear's MIN_TN)
+
+
+def column_blocks(n: int, cores: int) -> int:
+    """The number of column blocks of an N-wide projection (`linear_kernel`): as many as there
+    are cores, each at least MIN_COLS wide, dividing N (1: N itself, one core)."""
+    for nb in range(min(cores, max(1, n // MIN_COLS)), 0, -1):
+        if n % nb == 0:
+            return nb
+    return 1
+
+
+def lay_weight(weight: torch.Tensor, nb: int) -> torch.Tensor:
+    """W[N, K] -> wt[nb, K, N / nb]: block b is W^T's columns [b N/nb, (b+1) N/nb), contiguous
+    (one DMA into the MPU's weight buffer)."""
+    n, k = weight.shape
+    return weight.t().reshape(k, nb, n // nb).permute(1, 0, 2).contiguous()
+
+
+@functools.cache
+def linear_kernel(
+    dtype: str, max_tokens: int, k: int, n: int, nb: int, bias: bool, device: str, gated=False
+):
+    """out[T, N] = x[T, K] @ W^T (+ bias) for the runtime T rows of x, W laid out by
+    `lay_weight` in nb column blocks: core b < nb loads x (all T rows, sized at the bound) and
+    its block of W once, multiplies on the MPU (f32 accumulation, rounded once to the dtype
+    after the bias, as torch's CPU addmm) and writes its N / nb columns of every row. Each
+    weight byte is read once per call. For the projections chip_linear refuses (K not a
+    multiple of the MPU's 256-row weight tile: the tiny models' K = 64, 128).
+
+    `gated`: out[T, N / 2] = silu(g) * u with [g, u] that product (vLLM's merged gate/up
+    projection and its SiluAndMul in one kernel; nb even, the first nb / 2 blocks gate's):
+    core b < nb / 2 multiplies x by blocks b and b + nb / 2, rounds both to the dtype (the
+    gate/up output vLLM's SiluAndMul reads) and writes silu(g) * u as `silu_and_mul_kernel`
+    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+    f32 = legato.types.float("float32")
+    tn = n // nb
+    blocks = nb // 2 if gated else nb
+    wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
+
+    @legato.function
+    def _block(xs, wt, blk, bvec):
+        acc = legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
+        if bias:
+            bb = legato.tensor.cast(legato.tensor.load(bvec[blk * tn : (blk + 1) * tn]), f32)
+            acc = acc + legato.tensor.reshape(bb, (1, tn))
+        return legato.tensor.cast(acc, dt)
+
+    @legato.function
+    def _cols(x, wt, b, out, bvec):
+        xs = legato.tensor.load(x)  # [T, K]: runtime rows
+        y = _block(xs, wt, b, bvec)
+        if gated:
+            y = legato.tensor.silu(y) * _block(xs, wt, b + blocks, bvec)
+        legato.tensor.memcpy(out[:, b * tn : (b + 1) * tn], y)
+
+    @legato.compile(backend=device)
+    def linear(
+        x: M.tensor_type(dt, [(-1, max_tokens), k], "shared_dram"),
+        wt: M.tensor_type(dt, [nb, k, tn], wmem),
+        bvec: M.tensor_type(dt, [n], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), blocks * tn], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for b in range(legato.core_id(), blocks, device.num_cores):
+                _cols(x, wt, b, out, bvec)
+
+    return linear
+
+
 # -- torch custom ops (opaque to dynamo; their implementations run the kernels) -------------
 
 
@@ -202,6 +283,143 @@ def rotary_neox(
 @rotary_neox.register_fake
 def _(positions, query, key, cos_sin_cache, head_size):
     return query.new_empty(query.shape), key.new_empty(key.shape)
+
+
+def _linear(x: torch.Tensor, wt: torch.Tensor, bias, gated: bool) -> torch.Tensor:
+    nb, k, tn = wt.shape
+    width = nb * tn // 2 if gated else nb * tn
+    rows = x.reshape(-1, k)
+    out = x.new_empty((rows.shape[0], width))
+    if rows.shape[0]:
+        kern = linear_kernel(
+            _DTYPES[x.dtype],
+            token_bound(rows.shape[0]),
+            k,
+            nb * tn,
+            nb,
+            bias is not None,
+            _device(),
+            gated,
+        )
+        kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
+        STATS.add("linear_silu_and_mul" if gated else "linear", kern.last_run)
+    return out.reshape(*x.shape[:-1], width)
+
+
+@torch.library.custom_op("vllm_legato::linear", mutates_args=())
+def linear(x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """x[..., K] @ W^T (+ bias), W laid out as wt = lay_weight(W, nb) ([nb, K, N / nb])."""
+    return _linear(x, wt, bias, gated=False)
+
+
+@linear.register_fake
+def _(x, wt, bias):
+    return x.new_empty((*x.shape[:-1], wt.shape[0] * wt.shape[2]))
+
+
+@torch.library.custom_op("vllm_legato::linear_silu_and_mul", mutates_args=())
+def linear_silu_and_mul(
+    x: torch.Tensor, wt: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """silu_and_mul(linear(x, wt, bias)) in one kernel (`linear_kernel(..., gated=True)`; wt's
+    block count even: `fuse_silu_and_mul` checks)."""
+    return _linear(x, wt, bias, gated=True)
+
+
+@linear_silu_and_mul.register_fake
+def _(x, wt, bias):
+    return x.new_empty((*x.shape[:-1], wt.shape[0] * wt.shape[2] // 2))
+
+
+def _is_op(node, op) -> bool:
+    return node.op == "call_function" and node.target in (op, op.default)
+
+
+def fuse_silu_and_mul(gm: torch.fx.GraphModule) -> int:
+    """Rewrite `silu_and_mul(linear(x, wt, b))` in vLLM's dynamo graph, the linear's only user
+    the SiluAndMul and wt's block count even, into `linear_silu_and_mul(x, wt, b)`; the number
+    rewritten. The gate/up output is then never written: one kernel fewer per layer."""
+    fused = 0
+    lin, act = torch.ops.vllm_legato.linear, torch.ops.vllm_legato.silu_and_mul
+    for node in list(gm.graph.nodes):
+        if not _is_op(node, act) or not isinstance(node.args[0], torch.fx.Node):
+            continue
+        src = node.args[0]
+        if not _is_op(src, lin) or len(src.users) != 1:
+            continue
+        wt = (
+            src.args[1].meta.get("example_value")
+            if isinstance(src.args[1], torch.fx.Node)
+            else None
+        )
+        if wt is None:
+            wt = src.args[1].meta.get("val") if isinstance(src.args[1], torch.fx.Node) else None
+        if wt is None or wt.shape[0] % 2:
+            continue
+        with gm.graph.inserting_before(node):
+            new = gm.graph.call_function(
+                torch.ops.vllm_legato.linear_silu_and_mul.default, tuple(src.args), dict(src.kwargs)
+            )
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        gm.graph.erase_node(node)
+        gm.graph.erase_node(src)
+        fused += 1
+    if fused:
+        gm.graph.lint()
+        gm.recompile()
+    return fused
+
+
+def device_cores() -> int:
+    from legato.model import bertha
+
+    return (bertha.evt1() if _device() == "bertha-evt1" else bertha.evt0()).num_cores
+
+
+def linear_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
+    """Why a linear layer's weight W[N, K] runs through `vllm_legato::linear` (the reason), or
+    None when its `mm` stays in the forward graph, for legato.torch to place: bf16 where
+    neither chip_linear (all cores) nor the single-core MPU resolver takes it at the token
+    bound (the tiny models' gate/up projection: K = 64 is not a multiple of chip_linear's
+    256-row weight tile, and at 1024 tokens x and the output do not fit one core's SRAM).
+    f32 stays in the graph: the MPU multiplies f32 as bf16 halves, ~1e-4 off torch's f32 mm,
+    and the f32 engines' tokens must equal stock vLLM's."""
+    from legato.torch.library import aten as aten_lib
+    from vllm_legato.budget import accepts
+
+    if weight.ndim != 2 or weight.dtype != torch.bfloat16:
+        return None
+    n, k = weight.shape
+    chip = accepts(device, k, n, weight.dtype, bound)
+    if chip is None:
+        return None
+    single = accepts(device, k, n, weight.dtype, bound, resolver=aten_lib.resolve_mm)
+    if single is None:
+        return None
+    return f"chip_linear: {chip}; single-core mm: {single}"
+
+
+def use_legato_linear(layer) -> bool:
+    """Point a vLLM linear layer's `cpu_linear` at `vllm_legato::linear` when `linear_route`
+    says so at the token bound: its weight laid out once (`lay_weight`, a buffer of the layer:
+    the parameter keeps vLLM's layout for its weight loader). The reason goes to the log and
+    the report (`ROUTED`)."""
+    from vllm_legato.platform import TOKEN_BOUND_ENV
+
+    bound = int(os.environ.get(TOKEN_BOUND_ENV) or 0)
+    why = linear_route(layer.weight, bound, _device()) if bound else None
+    if why is None:
+        return False
+    ROUTED[type(layer).__name__] = why
+    w = layer.weight.data
+    layer.register_buffer(
+        "legato_wt", lay_weight(w, column_blocks(w.shape[0], device_cores())), persistent=False
+    )
+    layer.cpu_linear = lambda x, weight, bias: torch.ops.vllm_legato.linear(
+        x, layer.legato_wt, bias
+    )
+    return True
 
 
 # -- the layers (vLLM's out-of-tree custom-op registry) -------------------------------------

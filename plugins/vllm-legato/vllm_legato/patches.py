@@ -38,6 +38,10 @@ def install() -> None:
         from vllm.model_executor.layers.linear import LinearBase
 
         if isinstance(layer, LinearBase) and layer.weight.ndim == 2:
+            from vllm_legato.ops import use_legato_linear
+
+            if use_legato_linear(layer):
+                return
             layer.cpu_linear = torch.nn.functional.linear
             return
         if isinstance(layer, VocabParallelEmbedding) and layer.weight.ndim == 2:

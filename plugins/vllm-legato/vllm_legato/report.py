@@ -466,7 +466,7 @@ def instrument(
         before = total_cycles()
         calls = [m.info.calls for m in mods]
         a0 = (STATS.cycles, STATS.dram_bytes, STATS.write_dram_bytes, STATS.macs)
-        o0 = ops.STATS.snapshot()
+        o0, om0 = ops.STATS.snapshot(), ops.STATS.total_macs()
         out = compiled(*args)
         attn = (STATS.cycles - a0[0], STATS.dram_bytes - a0[1], STATS.write_dram_bytes - a0[2])
         plugin = {}
@@ -477,7 +477,8 @@ def instrument(
         cycles = total_cycles() - before + attn[0] + sum(c for c, _ in plugin.values())
         reqs, decode = _step_shape()
         tokens = _num_tokens(args)
-        lb, lm = attn[1] + sum(b for _, b in plugin.values()), STATS.macs - a0[3]
+        lb = attn[1] + sum(b for _, b in plugin.values())
+        lm = STATS.macs - a0[3] + ops.STATS.total_macs() - om0
         for m, c in zip(mods, calls):
             if m.info.calls > c and m.kernel.last_run is not None:
                 lb += int(sum(m.kernel.last_run.dram_bytes_per_channel))
