@@ -578,7 +578,16 @@ def generate_spmd(
         if not impl.epilogue:
             raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
         epi_name, eargs, epi_src = _epilogue_fn(
-            node, epilogue, arg_names, var, out_names, ns, fresh, impl_names, impl.members
+            node,
+            epilogue,
+            arg_names,
+            var,
+            out_names,
+            ns,
+            fresh,
+            impl_names,
+            impl.members,
+            early=load_lines,
         )
         tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
     fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
@@ -721,13 +730,38 @@ def _piece(shape, like, m: int, n: int) -> tuple[str, str | None]:
     return sub, flat
 
 
+# an epilogue operand (a kernel input) of at most this many bytes is loaded whole by every core
+# before the implementation's call, not a block at a time inside the epilogue (`_epilogue_fn`)
+EPILOGUE_LOAD_BYTES = 16 * 1024
+
+
+def _static_bytes(node) -> int | None:
+    """Bytes of a node's static tensor value; None for a dynamic one."""
+    v = _tensor_val(node)
+    if not all(isinstance(d, int) for d in v.shape):
+        return None
+    return v.numel() * v.element_size()
+
+
 def _epilogue_fn(
-    node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names, members=()
+    node,
+    epilogue,
+    arg_names,
+    prologue_var,
+    out_names,
+    ns,
+    fresh,
+    impl_names,
+    members=(),
+    early=None,
 ):
     """The source of a fused epilogue function (see `generate_spmd`): its name, the kernel
     values passed to it (`eargs`) and its lines. Every value in it is a 2-d block
     [rows, width] of the [M, N] result; a view (`EPILOGUE_VIEWS`) is the same block, an
-    operand or output of another `row_col` shape is reshaped from / to it."""
+    operand or output of another `row_col` shape is reshaped from / to it. A kernel input of
+    at most `EPILOGUE_LOAD_BYTES` (a decode step's residual row) is loaded whole by the
+    kernel's first lines (appended to `early`, when given) and sliced on chip: loaded by the
+    epilogue, its DRAM latency followed the projection's last tile on every core."""
     m, n = (int(d) for d in _tensor_val(node).shape)
     fn = fresh(f"epi_{node.name}")
     members = list(members)
@@ -749,6 +783,15 @@ def _epilogue_fn(
             p = fresh(f"e_{a.name}")
             params.append(p)
             sub, flat = _piece(_tensor_val(a).shape, like, m, n)
+            small = _static_bytes(a)
+            if (
+                a not in prologue_var
+                and early is not None
+                and small is not None
+                and small <= EPILOGUE_LOAD_BYTES
+            ):
+                prologue_var[a] = fresh(f"v_{a.name}")
+                early.append(f"        {prologue_var[a]} = legato.tensor.load({arg_names[a]})")
             if a in prologue_var:  # on the core already: its slice
                 eargs.append(prologue_var[a])
                 piece = f"{p}{sub}"
