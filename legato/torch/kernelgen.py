@@ -442,6 +442,9 @@ def generate_spmd(
       inputs and computes it (a few KiB: cheaper than a kernel launch and a DRAM round trip);
       core 0 writes the prologue values that leave the kernel; an operand of the node computed
       by the prologue is passed as that on-chip value (only at positions in `impl.values`).
+    - `impl.preload` (`(pre, pre_args)`): `v = pre(*pre_args)` after the prologue's loads and
+      before its steps (loads of the node's own operands that do not wait for the prologue);
+      `v` is passed after the scratch;
     - the call `fn(*args, *outs, *scratch)`, every other tensor operand the kernel argument
       itself;
     - `epilogue` (elementwise steps on the node's [M, N] result, `Impl.epilogue`): generated as
@@ -537,31 +540,54 @@ def generate_spmd(
         scratch.append(p)
 
     impl_names: dict[int, str] = {}
-    body_lines, var = _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names)
-    args = []
-    for pos, a in enumerate(impl.args):
+    load_lines, body_lines, var = _prologue_lines(
+        prologue, arg_names, out_names, ns, fresh, impl_names
+    )
+
+    def arg_src(pos, a, values) -> str:
         if isinstance(a, Layout):
-            args.append(arg_names[a.node])
-        elif isinstance(a, torch.fx.Node):
-            if a in var and pos not in impl.values:
+            return arg_names[a.node]
+        if isinstance(a, torch.fx.Node):
+            if a in var and pos not in values:
                 raise AssertionError(
                     f"{node.name}: operand {pos} ({a.name}) comes from the fused prologue, but "
                     "the implementation takes it only from shared DRAM"
                 )
-            args.append(var[a] if a in var else arg_names[a])
-        elif isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
-            args.append("(" + ", ".join(arg_names[x] for x in a) + ",)")
-        elif isinstance(a, DType):
-            args.append(_global(ns, fresh, a))
-        else:
-            lit = _literal(a)
-            args.append(lit if lit is not None else _global(ns, fresh, a))
+            return var[a] if a in var else arg_names[a]
+        if isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
+            return "(" + ", ".join(arg_names[x] for x in a) + ",)"
+        if isinstance(a, DType):
+            return _global(ns, fresh, a)
+        lit = _literal(a)
+        return lit if lit is not None else _global(ns, fresh, a)
+
+    args = [arg_src(pos, a, impl.values) for pos, a in enumerate(impl.args)]
+    pre_lines = []
+    if impl.preload is not None:
+        # after the prologue's loads (few bytes, which its first steps wait for), before its
+        # steps: loads that do not wait for it (see `Impl.preload`)
+        pre_fn, pre_args = impl.preload
+        pre_name = fresh("pre_" + getattr(pre_fn, "__name__", "fn"))
+        ns[pre_name] = pre_fn
+        pre_var = fresh("v_preload")
+        pre_call = ", ".join(arg_src(pos, a, frozenset()) for pos, a in enumerate(pre_args))
+        pre_lines.append(f"        {pre_var} = {pre_name}({pre_call})")
+        scratch = [*scratch, pre_var]
     tail, epi_src = [], []
     if epilogue:
         if not impl.epilogue:
             raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
         epi_name, eargs, epi_src = _epilogue_fn(
-            node, epilogue, arg_names, var, out_names, ns, fresh, impl_names, impl.members
+            node,
+            epilogue,
+            arg_names,
+            var,
+            out_names,
+            ns,
+            fresh,
+            impl_names,
+            impl.members,
+            early=load_lines,
         )
         tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
     fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
@@ -583,6 +609,8 @@ def generate_spmd(
             "):",
             "    device = legato.get_context().get_device()",
             "    with device.get_all_cores():",
+            *load_lines,
+            *pre_lines,
             *body_lines,
             f"        {fn_name}({call})  # {node.format_node()[:120]}",
             "",
@@ -605,12 +633,13 @@ def generate_spmd(
 
 
 def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
-    """Source lines of a fused prologue on every core (see `generate_spmd`) and the on-chip
-    value of each node it computes (and of each input it loads)."""
+    """Source lines of a fused prologue on every core (see `generate_spmd`): its input loads,
+    then its steps; and the on-chip value of each node it computes (and of each input it
+    loads)."""
     var: dict[torch.fx.Node, str] = {}
     lines: list[str] = []
     if not prologue:
-        return lines, var
+        return [], lines, var
     loaded: dict[torch.fx.Node, str] = {}
     # every input's load is issued before the first step: loaded at first use, each load's
     # DRAM latency would follow the steps before it (three q/k/v rows and the rotary's cos and
@@ -636,14 +665,13 @@ def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):
         line = _step_line(s, var, operand, ns, fresh, impl_names, "        ")
         if line is not None:
             lines.append(line)
-    lines[:0] = loads
     leaving = [s.node for s in prologue if s.node in out_names]
     if leaving:
         # core 0 writes what leaves the kernel (a loop that runs once on core 0 only: the
         # values are the same on every core)
         lines.append("        for _ in range(legato.core_id(), 1, device.num_cores):")
         lines += [f"            legato.tensor.memcpy({out_names[n]}, {var[n]})" for n in leaving]
-    return lines, var
+    return loads, lines, var
 
 
 # views fused into an epilogue: on a block of an [M, N] result they change nothing (the blocks of
@@ -702,13 +730,38 @@ def _piece(shape, like, m: int, n: int) -> tuple[str, str | None]:
     return sub, flat
 
 
+# an epilogue operand (a kernel input) of at most this many bytes is loaded whole by every core
+# before the implementation's call, not a block at a time inside the epilogue (`_epilogue_fn`)
+EPILOGUE_LOAD_BYTES = 16 * 1024
+
+
+def _static_bytes(node) -> int | None:
+    """Bytes of a node's static tensor value; None for a dynamic one."""
+    v = _tensor_val(node)
+    if not all(isinstance(d, int) for d in v.shape):
+        return None
+    return v.numel() * v.element_size()
+
+
 def _epilogue_fn(
-    node, epilogue, arg_names, prologue_var, out_names, ns, fresh, impl_names, members=()
+    node,
+    epilogue,
+    arg_names,
+    prologue_var,
+    out_names,
+    ns,
+    fresh,
+    impl_names,
+    members=(),
+    early=None,
 ):
     """The source of a fused epilogue function (see `generate_spmd`): its name, the kernel
     values passed to it (`eargs`) and its lines. Every value in it is a 2-d block
     [rows, width] of the [M, N] result; a view (`EPILOGUE_VIEWS`) is the same block, an
-    operand or output of another `row_col` shape is reshaped from / to it."""
+    operand or output of another `row_col` shape is reshaped from / to it. A kernel input of
+    at most `EPILOGUE_LOAD_BYTES` (a decode step's residual row) is loaded whole by the
+    kernel's first lines (appended to `early`, when given) and sliced on chip: loaded by the
+    epilogue, its DRAM latency followed the projection's last tile on every core."""
     m, n = (int(d) for d in _tensor_val(node).shape)
     fn = fresh(f"epi_{node.name}")
     members = list(members)
@@ -730,6 +783,15 @@ def _epilogue_fn(
             p = fresh(f"e_{a.name}")
             params.append(p)
             sub, flat = _piece(_tensor_val(a).shape, like, m, n)
+            small = _static_bytes(a)
+            if (
+                a not in prologue_var
+                and early is not None
+                and small is not None
+                and small <= EPILOGUE_LOAD_BYTES
+            ):
+                prologue_var[a] = fresh(f"v_{a.name}")
+                early.append(f"        {prologue_var[a]} = legato.tensor.load({arg_names[a]})")
             if a in prologue_var:  # on the core already: its slice
                 eargs.append(prologue_var[a])
                 piece = f"{p}{sub}"

@@ -79,6 +79,12 @@ class Impl:
     epilogue gets the tuple of their blocks (`epi(ys, r0, rows, j0, width, *eargs)`, ys[i]
     the same block of each result).
 
+    `preload` (spmd only; None: none) = `(fn, args)`: a `@legato.function` the kernel calls
+    first, before any fused prologue, as `fn(*args)` (`args` as `Impl.args`, every tensor the
+    kernel's shared-DRAM argument); its value is passed to the implementation after its scratch
+    (`fn(*args, *outs, *scratch, pre)`). It issues the loads that do not wait for the prologue
+    (a decode attention's KV-cache rows), so their DRAM latency overlaps the prologue's work.
+
     `rows_only` (a reason, None: no such limit): the implementation is row-local and its whole
     operands do not fit one core's memory, only a block of rows does; it runs only in a
     row-split all-core kernel (`legato.torch.library.chip_rows`), and a kernel of any other form
@@ -98,6 +104,7 @@ class Impl:
     members: tuple = ()
     writes: tuple = ()
     rows_only: str | None = None
+    preload: Any = None
 
     @property
     def label(self) -> str:

@@ -416,12 +416,9 @@ def _part_rows(x, b, h0, n):
 
 
 @legato.function
-def _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0):
+def _write_rows(kc, vc, k_all, v_all, b, hk, t0):
     """Write the on-chip K and V rows kc / vc [n, D] of (batch b, KV head hk) to rows t0 ..
-    of the appended k_all / v_all, and return their scores [n, rep] against q^T (qt [D, rep];
-    K as the MPU activation), scaled and masked (query heads h0 ..)."""
-    f32 = legato.types.float("float32")
-    has_mask, mask_b, mask_h = mask_flags
+    of the appended k_all / v_all."""
     n, d = kc.shape
     legato.tensor.memcpy(
         k_all[b : b + 1, hk : hk + 1, t0 : t0 + n, :], legato.tensor.reshape(kc, (1, 1, n, d))
@@ -429,21 +426,50 @@ def _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0
     legato.tensor.memcpy(
         v_all[b : b + 1, hk : hk + 1, t0 : t0 + n, :], legato.tensor.reshape(vc, (1, 1, n, d))
     )
+
+
+@legato.function
+def _scores(kc, qt, scale, mask, mask_flags, b, h0, t0):
+    """The scores [n, rep] of the on-chip K rows kc [n, D] (keys t0 ..) against q^T (qt
+    [D, rep]; K as the MPU activation), scaled and masked (query heads h0 ..)."""
+    f32 = legato.types.float("float32")
+    has_mask, mask_b, mask_h = mask_flags
     s = legato.tensor.matmul(kc, qt, f32) * scale
     if has_mask:
-        s = s + _decode_mask(mask, b, h0, qt.shape[1], t0, n, mask_b, mask_h)
+        s = s + _decode_mask(mask, b, h0, qt.shape[1], t0, kc.shape[0], mask_b, mask_h)
     return s
 
 
 @legato.function
-def _append_chunk(k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, b, hk, h0, t0, n):
-    """(m, l, o) of the cached keys t0 .. t0 + n of (batch b, KV head hk; query heads h0 ..),
-    each K and V row loaded once: copied to the same rows of the appended k_all / v_all and
-    used by the scores and p @ V (the on-chip V as the MPU weight)."""
-    kc = legato.tensor.load(k_old[b, hk, t0 : t0 + n, :])  # [n, D]
-    vc = legato.tensor.load(v_old[b, hk, t0 : t0 + n, :])
-    s = _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0)
-    return _softmax_v(s, vc, b, hk, 0, n, kb)
+def _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0):
+    """Write kc / vc to rows t0 .. of k_all / v_all (`_write_rows`) and return their scores
+    (`_scores`)."""
+    _write_rows(kc, vc, k_all, v_all, b, hk, t0)
+    return _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
+
+
+@legato.function
+def decode_append_preload(k_old, v_old, split):
+    """The cached K and V rows [L0 / split, D] of this core's work item of
+    `decode_attention_append` (one item per core: item = core id), loaded first (`Impl.preload`):
+    their DRAM latency and transfer then overlap the fused prologue's steps (the rotary of q
+    and of the new key), which they do not wait for."""
+    nkv = k_old.shape[1]
+    c = legato.core_id()
+    g = c // split
+    b, hk = g // nkv, g % nkv
+    chunk = k_old.shape[2] // split
+    t0 = (c % split) * chunk
+    return (
+        legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :]),
+        legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :]),
+    )
+
+
+@legato.function
+def decode_append_no_preload(k_old, v_old, split):
+    """`decode_append_preload` when a core has not exactly one work item: nothing (None)."""
+    return None
 
 
 @legato.function
@@ -461,18 +487,34 @@ def _append_new(k_new, v_new, k_all, v_all, qt, scale, mask, mask_flags, b, hk, 
 
 
 @legato.function
-def _append_item(i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part):
+def _append_item(
+    i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part, pre, one
+):
     """Work item i = (group g, chunk r) of `decode_attention_append`: the chunk r of the
     cached keys, and on the group's last core (a loop of one trip there, none elsewhere: the
-    program has no runtime if) the appended keys folded into its running softmax."""
+    program has no runtime if) the appended keys folded into its running softmax. `one`
+    (compile-time: one item per core): `pre` holds the chunk's K and V rows, loaded already
+    (`decode_append_preload`); else they are loaded here."""
     out, lse, k_all, v_all = outs
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
     g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
     qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
     chunk = k_old.shape[2] // split
+    t0 = r * chunk
+    if one:
+        kc, vc = pre
+    else:
+        kc = legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :])  # [n, D]
+        vc = legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :])
+    # copied to the appended caches at once: a barrier waits for every DMA its core issued,
+    # so these writes end before the partials' barrier wherever they are issued, and issued
+    # after it they would queue before the combine's loads (measured: 5.0k cycles this way,
+    # 5.1k after the combine, 5.7k between the barrier and the combine; tiny Llama, EVT0)
+    _write_rows(kc, vc, k_all, v_all, b, hk, t0)
+    s = _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
+    m, lsum, o = _softmax_v(s, vc, b, hk, 0, chunk, kb)
     flags = (k_all, v_all, qt, scale, mask, mask_flags)
-    m, lsum, o = _append_chunk(k_old, v_old, *flags, kb, b, hk, h0, r * chunk, chunk)
     for _ in range(split - 1, r + 1):
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
     _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
@@ -480,7 +522,22 @@ def _append_item(i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, spli
 
 @legato.function
 def decode_attention_append(
-    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, out, lse, k_all, v_all, part
+    q,
+    k_old,
+    k_new,
+    v_old,
+    v_new,
+    mask,
+    scale,
+    mask_flags,
+    split,
+    kb,
+    out,
+    lse,
+    k_all,
+    v_all,
+    part,
+    pre,
 ):
     """Decode attention (one query row per head, q [B, Hq, 1, D]) over the KV cache with its
     append fused: K = cat(k_old, k_new, dim 2) (k_old [B, Hkv, L0, D] in shared DRAM, k_new
@@ -490,7 +547,10 @@ def decode_attention_append(
     fused prologue: the rotary embedding) or shared-DRAM tensors. `split` cores per key/value
     group share its L0 cached keys in equal chunks; the group's last core also folds in the
     appended keys; with split > 1 the partials meet in `part` [G, split, rep, 2 + D] (f32).
-    `mask_flags` = (has_mask, mask_b, mask_h) of an additive mask over the L0 + R keys."""
+    `mask_flags` = (has_mask, mask_b, mask_h) of an additive mask over the L0 + R keys.
+    `pre` (when every core has exactly one work item, else None): this core's cached K and V
+    rows, loaded before the prologue's steps (`decode_append_preload`, `Impl.preload`), so
+    their DRAM latency and transfer overlap the rotary (it was issued after it)."""
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
     groups = q.shape[0] * nkv
@@ -498,15 +558,12 @@ def decode_attention_append(
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
     outs = (out, lse, k_all, v_all)
+    args = (q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part)
     if items == ncores:
-        _append_item(
-            c, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part
-        )
+        _append_item(c, *args, pre, True)
     else:
         for i in range(c, items, ncores):
-            _append_item(
-                i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part
-            )
+            _append_item(i, *args, None, False)
     if split > 1:
         legato.sync.barrier()
         _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
@@ -514,11 +571,26 @@ def decode_attention_append(
 
 @legato.function
 def decode_attention_append_unsplit(
-    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, kb, out, lse, k_all, v_all
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, kb, out, lse, k_all, v_all, pre
 ):
     """`decode_attention_append` with one core per key/value group (no scratch)."""
     decode_attention_append(
-        q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, 1, kb, out, lse, k_all, v_all, None
+        q,
+        k_old,
+        k_new,
+        v_old,
+        v_new,
+        mask,
+        scale,
+        mask_flags,
+        1,
+        kb,
+        out,
+        lse,
+        k_all,
+        v_all,
+        None,
+        pre,
     )
 
 
@@ -966,13 +1038,17 @@ def _append_impl(node, ctx, qkv, flags):
     need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
     if need > ctx.model.sram_size // 2:
         return None
+    # one item per core: its cached rows are loaded before the prologue (`Impl.preload`)
+    one = groups * split == ctx.model.num_cores
+    pre = decode_append_preload if one else decode_append_no_preload
     return _decode_impl(
         (decode_attention_append, decode_attention_append_unsplit),
         (q, kp[0], kp[1], vp[0], vp[1], mask, scale, (has_mask, mask_b, mask_h)),
         (split, kb, split, (groups, rep, d)),
-        f"chip decode attention + KV append (split-KV x{split})",
+        f"chip decode attention + KV append (split-KV x{split}{', preloaded' if one else ''})",
         values=frozenset({0, 2, 4}),
         writes=(k, v),
+        preload=(pre, (kp[0], vp[0], split)),
     )
 
 

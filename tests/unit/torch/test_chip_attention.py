@@ -315,6 +315,11 @@ def run_append(q, ko, kn, vo, vn, split, mask=None, on_chip=False):
     ):
         device = legato.get_context().get_device()
         with device.get_all_cores():
+            # one item per core: the cached rows are loaded first, as the resolver's
+            # `Impl.preload` does (before a fused prologue's steps)
+            pre = None
+            if groups * split == device.num_cores:
+                pre = ca.decode_append_preload(koa, voa, split)
             qq, kk, vv = qa, kna, vna
             if on_chip:
                 qq = legato.tensor.load(qa)
@@ -322,11 +327,11 @@ def run_append(q, ko, kn, vo, vn, split, mask=None, on_chip=False):
                 vv = legato.tensor.load(vna)
             if split == 1:
                 ca.decode_attention_append_unsplit(
-                    qq, koa, kk, voa, vv, ma, scale, flags, kb, o, ls, ka, va
+                    qq, koa, kk, voa, vv, ma, scale, flags, kb, o, ls, ka, va, pre
                 )
             else:
                 ca.decode_attention_append(
-                    qq, koa, kk, voa, vv, ma, scale, flags, split, kb, o, ls, ka, va, p
+                    qq, koa, kk, voa, vv, ma, scale, flags, split, kb, o, ls, ka, va, p, pre
                 )
 
     decode(q, ko, kn, vo, vn, m, out, lse, k_all, v_all, part)
@@ -542,6 +547,10 @@ def test_resolver_fuses_the_kv_appends_of_its_operands():
     assert impl.values == frozenset({0, 2, 4})
     assert impl.args[1:5] == (cats[0].args[0][0], cats[0].args[0][1], *cats[1].args[0])
     assert impl.scratch == (((2, 16, 4, 130), torch.float32),)
+    # 2 groups x 16 chunks: one item per core, its cached rows preloaded from the caches
+    assert impl.preload == (ca.decode_append_preload, (*impl.args[1:4:2], 16))
+    # 48 cores: 2 x 16 items, some cores idle: nothing preloaded
+    assert ca.resolve_chip_sdpa(node, _ctx(48)).preload[0] is ca.decode_append_no_preload
     # no append (k is a graph input): the plain decode attention
     assert ca.resolve_chip_sdpa(_sdpa_node(q, kc, kc), _ctx(32)).fn is ca.decode_attention
     # an append of many rows (a prefill chunk) is not fused

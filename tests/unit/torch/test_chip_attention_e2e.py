@@ -84,6 +84,18 @@ def test_decode_step_over_a_kv_cache_runs_on_all_cores():
     assert "chip cat" not in str(s) and s.num_kernels == 4 and s.num_extern == 0, str(s)
     (attn,) = [k for k in s.kernels if any("scaled_dot" in n for n in k.nodes)]
     assert sum("transpose" in n for n in attn.nodes) == 3, attn.nodes
+    # 2 KV groups x 16 chunks: one work item per core, whose cached K and V rows are loaded
+    # after the prologue's loads and before its steps (`Impl.preload`), not after them
+    assert "preloaded" in str(s), str(s)
+    (mod,) = [m for m in wrapper.last_wrapper().kernel_modules() if m.gen.name == attn.name]
+    body = mod.gen.source.split("with device.get_all_cores():", 1)[1].splitlines()
+    kinds = [
+        "pre" if "pre_decode_append_preload(" in ln else "load" if "tensor.load(" in ln else "step"
+        for ln in body
+        if "= " in ln
+    ]
+    at = kinds.index("pre")
+    assert set(kinds[:at]) == {"load"} and "step" in kinds[at:] and "load" not in kinds[at:], body
 
 
 def test_causal_prefill_runs_on_all_cores():
