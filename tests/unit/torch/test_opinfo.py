@@ -26,7 +26,6 @@ NO_RESOLVER = {
     # float mask; on Legato only for a where / masked_fill consumer there:
     # test_masks_and_strides.py)
     *("eq", "ne", "lt", "le", "gt", "ge"),
-    "arange",  # no resolver yet (issue 13): an iota kernel is not written
 }
 
 # int64/bool index and mask ops whose samples have no compute node on Legato's side (the
