@@ -104,9 +104,21 @@ OPS: tuple[tuple[str, str], ...] = (
     ("new_ones", ""),
     ("new_zeros", ""),
     ("new_full", ""),
+    ("arange", ""),
+    ("bitwise_and", ""),
 )
 
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+INDEX_DTYPES = {"i64": torch.int64, "bool": torch.bool}
+"""The dtypes of the int64/bool index and mask ops (`INDEX_OPS`), which take no float."""
+
+INDEX_OPS = frozenset({"bitwise_and"})
+
+
+def dtypes_of(name: str) -> dict:
+    """The dtypes (name: torch dtype) `name`'s samples run in."""
+    return INDEX_DTYPES if name in INDEX_OPS else DTYPES
+
 
 CAP = 4
 """Samples per op and dtype by default (CI's time): spread evenly over the op's samples."""
@@ -291,7 +303,7 @@ def run_sample(info, sample, dtype) -> Outcome:
     return out
 
 
-_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+_DTYPE_NAMES = {v: k for k, v in (DTYPES | INDEX_DTYPES).items()}
 
 
 def _first_line(e) -> str:
@@ -305,9 +317,10 @@ def run(ops=None, dtypes=("f32", "bf16"), cap=CAP, progress=None) -> list[Outcom
         name = _op_name(info.name, info.variant_test_name)
         if ops and name not in ops:
             continue
-        for dn in dtypes:
-            for s in samples(info, DTYPES[dn], cap) or ():
-                o = run_sample(info, s, DTYPES[dn])
+        dts = dtypes_of(name)
+        for dn in dtypes if dts is DTYPES else dts:
+            for s in samples(info, dts[dn], cap) or ():
+                o = run_sample(info, s, dts[dn])
                 if progress:
                     progress(o)
                 outs.append(o)

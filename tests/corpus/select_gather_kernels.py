@@ -17,7 +17,7 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.composite import arg_reduce, gather_dims
+from legato.torch.library.composite import arange_float, arg_reduce, gather_dims
 
 BF16 = legato.types.float("bfloat16")
 F32 = legato.types.float("float32")
@@ -166,6 +166,21 @@ def max_dim(
         legato.tensor.memcpy(indices, i)
 
 
+@legato.compile(backend=bertha)
+def arange_bf16(
+    x: T().tensor_type(BF16, [37], "shared_dram"),
+    out: T().tensor_type(BF16, [37], "shared_dram"),
+):
+    """torch.arange(-40, 108, 4, dtype=bf16) + x (`composite.arange_float`: the f32 iota,
+    times the step, plus the start, rounded once to bf16)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, arange_float(37, -40.0, 4.0, True) + x)
+
+
 def _cast_i64_args(rng):
     x = rng.uniform(-1e6, 1e6, (4, 16)).astype(np.float32)
     x[0, :8] = [0.5, -0.5, 0.99, -0.99, 2.0**40, -(2.0**40), -0.0, 16777217.0]
@@ -280,6 +295,14 @@ SELECT_GATHER_CORPUS = [
         make_args=_max_dim_args,
         reference=lambda ins: list(torch.max(ins[0], 1)),
         outputs=(1, 2),
+        atol=0.0,
+    ),
+    CorpusKernel(
+        name="arange_bf16",
+        mlir=arange_bf16.to_mlir(debuginfo=False),
+        make_args=lambda rng: [_bf16(rng, (37,)), np.zeros(37, ml_dtypes.bfloat16)],
+        reference=lambda ins: [torch.arange(-40, 108, 4, dtype=torch.bfloat16) + ins[0]],
+        outputs=(1,),
         atol=0.0,
     ),
 ]

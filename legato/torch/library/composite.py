@@ -148,6 +148,48 @@ def iota(n, shape):
 
 
 @legato.function
+def arange_float(n, start, step, wide):
+    """torch's float arange: start + i * step for i < n, from the f32 iota. Exact in f32 (the
+    resolver takes integer start / step with every value within 2^24), so the one rounding to
+    bf16 (`wide`: a bf16 result) is torch's."""
+    i = iota(n, (n,))
+    if step != 1.0:
+        i = i * step
+    if start != 0.0:
+        i = i + start
+    if wide:
+        i = legato.tensor.cast(i, legato.types.float("bfloat16"))
+    return i
+
+
+@register([aten.arange.default, aten.arange.start, aten.arange.start_step])
+def resolve_arange(node, ctx):
+    """A float arange (an int64 one is host index work, docs/torch.md): integer start and step
+    whose every value is exact in f32."""
+    dt = _float_out(node)
+    _static(val(node), "arange")
+    args = list(node.args) + [0] * 3
+    if node.target == aten.arange.default:
+        start, step = 0, 1
+    else:
+        start = args[0]
+        step = args[2] if node.target == aten.arange.start_step else 1
+    assert _number(start) and _number(step), "arange with a non-constant start / step"
+    assert float(start).is_integer() and float(step).is_integer(), (
+        f"arange({start}, step={step}): a fractional start / step (f32 rounds it otherwise)"
+    )
+    n = val(node).shape[0]
+    assert n > 0, "arange of no elements (an empty tensor)"
+    last = float(start) + float(step) * (n - 1)
+    assert max(abs(float(start)), abs(last)) <= 1 << 24, "arange past 2^24 (f32 is exact below)"
+    for op in ("constant", "concat", "add", "mul", "slice", "reshape"):
+        ctx.probe(op, torch.float32)
+    if dt == torch.bfloat16:
+        ctx.probe("cast_bf16", torch.float32)
+    return Impl(arange_float, (n, float(start), float(step), dt == torch.bfloat16))
+
+
+@legato.function
 def arg_reduce(x, dim, is_min, flat, out_shape, values, wide):
     """torch's argmax / argmin along `dim` (`flat`: of x flattened), and with `values` also the
     max / min itself (max.dim / min.dim): the first index of the maximum of y = x (-x for a min),

@@ -281,3 +281,35 @@ def test_indexing_legato_does_not_take_runs_eagerly_with_the_reason(f, why):
     s = lt.last_summary()
     assert any(why in e.reason for e in s.extern), s
     assert "aten.index.Tensor" not in str(s.kernels), s
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("args", [(5,), (2, 9), (-1, 2, 2), (10, -3, -3), (-300, 300, 7)])
+def test_float_arange_on_legato(dt, args):
+    """A float arange with integer start / step runs on Legato, equal to eager bit for bit."""
+    import legato.torch as lt
+
+    def f(x):
+        return torch.arange(*args, dtype=dt) + x
+
+    x = torch.tensor(0.5, dtype=dt)
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="legato", dynamic=False)(x)
+    s = lt.last_summary()
+    assert not s.extern, s.extern
+    assert torch.equal(got, f(x))
+
+
+def test_fractional_arange_runs_eagerly():
+    """A fractional step would round differently in f32: it falls back, with the reason."""
+    import legato.torch as lt
+
+    def f(x):
+        return torch.arange(0.0, 1.0, 0.1) + x
+
+    x = torch.tensor(0.5)
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="legato", dynamic=False)(x)
+    reasons = [e.reason for e in lt.last_summary().extern if "arange" in str(e.op)]
+    assert reasons and "fractional" in reasons[0], lt.last_summary().extern
+    assert torch.equal(got, f(x))

@@ -120,7 +120,8 @@ def assert_matches_eager(actual, expected, dtype):
 
 
 # f32 forward cases that run by default (every bf16 one does); the rest with LEGATO_SLOW_TESTS=1
-FAST_F32 = {"llama", "gemma", "gpt2", "opt", "bert"}
+# ("mistral", "phi3", "qwen3": the slow sweep's capped sample that CI runs)
+FAST_F32 = {"llama", "gemma", "gpt2", "opt", "bert", "mistral", "phi3", "qwen3"}
 FORWARD_CASES = [
     pytest.param(
         n,
@@ -191,7 +192,19 @@ def _assert_diverged_at_a_tie(eager_forward, out, ref, dtype):
 
 # generation cases that run by default (~40 s each); the rest with LEGATO_SLOW_TESTS=1
 # (llama, dynamic, bf16) runs by default as the README's example: test_the_readme_example)
+# The rest of the set is the slow sweep's capped sample that CI runs (scripts/test.sh): one
+# generation each of four more architectures, both caches and both dtypes among them.
 FAST_GENERATE = {("llama", "static", F32), ("gpt2", "dynamic", BF16)}
+FAST_GENERATE |= {
+    ("qwen2", "dynamic", F32),
+    ("gemma2", "static", BF16),
+    ("opt", "dynamic", BF16),
+    ("phi3", "static", F32),
+    ("mistral", "static", BF16),
+    ("qwen3", "dynamic", BF16),
+    ("gpt_neox", "static", F32),
+    ("granite", "dynamic", F32),
+}
 GENERATE_CASES = [
     pytest.param(
         n,
