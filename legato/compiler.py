@@ -10,6 +10,7 @@ far as one level (what `Kernel.interpret(level=...)` runs).
 from __future__ import annotations
 
 import gc
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -310,6 +311,35 @@ def lower_to_backend(module: ModuleOp, model: ComputeModel) -> None:
         pipelines.core_to_backend(model).apply(ctx, module)
 
 
+sync_log = logging.getLogger("legato.sync")
+
+#: how many unsettled waits one log line names (the rest are counted)
+UNSETTLED_SHOWN = 8
+
+
+def verify_sync(kernel: be.KernelOp, model: ComputeModel) -> list[be.Unsettled]:
+    """`backend.verify_sync` of `kernel`: a violation is a CompileError at the op; the waits
+    whose counts the proof could not settle (in loops, register-addressed cores) are logged
+    at INFO on `legato.sync`, one line per kernel naming each wait's source line, and
+    returned."""
+    try:
+        unsettled = be.verify_sync(kernel, model.num_cores)
+    except be.OpVerifyException as e:
+        raise error_at(e.op, str(e)) from None
+    if unsettled:
+        shown = "; ".join(str(u) for u in unsettled[:UNSETTLED_SHOWN])
+        more = len(unsettled) - UNSETTLED_SHOWN
+        sync_log.info(
+            "kernel %s: %d wait(s) not proven released at compile time, left to the "
+            "emulator's deadlock report: %s%s",
+            kernel.sym_name.data,
+            len(unsettled),
+            shown,
+            f"; and {more} more" if more > 0 else "",
+        )
+    return unsettled
+
+
 def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
     """The ELF binary of the (allocated) backend kernel in `module`, encoded from its ops (no
     assembly text; `asm.assemble` of `print_assembly(module)` gives the same words)."""
@@ -321,10 +351,7 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
-    try:  # what would deadlock or fault for reasons visible in the IR: refused, at the op
-        be.verify_sync(kernel, model.num_cores)
-    except be.OpVerifyException as e:
-        raise error_at(e.op, str(e)) from None
+    verify_sync(kernel, model)  # what would deadlock or fault, visible in the IR: refused
     try:
         encoded = be.encode(kernel)
     except ValueError as e:

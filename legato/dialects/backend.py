@@ -35,6 +35,7 @@ import functools
 import re
 from abc import ABC
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import IO, ClassVar
 
 from xdsl.backend.assembly_printer import OneLineAssemblyPrintable
@@ -462,7 +463,19 @@ def programs(root: Operation) -> Iterator[ProgramOp]:
                 yield from programs(op)
 
 
-def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
+@dataclass(frozen=True)
+class Unsettled:
+    """A wait `verify_sync` could not prove released by counting: `op` (a `qwait` or
+    `sem_wait`) and `reason`, why its count is dynamic. Left to the emulator's deadlock report."""
+
+    op: Operation
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.op.name} at {source_line(self.op)} ({self.reason})"
+
+
+def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> list[Unsettled]:
     """What would deadlock or fault on the machine and is visible in the IR: a `qwait` on a
     (core, space, queue) that no `dma`/`dma2d` of the kernel notifies, a `sem.wait` on a
     semaphore nothing posts, `barrier`s of one id with different counts or with more modules
@@ -475,7 +488,8 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     and semaphores are checked for a sender at all, barriers for the modules that can reach
     them, and the rest is left to the emulator's deadlock report. `num_cores`: the model's, else
     the module's `legato.model`'s, else core indices are not range-checked. OpVerifyException
-    naming the op at fault."""
+    naming the op at fault. Returns the waits whose counts were not proven (`Unsettled`, in
+    program order), so that a caller can tell the user what is left to the emulator."""
     n = num_cores if num_cores is not None else _num_cores(kernel)
     notified: set[tuple] = set()  # (core or "*", space, queue)
     posted: set[int] = set()
@@ -488,6 +502,11 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
     qwaits: dict[tuple, list[Operation]] = {}
     sem_waits: dict[int, list[tuple[Operation, int]]] = {}
     dynamic: set = set()  # queues / semaphores some looping or register-addressed op touches
+    why: dict = {}  # a dynamic key -> the first reason it became dynamic
+
+    def make_dynamic(key, reason: str) -> None:
+        dynamic.add(key)
+        why.setdefault(key, reason)
 
     def check_core(op: Operation, k: int, what: str) -> None:
         if n is not None and not 0 <= k < n:
@@ -509,6 +528,10 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
         modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
         ops = list(prog.body.block.ops)
         loops = cores is None or any(isinstance(op, (LabelOp, JmpOp, BranchOp)) for op in ops)
+        if cores is None:
+            loop_why = f"program {prog.sym_name.data} runs on all cores of an unknown count"
+        else:
+            loop_why = f"program {prog.sym_name.data} branches"
         for op in ops:
             kind = _sync_kind(type(op))
             if kind == _SYNC_NONE:
@@ -525,8 +548,12 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 else:
                     notified.update((c, space, queue) for c in cores)
                     senders = cores
-                if senders is None or loops:
-                    dynamic.add((space, queue))
+                if senders is None:
+                    make_dynamic(
+                        (space, queue), f"a dma at {source_line(op)} names its core in a register"
+                    )
+                elif loops:
+                    make_dynamic((space, queue), loop_why)
                 else:
                     for c in senders:
                         sends.setdefault((c, space, queue), []).append(op)
@@ -536,19 +563,19 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 waits.append((op, cores))
                 key = (op.space.data, op.queue.data)
                 if loops:
-                    dynamic.add(key)
+                    make_dynamic(key, loop_why)
                 else:
                     for c in cores or ():
                         qwaits.setdefault((c, *key), []).append(op)
             elif kind == _SYNC_POST:
                 posted.add(op.sync_id.data)
                 if loops or not modules:
-                    dynamic.add(op.sync_id.data)
+                    make_dynamic(op.sync_id.data, loop_why)
                 posts.setdefault(op.sync_id.data, []).append((op, op.count.data * modules))
             elif kind == _SYNC_WAIT and op.count.data > 0:
                 waits.append((op, None))
                 if loops or not modules:
-                    dynamic.add(op.sync_id.data)
+                    make_dynamic(op.sync_id.data, loop_why)
                 sem_waits.setdefault(op.sync_id.data, []).append((op, op.count.data * modules))
             elif kind == _SYNC_BARRIER:
                 barriers.setdefault(op.sync_id.data, []).append((op, modules))
@@ -594,6 +621,13 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> None:
                 "module(s) reach it: it would block forever",
                 first,
             )
+    unsettled = []
+    for op, _cores in waits:
+        key = op.sync_id.data if isinstance(op, SemWaitOp) else (op.space.data, op.queue.data)
+        if key in dynamic:
+            what = f"semaphore {key}" if isinstance(op, SemWaitOp) else f"{key[0]} queue {key[1]}"
+            unsettled.append(Unsettled(op, f"{what}: {why[key]}"))
+    return unsettled
 
 
 def source_line(op: Operation) -> str:

@@ -15,11 +15,10 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
-from legato.compiler import emit_binary, lower_to_backend
+from legato.compiler import emit_binary, lower_to_backend, verify_sync
 from legato.dialects import backend as be
-from legato.errors import LegatoError
+from legato.errors import CompileError, LegatoError
 from legato.model.ir import model_of
-from legato.transforms.diagnostics import error_at
 
 
 def _lowered(module: ModuleOp, target: str):
@@ -42,9 +41,9 @@ class AsmTarget(Target):
         for kernel in module.walk():
             if isinstance(kernel, be.KernelOp):
                 try:  # as for -t bin (emit_binary): refused, located at the op
-                    be.verify_sync(kernel, model.num_cores)
-                except be.OpVerifyException as e:
-                    raise DiagnosticException(str(error_at(e.op, str(e)))) from None
+                    verify_sync(kernel, model)
+                except CompileError as e:
+                    raise DiagnosticException(str(e)) from None
         be.print_assembly(module, output)
 
 
