@@ -254,6 +254,8 @@ class _Selector:
                 v = by_reg.get(operands.get(f))
                 if v is None and isinstance(op, core.DmaOp):  # an unrolled strided copy
                     v = {"a": op.dst, "b": op.src}[f]
+                if isinstance(op, core.PimGemvOp):  # each pim.gemv: a tile of each operand
+                    v = {"a": op.out, "b": op.x, "c": op.w}[f]
                 if v in self.runtime and v in self.root:
                     marks[f] = StringAttr(self.root[v].text())
             if marks:
