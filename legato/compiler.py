@@ -30,7 +30,7 @@ from legato.model.ir import attach_model
 from legato.targets.bertha.arch.debug import Entry
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, verify_located
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
@@ -148,10 +148,8 @@ def print_ir(module: ModuleOp, debuginfo: bool = True) -> str:
 
 
 def _verify(module: ModuleOp, stage: str) -> None:
-    try:
-        module.verify()
-    except VerifyException as e:
-        raise CompileError(f"internal compiler error: the {stage} IR does not verify: {e}") from e
+    # located at the failing op, without xDSL's dump of the whole module
+    verify_located(module, stage)
 
 
 def _verify_each(option: bool | None) -> bool:

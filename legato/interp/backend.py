@@ -540,7 +540,7 @@ def _bounds(ops: list[Operation], machine: Machine, kernel) -> dict[int, tuple]:
     for i, place in enumerate(machine.args):
         if place.addr is not None:
             name = names.data[i].data if names is not None and i < len(names.data) else f"{i}"
-            nbytes = int(np.prod(place.shape)) * place.spec.dtype.itemsize
+            nbytes = place.nbytes  # what was placed (a pim_dram weight: its PIM layout)
             args[i] = (place.addr, nbytes, f"argument {name!r} ({list(place.shape)})")
     return resolve_bounds(table, args)
 
@@ -557,6 +557,7 @@ def _check_bounds(env: ProgramEnv, machine: Machine, op, row, inputs) -> None:
             op.immediate(),
             lambda f: inputs[fields[f]],
             weight.shape if weight is not None else None,
+            machine.model,
         )
         check_bounds(row, spans, ADDRESS_FIELDS[info.format])
     except Trap as e:
@@ -585,6 +586,7 @@ def _hazard_step(env: ProgramEnv, machine: Machine, op, inputs) -> None:
         op.immediate(),
         lambda f: inputs[fields[f]],
         weight.shape if weight is not None else None,
+        machine.model,
     )
     if fmt in ("dma", "dma2d"):
         (dst, _), (src, n) = spans["a"], spans["b"]
@@ -598,7 +600,7 @@ def _hazard_step(env: ProgramEnv, machine: Machine, op, inputs) -> None:
         return
     writes = ADDRESS_FIELDS[fmt]
     reads = [(a, a + n) for f, (a, n) in spans.items() if not writes[f]]
-    if fmt == "vsel" or (fmt == "mpu_mm" and op.acc is not None):
+    if fmt == "vsel" or (fmt in ("mpu_mm", "pim") and op.acc is not None):
         reads.append((spans["a"][0], spans["a"][0] + spans["a"][1]))  # the kept / accumulated dst
     out = [(a, a + n) for f, (a, n) in spans.items() if writes[f]]
     machine.check_hazard(op, hz.access, op, reads, out)

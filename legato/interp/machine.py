@@ -50,6 +50,7 @@ class ArgPlacement:
     spec: TensorSpec | Any
     addr: int | None  # tensors: address in shared DRAM
     shape: tuple[int, ...] | None
+    nbytes: int = 0  # tensors: the bytes placed (a pim_dram weight: its PIM layout's)
 
 
 class HazardHooks:
@@ -128,10 +129,11 @@ class Machine(HazardHooks):
                 raw = arr.reshape(-1).view(np.uint8) if arr.size else np.zeros(0, np.uint8)
                 if spec.memory == "pim_dram":  # a weight for the PIM units (docs/pim.md)
                     raw = pim.pack_argument(self.model, arr, f"argument {i}")
+                nbytes = int(raw.size)
                 if raw.size == 0:
                     raw = np.zeros(8, np.uint8)  # an empty tensor still has an address
                 addr = self.memory.place_shared(raw, f"argument {i}")
-                self.args.append(ArgPlacement(spec, addr, tuple(arr.shape)))
+                self.args.append(ArgPlacement(spec, addr, tuple(arr.shape), nbytes))
             else:
                 self.args.append(ArgPlacement(spec, None, None))
         self._write_table(specs, bound)

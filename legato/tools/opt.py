@@ -30,11 +30,13 @@ from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
     PassFailedException,
+    VerifyException,
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from legato.errors import LegatoError
 from legato.transforms import registry
+from legato.transforms.diagnostics import verify_error_op
 
 
 def _harden_xdsl_lexer() -> None:
@@ -110,6 +112,12 @@ class LegatoOptMain(xDSLOptMain):
                 f"{self.get_input_name()}:{line}:{col}: error: the input is not "
                 f"UTF-8 text (byte 0x{data[e.start]:02x})"
             ) from None
+        # an error about no op in particular (the chunk holds no kernel) is located at the
+        # chunk's first line that is not blank, as mlir-opt locates an implicit module
+        lead = len(text) - len(text.lstrip("\n\r\t "))
+        self.chunk_location = (
+            f"{self.get_input_name()}:{offset + 1 + text.count(chr(10), 0, lead)}:1"
+        )
         parser = _LocatingParser(self.ctx, text, self.get_input_name(), offset)
         module = parser.parse_module(not self.args.no_implicit_module)
         _PARSED_AT.clear()
@@ -140,7 +148,10 @@ class LegatoOptMain(xDSLOptMain):
             if callback is not None:
                 self.stage = f"verification after pass '{p.name}'"
                 nxt = pipeline.passes[i + 1] if i + 1 < len(pipeline.passes) else None
-                callback(p, prog, nxt)
+                try:
+                    callback(p, prog, nxt)  # xDSL's: verifies, prints between passes
+                except DiagnosticException as e:
+                    raise late_verify_error(prog, e, p.name) from None
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         self.stage = f"target '{self.args.target}'"
@@ -181,7 +192,7 @@ class LegatoOptMain(xDSLOptMain):
                     e.span = dataclasses.replace(e.span, line_offset=offset)
                     got = str(e)
                 except (DiagnosticException, PassFailedException, LegatoError) as e:
-                    got = "\n".join([str(e), *getattr(e, "__notes__", ())])
+                    got = "\n".join([located_message(e, self), *getattr(e, "__notes__", ())])
                 if out is not None:
                     if printed:
                         output.write("// -----\n")
@@ -282,6 +293,10 @@ def match_diagnostics(name: str, expected: list[Expectation], got: str | None) -
 _PARSED_AT: dict[Operation, str] = {}
 
 
+class _ParsedOpVerifyError(VerifyException):
+    """A verifier error raised while an op was parsed, located at the op."""
+
+
 class _LocatingParser(Parser):
     """xDSL's parser, remembering where in the input each operation starts."""
 
@@ -295,7 +310,16 @@ class _LocatingParser(Parser):
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span.start
-        op = super().parse_optional_operation()
+        try:
+            op = super().parse_optional_operation()
+        except _ParsedOpVerifyError:
+            raise
+        except VerifyException as e:
+            # A check an op's custom parser makes (xDSL's `scf.for` checks its terminator):
+            # located at the op being parsed, not at the whole input.
+            line = self._text.count("\n", 0, start) + 1 + self._line_offset
+            col = start - (self._text.rfind("\n", 0, start) + 1) + 1
+            raise _ParsedOpVerifyError(f"{self._name}:{line}:{col}: error: {e}") from None
         if op is not None:
             line = self._text.count("\n", 0, start) + 1 + self._line_offset
             col = start - (self._text.rfind("\n", 0, start) + 1) + 1
@@ -367,22 +391,79 @@ def verify_with_locations(module: Operation) -> None:
     check_dominance(module)
 
 
-def _verify_ops(module: Operation) -> None:
+def _verify_ops(module: Operation, after: str | None = None) -> None:
+    """Verify `module` op by op, innermost first; the first failure is raised as a diagnostic
+    located at its op (`located_verify_error`)."""
     for op in module.walk(region_first=True):
         try:
             op.verify(verify_nested_ops=False)
         except DiagnosticException as e:
-            at = getattr(e, "op", None) or op  # a kernel-wide check names the op at fault
-            where = source_location(at) or _first_nested_location(at)
-            if where is None:
-                raise
-            text = str(e)
-            head = _headline(text)
-            detail = "" if head.strip() == text.strip() else "\n" + text
-            located = type(e)(f"{where}: error: {head}{detail}")
-            for note in getattr(e, "__notes__", ()):
-                located.add_note(note)  # xDSL's annotated IR
-            raise located from None
+            raise located_verify_error(op, e, after) from None
+
+
+def located_verify_error(
+    op: Operation, e: DiagnosticException, after: str | None = None
+) -> DiagnosticException:
+    """`file:line:col: error: message` for a verifier error `e` raised verifying `op` (or the
+    op the error names: a kernel-wide check's `e.op`), with one note showing the op (its
+    first line, as mlir-opt's `see current operation`), never xDSL's dump of the whole module.
+    `after`: the pass whose output failed (the input verified)."""
+    at = getattr(e, "op", None) or op
+    text = str(e).strip() or "verification failed"
+    if text.startswith(_ISOLATED):  # xDSL's message prints the whole offending op
+        at, text = _isolated_use(e, at)
+    where = source_location(at) or _first_nested_location(at) or "<unknown>"
+    head, _, rest = text.partition("\n")
+    if rest.count("\n") >= 4:  # an op printed into the message: its first line is enough
+        rest = ""
+    located = type(e)(f"{where}: error: {head}" + (f"\n{rest}" if rest else ""))
+    if after is not None:
+        located.add_note(
+            f"note: the input verified, but the IR pass '{after}' produced does not: a bug in "
+            "Legato (or a check the input's verifier lacks); please report it"
+        )
+    located.add_note(f"note: see current operation: {_op_line(at)}")
+    return located
+
+
+_ISOLATED = "Operation using value defined out of its IsolatedFromAbove parent"
+
+
+def _isolated_use(e: BaseException, isolated: Operation) -> tuple[Operation, str]:
+    """The op that uses a value from outside the isolated-from-above op `isolated` (xDSL's
+    trait check holds it in `child_op`, the value in `operand`), and what to say about it."""
+    user = value = None
+    tb = e.__traceback__
+    while tb is not None:
+        local = tb.tb_frame.f_locals
+        if isinstance(local.get("child_op"), Operation):
+            user, value = local["child_op"], local.get("operand")
+        tb = tb.tb_next
+    if user is None:
+        return isolated, f"{_ISOLATED} {isolated.name}"
+    what = _value_name(value) if value is not None else "a value"
+    return user, (
+        f"{user.name} uses {what}, which is defined outside the {isolated.name} it is in "
+        f"({isolated.name} is isolated from above: nothing inside it may use a value from "
+        "outside it)"
+    )
+
+
+def late_verify_error(module: Operation, e: DiagnosticException, after: str) -> Exception:
+    """The located diagnostic of a verifier error `e` that `module.verify()` raised after pass
+    `after` (`located_verify_error` at `diagnostics.verify_error_op`)."""
+    op, err = verify_error_op(module, e)
+    return located_verify_error(op, err, after)
+
+
+def _op_line(op: Operation) -> str:
+    """The first line of `op` as printed (up to its first region), at most 200 characters."""
+    try:
+        lines = str(op).strip().splitlines()
+    except Exception:  # noqa: BLE001 - printing a half-rewritten op may fail
+        return op.name
+    text = lines[0].strip() if lines else op.name
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _first_nested_location(op: Operation) -> str | None:
@@ -422,7 +503,13 @@ def located_message(e: BaseException, tool) -> str:
     op = _operation_of(e)
     where = (source_location(op) or _first_nested_location(op)) if op is not None else None
     body = text.removeprefix("error: ")
-    return f"{where or _input_name(tool)}: error: {body}"
+    return f"{where or _chunk_location(tool)}: error: {body}"
+
+
+def _chunk_location(tool) -> str:
+    """`file:line:1` of the input chunk being processed (the whole input's first line when it
+    is not split), else the input's name (an error before any input was read)."""
+    return getattr(tool, "chunk_location", None) or _input_name(tool)
 
 
 def source_location(op: Operation | None) -> str | None:
@@ -436,14 +523,6 @@ def source_location(op: Operation | None) -> str | None:
             return _PARSED_AT[op]
         op = op.parent_op()
     return None
-
-
-def _headline(text: str) -> str:
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("| "):
-            return line[2:].removeprefix("Operation does not verify: ")
-    return text.splitlines()[0] if text else "verification failed"
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from legato.targets.bertha.abi import ARG_NAMES_ATTR, ArgLayout, program_footpri
 from legato.targets.bertha.arch.address_map import CORE_SPACE_OFFSET
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, FIELDS, Extent
 from legato.targets.bertha.arch.pim import PimLayout
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, inherit_location
 from legato.transforms.kernel_abi import arg_layout, footprints
 from legato.transforms.plan_memory import placed_space as _placed_space
 from legato.transforms.vpu_shapes import broadcast_form
@@ -114,10 +114,14 @@ class _Selector:
     loop_depth: int = 0
     loops: int = 0  # loops emitted so far (label names)
     model: Any = None  # the target's ComputeModel (the PIM layout depends on its channels)
+    source: Operation | None = None  # the core op being selected: where emitted ops are located
 
     def emit(self, op: Operation, at: Operation | None = None) -> Operation:
+        """Append `op`, located at `at`, by default at the core op being selected (`source`;
+        `diagnostics.inherit_location`)."""
         if at is not None:
             op.location = at.location
+        inherit_location(op, self.source)
         self.ops.append(op)
         return op
 
@@ -224,6 +228,7 @@ class _Selector:
         if handler is None:
             raise error_at(op, f"{op.name} has no instruction selection for Bertha yet")
         start = len(self.ops)
+        self.source = op
         handler(self, op)
         if self.runtime:
             self._bound(op, start)
@@ -249,6 +254,8 @@ class _Selector:
                 v = by_reg.get(operands.get(f))
                 if v is None and isinstance(op, core.DmaOp):  # an unrolled strided copy
                     v = {"a": op.dst, "b": op.src}[f]
+                if isinstance(op, core.PimGemvOp):  # each pim.gemv: a tile of each operand
+                    v = {"a": op.out, "b": op.x, "c": op.w}[f]
                 if v in self.runtime and v in self.root:
                     marks[f] = StringAttr(self.root[v].text())
             if marks:

@@ -39,7 +39,7 @@ from legato.dialects import legato as lg
 from legato.errors import CompileError
 from legato.model.ir import model_of
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, inherit_location
 from legato.transforms.index_arith import per_core_values
 from legato.transforms.lower_data_movement import data_movement_patterns
 from legato.transforms.lower_matmul import matmul_patterns
@@ -80,10 +80,14 @@ class _KernelLowering(LoweringState):
             # a kernel that does nothing (every interpreter runs it as a no-op) is still a
             # binary: its top program ends at once
             self.program(lg.ContextAttr.top())
+        # A program's closing ops are located at the last op lowered into it (else at the
+        # kernel): a wait there stops for what that op and those before it started.
         for prog in self.programs.values():
-            if prog.issued_dma:
-                prog.block.add_op(core.DmaWaitOp())
-            prog.block.add_op(core.EndOp())
+            inherit_location(prog.op, self.kernel)
+            closing = [core.DmaWaitOp()] if prog.issued_dma else []
+            for op in [*closing, core.EndOp()]:
+                inherit_location(inherit_location(op, prog.source), self.kernel)
+                prog.block.add_op(op)
         kernel = core.KernelOp(
             self.kernel.sym_name.data,
             [self._arg_attr(i, t) for i, t in enumerate(self.kernel.function_type.inputs.data)],
@@ -109,6 +113,8 @@ class _KernelLowering(LoweringState):
     def _lower_on(self, on: lg.OnOp, walker: PatternRewriteWalker) -> None:
         """Lower `on`'s region in place, then move it to the end of its context's program."""
         prog = self.program(on.ctx)
+        inherit_location(prog.op, on)  # a program is located at its context's first region
+        prog.source = on
         block = on.body.block
         # An input is the buffer an earlier region of this context yielded; each region's
         # argument stays a value of its own (the MPU's loaded weight is tracked by value).

@@ -26,7 +26,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 from legato.dialects import core
 from legato.dialects import legato as lg
 from legato.model.compute_model import ComputeModel
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, inherit_location
 
 MAX_SEMAPHORES = core.MAX_SYNC_ID + 1
 
@@ -74,6 +74,7 @@ class ProgramState:
     scalars: set[SSAValue] = field(default_factory=set)  # core index values of this program
     issued_dma: bool = False
     loaded_weight: SSAValue | None = None  # the legato value whose tile is in the MPU
+    source: Operation | None = None  # the op being lowered: what emitted ops are located at
 
     @property
     def block(self) -> Block:
@@ -81,9 +82,11 @@ class ProgramState:
 
     def emit(self, op: Operation, at: Operation | None = None) -> Operation:
         """Insert `op` where the program's next op goes (before the op being lowered, or at the
-        end of the block being built), located at `at`."""
+        end of the block being built), located at `at`, by default at the op being lowered
+        (`source`; `diagnostics.inherit_location`)."""
         if at is not None:
             op.location = at.location
+        inherit_location(op, self.source)
         assert self.rewriter is not None and self.at is not None, "emit outside a pattern"
         # Inserted without the pattern rewriter: the walker does not revisit what patterns
         # insert (`apply_recursively=False`) and no pattern matches a core op, so its insertion
@@ -142,6 +145,7 @@ class LoweringState:
         prog = self.program(on.ctx)
         prog.rewriter = rewriter
         prog.at = InsertPoint.before(op)
+        prog.source = op
         return prog
 
     def arg(self, prog: ProgramState, i: int) -> Buffer:
@@ -163,6 +167,8 @@ class LoweringState:
                 if prog.prologue_end is not None
                 else InsertPoint.at_start(prog.block)
             )
+            for read in reads:  # located at the op that first reads the argument
+                inherit_location(read, prog.source)
             Rewriter.insert_op(reads, at)
             prog.prologue_end = reads[-1]
             prog.args[i] = Buffer(arg.result, dims)

@@ -41,7 +41,7 @@ from xdsl.rewriter import Rewriter
 from legato.dialects import backend as be
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
-from legato.transforms.diagnostics import error_at
+from legato.transforms.diagnostics import error_at, inherit_location
 
 SPILL_SLOT = 8
 SPILL_ALIGN = 64
@@ -239,12 +239,13 @@ class BackendAllocateRegistersPass(ModulePass):
                     space, off = spiller.slot()
                     spiller.stored[v] = (space, off)
                     a = be.LsaOp(space, off)
-                    block.insert_ops_after([a, be.StOp(v, a.results[0], 0)], d)
+                    spill = [a, be.StOp(v, a.results[0], 0)]
+                    block.insert_ops_after([inherit_location(o, d) for o in spill], d)
                 space, off = spiller.stored[v]
                 for u in users:
                     ra = be.LsaOp(space, off)
                     ld = be.LdOp(ra.results[0], 0)
-                    block.insert_ops_before([ra, ld], u)
+                    block.insert_ops_before([inherit_location(o, u) for o in (ra, ld)], u)
                     v.replace_uses_with_if(ld.results[0], lambda use, u=u: use.operation is u)
 
     def _pressure_victims(self, ops, ranges, fixed, npool, program) -> list:

@@ -1336,6 +1336,7 @@ class Emulator:
             ins.simm if fmt in ("ld", "st") else ins.imm,
             lambda f: r[getattr(ins, f)],
             weight,
+            self.model,
         )
         check_bounds(m.bounds[m.pc], spans, ADDRESS_FIELDS[fmt])
 

@@ -282,3 +282,76 @@ def test_errors_about_ops_without_a_loc_name_their_input_line(tmp_path, argv):
     status, _, err = run_opt(path, *argv)
     assert status == 1
     assert err.startswith(f"{path}:4:7: error: core.alloc has no offset: run core-plan-memory"), err
+
+
+# ---- verifier errors: located, never a dump of the module (issue 17, item 7) ----------------
+
+
+@dataclass(frozen=True)
+class BreakingPass(ModulePass):
+    """A pass with a bug: it leaves the `legato.on` region without its `legato.yield`."""
+
+    name = "break-yield"
+
+    def apply(self, ctx, op):
+        for inner in list(op.walk()):
+            if inner.name == "legato.yield":
+                inner.detach()
+                inner.erase()
+
+
+def test_a_verifier_failure_after_a_pass_is_located_and_names_the_pass(write, monkeypatch):
+    passes = registry.get_all_passes()
+    monkeypatch.setattr(
+        registry, "get_all_passes", lambda: {**passes, "break-yield": lambda: BreakingPass}
+    )
+    path = write(KERNEL)
+    err = refused(*run_opt(path, "-p", "break-yield"))
+    lines = err.strip().splitlines()
+    # located at the `legato.on` (line 2) whose region lost its terminator
+    assert lines[0].startswith(f"{path}:2:3: error: "), err
+    assert "the IR pass 'break-yield' produced does not" in err and "bug in Legato" in err
+    assert lines[-1].startswith("note: see current operation: legato.on core(0)")
+    assert len(lines) == 3 and "builtin.module" not in err and "legato.kernel" not in err
+
+
+def test_an_input_verifier_error_shows_the_op_not_the_module(write):
+    path = write(
+        KERNEL.replace(
+            "legato.on core(0)", "legato.on core(0) {\n    legato.return\n  }\n  legato.on core(0)"
+        )
+    )
+    err = refused(*run_opt(path))
+    lines = err.strip().splitlines()
+    assert lines[0] == f"{path}:3:5: error: 'legato.return' expects parent op 'legato.kernel'"
+    assert lines[1:] == ["note: see current operation: legato.return"], err
+
+
+def test_a_check_made_while_parsing_an_op_is_located_at_it(write):
+    # xDSL's scf.for parser checks its terminator (the mutant moved `core.end` into the loop)
+    path = write(
+        "core.kernel @k args [] {\n"
+        "  core.program @core0 on core(0) {\n"
+        "    %c0 = arith.constant 0 : index\n"
+        "    %c1 = arith.constant 1 : index\n"
+        "    scf.for %i = %c0 to %c1 step %c1 {\n"
+        "      core.end\n"
+        "    }\n"
+        "  }\n"
+        "}\n"
+    )
+    err = refused(*run_opt(path))
+    assert err.strip() == (
+        f"{path}:5:5: error: 'scf.for' terminates with operation core.end instead of scf.yield"
+    )
+
+
+def test_an_error_about_no_op_is_located_at_its_chunk(write):
+    # `-t asm` of a chunk without a kernel: at the chunk's first line (as mlir-opt locates the
+    # implicit module), not just the file
+    chunk = "// expected-error {{the module holds no legato.kernel}}\nfunc.func @f() {\n  func.return\n}\n"
+    path = write(chunk + "// -----\n" + chunk)
+    status, _, err = run_opt(path, "--split-input-file", "--verify-diagnostics", "-t", "asm")
+    assert status == 0, err
+    err = refused(*run_opt(write(chunk.split("\n", 1)[1]), "-t", "asm"))
+    assert err.startswith(f"{path}:1:1: error: the module holds no legato.kernel"), err

@@ -30,6 +30,7 @@ from legato.targets.bertha.arch.address_map import (
 )
 from legato.targets.bertha.arch.dma import dma2d_geometry
 from legato.targets.bertha.arch.errors import Trap
+from legato.targets.bertha.arch.pim import region_span as pim_region_span
 from legato.targets.bertha.isa import (
     BC_COL,
     BC_ROW,
@@ -41,6 +42,7 @@ from legato.targets.bertha.isa import (
     DTYPE_NAMES,
     DTYPE_SIZES,
     MM_F32,
+    dma2d_unpack,
 )
 
 FIELDS = ("a", "b", "c", "d")
@@ -121,16 +123,31 @@ ADDRESS_FIELDS: dict[str, dict[str, bool]] = {
     "vfill": {"a": True},
     "vsel": {"a": True, "b": False, "c": False},
     "v2d": {"a": True, "b": False},
+    "pim": {"a": True, "b": False, "c": False},  # pim.gemv dst (f32 y), x, the weight region
 }
 
 
 def access_spans(
-    fmt: str, mnemonic: str, imm: int, value: Callable[[str], int], weight_shape=None
+    fmt: str,
+    mnemonic: str,
+    imm: int,
+    value: Callable[[str], int],
+    weight_shape=None,
+    model=None,
 ) -> dict[str, tuple[int, int]]:
     """{field: (address, bytes)} of every address operand of an instruction of format `fmt`
-    (docs/isa.md), `value(field)` giving a field's register value and `weight_shape` the
-    loaded MPU tile (K, N) for `mpu.mm`. Sizes are the bytes the instruction touches."""
+    (docs/isa.md), `value(field)` giving a field's register value, `weight_shape` the
+    loaded MPU tile (K, N) for `mpu.mm` and `model` the chip (its memory channels space the
+    blocks of a `pim.gemv` weight region; without it the region is left out). Sizes are the
+    bytes the instruction touches (a PIM region: its first block to one past its last, as the
+    emulator's scoreboard sees it)."""
     v = value
+    if fmt == "pim":
+        k, n = dma2d_unpack(v("d"))  # K << 32 | N
+        spans = {"a": (v("a"), n * 4), "b": (v("b"), k * 2)}
+        if model is not None:
+            spans["c"] = (v("c"), pim_region_span(model, k, n))
+        return spans
     if fmt in ("ld", "st"):
         return {"b": (v("b") + imm, 8)}
     if fmt == "dma":

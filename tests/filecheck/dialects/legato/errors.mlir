@@ -67,7 +67,7 @@ legato.kernel @k(%a : !legato.tensor<[4], f32, shared_dram>) {
 
 legato.kernel @k() {
   legato.on top {
-    // expected-error @+1 {{Operation does not verify: 'legato.return' expects parent op 'legato.kernel'}}
+    // expected-error @+1 {{'legato.return' expects parent op 'legato.kernel'}}
     legato.return
   }
   legato.return
