@@ -397,7 +397,10 @@ class CoreFunctions(InterpreterFunctions):
         pim.matvec(model, self.memory.bytes, x.read(self.memory), w.addr, k, n, y)
         out.write(self.memory, y)
         if self.machine.hazards is not None:
-            self._accesses(op, (x,), (out,))
+            # the product reads the weight's whole PIM-layout buffer (`w.ranges()` would cover
+            # only k * n bf16 from its base: the layout pads every tile to its channels' blocks)
+            span = pim.PimLayout(k, n, model.num_memory_channels).nbytes
+            self._check(op, [*x.ranges(), (w.addr, w.addr + span)], out.ranges())
         return ()
 
     # -- VPU --------------------------------------------------------------------------------

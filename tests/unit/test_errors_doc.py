@@ -316,6 +316,33 @@ def opt_verifier_error(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL.replace("[4], f32, sram", "[8], f32, sram"))
 
 
+def opt_pass_broke_ir(tmp_path):
+    from dataclasses import dataclass
+
+    from xdsl.passes import ModulePass
+
+    from legato.transforms import registry
+
+    @dataclass(frozen=True)
+    class BreakYield(ModulePass):
+        """A pass with a bug: it leaves the `legato.on` region without its `legato.yield`."""
+
+        name = "break-yield"
+
+        def apply(self, ctx, op):
+            for inner in list(op.walk()):
+                if inner.name == "legato.yield":
+                    inner.detach()
+                    inner.erase()
+
+    real = registry.get_all_passes
+    registry.get_all_passes = lambda: {**real(), "break-yield": lambda: BreakYield}
+    try:
+        return run_opt_error(tmp_path, OPT_KERNEL, "-p", "break-yield")
+    finally:
+        registry.get_all_passes = real
+
+
 def opt_unknown_pass(tmp_path):
     return run_opt_error(tmp_path, OPT_KERNEL, "-p", "no-such-pass")
 

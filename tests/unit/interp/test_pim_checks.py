@@ -139,3 +139,47 @@ def test_a_removed_wait_before_a_pim_product_is_a_hazard_on_the_backend_interpre
     assert isinstance(e.hazard, ReadBeforeTransferError)
     assert {e.first.source[1], e.second.source[1]} == {_line("# hz:send"), _line("# hz:pim")}
     assert "pim_gemv" in str(e) or "pim.gemv" in str(e)
+
+
+# core 1 overwrites W (a DMA into its PIM-layout buffer) while core 0's PIM product reads it,
+# with nothing ordering the two
+UNORDERED_WEIGHT_WRITE = """\
+builtin.module {
+  core.kernel @pim args [#core.arg<0, [64, 20], bf16, pim_dram, readwrite>, #core.arg<1, [64], bf16, shared_dram, read>, #core.arg<2, [64, 20], bf16, shared_dram, read>] {
+    core.program @core0 on core(0) {
+      %w = core.arg 0 : !core.buf<[64, 20], bf16, pim_dram>
+      %b = core.arg 1 : !core.buf<[64], bf16, shared_dram>
+      %x = core.alloc sram {offset = 0 : i64} : !core.buf<[64], bf16, sram>
+      %y = core.alloc sram {offset = 1024 : i64} : !core.buf<[24], f32, sram>
+      core.dma %b to %x : !core.buf<[64], bf16, shared_dram>, !core.buf<[64], bf16, sram>
+      core.dma_wait
+      core.pim_gemv %x, %w, %y : !core.buf<[64], bf16, sram>, !core.buf<[64, 20], bf16, pim_dram>, !core.buf<[24], f32, sram> loc("k.py":7:5)
+      core.end
+    }
+    core.program @core1 on core(1) {
+      %w = core.arg 0 : !core.buf<[64, 20], bf16, pim_dram>
+      %v = core.arg 2 : !core.buf<[64, 20], bf16, shared_dram>
+      core.dma %v to %w : !core.buf<[64, 20], bf16, shared_dram>, !core.buf<[64, 20], bf16, pim_dram> loc("k.py":12:5)
+      core.dma_wait
+      core.end
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("level", ["core", "backend"])
+def test_a_pim_product_reading_a_weight_another_core_writes_is_a_hazard(level):
+    # the core interpreter counts the weight's whole PIM-layout buffer as read (before, it saw
+    # only x: this pair was invisible at the core level)
+    model = bertha.evt0_pim()
+    module = parse_module(UNORDERED_WEIGHT_WRITE)
+    if level == "backend":
+        attach_model(module, model)
+        lower_to_backend(module, model)
+    w = np.ones((64, 20), BF)
+    with pytest.raises(InterpHazardError) as ei:
+        interp.run(module, level, [w, np.ones(64, BF), w.copy()], model)
+    e = ei.value
+    assert {e.first.source[1], e.second.source[1]} == {7, 12}, str(e)
+    assert "pim_gemv" in str(e) or "pim.gemv" in str(e)
