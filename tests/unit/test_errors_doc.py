@@ -711,6 +711,12 @@ def cache_compile_lock_timeout(tmp_path):
             os.environ["LEGATO_COMPILE_LOCK_TIMEOUT"] = saved
 
 
+def torch_lpu_mixed_devices(tmp_path):
+    import legato.lpu  # noqa: F401 - makes the device
+
+    return raised(RuntimeError, lambda: torch.ones(4, device="lpu") + torch.ones(4))
+
+
 TRIGGERS = {
     name.replace("_", "-"): fn
     for name, fn in dict(globals()).items()
