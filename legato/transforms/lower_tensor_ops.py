@@ -695,18 +695,92 @@ def slice_(L: LoweringState, prog: ProgramState, op: lg.SliceOp) -> Buffer:
     offsets = list(op.static_offsets.get_values())
     sizes = list(op.static_sizes.get_values())
     strides = list(op.static_strides.get_values())
-    if any(st != 1 and s > 1 for st, s in zip(strides, sizes)):
+    sz: list[DimB] = [(x.dims[i], x.bounds[i]) if s == -1 else (s, s) for i, s in enumerate(sizes)]
+    stepped = [i for i, (st, s) in enumerate(zip(strides, sizes)) if st != 1 and s > 1]
+    if not stepped:
+        return subview(prog, x, offsets, sz, op)
+    _refuse_written_strided_slice(op)
+    if prog.ctx.is_top:
         raise error_at(
             op,
-            f"slices with a step (strides {strides}) are not supported; slice with step 1",
+            f"a slice with a step (strides {strides}) on top: a strided slice is a copy made in "
+            "a core's memory (the top module has none); slice in the core, e.g. "
+            "`legato.tensor.load(x[:, ::2])`",
         )
-    sz: list[DimB] = []
-    for i, s in enumerate(sizes):
-        if s == -1:
-            sz.append((x.dims[i], x.bounds[i]))
-        else:
-            sz.append((s, s))
-    return subview(prog, x, offsets, sz, op)
+    # the first stepped dim from `x` itself; the others from that (contiguous) copy
+    first, *rest = stepped
+    spans = [
+        ((s - 1) * strides[i] + 1,) * 2 if i in rest else d
+        for i, (s, d) in enumerate(zip(sizes, sz))
+    ]
+    out = _every_nth(L, prog, x, offsets, spans, first, strides[first], op)
+    for d in rest:
+        picked = [(sizes[d], sizes[d]) if i == d else b for i, b in enumerate(dimsb(out))]
+        out = _every_nth(L, prog, out, [0] * len(sz), picked, d, strides[d], op)
+    return out
+
+
+def _every_nth(
+    L: LoweringState,
+    prog: ProgramState,
+    x: Buffer,
+    offsets: list[int],
+    sizes: list[DimB],
+    d: int,
+    step: int,
+    at: Operation,
+) -> Buffer:
+    """A contiguous copy of `x[offsets : offsets + sizes]`, but along dim `d` only the elements
+    `offsets[d] + k * step` for k < `sizes[d]`, in `x`'s memory (in sram when `x` is in DRAM:
+    the DMA gathers from DRAM). One strided DMA when `x` is contiguous and its
+    dim `d` a multiple of `step` (`x` seen as [..., dims[d] / step, step, ...]); otherwise one
+    DMA per element of dim `d`."""
+    n = sizes[d][0]
+    assert isinstance(n, int)
+    space = x.type.space if x.type.space in LOCAL else "sram"  # a strided DMA out of DRAM
+    out = alloc(L, prog, sizes, x.type.element_type, space, at)
+    size = x.dims[d]
+    if x.contiguous and isinstance(size, int) and size % step == 0:
+        xd = dimsb(x)
+        grid = view(prog, x, [*xd[:d], (size // step,) * 2, (step, step), *xd[d + 1 :]], at)
+        q, r = divmod(offsets[d], step)
+        picked = [*sizes[: d + 1], (1, 1), *sizes[d + 1 :]]
+        src = subview(prog, grid, [*offsets[:d], q, r, *offsets[d + 1 :]], picked, at)
+        prog.emit(core.DmaOp(src.value, view(prog, out, picked, at).value), at)
+    else:
+        for k in range(n):
+            one = [*sizes[:d], (1, 1), *sizes[d + 1 :]]
+            src = subview(
+                prog, x, [*offsets[:d], offsets[d] + k * step, *offsets[d + 1 :]], one, at
+            )
+            dst = subview(prog, out, [0] * d + [k] + [0] * (len(sizes) - d - 1), one, at)
+            prog.emit(core.DmaOp(src.value, dst.value), at)
+    prog.emit(core.DmaWaitOp(), at)
+    prog.issued_dma = True
+    return out
+
+
+_WRITES = {lg.MemcpyOp: "dst", lg.ScatterOp: "table"}
+_VIEWS = (lg.SliceOp, lg.DynamicSliceOp, lg.ReshapeOp)
+
+
+def _refuse_written_strided_slice(op: lg.SliceOp) -> None:
+    """A strided slice is lowered as a copy: refuse one that is written (a memcpy or scatter
+    into it, or into a view of it), since the write would not reach the sliced tensor."""
+    todo = [op.results[0]]
+    while todo:
+        v = todo.pop()
+        for use in list(v.uses):
+            user = use.operation
+            field = _WRITES.get(type(user))
+            if field is not None and getattr(user, field) is v:
+                raise error_at(
+                    user,
+                    "writing into a slice with a step is not supported (a strided slice is a "
+                    "copy): write a step-1 slice, or scatter the rows",
+                )
+            if isinstance(user, _VIEWS):
+                todo.append(user.results[0])
 
 
 def cat(L: LoweringState, prog: ProgramState, op: lg.CatOp) -> Buffer:

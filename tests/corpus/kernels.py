@@ -363,6 +363,38 @@ CORPUS: list[CorpusKernel] = [
         f"%r = legato.slice %x0 [2, 0] [4, 16] [1, 4] : {_F([8, 64])} -> {_F([4, 16])}",
         lambda x: x[2:6, 0:64:4],
     ),
+    # strided slices (a copy): interleaved rotary's odd lanes in bf16 (one strided DMA), a step
+    # that does not divide its dim (one DMA per element), a step on the outer dim and on both
+    shaped(
+        "slice_odd_lanes_bf16",
+        [[8, 64]],
+        [8, 32],
+        f"%r = legato.slice %x0 [0, 1] [8, 32] [1, 2] : {ttype([8, 64], 'bf16', 'sram')} -> "
+        f"{ttype([8, 32], 'bf16', 'sram')}",
+        lambda x: x[:, 1::2],
+        "bf16",
+    ),
+    shaped(
+        "slice_step_not_dividing",
+        [[8, 30]],
+        [8, 7],
+        f"%r = legato.slice %x0 [0, 3] [8, 7] [1, 4] : {_F([8, 30])} -> {_F([8, 7])}",
+        lambda x: x[:, 3:30:4],
+    ),
+    shaped(
+        "slice_step_rows",
+        [[8, 64]],
+        [3, 64],
+        f"%r = legato.slice %x0 [1, 0] [3, 64] [3, 1] : {_F([8, 64])} -> {_F([3, 64])}",
+        lambda x: x[1:8:3],
+    ),
+    shaped(
+        "slice_step_both",
+        [[8, 64]],
+        [4, 11],
+        f"%r = legato.slice %x0 [0, 2] [4, 11] [2, 6] : {_F([8, 64])} -> {_F([4, 11])}",
+        lambda x: x[0:8:2, 2:64:6],
+    ),
     shaped(
         "cat",
         [[8, 64], [4, 64]],

@@ -135,18 +135,31 @@ builtin.module {
   }
 }""")
 # CHECK: error: reshape to [?2, ?16] has 2 dynamic dims; their runtime sizes cannot be inferred (at most one dynamic dim)
-CASES.append("""// A slice with a step.
+CASES.append("""// Writing into a slice with a step (it is a copy).
 builtin.module {
   legato.kernel @k() {
     legato.on core(0) {
       %c = legato.constant 1.0 : !legato.tensor<[8], f32, sram>
+      %d = legato.constant 2.0 : !legato.tensor<[4], f32, sram>
       %r = legato.slice %c [0] [4] [2] : !legato.tensor<[8], f32, sram> -> !legato.tensor<[4], f32, sram>
+      legato.memcpy %r, %d : !legato.tensor<[4], f32, sram>, !legato.tensor<[4], f32, sram>
       legato.yield
     }
     legato.return
   }
 }""")
-# CHECK: error: slices with a step (strides [2]) are not supported; slice with step 1
+# CHECK: error: writing into a slice with a step is not supported (a strided slice is a copy): write a step-1 slice, or scatter the rows
+CASES.append("""// A slice with a step on top (no memory to copy into).
+builtin.module {
+  legato.kernel @k(%a : !legato.tensor<[8], f32, shared_dram>) {
+    legato.on top {
+      %r = legato.slice %a [0] [4] [2] : !legato.tensor<[8], f32, shared_dram> -> !legato.tensor<[4], f32, shared_dram>
+      legato.yield
+    }
+    legato.return
+  }
+}""")
+# CHECK: error: a slice with a step (strides [2]) on top: a strided slice is a copy made in a core's memory (the top module has none); slice in the core, e.g. `legato.tensor.load(x[:, ::2])`
 CASES.append("""// cat along a dynamic dim.
 builtin.module {
   legato.kernel @k(%a : !legato.tensor<[?4, 8], f32, shared_dram>) {

@@ -29,8 +29,10 @@ TB = legato.get_model().tensor_type(BF16, [8, 64], "shared_dram")
 def steps(x: T, out: T):
     device = legato.get_context().get_device()
     with device.get_core(0):
-        t = legato.tensor.load(x[:, ::4])  # a slice with a step: refused by the lowering
-        legato.tensor.memcpy(out[:, 0:16], t)
+        o = legato.tensor.load(out)
+        t = legato.tensor.load(x[:, 0:16])
+        legato.tensor.memcpy(o[:, ::4], t)  # into a slice with a step: refused by the lowering
+        legato.tensor.memcpy(out, o)
 
 
 @legato.compile(backend=bertha)
