@@ -59,6 +59,27 @@ def test_strided_slices_agree_on_every_level():
         assert torch.equal(out, want), level
 
 
+@legato.compile(backend=bertha)
+def odd_lanes_of_runtime_rows(x: tt(((-1, 16), 64)), out: tt(((-1, 16), 32))):
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        xs = legato.tensor.load(x)
+        legato.tensor.memcpy(out, xs[:, 1::2] + 1.0)
+
+
+@pytest.mark.parametrize("rows", [3, 16])
+def test_a_strided_slice_of_a_dynamic_dim_tensor_is_one_binary(rows):
+    x = torch.randn(rows, 64)
+    out = torch.zeros(rows, 32)
+    odd_lanes_of_runtime_rows(x, out)
+    assert torch.equal(out, x[:, 1::2] + 1.0)
+    for level in ("legato", "core", "backend"):
+        again = torch.zeros(rows, 32)
+        odd_lanes_of_runtime_rows.interpret(x, again, level=level)
+        assert torch.equal(again, out), level
+    assert odd_lanes_of_runtime_rows.compile_count <= 1
+
+
 def _line(tag: str) -> int:
     (n,) = [i for i, s in enumerate(open(HERE).read().splitlines(), 1) if s.endswith(tag)]
     return n
