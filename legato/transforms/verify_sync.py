@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, scf
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr
@@ -46,7 +47,7 @@ from legato.dialects import core
 from legato.dialects.core import BUFFER_ATTR
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, source_location
-from legato.transforms.index_arith import DIVISIONS, INDEX_OPS
+from legato.transforms.index_arith import DIVISIONS, INDEX_OPS, per_core_values
 
 #: abstract sync events one proof runs at most; past it the waits not yet reached are
 #: left to the run (a kernel whose loops send millions of times)
@@ -84,6 +85,26 @@ class _Step:
     op: Operation
     body: list[_Step] = field(default_factory=list)  # _LOOP, _OPAQUE: the steps inside
     buffer: str = ""  # _SEND: the destination's buffer name; _TOUCH: the buffer touched
+    # the op's fields, read once (an IRDL property read costs more than the step itself):
+    # _SEND (space, queue), _RECV (space, queue), sync ops (id,); `count` of sync ops;
+    # `target` a _SEND's static core, `reg` its core register
+    key: tuple = ()
+    count: int = 0
+    target: int | None = None
+    reg: SSAValue | None = None
+    per_core: tuple | None = None  # the register's value on each core (when loop-invariant)
+
+    def __post_init__(self):
+        op = self.op
+        if self.kind == _SEND:
+            self.key = (op.notify_space.data, op.notify_queue.data)
+            if op.notify_core is not None:
+                self.target = op.notify_core.core_index
+            self.reg = op.notify_core_reg
+        elif self.kind == _RECV:
+            self.key = (op.memory.data, op.queue.data)
+        elif self.kind in (_POST, _WAIT, _BARRIER):
+            self.key, self.count = (op.sync_id.data,), op.count.data
 
 
 def _root(v: SSAValue) -> SSAValue:
@@ -194,7 +215,7 @@ class _Instance:
     program: core.ProgramOp
     frames: list  # [(steps, position, loop op or None, iterations left, iv, lb, step)]
     env: dict = field(default_factory=dict)
-    clock: list[int] = field(default_factory=list)
+    clock: np.ndarray | None = None  # vector clock over the modules (capacity proof only)
     blocked: _Step | None = None
     done: bool = False
     at_barrier: bool = False  # arrived at a barrier, waiting for its release
@@ -239,8 +260,10 @@ class _Proof:
                 self.instances.append(_Instance(len(self.instances), name, c, prog, [_iter(steps)]))
         self.reused = reused
         self.track = bool(reused)
+        self._invariant: dict[SSAValue, bool] = {}
+        self._per_core: dict = {}
         for inst in self.instances:
-            inst.clock = [0] * len(self.instances) if self.track else []
+            inst.clock = np.zeros(len(self.instances), np.int64) if self.track else None
         # queue (core, space, queue) -> arrivals not yet taken: (op, instance, clock, buffer)
         self.queues: dict[tuple, deque] = {}
         self.sent: dict[tuple, list[Operation]] = {}
@@ -259,10 +282,14 @@ class _Proof:
         self.events = 0
         self.relaxed = False  # after a deadlock: blocked waits are forced, to count totals
         self.forced: list[tuple[_Instance, _Step]] = []
-        for inst in self.instances:  # which semaphores several modules wait for
-            for op in inst.program.walk():
-                if isinstance(op, core.SemWaitOp):
-                    self.sem_waiters.setdefault(op.sync_id.data, set()).add(inst.index)
+        waits: dict[core.ProgramOp, set[int]] = {}  # which semaphores several modules wait for
+        for inst in self.instances:
+            if inst.program not in waits:
+                waits[inst.program] = {
+                    op.sync_id.data for op in inst.program.walk() if isinstance(op, core.SemWaitOp)
+                }
+            for sem in waits[inst.program]:
+                self.sem_waiters.setdefault(sem, set()).add(inst.index)
 
     # -- values ---------------------------------------------------------------------------------
 
@@ -271,6 +298,9 @@ class _Proof:
             return None
         if v in inst.env:
             return inst.env[v]
+        if self.invariant(v):  # evaluated for every core at once, once for the kernel
+            per_core = per_core_values(v, self.n, core.CoreIdOp, self._per_core)
+            return None if per_core is None else per_core[inst.core or 0]
         result = None
         if isinstance(v, OpResult):
             op = v.op
@@ -282,11 +312,22 @@ class _Proof:
                 a, b = (self.value(inst, x) for x in op.operands)
                 if a is not None and b is not None and not (b == 0 and op.name in DIVISIONS):
                     result = fn(a, b)
-            if not any(isinstance(p, scf.ForOp) for p in _parents(op)):
-                inst.env[v] = result  # loop-invariant: memoized
         elif isinstance(v, BlockArgument):
             return None  # a loop's induction variable is in env while its loop runs
         return result
+
+    def invariant(self, v: SSAValue) -> bool:
+        """Whether `v` is the same in every iteration of the loops around it: it reads no
+        induction variable (memoized for the kernel, not per core)."""
+        known = self._invariant.get(v)
+        if known is None:
+            if isinstance(v, BlockArgument):
+                known = False
+            else:
+                assert isinstance(v, OpResult)
+                known = all(self.invariant(x) for x in v.op.operands)
+            self._invariant[v] = known
+        return known
 
     # -- running --------------------------------------------------------------------------------
 
@@ -294,12 +335,12 @@ class _Proof:
         if self.track:
             inst.clock[inst.index] += 1
 
-    def join(self, inst: _Instance, clock: list[int] | None) -> None:
+    def join(self, inst: _Instance, clock: np.ndarray | None) -> None:
         if self.track and clock is not None:
-            inst.clock = [max(a, b) for a, b in zip(inst.clock, clock, strict=True)]
+            np.maximum(inst.clock, clock, out=inst.clock)
 
-    def snapshot(self, inst: _Instance) -> list[int] | None:
-        return list(inst.clock) if self.track else None
+    def snapshot(self, inst: _Instance) -> np.ndarray | None:
+        return inst.clock.copy() if self.track else None
 
     def make_dynamic(self, key, why: str) -> None:
         self.dynamic.setdefault(key, why)
@@ -313,10 +354,9 @@ class _Proof:
         """The steps of a loop that runs a runtime number of times (or of unknown control
         flow): the keys they touch are left to the run."""
         for s in steps:
-            op = s.op
             if s.kind == _SEND:
-                space, q = op.notify_space.data, op.notify_queue.data
-                target = self.target(inst, op)
+                space, q = s.key
+                target = self.target(inst, s)
                 if target is None:
                     self.any_core_dynamic.setdefault((space, q), why)
                 else:
@@ -324,20 +364,26 @@ class _Proof:
                 if s.buffer and target is not None:
                     self.buffer(target, s.buffer).unsettled = True
             elif s.kind == _RECV:
-                self.make_dynamic((inst.core, op.memory.data, op.queue.data), why)
+                self.make_dynamic((inst.core, *s.key), why)
             elif s.kind in (_POST, _WAIT):
-                self.make_dynamic(("sem", op.sync_id.data), why)
+                self.make_dynamic(("sem", *s.key), why)
             elif s.kind == _BARRIER:
-                self.make_dynamic(("barrier", op.sync_id.data), why)
+                self.make_dynamic(("barrier", *s.key), why)
             elif s.kind == _TOUCH:
                 self.buffer(inst.core, s.buffer).unsettled = True
             elif s.body:
                 self.havoc(inst, s.body, why)
 
-    def target(self, inst: _Instance, op: core.DmaOp) -> int | None:
-        if op.notify_core is not None:
-            return op.notify_core.core_index
-        return self.value(inst, op.notify_core_reg)
+    def target(self, inst: _Instance, step: _Step) -> int | None:
+        if step.target is not None:
+            return step.target
+        if step.reg is not None and self.invariant(step.reg):  # every core's, once
+            if step.per_core is None:
+                step.per_core = per_core_values(step.reg, self.n, core.CoreIdOp, self._per_core)
+                if step.per_core is None:
+                    step.per_core = ()
+            return step.per_core[inst.core or 0] if step.per_core else None
+        return self.value(inst, step.reg)
 
     def buffer(self, c, name: str) -> _Buffer:
         b = self.buffers.get((c, name))
@@ -430,7 +476,7 @@ class _Proof:
         if step.kind == _RECV:
             return self.receive(inst, step, forced)
         if step.kind == _POST:
-            sem, n = op.sync_id.data, op.count.data
+            (sem,), n = step.key, step.count
             self.posts.setdefault(sem, []).append((op, n, inst))
             self.sem_value[sem] = self.sem_value.get(sem, 0) + n
             self.tick(inst)
@@ -447,8 +493,8 @@ class _Proof:
 
     def send(self, inst: _Instance, step: _Step) -> bool:
         op = step.op
-        space, q = op.notify_space.data, op.notify_queue.data
-        target = self.target(inst, op)
+        space, q = step.key
+        target = self.target(inst, step)
         if target is None:
             why = f"a dma at {line_of(op)} sends to a core computed at run time"
             self.any_core_dynamic.setdefault((space, q), why)
@@ -526,7 +572,7 @@ class _Proof:
 
     def receive(self, inst: _Instance, step: _Step, forced: bool) -> bool:
         op = step.op
-        key = (inst.core, op.memory.data, op.queue.data)
+        key = (inst.core, *step.key)
         why = self.queue_dynamic(key)
         pending = self.queues.get(key)
         if pending:
@@ -554,7 +600,7 @@ class _Proof:
 
     def sem_wait(self, inst: _Instance, step: _Step, forced: bool) -> bool:
         op = step.op
-        sem, n = op.sync_id.data, op.count.data
+        (sem,), n = step.key, step.count
         why = self.dynamic.get(("sem", sem))
         racy = len(self.sem_waiters.get(sem, ())) > 1
         if self.sem_value.get(sem, 0) >= n:
@@ -592,7 +638,7 @@ class _Proof:
 
     def barrier(self, inst: _Instance, step: _Step, forced: bool) -> bool:
         op = step.op
-        bid, count = op.sync_id.data, op.count.data
+        (bid,), count = step.key, step.count
         if inst.at_barrier:  # arrived earlier: released yet?
             if inst.released:
                 inst.at_barrier = inst.released = False
@@ -623,9 +669,9 @@ class _Proof:
             inst.at_barrier = True
             return False
         if self.track:  # released: every arrival joins every other's clock
-            joined = [max(c) for c in zip(*(a[0].clock for a in arrivals), strict=True)]
+            joined = np.maximum.reduce([a[0].clock for a in arrivals])
             for a, _op in arrivals:
-                a.clock = list(joined)
+                a.clock = joined.copy()
         for a, _op in arrivals:
             if a is not inst:
                 a.released = True
