@@ -71,7 +71,20 @@ def line_of(op: Operation) -> str:
     loc = source_location(op)
     if loc is not None:
         return f"{loc.file}:{loc.line}"
-    return f"{op.name} (no source location)"
+    prog = (
+        op
+        if isinstance(op, core.ProgramOp)
+        else next((p for p in _parents_all(op) if isinstance(p, core.ProgramOp)), None)
+    )
+    where = f"program @{prog.sym_name.data}" if prog is not None else "the kernel"
+    return f"{where} (no source location)"
+
+
+def _parents_all(op: Operation) -> Iterator[Operation]:
+    p = op.parent_op()
+    while p is not None:
+        yield p
+        p = p.parent_op()
 
 
 # -- the skeleton --------------------------------------------------------------------------------
@@ -700,7 +713,12 @@ def prove(kernel: core.KernelOp, num_cores: int) -> list[Unsettled]:
         return _stopped(p)
     stuck = p.blocked()
     if stuck:
-        raise _diagnose(p, stuck)
+        blocked = [i.blocked.op for i in stuck]
+        error = _diagnose(p, stuck)
+        if error is not None:
+            raise error
+        for op in blocked:  # a race this schedule lost: another may win it
+            p.settle_later(op, "blocked in the proof's run order, behind a semaphore race")
     return p.unsettled
 
 
@@ -741,10 +759,13 @@ def _describe_wait(inst: _Instance, op: Operation) -> str:
     return f"{inst.name} waits at {line_of(op)} in barrier {op.sync_id.data}"
 
 
-def _diagnose(p: _Proof, stuck: list[_Instance]) -> SyncError:
+def _diagnose(p: _Proof, stuck: list[_Instance]) -> SyncError | None:
     """The error for a deadlocked abstract run: the first blocked wait (one on a semaphore
     several modules wait for only when no other is blocked), and why: its count is short in
-    the whole kernel, or what would release it lies behind another blocked wait."""
+    the whole kernel, or what would release it lies behind another blocked wait. None when a
+    module is blocked on a semaphore several modules wait for and no semaphore is short of
+    posts: which wait takes which post is run order, and another order may complete (the
+    blocked waits are then left to the run)."""
     racy = {s for s, w in p.sem_waiters.items() if len(w) > 1}
     first = next(
         (
@@ -767,6 +788,14 @@ def _diagnose(p: _Proof, stuck: list[_Instance]) -> SyncError:
             break
         p.forced.append((left[0], left[0].blocked))
         p.run()
+    if any(
+        isinstance(op, core.SemWaitOp) and op.sync_id.data in racy for op in blocked_at.values()
+    ) and all(
+        sum(n for _op, n in p.sem_needs.get(sem, []))
+        <= sum(n for _op, n, _i in p.posts.get(sem, []))
+        for sem in racy
+    ):
+        return None
 
     def also(*named: _Instance) -> str:
         """The other blocked modules, when there are more than the message names."""

@@ -289,3 +289,27 @@ core.kernel @k args [#core.arg<0, [?8], f32, shared_dram, read>] {
     core.end
   }
 }
+
+// -----
+
+// Two cores wait for one semaphore: which takes the first post is run order. In the order the
+// proof runs, core 1 takes it and top then waits forever; in another, core 0 does and all
+// complete. Not refused: the waits are left to the run (the emulator's deadlock report).
+// CHECK: core.program @c0
+core.kernel @k args [] {
+  core.program @top on top {
+    core.sem_post 0 count 1
+    core.sem_wait 1 count 1
+    core.sem_post 0 count 1
+    core.end
+  }
+  core.program @c1 on core(1) {
+    core.sem_wait 0 count 1
+    core.end
+  }
+  core.program @c0 on core(0) {
+    core.sem_wait 0 count 1
+    core.sem_post 1 count 1
+    core.end
+  }
+}
