@@ -267,7 +267,12 @@ def main(argv: Sequence[str] | None = None, rows_out: list | None = None) -> int
 
     KERNELS = [*KERNELS, *TORCH_ROWS]  # noqa: N806 - the bench's list, with the torch rows
 
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[1])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.split("\n\n")[1],
+        epilog="--plot OUT.png|OUT.svg also draws the rows on a roofline plot (bench/plot.py); "
+        "with --rows FILE.json (what --json printed) it draws those rows without running.",
+    )
     ap.add_argument("--json", action="store_true", help="print a JSON list of rows")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     ap.add_argument("--repeat", type=int, default=5, help="best of N for wall times (default 5)")

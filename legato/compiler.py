@@ -30,6 +30,7 @@ from legato.model.ir import attach_model
 from legato.targets.bertha.arch.debug import Entry
 from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
+from legato.transforms import verify_sync as verify_sync_pass
 from legato.transforms.diagnostics import error_at, verify_located
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
@@ -235,13 +236,14 @@ def _compile(
     pipelines.legato_to_core(model).apply(ctx, module)
     if verify_each:
         _verify(module, "core")
+    prove_sync(module, model)  # before any run: what would deadlock is refused here
     if "core_ir" in record:
         texts["core_ir"] = print_ir(module)
 
     pipelines.core_to_backend(model).apply(ctx, module)
     if verify_each:
         _verify(module, "backend")
-    binary = emit_binary(module, model)
+    binary = emit_binary(module, model, proven=True)
     (kernel,) = (op for op in module.body.block.ops if isinstance(op, be.KernelOp))
     artifacts = Artifacts(
         name,
@@ -298,15 +300,20 @@ def level_of(module: ModuleOp) -> str:
     raise CompileError("the module holds no legato.kernel, core.kernel or backend.kernel")
 
 
-def lower_to_backend(module: ModuleOp, model: ComputeModel) -> None:
-    """Lower `module` (at any level) in place to allocated backend IR."""
+def lower_to_backend(module: ModuleOp, model: ComputeModel) -> bool:
+    """Lower `module` (at any level) in place to allocated backend IR; a legato or core module
+    is proven at the core level on the way (`prove_sync`). Whether it was (a backend input
+    gets only the backend's checks, `verify_sync`)."""
     level = level_of(module)
     ctx = context()
     if level == "legato":
         pipelines.legato_to_core(model).apply(ctx, module)
         level = "core"
     if level == "core":
+        prove_sync(module, model)
         pipelines.core_to_backend(model).apply(ctx, module)
+        return True
+    return False
 
 
 sync_log = logging.getLogger("legato.sync")
@@ -315,32 +322,56 @@ sync_log = logging.getLogger("legato.sync")
 UNSETTLED_SHOWN = 8
 
 
-def verify_sync(kernel: be.KernelOp, model: ComputeModel) -> list[be.Unsettled]:
-    """`backend.verify_sync` of `kernel`: a violation is a CompileError at the op; the waits
-    whose counts the proof could not settle (in loops, register-addressed cores) are logged
-    at INFO on `legato.sync`, one line per kernel naming each wait's source line, and
-    returned."""
-    try:
-        unsettled = be.verify_sync(kernel, model.num_cores)
-    except be.OpVerifyException as e:
-        raise error_at(e.op, str(e)) from None
+def prove_sync(module: ModuleOp, model: ComputeModel) -> list[verify_sync_pass.Unsettled]:
+    """The core-level proofs of `legato.transforms.verify_sync` on the core kernel in
+    `module` (every receive has its send, every semaphore wait its posts, barriers agree and
+    fill, no receive buffer gets a transfer while its previous one is in use), before any
+    run: a violation is a CompileError at the op naming the other line. What the proof leaves
+    to the run is logged at INFO on `legato.sync` (`log_unsettled`) and returned."""
+    unsettled: list = []
+    for kernel in module.body.block.ops:
+        if isinstance(kernel, core.KernelOp):
+            unsettled = verify_sync_pass.verify(kernel, model.num_cores)
+            log_unsettled(kernel.sym_name.data, unsettled)
+    return unsettled
+
+
+def log_unsettled(kernel: str, unsettled: list) -> None:
+    """One INFO line on `legato.sync` naming the waits a proof left to the run (with their
+    source lines and why), the first `UNSETTLED_SHOWN` of them."""
     if unsettled:
         shown = "; ".join(str(u) for u in unsettled[:UNSETTLED_SHOWN])
         more = len(unsettled) - UNSETTLED_SHOWN
         sync_log.info(
             "kernel %s: %d wait(s) not proven released at compile time, left to the "
             "emulator's deadlock report: %s%s",
-            kernel.sym_name.data,
+            kernel,
             len(unsettled),
             shown,
             f"; and {more} more" if more > 0 else "",
         )
+
+
+def verify_sync(kernel: be.KernelOp, model: ComputeModel, log: bool = True) -> list[be.Unsettled]:
+    """`backend.verify_sync` of `kernel` (the checks a backend-level input gets; a kernel
+    lowered from the core level was proven there, by `prove_sync`): a violation is a
+    CompileError at the op; the waits it could not settle (in loops, register-addressed
+    cores) are logged at INFO on `legato.sync` when `log`, and returned."""
+    try:
+        unsettled = be.verify_sync(kernel, model.num_cores)
+    except be.OpVerifyException as e:
+        raise error_at(e.op, str(e)) from None
+    if log:
+        log_unsettled(kernel.sym_name.data, unsettled)
     return unsettled
 
 
-def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
+def emit_binary(module: ModuleOp, model: ComputeModel, proven: bool = False) -> bytes:
     """The ELF binary of the (allocated) backend kernel in `module`, encoded from its ops (no
-    assembly text; `asm.assemble` of `print_assembly(module)` gives the same words)."""
+    assembly text; `asm.assemble` of `print_assembly(module)` gives the same words). The
+    backend's sync checks run first; `proven`: the kernel was proven at the core level
+    (`prove_sync`), whose report of what is left to the run stands (the backend's is not
+    logged again)."""
 
     kernels = [op for op in module.body.block.ops if isinstance(op, be.KernelOp)]
     if len(kernels) != 1:
@@ -349,7 +380,7 @@ def emit_binary(module: ModuleOp, model: ComputeModel) -> bytes:
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
-    verify_sync(kernel, model)  # what would deadlock or fault, visible in the IR: refused
+    verify_sync(kernel, model, log=not proven)  # what would deadlock or fault: refused
     try:
         encoded = be.encode(kernel)
     except ValueError as e:

@@ -1631,10 +1631,7 @@ class _DmaMixin:
 
     @classmethod
     def parse(cls, parser: Parser):
-        regs = [parser.parse_unresolved_operand()]
-        for _ in range(len(cls.DATA) - 1):
-            parser.parse_punctuation(",")
-            regs.append(parser.parse_unresolved_operand())
+        regs = _parse_regs(parser, len(cls.DATA))
         props: dict[str, Attribute] = {}
         if parser.parse_optional_keyword("notify") is not None:
             props["notify"] = UnitAttr()
@@ -1946,6 +1943,39 @@ class MpuLdwOp(CoreOnlyOp):
         return _ri(self.src), _ri(self.k), _ri(self.n), 0, 0
 
 
+def _parse_regs(parser: Parser, n: int) -> list[Parser.UnresolvedOperand]:
+    """`n` comma-separated register operands."""
+    regs = [parser.parse_unresolved_operand()]
+    for _ in range(n - 1):
+        parser.parse_punctuation(",")
+        regs.append(parser.parse_unresolved_operand())
+    return regs
+
+
+def _parse_acc_tail(cls, parser: Parser, regs: list, props: dict[str, Attribute]):
+    """The end of an op whose syntax is its registers (and `props` already parsed), an
+    optional `acc`, attributes and the operand types (`mpu_mm`, `pim_gemv`): the op."""
+    if parser.parse_optional_keyword("acc") is not None:
+        props["acc"] = UnitAttr()
+    attrs = parser.parse_optional_attr_dict()
+    ins, _ = _parse_types(parser, regs, False)
+    op = cls.create(operands=ins, properties=props)
+    op.attributes |= attrs
+    return op
+
+
+def _print_acc_op(printer: Printer, op, middle: str = "") -> None:
+    """What `_parse_acc_tail` reads: the registers, `middle`, ` acc` when set, the attributes
+    and the types."""
+    printer.print_string(" ")
+    printer.print_list(op.operands, printer.print_ssa_value)
+    printer.print_string(middle)
+    if op.acc is not None:
+        printer.print_string(" acc")
+    op._print_attrs(printer)
+    _print_types(printer, op)
+
+
 @irdl_op_definition
 class MpuMmOp(CoreOnlyOp):
     """`backend.mpu_mm %dst, %src, %m, f32 [acc] : (!backend.reg, !backend.reg, !backend.reg)
@@ -1975,28 +2005,13 @@ class MpuMmOp(CoreOnlyOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> MpuMmOp:
-        regs = [parser.parse_unresolved_operand()]
-        for _ in range(2):
-            parser.parse_punctuation(",")
-            regs.append(parser.parse_unresolved_operand())
+        regs = _parse_regs(parser, 3)
         parser.parse_punctuation(",")
         props: dict[str, Attribute] = {"out_dtype": _parse_enum(parser, ("bf16", "f32"), "output")}
-        if parser.parse_optional_keyword("acc") is not None:
-            props["acc"] = UnitAttr()
-        attrs = parser.parse_optional_attr_dict()
-        ins, _ = _parse_types(parser, regs, False)
-        op = cls.create(operands=ins, properties=props)
-        op.attributes |= attrs
-        return op
+        return _parse_acc_tail(cls, parser, regs, props)
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list(self.operands, printer.print_ssa_value)
-        printer.print_string(f", {self.out_dtype.data}")
-        if self.acc is not None:
-            printer.print_string(" acc")
-        self._print_attrs(printer)
-        _print_types(printer, self)
+        _print_acc_op(printer, self, f", {self.out_dtype.data}")
 
     def verify_(self) -> None:
         if self.out_dtype.data not in ("bf16", "f32"):
@@ -2048,26 +2063,10 @@ class PimGemvOp(CoreOnlyOp):
 
     @classmethod
     def parse(cls, parser: Parser) -> PimGemvOp:
-        regs = [parser.parse_unresolved_operand()]
-        for _ in range(3):
-            parser.parse_punctuation(",")
-            regs.append(parser.parse_unresolved_operand())
-        props: dict[str, Attribute] = {}
-        if parser.parse_optional_keyword("acc") is not None:
-            props["acc"] = UnitAttr()
-        attrs = parser.parse_optional_attr_dict()
-        ins, _ = _parse_types(parser, regs, False)
-        op = cls.create(operands=ins, properties=props)
-        op.attributes |= attrs
-        return op
+        return _parse_acc_tail(cls, parser, _parse_regs(parser, 4), {})
 
     def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list(self.operands, printer.print_ssa_value)
-        if self.acc is not None:
-            printer.print_string(" acc")
-        self._print_attrs(printer)
-        _print_types(printer, self)
+        _print_acc_op(printer, self)
 
     def assembly_line(self) -> str:
         s = f"pim.gemv {_rn(self.dst)}, {_rn(self.x)}, {_rn(self.w)}, {_rn(self.shape)}"
@@ -2092,16 +2091,8 @@ class VpuRegsOp(CoreOnlyOp, ABC):
     DTYPE_PROPS: ClassVar[tuple[str, ...]] = ("dtype",)
 
     @classmethod
-    def _parse_regs(cls, parser: Parser, n: int) -> list[Parser.UnresolvedOperand]:
-        regs = [parser.parse_unresolved_operand()]
-        for _ in range(n - 1):
-            parser.parse_punctuation(",")
-            regs.append(parser.parse_unresolved_operand())
-        return regs
-
-    @classmethod
     def parse(cls, parser: Parser):
-        regs = cls._parse_regs(parser, cls.REG_COUNT)
+        regs = _parse_regs(parser, cls.REG_COUNT)
         props: dict[str, Attribute] = {}
         for p in cls.DTYPE_PROPS:
             parser.parse_punctuation(",")

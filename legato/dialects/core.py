@@ -1011,6 +1011,10 @@ class SyncOp(FastBuildOperation, ABC):
 
 
 MAX_SYNC_ID = 63
+SEM_ATTR = "legato.sem"
+"""On a `core.sem_post` / `core.sem_wait` lowered from the DSL: the semaphore as the user named
+it, `"<sem> of <context>"` (the chip's ids are numbered per (context, sem) in order of first
+appearance), so that diagnostics speak the user's numbers."""
 
 
 @irdl_op_definition

@@ -87,8 +87,8 @@ def _prof(ns) -> int:
                     print(f"{kname}: {est.summary()}", flush=True)
             except LegatoError as e:
                 print(f"legato-prof: {e}", file=sys.stderr)
-        lower_to_backend(module, model)
-        binary = emit_binary(module, model)
+        proven = lower_to_backend(module, model)
+        binary = emit_binary(module, model, proven)
     with profiler.profiling() as prof:
         runtime.run_binary(binary, model, args, trace=True)
     (result,) = prof.profiles

@@ -22,12 +22,13 @@ from legato.model.ir import model_of
 
 
 def _lowered(module: ModuleOp, target: str):
+    """The model, and whether the module was proven at the core level on the way."""
     model = model_of(module, target)
     try:
-        lower_to_backend(module, model)
+        proven = lower_to_backend(module, model)
     except LegatoError as e:
         raise DiagnosticException(str(e)) from e
-    return model
+    return model, proven
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,11 @@ class AsmTarget(Target):
     target: str = "bertha"
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        model = _lowered(module, self.target)
+        model, proven = _lowered(module, self.target)
         for kernel in module.walk():
             if isinstance(kernel, be.KernelOp):
                 try:  # as for -t bin (emit_binary): refused, located at the op
-                    verify_sync(kernel, model)
+                    verify_sync(kernel, model, log=not proven)
                 except CompileError as e:
                     raise DiagnosticException(str(e)) from None
         be.print_assembly(module, output)
@@ -57,9 +58,9 @@ class BinaryTarget(Target):
     path: str = ""
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
-        model = _lowered(module, self.target)
+        model, proven = _lowered(module, self.target)
         try:
-            data = emit_binary(module, model)
+            data = emit_binary(module, model, proven)
         except LegatoError as e:
             raise DiagnosticException(str(e)) from e
         if self.path:

@@ -23,7 +23,7 @@
 from __future__ import annotations
 
 from xdsl.dialects import scf
-from xdsl.dialects.builtin import IndexType
+from xdsl.dialects.builtin import IndexType, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern, op_type_rewrite_pattern
 from xdsl.rewriter import InsertPoint
@@ -128,7 +128,8 @@ class LowerSignal(LoweringPattern):
             )
         prog.emit(core.DmaWaitOp(), op)
         sem = L.sem_id(target.spelling, op.sem.data, op)
-        prog.emit(core.SemPostOp(sem, op.count.data), op)
+        post = prog.emit(core.SemPostOp(sem, op.count.data), op)
+        post.attributes[core.SEM_ATTR] = StringAttr(f"{op.sem.data} of {target.spelling}")
         rewriter.erase(op)
 
 
@@ -139,7 +140,9 @@ class LowerWait(LoweringPattern):
         prog = L.begin(op, rewriter)
         if prog.ctx.is_all_cores:
             raise error_at(op, "legato.wait cannot run in an all_cores region; use legato.barrier")
-        prog.emit(core.SemWaitOp(L.sem_id(prog.ctx.spelling, op.sem.data, op), op.count.data), op)
+        wait = core.SemWaitOp(L.sem_id(prog.ctx.spelling, op.sem.data, op), op.count.data)
+        prog.emit(wait, op)
+        wait.attributes[core.SEM_ATTR] = StringAttr(f"{op.sem.data} of {prog.ctx.spelling}")
         rewriter.erase(op)
 
 

@@ -32,6 +32,7 @@ PASSES: dict[str, str] = {
     "core-fuse-mpu-accumulate": "legato.transforms.fuse_mpu_accumulate:CoreFuseMpuAccumulatePass",
     "core-transfer-rings": "legato.transforms.transfer_rings:CoreTransferRingsPass",
     "core-plan-memory": "legato.transforms.plan_memory:CorePlanMemoryPass",
+    "core-verify-sync": "legato.transforms.verify_sync:CoreVerifySyncPass",
     "convert-core-to-backend": "legato.transforms.core_to_backend:ConvertCoreToBackendPass",
     "backend-allocate-registers": "legato.transforms.regalloc:BackendAllocateRegistersPass",
     "legato-to-backend": "legato.transforms.pipelines:LegatoToBackendPass",

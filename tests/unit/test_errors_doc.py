@@ -240,6 +240,24 @@ def pass_unmatched_receive(tmp_path):
     )
 
 
+def pass_sync_never_released(tmp_path):
+    return compile_error_at_call(
+        tmp_path,
+        """
+@legato.compile(backend="bertha")
+def k(a: tt([16, 256], "shared_dram", f32)):
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.sync.wait(1, 1)
+        legato.sync.signal(device.get_core(0), 0, 1)
+    with device.get_core(0):
+        legato.sync.wait(0, 1)
+        legato.sync.signal(device.get_top(), 1, 1)
+""",
+        np.zeros((16, 256), np.float32),
+    )
+
+
 def pass_out_of_memory(tmp_path):
     z = np.zeros((512, 1024), np.float32)
     return compile_error_at_call(
