@@ -71,6 +71,7 @@ class Artifacts:
     ):
         self.kernel = kernel
         self.arg_access = arg_access
+        self.warnings: list[tuple[str, str, int]] = []  # the compile's PerformanceWarnings
         self.model = model
         self.binary = binary
         self._texts: dict[str, str] = dict(texts or {})

@@ -49,6 +49,7 @@ class StoredArtifacts:
     binary: bytes
     texts: dict
     arg_access: list[str] | None = None  # the kernel's own signature, recorded at compile time
+    warnings: list | None = None  # the compile's PerformanceWarnings: (message, file, line)
 
 
 _ARTIFACT_TEXT = ("mlir", "core_ir", "backend_ir", "asm")
@@ -201,7 +202,25 @@ def disk_load(key: str):
             isinstance(access, list) and all(a in ("read", "write", "readwrite") for a in access)
         ):
             raise ValueError(f"arg_access is {access!r}")
-        stored = StoredArtifacts(base64.b64decode(payload["binary"], validate=True), texts, access)
+        said = payload.get("warnings", [])
+        if not (
+            isinstance(said, list)
+            and all(
+                isinstance(w, list)
+                and len(w) == 3
+                and isinstance(w[0], str)
+                and isinstance(w[1], str)
+                and isinstance(w[2], int)
+                for w in said
+            )
+        ):
+            raise ValueError(f"warnings is {said!r}")
+        stored = StoredArtifacts(
+            base64.b64decode(payload["binary"], validate=True),
+            texts,
+            access,
+            [tuple(w) for w in said],
+        )
         validate_cached_binary(stored.binary)
         return stored
     except Exception as e:  # noqa: BLE001 - any damage means: recompile and overwrite
@@ -225,6 +244,8 @@ def disk_store(key: str, artifacts) -> None:
     payload["binary"] = base64.b64encode(bytes(artifacts.binary)).decode()
     if getattr(artifacts, "arg_access", None) is not None:
         payload["arg_access"] = list(artifacts.arg_access)
+    if getattr(artifacts, "warnings", None):
+        payload["warnings"] = [list(w) for w in artifacts.warnings]
     payload["key"] = key
     path = _entry_path(key)
     try:

@@ -20,13 +20,20 @@ import functools
 import hashlib
 import inspect
 import json
+import warnings
 from pathlib import Path
 
 from legato import compiler
 from legato.arrays import numpy_view
 from legato.binding import bind, check_tensor
 from legato.context import CompileContext, compiling
-from legato.errors import ArgumentError, CompileError, LegatoError, LegatoValueError
+from legato.errors import (
+    ArgumentError,
+    CompileError,
+    LegatoError,
+    LegatoValueError,
+    PerformanceWarning,
+)
 from legato.frontend.codegen import emit_kernel, kernel_params, print_module
 from legato.frontend.deps import dependency_fingerprint
 from legato.frontend.language import Param, constexpr
@@ -207,6 +214,9 @@ class Kernel:
         hit = cache.disk_load(key)
         if hit is not None:
             cache.stats["disk_hits"] += 1
+            # what the compile warned (a spill) is said again: a later run of the script is
+            # as slow as the first, and should say why
+            _replay(PerformanceWarning, hit.warnings)
             hit = self._as_compiler_artifacts(hit, constexprs)
             cache.memory_put(key, hit)
             return hit
@@ -225,13 +235,24 @@ class Kernel:
                 OutputType.BINARY,
             ):
                 record = (sess.output_type.value,)
-            artifacts = compiler.compile_kernel(
-                module,
-                self.model,
-                self.name,
-                record=record,
-                source=functools.partial(self.emit_module, **constexprs),
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                # every PerformanceWarning recorded (for the cache entry), whatever the
+                # caller's filters; said below under them
+                warnings.simplefilter("always", PerformanceWarning)
+                artifacts = compiler.compile_kernel(
+                    module,
+                    self.model,
+                    self.name,
+                    record=record,
+                    source=functools.partial(self.emit_module, **constexprs),
+                )
+            for w in caught:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            artifacts.warnings = [
+                (str(w.message), w.filename, w.lineno)
+                for w in caught
+                if issubclass(w.category, PerformanceWarning)
+            ]
         except CompileError as e:
             repro.compile_failed(self, constexprs, e)  # $LEGATO_REPRO: the bug report's folder
             # The message already points at the kernel's source line; the compiler's own frames
@@ -425,3 +446,10 @@ def _stage_named(name: str) -> OutputType:
         return _STAGE_ALIASES[key]
     names = sorted({t.value for t in OutputType} | set(_STAGE_ALIASES))
     raise LegatoValueError(f"lower(): no stage {name!r}; the stages are {', '.join(names)}")
+
+
+def _replay(category: type[Warning], recorded) -> None:
+    """Warn again, under the caller's filters, what a compile warned: `(message, file, line)`
+    triples, each at its own source line."""
+    for message, filename, lineno in recorded or ():
+        warnings.warn_explicit(message, category, filename, lineno)

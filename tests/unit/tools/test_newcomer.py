@@ -120,3 +120,27 @@ def test_legato_run_saves_bf16_that_numpy_reads_back_as_bf16(tmp_path, capsys):
     # and legato-run reads its own files back
     capsys.readouterr()
     assert run_tool.main([str(mlir), "-a", str(saved / "x.npy"), "-a", "zeros"]) == 0
+
+
+def test_a_disk_cache_hit_warns_the_spill_again(fresh_cache):
+    # a second run of the script compiles nothing, and is as slow: it says why again
+    with pytest.warns(legato.PerformanceWarning) as first:
+        big_copy.compile()
+    said = sorted(
+        (str(w.message), w.lineno) for w in first if w.category is legato.PerformanceWarning
+    )
+    legato.jit.clear_memory_cache()
+    compiles = big_copy.compile_count
+    with pytest.warns(legato.PerformanceWarning) as again:
+        big_copy.compile()
+    assert big_copy.compile_count == compiles  # a disk hit
+    assert (
+        sorted((str(w.message), w.lineno) for w in again if w.category is legato.PerformanceWarning)
+        == said
+    )
+    assert all(w.filename == __file__ for w in again)
+    legato.jit.clear_memory_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", legato.PerformanceWarning)
+        with pytest.raises(legato.PerformanceWarning):
+            big_copy.compile()  # the caller's filters apply to the replay too
