@@ -514,25 +514,59 @@ def _is_pure(ins: isa.Instruction) -> bool:
 
 # native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, and a scalar
 # it has no encoding for (the threaded code runs it)
-CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY = range(5)
+CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU = range(6)
 # native/loop.c's statuses (`Emulator._run_native`)
 LP_DONE, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM = range(8)
 
 
+_LVPU = np.dtype(
+    [(f, "<i8") for f in ("nat", "c1", "c2", "fmt", "sz", "ssz", "mode", "period", "trans")]
+    + [(f, "<i8") for f in "abcd"]
+)
+_LOOP_VPU_FORMATS = {"vbin": 1, "vun": 2, "vcvt": 3, "vfill": 4, "v2d": 5}
+
+
+def _loop_vpu(ins: isa.Instruction) -> tuple | None:
+    """native/loop.c's `lvpu` of VPU instruction `ins` (the `_VpuStatic` of it and the form
+    `_native_form` gives it), or None when native/vpu.c does not run it."""
+    vs = _VpuStatic(ins)
+    if vs.nat is None:
+        return None
+    lib, f = native.lib, vs.nat[0]
+    nat = {
+        lib.vpu_bin: 1,
+        lib.vpu_un: 2,
+        lib.vpu_cvt: 3,
+        lib.vpu_fill: 4,
+        lib.vpu_transpose: 5,
+        lib.vpu_rsum: 6,
+    }[f]
+    c1, c2 = (vs.nat[1:] + (0,))[:2]
+    fmt = _LOOP_VPU_FORMATS[vs.fmt]
+    return (nat, c1, c2, fmt, vs.sz, vs.ssz, vs.mode, vs.period, int(vs.trans))
+
+
 def _loop_program(code: list, pure: list, kinds: list) -> tuple:
     """(the `sins` array of native/loop.c: `_native_program`'s, and a `qwait`'s space and queue
-    in `a` and `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes)."""
+    in `a` and `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc
+    the `lvpu` of a VPU instruction that native/vpu.c runs)."""
     arr = _native_program(code, pure, len(code) + 1)[2].copy()
     ck = np.zeros(len(code), np.int8)
+    vs = np.zeros(max(len(code), 1), _LVPU)
     for i, (ins, p, k) in enumerate(zip(code, pure, kinds)):
-        if p:
+        if k == K_VPU:
+            lv = _loop_vpu(ins)
+            if lv is not None:
+                ck[i] = CK_VPU
+                vs[i] = lv + (ins.a, ins.b, ins.c, ins.d)
+        elif p:
             ck[i] = CK_SCALAR if arr[i]["op"] else CK_PURE_PY
         elif k == K_QWAIT:
             ck[i] = CK_QWAIT
             arr[i]["a"], arr[i]["imm"] = ins.a, ins.imm
         elif k == K_DMAWAIT:
             ck[i] = CK_DMAWAIT
-    return arr, ck, ck.tobytes()
+    return arr, ck, ck.tobytes(), vs
 
 
 # What `_prepare` plans an instruction as, decoded once per pc (`_kind`): its planner is
@@ -608,7 +642,7 @@ class _Code:
         self.fns: dict[int, list] = {}
         self.native: dict[int, tuple] = {}
         self.vpu: dict[int, _VpuStatic] = {}  # pc -> its VPU instruction's `_VpuStatic`
-        self.loop: tuple | None = None  # `_loop_program`
+        self.loop: dict | None = None  # `Emulator._loop_code`
 
 
 class _VpuStatic:
@@ -807,6 +841,40 @@ class _LoopModule(Module):
         self._plan = p
         self._c.kind = CK_PY
 
+    def conflict(self, reads, writes) -> int:
+        """`Module.conflict` on the scoreboard in native/loop.c."""
+        if len(reads) == 1 and len(writes) == 1:
+            (a, b), (c, d) = reads[0], writes[0]
+            return native.lib.sb_conflict2(self._s, self.index, self.time, a, b, c, d)
+        flat = [x for rng in reads for x in rng]
+        flat += [x for rng in writes for x in rng]
+        return native.lib.sb_conflict(self._s, self.index, self.time, len(reads), len(writes), flat)
+
+
+class _LoopInflight:
+    """`Module.inflight` while the compiled loop runs: appends go to its scoreboard (which
+    drops the entries that ended itself: the length says 0, so `_execute` never filters)."""
+
+    __slots__ = ("_s", "_i")
+
+    def __init__(self, s, index: int):
+        self._s, self._i = s, index
+
+    def __len__(self) -> int:
+        return 0
+
+    def append(self, entry: tuple) -> None:
+        end, reads, writes = entry
+        if len(reads) == 1 and len(writes) == 1:
+            (a, b), (c, d) = reads[0], writes[0]
+            if not native.lib.sb_add2(self._s, self._i, end, a, b, c, d):
+                raise MemoryError("the emulator's scoreboard")
+            return
+        flat = [x for rng in reads for x in rng]
+        flat += [x for rng in writes for x in rng]
+        if not native.lib.sb_add(self._s, self._i, end, len(reads), len(writes), flat):
+            raise MemoryError("the emulator's scoreboard")
+
 
 def _put(m: _LoopModule) -> None:
     """`m`'s state, as the Python left it, into its loop struct."""
@@ -816,13 +884,14 @@ def _put(m: _LoopModule) -> None:
     f[2] = m.halted
     f[3] = m.halt_time
     f[4] = m.count
-    f[5] = m.dma_end
-    f[6] = 1 if m.reg_ready or m.barrier_token is not None else 0
+    f[5] = m.vpu_free
+    f[6] = m.dma_end
+    f[7] = 1 if m.reg_ready or m.barrier_token is not None else 0
 
 
 def _pull(m: _LoopModule) -> None:
     """`m`'s state, as the compiled loop left it, into the Python module."""
-    m.pc, m.time, halted, m.halt_time, m.count = native.ffi.unpack(m._f, 5)
+    m.pc, m.time, halted, m.halt_time, m.count, m.vpu_free = native.ffi.unpack(m._f, 6)
     m.halted = bool(halted)
 
 
@@ -1174,16 +1243,20 @@ class Emulator:
         keep = []  # the arrays the structs point into
         queues = self.queues
         try:
+            s.vpu_lanes = self.model.vpu_lanes
+            s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
             for m in mods:
-                self._loop_module(m, ps[m.index], keep)
-            self._loop = s
+                self._loop_module(m, ps[m.index], s, keep)
+            self._loop, self._loop_regions = s, []
+            for r, core in self._local_of.items():
+                self._loop_region(r, core)
             self._push, self._wake = self._push_native, self._wake_native
             self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
             for m in mods:
                 m.regs[1] = table_address
                 m.regs[2] = core_id(m.core)
             for m in mods:
-                self._schedule(m)
+                self._schedule_native(m)
                 _put(m)
             self._deadline = (
                 None if self.time_limit is None else _time.monotonic() + self.time_limit
@@ -1199,14 +1272,13 @@ class Emulator:
                 elif st == LP_SCHED:
                     m = mods[s.idx]
                     _pull(m)
-                    self._schedule(m)
-                    _put(m)
+                    self._schedule_native(m)
                 elif st == LP_SCALARS:
                     m = mods[s.idx]
                     _pull(m)
                     s.total, s.limit = self._run_scalars(m, s.total, s.limit)
                     if not m.halted:
-                        self._schedule(m)
+                        self._schedule_native(m)
                     _put(m)
                 elif st == LP_LIMIT:
                     m = mods[s.idx]
@@ -1230,32 +1302,31 @@ class Emulator:
                 else:
                     raise MemoryError("the emulator's scheduler")
         finally:
-            self._loop_restore(queues)
+            self._loop_restore(s, queues)
             lib.loop_free(s)
         return self._finish(s.total)
 
-    def _loop_module(self, m: Module, c, keep: list) -> None:
+    def _loop_module(self, m: Module, c, s, keep: list) -> None:
         """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
         encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
         left to the Python's planning."""
         ffi = native.ffi
-        shared = m.shared
-        if shared.loop is None:
-            shared.loop = _loop_program(m.code, m.pure, m.kinds)
-        arr, ck, ckb = shared.loop
+        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
+        # or its trace events)
+        code = self._loop_code(m, vpu_here)
         if m.bounds:
-            ck = ck.copy()
+            ck = code[1].copy()
             for pc in m.bounds:
                 if 0 <= pc < len(ck) and not m.pure[pc]:
                     ck[pc] = CK_PY
-            ckb = ck.tobytes()
-        keep += (arr, ck)
+            keep.append(ck)
+            code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        arr, ck, ckb, vs, code_p, ck_p, vs_p = code
         regs = ffi.new("int64_t[]", isa.NUM_REGS)
         regs[0 : isa.NUM_REGS] = m.regs
         keep.append(regs)
         c.regs, c.n = regs, len(m.code)
-        c.code = ffi.cast("sins *", ffi.from_buffer(arr))
-        c.ck = ffi.cast("int8_t *", ffi.from_buffer(ck))
+        c.code, c.ck, c.vs = code_p, ffi.cast("int8_t *", ck_p), vs_p
         c.core = -1 if m.core is None else m.core
         c.version = m.version
         plan = m.__dict__.pop("plan")
@@ -1263,24 +1334,74 @@ class Emulator:
         m.regs = regs
         m.__class__ = _LoopModule
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
+        m._s, m.inflight = s, _LoopInflight(s, m.index)
+        m._hot = self._scalar_hot(m)
         if m.fns is None:
             m.fns = self._scalar_programs(m)[0]
         m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
         c.kind = CK_PY
 
-    def _loop_restore(self, queues) -> None:
-        """Every module a plain `Module` again with the loop's final state; the Python paths
-        of `_run` back."""
+    @staticmethod
+    def _loop_code(m: Module, vpu_here: bool) -> tuple:
+        """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
+        (`_Code.loop`); `vpu_here` False: its VPU instructions are the Python's."""
+        shared = m.shared
+        if shared.loop is None:
+            shared.loop = {}
+        code = shared.loop.get(vpu_here)
+        if code is None:
+            arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
+            if not vpu_here:
+                ck[ck == CK_VPU] = CK_PY
+                ckb = ck.tobytes()
+            ffi = native.ffi
+            code = shared.loop[vpu_here] = (
+                arr,
+                ck,
+                ckb,
+                vs,
+                ffi.cast("sins *", ffi.from_buffer(arr)),
+                ffi.from_buffer(ck),
+                ffi.cast("lvpu *", ffi.from_buffer(vs)),
+            )
+        return code
+
+    def _scalar_hot(self, m: Module) -> list:
+        """Per pc of `m`'s program: a scalar run from there is worth the compiled code
+        (`_native_program`'s flags: a loop, or at least `native_min_run` long)."""
+        prog = m.shared.native.get(self.native_min_run)
+        if prog is None:
+            prog = m.shared.native[self.native_min_run] = _native_program(
+                m.code, m.pure, self.native_min_run
+            )
+        return prog[1]
+
+    def _loop_restore(self, s, queues) -> None:
+        """Every module a plain `Module` again with the loop's final state (its scoreboard
+        entries are dropped), and what the loop counted added to the Python's; the Python
+        paths of `_run` back."""
         for m in self.modules:
             if type(m) is _LoopModule:
                 _pull(m)
-                version, plan = m._c.version, m._plan
+                c = m._c
+                version, plan = c.version, m._plan
                 m.__class__ = Module
                 m.version, m.plan = version, plan
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
-                del m._c, m._f, m._plan, m._ckb
+                m.unit_end = max(m.unit_end, c.unit_end)
+                m.busy["vpu"] += c.busy_vpu
+                m.inflight = []
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot
                 m.prog = None
-        for name in ("_push", "_wake", "_loop"):
+        self.vpu_elems += s.vpu_elems
+        self.vpu_trans_elems += s.vpu_trans_elems
+        for i in range(s.nregions):  # the bytes the loop wrote, to zero when released
+            g = s.regions[i]
+            region = self._loop_regions[i]
+            if g.recycled and g.lo < g.hi:
+                region.lo, region.hi = min(region.lo, g.lo), max(region.hi, g.hi)
+        s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
+        for name in ("_push", "_wake", "_loop", "_loop_regions"):
             self.__dict__.pop(name, None)
         self._waiting = set()
         self.queues = queues
@@ -1309,14 +1430,29 @@ class Emulator:
                 elif self.fast_wakes and plan.queue is not None and head(plan.queue) is None:
                     m.version += 1
                     continue
-            self._schedule(m)
+            self._schedule_native(m)
+
+    def _schedule_native(self, m: _LoopModule) -> None:
+        """`_schedule(m)` (its waiting flag, version and heap entry in one call of
+        native/loop.c), then what planning changed into its struct: only a pending `ld` moves
+        its time (`stall_on_loads`) or clears `pyonly`."""
+        pending = m.reg_ready
+        try:
+            plan = self._prepare(m)
+            plan.stable = self._stable(m, plan)
+        except _Trap:
+            plan = _Plan(m.time)  # the fault is raised when it is popped (planning again)
+        m._plan = plan
+        if not native.lib.loop_plan(self._loop, m.index, plan.ready, plan.external):
+            raise MemoryError("the emulator's scheduler")
+        if pending:
             _put(m)
 
     def _loop_pop(self, m: _LoopModule, t: int) -> int:
         """`_run`'s step for a popped plan that the Python made (`m` is as the Python left
         it); returns `m`'s index when the loop is to go on with it (`loop_run`'s `after`),
         else -1."""
-        plan = m._plan
+        plan, pending = m._plan, m.reg_ready
         if plan.slot is not None:
             plan = self._replan_slot(m, plan)
         elif not plan.stable:
@@ -1324,16 +1460,16 @@ class Emulator:
                 plan = self._prepare(m)
             except _Trap as e:
                 raise self._fault(m, e) from None
-        if plan.ready >= INF:
-            m.plan = plan
-            self._waiting.add(m.index)
-            _put(m)
+        if plan.ready >= INF or plan.ready > t:
+            if plan.ready >= INF:
+                m.plan = plan
+                m._c.waiting = 1
+            else:
+                self._push(m, plan)
+            if pending:  # (planning moved its time: `_schedule_native`)
+                _put(m)
             return -1
-        if plan.ready > t:
-            self._push(m, plan)
-            _put(m)
-            return -1
-        self._waiting.discard(m.index)
+        m._c.waiting = 0
         self._loop.now = t
         return self._loop_exec(m, plan, t)
 
@@ -1352,11 +1488,21 @@ class Emulator:
             if total > s.limit:
                 s.limit = self._check_limits(m, total)
         if not m.halted:
-            pc = m.pc
-            if 0 <= pc < len(m._ckb) and m._ckb[pc] != CK_PY:
+            ckb, pc = m._ckb, m.pc
+            k = ckb[pc] if 0 <= pc < len(ckb) else CK_PY
+            if k == CK_SCALAR and not m._hot[pc]:
+                # a short straight run of scalar code: the threaded code here costs less than
+                # a call into the loop and back to plan what follows (`native_min_run`)
+                s.total, s.limit = self._run_scalars(m, s.total, s.limit)
+                if m.halted:
+                    _put(m)
+                    return -1
+                pc = m.pc
+                k = ckb[pc] if 0 <= pc < len(ckb) else CK_PY
+            if k != CK_PY:
                 _put(m)
-                return m.index  # scalar code, a qwait or a dmawait: the loop's
-            self._schedule(m)
+                return m.index  # scalar code, qwait, dmawait, a VPU instruction: the loop's
+            self._schedule_native(m)
         _put(m)
         return -1
 
@@ -1712,7 +1858,22 @@ class Emulator:
             space, owner = classify(r.base)
             last = classify(r.base + r.size - 1)
             self._local_of[r] = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+            if "_loop" in self.__dict__:
+                self._loop_region(r, self._local_of[r])
         return found
+
+    def _loop_region(self, r, core: int) -> None:
+        """Tell native/loop.c of region `r` if it lies wholly in `core`'s local space and is
+        one array (its VPU operands are then found there)."""
+        if core < 0 or r.lazy:
+            return
+        p = self._cptrs.get(r)
+        if p is None:
+            p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
+        recycled = type(r) is _RecycledRegion
+        if not native.lib.loop_region(self._loop, r.base, r.size, core, r.read_only, recycled, p):
+            raise MemoryError("the emulator's scheduler")
+        self._loop_regions.append(r)
 
     def _is_dram(self, addr: int) -> bool:
         return classify(addr)[0] in DRAM_REGIONS

@@ -37,7 +37,10 @@ int vpu_fill(int esize, long n, uint64_t bits, void *out);
 int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
 int vpu_rsum(int dt, long rows, long cols, const void *x, void *out);
 typedef struct {
-    int64_t pc, time, halted, halt_time, count, dma_end, pyonly;
+    int64_t nat, c1, c2, fmt, sz, ssz, mode, period, trans, a, b, c, d;
+} lvpu;
+typedef struct {
+    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly;
     int64_t version;
     int64_t core;
     int64_t kind, ready, stable, external, queue;
@@ -46,7 +49,14 @@ typedef struct {
     int64_t *regs;
     const sins *code;
     const int8_t *ck;
+    const lvpu *vs;
+    ...;
+    int64_t unit_end, busy_vpu;
 } lmod;
+typedef struct {
+    int64_t base, size, core, read_only, recycled, lo, hi;
+    char *ptr;
+} lregion;
 typedef struct {
     lmod *mods;
     int64_t nmods;
@@ -55,6 +65,9 @@ typedef struct {
     int64_t idx, t;
     int64_t num_cores, window_base, window_size;
     int64_t *wake_buf, *wake_out;
+    lregion *regions;
+    int64_t nregions;
+    int64_t vpu_lanes, vpu_trans_rate, vpu_elems, vpu_trans_elems;
 } lstate;
 int loop_init(lstate *S);
 void loop_free(lstate *S);
@@ -63,6 +76,16 @@ int q_push(lstate *S, int64_t key, int64_t end);
 int q_head(const lstate *S, int64_t key, int64_t *out);
 int64_t q_pop(lstate *S, int64_t key);
 long loop_wake(lstate *S);
+int64_t sb_conflict(const lstate *S, int64_t idx, int64_t time, int64_t nr, int64_t nw,
+                    const int64_t *rg);
+int sb_add(lstate *S, int64_t idx, int64_t end, int64_t nr, int64_t nw, const int64_t *rg);
+int64_t sb_conflict2(const lstate *S, int64_t idx, int64_t time, int64_t r0, int64_t r1,
+                     int64_t w0, int64_t w1);
+int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t w0,
+            int64_t w1);
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
+int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
+                int64_t recycled, char *ptr);
 int loop_run(lstate *S, int64_t after);
 int64_t dram_book(int64_t *free, int64_t *booked, int channels, int64_t granule, int64_t rate,
                   int64_t t, int64_t addr, int64_t n, int64_t data_end);
