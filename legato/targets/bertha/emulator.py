@@ -878,15 +878,18 @@ class _LoopInflight:
 
 def _put(m: _LoopModule) -> None:
     """`m`'s state, as the Python left it, into its loop struct."""
-    f = m._f
-    f[0] = m.pc
-    f[1] = m.time
-    f[2] = m.halted
-    f[3] = m.halt_time
-    f[4] = m.count
-    f[5] = m.vpu_free
-    f[6] = m.dma_end
-    f[7] = 1 if m.reg_ready or m.barrier_token is not None else 0
+    native.lib.loop_put(
+        m._s,
+        m.index,
+        m.pc,
+        m.time,
+        m.halted,
+        m.halt_time,
+        m.count,
+        m.vpu_free,
+        m.dma_end,
+        1 if m.reg_ready or m.barrier_token is not None else 0,
+    )
 
 
 def _pull(m: _LoopModule) -> None:
@@ -1257,15 +1260,13 @@ class Emulator:
                 m.regs[2] = core_id(m.core)
             for m in mods:
                 self._schedule_native(m)
-                _put(m)
             self._deadline = (
                 None if self.time_limit is None else _time.monotonic() + self.time_limit
             )
             s.limit = min(self.instruction_limit, CHECK_EVERY)
             after = -1
             while True:
-                s.next_land = self._landings[0][0] if self._landings else INF
-                st = lib.loop_run(s, after)
+                st = lib.loop_run(s, after, self._landings[0][0] if self._landings else INF)
                 after = -1
                 if st == LP_PYPOP:
                     after = self._loop_pop(mods[s.idx], s.t)
@@ -1277,9 +1278,10 @@ class Emulator:
                     m = mods[s.idx]
                     _pull(m)
                     s.total, s.limit = self._run_scalars(m, s.total, s.limit)
-                    if not m.halted:
+                    if m.halted:
+                        _put(m)
+                    else:
                         self._schedule_native(m)
-                    _put(m)
                 elif st == LP_LIMIT:
                     m = mods[s.idx]
                     _pull(m)
@@ -1433,20 +1435,29 @@ class Emulator:
             self._schedule_native(m)
 
     def _schedule_native(self, m: _LoopModule) -> None:
-        """`_schedule(m)` (its waiting flag, version and heap entry in one call of
-        native/loop.c), then what planning changed into its struct: only a pending `ld` moves
-        its time (`stall_on_loads`) or clears `pyonly`."""
-        pending = m.reg_ready
+        """`_schedule(m)`, and `m`'s state into its struct (`_put`), in one call of
+        native/loop.c (its waiting flag, version and heap entry)."""
         try:
             plan = self._prepare(m)
             plan.stable = self._stable(m, plan)
         except _Trap:
             plan = _Plan(m.time)  # the fault is raised when it is popped (planning again)
         m._plan = plan
-        if not native.lib.loop_plan(self._loop, m.index, plan.ready, plan.external):
+        if not native.lib.loop_put_plan(
+            m._s,
+            m.index,
+            m.pc,
+            m.time,
+            m.halted,
+            m.halt_time,
+            m.count,
+            m.vpu_free,
+            m.dma_end,
+            1 if m.reg_ready or m.barrier_token is not None else 0,
+            plan.ready,
+            plan.external,
+        ):
             raise MemoryError("the emulator's scheduler")
-        if pending:
-            _put(m)
 
     def _loop_pop(self, m: _LoopModule, t: int) -> int:
         """`_run`'s step for a popped plan that the Python made (`m` is as the Python left
@@ -1466,7 +1477,7 @@ class Emulator:
                 m._c.waiting = 1
             else:
                 self._push(m, plan)
-            if pending:  # (planning moved its time: `_schedule_native`)
+            if pending:  # (planning moved its time: `stall_on_loads`)
                 _put(m)
             return -1
         m._c.waiting = 0
@@ -1503,6 +1514,7 @@ class Emulator:
                 _put(m)
                 return m.index  # scalar code, qwait, dmawait, a VPU instruction: the loop's
             self._schedule_native(m)
+            return -1
         _put(m)
         return -1
 

@@ -86,7 +86,13 @@ int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t
 int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
                 int64_t recycled, char *ptr);
-int loop_run(lstate *S, int64_t after);
+int loop_run(lstate *S, int64_t after, int64_t next_land);
+void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+              int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+              int64_t pyonly);
+int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+                  int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+                  int64_t pyonly, int64_t ready, int64_t external);
 int64_t dram_book(int64_t *free, int64_t *booked, int channels, int64_t granule, int64_t rate,
                   int64_t t, int64_t addr, int64_t n, int64_t data_end);
 """

@@ -171,6 +171,32 @@ int loop_push(lstate *S, int64_t idx, int64_t ready) {
 /* `Emulator._schedule`'s bookkeeping of a plan the Python made for module `idx` (ready at
  * `ready`, `external`: its readiness depends on others): not waiting; then waiting with a new
  * version (INF), else pushed, and waiting too if external. 0: out of memory. */
+/* The fields of module `idx` that the Python keeps too, as it left them (`_put`). */
+void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+              int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+              int64_t pyonly) {
+    lmod *m = &S->mods[idx];
+    m->pc = pc;
+    m->time = time;
+    m->halted = halted;
+    m->halt_time = halt_time;
+    m->count = count;
+    m->vpu_free = vpu_free;
+    m->dma_end = dma_end;
+    m->pyonly = pyonly;
+}
+
+/* `loop_put`, then `Emulator._schedule`'s bookkeeping of the plan the Python made (`loop_plan`
+ * below) in the same call. */
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
+
+int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+                  int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+                  int64_t pyonly, int64_t ready, int64_t external) {
+    loop_put(S, idx, pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly);
+    return loop_plan(S, idx, ready, external);
+}
+
 int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external) {
     lmod *m = &S->mods[idx];
     m->kind = CK_PY;
@@ -541,8 +567,10 @@ long loop_wake(lstate *S) {
 }
 
 /* Run the loop until the Python is needed; `after` >= 0: first continue that module (its
- * instruction retired in the Python). Returns an LP_* status; S->idx, S->t say for what. */
-int loop_run(lstate *S, int64_t after) {
+ * instruction retired in the Python); next_land: the end of the first DMA whose bytes have not
+ * landed (INF: none). Returns an LP_* status; S->idx, S->t say for what. */
+int loop_run(lstate *S, int64_t after, int64_t next_land) {
+    S->next_land = next_land;
     if (after >= 0) {
         int st = cont(S, &S->mods[after]);
         if (st) return st;
