@@ -1131,11 +1131,11 @@ class Emulator:
                 return self._run_native(table_address)
             return self._run(table_address)
 
-    native_loop = os.environ.get("LEGATO_NATIVE_LOOP", "0") == "1"
+    native_loop = os.environ.get("LEGATO_NATIVE_LOOP", "1") != "0"
     """Run the scheduler's loop in native/loop.c when it is built (`_run_native`; False: the
     Python loop `_run`, the reference a differential test compares it with). Off under a
-    profiler, the hazard checker or the reference scalar paths. `$LEGATO_NATIVE_LOOP=1` turns
-    it on (to run a test suite through it)."""
+    profiler, the hazard checker or the reference scalar paths. `$LEGATO_NATIVE_LOOP=0` turns
+    it off."""
 
     def _run(self, table_address: int) -> timing.RunResult:
         for m in self.modules:
