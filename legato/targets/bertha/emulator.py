@@ -1245,6 +1245,7 @@ class Emulator:
         ps = [cmods + i for i in range(len(mods))]
         keep = []  # the arrays the structs point into
         queues = self.queues
+        held = -1  # on an error: the module the Python was stepping (its state is the Python's)
         try:
             s.vpu_lanes = self.model.vpu_lanes
             s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
@@ -1303,8 +1304,11 @@ class Emulator:
                     break
                 else:
                     raise MemoryError("the emulator's scheduler")
+        except BaseException:
+            held = s.idx
+            raise
         finally:
-            self._loop_restore(s, queues)
+            self._loop_restore(s, queues, held)
             lib.loop_free(s)
         return self._finish(s.total)
 
@@ -1378,13 +1382,15 @@ class Emulator:
             )
         return prog[1]
 
-    def _loop_restore(self, s, queues) -> None:
+    def _loop_restore(self, s, queues, held: int = -1) -> None:
         """Every module a plain `Module` again with the loop's final state (its scoreboard
-        entries are dropped), and what the loop counted added to the Python's; the Python
-        paths of `_run` back."""
+        entries are dropped), but module `held`, which keeps the Python's (a step of it
+        raised), and what the loop counted added to the Python's; the Python paths of `_run`
+        back."""
         for m in self.modules:
             if type(m) is _LoopModule:
-                _pull(m)
+                if m.index != held:
+                    _pull(m)
                 c = m._c
                 version, plan = c.version, m._plan
                 m.__class__ = Module

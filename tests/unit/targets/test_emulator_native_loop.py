@@ -167,3 +167,38 @@ def test_native_loop_hands_scalar_code_back_at_the_same_instruction(tail, limits
         return out, [(list(m.regs), m.time, m.pc, m.count, m.version) for m in emu.modules]
 
     assert state(True) == state(False)
+
+
+STORES = """
+.program top on top
+    halt
+.program p on core(0)
+    lsa r4, sram, 0
+    li r3, 0
+    li r5, 100000
+L:
+    addi r3, r3, 1
+    st r3, 0(r4)
+    blt r3, r5, L
+    halt
+"""
+
+
+@pytest.mark.parametrize("limit", [1000, 1001, 1002])
+def test_a_bound_crossed_in_a_python_step_leaves_the_same_state(limit, monkeypatch):
+    """The instruction bound stops the run in the loop's scalar code or right after a step
+    the Python did (`st`), whichever the count reaches it in: the same message, and every
+    module's registers, time, pc and count as the Python loop leaves them."""
+    from bertha_helpers import build, small_model
+
+    model = small_model()
+    binary = build(STORES, model=model)
+
+    def state(native_loop):
+        monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+        emu = emulator.Emulator(load_binary(binary, model), model, instruction_limit=limit)
+        with pytest.raises(emulator.InstructionLimitError) as e:
+            emu.run()
+        return str(e.value), [(list(m.regs), m.time, m.pc, m.count) for m in emu.modules]
+
+    assert state(True) == state(False)
