@@ -1223,7 +1223,8 @@ class Emulator:
     # ---- the compiled loop (native/loop.c) -------------------------------------------------
     def _run_native(self, table_address: int) -> timing.RunResult:
         """`_run` with the loop in native/loop.c: it pops the heap and runs scalar code,
-        `qwait` and `dmawait` itself, and hands every other step back by a status (LP_*),
+        `qwait`, `dmawait` and the VPU instructions of native/vpu.c itself (untraced), and
+        hands every other step back by a status (LP_*),
         which this method does with the reference's own code on the same state: planning
         (`_schedule`), a popped plan the Python made and its issue (`_loop_pop`), scalar code
         the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bounds
