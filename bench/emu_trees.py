@@ -1,7 +1,7 @@
 """A/B of the emulator in two source trees, in one run, interleaved (issue 15):
 
     .venv/bin/python bench/emu_trees.py BEFORE_TREE AFTER_TREE [--kernel K ...] [--target T ...]
-        [--rounds R] [--repeat N]
+        [--rounds R] [--repeat N] [--before-env NAME=VALUE ...] [--after-env NAME=VALUE ...]
 
 Each tree is a checkout of this repository with its compiled helpers built (e.g.
 `git archive COMMIT | tar -x -C DIR`, then `python -m legato.targets.bertha.native_build` there).
@@ -11,7 +11,10 @@ tree (its own `PYTHONPATH`, so both trees' modules never mix) that compiles the 
 N times on fresh copies of the arguments. Printed per tree: the least CPU time (`process_time`)
 and the least wall time over all its runs, the cycle count, and a hash of every argument's bytes
 after the run (outputs included); the two trees' cycles and hashes must agree, else the row says
-DIFFERENT. Under load the CPU time is the fairer comparison.
+DIFFERENT. Under load the CPU time is the fairer comparison. `--before-env` / `--after-env` set
+environment variables in one side's children: the same tree twice with
+`--before-env LEGATO_NATIVE_LOOP=0 --after-env LEGATO_NATIVE_LOOP=1` compares the Python and the
+compiled scheduler loop (`Emulator.native_loop`).
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ print(json.dumps({"cpu": min(cpu), "wall": min(wall), "cycles": res.cycles,
 from emu_host import DEFAULT_KERNELS  # noqa: E402  the kernels emu_host compares with torch
 
 
-def _child(tree: str, kernel: str, target: str, repeat: int) -> dict:
-    env = dict(os.environ, PYTHONPATH=tree)
+def _child(tree: str, kernel: str, target: str, repeat: int, extra: dict | None = None) -> dict:
+    env = dict(os.environ, PYTHONPATH=tree, **(extra or {}))
     out = subprocess.run(
         [sys.executable, "-c", CHILD, kernel, target, str(repeat)],
         cwd=tree,
@@ -66,8 +69,11 @@ def main() -> None:
     p.add_argument("--target", action="append")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--repeat", type=int, default=2)
+    p.add_argument("--before-env", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--after-env", action="append", default=[], metavar="NAME=VALUE")
     a = p.parse_args()
     trees = [os.path.abspath(a.before), os.path.abspath(a.after)]
+    envs = [dict(e.split("=", 1) for e in a.before_env), dict(e.split("=", 1) for e in a.after_env)]
     print(
         "| kernel | target | instructions | before ms (CPU) | after ms (CPU) | CPU change | same |"
     )
@@ -77,7 +83,7 @@ def main() -> None:
             best: list[dict | None] = [None, None]
             for _ in range(a.rounds):
                 for i, tree in enumerate(trees):
-                    r = _child(tree, kernel, target, a.repeat)
+                    r = _child(tree, kernel, target, a.repeat, envs[i])
                     if best[i] is None or r["cpu"] < best[i]["cpu"]:
                         best[i] = r
             b, f = best

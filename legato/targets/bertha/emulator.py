@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import heapq
+import os
 import threading
 import time as _time
 from dataclasses import dataclass
@@ -511,6 +512,63 @@ def _is_pure(ins: isa.Instruction) -> bool:
     return ins.op.format in _PURE_FORMATS or ins.op.mnemonic in ("nop", "halt")
 
 
+# native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, and a scalar
+# it has no encoding for (the threaded code runs it)
+CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU = range(6)
+# native/loop.c's statuses (`Emulator._run_native`)
+LP_DONE, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM = range(8)
+
+
+_LVPU = np.dtype(
+    [(f, "<i8") for f in ("nat", "c1", "c2", "fmt", "sz", "ssz", "mode", "period", "trans")]
+    + [(f, "<i8") for f in "abcd"]
+)
+_LOOP_VPU_FORMATS = {"vbin": 1, "vun": 2, "vcvt": 3, "vfill": 4, "v2d": 5}
+
+
+def _loop_vpu(ins: isa.Instruction) -> tuple | None:
+    """native/loop.c's `lvpu` of VPU instruction `ins` (the `_VpuStatic` of it and the form
+    `_native_form` gives it), or None when native/vpu.c does not run it."""
+    vs = _VpuStatic(ins)
+    if vs.nat is None:
+        return None
+    lib, f = native.lib, vs.nat[0]
+    nat = {
+        lib.vpu_bin: 1,
+        lib.vpu_un: 2,
+        lib.vpu_cvt: 3,
+        lib.vpu_fill: 4,
+        lib.vpu_transpose: 5,
+        lib.vpu_rsum: 6,
+    }[f]
+    c1, c2 = (vs.nat[1:] + (0,))[:2]
+    fmt = _LOOP_VPU_FORMATS[vs.fmt]
+    return (nat, c1, c2, fmt, vs.sz, vs.ssz, vs.mode, vs.period, int(vs.trans))
+
+
+def _loop_program(code: list, pure: list, kinds: list) -> tuple:
+    """(the `sins` array of native/loop.c: `_native_program`'s, and a `qwait`'s space and queue
+    in `a` and `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc
+    the `lvpu` of a VPU instruction that native/vpu.c runs)."""
+    arr = _native_program(code, pure, len(code) + 1)[2].copy()
+    ck = np.zeros(len(code), np.int8)
+    vs = np.zeros(max(len(code), 1), _LVPU)
+    for i, (ins, p, k) in enumerate(zip(code, pure, kinds)):
+        if k == K_VPU:
+            lv = _loop_vpu(ins)
+            if lv is not None:
+                ck[i] = CK_VPU
+                vs[i] = lv + (ins.a, ins.b, ins.c, ins.d)
+        elif p:
+            ck[i] = CK_SCALAR if arr[i]["op"] else CK_PURE_PY
+        elif k == K_QWAIT:
+            ck[i] = CK_QWAIT
+            arr[i]["a"], arr[i]["imm"] = ins.a, ins.imm
+        elif k == K_DMAWAIT:
+            ck[i] = CK_DMAWAIT
+    return arr, ck, ck.tobytes(), vs
+
+
 # What `_prepare` plans an instruction as, decoded once per pc (`_kind`): its planner is
 # `Emulator._planners[kind]`, but for the VPU's, planned inline (the most frequent).
 (
@@ -569,7 +627,7 @@ class _Code:
     functions) and `native` (`native_min_run` -> `_native_program`). All of it is a function of
     the words (and the key), never of a run's state."""
 
-    __slots__ = ("ins", "pure", "kinds", "stab", "fns", "native", "vpu")
+    __slots__ = ("ins", "pure", "kinds", "stab", "fns", "native", "vpu", "loop")
 
     def __init__(self, words: tuple[int, ...]):
         self.set_code([_decode(w) for w in words])
@@ -584,6 +642,7 @@ class _Code:
         self.fns: dict[int, list] = {}
         self.native: dict[int, tuple] = {}
         self.vpu: dict[int, _VpuStatic] = {}  # pc -> its VPU instruction's `_VpuStatic`
+        self.loop: dict | None = None  # `Emulator._loop_code`
 
 
 class _VpuStatic:
@@ -757,6 +816,129 @@ class Module:
             if hit:
                 t = end
         return t if t > self.time else 0
+
+
+class _LoopModule(Module):
+    """A module while the compiled loop runs (`Emulator._run_native`): `_c` is its struct in
+    native/loop.c, which holds its version (read and written here through a property); setting
+    its plan marks the plan the Python's (the loop hands its pop back). The other fields are
+    copied to and from the struct at each hand-over (`_put`, `_pull`)."""
+
+    @property
+    def version(self) -> int:
+        return self._c.version
+
+    @version.setter
+    def version(self, v: int) -> None:
+        self._c.version = v
+
+    @property
+    def plan(self):
+        return self._plan
+
+    @plan.setter
+    def plan(self, p) -> None:
+        self._plan = p
+        self._c.kind = CK_PY
+
+    def conflict(self, reads, writes) -> int:
+        """`Module.conflict` on the scoreboard in native/loop.c."""
+        if len(reads) == 1 and len(writes) == 1:
+            (a, b), (c, d) = reads[0], writes[0]
+            return native.lib.sb_conflict2(self._s, self.index, self.time, a, b, c, d)
+        flat = [x for rng in reads for x in rng]
+        flat += [x for rng in writes for x in rng]
+        return native.lib.sb_conflict(self._s, self.index, self.time, len(reads), len(writes), flat)
+
+
+class _LoopInflight:
+    """`Module.inflight` while the compiled loop runs: appends go to its scoreboard (which
+    drops the entries that ended itself: the length says 0, so `_execute` never filters)."""
+
+    __slots__ = ("_s", "_i")
+
+    def __init__(self, s, index: int):
+        self._s, self._i = s, index
+
+    def __len__(self) -> int:
+        return 0
+
+    def append(self, entry: tuple) -> None:
+        end, reads, writes = entry
+        if len(reads) == 1 and len(writes) == 1:
+            (a, b), (c, d) = reads[0], writes[0]
+            if not native.lib.sb_add2(self._s, self._i, end, a, b, c, d):
+                raise MemoryError("the emulator's scoreboard")
+            return
+        flat = [x for rng in reads for x in rng]
+        flat += [x for rng in writes for x in rng]
+        if not native.lib.sb_add(self._s, self._i, end, len(reads), len(writes), flat):
+            raise MemoryError("the emulator's scoreboard")
+
+
+def _put(m: _LoopModule) -> None:
+    """`m`'s state, as the Python left it, into its loop struct."""
+    native.lib.loop_put(
+        m._s,
+        m.index,
+        m.pc,
+        m.time,
+        m.halted,
+        m.halt_time,
+        m.count,
+        m.vpu_free,
+        m.dma_end,
+        1 if m.reg_ready or m.barrier_token is not None else 0,
+    )
+
+
+def _pull(m: _LoopModule) -> None:
+    """`m`'s state, as the compiled loop left it, into the Python module."""
+    m.pc, m.time, halted, m.halt_time, m.count, m.vpu_free = native.ffi.unpack(m._f, 6)
+    m.halted = bool(halted)
+
+
+class _LoopWaiting:
+    """`Emulator._waiting` while the compiled loop runs: the modules' `waiting` flags."""
+
+    __slots__ = ("_ps",)
+
+    def __init__(self, ps: list):
+        self._ps = ps
+
+    def add(self, idx: int) -> None:
+        self._ps[idx].waiting = 1
+
+    def discard(self, idx: int) -> None:
+        self._ps[idx].waiting = 0
+
+
+class _LoopQueues:
+    """`Emulator.queues` (`arch.dma.ArrivalQueues` of completion times) while the compiled loop
+    runs: native/loop.c's queues, key (core, space, queue)."""
+
+    __slots__ = ("_s", "_out")
+
+    def __init__(self, s):
+        self._s = s
+        self._out = native.ffi.new("int64_t *")
+
+    def push(self, key: tuple, end: int) -> None:
+        core, space, q = key
+        if not native.lib.q_push(self._s, (core * 16 + space) * 256 + q, end):
+            raise MemoryError("the emulator's arrival queues")
+
+    def head(self, key: tuple) -> int | None:
+        core, space, q = key
+        if native.lib.q_head(self._s, (core * 16 + space) * 256 + q, self._out):
+            return self._out[0]
+        return None
+
+    def pop(self, key: tuple) -> int:
+        if self.head(key) is None:
+            raise IndexError("pop from an empty queue")
+        core, space, q = key
+        return native.lib.q_pop(self._s, (core * 16 + space) * 256 + q)
 
 
 @functools.cache
@@ -938,7 +1120,22 @@ class Emulator:
         """Run every module from `table_address` to its halt; numpy's BLAS runs on one thread
         meanwhile (`_one_blas_thread`)."""
         with _one_blas_thread():
+            if (
+                self.native_loop
+                and native.ENABLED
+                and self.fast_scalars
+                and self.native_scalars
+                and self._prof is None
+                and self.hazards is None
+            ):
+                return self._run_native(table_address)
             return self._run(table_address)
+
+    native_loop = os.environ.get("LEGATO_NATIVE_LOOP", "1") != "0"
+    """Run the scheduler's loop in native/loop.c when it is built (`_run_native`; False: the
+    Python loop `_run`, the reference a differential test compares it with). Off under a
+    profiler, the hazard checker or the reference scalar paths. `$LEGATO_NATIVE_LOOP=0` turns
+    it off."""
 
     def _run(self, table_address: int) -> timing.RunResult:
         for m in self.modules:
@@ -1011,6 +1208,10 @@ class Emulator:
                     total, limit = self._run_scalars_reference(m, total, limit)
             if not m.halted:
                 self._schedule(m)
+        return self._finish(total)
+
+    def _finish(self, total: int) -> timing.RunResult:
+        """The end of a run: the last landings, the result, the cycle bound."""
         self._land(INF)  # the transfers still in flight when the last module halted
         result = self._result()
         if self.cycle_limit is not None and result.cycles > self.cycle_limit:
@@ -1018,6 +1219,325 @@ class Emulator:
             last = max(self.modules, key=lambda m: max(m.halt_time, m.unit_end, m.dma_end))
             self._check_limits(last, total, result.cycles)
         return result
+
+    # ---- the compiled loop (native/loop.c) -------------------------------------------------
+    def _run_native(self, table_address: int) -> timing.RunResult:
+        """`_run` with the loop in native/loop.c: it pops the heap and runs scalar code,
+        `qwait`, `dmawait` and the VPU instructions of native/vpu.c itself (untraced), and
+        hands every other step back by a status (LP_*),
+        which this method does with the reference's own code on the same state: planning
+        (`_schedule`), a popped plan the Python made and its issue (`_loop_pop`), scalar code
+        the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bounds
+        check (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`).
+        While it runs, the modules are `_LoopModule`s with their registers in C arrays; they
+        are plain `Module`s again afterwards, with the same state the reference leaves."""
+        ffi, lib = native.ffi, native.lib
+        mods = self.modules
+        s = ffi.new("lstate *")
+        cmods = ffi.new("lmod[]", max(len(mods), 1))
+        wake = (ffi.new("int64_t[]", len(mods) + 1), ffi.new("int64_t[]", len(mods) + 1))
+        s.mods, s.nmods, s.num_cores = cmods, len(mods), self.model.num_cores
+        s.window_base, s.window_size = CORE_WINDOW_BASE, CORE_WINDOW_SIZE
+        s.trace_on, s.fast_wakes, s.next_land = bool(self.trace_on), bool(self.fast_wakes), INF
+        s.wake_buf, s.wake_out = wake
+        if not lib.loop_init(s):
+            lib.loop_free(s)
+            raise MemoryError("the emulator's scheduler")
+        ps = [cmods + i for i in range(len(mods))]
+        keep = []  # the arrays the structs point into
+        queues = self.queues
+        held = -1  # on an error: the module the Python was stepping (its state is the Python's)
+        try:
+            s.vpu_lanes = self.model.vpu_lanes
+            s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
+            for m in mods:
+                self._loop_module(m, ps[m.index], s, keep)
+            self._loop, self._loop_regions = s, []
+            for r, core in self._local_of.items():
+                self._loop_region(r, core)
+            self._push, self._wake = self._push_native, self._wake_native
+            self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
+            for m in mods:
+                m.regs[1] = table_address
+                m.regs[2] = core_id(m.core)
+            for m in mods:
+                self._schedule_native(m)
+            self._deadline = (
+                None if self.time_limit is None else _time.monotonic() + self.time_limit
+            )
+            s.limit = min(self.instruction_limit, CHECK_EVERY)
+            after = -1
+            while True:
+                st = lib.loop_run(s, after, self._landings[0][0] if self._landings else INF)
+                after = -1
+                if st == LP_PYPOP:
+                    after = self._loop_pop(mods[s.idx], s.t)
+                elif st == LP_SCHED:
+                    m = mods[s.idx]
+                    _pull(m)
+                    self._schedule_native(m)
+                elif st == LP_SCALARS:
+                    m = mods[s.idx]
+                    _pull(m)
+                    s.total, s.limit = self._run_scalars(m, s.total, s.limit)
+                    if m.halted:
+                        _put(m)
+                    else:
+                        self._schedule_native(m)
+                elif st == LP_LIMIT:
+                    m = mods[s.idx]
+                    _pull(m)
+                    s.limit = self._check_limits(m, s.total)
+                    after = m.index
+                elif st == LP_PYEXEC:
+                    m = mods[s.idx]
+                    _pull(m)
+                    try:
+                        plan = self._prepare(m)  # stable: the plan the loop popped
+                    except _Trap as e:
+                        raise self._fault(m, e) from None
+                    after = self._loop_exec(m, plan, s.t)
+                elif st == LP_DEADLOCK:
+                    for m in mods:
+                        _pull(m)
+                    raise self._loop_deadlock(s.now)
+                elif st == LP_DONE:
+                    break
+                else:
+                    raise MemoryError("the emulator's scheduler")
+        except BaseException:
+            held = s.idx
+            raise
+        finally:
+            self._loop_restore(s, queues, held)
+            lib.loop_free(s)
+        return self._finish(s.total)
+
+    def _loop_module(self, m: Module, c, s, keep: list) -> None:
+        """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
+        encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
+        left to the Python's planning."""
+        ffi = native.ffi
+        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
+        # or its trace events)
+        code = self._loop_code(m, vpu_here)
+        if m.bounds:
+            ck = code[1].copy()
+            for pc in m.bounds:
+                if 0 <= pc < len(ck) and not m.pure[pc]:
+                    ck[pc] = CK_PY
+            keep.append(ck)
+            code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        arr, ck, ckb, vs, code_p, ck_p, vs_p = code
+        regs = ffi.new("int64_t[]", isa.NUM_REGS)
+        regs[0 : isa.NUM_REGS] = m.regs
+        keep.append(regs)
+        c.regs, c.n = regs, len(m.code)
+        c.code, c.ck, c.vs = code_p, ffi.cast("int8_t *", ck_p), vs_p
+        c.core = -1 if m.core is None else m.core
+        c.version = m.version
+        plan = m.__dict__.pop("plan")
+        del m.__dict__["version"]
+        m.regs = regs
+        m.__class__ = _LoopModule
+        m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
+        m._s, m.inflight = s, _LoopInflight(s, m.index)
+        m._hot = self._scalar_hot(m)
+        if m.fns is None:
+            m.fns = self._scalar_programs(m)[0]
+        m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
+        c.kind = CK_PY
+
+    @staticmethod
+    def _loop_code(m: Module, vpu_here: bool) -> tuple:
+        """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
+        (`_Code.loop`); `vpu_here` False: its VPU instructions are the Python's."""
+        shared = m.shared
+        if shared.loop is None:
+            shared.loop = {}
+        code = shared.loop.get(vpu_here)
+        if code is None:
+            arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
+            if not vpu_here:
+                ck[ck == CK_VPU] = CK_PY
+                ckb = ck.tobytes()
+            ffi = native.ffi
+            code = shared.loop[vpu_here] = (
+                arr,
+                ck,
+                ckb,
+                vs,
+                ffi.cast("sins *", ffi.from_buffer(arr)),
+                ffi.from_buffer(ck),
+                ffi.cast("lvpu *", ffi.from_buffer(vs)),
+            )
+        return code
+
+    def _scalar_hot(self, m: Module) -> list:
+        """Per pc of `m`'s program: a scalar run from there is worth the compiled code
+        (`_native_program`'s flags: a loop, or at least `native_min_run` long)."""
+        prog = m.shared.native.get(self.native_min_run)
+        if prog is None:
+            prog = m.shared.native[self.native_min_run] = _native_program(
+                m.code, m.pure, self.native_min_run
+            )
+        return prog[1]
+
+    def _loop_restore(self, s, queues, held: int = -1) -> None:
+        """Every module a plain `Module` again with the loop's final state (its scoreboard
+        entries are dropped), but module `held`, which keeps the Python's (a step of it
+        raised), and what the loop counted added to the Python's; the Python paths of `_run`
+        back."""
+        for m in self.modules:
+            if type(m) is _LoopModule:
+                if m.index != held:
+                    _pull(m)
+                c = m._c
+                version, plan = c.version, m._plan
+                m.__class__ = Module
+                m.version, m.plan = version, plan
+                m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
+                m.unit_end = max(m.unit_end, c.unit_end)
+                m.busy["vpu"] += c.busy_vpu
+                m.inflight = []
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot
+                m.prog = None
+        self.vpu_elems += s.vpu_elems
+        self.vpu_trans_elems += s.vpu_trans_elems
+        for i in range(s.nregions):  # the bytes the loop wrote, to zero when released
+            g = s.regions[i]
+            region = self._loop_regions[i]
+            if g.recycled and g.lo < g.hi:
+                region.lo, region.hi = min(region.lo, g.lo), max(region.hi, g.hi)
+        s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
+        for name in ("_push", "_wake", "_loop", "_loop_regions"):
+            self.__dict__.pop(name, None)
+        self._waiting = set()
+        self.queues = queues
+
+    def _push_native(self, m: _LoopModule, plan: _Plan) -> None:
+        """`_push` into native/loop.c's heap (which moves the version)."""
+        m.plan = plan
+        if not native.lib.loop_push(self._loop, m.index, plan.ready):
+            raise MemoryError("the emulator's scheduler")
+
+    def _wake_native(self) -> None:
+        """`_wake`: native/loop.c wakes the waiting modules whose plans it made; the others
+        here, as `_wake` does."""
+        n = native.lib.loop_wake(self._loop)
+        if n < 0:
+            raise MemoryError("the emulator's scheduler")
+        out, head = self._loop.wake_out, self.queues.head
+        for i in range(n):
+            m = self.modules[out[i]]
+            plan = m.plan
+            if plan is not None:
+                if plan.ready < INF:
+                    if plan.stable:
+                        self._push(m, plan)
+                        continue
+                elif self.fast_wakes and plan.queue is not None and head(plan.queue) is None:
+                    m.version += 1
+                    continue
+            self._schedule_native(m)
+
+    def _schedule_native(self, m: _LoopModule) -> None:
+        """`_schedule(m)`, and `m`'s state into its struct (`_put`), in one call of
+        native/loop.c (its waiting flag, version and heap entry)."""
+        try:
+            plan = self._prepare(m)
+            plan.stable = self._stable(m, plan)
+        except _Trap:
+            plan = _Plan(m.time)  # the fault is raised when it is popped (planning again)
+        m._plan = plan
+        if not native.lib.loop_put_plan(
+            m._s,
+            m.index,
+            m.pc,
+            m.time,
+            m.halted,
+            m.halt_time,
+            m.count,
+            m.vpu_free,
+            m.dma_end,
+            1 if m.reg_ready or m.barrier_token is not None else 0,
+            plan.ready,
+            plan.external,
+        ):
+            raise MemoryError("the emulator's scheduler")
+
+    def _loop_pop(self, m: _LoopModule, t: int) -> int:
+        """`_run`'s step for a popped plan that the Python made (`m` is as the Python left
+        it); returns `m`'s index when the loop is to go on with it (`loop_run`'s `after`),
+        else -1."""
+        plan, pending = m._plan, m.reg_ready
+        if plan.slot is not None:
+            plan = self._replan_slot(m, plan)
+        elif not plan.stable:
+            try:
+                plan = self._prepare(m)
+            except _Trap as e:
+                raise self._fault(m, e) from None
+        if plan.ready >= INF or plan.ready > t:
+            if plan.ready >= INF:
+                m.plan = plan
+                m._c.waiting = 1
+            else:
+                self._push(m, plan)
+            if pending:  # (planning moved its time: `stall_on_loads`)
+                _put(m)
+            return -1
+        m._c.waiting = 0
+        self._loop.now = t
+        return self._loop_exec(m, plan, t)
+
+    def _loop_exec(self, m: _LoopModule, plan: _Plan, t: int) -> int:
+        """Issue `m`'s instruction at `t` (`plan`), count it, then plan the next one here if
+        the loop would only hand it back; returns `loop_run`'s `after`."""
+        try:
+            done = self._execute(m, plan, t)
+        except _Trap as e:
+            raise self._fault(m, e) from None
+        s = self._loop
+        if done:
+            m.count += 1
+            total = s.total + 1
+            s.total = total
+            if total > s.limit:
+                s.limit = self._check_limits(m, total)
+        if not m.halted:
+            ckb, pc = m._ckb, m.pc
+            k = ckb[pc] if 0 <= pc < len(ckb) else CK_PY
+            if k == CK_SCALAR and not m._hot[pc]:
+                # a short straight run of scalar code: the threaded code here costs less than
+                # a call into the loop and back to plan what follows (`native_min_run`)
+                s.total, s.limit = self._run_scalars(m, s.total, s.limit)
+                if m.halted:
+                    _put(m)
+                    return -1
+                pc = m.pc
+                k = ckb[pc] if 0 <= pc < len(ckb) else CK_PY
+            if k != CK_PY:
+                _put(m)
+                return m.index  # scalar code, qwait, dmawait, a VPU instruction: the loop's
+            self._schedule_native(m)
+            return -1
+        _put(m)
+        return -1
+
+    def _loop_deadlock(self, now: int) -> DeadlockError:
+        waits = []
+        for m in self.modules:
+            if m.halted:
+                continue
+            ins = m.code[m.pc] if m.pc < len(m.code) else None
+            text = format_instruction(ins) if ins else "<end>"
+            if m._c.kind == CK_QWAIT:  # the loop's plan: the reference's reason
+                why = self._plan_qwait(m, ins).reason
+            else:
+                why = m.plan.reason if m.plan else "blocked"
+            waits.append((m.name, m.program.name, m.pc, text, why))
+        return DeadlockError(waits, now)
 
     def _limit_error(self, cls, m: Module, bound, cause: str) -> LimitError:
         ins = m.code[m.pc] if 0 <= m.pc < len(m.code) else None
@@ -1357,7 +1877,22 @@ class Emulator:
             space, owner = classify(r.base)
             last = classify(r.base + r.size - 1)
             self._local_of[r] = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+            if "_loop" in self.__dict__:
+                self._loop_region(r, self._local_of[r])
         return found
+
+    def _loop_region(self, r, core: int) -> None:
+        """Tell native/loop.c of region `r` if it lies wholly in `core`'s local space and is
+        one array (its VPU operands are then found there)."""
+        if core < 0 or r.lazy:
+            return
+        p = self._cptrs.get(r)
+        if p is None:
+            p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
+        recycled = type(r) is _RecycledRegion
+        if not native.lib.loop_region(self._loop, r.base, r.size, core, r.read_only, recycled, p):
+            raise MemoryError("the emulator's scheduler")
+        self._loop_regions.append(r)
 
     def _is_dram(self, addr: int) -> bool:
         return classify(addr)[0] in DRAM_REGIONS

@@ -3,7 +3,7 @@
 else None. Each helper has a Python reference that runs without them and gives the same bits:
 the MPU numerics (`mpu_fast`), the scalar ISA (`Emulator.native_scalars`) and the common
 VPU instructions (`vpu`, `Emulator.native_vpu`), the DRAM channel booking
-(`timing.DramTiming.native`).
+(`timing.DramTiming.native`), the scheduler's loop (`Emulator.native_loop`).
 
 `$LEGATO_NATIVE=0` makes `ENABLED` false: the references run even when the helpers are built.
 """
@@ -36,10 +36,67 @@ int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out);
 int vpu_fill(int esize, long n, uint64_t bits, void *out);
 int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
 int vpu_rsum(int dt, long rows, long cols, const void *x, void *out);
+typedef struct {
+    int64_t nat, c1, c2, fmt, sz, ssz, mode, period, trans, a, b, c, d;
+} lvpu;
+typedef struct {
+    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly;
+    int64_t version;
+    int64_t core;
+    int64_t kind, ready, stable, external, queue;
+    int64_t waiting;
+    int64_t n;
+    int64_t *regs;
+    const sins *code;
+    const int8_t *ck;
+    const lvpu *vs;
+    ...;
+    int64_t unit_end, busy_vpu;
+} lmod;
+typedef struct {
+    int64_t base, size, core, read_only, recycled, lo, hi;
+    char *ptr;
+} lregion;
+typedef struct {
+    lmod *mods;
+    int64_t nmods;
+    ...;
+    int64_t total, limit, now, next_land, trace_on, fast_wakes;
+    int64_t idx, t;
+    int64_t num_cores, window_base, window_size;
+    int64_t *wake_buf, *wake_out;
+    lregion *regions;
+    int64_t nregions;
+    int64_t vpu_lanes, vpu_trans_rate, vpu_elems, vpu_trans_elems;
+} lstate;
+int loop_init(lstate *S);
+void loop_free(lstate *S);
+int loop_push(lstate *S, int64_t idx, int64_t ready);
+int q_push(lstate *S, int64_t key, int64_t end);
+int q_head(const lstate *S, int64_t key, int64_t *out);
+int64_t q_pop(lstate *S, int64_t key);
+long loop_wake(lstate *S);
+int64_t sb_conflict(const lstate *S, int64_t idx, int64_t time, int64_t nr, int64_t nw,
+                    const int64_t *rg);
+int sb_add(lstate *S, int64_t idx, int64_t end, int64_t nr, int64_t nw, const int64_t *rg);
+int64_t sb_conflict2(const lstate *S, int64_t idx, int64_t time, int64_t r0, int64_t r1,
+                     int64_t w0, int64_t w1);
+int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t w0,
+            int64_t w1);
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
+int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
+                int64_t recycled, char *ptr);
+int loop_run(lstate *S, int64_t after, int64_t next_land);
+void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+              int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+              int64_t pyonly);
+int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+                  int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+                  int64_t pyonly, int64_t ready, int64_t external);
 int64_t dram_book(int64_t *free, int64_t *booked, int channels, int64_t granule, int64_t rate,
                   int64_t t, int64_t addr, int64_t n, int64_t data_end);
 """
-SOURCES = ["native/mpu.c", "native/scalar.c", "native/vpu.c", "native/dram.c"]
+SOURCES = ["native/mpu.c", "native/scalar.c", "native/vpu.c", "native/dram.c", "native/loop.c"]
 
 
 def source_hash(here: str = HERE) -> str:

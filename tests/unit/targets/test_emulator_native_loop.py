@@ -1,0 +1,204 @@
+"""The compiled scheduler loop (native/loop.c, `Emulator.native_loop`, issue 15) against the
+Python loop it replaces (`Emulator._run`, `native_loop = False`): on every corpus kernel, both
+chip generations, and the chip-scale bench kernels, the same output bits, cycles, module
+cycles, per-unit and per-port busy time, DRAM bytes per channel, instruction counts and trace
+events (tracing on), the same error when a run fails, and the same final state of every module
+(version, registers, pc, issue time), on which the heap's tie order depends. Scalar programs
+with traps and bounds check that the loop hands them back at the same instruction."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from legato.compiler import compile_kernel
+from legato.interp.differential import parse_module
+from legato.model import bertha
+from legato.targets.bertha import emulator, native
+from legato.targets.bertha.runtime import load_binary, run_binary
+from tests.corpus.kernels import CORPUS
+
+pytestmark = pytest.mark.skipif(
+    not native.ENABLED, reason="the compiled helpers are not built (scripts/bootstrap.sh)"
+)
+
+
+def _outcome(binary, model, args, native_loop: bool, monkeypatch, trace: bool) -> tuple:
+    """(the run's report or its error, every argument's bytes after it, every module's final
+    (version, registers, pc, time, count)) of one run on copies of `args`."""
+    monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+    seen = {}
+    result = emulator.Emulator._result
+
+    def final(self):
+        seen["modules"] = [
+            (m.version, list(m.regs), m.pc, m.time, m.count, m.halted) for m in self.modules
+        ]
+        return result(self)
+
+    monkeypatch.setattr(emulator.Emulator, "_result", final)
+    args = [a.copy() if hasattr(a, "copy") else a for a in args]
+    try:
+        r = run_binary(binary, model, args, trace=trace)
+        report = (
+            r.cycles,
+            r.module_cycles,
+            r.unit_busy,
+            r.port_busy,
+            r.dram_bytes_per_channel,
+            r.instructions,
+            r.mac_count,
+            r.vpu_element_ops,
+            json.dumps(r.trace_events, sort_keys=True),
+        )
+    except Exception as e:  # the same error, raised at the same place
+        report = (type(e).__name__, str(e))
+    outs = [np.ascontiguousarray(a).view(np.uint8).tobytes() for a in args if hasattr(a, "view")]
+    return report, outs, seen.get("modules")
+
+
+def _compare(binary, model, args, monkeypatch, trace: bool) -> tuple:
+    ref = _outcome(binary, model, args, False, monkeypatch, trace)
+    fast = _outcome(binary, model, args, True, monkeypatch, trace)
+    assert fast[0] == ref[0]
+    assert fast[1] == ref[1]
+    assert fast[2] == ref[2]
+    return ref
+
+
+CASES = [
+    (k.name, gen) for k in CORPUS for gen in ("evt0", "evt1") if k.model is None or gen == "evt0"
+]
+
+
+# traced, the VPU instructions are the Python's (their events): the sync-heavy kernels run
+# both ways, the rest untraced (the loop runs the VPU too)
+TRACED = {
+    "gemm_forwarded_slabs",
+    "gemm_spmd_all_to_all",
+    "decoder_layer_tiny",
+    "rmsnorm_rows_multicore",
+}
+
+
+@pytest.mark.parametrize(
+    "name,gen,trace",
+    [(n, g, False) for n, g in CASES] + [(n, g, True) for n, g in CASES if n in TRACED],
+)
+def test_native_loop_matches_the_python_loop_on_the_corpus(name, gen, trace, monkeypatch):
+    kernel = next(k for k in CORPUS if k.name == name)
+    model = getattr(bertha, gen)() if kernel.model is None else kernel.get_model()
+    try:
+        art = compile_kernel(parse_module(kernel.mlir, kernel.name), model)
+    except Exception:
+        pytest.skip("does not compile for this model (the corpus's own tests say why)")
+    args = kernel.make_args(np.random.default_rng(kernel.seed))
+    _compare(art.binary, model, args, monkeypatch, trace)
+
+
+SLOW = os.environ.get("LEGATO_SLOW_TESTS") == "1"
+BENCH = [
+    ("rmsnorm_32x4096", True),
+    ("softmax_32x4096", True),
+    ("gemv_1x4096x4096", True),
+    ("decoder_layer_7b_ctx1024", SLOW),
+    ("gemm_512x4096x4096", SLOW),
+]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=() if run else pytest.mark.skip("LEGATO_SLOW_TESTS=1 runs it"))
+        for n, run in BENCH
+    ],
+)
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+@pytest.mark.parametrize("trace", [False, True])
+def test_native_loop_matches_the_python_loop_on_the_bench_kernels(name, target, trace, monkeypatch):
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary(name, target)
+    report = _compare(binary, model, args, monkeypatch, trace)[0]
+    assert isinstance(report[0], int)  # the run completed
+
+
+SCALARS = """
+.program top on top
+    li r3, 0
+    li r4, {n}
+L:
+    addi r3, r3, 1
+    xor r5, r5, r3
+    blt r3, r4, L
+    {tail}
+    halt
+"""
+
+
+@pytest.mark.parametrize(
+    "tail,limits",
+    [
+        ("nop", {}),
+        ("div r6, r3, r0", {}),  # a trap in scalar code: the Python raises it
+        ("li r7, 99\n    lsa r8, core(r7).sram, 0", {}),  # a core index out of range
+        ("nop", {"instruction_limit": 1000}),  # a bound inside the loop's scalar code
+        ("nop", {"cycle_limit": 777}),
+    ],
+)
+def test_native_loop_hands_scalar_code_back_at_the_same_instruction(tail, limits, monkeypatch):
+    from bertha_helpers import build, small_model
+
+    model = small_model()
+    try:
+        binary = build(SCALARS.format(n=2000, tail=tail), model=model)
+    except Exception as e:  # (an assembler that refuses the form: nothing to compare)
+        pytest.skip(f"does not assemble: {e}")
+
+    def state(native_loop):
+        monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+        emu = emulator.Emulator(load_binary(binary, model), model, **limits)
+        try:
+            r = emu.run()
+            out = (r.cycles, r.instructions)
+        except emulator.EmulatorError as e:
+            out = (type(e).__name__, str(e))
+        return out, [(list(m.regs), m.time, m.pc, m.count, m.version) for m in emu.modules]
+
+    assert state(True) == state(False)
+
+
+STORES = """
+.program top on top
+    halt
+.program p on core(0)
+    lsa r4, sram, 0
+    li r3, 0
+    li r5, 100000
+L:
+    addi r3, r3, 1
+    st r3, 0(r4)
+    blt r3, r5, L
+    halt
+"""
+
+
+@pytest.mark.parametrize("limit", [1000, 1001, 1002])
+def test_a_bound_crossed_in_a_python_step_leaves_the_same_state(limit, monkeypatch):
+    """The instruction bound stops the run in the loop's scalar code or right after a step
+    the Python did (`st`), whichever the count reaches it in: the same message, and every
+    module's registers, time, pc and count as the Python loop leaves them."""
+    from bertha_helpers import build, small_model
+
+    model = small_model()
+    binary = build(STORES, model=model)
+
+    def state(native_loop):
+        monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+        emu = emulator.Emulator(load_binary(binary, model), model, instruction_limit=limit)
+        with pytest.raises(emulator.InstructionLimitError) as e:
+            emu.run()
+        return str(e.value), [(list(m.regs), m.time, m.pc, m.count) for m in emu.modules]
+
+    assert state(True) == state(False)
