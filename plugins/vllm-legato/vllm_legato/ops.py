@@ -41,12 +41,14 @@ class OpStats:
     dram_bytes: dict = field(default_factory=dict)
     macs: dict = field(default_factory=dict)
 
-    def add(self, op: str, run) -> None:
+    def add(self, op: str, run, macs: int | None = None) -> None:
+        """`macs`: the model's MACs of the call, counted instead of the MPU's (an f32
+        projection runs six MPU MACs per MAC of the product: F32_PASSES)."""
         with _lock:
             self.calls[op] = self.calls.get(op, 0) + 1
             self.cycles[op] = self.cycles.get(op, 0) + int(run.cycles)
             self.dram_bytes[op] = self.dram_bytes.get(op, 0) + int(sum(run.dram_bytes_per_channel))
-            self.macs[op] = self.macs.get(op, 0) + int(run.mac_count)
+            self.macs[op] = self.macs.get(op, 0) + int(run.mac_count if macs is None else macs)
 
     def totals(self) -> tuple[int, int]:
         """(cycles, DRAM bytes) over every op."""
@@ -159,6 +161,43 @@ def rotary_neox_kernel(
     return rotary_neox
 
 
+# An f32 projection on the bf16 MPU (`linear_kernel`): x and W split in three bf16 parts each
+# (`split3`: hi + mid + lo, exact up to 2^-24 relative), and the six products of parts whose
+# orders add up to at most 2 (part i is ~2^-8i of the value) multiplied on the MPU, each an
+# exact dot product rounded once to f32 and added in f32, in this order (x part, W part):
+# the smallest first. Dropped: mid@lo, lo@mid, lo@lo, each below 2^-24 of the product.
+F32_PASSES = ((0, 2), (1, 1), (2, 0), (0, 1), (1, 0), (0, 0))
+
+
+def split3(v):
+    """f32 array v as bf16 (hi, mid, lo) (numpy): each the bf16 rounding of what the previous
+    parts left, the subtractions exact in f32 (as `linear_kernel` splits on the VPU)."""
+    import numpy as np
+    from ml_dtypes import bfloat16
+
+    v = np.asarray(v, np.float32)
+    hi = v.astype(bfloat16)
+    r1 = v - hi.astype(np.float32)
+    mid = r1.astype(bfloat16)
+    return hi, mid, (r1 - mid.astype(np.float32)).astype(bfloat16)
+
+
+def f32_linear_reference(x, w, bias=None):
+    """The bits `vllm_legato::linear` gives for f32 x[T, K] @ W[N, K]^T (+ bias), in numpy from
+    legato.numerics' MPU definition: F32_PASSES over `split3`'s parts, bias added in f32."""
+    import numpy as np
+
+    from legato import numerics
+
+    xp, wp = split3(x), split3(np.asarray(w, np.float32).T)
+    acc = None
+    for i, j in F32_PASSES:
+        acc = numerics.matmul_acc(xp[i], wp[j], acc)
+    if bias is not None:
+        acc = (acc + np.asarray(bias, np.float32)[None, :]).astype(np.float32)
+    return acc
+
+
 MIN_COLS = 16  # narrower column blocks than this: fewer cores (as chip_linear's MIN_TN)
 
 
@@ -193,17 +232,50 @@ def linear_kernel(
     projection and its SiluAndMul in one kernel; nb even, the first nb / 2 blocks gate's):
     core b < nb / 2 multiplies x by blocks b and b + nb / 2, rounds both to the dtype (the
     gate/up output vLLM's SiluAndMul reads) and writes silu(g) * u as `silu_and_mul_kernel`
-    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written."""
+    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written.
+
+    f32: x (on every core) and the core's block of W (f32 in shared DRAM, loaded into sram)
+    are split on the VPU into three bf16 parts each and multiplied in the six passes of
+    F32_PASSES (`f32_linear_reference` gives the same bits in numpy): within ~2^-24 of the
+    exact product, where the compiler's own f32 matmul (hi/lo halves, three passes) is
+    ~2^-17 off."""
     M = legato.get_model()
     dt = legato.types.float(dtype)
     f32 = legato.types.float("float32")
+    bf16 = legato.types.float("bfloat16")
     tn = n // nb
     blocks = nb // 2 if gated else nb
-    wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
+    exact = dtype == "float32"  # the f32 product as six bf16 passes (F32_PASSES)
+    wmem, wload = ("shared_dram", "sram") if exact else ("mpu_dram", "mpu_buffer")
+
+    @legato.function
+    def _split3(v):
+        # v (f32) = hi + mid + lo exactly up to 2^-24 |v|: each part the bf16 rounding of
+        # what the previous ones left, the subtractions exact in f32 (numerics.split_bf16)
+        hi = legato.tensor.cast(v, bf16)
+        r1 = v - legato.tensor.cast(hi, f32)
+        mid = legato.tensor.cast(r1, bf16)
+        lo = legato.tensor.cast(r1 - legato.tensor.cast(mid, f32), bf16)
+        return hi, mid, lo
+
+    @legato.function
+    def _product(xs, wt, blk):
+        if exact:
+            xh, xm, xl = xs
+            wh, wm, wl = _split3(legato.tensor.load(wt[blk], wload))
+            # the smallest terms first (each pass an exact dot rounded once to f32, then one
+            # f32 add: the MPU's accumulate chain); xm@wl, xl@wm, xl@wl (<= 2^-24) dropped
+            acc = legato.tensor.matmul(xh, wl, f32)
+            acc = acc + legato.tensor.matmul(xm, wm, f32)
+            acc = acc + legato.tensor.matmul(xl, wh, f32)
+            acc = acc + legato.tensor.matmul(xh, wm, f32)
+            acc = acc + legato.tensor.matmul(xm, wh, f32)
+            return acc + legato.tensor.matmul(xh, wh, f32)
+        return legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
 
     @legato.function
     def _block(xs, wt, blk, bvec):
-        acc = legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
+        acc = _product(xs, wt, blk)
         if bias:
             bb = legato.tensor.cast(legato.tensor.load(bvec[blk * tn : (blk + 1) * tn]), f32)
             acc = acc + legato.tensor.reshape(bb, (1, tn))
@@ -212,6 +284,8 @@ def linear_kernel(
     @legato.function
     def _cols(x, wt, b, out, bvec):
         xs = legato.tensor.load(x)  # [T, K]: runtime rows
+        if exact:
+            xs = _split3(xs)
         y = _block(xs, wt, b, bvec)
         if gated:
             y = legato.tensor.silu(y) * _block(xs, wt, b + blocks, bvec)
@@ -302,7 +376,12 @@ def _linear(x: torch.Tensor, wt: torch.Tensor, bias, gated: bool) -> torch.Tenso
             gated,
         )
         kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
-        STATS.add("linear_silu_and_mul" if gated else "linear", kern.last_run)
+        # the product's MACs (x rows x K x N), as the host estimate counts a matmul's
+        STATS.add(
+            "linear_silu_and_mul" if gated else "linear",
+            kern.last_run,
+            macs=rows.shape[0] * k * nb * tn,
+        )
     return out.reshape(*x.shape[:-1], width)
 
 
@@ -382,18 +461,22 @@ def linear_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
     None when its `mm` stays in the forward graph, for legato.torch to place: bf16 where
     neither chip_linear (all cores) nor the single-core MPU resolver takes it at the token
     bound (the tiny models' gate/up projection: K = 64 is not a multiple of chip_linear's
-    256-row weight tile, and at 1024 tokens x and the output do not fit one core's SRAM).
-    f32 stays in the graph: the MPU multiplies f32 as bf16 halves, ~1e-4 off torch's f32 mm,
-    and the f32 engines' tokens must equal stock vLLM's."""
+    256-row weight tile, and at 1024 tokens x and the output do not fit one core's SRAM);
+    f32 wherever chip_linear does not take it: the plugin's kernel multiplies f32 in six bf16
+    passes (`linear_kernel`, F32_PASSES: within ~2^-24 of the exact product, as close as
+    torch's own f32 mm), the single-core resolver in three (hi/lo halves, ~2^-17), and the f32
+    engines' tokens must equal stock vLLM's."""
     from legato.torch.library import aten as aten_lib
     from vllm_legato.budget import accepts
 
-    if weight.ndim != 2 or weight.dtype != torch.bfloat16:
+    if weight.ndim != 2 or weight.dtype not in _DTYPES:
         return None
     n, k = weight.shape
     chip = accepts(device, k, n, weight.dtype, bound)
     if chip is None:
         return None
+    if weight.dtype == torch.float32:
+        return f"chip_linear: {chip}; f32: six bf16 passes (the single-core mm's three are ~2^-17)"
     single = accepts(device, k, n, weight.dtype, bound, resolver=aten_lib.resolve_mm)
     if single is None:
         return None
