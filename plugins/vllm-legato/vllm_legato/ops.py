@@ -13,8 +13,11 @@ cores, ... and works on one token's row, whose shape is static (`[1, 2d]`, `[H, 
 The layers are swapped in with vLLM's out-of-tree custom-op registry
 (`CustomOp.register_oot`), only while the Bertha platform is selected (`patches.install`):
 `SiluAndMul` and `RotaryEmbedding` (neox style, bf16 / f32; anything else keeps vLLM's
-native implementation, which then runs on the host as before). `STATS` counts the kernels'
-simulated work for the report (`vllm_legato.report`), per op.
+native implementation, which then runs on the host as before). Where the rotary's users all
+hand q and k straight to the plugin's attention, it is folded into the attention kernels
+instead (`fold_rotary`). The projections the graph's resolvers do not take run through
+`vllm_legato::linear` (bf16, and f32 in six bf16 passes: `F32_PASSES`). `STATS` counts the
+kernels' simulated work for the report (`vllm_legato.report`), per op.
 """
 
 # no `from __future__ import annotations`: the kernels' annotations are evaluated at def time,
@@ -505,6 +508,50 @@ def use_legato_linear(layer) -> bool:
     return True
 
 
+FOLD_ROTARY_ENV = "LEGATO_VLLM_FOLD_ROTARY"  # "0": keep the rotary embedding's own kernel
+
+
+def fold_rotary(model) -> int:
+    """Fold the plugin's rotary embeddings into the attention kernels (patches.install calls
+    this once the model is built): where every module holding a rotary embedding as
+    `rotary_emb` holds a LEGATO_ATTN attention layer as `attn` (vLLM's Llama and Qwen2
+    attention: `q, k = self.rotary_emb(positions, q, k)`, then `self.attn(q, k, v)`), with
+    the same head size, neox style and an even rotary dim, the attention's kernels rotate the
+    keys they write and the queries they read (`paged_attention`, `PagedShape.rot`: the bits
+    of `rotary_neox`), and the rotary's forward returns q and k as they are. Returns the
+    number of attention layers folded ($LEGATO_VLLM_FOLD_ROTARY=0: none)."""
+    from vllm_legato.attention import LegatoAttentionImpl
+
+    if os.environ.get(FOLD_ROTARY_ENV, "1") == "0":
+        return 0
+    users: dict[int, list] = {}  # id(rotary) -> [rotary, its attention impls, all foldable]
+    for m in model.modules():
+        rope = getattr(m, "rotary_emb", None)
+        if not isinstance(rope, torch.nn.Module):
+            continue
+        impl = getattr(getattr(m, "attn", None), "impl", None)
+        entry = users.setdefault(id(rope), [rope, [], True])
+        entry[1].append(impl)
+        entry[2] = entry[2] and (
+            getattr(rope, "legato_foldable", False)
+            and isinstance(impl, LegatoAttentionImpl)
+            and rope.is_neox_style
+            and rope.head_size == impl.head_size
+            and rope.rotary_dim % 2 == 0
+            and rope.rotary_dim <= rope.head_size
+            and rope.cos_sin_cache.dim() == 2
+        )
+    folded = 0
+    for rope, impls, ok in users.values():
+        if not ok:
+            continue
+        rope.legato_folded = True
+        for impl in impls:
+            impl.rope = rope
+        folded += len(impls)
+    return folded
+
+
 # -- the layers (vLLM's out-of-tree custom-op registry) -------------------------------------
 
 
@@ -531,9 +578,20 @@ def register_layers() -> None:
     @CustomOp.register_oot(name="RotaryEmbedding")
     class LegatoRotaryEmbedding(RotaryEmbedding):
         """Neox-style rotary embedding through `vllm_legato::rotary_neox` (bf16 / f32, with a
-        key); otherwise vLLM's native implementation."""
+        key); otherwise vLLM's native implementation. Folded into the attention kernels
+        (`fold_rotary`): q and k as they are (the attention rotates them)."""
+
+        legato_foldable = True
 
         def forward_native(self, positions, query, key=None):
+            if getattr(self, "legato_folded", False):
+                if key is None or query.dtype not in _DTYPES:
+                    raise RuntimeError(
+                        "vllm_legato: a rotary embedding folded into LEGATO_ATTN was called "
+                        f"{'without a key' if key is None else f'in {query.dtype}'}: set "
+                        f"{FOLD_ROTARY_ENV}=0"
+                    )
+                return query, key
             if not self.is_neox_style or key is None or query.dtype not in _DTYPES:
                 return super().forward_native(positions, query, key)
             cache = self._match_cos_sin_cache_dtype(query)

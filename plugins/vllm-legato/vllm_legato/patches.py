@@ -10,7 +10,11 @@ Legato library resolves (chip_linear on every core, or single-core) or runs exte
 (`vllm_legato.lm_head`).
 
 SiluAndMul and the rotary embedding: the plugin's layers (`vllm_legato.ops`), whose forward
-runs a Legato kernel through a torch custom op.
+runs a Legato kernel through a torch custom op. Once the model is built (vLLM's model loader,
+wrapped here), a rotary embedding whose every user hands its q and k straight to a LEGATO_ATTN
+attention layer (Llama, Qwen2: `q, k = self.rotary_emb(...)`, then `self.attn(q, k, v)`) is
+folded into that layer's attention kernels (`ops.fold_rotary`): the rotary's own op no longer
+runs.
 """
 
 from __future__ import annotations
@@ -54,6 +58,20 @@ def install() -> None:
     layer_utils.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm
     log.debug("vllm_legato: linear layers use torch.nn.functional.linear (Legato mm)")
 
-    from vllm_legato.ops import register_layers
+    from vllm.model_executor.model_loader.base_loader import BaseModelLoader
+
+    from vllm_legato.ops import fold_rotary, register_layers
 
     register_layers()
+
+    load_model = BaseModelLoader.load_model
+
+    def load_model_folding_rotary(self, *args, **kwargs):
+        model = load_model(self, *args, **kwargs)
+        folded = fold_rotary(model)
+        if folded:
+            log.info("vllm_legato: rotary embedding folded into %d attention layer(s)", folded)
+        return model
+
+    load_model_folding_rotary.__wrapped__ = load_model
+    BaseModelLoader.load_model = load_model_folding_rotary
