@@ -219,6 +219,24 @@ def served(tmp_path_factory):
         cmd += ["--max-tokens", str(LOWERED_MAX_TOKENS), "--kv-blocks", str(LOWERED_KV_BLOCKS)]
         cmd += ["--block-size", str(LOWERED_BLOCK_SIZE), *extra]
         start(name, cmd, out, **env)
+    # bf16 at vLLM's default budget (DEFAULT_BUDGET), both models, the single request and
+    # the 8 (prefilled in one step): test_vllm_default_budget.py, against the stock engines
+    start(
+        "bertha-default",
+        [
+            *serve,
+            str(root / "bertha-default.json"),
+            *stock,
+            "--batch8",
+            "--logprobs",
+            "2",
+            "--dtype",
+            "bfloat16",
+        ],
+        root / "bertha-default.json",
+        LEGATO_VLLM="1",
+        LEGATO_VLLM_REPORT_DIR=str(root / "reports-bertha-default"),
+    )
     # the bench in f32 at vLLM's default budget: the forward graph of the Bertha Llama's f32
     # engine and of the server, so that the three processes compile its kernels once (the
     # Legato cache's per-kernel lock: the others wait and load them)
