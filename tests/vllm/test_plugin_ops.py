@@ -192,3 +192,47 @@ def test_fuse_silu_and_mul_rewrites_only_a_sole_user():
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.vllm_legato.linear_silu_and_mul.default) == 1
     assert targets.count(torch.ops.vllm_legato.linear) == 2
+
+
+def test_fold_rotary_links_only_rotaries_whose_users_are_all_legato_attention(monkeypatch):
+    """`fold_rotary` folds a rotary embedding into the LEGATO_ATTN layers of the modules that
+    hold it with their `attn` (the layer's impl gets it, the rotary's forward then returns q
+    and k untouched); a rotary that one module holds without such an attention stays unfolded,
+    and so does every one with $LEGATO_VLLM_FOLD_ROTARY=0."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+    from vllm_legato.attention import LegatoAttentionImpl
+
+    ops.register_layers()
+    with set_current_vllm_config(VllmConfig()):
+        shared = RotaryEmbedding(16, 16, 64, 10000.0, True, torch.float32)
+        mixed = RotaryEmbedding(16, 16, 64, 10000.0, True, torch.float32)
+
+    def impl(head_size=16):
+        i = LegatoAttentionImpl.__new__(LegatoAttentionImpl)  # no vLLM config needed
+        i.head_size, i.rope = head_size, None
+        return i
+
+    def layer(rope, attn_impl):
+        m = torch.nn.Module()
+        m.rotary_emb = rope
+        m.attn = torch.nn.Module()
+        m.attn.impl = attn_impl
+        return m
+
+    a, b, c = impl(), impl(), impl()
+    model = torch.nn.ModuleList(
+        [layer(shared, a), layer(shared, b), layer(mixed, c), layer(mixed, object())]
+    )
+    monkeypatch.setenv(ops.FOLD_ROTARY_ENV, "0")
+    assert ops.fold_rotary(model) == 0 and a.rope is None
+    monkeypatch.delenv(ops.FOLD_ROTARY_ENV)
+    assert ops.fold_rotary(model) == 2
+    assert a.rope is shared and b.rope is shared and c.rope is None
+    assert not getattr(mixed, "legato_folded", False)
+    q, k = torch.randn(3, 32), torch.randn(3, 16)
+    calls = ops.STATS.calls.get("rotary_neox", 0)
+    got = shared.forward_native(torch.tensor([0, 1, 2]), q, k)
+    assert got[0] is q and got[1] is k and ops.STATS.calls.get("rotary_neox", 0) == calls
+    with pytest.raises(RuntimeError, match="without a key"):
+        shared.forward_native(torch.tensor([0, 1, 2]), q, None)
