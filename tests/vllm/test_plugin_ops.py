@@ -236,3 +236,22 @@ def test_fold_rotary_links_only_rotaries_whose_users_are_all_legato_attention(mo
     assert got[0] is q and got[1] is k and ops.STATS.calls.get("rotary_neox", 0) == calls
     with pytest.raises(RuntimeError, match="without a key"):
         shared.forward_native(torch.tensor([0, 1, 2]), q, None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_is_f_embedding(monkeypatch, dtype):
+    """`vllm_legato::embedding` (all cores, a runtime token count): the rows of F.embedding,
+    repeated and extreme ids included; routed only where the graph's resolver refuses the
+    lookup at the bound (Llama-7B's 4096-wide table at 1024 tokens, not the tiny models')."""
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(1000, 96, generator=g).to(dtype)
+    ids = torch.tensor([[5, 999, 0], [77, 5, 998]])
+    calls = ops.STATS.calls.get("embedding", 0)
+    got = torch.ops.vllm_legato.embedding(ids, w)
+    assert got.shape == (2, 3, 96) and torch.equal(got, torch.nn.functional.embedding(ids, w))
+    assert ops.STATS.calls["embedding"] == calls + 1
+    big = torch.zeros(32000, 4096, dtype=torch.bfloat16)
+    assert "embedding indices and rows need" in ops.embedding_route(big, 1024, "bertha")
+    assert ops.embedding_route(big, 16, "bertha") is None
+    assert ops.embedding_route(torch.zeros(512, 64, dtype=dtype), 1024, "bertha") is None

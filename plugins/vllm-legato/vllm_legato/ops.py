@@ -201,6 +201,90 @@ def f32_linear_reference(x, w, bias=None):
     return acc
 
 
+@functools.cache
+def embedding_kernel(dtype: str, max_tokens: int, vocab: int, hidden: int, device: str):
+    """out[t] = table[ids[t]] for the runtime T tokens (all cores: core c takes the tokens c,
+    c + cores, ...; one row gathered from the table in shared DRAM per token)."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+    i64 = legato.types.i64
+
+    @legato.compile(backend=device)
+    def embedding(
+        ids: M.tensor_type(i64, [(-1, max_tokens), 1], "shared_dram"),
+        table: M.tensor_type(dt, [vocab, hidden], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), hidden], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for t in range(legato.core_id(), ids.size(0), device.num_cores):
+                row = legato.tensor.gather(table, legato.tensor.load(ids[t]))  # [1, hidden]
+                legato.tensor.memcpy(out[t], legato.tensor.reshape(row, (hidden,)))
+
+    return embedding
+
+
+def embedding_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
+    """Why the token embedding (table W[V, H]) runs through `vllm_legato::embedding`: when the
+    graph's own resolver (legato.torch.library.aten's `embedding`, one core holding the
+    indices and rows at the token bound) refuses it, its reason; else None (it stays in the
+    graph). Llama-7B at vLLM's 1024: 1024 rows of 4096 bf16 are 8 MiB, one core has 2."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from legato.model.targets import target_model
+    from legato.torch.library import aten as aten_lib
+    from legato.torch.options import Options
+    from legato.torch.registry import ResolveContext
+
+    if weight.ndim != 2 or weight.dtype not in _DTYPES:
+        return None
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    with mode:
+        t = mode.shape_env.create_unbacked_symint()
+        ids = torch.empty((t,), dtype=torch.int64)
+        w = torch.empty(tuple(weight.shape), dtype=weight.dtype)
+        y = torch.nn.functional.embedding(ids, w)
+    g = torch.fx.Graph()
+    wn, idn = g.placeholder("w"), g.placeholder("ids")
+    node = g.call_function(torch.ops.aten.embedding.default, (wn, idn))
+    g.output(node)
+    for n, v in ((wn, w), (idn, ids), (node, y)):
+        n.meta["val"] = v
+    ctx = ResolveContext(
+        target_model(device), Options(device=device), lambda d: d if isinstance(d, int) else bound
+    )
+    try:
+        with mode:
+            aten_lib.resolve_embedding(node, ctx)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+@torch.library.custom_op("vllm_legato::embedding", mutates_args=())
+def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """weight[ids] (F.embedding) on every core (`embedding_kernel`)."""
+    flat = ids.reshape(-1, 1).to(torch.int64).contiguous()
+    out = weight.new_empty((flat.shape[0], weight.shape[1]))
+    if flat.shape[0]:
+        kern = embedding_kernel(
+            _DTYPES[weight.dtype],
+            token_bound(flat.shape[0]),
+            weight.shape[0],
+            weight.shape[1],
+            _device(),
+        )
+        kern(flat, weight, out)
+        STATS.add("embedding", kern.last_run)
+    return out.reshape(*ids.shape, weight.shape[1])
+
+
+@embedding.register_fake
+def _(ids, weight):
+    return weight.new_empty((*ids.shape, weight.shape[1]))
+
+
 MIN_COLS = 16  # narrower column blocks than this: fewer cores (as chip_linear's MIN_TN)
 
 
@@ -550,6 +634,37 @@ def fold_rotary(model) -> int:
             impl.rope = rope
         folded += len(impls)
     return folded
+
+
+def route_embeddings(model) -> int:
+    """Point every unquantized VocabParallelEmbedding of `model` whose lookup the graph's
+    resolver refuses at the token bound (`embedding_route`) at `vllm_legato::embedding`
+    (patches.install's `UnquantizedEmbeddingMethod.embedding` reads `legato_embedding`); the
+    reason goes to the log and the report (`ROUTED`). Returns the number routed."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+        VocabParallelEmbedding,
+    )
+
+    from vllm_legato.platform import TOKEN_BOUND_ENV
+
+    bound = int(os.environ.get(TOKEN_BOUND_ENV) or 0)
+    routed = 0
+    for m in model.modules():
+        # the LM head's matmul is vllm_legato.lm_head's (it never looks rows up)
+        if not isinstance(m, VocabParallelEmbedding) or isinstance(m, ParallelLMHead):
+            continue
+        if not bound:
+            continue
+        if not isinstance(getattr(m, "quant_method", None), UnquantizedEmbeddingMethod):
+            continue
+        why = embedding_route(m.weight, bound, _device())
+        m.legato_embedding = why is not None
+        if why is not None:
+            ROUTED[type(m).__name__] = why
+            routed += 1
+    return routed
 
 
 # -- the layers (vLLM's out-of-tree custom-op registry) -------------------------------------
