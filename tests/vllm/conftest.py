@@ -4,7 +4,9 @@ The `served` fixture (session scope, shared by every test file here) starts ever
 the tests need side by side, since engine start-ups are slow: `python -m vllm_legato --batch8
 --logprobs 2 --chat` on stock vLLM (one process, both tiny models) and per tiny model (Llama,
 Qwen2) on Bertha (each model served in bf16 then f32, each engine the single request, the 8 and
-the chat), a `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with
+the chat), one more on Bertha serving both models in bf16 at vLLM's default budget (the single
+request and the 8: test_vllm_default_budget.py), the lowered-budget pair
+(test_vllm_lowered.py), a `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with
 the offline f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client),
 and a small `python -m vllm_legato --bench` (the tiny Llama only, f32; test_vllm_bench.py). The
 Bertha Llama's f32 engine, the server and the bench compile the same forward graph: the Legato
