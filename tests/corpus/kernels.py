@@ -480,3 +480,7 @@ CORPUS += CHIP_LINEAR_CORPUS
 from tests.corpus.paged_attention_kernels import PAGED_ATTENTION_CORPUS
 
 CORPUS += PAGED_ATTENTION_CORPUS
+
+from tests.corpus.plugin_kernels import PLUGIN_CORPUS
+
+CORPUS += PLUGIN_CORPUS
