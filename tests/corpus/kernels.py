@@ -476,3 +476,11 @@ CORPUS += PIM_CORPUS
 from tests.corpus.chip_linear_kernels import CHIP_LINEAR_CORPUS
 
 CORPUS += CHIP_LINEAR_CORPUS
+
+from tests.corpus.paged_attention_kernels import PAGED_ATTENTION_CORPUS
+
+CORPUS += PAGED_ATTENTION_CORPUS
+
+from tests.corpus.plugin_kernels import PLUGIN_CORPUS
+
+CORPUS += PLUGIN_CORPUS

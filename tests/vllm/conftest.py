@@ -4,7 +4,9 @@ The `served` fixture (session scope, shared by every test file here) starts ever
 the tests need side by side, since engine start-ups are slow: `python -m vllm_legato --batch8
 --logprobs 2 --chat` on stock vLLM (one process, both tiny models) and per tiny model (Llama,
 Qwen2) on Bertha (each model served in bf16 then f32, each engine the single request, the 8 and
-the chat), a `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with
+the chat), one more on Bertha serving both models in bf16 at vLLM's default budget (the single
+request and the 8: test_vllm_default_budget.py), the lowered-budget pair
+(test_vllm_lowered.py), a `python -m vllm_legato serve` HTTP server of the tiny Llama on Bertha, f32, with
 the offline f32 engine's settings (test_vllm_serve.py talks to it with the `openai` client),
 and a small `python -m vllm_legato --bench` (the tiny Llama only, f32; test_vllm_bench.py). The
 Bertha Llama's f32 engine, the server and the bench compile the same forward graph: the Legato
@@ -219,6 +221,24 @@ def served(tmp_path_factory):
         cmd += ["--max-tokens", str(LOWERED_MAX_TOKENS), "--kv-blocks", str(LOWERED_KV_BLOCKS)]
         cmd += ["--block-size", str(LOWERED_BLOCK_SIZE), *extra]
         start(name, cmd, out, **env)
+    # bf16 at vLLM's default budget (DEFAULT_BUDGET), both models, the single request and
+    # the 8 (prefilled in one step): test_vllm_default_budget.py, against the stock engines
+    start(
+        "bertha-default",
+        [
+            *serve,
+            str(root / "bertha-default.json"),
+            *stock,
+            "--batch8",
+            "--logprobs",
+            "2",
+            "--dtype",
+            "bfloat16",
+        ],
+        root / "bertha-default.json",
+        LEGATO_VLLM="1",
+        LEGATO_VLLM_REPORT_DIR=str(root / "reports-bertha-default"),
+    )
     # the bench in f32 at vLLM's default budget: the forward graph of the Bertha Llama's f32
     # engine and of the server, so that the three processes compile its kernels once (the
     # Legato cache's per-kernel lock: the others wait and load them)

@@ -107,14 +107,55 @@ def test_linear_is_f32_accumulated_once_rounded(monkeypatch, bias, tokens):
 
 
 def test_linear_route_names_why():
-    """Only a bf16 projection that neither in-graph resolver takes is routed, with both
-    refusals; a projection the single-core mm takes, or f32, stays in the graph."""
+    """A bf16 projection is routed only when neither in-graph resolver takes it, with both
+    refusals; a projection the single-core mm takes stays in the graph. f32 is routed wherever
+    chip_linear refuses (six passes, not the single-core mm's three); chip_linear's stays."""
     w = torch.zeros(256, 64, dtype=torch.bfloat16)  # the tiny models' gate/up
     why = ops.linear_route(w, 1024, "bertha")
     assert "chip_linear: K = 64 is not a multiple of 256" in why and "single-core mm" in why
     assert ops.linear_route(w, 40, "bertha") is None  # one core holds 40 rows
     assert ops.linear_route(torch.zeros(128, 64, dtype=torch.bfloat16), 1024, "bertha") is None
-    assert ops.linear_route(w.float(), 1024, "bertha") is None
+    for bound in (40, 1024):
+        why = ops.linear_route(w.float(), bound, "bertha")
+        assert "K = 64 is not a multiple of 256" in why and "six bf16 passes" in why
+    assert ops.linear_route(torch.zeros(256, 256), 40, "bertha") is None  # chip_linear's
+
+
+def test_split3_is_exact_to_f32():
+    """hi + mid + lo (bf16 parts) give back every f32 value up to 2^-24 of it (in f64), over
+    random values spanning many binades."""
+    import numpy as np
+
+    g = np.random.default_rng(3)
+    v = (g.standard_normal(4096) * np.exp2(g.integers(-60, 60, 4096))).astype(np.float32)
+    hi, mid, lo = ops.split3(v)
+    back = hi.astype(np.float64) + mid.astype(np.float64) + lo.astype(np.float64)
+    assert (np.abs(back - v.astype(np.float64)) <= np.abs(v) * 2.0**-24).all()
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("shape", [(1, 64, 256), (37, 64, 128), (9, 128, 64)])
+def test_f32_linear_six_passes(monkeypatch, bias, shape):
+    """f32 `vllm_legato::linear`: the bits of `f32_linear_reference` (numpy, legato.numerics'
+    MPU definition), and as close to the exact (f64) product as torch's own f32 linear: within
+    2^-22 of sum |x_k w_k| (the compiler's three-pass f32 matmul is ~2^-17 off)."""
+    import numpy as np
+
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    t, k, n = shape
+    g = torch.Generator().manual_seed(t + k + bias)
+    x = torch.randn(t, k, generator=g)
+    w = torch.randn(n, k, generator=g) * 0.1
+    b = torch.randn(n, generator=g) if bias else None
+    calls, macs = ops.STATS.calls.get("linear", 0), ops.STATS.macs.get("linear", 0)
+    got = torch.ops.vllm_legato.linear(x, ops.lay_weight(w, ops.column_blocks(n, 32)), b)
+    want = ops.f32_linear_reference(x.numpy(), w.numpy(), None if b is None else b.numpy())
+    assert np.array_equal(got.numpy().view(np.uint32), want.view(np.uint32))
+    exact = x.double() @ w.double().t() + (b.double() if bias else 0)
+    scale = x.double().abs() @ w.double().abs().t() + (b.double().abs() if bias else 0)
+    assert ((got.double() - exact).abs() <= scale * 2.0**-22).all()
+    # the report counts the product's MACs, not the MPU's six passes
+    assert ops.STATS.calls["linear"] == calls + 1 and ops.STATS.macs["linear"] == macs + t * k * n
 
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -151,3 +192,66 @@ def test_fuse_silu_and_mul_rewrites_only_a_sole_user():
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.vllm_legato.linear_silu_and_mul.default) == 1
     assert targets.count(torch.ops.vllm_legato.linear) == 2
+
+
+def test_fold_rotary_links_only_rotaries_whose_users_are_all_legato_attention(monkeypatch):
+    """`fold_rotary` folds a rotary embedding into the LEGATO_ATTN layers of the modules that
+    hold it with their `attn` (the layer's impl gets it, the rotary's forward then returns q
+    and k untouched); a rotary that one module holds without such an attention stays unfolded,
+    and so does every one with $LEGATO_VLLM_FOLD_ROTARY=0."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding
+    from vllm_legato.attention import LegatoAttentionImpl
+
+    ops.register_layers()
+    with set_current_vllm_config(VllmConfig()):
+        shared = RotaryEmbedding(16, 16, 64, 10000.0, True, torch.float32)
+        mixed = RotaryEmbedding(16, 16, 64, 10000.0, True, torch.float32)
+
+    def impl(head_size=16):
+        i = LegatoAttentionImpl.__new__(LegatoAttentionImpl)  # no vLLM config needed
+        i.head_size, i.rope = head_size, None
+        return i
+
+    def layer(rope, attn_impl):
+        m = torch.nn.Module()
+        m.rotary_emb = rope
+        m.attn = torch.nn.Module()
+        m.attn.impl = attn_impl
+        return m
+
+    a, b, c = impl(), impl(), impl()
+    model = torch.nn.ModuleList(
+        [layer(shared, a), layer(shared, b), layer(mixed, c), layer(mixed, object())]
+    )
+    monkeypatch.setenv(ops.FOLD_ROTARY_ENV, "0")
+    assert ops.fold_rotary(model) == 0 and a.rope is None
+    monkeypatch.delenv(ops.FOLD_ROTARY_ENV)
+    assert ops.fold_rotary(model) == 2
+    assert a.rope is shared and b.rope is shared and c.rope is None
+    assert not getattr(mixed, "legato_folded", False)
+    q, k = torch.randn(3, 32), torch.randn(3, 16)
+    calls = ops.STATS.calls.get("rotary_neox", 0)
+    got = shared.forward_native(torch.tensor([0, 1, 2]), q, k)
+    assert got[0] is q and got[1] is k and ops.STATS.calls.get("rotary_neox", 0) == calls
+    with pytest.raises(RuntimeError, match="without a key"):
+        shared.forward_native(torch.tensor([0, 1, 2]), q, None)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_is_f_embedding(monkeypatch, dtype):
+    """`vllm_legato::embedding` (all cores, a runtime token count): the rows of F.embedding,
+    repeated and extreme ids included; routed only where the graph's resolver refuses the
+    lookup at the bound (Llama-7B's 4096-wide table at 1024 tokens, not the tiny models')."""
+    monkeypatch.setenv("LEGATO_VLLM_TOKEN_BOUND", "1024")
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(1000, 96, generator=g).to(dtype)
+    ids = torch.tensor([[5, 999, 0], [77, 5, 998]])
+    calls = ops.STATS.calls.get("embedding", 0)
+    got = torch.ops.vllm_legato.embedding(ids, w)
+    assert got.shape == (2, 3, 96) and torch.equal(got, torch.nn.functional.embedding(ids, w))
+    assert ops.STATS.calls["embedding"] == calls + 1
+    big = torch.zeros(32000, 4096, dtype=torch.bfloat16)
+    assert "embedding indices and rows need" in ops.embedding_route(big, 1024, "bertha")
+    assert ops.embedding_route(big, 16, "bertha") is None
+    assert ops.embedding_route(torch.zeros(512, 64, dtype=dtype), 1024, "bertha") is None

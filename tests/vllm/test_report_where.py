@@ -102,3 +102,18 @@ def test_lm_head_on_legato_replaces_the_host_estimate(monkeypatch, tmp_path):
     assert (head["cycles"], head["bytes"]) == (30, 80)
     assert rows[("host", "LM head (compute_logits)")]["bytes"] == 5
     assert report.load_report(str(path)).steps[-1].lm_head == [30, 80]  # written
+
+
+def test_host_embedding_counts_the_rows_it_reads():
+    """`work.node_work` of a host embedding: its indices and the rows it reads and writes (the
+    result's bytes twice), not its whole table; an mm counts every operand and M * K * N."""
+    import torch
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from vllm_legato import work
+
+    table = torch.zeros(32000, 64, dtype=torch.bfloat16)
+    ids, x, w = torch.zeros(5, dtype=torch.int64), torch.zeros(5, 64), torch.zeros(64, 32)
+    gm = make_fx(lambda t, i, a, b: (torch.nn.functional.embedding(i, t), a @ b))(table, ids, x, w)
+    nodes = {n.target._opname: n for n in work.host_nodes(gm)}
+    assert work.node_work(nodes["embedding"], 5) == (5 * 8 + 2 * 5 * 64 * 2, 0)
+    assert work.node_work(nodes["mm"], 5) == ((5 * 64 + 64 * 32 + 5 * 32) * 4, 5 * 64 * 32)

@@ -20,6 +20,14 @@ through vLLM's slot mapping (both cast to int64, the index type the cores read),
   `p @ V` with p rounded to the cache's dtype (as CPU attention kernels round it), and scatters
   the rows back into `out` at the query tokens.
 
+Rotary embedding, folded in (`PagedShape.rot` > 0; the plugin folds vLLM's neox-style
+RotaryEmbedding of a layer into its attention): the kernels take the token positions (int64)
+and vLLM's `cos_sin_cache` [positions, rot] (cos then sin halves). `kv_cache_write` rotates each
+token's key before it writes the row, `paged_attention` each query row it gathered, by the
+position's cos/sin row (gathered on the core): per head `x1, x2 = x[:rot/2], x[rot/2:rot]`,
+`(x1 cos - x2 sin, x2 cos + x1 sin, x[rot:])`, rounded in the cache's dtype op by op as vLLM's
+native implementation (`forward_static`) rounds them: the bits of that rotary, then attention.
+
 A binary is compiled per shape bucket (`PagedShape`): the token count and the request count are
 runtime sizes (bounded), the padded query length per request and the blocks per request are
 compile-time (the caller picks buckets), so one binary serves every step of its bucket.
@@ -55,6 +63,8 @@ class PagedShape:
     blocks: int
     scale: float
     device: str = "bertha"
+    rot: int = 0  # rotary dims per head folded in (0: none; even, <= head_size)
+    rope_positions: int = 0  # rows of the cos/sin cache (with rot)
 
 
 @legato.function
@@ -66,19 +76,38 @@ def _t(x):
 
 
 @legato.function
-def _write_token(t, key, value, slots, cache):
-    """Token t's key and value into its cache slot: one row [Hkv, 2D] (key then value per KV
-    head). Indexed, not sliced, so that the row is static (a slice of the runtime-length key
-    would be a dynamic dim, and the cat a strided copy over it)."""
-    kt = legato.tensor.load(key[t])  # [Hkv, D]
-    vt = legato.tensor.load(value[t])
+def _write_row(t, kt, vt, slots, cache):
+    """Token t's key and value rows ([Hkv, D] each) into its cache slot: one row [Hkv, 2D]
+    (key then value per KV head)."""
     rows = legato.tensor.reshape(legato.tensor.cat((kt, vt), 1), (1, kt.shape[0], 2 * kt.shape[1]))
     legato.tensor.scatter(cache, legato.tensor.load(slots[t : t + 1]), rows)
 
 
+@legato.function
+def _write_token(t, key, value, slots, cache):
+    """Token t's key and value into its cache slot. Indexed, not sliced, so that the row is
+    static (a slice of the runtime-length key would be a dynamic dim, and the cat a strided
+    copy over it)."""
+    _write_row(t, legato.tensor.load(key[t]), legato.tensor.load(value[t]), slots, cache)
+
+
+@legato.function
+def _rope(x, cos, sin, rot):
+    """Neox rotary of the rows of x [n, D] by cos, sin [n, rot / 2] (module docstring)."""
+    h = rot // 2
+    x1 = x[:, 0:h]
+    x2 = x[:, h:rot]
+    y = legato.tensor.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), 1)
+    if rot < x.shape[1]:
+        y = legato.tensor.cat((y, x[:, rot : x.shape[1]]), 1)
+    return y
+
+
 @functools.cache
 def _build(shape: PagedShape):
-    """The two kernels of `shape`: (kv_cache_write, paged_attention)."""
+    """The two kernels of `shape`: (kv_cache_write, paged_attention); with `shape.rot`, each
+    takes two arguments more: the positions (of the tokens [T, 1]; of each request's query rows
+    [R, q_len]) and the cos/sin cache [rope_positions, rot]."""
     M = legato.get_model()
     dt = legato.types.float(shape.dtype)
     i64 = legato.types.i64
@@ -90,69 +119,141 @@ def _build(shape: PagedShape):
     nkeys = nblk * bs
     row = bs * hkv * 2 * d  # one block of the cache, every KV head's keys and values
     scale = shape.scale
+    rot, npos = shape.rot, max(1, shape.rope_positions)
+    half = rot // 2
+    if rot and (rot % 2 or rot > d or not shape.rope_positions):
+        raise ValueError(f"paged attention: rotary dims {rot} of head size {d} ({shape})")
 
-    @legato.compile(backend=shape.device)
-    def kv_cache_write(
-        key: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
-        value: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
-        slots: M.tensor_type(i64, [(-1, tb)], "shared_dram"),
-        cache: M.tensor_type(dt, [nb * bs, hkv, 2 * d], "shared_dram"),
-    ):
-        device = legato.get_context().get_device()
-        with device.get_all_cores():
-            c = legato.core_id()
-            for t in range(c, slots.size(0), device.num_cores):
-                _write_token(t, key, value, slots, cache)
+    @legato.function
+    def _heads(q, tok):
+        """The request's query rows, as a tuple of the Hq heads [ql, D]."""
+        qr = legato.tensor.gather(q, tok)  # [ql, Hq * D]
+        heads = ()
+        for h in legato.static_range(hq):
+            heads = heads + (qr[:, h * d : h * d + d],)
+        return heads
 
-    @legato.compile(backend=shape.device)
-    def paged_attention(
-        q: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
-        cache: M.tensor_type(dt, [nb, row], "shared_dram"),
-        block_table: M.tensor_type(i64, [(-1, rb), nblk], "shared_dram"),
-        tokens: M.tensor_type(i64, [(-1, rb), ql], "shared_dram"),
-        positions: M.tensor_type(f32, [(-1, rb), ql], "shared_dram"),
-        kpos: M.tensor_type(f32, [nkeys, 1], "shared_dram"),
-        out: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
-    ):
-        device = legato.get_context().get_device()
-        with device.get_all_cores():
-            c = legato.core_id()
-            kp = legato.tensor.load(kpos)  # [L, 1]: key positions 0 .. L - 1
-            for r in range(c, tokens.size(0), device.num_cores):
-                tok = legato.tensor.load(tokens[r, :])  # [ql]
-                kv = legato.tensor.gather(cache, legato.tensor.load(block_table[r, :]))
-                kv = legato.tensor.reshape(kv, (nkeys, hkv * 2 * d))  # [L, Hkv * 2D]
-                qr = legato.tensor.gather(q, tok)  # [ql, Hq * D]
-                qp = legato.tensor.reshape(legato.tensor.load(positions[r, :]), (1, ql))
-                qps = qp
-                for _ in legato.static_range(rep - 1):
-                    qps = legato.tensor.cat((qps, qp), 1)  # [1, rep * ql]
-                visible = legato.tensor.le(kp, qps)  # [L, rep * ql]: 1.0 where key <= query
-                outs = ()
-                for g in legato.static_range(hkv):
-                    k = kv[:, g * 2 * d : g * 2 * d + d]  # [L, D]
-                    v = kv[:, g * 2 * d + d : g * 2 * d + 2 * d]
-                    qt = _t(qr[:, g * rep * d : g * rep * d + d])  # [D, ql]
-                    for j in legato.static_range(1, rep):
-                        h = g * rep + j
-                        qt = legato.tensor.cat((qt, _t(qr[:, h * d : h * d + d])), 1)
-                    s = legato.tensor.matmul(k, qt, f32) * scale  # [L, rep * ql]
-                    s = legato.tensor.where(visible, s, NEG_INF)
-                    m = legato.tensor.amax(s, 0, keepdim=True)  # [1, rep * ql]
-                    e = legato.tensor.exp(s - m)
-                    lsum = legato.tensor.sum(e, 0, keepdim=True)
-                    p = _t(e)  # [rep * ql, L]
-                    if dt != f32:
-                        p = legato.tensor.cast(p, dt)
-                    o = legato.tensor.matmul(p, v, f32) / _t(lsum)  # [rep * ql, D]
-                    if dt != f32:
-                        o = legato.tensor.cast(o, dt)
-                    for j in legato.static_range(rep):
-                        outs = outs + (o[j * ql : j * ql + ql, :],)
-                rows = outs[0]
-                if hq > 1:
-                    rows = legato.tensor.cat(outs, 1)  # [ql, Hq * D]
-                legato.tensor.scatter(out, tok, rows)
+    @legato.function
+    def _heads_rope(q, tok, qpos, cos_sin):
+        """`_heads`, each rotated by its row's position (qpos [ql])."""
+        qr = legato.tensor.gather(q, tok)  # [ql, Hq * D]
+        cs = legato.tensor.gather(cos_sin, qpos)  # [ql, rot]
+        heads = ()
+        for h in legato.static_range(hq):
+            x = qr[:, h * d : h * d + d]
+            heads = heads + (_rope(x, cs[:, 0:half], cs[:, half:rot], rot),)
+        return heads
+
+    @legato.function
+    def _attend(cache, block_table, positions, kp, out, r, tok, heads):
+        """Request r's attention of its query heads over its blocks, scattered into out."""
+        kv = legato.tensor.gather(cache, legato.tensor.load(block_table[r, :]))
+        kv = legato.tensor.reshape(kv, (nkeys, hkv * 2 * d))  # [L, Hkv * 2D]
+        qp = legato.tensor.reshape(legato.tensor.load(positions[r, :]), (1, ql))
+        qps = qp
+        for _ in legato.static_range(rep - 1):
+            qps = legato.tensor.cat((qps, qp), 1)  # [1, rep * ql]
+        visible = legato.tensor.le(kp, qps)  # [L, rep * ql]: 1.0 where key <= query
+        outs = ()
+        for g in legato.static_range(hkv):
+            k = kv[:, g * 2 * d : g * 2 * d + d]  # [L, D]
+            v = kv[:, g * 2 * d + d : g * 2 * d + 2 * d]
+            qt = _t(heads[g * rep])  # [D, ql]
+            for j in legato.static_range(1, rep):
+                h = g * rep + j
+                qt = legato.tensor.cat((qt, _t(heads[h])), 1)
+            s = legato.tensor.matmul(k, qt, f32) * scale  # [L, rep * ql]
+            s = legato.tensor.where(visible, s, NEG_INF)
+            m = legato.tensor.amax(s, 0, keepdim=True)  # [1, rep * ql]
+            e = legato.tensor.exp(s - m)
+            lsum = legato.tensor.sum(e, 0, keepdim=True)
+            p = _t(e)  # [rep * ql, L]
+            if dt != f32:
+                p = legato.tensor.cast(p, dt)
+            o = legato.tensor.matmul(p, v, f32) / _t(lsum)  # [rep * ql, D]
+            if dt != f32:
+                o = legato.tensor.cast(o, dt)
+            for j in legato.static_range(rep):
+                outs = outs + (o[j * ql : j * ql + ql, :],)
+        rows = outs[0]
+        if hq > 1:
+            rows = legato.tensor.cat(outs, 1)  # [ql, Hq * D]
+        legato.tensor.scatter(out, tok, rows)
+
+    if not rot:
+
+        @legato.compile(backend=shape.device)
+        def kv_cache_write(
+            key: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
+            value: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
+            slots: M.tensor_type(i64, [(-1, tb)], "shared_dram"),
+            cache: M.tensor_type(dt, [nb * bs, hkv, 2 * d], "shared_dram"),
+        ):
+            device = legato.get_context().get_device()
+            with device.get_all_cores():
+                c = legato.core_id()
+                for t in range(c, slots.size(0), device.num_cores):
+                    _write_token(t, key, value, slots, cache)
+
+        @legato.compile(backend=shape.device)
+        def paged_attention(
+            q: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
+            cache: M.tensor_type(dt, [nb, row], "shared_dram"),
+            block_table: M.tensor_type(i64, [(-1, rb), nblk], "shared_dram"),
+            tokens: M.tensor_type(i64, [(-1, rb), ql], "shared_dram"),
+            positions: M.tensor_type(f32, [(-1, rb), ql], "shared_dram"),
+            kpos: M.tensor_type(f32, [nkeys, 1], "shared_dram"),
+            out: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
+        ):
+            device = legato.get_context().get_device()
+            with device.get_all_cores():
+                c = legato.core_id()
+                kp = legato.tensor.load(kpos)  # [L, 1]: key positions 0 .. L - 1
+                for r in range(c, tokens.size(0), device.num_cores):
+                    tok = legato.tensor.load(tokens[r, :])  # [ql]
+                    _attend(cache, block_table, positions, kp, out, r, tok, _heads(q, tok))
+
+    else:
+
+        @legato.compile(backend=shape.device)
+        def kv_cache_write(
+            key: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
+            value: M.tensor_type(dt, [(-1, tb), hkv, d], "shared_dram"),
+            slots: M.tensor_type(i64, [(-1, tb)], "shared_dram"),
+            cache: M.tensor_type(dt, [nb * bs, hkv, 2 * d], "shared_dram"),
+            pos: M.tensor_type(i64, [(-1, tb), 1], "shared_dram"),
+            cos_sin: M.tensor_type(dt, [npos, rot], "shared_dram"),
+        ):
+            device = legato.get_context().get_device()
+            with device.get_all_cores():
+                c = legato.core_id()
+                for t in range(c, slots.size(0), device.num_cores):
+                    cs = legato.tensor.gather(cos_sin, legato.tensor.load(pos[t]))  # [1, rot]
+                    cos = legato.tensor.broadcast_to(cs[:, 0:half], (hkv, half))
+                    sin = legato.tensor.broadcast_to(cs[:, half:rot], (hkv, half))
+                    kt = _rope(legato.tensor.load(key[t]), cos, sin, rot)  # [Hkv, D]
+                    _write_row(t, kt, legato.tensor.load(value[t]), slots, cache)
+
+        @legato.compile(backend=shape.device)
+        def paged_attention(
+            q: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
+            cache: M.tensor_type(dt, [nb, row], "shared_dram"),
+            block_table: M.tensor_type(i64, [(-1, rb), nblk], "shared_dram"),
+            tokens: M.tensor_type(i64, [(-1, rb), ql], "shared_dram"),
+            positions: M.tensor_type(f32, [(-1, rb), ql], "shared_dram"),
+            kpos: M.tensor_type(f32, [nkeys, 1], "shared_dram"),
+            out: M.tensor_type(dt, [(-1, tb), hq * d], "shared_dram"),
+            qpos: M.tensor_type(i64, [(-1, rb), ql], "shared_dram"),
+            cos_sin: M.tensor_type(dt, [npos, rot], "shared_dram"),
+        ):
+            device = legato.get_context().get_device()
+            with device.get_all_cores():
+                c = legato.core_id()
+                kp = legato.tensor.load(kpos)  # [L, 1]: key positions 0 .. L - 1
+                for r in range(c, tokens.size(0), device.num_cores):
+                    tok = legato.tensor.load(tokens[r, :])  # [ql]
+                    heads = _heads_rope(q, tok, legato.tensor.load(qpos[r, :]), cos_sin)
+                    _attend(cache, block_table, positions, kp, out, r, tok, heads)
 
     # the cache is written in a few rows per step: mapped into the emulator, never copied
     kv_cache_write.map_written = True

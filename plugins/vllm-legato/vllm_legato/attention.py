@@ -136,6 +136,10 @@ class LegatoAttentionMetadata:
     positions: torch.Tensor  # [R, q_len] f32: their positions
     q_len: int
     blocks: int
+    # int64 positions for a folded rotary embedding (LegatoAttentionImpl.rope): of every
+    # token [T, 1] (the KV-cache write rotates its key) and of the query rows [R, q_len]
+    token_positions: torch.Tensor | None = None
+    query_positions: torch.Tensor | None = None
 
 
 class LegatoAttentionMetadataBuilder(AttentionMetadataBuilder[LegatoAttentionMetadata]):
@@ -174,6 +178,9 @@ class LegatoAttentionMetadataBuilder(AttentionMetadataBuilder[LegatoAttentionMet
         last = (qlens - 1).clamp(min=0)[:, None]
         tokens = qsl[:-1, None] + torch.minimum(i[None, :], last)
         positions = (seq - qlens)[:, None] + torch.minimum(i[None, :], last)
+        # token j of request r (qsl[r] <= j < qsl[r + 1]) is at position seq[r] - qlen[r] + j - qsl[r]
+        start = torch.repeat_interleave(seq - qlens - qsl[:-1], qlens)
+        tok_pos = start + torch.arange(int(qlens.sum()), dtype=torch.int64)
         return LegatoAttentionMetadata(
             num_actual_tokens=ntok,
             max_query_len=cm.max_query_len,
@@ -186,6 +193,8 @@ class LegatoAttentionMetadataBuilder(AttentionMetadataBuilder[LegatoAttentionMet
             positions=positions.to(torch.float32).contiguous(),
             q_len=q_len,
             blocks=blocks,
+            token_positions=tok_pos[:, None].contiguous(),
+            query_positions=positions.contiguous(),
         )
 
 
@@ -230,10 +239,21 @@ class LegatoAttentionImpl(AttentionImpl):
         self.max_tokens = int(cfg.scheduler_config.max_num_batched_tokens)
         self.max_requests = int(cfg.scheduler_config.max_num_seqs)
         self.device = BerthaPlatform.legato_device
+        # the layer's rotary embedding when it is folded into the kernels (vllm_legato.ops.
+        # fold_rotary, after the model is built: vLLM's RotaryEmbedding, neox style)
+        self.rope = None
         report.current().attention_backend = BACKEND_NAME
         work.set_lm_head(cfg)
 
-    def _shape(self, kv_cache: torch.Tensor, q_len: int, blocks: int) -> pa.PagedShape:
+    def _cos_sin(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The folded rotary's cos/sin cache [positions, rot] in x's dtype (None: not folded)."""
+        if self.rope is None:
+            return None
+        return self.rope._match_cos_sin_cache_dtype(x).contiguous()
+
+    def _shape(
+        self, kv_cache: torch.Tensor, q_len: int, blocks: int, cos_sin=None
+    ) -> pa.PagedShape:
         nb, _, bs, _ = kv_cache.shape  # logical [B, H, N, C]
         return pa.PagedShape(
             dtype={torch.bfloat16: "bfloat16", torch.float32: "float32"}[kv_cache.dtype],
@@ -248,6 +268,8 @@ class LegatoAttentionImpl(AttentionImpl):
             blocks=blocks,
             scale=self.scale,
             device=self.device,
+            rot=0 if cos_sin is None else int(cos_sin.shape[1]),
+            rope_positions=0 if cos_sin is None else int(cos_sin.shape[0]),
         )
 
     @staticmethod
@@ -281,9 +303,14 @@ class LegatoAttentionImpl(AttentionImpl):
             return
         slots = md.slot_mapping if md is not None else slot_mapping[:n].to(torch.int64)
         phys = self._physical(kv_cache)
-        shape = self._shape(kv_cache, 1, 1)
-        write, _ = pa._build(shape)
-        write(key[:n], value[:n], slots, phys.view(-1, self.num_kv_heads, 2 * self.head_size))
+        # no metadata (a warm-up step): no positions, so no rotary (nothing reads these keys)
+        cs = self._cos_sin(key) if md is not None else None
+        write, _ = pa._build(self._shape(kv_cache, 1, 1, cs))
+        rows = phys.view(-1, self.num_kv_heads, 2 * self.head_size)
+        if cs is None:
+            write(key[:n], value[:n], slots, rows)
+        else:  # the folded rotary: each key rotated by its token's position before the write
+            write(key[:n], value[:n], slots, rows, md.token_positions, cs)
         STATS.add(write.last_run, write=True)
 
     def forward(
@@ -305,15 +332,18 @@ class LegatoAttentionImpl(AttentionImpl):
         md = attn_metadata
         n = md.num_actual_tokens
         phys = self._physical(kv_cache)
-        shape = self._shape(kv_cache, md.q_len, md.blocks)
+        cs = self._cos_sin(query)
+        shape = self._shape(kv_cache, md.q_len, md.blocks, cs)
         _, attend = pa._build(shape)
         STATS.binaries.add(shape)
         q = query[:n].reshape(n, self.num_heads * self.head_size)
         out = output[:n].view(n, self.num_heads * self.head_size)
         kpos = _key_positions(md.blocks * shape.block_size)
-        attend(
-            q, phys.view(shape.num_blocks, -1), md.block_table, md.tokens, md.positions, kpos, out
-        )
+        args = (q, phys.view(shape.num_blocks, -1), md.block_table, md.tokens, md.positions)
+        if cs is None:
+            attend(*args, kpos, out)
+        else:  # the folded rotary: each query row rotated by its position
+            attend(*args, kpos, out, md.query_positions, cs)
         STATS.add(attend.last_run, write=False)
         return output
 

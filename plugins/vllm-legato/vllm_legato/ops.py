@@ -13,8 +13,11 @@ cores, ... and works on one token's row, whose shape is static (`[1, 2d]`, `[H, 
 The layers are swapped in with vLLM's out-of-tree custom-op registry
 (`CustomOp.register_oot`), only while the Bertha platform is selected (`patches.install`):
 `SiluAndMul` and `RotaryEmbedding` (neox style, bf16 / f32; anything else keeps vLLM's
-native implementation, which then runs on the host as before). `STATS` counts the kernels'
-simulated work for the report (`vllm_legato.report`), per op.
+native implementation, which then runs on the host as before). Where the rotary's users all
+hand q and k straight to the plugin's attention, it is folded into the attention kernels
+instead (`fold_rotary`). The projections the graph's resolvers do not take run through
+`vllm_legato::linear` (bf16, and f32 in six bf16 passes: `F32_PASSES`). `STATS` counts the
+kernels' simulated work for the report (`vllm_legato.report`), per op.
 """
 
 # no `from __future__ import annotations`: the kernels' annotations are evaluated at def time,
@@ -41,12 +44,14 @@ class OpStats:
     dram_bytes: dict = field(default_factory=dict)
     macs: dict = field(default_factory=dict)
 
-    def add(self, op: str, run) -> None:
+    def add(self, op: str, run, macs: int | None = None) -> None:
+        """`macs`: the model's MACs of the call, counted instead of the MPU's (an f32
+        projection runs six MPU MACs per MAC of the product: F32_PASSES)."""
         with _lock:
             self.calls[op] = self.calls.get(op, 0) + 1
             self.cycles[op] = self.cycles.get(op, 0) + int(run.cycles)
             self.dram_bytes[op] = self.dram_bytes.get(op, 0) + int(sum(run.dram_bytes_per_channel))
-            self.macs[op] = self.macs.get(op, 0) + int(run.mac_count)
+            self.macs[op] = self.macs.get(op, 0) + int(run.mac_count if macs is None else macs)
 
     def totals(self) -> tuple[int, int]:
         """(cycles, DRAM bytes) over every op."""
@@ -159,6 +164,127 @@ def rotary_neox_kernel(
     return rotary_neox
 
 
+# An f32 projection on the bf16 MPU (`linear_kernel`): x and W split in three bf16 parts each
+# (`split3`: hi + mid + lo, exact up to 2^-24 relative), and the six products of parts whose
+# orders add up to at most 2 (part i is ~2^-8i of the value) multiplied on the MPU, each an
+# exact dot product rounded once to f32 and added in f32, in this order (x part, W part):
+# the smallest first. Dropped: mid@lo, lo@mid, lo@lo, each below 2^-24 of the product.
+F32_PASSES = ((0, 2), (1, 1), (2, 0), (0, 1), (1, 0), (0, 0))
+
+
+def split3(v):
+    """f32 array v as bf16 (hi, mid, lo) (numpy): each the bf16 rounding of what the previous
+    parts left, the subtractions exact in f32 (as `linear_kernel` splits on the VPU)."""
+    import numpy as np
+    from ml_dtypes import bfloat16
+
+    v = np.asarray(v, np.float32)
+    hi = v.astype(bfloat16)
+    r1 = v - hi.astype(np.float32)
+    mid = r1.astype(bfloat16)
+    return hi, mid, (r1 - mid.astype(np.float32)).astype(bfloat16)
+
+
+def f32_linear_reference(x, w, bias=None):
+    """The bits `vllm_legato::linear` gives for f32 x[T, K] @ W[N, K]^T (+ bias), in numpy from
+    legato.numerics' MPU definition: F32_PASSES over `split3`'s parts, bias added in f32."""
+    import numpy as np
+
+    from legato import numerics
+
+    xp, wp = split3(x), split3(np.asarray(w, np.float32).T)
+    acc = None
+    for i, j in F32_PASSES:
+        acc = numerics.matmul_acc(xp[i], wp[j], acc)
+    if bias is not None:
+        acc = (acc + np.asarray(bias, np.float32)[None, :]).astype(np.float32)
+    return acc
+
+
+@functools.cache
+def embedding_kernel(dtype: str, max_tokens: int, vocab: int, hidden: int, device: str):
+    """out[t] = table[ids[t]] for the runtime T tokens (all cores: core c takes the tokens c,
+    c + cores, ...; one row gathered from the table in shared DRAM per token)."""
+    M = legato.get_model()
+    dt = legato.types.float(dtype)
+    i64 = legato.types.i64
+
+    @legato.compile(backend=device)
+    def embedding(
+        ids: M.tensor_type(i64, [(-1, max_tokens), 1], "shared_dram"),
+        table: M.tensor_type(dt, [vocab, hidden], "shared_dram"),
+        out: M.tensor_type(dt, [(-1, max_tokens), hidden], "shared_dram"),
+    ):
+        device = legato.get_context().get_device()
+        with device.get_all_cores():
+            for t in range(legato.core_id(), ids.size(0), device.num_cores):
+                row = legato.tensor.gather(table, legato.tensor.load(ids[t]))  # [1, hidden]
+                legato.tensor.memcpy(out[t], legato.tensor.reshape(row, (hidden,)))
+
+    return embedding
+
+
+def embedding_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
+    """Why the token embedding (table W[V, H]) runs through `vllm_legato::embedding`: when the
+    graph's own resolver (legato.torch.library.aten's `embedding`, one core holding the
+    indices and rows at the token bound) refuses it, its reason; else None (it stays in the
+    graph). Llama-7B at vLLM's 1024: 1024 rows of 4096 bf16 are 8 MiB, one core has 2."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from legato.model.targets import target_model
+    from legato.torch.library import aten as aten_lib
+    from legato.torch.options import Options
+    from legato.torch.registry import ResolveContext
+
+    if weight.ndim != 2 or weight.dtype not in _DTYPES:
+        return None
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    with mode:
+        t = mode.shape_env.create_unbacked_symint()
+        ids = torch.empty((t,), dtype=torch.int64)
+        w = torch.empty(tuple(weight.shape), dtype=weight.dtype)
+        y = torch.nn.functional.embedding(ids, w)
+    g = torch.fx.Graph()
+    wn, idn = g.placeholder("w"), g.placeholder("ids")
+    node = g.call_function(torch.ops.aten.embedding.default, (wn, idn))
+    g.output(node)
+    for n, v in ((wn, w), (idn, ids), (node, y)):
+        n.meta["val"] = v
+    ctx = ResolveContext(
+        target_model(device), Options(device=device), lambda d: d if isinstance(d, int) else bound
+    )
+    try:
+        with mode:
+            aten_lib.resolve_embedding(node, ctx)
+    except AssertionError as e:
+        return str(e)
+    return None
+
+
+@torch.library.custom_op("vllm_legato::embedding", mutates_args=())
+def embedding(ids: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """weight[ids] (F.embedding) on every core (`embedding_kernel`)."""
+    flat = ids.reshape(-1, 1).to(torch.int64).contiguous()
+    out = weight.new_empty((flat.shape[0], weight.shape[1]))
+    if flat.shape[0]:
+        kern = embedding_kernel(
+            _DTYPES[weight.dtype],
+            token_bound(flat.shape[0]),
+            weight.shape[0],
+            weight.shape[1],
+            _device(),
+        )
+        kern(flat, weight, out)
+        STATS.add("embedding", kern.last_run)
+    return out.reshape(*ids.shape, weight.shape[1])
+
+
+@embedding.register_fake
+def _(ids, weight):
+    return weight.new_empty((*ids.shape, weight.shape[1]))
+
+
 MIN_COLS = 16  # narrower column blocks than this: fewer cores (as chip_linear's MIN_TN)
 
 
@@ -193,17 +319,50 @@ def linear_kernel(
     projection and its SiluAndMul in one kernel; nb even, the first nb / 2 blocks gate's):
     core b < nb / 2 multiplies x by blocks b and b + nb / 2, rounds both to the dtype (the
     gate/up output vLLM's SiluAndMul reads) and writes silu(g) * u as `silu_and_mul_kernel`
-    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written."""
+    does: the bits of the plain kernel then `silu_and_mul_kernel`, gate/up never written.
+
+    f32: x (on every core) and the core's block of W (f32 in shared DRAM, loaded into sram)
+    are split on the VPU into three bf16 parts each and multiplied in the six passes of
+    F32_PASSES (`f32_linear_reference` gives the same bits in numpy): within ~2^-24 of the
+    exact product, where the compiler's own f32 matmul (hi/lo halves, three passes) is
+    ~2^-17 off."""
     M = legato.get_model()
     dt = legato.types.float(dtype)
     f32 = legato.types.float("float32")
+    bf16 = legato.types.float("bfloat16")
     tn = n // nb
     blocks = nb // 2 if gated else nb
-    wmem, wload = ("mpu_dram", "mpu_buffer") if dtype == "bfloat16" else ("shared_dram", "sram")
+    exact = dtype == "float32"  # the f32 product as six bf16 passes (F32_PASSES)
+    wmem, wload = ("shared_dram", "sram") if exact else ("mpu_dram", "mpu_buffer")
+
+    @legato.function
+    def _split3(v):
+        # v (f32) = hi + mid + lo exactly up to 2^-24 |v|: each part the bf16 rounding of
+        # what the previous ones left, the subtractions exact in f32 (numerics.split_bf16)
+        hi = legato.tensor.cast(v, bf16)
+        r1 = v - legato.tensor.cast(hi, f32)
+        mid = legato.tensor.cast(r1, bf16)
+        lo = legato.tensor.cast(r1 - legato.tensor.cast(mid, f32), bf16)
+        return hi, mid, lo
+
+    @legato.function
+    def _product(xs, wt, blk):
+        if exact:
+            xh, xm, xl = xs
+            wh, wm, wl = _split3(legato.tensor.load(wt[blk], wload))
+            # the smallest terms first (each pass an exact dot rounded once to f32, then one
+            # f32 add: the MPU's accumulate chain); xm@wl, xl@wm, xl@wl (<= 2^-24) dropped
+            acc = legato.tensor.matmul(xh, wl, f32)
+            acc = acc + legato.tensor.matmul(xm, wm, f32)
+            acc = acc + legato.tensor.matmul(xl, wh, f32)
+            acc = acc + legato.tensor.matmul(xh, wm, f32)
+            acc = acc + legato.tensor.matmul(xm, wh, f32)
+            return acc + legato.tensor.matmul(xh, wh, f32)
+        return legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
 
     @legato.function
     def _block(xs, wt, blk, bvec):
-        acc = legato.tensor.matmul(xs, legato.tensor.load(wt[blk], wload), f32)
+        acc = _product(xs, wt, blk)
         if bias:
             bb = legato.tensor.cast(legato.tensor.load(bvec[blk * tn : (blk + 1) * tn]), f32)
             acc = acc + legato.tensor.reshape(bb, (1, tn))
@@ -212,6 +371,8 @@ def linear_kernel(
     @legato.function
     def _cols(x, wt, b, out, bvec):
         xs = legato.tensor.load(x)  # [T, K]: runtime rows
+        if exact:
+            xs = _split3(xs)
         y = _block(xs, wt, b, bvec)
         if gated:
             y = legato.tensor.silu(y) * _block(xs, wt, b + blocks, bvec)
@@ -302,7 +463,12 @@ def _linear(x: torch.Tensor, wt: torch.Tensor, bias, gated: bool) -> torch.Tenso
             gated,
         )
         kern(rows.contiguous(), wt, bias if bias is not None else wt.new_zeros(nb * tn), out)
-        STATS.add("linear_silu_and_mul" if gated else "linear", kern.last_run)
+        # the product's MACs (x rows x K x N), as the host estimate counts a matmul's
+        STATS.add(
+            "linear_silu_and_mul" if gated else "linear",
+            kern.last_run,
+            macs=rows.shape[0] * k * nb * tn,
+        )
     return out.reshape(*x.shape[:-1], width)
 
 
@@ -382,18 +548,22 @@ def linear_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
     None when its `mm` stays in the forward graph, for legato.torch to place: bf16 where
     neither chip_linear (all cores) nor the single-core MPU resolver takes it at the token
     bound (the tiny models' gate/up projection: K = 64 is not a multiple of chip_linear's
-    256-row weight tile, and at 1024 tokens x and the output do not fit one core's SRAM).
-    f32 stays in the graph: the MPU multiplies f32 as bf16 halves, ~1e-4 off torch's f32 mm,
-    and the f32 engines' tokens must equal stock vLLM's."""
+    256-row weight tile, and at 1024 tokens x and the output do not fit one core's SRAM);
+    f32 wherever chip_linear does not take it: the plugin's kernel multiplies f32 in six bf16
+    passes (`linear_kernel`, F32_PASSES: within ~2^-24 of the exact product, as close as
+    torch's own f32 mm), the single-core resolver in three (hi/lo halves, ~2^-17), and the f32
+    engines' tokens must equal stock vLLM's."""
     from legato.torch.library import aten as aten_lib
     from vllm_legato.budget import accepts
 
-    if weight.ndim != 2 or weight.dtype != torch.bfloat16:
+    if weight.ndim != 2 or weight.dtype not in _DTYPES:
         return None
     n, k = weight.shape
     chip = accepts(device, k, n, weight.dtype, bound)
     if chip is None:
         return None
+    if weight.dtype == torch.float32:
+        return f"chip_linear: {chip}; f32: six bf16 passes (the single-core mm's three are ~2^-17)"
     single = accepts(device, k, n, weight.dtype, bound, resolver=aten_lib.resolve_mm)
     if single is None:
         return None
@@ -422,6 +592,81 @@ def use_legato_linear(layer) -> bool:
     return True
 
 
+FOLD_ROTARY_ENV = "LEGATO_VLLM_FOLD_ROTARY"  # "0": keep the rotary embedding's own kernel
+
+
+def fold_rotary(model) -> int:
+    """Fold the plugin's rotary embeddings into the attention kernels (patches.install calls
+    this once the model is built): where every module holding a rotary embedding as
+    `rotary_emb` holds a LEGATO_ATTN attention layer as `attn` (vLLM's Llama and Qwen2
+    attention: `q, k = self.rotary_emb(positions, q, k)`, then `self.attn(q, k, v)`), with
+    the same head size, neox style and an even rotary dim, the attention's kernels rotate the
+    keys they write and the queries they read (`paged_attention`, `PagedShape.rot`: the bits
+    of `rotary_neox`), and the rotary's forward returns q and k as they are. Returns the
+    number of attention layers folded ($LEGATO_VLLM_FOLD_ROTARY=0: none)."""
+    from vllm_legato.attention import LegatoAttentionImpl
+
+    if os.environ.get(FOLD_ROTARY_ENV, "1") == "0":
+        return 0
+    users: dict[int, list] = {}  # id(rotary) -> [rotary, its attention impls, all foldable]
+    for m in model.modules():
+        rope = getattr(m, "rotary_emb", None)
+        if not isinstance(rope, torch.nn.Module):
+            continue
+        impl = getattr(getattr(m, "attn", None), "impl", None)
+        entry = users.setdefault(id(rope), [rope, [], True])
+        entry[1].append(impl)
+        entry[2] = entry[2] and (
+            getattr(rope, "legato_foldable", False)
+            and isinstance(impl, LegatoAttentionImpl)
+            and rope.is_neox_style
+            and rope.head_size == impl.head_size
+            and rope.rotary_dim % 2 == 0
+            and rope.rotary_dim <= rope.head_size
+            and rope.cos_sin_cache.dim() == 2
+        )
+    folded = 0
+    for rope, impls, ok in users.values():
+        if not ok:
+            continue
+        rope.legato_folded = True
+        for impl in impls:
+            impl.rope = rope
+        folded += len(impls)
+    return folded
+
+
+def route_embeddings(model) -> int:
+    """Point every unquantized VocabParallelEmbedding of `model` whose lookup the graph's
+    resolver refuses at the token bound (`embedding_route`) at `vllm_legato::embedding`
+    (patches.install's `UnquantizedEmbeddingMethod.embedding` reads `legato_embedding`); the
+    reason goes to the log and the report (`ROUTED`). Returns the number routed."""
+    from vllm.model_executor.layers.vocab_parallel_embedding import (
+        ParallelLMHead,
+        UnquantizedEmbeddingMethod,
+        VocabParallelEmbedding,
+    )
+
+    from vllm_legato.platform import TOKEN_BOUND_ENV
+
+    bound = int(os.environ.get(TOKEN_BOUND_ENV) or 0)
+    routed = 0
+    for m in model.modules():
+        # the LM head's matmul is vllm_legato.lm_head's (it never looks rows up)
+        if not isinstance(m, VocabParallelEmbedding) or isinstance(m, ParallelLMHead):
+            continue
+        if not bound:
+            continue
+        if not isinstance(getattr(m, "quant_method", None), UnquantizedEmbeddingMethod):
+            continue
+        why = embedding_route(m.weight, bound, _device())
+        m.legato_embedding = why is not None
+        if why is not None:
+            ROUTED[type(m).__name__] = why
+            routed += 1
+    return routed
+
+
 # -- the layers (vLLM's out-of-tree custom-op registry) -------------------------------------
 
 
@@ -448,9 +693,20 @@ def register_layers() -> None:
     @CustomOp.register_oot(name="RotaryEmbedding")
     class LegatoRotaryEmbedding(RotaryEmbedding):
         """Neox-style rotary embedding through `vllm_legato::rotary_neox` (bf16 / f32, with a
-        key); otherwise vLLM's native implementation."""
+        key); otherwise vLLM's native implementation. Folded into the attention kernels
+        (`fold_rotary`): q and k as they are (the attention rotates them)."""
+
+        legato_foldable = True
 
         def forward_native(self, positions, query, key=None):
+            if getattr(self, "legato_folded", False):
+                if key is None or query.dtype not in _DTYPES:
+                    raise RuntimeError(
+                        "vllm_legato: a rotary embedding folded into LEGATO_ATTN was called "
+                        f"{'without a key' if key is None else f'in {query.dtype}'}: set "
+                        f"{FOLD_ROTARY_ENV}=0"
+                    )
+                return query, key
             if not self.is_neox_style or key is None or query.dtype not in _DTYPES:
                 return super().forward_native(positions, query, key)
             cache = self._match_cos_sin_cache_dtype(query)

@@ -81,12 +81,23 @@ def node_modules(gm: torch.fx.GraphModule) -> dict[str, str]:
 _ALLOCATIONS = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
 
 
+# lookups: they read the rows they return, not their whole table (an embedding's weight is
+# its first operand: Llama-7B's is 262 MB, of which a decode step reads a row per token)
+_LOOKUPS = {"embedding"}
+
+
 def node_work(n: torch.fx.Node, tokens: int) -> tuple[int, int]:
-    """(DRAM bytes, MACs) of host node n at `tokens` tokens."""
+    """(DRAM bytes, MACs) of host node n at `tokens` tokens: its tensor operands and results,
+    an embedding's table counted by the rows it reads (the result's bytes)."""
     if n.target._opname in _ALLOCATIONS:
         return 0, 0
     nbytes = 0
-    for a in (*n.args, *n.kwargs.values()):
+    args = n.args
+    if n.target._opname in _LOOKUPS:
+        for t in _tensors(_val(n)):
+            nbytes += _numel(t, tokens) * t.element_size()  # the rows read
+        args = args[1:]  # the indices (and none of the table besides those rows)
+    for a in (*args, *n.kwargs.values()):
         for t in _tensors(_val(a) if isinstance(a, torch.fx.Node) else None):
             nbytes += _numel(t, tokens) * t.element_size()
     for t in _tensors(_val(n)):

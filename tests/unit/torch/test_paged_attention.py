@@ -207,3 +207,90 @@ def test_scatter_with_float_indices_is_a_compile_error():
 
     with pytest.raises(legato.CompileError, match="legato.scatter: indices must be i64"):
         bad.lower("MLIR")
+
+
+# -- the rotary embedding folded in (`PagedShape.rot`): the KV-cache write rotates each key by
+# its token's position and the attention each query row, with vLLM's neox rotary rounded op by
+# op in the dtype. The oracle: torch's rotary of q and k, then the kernels without the rotary
+# (checked against torch attention above): the same cache bits and the same output bits.
+
+POSITIONS = 64  # rows of the cos/sin cache
+
+
+def cos_sin_cache(rot, dtype):
+    """vLLM's RotaryEmbedding cache [positions, rot]: cos then sin halves (base 10000)."""
+    inv = 1.0 / (10000 ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
+    f = torch.outer(torch.arange(POSITIONS, dtype=torch.float32), inv)
+    return torch.cat((f.cos(), f.sin()), 1).to(dtype)
+
+
+def rotate(x, pos, cache, rot):
+    """vLLM's neox rotary (`RotaryEmbedding.forward_static`) of x [T, H, D] at pos [T]."""
+    cos, sin = cache[pos].chunk(2, dim=-1)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    x1, x2 = x[..., : rot // 2], x[..., rot // 2 : rot]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rot:]), -1)
+
+
+def shape_of(dtype, num_blocks, nblk, rot):
+    return pa.PagedShape(
+        "bfloat16" if dtype == torch.bfloat16 else "float32",
+        num_blocks,
+        BS,
+        HQ,
+        HKV,
+        D,
+        max_tokens=48,
+        max_requests=8,
+        q_len=8,
+        blocks=nblk,
+        scale=1 / math.sqrt(D),
+        rot=rot,
+        rope_positions=POSITIONS if rot else 0,
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rot", [D, D // 2])
+def test_folded_rotary_is_rotary_then_attention(dtype, rot):
+    num_blocks = 12
+    q, key, value, cache, bt, slots, seq_lens, q_lens, nblk = make_step(dtype, num_blocks)
+    t = q.shape[0]
+    tok_pos = torch.tensor(
+        [p for seq, n in zip(seq_lens, q_lens) for p in range(seq - n, seq)], dtype=torch.int64
+    )
+    cs = cos_sin_cache(rot, dtype)
+    tokens, positions = metadata(seq_lens, q_lens, 8)
+    kpos = torch.arange(nblk * BS, dtype=torch.float32)[:, None]
+    block_table = bt[:, :nblk].long().contiguous()
+
+    # the oracle: torch's rotary, then the kernels without it
+    write, attend = pa._build(shape_of(dtype, num_blocks, nblk, 0))
+    want_cache = cache.clone()
+    write(rotate(key, tok_pos, cs, rot), value, slots, want_cache.view(-1, HKV, 2 * D))
+    want = torch.full((t, HQ * D), float("nan"), dtype=dtype)
+    qr = rotate(q, tok_pos, cs, rot).reshape(t, HQ * D)
+    attend(qr, want_cache.view(num_blocks, -1), block_table, tokens, positions, kpos, want)
+
+    write_r, attend_r = pa._build(shape_of(dtype, num_blocks, nblk, rot))
+    got_cache = cache.clone()
+    write_r(key, value, slots, got_cache.view(-1, HKV, 2 * D), tok_pos[:, None].contiguous(), cs)
+    assert torch.equal(got_cache, want_cache)
+    got = torch.full((t, HQ * D), float("nan"), dtype=dtype)
+    attend_r(
+        q.reshape(t, HQ * D),
+        got_cache.view(num_blocks, -1),
+        block_table,
+        tokens,
+        positions,
+        kpos,
+        got,
+        positions.to(torch.int64),
+        cs,
+    )
+    assert torch.equal(got, want)
+
+
+def test_rotary_dims_are_checked():
+    with pytest.raises(ValueError, match="rotary dims 7 of head size 32"):
+        pa._build(shape_of(torch.float32, 12, 2, 7))
