@@ -444,3 +444,7 @@ CORPUS += PIM_CORPUS
 from tests.corpus.chip_linear_kernels import CHIP_LINEAR_CORPUS
 
 CORPUS += CHIP_LINEAR_CORPUS
+
+from tests.corpus.torch_op_kernels import TORCH_OP_CORPUS
+
+CORPUS += TORCH_OP_CORPUS

@@ -208,16 +208,6 @@ def clamp(x, lo, hi):
 
 
 @legato.function
-def square(x):
-    return x * x
-
-
-@legato.function
-def cube(x):
-    return x * x * x
-
-
-@legato.function
 def relu(x):
     return legato.tensor.maximum(x, 0.0)
 
@@ -708,25 +698,6 @@ def resolve_relu(node, ctx):
     ctx.probe("maximum", dt)
     ctx.probe("constant", dt)
     return Impl(relu, (node.args[0],))
-
-
-@register(aten.pow.Tensor_Scalar)
-def resolve_pow(node, ctx):
-    x, e = node.args[:2]
-    dt = _same_dtype(node, x)
-    if e == 2:
-        ctx.probe("mul", dt)
-        return Impl(square, (x,))
-    if e == 3:  # gelu_new / GPT-2's tanh-gelu
-        ctx.probe("mul", dt)
-        return Impl(cube, (x,))
-    if e == 0.5:
-        ctx.probe("sqrt", dt)
-        return Impl(unary, (x, "sqrt"))
-    if e == -0.5:
-        ctx.probe("rsqrt", dt)
-        return Impl(unary, (x, "rsqrt"))
-    raise AssertionError(f"pow with exponent {e} (2, 3, 0.5 and -0.5 are implemented)")
 
 
 # --------------------------------------------------------------------------------------------

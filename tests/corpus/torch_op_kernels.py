@@ -1,0 +1,131 @@
+"""Corpus kernels for the torch library ops that issue 13 moved off the eager path, written
+with their `legato.torch.library` implementations: pow with a number as exponent (repeated
+squaring; exp(e log|x|) with C's pow special cases) and as base."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import torch
+
+import legato
+from legato.interp.differential import CorpusKernel
+from legato.model import bertha
+from legato.torch.library.composite import pow_of_number, pow_scalar
+
+BF16 = legato.types.float("bfloat16")
+F32 = legato.types.float("float32")
+T = legato.get_model
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -2.5, 2.5, 1e-3, -7.0, 40.0]
+
+
+@legato.compile(backend=bertha)
+def pow_int_f32(
+    x: T().tensor_type(F32, [4, 64], "shared_dram"),
+    out: T().tensor_type(F32, [4, 64], "shared_dram"),
+):
+    """x ** -5 (`composite.pow_scalar` "int": x^5 by repeated squaring, then 1 / r)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, pow_scalar(x, "int", -5.0, 5, True, False, False, None))
+
+
+@legato.compile(backend=bertha)
+def pow_real_bf16(
+    x: T().tensor_type(BF16, [4, 64], "shared_dram"),
+    out: T().tensor_type(BF16, [4, 64], "shared_dram"),
+):
+    """x ** 1.75 in bf16 (`pow_scalar` "real": exp(e log|x|) in f32, NaN for a finite
+    negative x, rounded once)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, pow_scalar(x, "real", 1.75, 0, False, False, True, None))
+
+
+@legato.compile(backend=bertha)
+def pow_odd_big_f32(
+    x: T().tensor_type(F32, [4, 64], "shared_dram"),
+    out: T().tensor_type(F32, [4, 64], "shared_dram"),
+):
+    """x ** 67 (`pow_scalar` "big_int": exp(e log|x|), negated for a negative x or -0)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, pow_scalar(x, "big_int", 67.0, 0, False, True, False, None))
+
+
+@legato.compile(backend=bertha)
+def pow_base_f32(
+    y: T().tensor_type(F32, [4, 64], "shared_dram"),
+    out: T().tensor_type(F32, [4, 64], "shared_dram"),
+):
+    """(-2.0) ** y (`composite.pow_of_number`: pow_tensors of the filled base)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(y, device.get_core(0), "sram")
+    with device.get_core(0):
+        y = legato.tensor.receive(y, 0, "sram")
+        legato.tensor.memcpy(out, pow_of_number(-2.0, y, False, (4, 64)))
+
+
+def _pow_args(dtype, scale=2.0):
+    def make(rng):
+        x = (rng.standard_normal((4, 64)) * scale).astype(np.float32)
+        x[0, : len(_SPECIAL)] = _SPECIAL
+        return [x.astype(dtype), np.zeros((4, 64), dtype)]
+
+    return make
+
+
+def _base_args(rng):
+    y = np.round(rng.standard_normal((4, 64)) * 4).astype(np.float32)
+    y[1] += 0.5  # non-integer exponents of a negative base: NaN
+    y[0, : len(_SPECIAL)] = _SPECIAL
+    return [y, np.zeros((4, 64), np.float32)]
+
+
+TORCH_OP_CORPUS = [
+    CorpusKernel(
+        name="pow_int_neg5_f32",
+        mlir=pow_int_f32.to_mlir(debuginfo=False),
+        make_args=_pow_args(np.float32),
+        reference=lambda ins: [torch.pow(ins[0], -5)],
+        outputs=(1,),
+        rtol=1e-5,
+        atol=1e-30,
+    ),
+    CorpusKernel(
+        name="pow_real_bf16",
+        mlir=pow_real_bf16.to_mlir(debuginfo=False),
+        make_args=_pow_args(ml_dtypes.bfloat16),
+        reference=lambda ins: [torch.pow(ins[0], 1.75)],
+        outputs=(1,),
+    ),
+    CorpusKernel(
+        name="pow_odd_big_f32",
+        mlir=pow_odd_big_f32.to_mlir(debuginfo=False),
+        make_args=_pow_args(np.float32, scale=0.6),
+        reference=lambda ins: [torch.pow(ins[0], 67)],
+        outputs=(1,),
+        rtol=2e-5,
+        atol=1e-30,
+    ),
+    CorpusKernel(
+        name="pow_number_base_f32",
+        mlir=pow_base_f32.to_mlir(debuginfo=False),
+        make_args=_base_args,
+        reference=lambda ins: [torch.pow(-2.0, ins[0])],
+        outputs=(1,),
+        rtol=1e-5,
+        atol=1e-30,
+    ),
+]

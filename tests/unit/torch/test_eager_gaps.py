@@ -1,0 +1,121 @@
+"""What used to run eagerly (issue 13, item 3) and now runs on Legato: pow with any number as
+exponent (and a number as base), ... Each op is checked on every one of its torch OpInfo
+samples that the case covers (`reference_inputs`, uncapped; f32 and bf16), compiled with
+`torch.compile(backend="legato")` against eager torch, and on hand-picked special values in
+strict mode."""
+
+import math
+
+import pytest
+import torch
+
+import legato.torch as lt
+from legato.tools.opinfo_table import opinfos, run_sample, samples
+
+pytest.importorskip("expecttest")  # torch.testing._internal needs it (a dev dependency)
+
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
+INF, NAN = float("inf"), float("nan")
+_INFOS: dict = {}
+
+
+def _info(name, variant=""):
+    if not _INFOS:
+        _INFOS.update({(o.name, o.variant_test_name): o for o in opinfos()})
+    return _INFOS[(name, variant)]
+
+
+def _empty(s) -> bool:
+    ts = [s.input, *s.args, *s.kwargs.values()]
+    return any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in ts)
+
+
+def check_opinfo(name, dn, keep, variant=""):
+    """Every OpInfo sample of `name` that `keep(sample)` selects runs wholly on Legato and
+    matches eager (one with an empty tensor may run eagerly: nothing to compute); returns how
+    many ran on Legato."""
+    info, dtype = _info(name, variant), DTYPES[dn]
+    ss = [s for s in samples(info, dtype, 10**6) or () if keep(s)]
+    assert ss, f"no OpInfo sample of {name} is selected"
+    on = 0
+    for s in ss:
+        o = run_sample(info, s, dtype)
+        assert not o.wrong and o.status != "crash", f"[{o.sample}] {o.status}: {o.detail}"
+        if _empty(s) and o.status == "eager":
+            assert all("empty tensor" in r for r in o.reasons), (o.sample, o.reasons)
+            continue
+        assert o.status == "legato", f"[{o.sample}] {o.status}: {o.reasons}"
+        on += 1
+    return on
+
+
+def run_strict(f, *args):
+    """f(*args) through the backend in strict mode and eagerly; asserts nothing ran eagerly."""
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options={"legato.strict": True})(*args)
+        ref = f(*args)
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.num_kernels >= 1, str(s)
+    return y, ref, s
+
+
+def assert_pow_close(y, ref, dtype):
+    """Special values exact (NaN, infinities, zeros with their sign, +-1); the rest within f32's
+    1e-5 relative (exp(e log x): ~|e log x| ulps) or two bf16 ulps."""
+    assert y.dtype == ref.dtype and y.shape == ref.shape
+    assert torch.equal(y.isnan(), ref.isnan())
+    keep = ~ref.isnan()
+    exact = keep & (~torch.isfinite(ref) | (ref == 0) | (ref.abs() == 1))
+    assert torch.equal(y[exact], ref[exact])
+    assert torch.equal(torch.signbit(y[keep]), torch.signbit(ref[keep]))
+    rtol = 1e-5 if dtype == torch.float32 else 2**-7
+    fin = keep & torch.isfinite(ref)
+    torch.testing.assert_close(y[fin], ref[fin], rtol=rtol, atol=0.0)
+
+
+# -- pow with a number as exponent or base ---------------------------------------------------
+
+POW_X = [-2.0, -1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, INF, -INF, NAN]
+POW_X += [1e-3, -7.0, 40.0, 1e-20, -1e20, 0.999, -1.001]
+# torch's fast paths (2, 3, -2, -1, 0.5, -0.5), 0, integers by squaring (up to 64) and above,
+# odd and even, negative, non-integers, +-inf, NaN, an exponent bf16 rounds to an integer
+POW_E = [2, 3, -2, -1, 0.5, -0.5, 0, 1, 4, 5, -3, 7, 64, -65, 100, 101, -1.7, 0.25, 3.2997]
+POW_E += [INF, -INF, NAN, 2.001, 257.3]
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("e", POW_E, ids=str)
+def test_pow_scalar_exponent_special_values(e, dn):
+    dtype = DTYPES[dn]
+    x = torch.tensor(POW_X, dtype=dtype).reshape(3, 7)
+    y, ref, s = run_strict(lambda x: torch.pow(x * 1, e), x)
+    assert "aten.pow.Tensor_Scalar" in str(s), str(s)
+    assert_pow_close(y, ref, dtype)
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("b", [2.0, 0.5, 1.0, 0.0, -2.0, -0.5, 7.053372383117676])
+def test_pow_number_base(b, dn):
+    dtype = DTYPES[dn]
+    y0 = torch.tensor([0.0, -0.0, 1.0, 2.0, 3.0, -3.0, 0.5, -0.5, INF, -INF, NAN, 2.5, -2.5, 10.0])
+    y, ref, s = run_strict(lambda y: torch.pow(b, y * 1), y0.to(dtype))
+    assert "aten.pow.Scalar" in str(s), str(s)
+    assert_pow_close(y, ref, dtype)
+
+
+def _number_exponent_or_base(s):
+    return not isinstance(s.input, torch.Tensor) or not isinstance(s.args[0], torch.Tensor)
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+def test_pow_opinfo_number_samples(dn):
+    assert check_opinfo("pow", dn, _number_exponent_or_base) >= 5
+
+
+def test_pow_exponent_rounds_to_bf16():
+    """torch's bf16 kernel rounds the exponent to bf16 first: 257.3 is 258, an even integer."""
+    assert float(torch.tensor(257.3, dtype=torch.bfloat16)) == 258.0
+    x = torch.tensor([-1.01, 1.01], dtype=torch.bfloat16)
+    y, ref, _ = run_strict(lambda x: torch.pow(x * 1, 257.3), x)
+    assert torch.equal(y, ref) and ref[0] > 0
+    assert math.isfinite(float(ref[0]))
