@@ -1,6 +1,7 @@
 """Corpus kernels for the torch library ops that issue 13 moved off the eager path, written
 with their `legato.torch.library` implementations: pow with a number as exponent (repeated
-squaring; exp(e log|x|) with C's pow special cases) and as base."""
+squaring; exp(e log|x|) with C's pow special cases) and as base; where with a bool condition
+that broadcasts (HF's [B, 1, S, T] causal mask against [B, H, S, T] scores)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
+from legato.torch.library.aten import where_broadcast
 from legato.torch.library.composite import pow_of_number, pow_scalar
 
 BF16 = legato.types.float("bfloat16")
 F32 = legato.types.float("float32")
+I1 = legato.types.i1
 T = legato.get_model
 
 _SPECIAL = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, -2.5, 2.5, 1e-3, -7.0, 40.0]
@@ -77,6 +80,32 @@ def pow_base_f32(
         legato.tensor.memcpy(out, pow_of_number(-2.0, y, False, (4, 64)))
 
 
+@legato.compile(backend=bertha)
+def where_causal_bf16(
+    c: T().tensor_type(I1, [2, 1, 8, 16], "shared_dram"),
+    x: T().tensor_type(BF16, [2, 4, 8, 16], "shared_dram"),
+    out: T().tensor_type(BF16, [2, 4, 8, 16], "shared_dram"),
+):
+    """torch.where(c, x, -inf) with c [2, 1, 8, 16] broadcast over the 4 heads
+    (`aten.where_broadcast`: a 1.0 / 0.0 mask at c's shape, which the select broadcasts)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(c, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(x, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        c = legato.tensor.receive(c, 0, "sram")
+        x = legato.tensor.receive(x, 1, "sram")
+        y = where_broadcast(c, x, float("-inf"), (2, 1, 8, 16), (2, 1, 8, 16), BF16)
+        legato.tensor.memcpy(out, y)
+
+
+def _where_causal_args(rng):
+    c = np.tril(np.ones((8, 16), bool), 8)[None, None].repeat(2, 0)
+    c[1, 0, :, :3] = False
+    x = rng.standard_normal((2, 4, 8, 16)).astype(np.float32).astype(ml_dtypes.bfloat16)
+    return [c, x, np.zeros((2, 4, 8, 16), ml_dtypes.bfloat16)]
+
+
 def _pow_args(dtype, scale=2.0):
     def make(rng):
         x = (rng.standard_normal((4, 64)) * scale).astype(np.float32)
@@ -94,6 +123,15 @@ def _base_args(rng):
 
 
 TORCH_OP_CORPUS = [
+    CorpusKernel(
+        name="where_causal_broadcast_bf16",
+        mlir=where_causal_bf16.to_mlir(debuginfo=False),
+        make_args=_where_causal_args,
+        reference=lambda ins: [torch.where(ins[0], ins[1], float("-inf"))],
+        outputs=(2,),
+        atol=0.0,
+        rtol=0.0,
+    ),
     CorpusKernel(
         name="pow_int_neg5_f32",
         mlir=pow_int_f32.to_mlir(debuginfo=False),

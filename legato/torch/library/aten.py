@@ -405,6 +405,14 @@ def _dims(ctx, shape):
     return tuple(out)
 
 
+def _legato_float(dt):
+    return legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+
+
+def _static_shape(t, what):
+    assert all(isinstance(d, int) for d in t.shape), f"{what} of a dynamic shape"
+
+
 def _norm_dim(d, rank):
     return d + rank if d < 0 else d
 
@@ -1144,6 +1152,37 @@ def where(cond, a, b):
     return legato.tensor.where(cond, a, b)
 
 
+@legato.function
+def where_broadcast(cond, a, b, cshape, padded, ty):
+    """where(cond, a, b) with a condition that broadcasts (HF's causal mask [B, 1, S, T]
+    against the scores [B, H, S, T]): the VPU moves only float elements, so the condition (a
+    bool, or a comparison's float mask) is first made a 1.0 / 0.0 mask of the result's dtype
+    at its own shape (`cshape`, reshaped to `padded`, the result's rank), which the select
+    broadcasts."""
+    zeros = legato.tensor.full(cshape, 0.0, ty)
+    m = legato.tensor.reshape(legato.tensor.where(cond, 1.0, zeros), padded)
+    return legato.tensor.where(m, a, b)
+
+
+def _select_impl(node, ctx, c, a, b, dt, what):
+    """The where / masked_fill implementation selecting a where `c` else b: the plain select
+    when the bool `c` has the result's shape, else `where_broadcast` (a static condition)."""
+    tc, out = val(c), tuple(val(node).shape)
+    assert tc.dtype == torch.bool, f"{what} with a {tc.dtype} condition"
+    ctx.probe("where", dt)
+    if tuple(tc.shape) == out:
+        return Impl(where, (c, a, b))
+    _static_shape(tc, f"{what} with a broadcast condition")
+    ctx.probe("constant", dt)
+    ctx.probe("reshape", dt)
+    padded = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    return Impl(
+        where_broadcast,
+        (c, a, b, tuple(tc.shape), padded, _legato_float(dt)),
+        name=f"{what} (a condition {list(tc.shape)} broadcast to {list(out)})",
+    )
+
+
 @register([aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar])
 def resolve_where(node, ctx):
     c, a, b = node.args[:3]
@@ -1161,15 +1200,8 @@ def resolve_where(node, ctx):
     assert isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node), (
         "where of two numbers (the result dtype comes from a tensor)"
     )
-    tc = val(c)
-    assert tc.dtype == torch.bool, f"where with a {tc.dtype} condition"
-    assert tuple(tc.shape) == tuple(val(node).shape), (
-        f"where with a bool condition {list(tc.shape)} that broadcasts to "
-        f"{list(val(node).shape)} (the VPU selects with a full-shape bool mask)"
-    )
-    ctx.probe("where", dt)
     a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
-    return Impl(where, (c, a, b))
+    return _select_impl(node, ctx, c, a, b, dt, "where")
 
 
 @legato.function
@@ -1198,6 +1230,7 @@ _MASK_USERS = {
     aten.where.ScalarOther: 0,
     aten.where.Scalar: 0,
     aten.masked_fill.Scalar: 1,
+    aten.masked_fill.Tensor: 1,
     aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_is_mask_of`)
 }
 _COMPARISON_PACKETS = tuple(getattr(aten, c) for c in ("eq", "ne", "lt", "le", "gt", "ge"))
@@ -1255,21 +1288,27 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     register([getattr(aten, _op).Tensor, getattr(aten, _op).Scalar], _comparison(_op))
 
 
-@register(aten.masked_fill.Scalar)
+@register([aten.masked_fill.Scalar, aten.masked_fill.Tensor])
 def resolve_masked_fill(node, ctx):
+    """where(mask, value, x): the value a number or a 0-d tensor of x's dtype; mask and x
+    broadcast against each other (the result has their broadcast shape)."""
     x, mask, value = node.args[:3]
     dt = _same_dtype(node, x)
-    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
-        f"masked_fill with {value!r}"
-    )
-    assert val(mask).dtype == torch.bool, f"masked_fill with a {val(mask).dtype} mask"
-    assert tuple(val(mask).shape) == tuple(val(x).shape), (
-        f"masked_fill with a mask {list(val(mask).shape)} that broadcasts to "
-        f"{list(val(x).shape)} (the VPU selects with a full-shape mask)"
-    )
-    ctx.probe("where", dt)
-    ctx.probe("constant", dt)
-    return Impl(where, (mask, float(value), x))
+    if isinstance(value, torch.fx.Node):
+        assert val(value).dim() == 0 and val(value).dtype == dt, (
+            f"masked_fill with a {val(value).dtype}{list(val(value).shape)} value (a 0-d "
+            f"tensor of {dt} is implemented)"
+        )
+        ctx.probe("broadcast_binary", dt)
+    else:
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), (
+            f"masked_fill with {value!r}"
+        )
+        ctx.probe("constant", dt)
+        value = float(value)
+    if tuple(val(x).shape) != tuple(val(node).shape):
+        ctx.probe("broadcast_binary", dt)
+    return _select_impl(node, ctx, mask, value, x, dt, "masked_fill")
 
 
 @legato.function

@@ -1,5 +1,5 @@
 """What used to run eagerly (issue 13, item 3) and now runs on Legato: pow with any number as
-exponent (and a number as base), ... Each op is checked on every one of its torch OpInfo
+exponent (and a number as base); where / masked_fill with a condition that broadcasts. Each op is checked on every one of its torch OpInfo
 samples that the case covers (`reference_inputs`, uncapped; f32 and bf16), compiled with
 `torch.compile(backend="legato")` against eager torch, and on hand-picked special values in
 strict mode."""
@@ -119,3 +119,61 @@ def test_pow_exponent_rounds_to_bf16():
     y, ref, _ = run_strict(lambda x: torch.pow(x * 1, 257.3), x)
     assert torch.equal(y, ref) and ref[0] > 0
     assert math.isfinite(float(ref[0]))
+
+
+# -- where / masked_fill with a condition that broadcasts ----------------------------------
+
+
+def _float_values(dtype, *vs) -> bool:
+    return all(
+        (isinstance(v, torch.Tensor) and v.dtype == dtype)
+        or (isinstance(v, (int, float)) and not isinstance(v, bool))
+        for v in vs
+    )
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+def test_where_opinfo_samples(dn):
+    """torch.where(cond, x, y) (OpInfo's `where(self, cond, other)`): every sample whose values
+    are tensors of the dtype or numbers, the broadcasting conditions included."""
+    dt = DTYPES[dn]
+    n = check_opinfo("where", dn, lambda s: _float_values(dt, s.input, s.args[1]))
+    assert n >= 8
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+def test_masked_fill_opinfo_samples(dn):
+    dt = DTYPES[dn]
+    assert check_opinfo("masked_fill", dn, lambda s: _float_values(dt, s.input, s.args[1])) >= 7
+
+
+def _causal(s, t):
+    return torch.ones(s, t, dtype=torch.bool).tril(t - s)
+
+
+MASK_CASES = {
+    # HF's eager attention: a [B, 1, S, T] bool mask against [B, H, S, T] scores
+    "where_causal_heads": lambda x, m: torch.where(m, x * 2, torch.finfo(x.dtype).min),
+    "masked_fill_causal_heads": lambda x, m: (x * 2).masked_fill(~m, float("-inf")).softmax(-1),
+    # a mask built by a comparison on Legato, broadcast over the heads
+    "where_compare_broadcast": lambda x, m: torch.where(x[:, :1] > 0.25, x, -x),
+    # a 0-d tensor fill value
+    "masked_fill_tensor_value": lambda x, m: (x + 1).masked_fill(m, x[0, 0, 0, 0]),
+}
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(MASK_CASES))
+def test_broadcast_mask_on_legato_equals_eager(name, dn):
+    torch.manual_seed(0)
+    dt = DTYPES[dn]
+    x = torch.randn(2, 4, 8, 16, dtype=dt)
+    m = _causal(8, 16)[None, None].expand(2, 1, 8, 16).clone()
+    m[1, 0, :, :3] = False  # padding of the second sequence
+    y, ref, s = run_strict(MASK_CASES[name], x, m)
+    assert "broadcast to" in str(s), str(s)
+    if name.startswith("masked_fill_causal"):  # a softmax follows: within its rounding
+        rtol = 2**-7 if dt == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol)
+    else:  # a selection: the same bits
+        assert torch.equal(y, ref)
