@@ -1,7 +1,8 @@
 """Corpus kernels for the torch library ops that issue 13 moved off the eager path, written
 with their `legato.torch.library` implementations: pow with a number as exponent (repeated
 squaring; exp(e log|x|) with C's pow special cases) and as base; where with a bool condition
-that broadcasts (HF's [B, 1, S, T] causal mask against [B, H, S, T] scores)."""
+that broadcasts (HF's [B, 1, S, T] causal mask against [B, H, S, T] scores); reductions over
+several (not all) dims."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.aten import where_broadcast
+from legato.torch.library.aten import reduce_dims, where_broadcast
 from legato.torch.library.composite import pow_of_number, pow_scalar
 
 BF16 = legato.types.float("bfloat16")
@@ -99,6 +100,36 @@ def where_causal_bf16(
         legato.tensor.memcpy(out, y)
 
 
+@legato.compile(backend=bertha)
+def sum_dims13_bf16(
+    x: T().tensor_type(BF16, [2, 3, 4, 16], "shared_dram"),
+    out: T().tensor_type(BF16, [2, 1, 4, 1], "shared_dram"),
+):
+    """x.sum((1, 3), keepdim=True) (`aten.reduce_dims`: dims 1 and 3 moved last, merged into
+    one of 48, summed in f32 and rounded once)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        y = reduce_dims(x, "sum", (0, 2, 1, 3), (2, 4, 48), 2, (2, 1, 4, 1))
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def amin_dims12_f32(
+    x: T().tensor_type(F32, [2, 3, 4, 16], "shared_dram"),
+    out: T().tensor_type(F32, [2, 16], "shared_dram"),
+):
+    """x.amin((1, 2)) (`aten.reduce_dims`: adjacent dims merged in place, no transpose)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        legato.tensor.memcpy(out, reduce_dims(x, "amin", None, (2, 12, 16), 1, (2, 16)))
+
+
 def _where_causal_args(rng):
     c = np.tril(np.ones((8, 16), bool), 8)[None, None].repeat(2, 0)
     c[1, 0, :, :3] = False
@@ -123,6 +154,28 @@ def _base_args(rng):
 
 
 TORCH_OP_CORPUS = [
+    CorpusKernel(
+        name="sum_dims13_keepdim_bf16",
+        mlir=sum_dims13_bf16.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            (rng.standard_normal((2, 3, 4, 16)) * 3).astype(np.float32).astype(ml_dtypes.bfloat16),
+            np.zeros((2, 1, 4, 1), ml_dtypes.bfloat16),
+        ],
+        reference=lambda ins: [ins[0].float().sum((1, 3), keepdim=True)],
+        outputs=(1,),
+    ),
+    CorpusKernel(
+        name="amin_dims12_f32",
+        mlir=amin_dims12_f32.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            rng.standard_normal((2, 3, 4, 16)).astype(np.float32),
+            np.zeros((2, 16), np.float32),
+        ],
+        reference=lambda ins: [ins[0].amin((1, 2))],
+        outputs=(1,),
+        atol=0.0,
+        rtol=0.0,
+    ),
     CorpusKernel(
         name="where_causal_broadcast_bf16",
         mlir=where_causal_bf16.to_mlir(debuginfo=False),

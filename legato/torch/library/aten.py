@@ -270,6 +270,37 @@ def reduce_all(x, op, flat, shape):
 
 
 @legato.function
+def reduce_dims(x, op, perm, flat, axis, shape):
+    """`op` over several (not all) dims of `x`, reduced once as torch does: the reduced dims
+    moved after the kept ones (`perm`; None when they are already adjacent), merged into one
+    dim (`flat`, the reduced one at `axis`), reduced, then shaped `shape` (the result's, with
+    or without keepdim's 1s)."""
+    if perm is not None:
+        x = transpose(x, perm)
+    r = reduce(legato.tensor.reshape(x, flat), op, axis, False)
+    return legato.tensor.reshape(r, shape)
+
+
+def _reduce_dims_impl(node, ctx, x, op, dims, dt):
+    """The Impl of `op` over the dims `dims` (normalized, several, not all) of the static x."""
+    shape = tuple(val(x).shape)
+    _static_shape(val(x), f"{op} over several dims")
+    red = sorted(set(dims))
+    kept = [d for d in range(len(shape)) if d not in red]
+    ctx.probe("reshape", dt)
+    n = math.prod(shape[d] for d in red)
+    if red == list(range(red[0], red[-1] + 1)):  # adjacent: merged in place
+        perm, axis = None, red[0]
+        flat = (*shape[: red[0]], n, *shape[red[-1] + 1 :])
+    else:
+        ctx.probe("transpose", dt)
+        perm, axis = (*kept, *red), len(kept)
+        flat = (*(shape[d] for d in kept), n)
+    out = _dims(ctx, val(node).shape)
+    return Impl(reduce_dims, (x, op, perm, flat, axis, out), name=f"{op} over dims {red}")
+
+
+@legato.function
 def softmax(x, axis):
     m = legato.tensor.max(x, axis=axis, keepdim=True)
     e = legato.tensor.exp(x - m)
@@ -734,7 +765,8 @@ def _reduction(op):
             ctx.probe("reshape", dt)
             out = _dims(ctx, val(node).shape)
             return Impl(reduce_all, (x, op, (math.prod(shape),), out), name=f"{op} (all dims)")
-        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
+        if len(dims) > 1:
+            return _reduce_dims_impl(node, ctx, x, op, [_norm_dim(d, rank) for d in dims], dt)
         return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
 
     return resolver

@@ -26,6 +26,7 @@ from legato.torch.library.aten import (
     _fits_sram,
     _float_out,
     _norm_dim,
+    _reduce_dims_impl,
     _same_dtype,
     full,
     identity,
@@ -294,9 +295,9 @@ def resolve_max_all(node, ctx):
     _probe_max(ctx, dt, what)
     if len(dims) == 1 and rank > 1:  # amin over one dim
         return Impl(reduce, (x, "amin", _norm_dim(dims[0], rank), bool(keepdim)))
-    assert not dims or sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)), (
-        f"{what} over several dims {dims}"
-    )
+    if dims and sorted(_norm_dim(d, rank) for d in dims) != list(range(rank)):
+        assert node.target == aten.amin.default, f"{what} over several dims {dims}"
+        return _reduce_dims_impl(node, ctx, x, "amin", [_norm_dim(d, rank) for d in dims], dt)
     _static(val(x), f"full {what}")
     ctx.probe("reshape", dt)
     op = "amax" if what == "max" else "amin"

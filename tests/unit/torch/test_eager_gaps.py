@@ -177,3 +177,45 @@ def test_broadcast_mask_on_legato_equals_eager(name, dn):
         torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol)
     else:  # a selection: the same bits
         assert torch.equal(y, ref)
+
+
+# -- reductions over several (not all) dims --------------------------------------------------
+
+_REDUCTIONS = {
+    "sum": lambda x, d, k: torch.sum(x, d, keepdim=k),
+    "mean": lambda x, d, k: torch.mean(x, d, keepdim=k),
+    "amax": lambda x, d, k: torch.amax(x, d, keepdim=k),
+    "amin": lambda x, d, k: torch.amin(x, d, keepdim=k),
+}
+
+
+def _several_dims(s):
+    d = s.kwargs.get("dim", s.args[0] if s.args else None)
+    rank = s.input.dim() if isinstance(s.input, torch.Tensor) else 0
+    return isinstance(d, (list, tuple)) and 1 < len(set(x % rank for x in d)) < rank
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("op", sorted(_REDUCTIONS))
+def test_reduction_opinfo_several_dims(op, dn):
+    assert check_opinfo(op, dn, _several_dims) >= 1
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("keepdim", [False, True], ids=["nokeep", "keep"])
+@pytest.mark.parametrize("dims", [(1, 3), (0, 2), (-1, -2), (1, 2), (3, 0, 1)], ids=str)
+@pytest.mark.parametrize("op", sorted(_REDUCTIONS))
+def test_reduction_over_several_dims(op, dims, keepdim, dn):
+    torch.manual_seed(0)
+    dt = DTYPES[dn]
+    x = torch.randn(2, 3, 4, 5, dtype=dt) * 3
+    x[1, 2, 3, 4] = -0.0 if op == "amax" else 40.0
+    f = _REDUCTIONS[op]
+    y, ref, s = run_strict(lambda x: f(x * 1, dims, keepdim), x)
+    assert "over dims" in str(s), str(s)
+    assert y.shape == ref.shape and y.dtype == ref.dtype
+    if op in ("amax", "amin"):  # a selection: the same bits
+        assert torch.equal(y, ref)
+    else:  # one reduction, in another order than torch's: within its rounding
+        rtol = 2**-7 if dt == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol)
