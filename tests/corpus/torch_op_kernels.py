@@ -2,7 +2,8 @@
 with their `legato.torch.library` implementations: pow with a number as exponent (repeated
 squaring; exp(e log|x|) with C's pow special cases) and as base; where with a bool condition
 that broadcasts (HF's [B, 1, S, T] causal mask against [B, H, S, T] scores); reductions over
-several (not all) dims."""
+several (not all) dims; a comparison returned as a bool tensor (vpu.cvt to i1) and a product
+by a bool mask."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.aten import reduce_dims, where_broadcast
+from legato.torch.library.aten import compare_bool, mul_by_mask, reduce_dims, where_broadcast
 from legato.torch.library.composite import pow_of_number, pow_scalar
 
 BF16 = legato.types.float("bfloat16")
@@ -130,6 +131,59 @@ def amin_dims12_f32(
         legato.tensor.memcpy(out, reduce_dims(x, "amin", None, (2, 12, 16), 1, (2, 16)))
 
 
+@legato.compile(backend=bertha)
+def le_bool_bf16(
+    a: T().tensor_type(BF16, [4, 64], "shared_dram"),
+    b: T().tensor_type(BF16, [64], "shared_dram"),
+    out: T().tensor_type(I1, [4, 64], "shared_dram"),
+):
+    """a <= b as a bool tensor (`aten.compare_bool`: the float mask, b broadcast per row,
+    converted to i1 by vpu.cvt: true where nonzero)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(a, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(b, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        a = legato.tensor.receive(a, 0, "sram")
+        b = legato.tensor.receive(b, 1, "sram")
+        legato.tensor.memcpy(out, compare_bool(a, b, "le"))
+
+
+@legato.compile(backend=bertha)
+def mul_mask_f32(
+    m: T().tensor_type(I1, [1, 64], "shared_dram"),
+    x: T().tensor_type(F32, [4, 64], "shared_dram"),
+    out: T().tensor_type(F32, [4, 64], "shared_dram"),
+):
+    """x * m for a bool m [1, 64] broadcast over the rows (`aten.mul_by_mask`: where(m, x,
+    x * 0.0), torch's x * m.float() bit for bit)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(m, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(x, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        m = legato.tensor.receive(m, 0, "sram")
+        x = legato.tensor.receive(x, 1, "sram")
+        legato.tensor.memcpy(out, mul_by_mask(m, x, (1, 64), (1, 64), F32))
+
+
+def _le_args(rng):
+    a = _bf16(rng, (4, 64))
+    b = _bf16(rng, (64,))
+    a[0, :4], b[:4] = [np.nan, 1.0, -0.0, np.inf], [0.0, 1.0, 0.0, np.inf]
+    return [a, b, np.zeros((4, 64), np.bool_)]
+
+
+def _mul_mask_args(rng):
+    x = rng.standard_normal((4, 64)).astype(np.float32)
+    x[:, :4] = [np.inf, -np.inf, np.nan, -1.0]
+    return [rng.random((1, 64)) > 0.5, x, np.zeros((4, 64), np.float32)]
+
+
+def _bf16(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+
 def _where_causal_args(rng):
     c = np.tril(np.ones((8, 16), bool), 8)[None, None].repeat(2, 0)
     c[1, 0, :, :3] = False
@@ -154,6 +208,24 @@ def _base_args(rng):
 
 
 TORCH_OP_CORPUS = [
+    CorpusKernel(
+        name="le_bool_output_bf16",
+        mlir=le_bool_bf16.to_mlir(debuginfo=False),
+        make_args=_le_args,
+        reference=lambda ins: [ins[0] <= ins[1]],
+        outputs=(2,),
+        atol=0.0,
+        rtol=0.0,
+    ),
+    CorpusKernel(
+        name="mul_by_bool_mask_f32",
+        mlir=mul_mask_f32.to_mlir(debuginfo=False),
+        make_args=_mul_mask_args,
+        reference=lambda ins: [ins[1] * ins[0]],
+        outputs=(2,),
+        atol=0.0,
+        rtol=0.0,
+    ),
     CorpusKernel(
         name="sum_dims13_keepdim_bf16",
         mlir=sum_dims13_bf16.to_mlir(debuginfo=False),

@@ -610,15 +610,32 @@ def _widen(node, ctx, *operands):
     return dt, wide
 
 
-def _is_mask_of(x, dt) -> bool:
-    """`x` is a comparison node on `dt` operands (on Legato: a 1.0 / 0.0 mask of dtype `dt`)."""
-    return (
-        isinstance(x, torch.fx.Node)
-        and x.op == "call_function"
-        and getattr(x.target, "_overloadpacket", None) in _COMPARISON_PACKETS
-        and val(x).dtype == torch.bool
-        and all(val(o).dtype == dt for o in x.args[:2] if isinstance(o, torch.fx.Node))
-    )
+def _bool_tensor(x) -> bool:
+    return isinstance(x, torch.fx.Node) and val(x).dtype == torch.bool
+
+
+@legato.function
+def mul_by_mask(m, x, cshape, padded, ty):
+    """x * m for a bool m (i1, or a comparison's 1.0 / 0.0 float mask on Legato), as torch's
+    promotion of m to 1.0 / 0.0: where(m, x, x * 0.0), the same bits (x * 0.0 keeps -0.0 and
+    NaN for inf / NaN); a broadcasting m (`cshape` not None) as `where_broadcast`."""
+    if cshape is None:
+        return legato.tensor.where(m, x, x * 0.0)
+    return where_broadcast(m, x, x * 0.0, cshape, padded, ty)
+
+
+def _mul_by_mask(node, ctx, a, b):
+    """The Impl of a mul with one bool tensor operand (either side)."""
+    m, x = (a, b) if _bool_tensor(a) else (b, a)
+    assert isinstance(x, torch.fx.Node) and not _bool_tensor(x), "mul of two bools"
+    dt = _same_dtype(node, x)
+    for op in ("mul", "constant", "where"):
+        ctx.probe(op, dt)
+    if tuple(val(x).shape) != tuple(val(node).shape):
+        ctx.probe("broadcast_binary", dt)
+    impl = _select_impl(node, ctx, m, x, x, dt, "mul by a mask")
+    cshape, padded, ty = impl.args[3:] if impl.fn is where_broadcast else (None, None, None)
+    return Impl(mul_by_mask, (m, x, cshape, padded, ty), name=impl.name or "mul by a mask")
 
 
 def _binary(fn, probe_op):
@@ -627,16 +644,9 @@ def _binary(fn, probe_op):
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
-        if fn is mul and _is_mask_of(a, out_dtype(node)) and isinstance(b, torch.fx.Node):
-            a, b = b, a  # mask * x: the product commutes exactly
-        if fn is mul and _is_mask_of(b, out_dtype(node)) and not _is_mask_of(a, out_dtype(node)):
-            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0: on Legato the
-            # comparison's float mask is exactly that
-            _same_dtype(node, a)
-            ctx.probe("mul", out_dtype(node))
-            if not _known_same_shape(val(a).shape, val(b).shape):
-                ctx.probe("broadcast_binary", out_dtype(node))
-            return Impl(mul, (a, b), name="mul (by a comparison's mask)")
+        if fn is mul and (_bool_tensor(a) or _bool_tensor(b)):
+            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0
+            return _mul_by_mask(node, ctx, a, b)
         dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
@@ -1263,7 +1273,7 @@ _MASK_USERS = {
     aten.where.Scalar: 0,
     aten.masked_fill.Scalar: 1,
     aten.masked_fill.Tensor: 1,
-    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_is_mask_of`)
+    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_mul_by_mask`)
 }
 _COMPARISON_PACKETS = tuple(getattr(aten, c) for c in ("eq", "ne", "lt", "le", "gt", "ge"))
 
@@ -1290,6 +1300,13 @@ def _mask_consumers(node, ctx):
         )
 
 
+@legato.function
+def compare_bool(a, b, op):
+    """The comparison `op` as a bool tensor: the VPU's float mask converted to i1 (`vpu.cvt`,
+    true where nonzero), for a result that leaves the kernel or that eager nodes read."""
+    return legato.tensor.cast(compare(a, b, op), legato.types.i1)
+
+
 def _comparison(op):
     def resolver(node, ctx):
         a, b = node.args[:2]
@@ -1304,14 +1321,21 @@ def _comparison(op):
             f"{op} of {sorted(map(str, dts))} (bf16 or f32 operands of one dtype)"
         )
         (dt,) = dts
-        _mask_consumers(node, ctx)
+        try:  # a float mask when only Legato's where / masked_fill / mul read it
+            _mask_consumers(node, ctx)
+            as_mask = True
+        except AssertionError:  # else a bool (which those take too)
+            as_mask = False
         ctx.probe(op, dt)
         if len(tensors) < 2:
             ctx.probe("constant", dt)
         elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
         a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
-        return Impl(compare, (a, b, op), name=f"{op} (a float mask for its where)")
+        if as_mask:
+            return Impl(compare, (a, b, op), name=f"{op} (a float mask for its where)")
+        ctx.probe("cast_i1", dt)
+        return Impl(compare_bool, (a, b, op), name=f"{op} (bool)")
 
     return resolver
 

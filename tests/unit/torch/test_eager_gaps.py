@@ -219,3 +219,65 @@ def test_reduction_over_several_dims(op, dims, keepdim, dn):
     else:  # one reduction, in another order than torch's: within its rounding
         rtol = 2**-7 if dt == torch.bfloat16 else 1e-5
         torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol)
+
+
+# -- bool kernel outputs: comparisons -------------------------------------------------------
+
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("op", _COMPARISONS)
+def test_comparison_opinfo_samples_give_bool_outputs(op, dn):
+    """Every sample with operands of the dtype (a number, NaN and +-inf included): the bool
+    result is the kernel's output (the float mask converted to i1 by vpu.cvt)."""
+    dt = DTYPES[dn]
+    assert check_opinfo(op, dn, lambda s: _float_values(dt, s.input, s.args[0])) >= 20
+
+
+BOOL_CASES = {
+    # one comparison: a where's condition on Legato and a bool output
+    "where_and_output": lambda x, y: (torch.where(x < y, x, y), x < y),
+    # a bool output that broadcasts its operands, and one against a number
+    "broadcast_output": lambda x, y: ((x * 2) >= y[:1], (x + 1) != 1.0),
+}
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(BOOL_CASES))
+def test_bool_outputs_on_legato_equal_eager(name, dn):
+    torch.manual_seed(0)
+    dt = DTYPES[dn]
+    x, y = torch.randn(8, 64, dtype=dt), torch.randn(8, 64, dtype=dt)
+    x[0, :4] = torch.tensor([NAN, 1.0, -0.0, INF])
+    y[0, :4] = torch.tensor([0.0, 1.0, 0.0, INF])
+    ys, refs, s = run_strict(BOOL_CASES[name], x, y)
+    assert "(bool)" in str(s), str(s)
+    for a, r in zip(ys, refs, strict=True):
+        assert a.dtype == r.dtype and torch.equal(a, r)
+
+
+MUL_CASES = {
+    # `x * (p < q)`: torch promotes the bool to 1.0 / 0.0; on Legato where(m, x, x * 0.0)
+    "mul_and_bool_output": lambda x, y, m: ((x * 2) * (x < y), x < y),
+    "mask_times_x_broadcast": lambda x, y, m: (y[:1] > 0) * (x + 1),
+    "mul_by_a_bool_input": lambda x, y, m: (x + 1) * m,
+}
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+@pytest.mark.parametrize("name", sorted(MUL_CASES))
+def test_mul_by_a_bool_on_legato_equals_eager(name, dn):
+    """x * bool: the same bits as torch, inf * False = NaN and -x * False = -0.0 included."""
+    dt = DTYPES[dn]
+    x, y = torch.randn(8, 64, dtype=dt), torch.randn(8, 64, dtype=dt)
+    x[0, :4] = torch.tensor([INF, -INF, NAN, -1.0])
+    y[0, :4] = torch.tensor([INF, -INF, 0.0, -2.0])
+    got, ref, s = run_strict(MUL_CASES[name], x, y, y < 0.5)
+    assert "mul by a mask" in str(s), str(s)
+    for a, r in zip(*((got, ref) if isinstance(ref, tuple) else ((got,), (ref,))), strict=True):
+        assert a.dtype == r.dtype and torch.equal(a.isnan(), r.isnan())
+        keep = ~r.isnan()
+        assert torch.equal(a[keep], r[keep])
+        if a.is_floating_point():
+            assert torch.equal(torch.signbit(a[keep]), torch.signbit(r[keep]))
