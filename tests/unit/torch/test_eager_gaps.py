@@ -1,5 +1,7 @@
 """What used to run eagerly (issue 13, item 3) and now runs on Legato: pow with any number as
-exponent (and a number as base); where / masked_fill with a condition that broadcasts. Each op is checked on every one of its torch OpInfo
+exponent (and a number as base); where / masked_fill with a condition that broadcasts;
+sum / mean / amax / amin over several (not all) dims; comparisons whose bool result leaves the
+kernel, and mul by a bool. Each op is checked on every one of its torch OpInfo
 samples that the case covers (`reference_inputs`, uncapped; f32 and bf16), compiled with
 `torch.compile(backend="legato")` against eager torch, and on hand-picked special values in
 strict mode."""
