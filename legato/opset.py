@@ -266,10 +266,12 @@ OPS: tuple[OpKind, ...] = (
 """Every row, in ISA opcode-table order within each family."""
 
 
-CAST_INT_RESULTS = ("i32", "i64")
+CAST_INT_RESULTS = ("i32", "i64", "i1")
 """The integer types `cast` (`vpu.cvt`) converts a float to, truncating toward zero as torch's
 `.to(torch.int64)` (saturating; NaN gives 0): how a kernel computes an int64 index (argmax) in
-f32 and returns it. i64 is a `vpu.cvt` result type only: the VPU computes nothing on it."""
+f32 and returns it. i64 is a `vpu.cvt` result type only: the VPU computes nothing on it. i1
+(one byte, 0 or 1) is true where the float is nonzero (NaN too), as torch's `.to(torch.bool)`:
+how a kernel returns a comparison's mask as a bool tensor."""
 
 
 def family(fam: str) -> tuple[OpKind, ...]:

@@ -32,6 +32,7 @@ _FLOAT_VPU = (
     "cast_f32",
     "cast_bf16",
     "cast_i64",  # a float to an int64 index (vpu.cvt, truncating: argmax's result)
+    "cast_i1",  # a float to a bool, true where nonzero (vpu.cvt: a comparison's result)
     "where",
 )
 _DATA_MOVEMENT = ("reshape", "concat", "slice", "gather")

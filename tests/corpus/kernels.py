@@ -484,3 +484,7 @@ CORPUS += PAGED_ATTENTION_CORPUS
 from tests.corpus.plugin_kernels import PLUGIN_CORPUS
 
 CORPUS += PLUGIN_CORPUS
+
+from tests.corpus.torch_op_kernels import TORCH_OP_CORPUS
+
+CORPUS += TORCH_OP_CORPUS

@@ -89,7 +89,7 @@ _NP_DTYPES = {
     "f16": np.dtype(np.float16),
     "i32": np.dtype(np.int32),
 }
-_CVT_NP_DTYPES = {**_NP_DTYPES, "i64": np.dtype(np.int64)}
+_CVT_NP_DTYPES = {**_NP_DTYPES, "i1": np.dtype(np.bool_), "i64": np.dtype(np.int64)}
 """vpu.cvt's result types (`isa.CVT_DTYPES`)."""
 INF = 1 << 62
 _VPU_KIND = {o.mnemonic: o.kind for o in opset.OPS if o.mnemonic}

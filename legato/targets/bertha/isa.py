@@ -41,12 +41,13 @@ DTYPE_SIZES = {"bf16": 2, "f32": 4, "f16": 2, "i32": 4}
 COND_DTYPES = {**DTYPES, "i1": 4}
 COND_DTYPE_NAMES = {v: k for k, v in COND_DTYPES.items()}
 COND_DTYPE_SIZES = {**DTYPE_SIZES, "i1": 1}
-# Result types of vpu.cvt: a VPU dtype, or i64 (a float converted to an int64 index the way
-# torch's `.to(torch.int64)` does: `legato.opset.CAST_INT_RESULTS`). The VPU computes nothing
-# else on i64; gathers and `ld` read it.
-CVT_DTYPES = {**DTYPES, "i64": 6}
+# Result types of vpu.cvt: a VPU dtype, i64 (a float converted to an int64 index the way
+# torch's `.to(torch.int64)` does: `legato.opset.CAST_INT_RESULTS`) or i1 (one byte, 1 where
+# the float is nonzero, as torch's `.to(torch.bool)`). The VPU computes nothing else on i64;
+# gathers and `ld` read it; vpu.sel takes i1 as its condition.
+CVT_DTYPES = {**DTYPES, "i1": 4, "i64": 6}
 CVT_DTYPE_NAMES = {v: k for k, v in CVT_DTYPES.items()}
-CVT_DTYPE_SIZES = {**DTYPE_SIZES, "i64": 8}
+CVT_DTYPE_SIZES = {**DTYPE_SIZES, "i1": 1, "i64": 8}
 
 # Core selector modes (lsa, dma notify).
 CORE_SELF = 0  # the running core

@@ -208,16 +208,6 @@ def clamp(x, lo, hi):
 
 
 @legato.function
-def square(x):
-    return x * x
-
-
-@legato.function
-def cube(x):
-    return x * x * x
-
-
-@legato.function
 def relu(x):
     return legato.tensor.maximum(x, 0.0)
 
@@ -277,6 +267,37 @@ def reduce_all(x, op, flat, shape):
     """`op` over every element of `x` (flattened to `flat`), shaped `shape` (0-d, or all ones
     with keepdim)."""
     return legato.tensor.reshape(reduce(legato.tensor.reshape(x, flat), op, 0, True), shape)
+
+
+@legato.function
+def reduce_dims(x, op, perm, flat, axis, shape):
+    """`op` over several (not all) dims of `x`, reduced once as torch does: the reduced dims
+    moved after the kept ones (`perm`; None when they are already adjacent), merged into one
+    dim (`flat`, the reduced one at `axis`), reduced, then shaped `shape` (the result's, with
+    or without keepdim's 1s)."""
+    if perm is not None:
+        x = transpose(x, perm)
+    r = reduce(legato.tensor.reshape(x, flat), op, axis, False)
+    return legato.tensor.reshape(r, shape)
+
+
+def _reduce_dims_impl(node, ctx, x, op, dims, dt):
+    """The Impl of `op` over the dims `dims` (normalized, several, not all) of the static x."""
+    shape = tuple(val(x).shape)
+    _static_shape(val(x), f"{op} over several dims")
+    red = sorted(set(dims))
+    kept = [d for d in range(len(shape)) if d not in red]
+    ctx.probe("reshape", dt)
+    n = math.prod(shape[d] for d in red)
+    if red == list(range(red[0], red[-1] + 1)):  # adjacent: merged in place
+        perm, axis = None, red[0]
+        flat = (*shape[: red[0]], n, *shape[red[-1] + 1 :])
+    else:
+        ctx.probe("transpose", dt)
+        perm, axis = (*kept, *red), len(kept)
+        flat = (*(shape[d] for d in kept), n)
+    out = _dims(ctx, val(node).shape)
+    return Impl(reduce_dims, (x, op, perm, flat, axis, out), name=f"{op} over dims {red}")
 
 
 @legato.function
@@ -413,6 +434,14 @@ def _dims(ctx, shape):
             assert b is not None, f"dynamic size {d} has no upper bound"
             out.append((-1, b))
     return tuple(out)
+
+
+def _legato_float(dt):
+    return legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+
+
+def _static_shape(t, what):
+    assert all(isinstance(d, int) for d in t.shape), f"{what} of a dynamic shape"
 
 
 def _norm_dim(d, rank):
@@ -581,15 +610,32 @@ def _widen(node, ctx, *operands):
     return dt, wide
 
 
-def _is_mask_of(x, dt) -> bool:
-    """`x` is a comparison node on `dt` operands (on Legato: a 1.0 / 0.0 mask of dtype `dt`)."""
-    return (
-        isinstance(x, torch.fx.Node)
-        and x.op == "call_function"
-        and getattr(x.target, "_overloadpacket", None) in _COMPARISON_PACKETS
-        and val(x).dtype == torch.bool
-        and all(val(o).dtype == dt for o in x.args[:2] if isinstance(o, torch.fx.Node))
-    )
+def _bool_tensor(x) -> bool:
+    return isinstance(x, torch.fx.Node) and val(x).dtype == torch.bool
+
+
+@legato.function
+def mul_by_mask(m, x, cshape, padded, ty):
+    """x * m for a bool m (i1, or a comparison's 1.0 / 0.0 float mask on Legato), as torch's
+    promotion of m to 1.0 / 0.0: where(m, x, x * 0.0), the same bits (x * 0.0 keeps -0.0 and
+    NaN for inf / NaN); a broadcasting m (`cshape` not None) as `where_broadcast`."""
+    if cshape is None:
+        return legato.tensor.where(m, x, x * 0.0)
+    return where_broadcast(m, x, x * 0.0, cshape, padded, ty)
+
+
+def _mul_by_mask(node, ctx, a, b):
+    """The Impl of a mul with one bool tensor operand (either side)."""
+    m, x = (a, b) if _bool_tensor(a) else (b, a)
+    assert isinstance(x, torch.fx.Node) and not _bool_tensor(x), "mul of two bools"
+    dt = _same_dtype(node, x)
+    for op in ("mul", "constant", "where"):
+        ctx.probe(op, dt)
+    if tuple(val(x).shape) != tuple(val(node).shape):
+        ctx.probe("broadcast_binary", dt)
+    impl = _select_impl(node, ctx, m, x, x, dt, "mul by a mask")
+    cshape, padded, ty = impl.args[3:] if impl.fn is where_broadcast else (None, None, None)
+    return Impl(mul_by_mask, (m, x, cshape, padded, ty), name=impl.name or "mul by a mask")
 
 
 def _binary(fn, probe_op):
@@ -598,16 +644,9 @@ def _binary(fn, probe_op):
         assert node.kwargs.get("alpha", 1) == 1 and (len(node.args) < 3 or node.args[2] == 1), (
             "alpha != 1"
         )
-        if fn is mul and _is_mask_of(a, out_dtype(node)) and isinstance(b, torch.fx.Node):
-            a, b = b, a  # mask * x: the product commutes exactly
-        if fn is mul and _is_mask_of(b, out_dtype(node)) and not _is_mask_of(a, out_dtype(node)):
-            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0: on Legato the
-            # comparison's float mask is exactly that
-            _same_dtype(node, a)
-            ctx.probe("mul", out_dtype(node))
-            if not _known_same_shape(val(a).shape, val(b).shape):
-                ctx.probe("broadcast_binary", out_dtype(node))
-            return Impl(mul, (a, b), name="mul (by a comparison's mask)")
+        if fn is mul and (_bool_tensor(a) or _bool_tensor(b)):
+            # x * (p < q): torch promotes the bool to x's dtype, 1.0 / 0.0
+            return _mul_by_mask(node, ctx, a, b)
         dt, wide = _widen(node, ctx, a, b)
         for x in (a, b):
             assert isinstance(x, (torch.fx.Node, int, float)) and not isinstance(x, bool), (
@@ -710,25 +749,6 @@ def resolve_relu(node, ctx):
     return Impl(relu, (node.args[0],))
 
 
-@register(aten.pow.Tensor_Scalar)
-def resolve_pow(node, ctx):
-    x, e = node.args[:2]
-    dt = _same_dtype(node, x)
-    if e == 2:
-        ctx.probe("mul", dt)
-        return Impl(square, (x,))
-    if e == 3:  # gelu_new / GPT-2's tanh-gelu
-        ctx.probe("mul", dt)
-        return Impl(cube, (x,))
-    if e == 0.5:
-        ctx.probe("sqrt", dt)
-        return Impl(unary, (x, "sqrt"))
-    if e == -0.5:
-        ctx.probe("rsqrt", dt)
-        return Impl(unary, (x, "rsqrt"))
-    raise AssertionError(f"pow with exponent {e} (2, 3, 0.5 and -0.5 are implemented)")
-
-
 # --------------------------------------------------------------------------------------------
 # Reductions and softmax
 
@@ -755,7 +775,8 @@ def _reduction(op):
             ctx.probe("reshape", dt)
             out = _dims(ctx, val(node).shape)
             return Impl(reduce_all, (x, op, (math.prod(shape),), out), name=f"{op} (all dims)")
-        assert len(dims) == 1, f"{op} over several dims {list(dims)}"
+        if len(dims) > 1:
+            return _reduce_dims_impl(node, ctx, x, op, [_norm_dim(d, rank) for d in dims], dt)
         return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
 
     return resolver
@@ -1173,6 +1194,37 @@ def where(cond, a, b):
     return legato.tensor.where(cond, a, b)
 
 
+@legato.function
+def where_broadcast(cond, a, b, cshape, padded, ty):
+    """where(cond, a, b) with a condition that broadcasts (HF's causal mask [B, 1, S, T]
+    against the scores [B, H, S, T]): the VPU moves only float elements, so the condition (a
+    bool, or a comparison's float mask) is first made a 1.0 / 0.0 mask of the result's dtype
+    at its own shape (`cshape`, reshaped to `padded`, the result's rank), which the select
+    broadcasts."""
+    zeros = legato.tensor.full(cshape, 0.0, ty)
+    m = legato.tensor.reshape(legato.tensor.where(cond, 1.0, zeros), padded)
+    return legato.tensor.where(m, a, b)
+
+
+def _select_impl(node, ctx, c, a, b, dt, what):
+    """The where / masked_fill implementation selecting a where `c` else b: the plain select
+    when the bool `c` has the result's shape, else `where_broadcast` (a static condition)."""
+    tc, out = val(c), tuple(val(node).shape)
+    assert tc.dtype == torch.bool, f"{what} with a {tc.dtype} condition"
+    ctx.probe("where", dt)
+    if tuple(tc.shape) == out:
+        return Impl(where, (c, a, b))
+    _static_shape(tc, f"{what} with a broadcast condition")
+    ctx.probe("constant", dt)
+    ctx.probe("reshape", dt)
+    padded = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    return Impl(
+        where_broadcast,
+        (c, a, b, tuple(tc.shape), padded, _legato_float(dt)),
+        name=f"{what} (a condition {list(tc.shape)} broadcast to {list(out)})",
+    )
+
+
 @register([aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar])
 def resolve_where(node, ctx):
     c, a, b = node.args[:3]
@@ -1190,15 +1242,8 @@ def resolve_where(node, ctx):
     assert isinstance(a, torch.fx.Node) or isinstance(b, torch.fx.Node), (
         "where of two numbers (the result dtype comes from a tensor)"
     )
-    tc = val(c)
-    assert tc.dtype == torch.bool, f"where with a {tc.dtype} condition"
-    assert tuple(tc.shape) == tuple(val(node).shape), (
-        f"where with a bool condition {list(tc.shape)} that broadcasts to "
-        f"{list(val(node).shape)} (the VPU selects with a full-shape bool mask)"
-    )
-    ctx.probe("where", dt)
     a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
-    return Impl(where, (c, a, b))
+    return _select_impl(node, ctx, c, a, b, dt, "where")
 
 
 @legato.function
@@ -1227,7 +1272,8 @@ _MASK_USERS = {
     aten.where.ScalarOther: 0,
     aten.where.Scalar: 0,
     aten.masked_fill.Scalar: 1,
-    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_is_mask_of`)
+    aten.masked_fill.Tensor: 1,
+    aten.mul.Tensor: None,  # x * mask or mask * x (the mul resolver's `_mul_by_mask`)
 }
 _COMPARISON_PACKETS = tuple(getattr(aten, c) for c in ("eq", "ne", "lt", "le", "gt", "ge"))
 
@@ -1254,6 +1300,13 @@ def _mask_consumers(node, ctx):
         )
 
 
+@legato.function
+def compare_bool(a, b, op):
+    """The comparison `op` as a bool tensor: the VPU's float mask converted to i1 (`vpu.cvt`,
+    true where nonzero), for a result that leaves the kernel or that eager nodes read."""
+    return legato.tensor.cast(compare(a, b, op), legato.types.i1)
+
+
 def _comparison(op):
     def resolver(node, ctx):
         a, b = node.args[:2]
@@ -1268,14 +1321,21 @@ def _comparison(op):
             f"{op} of {sorted(map(str, dts))} (bf16 or f32 operands of one dtype)"
         )
         (dt,) = dts
-        _mask_consumers(node, ctx)
+        try:  # a float mask when only Legato's where / masked_fill / mul read it
+            _mask_consumers(node, ctx)
+            as_mask = True
+        except AssertionError:  # else a bool (which those take too)
+            as_mask = False
         ctx.probe(op, dt)
         if len(tensors) < 2:
             ctx.probe("constant", dt)
         elif not _known_same_shape(val(a).shape, val(b).shape):
             ctx.probe("broadcast_binary", dt)
         a, b = (x if isinstance(x, torch.fx.Node) else float(x) for x in (a, b))
-        return Impl(compare, (a, b, op), name=f"{op} (a float mask for its where)")
+        if as_mask:
+            return Impl(compare, (a, b, op), name=f"{op} (a float mask for its where)")
+        ctx.probe("cast_i1", dt)
+        return Impl(compare_bool, (a, b, op), name=f"{op} (bool)")
 
     return resolver
 
@@ -1284,21 +1344,27 @@ for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
     register([getattr(aten, _op).Tensor, getattr(aten, _op).Scalar], _comparison(_op))
 
 
-@register(aten.masked_fill.Scalar)
+@register([aten.masked_fill.Scalar, aten.masked_fill.Tensor])
 def resolve_masked_fill(node, ctx):
+    """where(mask, value, x): the value a number or a 0-d tensor of x's dtype; mask and x
+    broadcast against each other (the result has their broadcast shape)."""
     x, mask, value = node.args[:3]
     dt = _same_dtype(node, x)
-    assert isinstance(value, (int, float)) and not isinstance(value, bool), (
-        f"masked_fill with {value!r}"
-    )
-    assert val(mask).dtype == torch.bool, f"masked_fill with a {val(mask).dtype} mask"
-    assert tuple(val(mask).shape) == tuple(val(x).shape), (
-        f"masked_fill with a mask {list(val(mask).shape)} that broadcasts to "
-        f"{list(val(x).shape)} (the VPU selects with a full-shape mask)"
-    )
-    ctx.probe("where", dt)
-    ctx.probe("constant", dt)
-    return Impl(where, (mask, float(value), x))
+    if isinstance(value, torch.fx.Node):
+        assert val(value).dim() == 0 and val(value).dtype == dt, (
+            f"masked_fill with a {val(value).dtype}{list(val(value).shape)} value (a 0-d "
+            f"tensor of {dt} is implemented)"
+        )
+        ctx.probe("broadcast_binary", dt)
+    else:
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), (
+            f"masked_fill with {value!r}"
+        )
+        ctx.probe("constant", dt)
+        value = float(value)
+    if tuple(val(x).shape) != tuple(val(node).shape):
+        ctx.probe("broadcast_binary", dt)
+    return _select_impl(node, ctx, mask, value, x, dt, "masked_fill")
 
 
 @legato.function

@@ -3,7 +3,7 @@ bounds, max / min (full and along a dim, with their indices), argmax / argmin, a
 with int64 index tensors (a row gather; `x[idx]` wraps negative indices as torch does;
 `x[i0, i1]` combines the indices into the row on the scalar unit; index tensors that broadcast,
 `x[i[:, None], j]`, are repeated to one shape first),
-pow(Tensor, Tensor).
+pow(Tensor, Tensor), pow(Tensor, Scalar) with any exponent, pow(Scalar, Tensor).
 
 Every resolver asserts what its implementation computes as torch does (dtypes, shapes, which
 outputs are used) and asks the compiler's capability table (`ctx.probe`) for every legato op the
@@ -14,6 +14,7 @@ indices find the first index of the extremum in f32 and convert it to int64 on t
 
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -25,12 +26,14 @@ from legato.torch.library.aten import (
     _fits_sram,
     _float_out,
     _norm_dim,
+    _reduce_dims_impl,
     _same_dtype,
     full,
     identity,
     reduce,
     reduce_all,
     transpose,
+    unary,
     val,
 )
 from legato.torch.registry import Impl, register, register_graph_pass
@@ -292,9 +295,9 @@ def resolve_max_all(node, ctx):
     _probe_max(ctx, dt, what)
     if len(dims) == 1 and rank > 1:  # amin over one dim
         return Impl(reduce, (x, "amin", _norm_dim(dims[0], rank), bool(keepdim)))
-    assert not dims or sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)), (
-        f"{what} over several dims {dims}"
-    )
+    if dims and sorted(_norm_dim(d, rank) for d in dims) != list(range(rank)):
+        assert node.target == aten.amin.default, f"{what} over several dims {dims}"
+        return _reduce_dims_impl(node, ctx, x, "amin", [_norm_dim(d, rank) for d in dims], dt)
     _static(val(x), f"full {what}")
     ctx.probe("reshape", dt)
     op = "amax" if what == "max" else "amin"
@@ -695,3 +698,158 @@ def resolve_pow_tensors(node, ctx):
     temps = [o] * (12 if wide else 6)  # f32 temporaries: twice a bf16 result's bytes
     _fits_sram(ctx, val(x), val(y), o, *temps, what="pow operands, result and f32 temporaries")
     return Impl(pow_tensors, (x, y, wide), name="pow (exp(y log|x|), C's special cases)")
+
+
+# --------------------------------------------------------------------------------------------
+# pow(Tensor, Scalar) and pow(Scalar, Tensor)
+
+POW_SQUARING = 64
+"""Integer exponents up to this magnitude run by repeated squaring (at most 2 log2|n|
+roundings, ~|n| f32 ulps relative); larger ones as exp(n log|x|) with the sign of an odd n,
+whose error (~|n log x| ulps, at most ~90 where the result is finite) is then the smaller."""
+
+
+def _bits(n: int) -> tuple[int, ...]:
+    """The binary digits of n > 0, most significant first."""
+    return tuple(int(b) for b in bin(n)[2:])
+
+
+@legato.function
+def pow_int(x, n):
+    """x ** n for an integer n > 0: left-to-right repeated squaring over its binary digits, so
+    n = 2 is x * x and n = 3 is (x * x) * x, as torch's CPU kernel; the sign of a negative x
+    (and -0) comes out of the products."""
+    bits = _bits(n)
+    r = x
+    for k in legato.static_range(1, len(bits)):
+        r = r * r
+        if bits[k] == 1:
+            r = r * x
+    return r
+
+
+@legato.function
+def pow_scalar(x, kind, e, n, negative, odd, wide, shape):
+    """x ** e for a number e known at compile time, as torch's CPU kernel (C's pow, or its fast
+    paths): `kind` "ones" (e = 0: 1 even for NaN), "int" (|e| <= POW_SQUARING: repeated
+    squaring, then 1 / r for a negative e), "big_int" (exp(e log|x|), negated for a negative x
+    or -0 and an odd e), "real" (exp(e log|x|); NaN for a finite negative x), "inf" (e = +-inf:
+    exp(e log|x|), 1 for x = +-1) or "nan" (e = NaN: NaN, 1 for x = 1). A bf16 x (`wide`) is
+    computed in f32 and rounded once."""
+    if kind == "ones":
+        return legato.tensor.full(shape, 1.0, x.dtype)
+    f32 = legato.types.float("float32")
+    y = legato.tensor.cast(x, f32) if wide else x
+    if kind == "int":
+        r = pow_int(y, n)
+        if negative:
+            r = 1.0 / r
+    elif kind == "nan":
+        r = legato.tensor.where(legato.tensor.eq(y, 1.0), 1.0, y * float("nan"))
+    else:
+        m = legato.tensor.exp(e * legato.tensor.log(legato.tensor.abs(y)))
+        if kind == "big_int":
+            if odd:
+                neg = legato.tensor.maximum(
+                    legato.tensor.lt(y, 0.0), legato.tensor.lt(1.0 / y, 0.0)
+                )
+                r = legato.tensor.where(neg, -m, m)
+            else:
+                r = m
+        elif kind == "real":
+            finite_neg = legato.tensor.lt(y, 0.0) * legato.tensor.gt(y, float("-inf"))
+            r = legato.tensor.where(finite_neg, float("nan"), m)
+        else:
+            r = legato.tensor.where(legato.tensor.eq(legato.tensor.abs(y), 1.0), 1.0, m)
+    return legato.tensor.cast(r, x.dtype) if wide else r
+
+
+def _torch_exponent(e, dt) -> float:
+    """The exponent torch's CPU kernel computes with: a bf16 tensor's is rounded to bf16 first
+    (`exp_scalar.to<BFloat16>()`), an f32 tensor's is kept as a double."""
+    e = float(e)
+    return float(torch.tensor(e, dtype=torch.bfloat16)) if dt == torch.bfloat16 else e
+
+
+_POW_SCALAR_OPS = {
+    "int": ("mul", "div", "constant"),
+    "big_int": ("abs", "log", "mul", "exp", "lt", "div", "maximum", "neg", "where", "constant"),
+    "real": ("abs", "log", "mul", "exp", "lt", "gt", "where", "constant"),
+    "inf": ("abs", "log", "mul", "exp", "eq", "where", "constant"),
+    "nan": ("eq", "mul", "where", "constant"),
+}
+
+
+@register(aten.pow.Tensor_Scalar)
+def resolve_pow_scalar(node, ctx):
+    """x ** e, e a number: torch's fast paths (e = 2, 3, -2: products of x in x's dtype; -1: 1
+    / x; 0.5 / -0.5: sqrt / rsqrt) as torch computes them, any other e as C's pow
+    (`pow_scalar`), with the exponent a bf16 tensor's kernel rounds it to."""
+    x, e0 = node.args[:2]
+    dt = _same_dtype(node, x)
+    assert _number(e0), f"pow with the exponent {e0!r} (a real number is implemented)"
+    if e0 == 0.5 or e0 == -0.5:
+        op = "sqrt" if e0 == 0.5 else "rsqrt"
+        ctx.probe(op, dt)
+        return Impl(unary, (x, op), name=f"pow ({op})")
+    e = _torch_exponent(e0, dt)
+    shape = val(node).shape
+    wide = dt == torch.bfloat16 and e not in (2.0, 3.0, -2.0, -1.0)
+    n, odd = 0, False
+    if e == 0:
+        kind = "ones"
+        _static(val(node), "pow with the exponent 0")
+        ctx.probe("constant", dt)
+        wide = False
+    elif math.isnan(e):
+        kind = "nan"
+    elif math.isinf(e):
+        kind = "inf"
+    elif e.is_integer() and abs(e) <= POW_SQUARING:
+        kind, n = "int", int(abs(e))
+    elif e.is_integer():
+        kind, odd = "big_int", int(e) % 2 == 1
+    else:
+        kind = "real"
+    cdt = torch.float32 if wide else dt
+    for op in _POW_SCALAR_OPS.get(kind, ()):
+        ctx.probe(op, cdt)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    # no tuple among the arguments but the shape of "ones": a row-split kernel (chip_rows)
+    # takes an elementwise step only when no argument is a sequence
+    args = (x, kind, e, n, e < 0, odd, wide, tuple(shape) if kind == "ones" else None)
+    return Impl(pow_scalar, args, name=f"pow (x ** {e0!r}: {kind})")
+
+
+@legato.function
+def pow_of_number(b, y, wide, shape):
+    """b ** y for a number b: pow_tensors of the tensor b (y's dtype and shape: a bf16 y
+    rounds b to bf16, as torch's wrapped number)."""
+    return pow_tensors(legato.tensor.full(shape, b, y.dtype), y, wide)
+
+
+@register(aten.pow.Scalar)
+def resolve_pow_of_number(node, ctx):
+    """b ** y, b a number: 1 where b = 1 (torch fills ones), else pow(Tensor, Tensor) of b
+    filled to y's shape."""
+    b, y = node.args[:2]
+    assert _number(b), f"pow with the base {b!r} (a real number is implemented)"
+    dt = _same_dtype(node, y)
+    _static(val(node), "pow of a number")
+    ctx.probe("constant", dt)
+    shape = tuple(val(node).shape)
+    ty = legato.types.float("float32" if dt == torch.float32 else "bfloat16")
+    if b == 1:
+        return Impl(full, (shape, 1.0, ty), name="pow (1 ** y: ones)")
+    wide = dt == torch.bfloat16
+    for op in _POW_OPS:
+        ctx.probe(op, torch.float32)
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    o = val(node)
+    temps = [o] * (14 if wide else 7)
+    _fits_sram(ctx, val(y), o, *temps, what="pow operand, result and f32 temporaries")
+    return Impl(pow_of_number, (float(b), y, wide, shape), name="pow (number ** tensor)")

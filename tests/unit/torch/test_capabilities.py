@@ -41,6 +41,7 @@ ORACLE = {
     "cast_f32": ("legato.tensor.cast(x, legato.types.float('float32'))", _X, torch.float32),
     "cast_bf16": ("legato.tensor.cast(x, legato.types.float('bfloat16'))", _X, torch.bfloat16),
     "cast_i64": ("legato.tensor.cast(x, legato.types.i64)", _X, torch.int64),
+    "cast_i1": ("legato.tensor.cast(x, legato.types.i1)", _X, torch.bool),
     "where": ("legato.tensor.where(x, x, 0.0)", _X, None),
     "matmul": ("x @ legato.tensor.transpose(x, (1, 0))", "[8, 8]", None),
     "gather": ("legato.tensor.gather(x, ids)", "[4, 64]", None),

@@ -22,10 +22,6 @@ pytest.importorskip("expecttest")  # torch.testing._internal needs it (a dev dep
 # by everything falling back).
 NO_RESOLVER = {
     "nn.functional.softplus",  # beta / threshold other than the VPU's 1 / 20
-    # a comparison's bool result leaving Legato runs eagerly (the VPU's comparisons give a
-    # float mask; on Legato only for a where / masked_fill consumer there:
-    # test_masks_and_strides.py)
-    *("eq", "ne", "lt", "le", "gt", "ge"),
 }
 
 # int64/bool index and mask ops whose samples have no compute node on Legato's side (the
