@@ -89,6 +89,11 @@ class Impl:
     operands do not fit one core's memory, only a block of rows does; it runs only in a
     row-split all-core kernel (`legato.torch.library.chip_rows`), and a kernel of any other form
     refuses it with this reason.
+
+    `onchip` (spmd only; None: unknown, counted as its tensor operands whole): the bytes of one
+    core's sram its kernel holds at most. The partitioner chains spmd kernels into one while
+    the largest phase fits one core's sram (`LegatoGraphWrapper._fits`: the phases reuse the
+    space of the ones before).
     """
 
     fn: Any
@@ -105,6 +110,7 @@ class Impl:
     writes: tuple = ()
     rows_only: str | None = None
     preload: Any = None
+    onchip: int | None = None
 
     @property
     def label(self) -> str:

@@ -1049,6 +1049,7 @@ def _append_impl(node, ctx, qkv, flags):
         values=frozenset({0, 2, 4}),
         writes=(k, v),
         preload=(pre, (kp[0], vp[0], split)),
+        onchip=need,
     )
 
 

@@ -639,12 +639,16 @@ def _linear_impl(projs, ctx, x):
             also=tuple(b for _, b, _ in projs[1:]),
         )
     wmem = "mpu_buffer" if bf16 else "sram"
+    # one core's sram at most (`Impl.onchip`): x (or its rows of a chunk), its slabs and the
+    # f32 blocks (bf16 weight tiles stream through mpu_buffer, f32 ones through sram)
+    onchip = (m * k + 2 * m * 128) * esize + 4 * m * 128 * 2 + (0 if bf16 else 4 * TK * 128 * 4)
     labels = f"{g} projections, " if g > 1 else ""
     if rows and gemm:
         return Impl(
             _gemm_chunks,
             (x, layout, bias, has_bias, wmem, rows, g),
             spmd=True,
+            onchip=onchip,
             name=f"chip_linear.linear_chunks(linear_gemm({labels}tn={tn}), rows={rows})",
             values=frozenset({0}),
         )
@@ -653,6 +657,7 @@ def _linear_impl(projs, ctx, x):
             _gemm if g == 1 else _gemm_group,
             (x, layout, bias, has_bias, wmem) + ((g,) if g > 1 else ()),
             spmd=True,
+            onchip=onchip,
             name=f"chip_linear.linear_gemm({labels}tn={tn})",
             values=frozenset({0}),
             epilogue=True,
@@ -667,6 +672,7 @@ def _linear_impl(projs, ctx, x):
             _chunks,
             (x, layout, bias, has_bias, split, slots, wmem, rows, g),
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,) if scratch else (),
             name=f"chip_linear.linear_chunks({form}, rows={rows})",
             values=frozenset({0}),
@@ -676,6 +682,7 @@ def _linear_impl(projs, ctx, x):
             _tiles if g == 1 else _tiles_group,
             (x, layout, bias, has_bias, slots, wmem) + ((g,) if g > 1 else ()),
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,),
             name=f"chip_linear.linear_tiles({labels}tn={tn}, slots={slots})",
             values=frozenset({0}),
@@ -688,6 +695,7 @@ def _linear_impl(projs, ctx, x):
             _with_part(split) if g == 1 else _cols_group,
             args,
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,) if scratch else (),
             name=f"chip_linear.linear_cols({labels}tn={tn}, split={split})",
             values=frozenset({0}),
@@ -698,6 +706,7 @@ def _linear_impl(projs, ctx, x):
         (x, layout, bias, has_bias, _group(p)),
         spmd=True,
         name=f"chip_linear.linear_rows_cols(tn={tn})",
+        onchip=onchip,
     )
 
 
