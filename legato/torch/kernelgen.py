@@ -484,7 +484,9 @@ def generate_chain(
       by the prologue is passed as that on-chip value (only at positions in `impl.values`).
     - `impl.preload` (`(pre, pre_args)`): `v = pre(*pre_args)` after the prologue's loads and
       before its steps (loads of the node's own operands that do not wait for the prologue);
-      `v` is passed after the scratch;
+      `v` is passed after the scratch; in a chain, a preload of kernel inputs only (weight
+      tiles, cached K/V rows) is issued in the previous phase, after its own loads and before
+      its steps (`Impl.preload_bytes` count in that phase's sram, `LegatoGraphWrapper._fits`);
     - the call `fn(*args, *outs, *scratch)`, every other tensor operand the kernel argument
       itself (or the shared-DRAM activation an earlier phase wrote);
     - `epilogue` (elementwise steps on the node's [M, N] result, `Impl.epilogue`): generated as
@@ -583,6 +585,7 @@ def generate_chain(
     impl_names: dict[int, str] = {}
     epi_srcs: list[str] = []
     lines: list[str] = []
+    ahead = 0  # where in `lines` the next phase's preload goes (after this phase's loads)
     for i, (step, prologue, epilogue) in enumerate(phases):
         node, impl = step.node, step.impl
         fused = {s.node for s in (*prologue, *epilogue)}
@@ -657,7 +660,19 @@ def generate_chain(
             ns[pre_name] = pre_fn
             pre_var = fresh("v_preload")
             pre_call = ", ".join(arg_src(pos, a, frozenset()) for pos, a in enumerate(pre_args))
-            pre_lines.append(f"        {pre_var} = {pre_name}({pre_call})")
+            line = f"        {pre_var} = {pre_name}({pre_call})"
+            if i and all(
+                made.get(x) is None
+                for a in pre_args
+                for x in (a if isinstance(a, (tuple, list)) else [a])
+                if isinstance(x, torch.fx.Node)
+            ):
+                # in a chain, loads of kernel inputs only (a projection's first weight tiles)
+                # are issued in the previous phase, before its steps: their DRAM latency and
+                # transfer overlap its work instead of following its barrier
+                lines.insert(ahead, line)
+            else:
+                pre_lines.append(line)
             scratch = [*scratch, pre_var]
         tail = []
         if epilogue:
@@ -684,12 +699,9 @@ def generate_chain(
         call = ", ".join(args + outs + scratch + tail)
         if i:
             lines.append("        legato.sync.barrier()  # the previous phase's writes")
-        lines += [
-            *load_lines,
-            *pre_lines,
-            *body_lines,
-            f"        {fn_name}({call})  # {node.format_node()[:120]}",
-        ]
+        lines += [*load_lines, *pre_lines]
+        ahead = len(lines)
+        lines += [*body_lines, f"        {fn_name}({call})  # {node.format_node()[:120]}"]
     kind = (
         "one chip-scale node" if len(phases) == 1 else f"a chain of {len(phases)} chip-scale nodes"
     )

@@ -91,9 +91,10 @@ class Impl:
     refuses it with this reason.
 
     `onchip` (spmd only; None: unknown, counted as its tensor operands whole): the bytes of one
-    core's sram its kernel holds at most. The partitioner chains spmd kernels into one while
-    the largest phase fits one core's sram (`LegatoGraphWrapper._fits`: the phases reuse the
-    space of the ones before).
+    core's sram its kernel holds at most, and `preload_bytes` those its `preload` holds (in
+    sram or mpu_buffer). The partitioner chains spmd kernels into one while each phase, with
+    the next phase's preload (issued in it, `kernelgen.generate_chain`), fits one core's sram
+    (`LegatoGraphWrapper._fits`: the phases reuse the space of the ones before).
     """
 
     fn: Any
@@ -111,6 +112,7 @@ class Impl:
     rows_only: str | None = None
     preload: Any = None
     onchip: int | None = None
+    preload_bytes: int = 0
 
     @property
     def label(self) -> str:

@@ -1128,6 +1128,9 @@ class LegatoGraphWrapper:
             out += self._chains(pieces)
         return [Partition(id=i, nodes=seg) for i, seg in enumerate(out)]
 
+    def _spmd_of(self, group: list):
+        return next(n for n in group if self._spmd_node(n))
+
     def _phase_sram(self, group: list) -> int:
         """Bytes of one core's sram the kernel of `group` holds at most: its spmd
         implementation's `onchip` (unknown: its tensor operands whole) plus the values of the
@@ -1153,9 +1156,10 @@ class LegatoGraphWrapper:
     def _fits(self, chain: list, group: list) -> bool:
         """Whether `group` (one spmd node's kernel) may join `chain` as its next phase: neither
         failed in a chain before, no parameter one of them takes laid out is read as it is by
-        the other (the kernel's argument is the laid-out copy), the largest phase fits one
-        core's sram (the phases reuse each other's space, `core-plan-memory`), and the
-        chain's arguments fit the scalar registers (`CHAIN_ARGUMENTS`)."""
+        the other (the kernel's argument is the laid-out copy), each phase with the next one's
+        preload (`Impl.preload_bytes`, issued in it) fits one core's sram (the phases reuse
+        each other's space, `core-plan-memory`), and the chain's arguments fit the scalar
+        registers (`CHAIN_ARGUMENTS`)."""
         if any(self._spmd_node(n) and n in self._no_chain for n in (*group, *chain[0])):
             return False
 
@@ -1190,7 +1194,10 @@ class LegatoGraphWrapper:
         before = [n for g in chain for n in g]
         if laid(before) & reads(group) or laid(group) & reads(before):
             return False
-        if max(self._phase_sram(g) for g in (*chain, group)) > self.model.sram_size:
+        groups = [*chain, group]
+        pre = [self.decisions[self._spmd_of(g)].impl.preload_bytes for g in groups]
+        held = [self._phase_sram(g) + nxt for g, nxt in zip(groups, [*pre[1:], 0], strict=True)]
+        if max(held) > self.model.sram_size:
             return False
         return self._arguments([*before, *group]) <= CHAIN_ARGUMENTS
 

@@ -1050,6 +1050,7 @@ def _append_impl(node, ctx, qkv, flags):
         writes=(k, v),
         preload=(pre, (kp[0], vp[0], split)),
         onchip=need,
+        preload_bytes=2 * chunk * d * esz if one else 0,
     )
 
 

@@ -74,6 +74,9 @@ BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
+# the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
+# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls
+PRELOAD_BYTES = 64 * 1024
 
 
 @legato.function
@@ -149,27 +152,52 @@ def _onchip_cols(x, k0, width):
 
 
 @legato.function
-def _block(xs, wt, b, t0, nt, m, tn, wmem):
-    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b.
-    With a runtime row count (no zero tensor of a runtime size to start from) the first
-    product starts the sum."""
+def _tile(wt, b, t, i, wmem, pre):
+    """Weight tile t of column block b, the i-th (static) of the block's tiles the caller
+    walks: `pre[i]` when it was loaded ahead (`first_tiles`)."""
+    if i < len(pre):
+        w = pre[i]
+    else:
+        w = legato.tensor.load(wt[b, t], wmem)
+    return w
+
+
+@legato.function
+def _block(xs, wt, b, t0, nt, m, tn, wmem, pre=()):
+    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b
+    (`pre`: its first tiles, loaded ahead; t0 == 0). With a runtime row count (no zero tensor
+    of a runtime size to start from) the first product starts the sum."""
     if xs.spec.dims[0].is_dynamic:
-        acc = legato.tensor.matmul(xs[:, 0:TK], legato.tensor.load(wt[b, t0], wmem), F32)
+        acc = legato.tensor.matmul(xs[:, 0:TK], _tile(wt, b, t0, 0, wmem, pre), F32)
         for t in legato.static_range(1, nt):
-            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            w = _tile(wt, b, t0 + t, t, wmem, pre)
             acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
     else:
         acc = legato.tensor.full((m, tn), 0.0, F32)
         for t in legato.static_range(nt):
-            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            w = _tile(wt, b, t0 + t, t, wmem, pre)
             acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
     return acc
 
 
 @legato.function
-def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(), g=1):
+def first_tiles(wt, wmem, n):
+    """The first n weight tiles of this core's column block (`linear_cols` with one block per
+    core), loaded ahead (`Impl.preload`): before a fused prologue's steps (the RMSNorm the
+    projection waits for), or, in a chain, before the previous phase (`kernelgen.
+    generate_chain`), so the phase's first DRAM latency is not paid after its barrier."""
+    c = legato.core_id()
+    tiles = ()
+    for t in legato.static_range(n):
+        tiles = tiles + (legato.tensor.load(wt[c, t], wmem),)
+    return tiles
+
+
+@legato.function
+def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(), g=1, pre=()):
     """Decode: out[M, N] = x @ W^T (+ bias), output columns over the cores (module docstring);
-    g > 1: the g projections of `_merge` (split must be 1)."""
+    g > 1: the g projections of `_merge` (split must be 1); `pre`: the first tiles of the
+    core's block, loaded ahead (`first_tiles`; one block per core, split 1)."""
     device = legato.get_context().get_device()
     p = device.num_cores
     nb, kt, tk, tn = wt.shape
@@ -178,7 +206,7 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
     if split == 1:
         xs = _onchip(x)
         if nb == p:
-            acc = _block(xs, wt, c, 0, kt, m, tn, wmem)
+            acc = _block(xs, wt, c, 0, kt, m, tn, wmem, pre)
             _store(out, acc, bias, c * tn, tn, has_bias, epi, eargs, g)
         else:
             # rounds of p blocks, unrolled (a runtime loop over blocks runs out of mpu_buffer:
@@ -691,6 +719,20 @@ def _linear_impl(projs, ctx, x):
     if impl is linear_cols:
         # without split-K the scratch argument is not read: pass the output in its place
         args = (x, layout, bias, has_bias, split, wmem) + ((g,) if g > 1 else ())
+        if split == 1 and nb == p and bf16:
+            # one block per core: its first tiles (up to PRELOAD_BYTES) are loaded ahead
+            n_pre = max(1, min(kt, PRELOAD_BYTES // (TK * g * tn * esize)))
+            return Impl(
+                _cols_pre if g == 1 else _cols_group_pre,
+                args,
+                spmd=True,
+                onchip=onchip,
+                name=f"chip_linear.linear_cols({labels}tn={tn}, split=1), {n_pre} tiles preloaded",
+                values=frozenset({0}),
+                epilogue=True,
+                preload=(first_tiles, (layout, wmem, n_pre)),
+                preload_bytes=n_pre * TK * g * tn * esize,
+            )
         return Impl(
             _with_part(split) if g == 1 else _cols_group,
             args,
@@ -718,6 +760,16 @@ def _cols_split(x, wt, bias, has_bias, split, wmem, out, part, epi=None, eargs=(
 @legato.function
 def _cols(x, wt, bias, has_bias, split, wmem, out, epi=None, eargs=()):
     linear_cols(x, wt, bias, out, None, has_bias, split, wmem, epi, eargs)
+
+
+@legato.function
+def _cols_pre(x, wt, bias, has_bias, split, wmem, out, pre, epi=None, eargs=()):
+    linear_cols(x, wt, bias, out, None, has_bias, split, wmem, epi, eargs, 1, pre)
+
+
+@legato.function
+def _cols_group_pre(x, wt, bias, has_bias, split, wmem, g, outs, pre, epi=None, eargs=()):
+    linear_cols(x, wt, bias, outs, None, has_bias, split, wmem, epi, eargs, g, pre)
 
 
 @legato.function

@@ -144,3 +144,24 @@ def test_decoder_layer_kernel_count(chains, kernels):
         assert m.gen.spmd
         _every_core(m)
     assert sum(_phases(m) for m in mods) == 5
+
+
+def test_next_phase_weight_tiles_load_in_the_phase_before():
+    """down's first weight tiles (`chip_linear.first_tiles`, kernel inputs only) are loaded
+    in the gate/up phase, before its prologue's steps and its call, not after the barrier."""
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    body = k.gen.source.split("with device.get_all_cores():", 1)[1].splitlines()
+    pres = [i for i, ln in enumerate(body) if "pre_first_tiles" in ln]
+    calls = [i for i, ln in enumerate(body) if "impl__cols" in ln]
+    barrier = next(i for i, ln in enumerate(body) if "legato.sync.barrier()" in ln)
+    steps = [i for i, ln in enumerate(body) if "impl_unary(" in ln or "impl_reduce(" in ln]
+    # gate/up's own preload and down's, both before the norm's steps and gate/up's call
+    assert len(pres) == 2 and len(calls) == 2, body
+    assert max(pres) < min(steps) and max(pres) < calls[0] < barrier < calls[1], body
