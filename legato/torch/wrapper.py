@@ -606,11 +606,13 @@ def _static_input_indices(example_inputs) -> set[int]:
 PROLOGUE_BYTES = 64 * 1024
 
 # The most arguments a chain of spmd kernels (`LegatoGraphWrapper._chains`) takes: each kernel
-# argument's address is one scalar load from the argument table in DRAM; past what the scalar
-# registers hold, the register allocator spills them, and each spill (a store of the loaded
-# address) waits for its load's DRAM latency: 65 arguments cost 26k cycles before the first
-# instruction that computes.
-CHAIN_ARGUMENTS = 16
+# argument's address is one scalar load from the argument table in DRAM at the program's start;
+# past what the scalar registers hold (r3-r29, less what the phases' own code needs), the
+# register allocator spills them, and each spill (a store of the loaded address) waits for its
+# load's DRAM latency: 65 arguments cost 26k cycles before the first instruction that
+# computes. Measured on the tiny Llama decode step (EVT0): 16 -> 165.0k cycles, 22 -> 161.3k
+# (a decoder layer is one kernel), 26 -> 162.1k.
+CHAIN_ARGUMENTS = 22
 
 # ATen ops fused as epilogues besides those tagged pointwise: elementwise copies and casts
 _ELEMENTWISE = {
