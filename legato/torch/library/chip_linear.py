@@ -347,7 +347,8 @@ def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
                     acc = acc + legato.tensor.matmul(slabs[0], w, F32)
             else:
                 acc = acc + legato.tensor.matmul(slabs[t], w, F32)
-            w = wn
+            if t + 1 < kt or j + 1 < rounds:  # (K = 256 in one round: no next tile)
+                w = wn
         _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
     assert tk == TK and x.bounds[0] == _rows(out, g)
 
@@ -506,6 +507,11 @@ def _group(p: int) -> int:
     return min(p, 8 if p <= 32 else 16)
 
 
+def _rows_cols_fits(p: int, m: int, n: int, dt, g: int) -> bool:
+    """Whether the prefill form (`linear_rows_cols`) takes an [m, K] x [K, n] projection."""
+    return g == 1 and dt == torch.bfloat16 and n % p == 0 and n // p <= 128 and m % _group(p) == 0
+
+
 def _weight(node, w_arg):
     """The parameter W of `t(W)` (`w_arg`), or AssertionError."""
     assert isinstance(w_arg, torch.fx.Node) and w_arg.target in (
@@ -601,11 +607,19 @@ def _linear_impl(projs, ctx, x):
     p = ctx.model.num_cores
     esize = tx.element_size()
     decode = _decode_fits(m, k, esize, ctx.model.sram_size)
-    rows = 0  # > 0: a runtime M in chunks of `rows` (`linear_chunks`)
+    rows = 0  # > 0: M in chunks of `rows` (`linear_chunks`)
     if dynamic and not decode:
         rows = max_decode_rows(k, esize, ctx.model.sram_size)
         assert rows > 0, f"K = {k}: not one row of x fits a core's sram"
         m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
+    elif not decode and not _rows_cols_fits(ctx.model.num_cores, m, n, dt, len(projs)):
+        # a static M whose x does not fit one core's sram and that the prefill form does not
+        # take (f32, N past 128 columns per core, M not in whole row pieces): the decode form
+        # on equal chunks of rows (a divisor of M), W read once per chunk; never refused
+        most = max_decode_rows(k, esize, ctx.model.sram_size)
+        assert most > 0, f"K = {k}: not one row of x fits a core's sram"
+        rows = max(d for d in range(1, most + 1) if m % d == 0)
+        m, decode = rows, True
     slots = 0
     tn = _gemm_tiles(p, n, g) if decode and m >= GEMM_ROWS else 0
     if tn and g == 1 and not _gemm_beats_split(p, m, k, n, tn, esize):
@@ -630,11 +644,7 @@ def _linear_impl(projs, ctx, x):
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
-        grp = _group(p)
-        assert g == 1, "several projections in one kernel: decode only"
-        assert dt == torch.bfloat16, "the chip-scale prefill form is bf16 only"
-        assert n % p == 0 and n // p <= 128, f"N = {n} does not split in <= 128 columns per core"
-        assert m % grp == 0, f"M = {m} does not split in {grp} row pieces"
+        assert _rows_cols_fits(p, m, n, dt, g)  # else in chunks (above)
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
     nb = n // tn
 
