@@ -550,12 +550,31 @@ def generate_chain(
         out_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
     extras, extra_params = [], []
 
-    def extra(tag: str, e, what: str) -> str:
+    # buffers of one phase that the next phases may reuse, by (kind, shape, dtype): the results
+    # nothing reads (written, never read) and the scratch (written and read within its phase,
+    # between barriers): a chain's phases run one after the other, so one buffer serves one
+    # such tensor of each phase (one kernel argument less each: `wrapper.CHAIN_ARGUMENTS`)
+    pool: dict[tuple, list[str]] = {}
+    taken: dict[tuple, int] = {}  # of this phase
+
+    def pooled(kind: str, shape: tuple, dtype) -> str | None:
+        key = (kind, shape, dtype)
+        have, used = pool.setdefault(key, []), taken.get(key, 0)
+        taken[key] = used + 1
+        return have[used] if used < len(have) else None
+
+    def extra(tag: str, e, what: str, kind: str | None = None) -> str:
         # a buffer of its (bound) size the kernel module allocates once
         shape = tuple(d if isinstance(d, int) else bound(d) for d in e.shape)
         if any(d is None for d in shape):
             raise UnboundedDim(f"{what} has an unbounded dynamic size")
+        if kind is not None:
+            p = pooled(kind, shape, e.dtype)
+            if p is not None:
+                return p
         p = fresh(tag)
+        if kind is not None:
+            pool[(kind, shape, e.dtype)].append(p)
         extras.append((shape, e.dtype))
         extra_params.append(_param(p, e.dtype, str(list(shape))))
         return p
@@ -588,6 +607,7 @@ def generate_chain(
     ahead = 0  # where in `lines` the next phase's preload goes (after this phase's loads)
     for i, (step, prologue, epilogue) in enumerate(phases):
         node, impl = step.node, step.impl
+        taken.clear()
         fused = {s.node for s in (*prologue, *epilogue)}
         # the node's outputs in the implementation's order: one, or one per tuple element, or
         # the node's and each member's (`Impl.members`, passed as one tuple)
@@ -620,13 +640,19 @@ def generate_chain(
             if not isinstance(e, torch.Tensor):
                 raise AssertionError(f"{what} is not a tensor")
             outs.append(
-                out_names[reader] if reader in out_names else extra(f"unused_{tag}", e, what)
+                out_names[reader]
+                if reader in out_names
+                else extra(f"unused_{tag}", e, what, "unused")
             )
         scratch = []
         for k, (shape, dt) in enumerate(impl.scratch):
-            p = fresh(f"scratch_{k}")
-            extras.append((tuple(int(d) for d in shape), dt))
-            extra_params.append(_param(p, dt, str([int(d) for d in shape])))
+            shape = tuple(int(d) for d in shape)
+            p = pooled("scratch", shape, dt)
+            if p is None:
+                p = fresh(f"scratch_{k}")
+                pool[("scratch", shape, dt)].append(p)
+                extras.append((shape, dt))
+                extra_params.append(_param(p, dt, str(list(shape))))
             scratch.append(p)
 
         load_lines, body_lines, var = _prologue_lines(
