@@ -697,8 +697,10 @@ def generate_chain(
                 # are issued in the previous phase, before its steps: their DRAM latency and
                 # transfer overlap its work instead of following its barrier
                 lines.insert(ahead, line)
-            else:
+            elif body_lines or not impl.preload_ahead_only:
                 pre_lines.append(line)
+            else:
+                pre_var = "()"  # nothing to overlap: the implementation loads them itself
             scratch = [*scratch, pre_var]
         tail = []
         if epilogue:

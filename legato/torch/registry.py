@@ -95,6 +95,10 @@ class Impl:
     sram or mpu_buffer). The partitioner chains spmd kernels into one while each phase, with
     the next phase's preload (issued in it, `kernelgen.generate_chain`), fits one core's sram
     (`LegatoGraphWrapper._fits`: the phases reuse the space of the ones before).
+    `preload_ahead_only`: the preload helps only issued ahead of other work (a fused
+    prologue's steps, an earlier phase of a chain); with none, the implementation gets `()`
+    instead and loads those tiles itself (a projection's first weight tiles, loaded before x,
+    would only delay x).
     """
 
     fn: Any
@@ -113,6 +117,7 @@ class Impl:
     preload: Any = None
     onchip: int | None = None
     preload_bytes: int = 0
+    preload_ahead_only: bool = False
 
     @property
     def label(self) -> str:

@@ -742,6 +742,7 @@ def _linear_impl(projs, ctx, x):
                 epilogue=True,
                 preload=(first_tiles, (layout, wmem, n_pre)),
                 preload_bytes=n_pre * TK * g * tn * esize,
+                preload_ahead_only=True,
             )
         return Impl(
             _with_part(split) if g == 1 else _cols_group,
