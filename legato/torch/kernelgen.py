@@ -175,6 +175,7 @@ def generate(
     bound,
     cache_root: Path | None = None,
     epilogue: frozenset = frozenset(),
+    phases: list | None = None,
 ) -> Generated:
     """Generate, write and load the kernel `name` of one partition.
 
@@ -182,37 +183,33 @@ def generate(
     in topological order with their implementations, `outputs`: nodes whose values leave the
     partition. `bound(symint) -> int | None` gives the upper bound of a dynamic size. With an
     spmd step: the steps in `epilogue` and those that depend on it are its fused epilogue,
-    the others its prologue (`generate_spmd`).
+    the others its prologue (`generate_spmd`). `phases` (lists of the steps' nodes, in order):
+    a chain of spmd nodes in one kernel, each phase one spmd node with its fused work
+    (`generate_chain`).
     """
     for s in steps:
         if s.impl is not None and s.impl.rows_only:
             raise AssertionError(f"{s.node.name}: {s.impl.rows_only}")
     spmd = [s for s in steps if s.impl is not None and s.impl.spmd]
     if spmd:
-        if len(spmd) != 1:
-            raise AssertionError(
-                f"{spmd[0].node.name}: a node with an spmd implementation is a partition of its own"
-            )
-        # fused work: the steps that depend on the spmd node (or that the partitioner chose,
-        # e.g. SiLU of another projection's result, computed a block at a time) are its
-        # epilogue, the others its prologue (graph order is topological, but a prologue node
-        # may come after the spmd node in it)
-        after = {spmd[0].node, *spmd[0].impl.members}
-        pre, post = [], []
-        for s in steps:
-            if s is spmd[0] or _folded(s):
-                continue
-            if s.impl is None and s.node.args[0] is spmd[0].node:
-                after.add(s.node)  # a getitem of the spmd node's tuple result
-                continue
-            if s.node in epilogue or any(a in after for a in s.node.all_input_nodes):
-                after.add(s.node)
-                post.append(s)
-            else:
-                pre.append(s)
-        return generate_spmd(
-            name, inputs, spmd[0], outputs, device, bound, cache_root, prologue=pre, epilogue=post
-        )
+        if phases is None:
+            if len(spmd) != 1:
+                raise AssertionError(
+                    f"{spmd[0].node.name}: a node with an spmd implementation is a partition of "
+                    "its own (or a phase of a chain: `phases`)"
+                )
+            phases = [[s.node for s in steps]]
+        by_node = {s.node: s for s in steps}
+        chain = []
+        for nodes in phases:
+            ph = [by_node[n] for n in nodes if n in by_node]
+            own = [s for s in ph if s.impl is not None and s.impl.spmd]
+            if len(own) != 1:
+                raise AssertionError(
+                    f"{ph[0].node.name}: a phase of a chain holds one spmd node, not {len(own)}"
+                )
+            chain.append((own[0], *_around(own[0], ph, epilogue)))
+        return generate_chain(name, inputs, chain, outputs, device, bound, cache_root)
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
     fresh = _namer()
@@ -410,6 +407,27 @@ def _namer():
     return fresh
 
 
+def _around(step: Step, steps: list, epilogue: frozenset) -> tuple[list, list]:
+    """The fused prologue and epilogue of the spmd `step` among `steps` (its phase): the steps
+    that depend on it (or that the partitioner chose, `epilogue`: e.g. SiLU of another
+    projection's result, computed a block at a time) are its epilogue, the others its prologue
+    (graph order is topological, but a prologue node may come after the spmd node in it)."""
+    after = {step.node, *step.impl.members}
+    pre, post = [], []
+    for s in steps:
+        if s is step or _folded(s):
+            continue
+        if s.impl is None and s.node.args[0] is step.node:
+            after.add(s.node)  # a getitem of the spmd node's tuple result
+            continue
+        if s.node in epilogue or any(a in after for a in s.node.all_input_nodes):
+            after.add(s.node)
+            post.append(s)
+        else:
+            pre.append(s)
+    return pre, post
+
+
 def _param(p: str, dtype: torch.dtype, shape_text: str, memory: str = "shared_dram") -> str:
     return f"    {p}: legato.get_model().tensor_type({dtype_src(dtype)}, {shape_text}, {memory!r}),"
 
@@ -427,44 +445,82 @@ def generate_spmd(
 ) -> Generated:
     """Generate, write and load the kernel of a partition that is one node with a chip-scale
     implementation (`step.impl.spmd`; see `registry.Impl`), with the small work fused before
-    and after it.
+    and after it: a chain of one phase (`generate_chain`)."""
+    return generate_chain(
+        name, inputs, [(step, list(prologue), list(epilogue))], outputs, device, bound, cache_root
+    )
+
+
+def generate_chain(
+    name: str,
+    inputs: list,
+    phases: list[tuple[Step, list[Step], list[Step]]],
+    outputs: list,
+    device: str,
+    bound,
+    cache_root: Path | None = None,
+) -> Generated:
+    """Generate, write and load the all-core kernel of a chain of chip-scale nodes
+    (`Impl.spmd`; see `registry.Impl`), each a *phase* `(step, prologue, epilogue)`: the node
+    with the small work fused before and after it. The phases run one after the other in one
+    `with device.get_all_cores():` region, a `legato.sync.barrier()` between two (a phase reads
+    what every core of the one before wrote): one launch for a decoder layer's projections and
+    attention, not one per node, and each phase's first loads follow the previous phase's last
+    instructions on the same core, not a kernel's start.
 
     Arguments: the partition's tensor inputs (an input an operand wants as a `Layout`: its
     laid-out form, in the Layout's memory; a parameter a Layout is also built from,
-    `Layout.also`: none), then `outputs` (the node, the getitems of its tuple result, its
+    `Layout.also`: none), then `outputs` (the nodes, the getitems of tuple results,
     `impl.members`, prologue and epilogue nodes that leave the partition), then `extras`: the
-    node's other tuple elements or members' results (written, never read) and the
-    implementation's scratch tensors. With members, `outs` is passed as one tuple (the node's
-    result, then each member's) and the epilogue's `y` is the tuple of their blocks. The
-    body, inside `with device.get_all_cores():`:
+    activations one phase writes and a later one reads (`[1, hidden]` rows in shared DRAM,
+    allocated once by the kernel module), the nodes' other tuple elements or members' results
+    (written, never read) and each implementation's scratch tensors. With members, `outs` is
+    passed as one tuple (the node's result, then each member's) and the epilogue's `y` is the
+    tuple of their blocks. Each phase, on every core:
 
     - `prologue` (single-core implementations, `Impl.values`): every core loads the prologue's
       inputs and computes it (a few KiB: cheaper than a kernel launch and a DRAM round trip);
-      core 0 writes the prologue values that leave the kernel; an operand of the node computed
+      core 0 writes the prologue values that leave the phase; an operand of the node computed
       by the prologue is passed as that on-chip value (only at positions in `impl.values`).
     - `impl.preload` (`(pre, pre_args)`): `v = pre(*pre_args)` after the prologue's loads and
       before its steps (loads of the node's own operands that do not wait for the prologue);
-      `v` is passed after the scratch;
+      `v` is passed after the scratch; in a chain, a preload of kernel inputs only (weight
+      tiles, cached K/V rows) is issued in the previous phase, after its own loads and before
+      its steps (`Impl.preload_bytes` count in that phase's sram, `LegatoGraphWrapper._fits`);
     - the call `fn(*args, *outs, *scratch)`, every other tensor operand the kernel argument
-      itself;
+      itself (or the shared-DRAM activation an earlier phase wrote);
     - `epilogue` (elementwise steps on the node's [M, N] result, `Impl.epilogue`): generated as
       a function `epi(y, r0, rows, j0, width, *eargs)` the implementation calls on each block
       of its result instead of writing it; it loads the matching slices of its other operands,
       computes the chain and writes the slices of the outputs. The call is then `fn(*args,
       *outs, *scratch, epi, eargs)`.
     """
-    node, impl = step.node, step.impl
     fresh = _namer()
     ns: dict[str, object] = {}
     layout_of: dict[torch.fx.Node, Layout] = {}
     part_of: set = set()
-    for a in impl.args:
-        if isinstance(a, Layout):
-            for x in (a.node, *a.also):
-                if layout_of.get(x, a) is not a or x in part_of:
-                    raise AssertionError(f"{node.name}: two layouts of {x.name}")
-            layout_of[a.node] = a
-            part_of.update(a.also)
+    for step, _, _ in phases:
+        for a in step.impl.args:
+            if isinstance(a, Layout):
+                for x in (a.node, *a.also):
+                    if layout_of.get(x, a) is not a or (x in part_of and x not in a.also):
+                        raise AssertionError(f"{step.node.name}: two layouts of {x.name}")
+                layout_of[a.node] = a
+                part_of.update(a.also)
+    # a parameter passed laid out is read by nothing else in the kernel (its argument is the
+    # laid-out copy)
+    laid = set(layout_of) | part_of
+    for step, pre, post in phases:
+        for s in (step, *pre, *post):
+            if s.impl is None or _folded(s):
+                continue
+            for a in s.impl.args:
+                xs = a if isinstance(a, (tuple, list)) else [a]
+                for x in xs:
+                    if isinstance(x, torch.fx.Node) and x in laid:
+                        raise AssertionError(
+                            f"{s.node.name}: reads {x.name}, which the kernel takes laid out"
+                        )
     params, arg_names, layouts, in_bounds = [], {}, [], []
     for n in inputs:
         if n in part_of:
@@ -485,123 +541,205 @@ def generate_spmd(
         params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"input {n.name}")))
         in_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
 
-    fused = {s.node for s in (*prologue, *epilogue)}
-    # the node's outputs in the implementation's order: one, or one per tuple element, or
-    # the node's and each member's (`Impl.members`, passed as one tuple)
-    value = node.meta.get("val")
-    elements = list(value) if isinstance(value, (tuple, list)) else [value]
-    members = list(impl.members)
-    if members:
-        elements = [value, *(m.meta.get("val") for m in members)]
-    readers: dict[int, torch.fx.Node] = {}
-    for o in outputs:
-        if o is node:
-            readers[0] = o
-        elif o in members:
-            readers[1 + members.index(o)] = o
-        elif o.target is operator.getitem and o.args[0] is node:
-            readers[int(o.args[1])] = o
-        elif o not in fused and o not in impl.writes:
-            raise AssertionError(f"{o.name} is not an output of the spmd node {node.name}")
-    out_names, extras, extra_params, out_bounds = {}, [], [], []
+    out_names, out_bounds = {}, []
     for o in outputs:
         v = _tensor_val(o)
         p = fresh(f"out_{o.name}")
         out_names[o] = p
         params.append(_param(p, v.dtype, shape_src(v.shape, bound, f"output {o.name}")))
         out_bounds.append([None if isinstance(d, int) else bound(d) for d in v.shape])
-    # (reader, value, name of its buffer when nothing reads it, what it is): the node's results,
-    # then the nodes it computes itself (Impl.writes)
-    results = [
-        (readers.get(i), e, f"{node.name}_{i}", f"{node.name}: result {i}")
-        for i, e in enumerate(elements)
-    ]
-    results += [(w, _tensor_val(w), w.name, w.name) for w in impl.writes]
-    outs = []
-    for reader, e, tag, what in results:
-        if not isinstance(e, torch.Tensor):
-            raise AssertionError(f"{what} is not a tensor")
-        if reader in out_names:
-            outs.append(out_names[reader])
-            continue
-        # an element nothing reads: a buffer of its (bound) size the kernel module allocates
+    extras, extra_params = [], []
+
+    # buffers of one phase that the next phases may reuse, by (kind, shape, dtype): the results
+    # nothing reads (written, never read) and the scratch (written and read within its phase,
+    # between barriers): a chain's phases run one after the other, so one buffer serves one
+    # such tensor of each phase (one kernel argument less each: `wrapper.CHAIN_ARGUMENTS`)
+    pool: dict[tuple, list[str]] = {}
+    taken: dict[tuple, int] = {}  # of this phase
+
+    def pooled(kind: str, shape: tuple, dtype) -> str | None:
+        key = (kind, shape, dtype)
+        have, used = pool.setdefault(key, []), taken.get(key, 0)
+        taken[key] = used + 1
+        return have[used] if used < len(have) else None
+
+    def extra(tag: str, e, what: str, kind: str | None = None) -> str:
+        # a buffer of its (bound) size the kernel module allocates once
         shape = tuple(d if isinstance(d, int) else bound(d) for d in e.shape)
         if any(d is None for d in shape):
             raise UnboundedDim(f"{what} has an unbounded dynamic size")
-        p = fresh(f"unused_{tag}")
+        if kind is not None:
+            p = pooled(kind, shape, e.dtype)
+            if p is not None:
+                return p
+        p = fresh(tag)
+        if kind is not None:
+            pool[(kind, shape, e.dtype)].append(p)
         extras.append((shape, e.dtype))
         extra_params.append(_param(p, e.dtype, str(list(shape))))
-        outs.append(p)
-    scratch = []
-    for i, (shape, dt) in enumerate(impl.scratch):
-        p = fresh(f"scratch_{i}")
-        extras.append((tuple(int(d) for d in shape), dt))
-        extra_params.append(_param(p, dt, str([int(d) for d in shape])))
-        scratch.append(p)
+        return p
+
+    # what each phase computes (its node, getitems of its tuple result, members, writes and
+    # fused steps); a value a later phase reads goes through shared DRAM
+    made: dict[torch.fx.Node, int] = {}
+    for i, (step, pre, post) in enumerate(phases):
+        node = step.node
+        for n in (node, *step.impl.members, *step.impl.writes, *(s.node for s in (*pre, *post))):
+            made[n] = i
+        for u in node.users:
+            if u.target is operator.getitem:
+                made[u] = i
+    for i, (step, pre, post) in enumerate(phases):
+        for s in (step, *pre, *post):
+            for a in s.node.all_input_nodes:
+                j = made.get(a)
+                if j is not None and j < i and a not in out_names:
+                    out_names[a] = extra(f"act_{a.name}", _tensor_val(a), a.name)
+                if j is not None and j > i:
+                    raise AssertionError(f"{s.node.name} reads {a.name} of a later phase")
+    for a in made:
+        if a in out_names:
+            arg_names.setdefault(a, out_names[a])  # later phases read it from shared DRAM
 
     impl_names: dict[int, str] = {}
-    load_lines, body_lines, var = _prologue_lines(
-        prologue, arg_names, out_names, ns, fresh, impl_names
-    )
+    epi_srcs: list[str] = []
+    lines: list[str] = []
+    ahead = 0  # where in `lines` the next phase's preload goes (after this phase's loads)
+    for i, (step, prologue, epilogue) in enumerate(phases):
+        node, impl = step.node, step.impl
+        taken.clear()
+        fused = {s.node for s in (*prologue, *epilogue)}
+        # the node's outputs in the implementation's order: one, or one per tuple element, or
+        # the node's and each member's (`Impl.members`, passed as one tuple)
+        value = node.meta.get("val")
+        elements = list(value) if isinstance(value, (tuple, list)) else [value]
+        members = list(impl.members)
+        if members:
+            elements = [value, *(m.meta.get("val") for m in members)]
+        readers: dict[int, torch.fx.Node] = {}
+        for o in out_names:
+            if made.get(o) != i:
+                continue
+            if o is node:
+                readers[0] = o
+            elif o in members:
+                readers[1 + members.index(o)] = o
+            elif o.target is operator.getitem and o.args[0] is node:
+                readers[int(o.args[1])] = o
+            elif o not in fused and o not in impl.writes:
+                raise AssertionError(f"{o.name} is not an output of the spmd node {node.name}")
+        # (reader, value, name of its buffer when nothing reads it, what it is): the node's
+        # results, then the nodes it computes itself (Impl.writes)
+        results = [
+            (readers.get(k), e, f"{node.name}_{k}", f"{node.name}: result {k}")
+            for k, e in enumerate(elements)
+        ]
+        results += [(w, _tensor_val(w), w.name, w.name) for w in impl.writes]
+        outs = []
+        for reader, e, tag, what in results:
+            if not isinstance(e, torch.Tensor):
+                raise AssertionError(f"{what} is not a tensor")
+            outs.append(
+                out_names[reader]
+                if reader in out_names
+                else extra(f"unused_{tag}", e, what, "unused")
+            )
+        scratch = []
+        for k, (shape, dt) in enumerate(impl.scratch):
+            shape = tuple(int(d) for d in shape)
+            p = pooled("scratch", shape, dt)
+            if p is None:
+                p = fresh(f"scratch_{k}")
+                pool[("scratch", shape, dt)].append(p)
+                extras.append((shape, dt))
+                extra_params.append(_param(p, dt, str(list(shape))))
+            scratch.append(p)
 
-    def arg_src(pos, a, values) -> str:
-        if isinstance(a, Layout):
-            return arg_names[a.node]
-        if isinstance(a, torch.fx.Node):
-            if a in var and pos not in values:
-                raise AssertionError(
-                    f"{node.name}: operand {pos} ({a.name}) comes from the fused prologue, but "
-                    "the implementation takes it only from shared DRAM"
-                )
-            return var[a] if a in var else arg_names[a]
-        if isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
-            return "(" + ", ".join(arg_names[x] for x in a) + ",)"
-        if isinstance(a, DType):
-            return _global(ns, fresh, a)
-        lit = _literal(a)
-        return lit if lit is not None else _global(ns, fresh, a)
-
-    args = [arg_src(pos, a, impl.values) for pos, a in enumerate(impl.args)]
-    pre_lines = []
-    if impl.preload is not None:
-        # after the prologue's loads (few bytes, which its first steps wait for), before its
-        # steps: loads that do not wait for it (see `Impl.preload`)
-        pre_fn, pre_args = impl.preload
-        pre_name = fresh("pre_" + getattr(pre_fn, "__name__", "fn"))
-        ns[pre_name] = pre_fn
-        pre_var = fresh("v_preload")
-        pre_call = ", ".join(arg_src(pos, a, frozenset()) for pos, a in enumerate(pre_args))
-        pre_lines.append(f"        {pre_var} = {pre_name}({pre_call})")
-        scratch = [*scratch, pre_var]
-    tail, epi_src = [], []
-    if epilogue:
-        if not impl.epilogue:
-            raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
-        epi_name, eargs, epi_src = _epilogue_fn(
-            node,
-            epilogue,
-            arg_names,
-            var,
-            out_names,
-            ns,
-            fresh,
-            impl_names,
-            impl.members,
-            early=load_lines,
+        load_lines, body_lines, var = _prologue_lines(
+            prologue, arg_names, out_names, ns, fresh, impl_names
         )
-        tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
-    fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
-    ns[fn_name] = impl.fn
-    if members:
-        outs = ["(" + ", ".join(outs) + ",)"]
-    call = ", ".join(args + outs + scratch + tail)
+
+        def arg_src(pos, a, values, var=var, node=node) -> str:
+            if isinstance(a, Layout):
+                return arg_names[a.node]
+            if isinstance(a, torch.fx.Node):
+                if a in var and pos not in values:
+                    raise AssertionError(
+                        f"{node.name}: operand {pos} ({a.name}) comes from the fused prologue, "
+                        "but the implementation takes it only from shared DRAM"
+                    )
+                return var[a] if a in var else arg_names[a]
+            if isinstance(a, (tuple, list)) and a and all(isinstance(x, torch.fx.Node) for x in a):
+                return "(" + ", ".join(arg_names[x] for x in a) + ",)"
+            if isinstance(a, DType):
+                return _global(ns, fresh, a)
+            lit = _literal(a)
+            return lit if lit is not None else _global(ns, fresh, a)
+
+        args = [arg_src(pos, a, impl.values) for pos, a in enumerate(impl.args)]
+        pre_lines = []
+        if impl.preload is not None:
+            # after the prologue's loads (few bytes, which its first steps wait for), before
+            # its steps: loads that do not wait for it (see `Impl.preload`)
+            pre_fn, pre_args = impl.preload
+            pre_name = fresh("pre_" + getattr(pre_fn, "__name__", "fn"))
+            ns[pre_name] = pre_fn
+            pre_var = fresh("v_preload")
+            pre_call = ", ".join(arg_src(pos, a, frozenset()) for pos, a in enumerate(pre_args))
+            line = f"        {pre_var} = {pre_name}({pre_call})"
+            if i and all(
+                made.get(x) is None
+                for a in pre_args
+                for x in (a if isinstance(a, (tuple, list)) else [a])
+                if isinstance(x, torch.fx.Node)
+            ):
+                # in a chain, loads of kernel inputs only (a projection's first weight tiles)
+                # are issued in the previous phase, before its steps: their DRAM latency and
+                # transfer overlap its work instead of following its barrier
+                lines.insert(ahead, line)
+            elif body_lines or not impl.preload_ahead_only:
+                pre_lines.append(line)
+            else:
+                pre_var = "()"  # nothing to overlap: the implementation loads them itself
+            scratch = [*scratch, pre_var]
+        tail = []
+        if epilogue:
+            if not impl.epilogue:
+                raise AssertionError(f"{node.name}: its implementation takes no fused epilogue")
+            epi_name, eargs, epi_src = _epilogue_fn(
+                node,
+                epilogue,
+                arg_names,
+                var,
+                out_names,
+                ns,
+                fresh,
+                impl_names,
+                impl.members,
+                early=load_lines,
+            )
+            epi_srcs += epi_src
+            tail = [epi_name, "(" + "".join(f"{e}, " for e in eargs) + ")"]
+        fn_name = fresh("impl_" + getattr(impl.fn, "__name__", "fn"))
+        ns[fn_name] = impl.fn
+        if members:
+            outs = ["(" + ", ".join(outs) + ",)"]
+        call = ", ".join(args + outs + scratch + tail)
+        if i:
+            lines.append("        legato.sync.barrier()  # the previous phase's writes")
+        lines += [*load_lines, *pre_lines]
+        ahead = len(lines)
+        lines += [*body_lines, f"        {fn_name}({call})  # {node.format_node()[:120]}"]
+    kind = (
+        "one chip-scale node" if len(phases) == 1 else f"a chain of {len(phases)} chip-scale nodes"
+    )
     body = "\n".join(
         [
-            "# Generated by legato.torch (one chip-scale node of a torch.compile graph).",
+            f"# Generated by legato.torch ({kind} of a torch.compile graph).",
             "import legato",
             "",
             "",
-            *epi_src,
+            *epi_srcs,
             f"@legato.compile(backend={device!r})",
             f"def {name}(",
             *params,
@@ -609,10 +747,7 @@ def generate_spmd(
             "):",
             "    device = legato.get_context().get_device()",
             "    with device.get_all_cores():",
-            *load_lines,
-            *pre_lines,
-            *body_lines,
-            f"        {fn_name}({call})  # {node.format_node()[:120]}",
+            *lines,
             "",
         ]
     )

@@ -27,6 +27,9 @@ class Options:
     output_path: str | None = None  # "legato.output_path": where output_type writes
     log_summary: bool = True  # "legato.log_summary": log the placement summary (INFO)
     min_ops: int = 1  # "legato.min_ops": smallest partition (compute nodes) made a kernel
+    # "legato.fuse_chains": consecutive chip-scale kernels of a partition run as the phases of
+    # one kernel while they fit one core's on-chip memory (False: one kernel per chip-scale node)
+    fuse_chains: bool = True
 
     @staticmethod
     def parse(options: dict | None) -> Options:

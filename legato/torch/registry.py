@@ -89,6 +89,16 @@ class Impl:
     operands do not fit one core's memory, only a block of rows does; it runs only in a
     row-split all-core kernel (`legato.torch.library.chip_rows`), and a kernel of any other form
     refuses it with this reason.
+
+    `onchip` (spmd only; None: unknown, counted as its tensor operands whole): the bytes of one
+    core's sram its kernel holds at most, and `preload_bytes` those its `preload` holds (in
+    sram or mpu_buffer). The partitioner chains spmd kernels into one while each phase, with
+    the next phase's preload (issued in it, `kernelgen.generate_chain`), fits one core's sram
+    (`LegatoGraphWrapper._fits`: the phases reuse the space of the ones before).
+    `preload_ahead_only`: the preload helps only issued ahead of other work (a fused
+    prologue's steps, an earlier phase of a chain); with none, the implementation gets `()`
+    instead and loads those tiles itself (a projection's first weight tiles, loaded before x,
+    would only delay x).
     """
 
     fn: Any
@@ -105,6 +115,9 @@ class Impl:
     writes: tuple = ()
     rows_only: str | None = None
     preload: Any = None
+    onchip: int | None = None
+    preload_bytes: int = 0
+    preload_ahead_only: bool = False
 
     @property
     def label(self) -> str:

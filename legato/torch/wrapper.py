@@ -605,6 +605,15 @@ def _static_input_indices(example_inputs) -> set[int]:
 # (computed on every core) when it reads at most this many bytes: each core loads them.
 PROLOGUE_BYTES = 64 * 1024
 
+# The most arguments a chain of spmd kernels (`LegatoGraphWrapper._chains`) takes: each kernel
+# argument's address is one scalar load from the argument table in DRAM at the program's start;
+# past what the scalar registers hold (r3-r29, less what the phases' own code needs), the
+# register allocator spills them, and each spill (a store of the loaded address) waits for its
+# load's DRAM latency: 65 arguments cost 26k cycles before the first instruction that
+# computes. Measured on the tiny Llama decode step (EVT0): 16 -> 165.0k cycles, 22 -> 161.3k
+# (a decoder layer is one kernel), 26 -> 162.1k.
+CHAIN_ARGUMENTS = 22
+
 # ATen ops fused as epilogues besides those tagged pointwise: elementwise copies and casts
 _ELEMENTWISE = {
     torch.ops.aten._to_copy.default,
@@ -864,6 +873,9 @@ class LegatoGraphWrapper:
         self._kernels = 0
         self._no_fuse: set = set()  # spmd nodes whose kernel failed with fused work
         self._epilogue_nodes: set = set()  # nodes fused as an epilogue of an spmd node
+        # chains of spmd kernels merged into one (`_chains`): the merged nodes -> each phase's
+        self._phases: dict[frozenset, list[list]] = {}
+        self._no_chain: set = set()  # spmd nodes whose chain failed to compile: apart
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
@@ -1109,12 +1121,143 @@ class LegatoGraphWrapper:
             for i, s in enumerate(spmd):
                 if s not in self._no_fuse:
                     self._fuse_into(s, groups[i], segs, i)
+            pieces = []  # (nodes, its spmd node or None for a single-core segment)
             for i in range(len(spmd) + 1):
                 if segs[i]:
-                    out.append(segs[i])
+                    pieces.append((segs[i], None))
                 if i < len(spmd):
-                    out.append(groups[i])
+                    pieces.append((groups[i], spmd[i]))
+            out += self._chains(pieces)
         return [Partition(id=i, nodes=seg) for i, seg in enumerate(out)]
+
+    def _spmd_of(self, group: list):
+        return next(n for n in group if self._spmd_node(n))
+
+    def _phase_sram(self, group: list) -> int:
+        """Bytes of one core's sram the kernel of `group` holds at most: its spmd
+        implementation's `onchip` (unknown: its tensor operands whole) plus the values of the
+        work fused into it."""
+        spmd = next(n for n in group if self._spmd_node(n))
+        impl = self.decisions[spmd].impl
+        own = {spmd, *impl.members, *_taken(impl)}
+        if impl.onchip is not None:
+            held = impl.onchip
+        else:
+            held = sum(
+                _nbytes(a) or 0
+                for a in impl.args
+                if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
+            )
+        fused = sum(
+            _nbytes(n) or 0
+            for n in group
+            if n not in own and n.target not in _BOOKKEEPING and not _folded_impl(impl)
+        )
+        return held + fused
+
+    def _fits(self, chain: list, group: list) -> bool:
+        """Whether `group` (one spmd node's kernel) may join `chain` as its next phase: neither
+        failed in a chain before, no parameter one of them takes laid out is read as it is by
+        the other (the kernel's argument is the laid-out copy), each phase with the next one's
+        preload (`Impl.preload_bytes`, issued in it) fits one core's sram (the phases reuse
+        each other's space, `core-plan-memory`), and the chain's arguments fit the scalar
+        registers (`CHAIN_ARGUMENTS`)."""
+        if any(self._spmd_node(n) and n in self._no_chain for n in (*group, *chain[0])):
+            return False
+
+        def laid(nodes):
+            out = set()
+            for n in nodes:
+                if self._spmd_node(n):
+                    for a in self.decisions[n].impl.args:
+                        if isinstance(a, kernelgen.Layout):
+                            out |= {a.node, *a.also}
+            return out
+
+        def reads(nodes):
+            inside = set(nodes)
+            return {
+                a
+                for n in nodes
+                if not (self._spmd_node(n) or n.target in _BOOKKEEPING)
+                and self.decisions.get(n) is not None
+                and self.decisions[n].impl is not None
+                and not _folded_impl(self.decisions[n].impl)
+                for a in n.all_input_nodes
+                if a not in inside
+            } | {
+                a
+                for n in nodes
+                if self._spmd_node(n)
+                for a in self.decisions[n].impl.args
+                if isinstance(a, torch.fx.Node)
+            }
+
+        before = [n for g in chain for n in g]
+        if laid(before) & reads(group) or laid(group) & reads(before):
+            return False
+        groups = [*chain, group]
+        pre = [self.decisions[self._spmd_of(g)].impl.preload_bytes for g in groups]
+        held = [self._phase_sram(g) + nxt for g, nxt in zip(groups, [*pre[1:], 0], strict=True)]
+        if max(held) > self.model.sram_size:
+            return False
+        return self._arguments([*before, *group]) <= CHAIN_ARGUMENTS
+
+    def _arguments(self, nodes: list) -> int:
+        """The arguments of the kernel of the chain `nodes` (`kernelgen.generate_chain`):
+        its tensor inputs (a layout's `also` parameters are not), outputs, the activations
+        one phase writes and a later one reads, and each implementation's scratch."""
+        inputs, _, outputs = self._kernel_io(nodes)
+        also = {
+            x
+            for n in nodes
+            if self._spmd_node(n)
+            for a in self.decisions[n].impl.args
+            if isinstance(a, kernelgen.Layout)
+            for x in a.also
+        }
+        spmd = [n for n in nodes if self._spmd_node(n)]
+        inside = set(nodes)
+        # values crossing phases (an upper bound: every value read by another spmd node's
+        # group; the fused work of one phase reads its own values on chip)
+        acts = {
+            a
+            for n in spmd
+            for a in self.decisions[n].impl.args
+            if isinstance(a, torch.fx.Node) and a in inside
+        }
+        scratch = sum(len(self.decisions[n].impl.scratch) for n in spmd)
+        return len([i for i in inputs if i not in also]) + len(outputs) + len(acts) + scratch
+
+    def _chains(self, pieces: list) -> list[list]:
+        """Consecutive spmd kernels of one partition made one kernel, each a phase of it
+        (`kernelgen.generate_chain`: a barrier between two), while the chain fits one core's
+        on-chip memory (`_fits`): a launch, the first loads' DRAM latency and a drain per
+        node saved (a decoder layer's q/k/v, attention, o, gate/up and down: one kernel, not
+        five). A single-core segment between two ends the chain. Convex: `pieces` are in an
+        order every path follows (`_slots`), and a chain is a run of consecutive pieces."""
+        out: list[list] = []
+        chain: list = []  # the groups of the current chain (each one spmd node's kernel)
+
+        def close():
+            if len(chain) > 1:
+                merged = [n for g in chain for n in g]
+                self._phases[frozenset(merged)] = [list(g) for g in chain]
+                out.append(merged)
+            elif chain:
+                out.append(chain[0])
+            chain.clear()
+
+        for nodes, s in pieces:
+            if s is None:
+                close()
+                out.append(nodes)
+                continue
+            if not (chain and self.options.fuse_chains and self._fits(chain, nodes)):
+                close()
+            chain.append(nodes)
+        close()
+        return out
 
     def _split_rows(self, partitions):
         """A single-core partition made of independent parts (no edge between them: a
@@ -1217,6 +1360,16 @@ class LegatoGraphWrapper:
                 if isinstance(got, kernelgen.Generated):
                     continue
                 spmd = [n for n in nodes if self._spmd_node(n)]
+                if len(spmd) > 1:
+                    log.warning(
+                        "legato: the chain of chip-scale kernels %s fails to compile as one "
+                        "kernel, compiling them apart: %s",
+                        ", ".join(n.name for n in spmd),
+                        got,
+                    )
+                    self._no_chain.update(spmd)
+                    retry = True
+                    continue
                 if spmd and spmd[0] not in self._no_fuse and _has_fused(nodes, spmd[0], self):
                     log.warning(
                         "legato: the chip-scale kernel of %s (%s) with the work fused into it "
@@ -1370,6 +1523,7 @@ class LegatoGraphWrapper:
                     self.options.device,
                     self.bounds,
                     epilogue=frozenset(n for n in nodes if n in self._epilogue_nodes),
+                    phases=self._phases.get(key),
                 )
                 gen.kernel.compile()
             result: kernelgen.Generated | str = gen

@@ -1049,6 +1049,8 @@ def _append_impl(node, ctx, qkv, flags):
         values=frozenset({0, 2, 4}),
         writes=(k, v),
         preload=(pre, (kp[0], vp[0], split)),
+        onchip=need,
+        preload_bytes=2 * chunk * d * esz if one else 0,
     )
 
 

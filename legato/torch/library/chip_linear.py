@@ -74,6 +74,9 @@ BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
+# the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
+# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls
+PRELOAD_BYTES = 64 * 1024
 
 
 @legato.function
@@ -149,27 +152,52 @@ def _onchip_cols(x, k0, width):
 
 
 @legato.function
-def _block(xs, wt, b, t0, nt, m, tn, wmem):
-    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b.
-    With a runtime row count (no zero tensor of a runtime size to start from) the first
-    product starts the sum."""
+def _tile(wt, b, t, i, wmem, pre):
+    """Weight tile t of column block b, the i-th (static) of the block's tiles the caller
+    walks: `pre[i]` when it was loaded ahead (`first_tiles`)."""
+    if i < len(pre):
+        w = pre[i]
+    else:
+        w = legato.tensor.load(wt[b, t], wmem)
+    return w
+
+
+@legato.function
+def _block(xs, wt, b, t0, nt, m, tn, wmem, pre=()):
+    """f32 [m, tn]: xs[:, 256*t0 : 256*(t0+nt)] @ the K-tiles t0..t0+nt of column block b
+    (`pre`: its first tiles, loaded ahead; t0 == 0). With a runtime row count (no zero tensor
+    of a runtime size to start from) the first product starts the sum."""
     if xs.spec.dims[0].is_dynamic:
-        acc = legato.tensor.matmul(xs[:, 0:TK], legato.tensor.load(wt[b, t0], wmem), F32)
+        acc = legato.tensor.matmul(xs[:, 0:TK], _tile(wt, b, t0, 0, wmem, pre), F32)
         for t in legato.static_range(1, nt):
-            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            w = _tile(wt, b, t0 + t, t, wmem, pre)
             acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
     else:
         acc = legato.tensor.full((m, tn), 0.0, F32)
         for t in legato.static_range(nt):
-            w = legato.tensor.load(wt[b, t0 + t], wmem)
+            w = _tile(wt, b, t0 + t, t, wmem, pre)
             acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
     return acc
 
 
 @legato.function
-def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(), g=1):
+def first_tiles(wt, wmem, n):
+    """The first n weight tiles of this core's column block (`linear_cols` with one block per
+    core), loaded ahead (`Impl.preload`): before a fused prologue's steps (the RMSNorm the
+    projection waits for), or, in a chain, before the previous phase (`kernelgen.
+    generate_chain`), so the phase's first DRAM latency is not paid after its barrier."""
+    c = legato.core_id()
+    tiles = ()
+    for t in legato.static_range(n):
+        tiles = tiles + (legato.tensor.load(wt[c, t], wmem),)
+    return tiles
+
+
+@legato.function
+def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(), g=1, pre=()):
     """Decode: out[M, N] = x @ W^T (+ bias), output columns over the cores (module docstring);
-    g > 1: the g projections of `_merge` (split must be 1)."""
+    g > 1: the g projections of `_merge` (split must be 1); `pre`: the first tiles of the
+    core's block, loaded ahead (`first_tiles`; one block per core, split 1)."""
     device = legato.get_context().get_device()
     p = device.num_cores
     nb, kt, tk, tn = wt.shape
@@ -178,7 +206,7 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
     if split == 1:
         xs = _onchip(x)
         if nb == p:
-            acc = _block(xs, wt, c, 0, kt, m, tn, wmem)
+            acc = _block(xs, wt, c, 0, kt, m, tn, wmem, pre)
             _store(out, acc, bias, c * tn, tn, has_bias, epi, eargs, g)
         else:
             # rounds of p blocks, unrolled (a runtime loop over blocks runs out of mpu_buffer:
@@ -319,7 +347,8 @@ def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
                     acc = acc + legato.tensor.matmul(slabs[0], w, F32)
             else:
                 acc = acc + legato.tensor.matmul(slabs[t], w, F32)
-            w = wn
+            if t + 1 < kt or j + 1 < rounds:  # (K = 256 in one round: no next tile)
+                w = wn
         _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
     assert tk == TK and x.bounds[0] == _rows(out, g)
 
@@ -478,6 +507,11 @@ def _group(p: int) -> int:
     return min(p, 8 if p <= 32 else 16)
 
 
+def _rows_cols_fits(p: int, m: int, n: int, dt, g: int) -> bool:
+    """Whether the prefill form (`linear_rows_cols`) takes an [m, K] x [K, n] projection."""
+    return g == 1 and dt == torch.bfloat16 and n % p == 0 and n // p <= 128 and m % _group(p) == 0
+
+
 def _weight(node, w_arg):
     """The parameter W of `t(W)` (`w_arg`), or AssertionError."""
     assert isinstance(w_arg, torch.fx.Node) and w_arg.target in (
@@ -573,11 +607,19 @@ def _linear_impl(projs, ctx, x):
     p = ctx.model.num_cores
     esize = tx.element_size()
     decode = _decode_fits(m, k, esize, ctx.model.sram_size)
-    rows = 0  # > 0: a runtime M in chunks of `rows` (`linear_chunks`)
+    rows = 0  # > 0: M in chunks of `rows` (`linear_chunks`)
     if dynamic and not decode:
         rows = max_decode_rows(k, esize, ctx.model.sram_size)
         assert rows > 0, f"K = {k}: not one row of x fits a core's sram"
         m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
+    elif not decode and not _rows_cols_fits(ctx.model.num_cores, m, n, dt, len(projs)):
+        # a static M whose x does not fit one core's sram and that the prefill form does not
+        # take (f32, N past 128 columns per core, M not in whole row pieces): the decode form
+        # on equal chunks of rows (a divisor of M), W read once per chunk; never refused
+        most = max_decode_rows(k, esize, ctx.model.sram_size)
+        assert most > 0, f"K = {k}: not one row of x fits a core's sram"
+        rows = max(d for d in range(1, most + 1) if m % d == 0)
+        m, decode = rows, True
     slots = 0
     tn = _gemm_tiles(p, n, g) if decode and m >= GEMM_ROWS else 0
     if tn and g == 1 and not _gemm_beats_split(p, m, k, n, tn, esize):
@@ -602,11 +644,7 @@ def _linear_impl(projs, ctx, x):
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
-        grp = _group(p)
-        assert g == 1, "several projections in one kernel: decode only"
-        assert dt == torch.bfloat16, "the chip-scale prefill form is bf16 only"
-        assert n % p == 0 and n // p <= 128, f"N = {n} does not split in <= 128 columns per core"
-        assert m % grp == 0, f"M = {m} does not split in {grp} row pieces"
+        assert _rows_cols_fits(p, m, n, dt, g)  # else in chunks (above)
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
     nb = n // tn
 
@@ -639,12 +677,16 @@ def _linear_impl(projs, ctx, x):
             also=tuple(b for _, b, _ in projs[1:]),
         )
     wmem = "mpu_buffer" if bf16 else "sram"
+    # one core's sram at most (`Impl.onchip`): x (or its rows of a chunk), its slabs and the
+    # f32 blocks (bf16 weight tiles stream through mpu_buffer, f32 ones through sram)
+    onchip = (m * k + 2 * m * 128) * esize + 4 * m * 128 * 2 + (0 if bf16 else 4 * TK * 128 * 4)
     labels = f"{g} projections, " if g > 1 else ""
     if rows and gemm:
         return Impl(
             _gemm_chunks,
             (x, layout, bias, has_bias, wmem, rows, g),
             spmd=True,
+            onchip=onchip,
             name=f"chip_linear.linear_chunks(linear_gemm({labels}tn={tn}), rows={rows})",
             values=frozenset({0}),
         )
@@ -653,6 +695,7 @@ def _linear_impl(projs, ctx, x):
             _gemm if g == 1 else _gemm_group,
             (x, layout, bias, has_bias, wmem) + ((g,) if g > 1 else ()),
             spmd=True,
+            onchip=onchip,
             name=f"chip_linear.linear_gemm({labels}tn={tn})",
             values=frozenset({0}),
             epilogue=True,
@@ -667,6 +710,7 @@ def _linear_impl(projs, ctx, x):
             _chunks,
             (x, layout, bias, has_bias, split, slots, wmem, rows, g),
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,) if scratch else (),
             name=f"chip_linear.linear_chunks({form}, rows={rows})",
             values=frozenset({0}),
@@ -676,6 +720,7 @@ def _linear_impl(projs, ctx, x):
             _tiles if g == 1 else _tiles_group,
             (x, layout, bias, has_bias, slots, wmem) + ((g,) if g > 1 else ()),
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,),
             name=f"chip_linear.linear_tiles({labels}tn={tn}, slots={slots})",
             values=frozenset({0}),
@@ -684,10 +729,26 @@ def _linear_impl(projs, ctx, x):
     if impl is linear_cols:
         # without split-K the scratch argument is not read: pass the output in its place
         args = (x, layout, bias, has_bias, split, wmem) + ((g,) if g > 1 else ())
+        if split == 1 and nb == p and bf16:
+            # one block per core: its first tiles (up to PRELOAD_BYTES) are loaded ahead
+            n_pre = max(1, min(kt, PRELOAD_BYTES // (TK * g * tn * esize)))
+            return Impl(
+                _cols_pre if g == 1 else _cols_group_pre,
+                args,
+                spmd=True,
+                onchip=onchip,
+                name=f"chip_linear.linear_cols({labels}tn={tn}, split=1), {n_pre} tiles preloaded",
+                values=frozenset({0}),
+                epilogue=True,
+                preload=(first_tiles, (layout, wmem, n_pre)),
+                preload_bytes=n_pre * TK * g * tn * esize,
+                preload_ahead_only=True,
+            )
         return Impl(
             _with_part(split) if g == 1 else _cols_group,
             args,
             spmd=True,
+            onchip=onchip,
             scratch=(scratch,) if scratch else (),
             name=f"chip_linear.linear_cols({labels}tn={tn}, split={split})",
             values=frozenset({0}),
@@ -698,6 +759,7 @@ def _linear_impl(projs, ctx, x):
         (x, layout, bias, has_bias, _group(p)),
         spmd=True,
         name=f"chip_linear.linear_rows_cols(tn={tn})",
+        onchip=onchip,
     )
 
 
@@ -709,6 +771,16 @@ def _cols_split(x, wt, bias, has_bias, split, wmem, out, part, epi=None, eargs=(
 @legato.function
 def _cols(x, wt, bias, has_bias, split, wmem, out, epi=None, eargs=()):
     linear_cols(x, wt, bias, out, None, has_bias, split, wmem, epi, eargs)
+
+
+@legato.function
+def _cols_pre(x, wt, bias, has_bias, split, wmem, out, pre, epi=None, eargs=()):
+    linear_cols(x, wt, bias, out, None, has_bias, split, wmem, epi, eargs, 1, pre)
+
+
+@legato.function
+def _cols_group_pre(x, wt, bias, has_bias, split, wmem, g, outs, pre, epi=None, eargs=()):
+    linear_cols(x, wt, bias, outs, None, has_bias, split, wmem, epi, eargs, g, pre)
 
 
 @legato.function

@@ -58,8 +58,9 @@ def _chip_kernels(*labels):
 
 
 def _run(model, *args):
+    # one kernel per chip-scale node (chains of them: tests/unit/torch/test_chip_chains.py)
     with torch.no_grad():
-        got = torch.compile(model, backend="legato")(*args)
+        got = torch.compile(model, backend="legato", options={"legato.fuse_chains": False})(*args)
         ref = model(*args)
     return got, ref
 

@@ -36,7 +36,9 @@ class Block(torch.nn.Module):
 
 def _compile(mod, device="bertha"):
     return torch.compile(
-        mod, backend="legato", options={"legato.device": device, "legato.strict": True}
+        mod,
+        backend="legato",
+        options={"legato.device": device, "legato.strict": True, "legato.fuse_chains": False},
     )
 
 

@@ -15,7 +15,9 @@ from tests.unit.torch.torch_backend_helpers import assert_close_bf16
 
 def _compile(mod, device):
     return torch.compile(
-        mod, backend="legato", options={"legato.device": device, "legato.strict": True}
+        mod,
+        backend="legato",
+        options={"legato.device": device, "legato.strict": True, "legato.fuse_chains": False},
     )
 
 

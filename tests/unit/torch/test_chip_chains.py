@@ -1,0 +1,166 @@
+"""Chains of chip-scale kernels (issue 14, item 3: `LegatoGraphWrapper._chains`,
+`kernelgen.generate_chain`): consecutive spmd nodes of a partition run as the phases of one
+all-core kernel, a barrier between two, their activations through shared DRAM, while the
+largest phase fits one core's sram and the chain's arguments fit the scalar registers
+(`wrapper.CHAIN_ARGUMENTS`). Results match eager; every core executes instructions; the
+kernel count of a layer is read from the placement summary."""
+
+import pytest
+import torch
+
+import legato.torch as lt
+from bench.torch_path import _llama_layer
+from legato.torch import kernelgen, wrapper
+from tests.unit.torch.test_chip_fusion import Block
+from tests.unit.torch.torch_backend_helpers import assert_close_bf16
+
+
+def _compile(mod, **options):
+    return torch.compile(
+        mod,
+        backend="legato",
+        options={"legato.device": "bertha", "legato.strict": True, **options},
+    )
+
+
+def _every_core(mod, n=32):
+    cores = {k: v for k, v in mod.kernel.last_run.instructions.items() if k.startswith("core")}
+    assert len(cores) == n and all(v > 0 for v in cores.values()), cores
+
+
+def _phases(mod) -> int:
+    """The phases of a generated chain: barriers between phases, plus one."""
+    return mod.gen.source.count("legato.sync.barrier()  # the previous phase's writes") + 1
+
+
+def test_mlp_block_is_one_kernel_of_two_phases():
+    """norm -> gate/up (+ SiLU * up) -> down (+ residual): the two spmd kernels of
+    test_chip_fusion's block are one chain; SiLU(gate) * up goes through shared DRAM (a
+    kernel extra, not an output)."""
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert k.gen.spmd and _phases(k) == 2, k.gen.source
+    _every_core(k)
+    # the activation between the phases is an extra argument (allocated once), not an output
+    assert len(k.gen.outputs) == 1 and any(sh == (1, 1024) for sh, _ in k.gen.extras), k.gen.extras
+
+
+def test_chain_off_is_one_kernel_per_projection():
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod, **{"legato.fuse_chains": False})(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    assert lt.last_summary().num_kernels == 2
+
+
+def test_argument_budget_cuts_the_chain(monkeypatch):
+    """A chain whose arguments would exceed `CHAIN_ARGUMENTS` is cut before the phase that
+    passes it (each argument past the registers costs a DRAM latency at the kernel's start)."""
+    monkeypatch.setattr(wrapper, "CHAIN_ARGUMENTS", 4)
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    assert lt.last_summary().num_kernels == 2
+
+
+def test_sram_budget_cuts_the_chain(monkeypatch):
+    """A phase that would not fit one core's sram (here: an `onchip` larger than it) starts
+    a new kernel."""
+    w = None
+
+    real = wrapper.LegatoGraphWrapper._phase_sram
+
+    def big(self, group):
+        nonlocal w
+        w = self
+        if any("down" in str(n.meta.get("stack_trace", "")) for n in group):
+            return self.model.sram_size + 1
+        return real(self, group)
+
+    monkeypatch.setattr(wrapper.LegatoGraphWrapper, "_phase_sram", big)
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    assert w is not None and lt.last_summary().num_kernels == 2
+
+
+def test_failing_chain_compiles_its_phases_apart(monkeypatch, caplog):
+    real = kernelgen.generate_chain
+
+    def failing(name, inputs, phases, *a, **kw):
+        if len(phases) > 1:
+            raise AssertionError("chain refused (test)")
+        return real(name, inputs, phases, *a, **kw)
+
+    monkeypatch.setattr(kernelgen, "generate_chain", failing)
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = torch.compile(mod, backend="legato")(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    assert lt.last_summary().num_kernels == 2
+    assert "fails to compile as one kernel" in caplog.text
+
+
+@pytest.mark.parametrize("chains, kernels", [(True, 1), (False, 5)])
+def test_decoder_layer_kernel_count(chains, kernels):
+    """bench's plain-torch Llama layer at the tiny model's sizes (hidden 512, 4 heads, MLP
+    1536, 256 cached tokens) in decode: 5 spmd kernels one per node (q/k/v + norm, attention +
+    rotary + appends, o + residual, gate/up + norm + SiLU * up, down + residual); chained,
+    one kernel of 5 phases. Outputs (the layer's and both appended caches) match eager; every
+    kernel runs on every core."""
+    layer, args = _llama_layer(512, 4, 1536, 256)(torch)
+    with torch.no_grad():
+        got = _compile(layer, **{"legato.fuse_chains": chains})(*args)
+        ref = layer(*args)
+    for g, r in zip(got, ref, strict=True):
+        torch.testing.assert_close(g.float(), r.float(), rtol=2e-2, atol=2e-2)
+    s = lt.last_summary()
+    assert s.num_kernels == kernels and s.num_extern == 0, str(s)
+    mods = wrapper.last_wrapper().kernel_modules()
+    for m in mods:
+        assert m.gen.spmd
+        _every_core(m)
+    assert sum(_phases(m) for m in mods) == 5
+
+
+def test_next_phase_weight_tiles_load_in_the_phase_before():
+    """down's first weight tiles (`chip_linear.first_tiles`, kernel inputs only) are loaded
+    in the gate/up phase, before its prologue's steps and its call, not after the barrier."""
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    body = k.gen.source.split("with device.get_all_cores():", 1)[1].splitlines()
+    pres = [i for i, ln in enumerate(body) if "pre_first_tiles" in ln]
+    calls = [i for i, ln in enumerate(body) if "impl__cols" in ln]
+    barrier = next(i for i, ln in enumerate(body) if "legato.sync.barrier()" in ln)
+    steps = [i for i, ln in enumerate(body) if "impl_unary(" in ln or "impl_reduce(" in ln]
+    # gate/up's own preload and down's, both before the norm's steps and gate/up's call
+    assert len(pres) == 2 and len(calls) == 2, body
+    assert max(pres) < min(steps) and max(pres) < calls[0] < barrier < calls[1], body
