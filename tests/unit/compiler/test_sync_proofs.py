@@ -230,9 +230,12 @@ def test_runtime_addressed_sends_are_proven_per_core(caplog):
     assert not caplog.records
 
 
-def test_waits_a_runtime_loop_decides_are_logged_with_their_lines(caplog):
+def test_waits_a_runtime_loop_decides_are_logged_with_their_lines(caplog, tmp_path, monkeypatch):
     """A loop whose trip count is a runtime value makes its semaphore's count dynamic: the
     wait compiles, and the user is told which wait is left to the run and why."""
+    # a compile, not a hit of an earlier run's cache entry (the proof logs when it runs)
+    monkeypatch.setenv("LEGATO_CACHE_DIR", str(tmp_path / "cache"))
+    legato.jit.clear_memory_cache()
     with caplog.at_level("INFO", logger="legato.sync"):
         posts_in_a_runtime_loop.compile()
     loop = _line(posts_in_a_runtime_loop, "for _i in range(")
