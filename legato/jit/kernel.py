@@ -216,7 +216,7 @@ class Kernel:
             cache.stats["disk_hits"] += 1
             # what the compile warned (a spill) is said again: a later run of the script is
             # as slow as the first, and should say why
-            _replay(PerformanceWarning, hit.warnings)
+            _replay((m, PerformanceWarning, f, n) for m, f, n in hit.warnings or ())
             hit = self._as_compiler_artifacts(hit, constexprs)
             cache.memory_put(key, hit)
             return hit
@@ -246,8 +246,7 @@ class Kernel:
                     record=record,
                     source=functools.partial(self.emit_module, **constexprs),
                 )
-            for w in caught:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            _replay((w.message, w.category, w.filename, w.lineno) for w in caught)
             artifacts.warnings = [
                 (str(w.message), w.filename, w.lineno)
                 for w in caught
@@ -448,8 +447,8 @@ def _stage_named(name: str) -> OutputType:
     raise LegatoValueError(f"lower(): no stage {name!r}; the stages are {', '.join(names)}")
 
 
-def _replay(category: type[Warning], recorded) -> None:
-    """Warn again, under the caller's filters, what a compile warned: `(message, file, line)`
-    triples, each at its own source line."""
-    for message, filename, lineno in recorded or ():
+def _replay(recorded) -> None:
+    """Warn again, under the caller's filters, what a compile warned: `(message, category,
+    file, line)`, each at its own source line."""
+    for message, category, filename, lineno in recorded:
         warnings.warn_explicit(message, category, filename, lineno)
