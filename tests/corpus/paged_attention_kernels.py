@@ -15,6 +15,7 @@ import torch
 
 from legato.interp.differential import CorpusKernel
 from legato.torch.library import paged_attention as pa
+from tests.corpus import rotary
 from tests.corpus.chip_linear_kernels import four_cores
 
 HQ, HKV, D, BS = 4, 2, 32, 16
@@ -75,17 +76,7 @@ KPOS = np.arange(NBLK * BS, dtype=np.float32)[:, None]
 
 
 def _cos_sin(rot: int, dtype: str) -> np.ndarray:
-    inv = 1.0 / (10000 ** (np.arange(0, rot, 2, dtype=np.float32) / rot))
-    f = np.outer(np.arange(POSITIONS, dtype=np.float32), inv)
-    return np.concatenate((np.cos(f), np.sin(f)), 1).astype(_np_dtype(dtype))
-
-
-def _rotate(x: torch.Tensor, pos, cs: torch.Tensor, rot: int) -> torch.Tensor:
-    """vLLM's neox rotary (`forward_static`) of x [T, H, D] at positions pos [T], in x's dtype."""
-    cos, sin = cs[torch.as_tensor(pos)].chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    x1, x2 = x[..., : rot // 2], x[..., rot // 2 : rot]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rot:]), -1)
+    return rotary.cos_sin_cache(POSITIONS, rot).numpy().astype(_np_dtype(dtype))
 
 
 def _attention(q: torch.Tensor, cache: torch.Tensor) -> torch.Tensor:
@@ -121,7 +112,7 @@ def _write_entry(dtype: str, rot: int) -> CorpusKernel:
     def reference(ins):
         key, value, slots, cache = ins[:4]
         if rot:
-            key = _rotate(key.to(tdt), _TOK_POS, ins[5].to(tdt), rot)
+            key = rotary.rotate(key.to(tdt), _TOK_POS, ins[5].to(tdt), rot)
         want = cache.clone().to(tdt)
         want.index_copy_(0, slots.long(), torch.cat((key.to(tdt), value.to(tdt)), 2))
         return [want]
@@ -152,7 +143,7 @@ def _attention_entry(dtype: str, rot: int) -> CorpusKernel:
     def reference(ins):
         q = ins[0].to(tdt).reshape(T, HQ, D)
         if rot:
-            q = _rotate(q, _TOK_POS, ins[8].to(tdt), rot)
+            q = rotary.rotate(q, _TOK_POS, ins[8].to(tdt), rot)
         return [_attention(q, ins[1].to(tdt)).to(tdt)]
 
     return CorpusKernel(

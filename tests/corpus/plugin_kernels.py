@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from legato.interp.differential import CorpusKernel
+from tests.corpus import rotary
 from tests.corpus.chip_linear_kernels import four_cores
 
 _PLUGIN = Path(__file__).resolve().parents[2] / "plugins" / "vllm-legato"
@@ -126,9 +127,7 @@ def _silu_and_mul() -> CorpusKernel:
 def _rotary() -> CorpusKernel:
     positions, hq, hk, d, rot = 32, 4, 2, 32, 16  # a partial rotary: the last 16 dims kept
     kernel = ops.rotary_neox_kernel("float32", ROWS, positions, hq, hk, d, rot, four_cores)
-    inv = 1.0 / (10000 ** (np.arange(0, rot, 2, dtype=np.float32) / rot))
-    f = np.outer(np.arange(positions, dtype=np.float32), inv)
-    cos_sin = np.concatenate((np.cos(f), np.sin(f)), 1).astype(np.float32)
+    cos_sin = rotary.cos_sin_cache(positions, rot).numpy()
 
     def make_args(rng):
         pos = rng.integers(0, positions, (T, 1)).astype(np.int64)
@@ -142,12 +141,9 @@ def _rotary() -> CorpusKernel:
         ]
 
     def rotate(x, pos, cs, heads):
-        x = x.reshape(T, heads, d)
-        cos, sin = cs[pos[:, 0].long()].chunk(2, dim=-1)
-        cos, sin = cos[:, None, :], sin[:, None, :]
-        x1, x2 = x[..., : rot // 2], x[..., rot // 2 : rot]
-        y = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rot:]), -1)
-        return y.reshape(T, heads * d)
+        return rotary.rotate(x.reshape(T, heads, d), pos[:, 0].long(), cs, rot).reshape(
+            T, heads * d
+        )
 
     return CorpusKernel(
         name="plugin_rotary_neox_f32",

@@ -183,24 +183,8 @@ def test_levels_verified(monkeypatch, verify_each, env, levels, from_frontend):
     assert art.binary == full.binary
 
 
-def test_a_backend_that_does_not_verify_is_an_internal_error_when_verifying_each(monkeypatch):
-    kernel = legato.compile(backend=bertha)(_scaled)
-    real = pipelines.core_to_backend
-
-    def broken(model=None):
-        pipeline = real(model)
-
-        class Broken:
-            def apply(self, ctx, module):
-                pipeline.apply(ctx, module)
-                prog = next(op for op in module.walk() if isinstance(op, be.ProgramOp))
-                prog.body.block.add_op(be.LiOp(1 << 40, be.reg(5)))  # imm out of range
-
-        return Broken()
-
-    monkeypatch.setattr(pipelines, "core_to_backend", broken)
-    with pytest.raises(CompileError, match="backend IR does not verify"):
-        compiler.compile_kernel(kernel.emit_module(), kernel.model, verify_each=True)
+# A backend that does not verify under verify_each is a located internal error: tests/unit/
+# test_locations.py::test_a_lowering_that_breaks_the_ir_is_a_located_error_without_an_ir_dump.
 
 
 @pytest.mark.parametrize("enabled", [True, False])

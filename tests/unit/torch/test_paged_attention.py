@@ -11,6 +11,7 @@ import torch
 
 import legato
 from legato.torch.library import paged_attention as pa
+from tests.corpus import rotary
 
 HQ, HKV, D, BS = 4, 2, 32, 16
 # (tokens already in the cache, query tokens this step) per request: a prefill, two decodes
@@ -218,18 +219,7 @@ POSITIONS = 64  # rows of the cos/sin cache
 
 
 def cos_sin_cache(rot, dtype):
-    """vLLM's RotaryEmbedding cache [positions, rot]: cos then sin halves (base 10000)."""
-    inv = 1.0 / (10000 ** (torch.arange(0, rot, 2, dtype=torch.float32) / rot))
-    f = torch.outer(torch.arange(POSITIONS, dtype=torch.float32), inv)
-    return torch.cat((f.cos(), f.sin()), 1).to(dtype)
-
-
-def rotate(x, pos, cache, rot):
-    """vLLM's neox rotary (`RotaryEmbedding.forward_static`) of x [T, H, D] at pos [T]."""
-    cos, sin = cache[pos].chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]
-    x1, x2 = x[..., : rot // 2], x[..., rot // 2 : rot]
-    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[..., rot:]), -1)
+    return rotary.cos_sin_cache(POSITIONS, rot).to(dtype)
 
 
 def shape_of(dtype, num_blocks, nblk, rot):
@@ -267,9 +257,9 @@ def test_folded_rotary_is_rotary_then_attention(dtype, rot):
     # the oracle: torch's rotary, then the kernels without it
     write, attend = pa._build(shape_of(dtype, num_blocks, nblk, 0))
     want_cache = cache.clone()
-    write(rotate(key, tok_pos, cs, rot), value, slots, want_cache.view(-1, HKV, 2 * D))
+    write(rotary.rotate(key, tok_pos, cs, rot), value, slots, want_cache.view(-1, HKV, 2 * D))
     want = torch.full((t, HQ * D), float("nan"), dtype=dtype)
-    qr = rotate(q, tok_pos, cs, rot).reshape(t, HQ * D)
+    qr = rotary.rotate(q, tok_pos, cs, rot).reshape(t, HQ * D)
     attend(qr, want_cache.view(num_blocks, -1), block_table, tokens, positions, kpos, want)
 
     write_r, attend_r = pa._build(shape_of(dtype, num_blocks, nblk, rot))
