@@ -372,26 +372,6 @@ def slice_dim(x, dim, start, end, step):
     return x[_index(x.ndim, dim, start, end, step)]
 
 
-@legato.function
-def every_nth(x, dim, start, count, step):
-    """x[start : start + (count - 1) * step + 1 : step] along `dim` (step > 1) with step-1
-    slices and reshapes only (the compiler has no strided copy): the whole chunks
-    [start + i*step, start + (i+1)*step) reshaped to [..., chunks, step, ...], their first
-    elements sliced out, and the last element (whose chunk may be cut short by the end of the
-    dim) concatenated."""
-    lead = x.shape[:dim]
-    rest = x.shape[dim + 1 :]
-    last = start + (count - 1) * step
-    tail = x[_index(x.ndim, dim, last, last + 1, None)]
-    if count == 1:
-        return tail
-    chunks = x[_index(x.ndim, dim, start, last, None)]
-    chunks = legato.tensor.reshape(chunks, lead + (count - 1, step) + rest)
-    firsts = chunks[_index(x.ndim + 1, dim + 1, 0, 1, None)]
-    firsts = legato.tensor.reshape(firsts, lead + (count - 1,) + rest)
-    return legato.tensor.concat((firsts, tail), dim)
-
-
 # --------------------------------------------------------------------------------------------
 # Resolver helpers
 
@@ -1044,14 +1024,14 @@ def resolve_slice(node, ctx):
     if step == 1:
         end = None if end is None else min(end, size)
         return Impl(slice_dim, (x, dim, start, end, step))
+    # a step: one strided `legato.slice` (lower_tensor_ops.slice_: a copy made by strided DMAs)
     idx = range(size)[slice(start, end, step)]
     assert len(idx) > 0, "an empty strided slice"
-    ctx.probe("reshape", dt)
-    ctx.probe("concat", dt)
+    last = idx.start + (len(idx) - 1) * step
     return Impl(
-        every_nth,
-        (x, dim, idx.start, len(idx), step),
-        name=f"strided slice (step {step}: reshapes and step-1 slices)",
+        slice_dim,
+        (x, dim, idx.start, last + 1, step),
+        name=f"strided slice (step {step}: strided DMAs)",
     )
 
 

@@ -923,11 +923,14 @@ def resolve_chip_sdpa(node, ctx):
         )
         groups = nb * nkv
         split = max(1, cores // groups)
-        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's)
+        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's);
+        # a bound below 512 (a sliding window's slice of the cache) caps the tile: its keys are
+        # one block of torch's either way, and a tile never exceeds the bound
+        kb = min(TORCH_KV_SPLIT, lk_max)
         return _decode_impl(
             (decode_attention_dynamic, decode_attention_dynamic_unsplit),
             (q, k, v, scale),
-            (split, TORCH_KV_SPLIT, split, (groups, rep, d)),
+            (split, kb, split, (groups, rep, d)),
             f"chip decode attention (runtime KV length, split-KV x{split})",
         )
     kb = min(lk, TORCH_KV_SPLIT)

@@ -85,3 +85,20 @@ def test_prepared_weight_cut_from_its_reader_runs_eagerly(monkeypatch, tmp_path)
     with torch.no_grad(), pytest.raises(Exception, match="prepared once per parameter version"):
         for length in (5, 6):
             g(*args(length))
+
+
+def test_runtime_kv_length_bounded_below_a_torch_block():
+    """A runtime KV length whose bound is below torch's 512-key block (a sliding window's
+    slice of the cache, here `legato.max_dynamic_dim`): the attention's KV tile is capped at the
+    bound (it was 512 keys: `offset + size 512 exceeds the bound`, the kernel failed)."""
+    dtype = torch.bfloat16
+    f, args = _decode_step(dtype)
+    opts = {"legato.strict": True, "legato.max_dynamic_dim": 48}
+    g = torch.compile(f, backend="legato", options=opts)
+    with torch.no_grad():
+        for length in (5, 6, 47):
+            a = args(length)
+            _check(g(*a), f(*a), dtype)
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.matmul_flop_share == 1.0, str(s)
+    assert any("runtime KV length" in n for k in s.kernels for n in k.nodes), str(s)
