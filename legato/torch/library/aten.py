@@ -282,16 +282,25 @@ def reduce_dims(x, op, perm, flat, axis, shape):
 
 
 def _reduce_dims_impl(node, ctx, x, op, dims, dt):
-    """The Impl of `op` over the dims `dims` (normalized, several, not all) of the static x."""
+    """The Impl of `op` over the dims `dims` (normalized, several, not all) of x: static, or
+    with one dynamic dim that is kept while the reduced dims are static and adjacent (merged
+    in place, the reshape keeps the runtime size: a decode step's [B, ?L, H, D] summed over
+    H and D)."""
     shape = tuple(val(x).shape)
-    _static_shape(val(x), f"{op} over several dims")
     red = sorted(set(dims))
     kept = [d for d in range(len(shape)) if d not in red]
+    adjacent = red == list(range(red[0], red[-1] + 1))
+    dynamic = [d for d, n in enumerate(shape) if not isinstance(n, int)]
+    if dynamic:
+        assert len(dynamic) == 1 and dynamic[0] in kept and adjacent, (
+            f"{op} over several dims of a dynamic shape (only one dynamic dim, kept, with "
+            "the reduced dims static and adjacent)"
+        )
     ctx.probe("reshape", dt)
     n = math.prod(shape[d] for d in red)
-    if red == list(range(red[0], red[-1] + 1)):  # adjacent: merged in place
+    if adjacent:  # merged in place
         perm, axis = None, red[0]
-        flat = (*shape[: red[0]], n, *shape[red[-1] + 1 :])
+        flat = _dims(ctx, (*shape[: red[0]], n, *shape[red[-1] + 1 :]))
     else:
         ctx.probe("transpose", dt)
         perm, axis = (*kept, *red), len(kept)

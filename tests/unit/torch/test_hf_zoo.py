@@ -266,4 +266,5 @@ def test_the_readme_example_generates_eagers_tokens(tmp_path):
     assert "same as eager: True" in r.stdout, r.stdout
     graphs = [line for line in r.stdout.splitlines() if line.startswith("graph")]
     assert len(graphs) == 3, r.stdout  # prefill, first decode, every later decode step
-    assert all("100% of the matmul FLOPs" in g for g in graphs[:2]), r.stdout
+    # the dynamic decode step's too: its runtime-length KV cats and attention are all-core
+    assert all("100% of the matmul FLOPs" in g for g in graphs), r.stdout
