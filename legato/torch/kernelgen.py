@@ -217,6 +217,13 @@ def generate(
     # `Impl(None, (Layout,))`): the kernel takes the prepared tensor as the parameter's input
     prep = {s.node: s.impl.args[0] for s in steps if _prepared_step(s)}
     laid = {lay.node: lay for lay in prep.values()}
+    for n in outputs:
+        if n in prep:
+            raise AssertionError(
+                f"{n.name}: an MPU weight prepared once per parameter version is read by "
+                f"{', '.join(u.name for u in n.users)} in another kernel (the prepared tensor "
+                "is an input of its reader's kernel, it has no value to write out)"
+            )
 
     def val(n):
         lay = laid.get(n)

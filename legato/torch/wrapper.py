@@ -751,7 +751,22 @@ def _has_fused(nodes, s, wrapper) -> bool:
     return any(n not in own and not (n.target in _BOOKKEEPING and n.args[0] is s) for n in nodes)
 
 
-def _slots(nodes: list, spmd: list, own: dict, placed: dict | None = None) -> dict:
+def _prepared_reader(node, decisions):
+    """The one reader of `node` when `node` is an MPU weight the kernel module prepares once
+    per parameter version (`_prepared`: `Impl(None, (Layout,))` for a single-core
+    implementation): the prepared tensor is an input of its reader's kernel, so the two must be
+    in one kernel (a prepared step has no value inside a kernel to write out). Else None."""
+    d = decisions.get(node)
+    if d is None or d.impl is None or d.impl.spmd:
+        return None
+    if not kernelgen._prepared_step(kernelgen.Step(node, d.impl)) or len(node.users) != 1:
+        return None
+    return next(iter(node.users))
+
+
+def _slots(
+    nodes: list, spmd: list, own: dict, placed: dict | None = None, follow: dict | None = None
+) -> dict:
     """Which single-core segment each non-spmd node of one partition runs in: slot i is the
     segment between the partition's spmd nodes `spmd[i - 1]` and `spmd[i]` (graph order).
 
@@ -762,10 +777,19 @@ def _slots(nodes: list, spmd: list, own: dict, placed: dict | None = None) -> di
     slot at or after its `lo`, which keeps producers in slots no later than their consumers
     (a consumer's `lo` is at least its producer's). `placed`: nodes computed by the kernel
     of another spmd node (`Impl.members` and `Impl.writes`: node -> that spmd node), ready,
-    and needing their inputs, where that spmd node is."""
+    and needing their inputs, where that spmd node is. `follow`: node -> the node whose slot it
+    takes (a prepared MPU weight goes with its reader, `_prepared_reader`, whatever its own
+    range: it only exists as an input of its reader's kernel)."""
     index = {s: i + 1 for i, s in enumerate(spmd)}  # spmd[i] closes slot i
     index.update({w: index[s] for w, s in (placed or {}).items() if s in index})
     inside = set(nodes)
+    readers = follow or {}
+    # (a reader that is an spmd node, or taken by one, has no slot: the node keeps its own)
+    follow = {
+        n: r
+        for n, r in readers.items()
+        if n in inside and r in inside and r not in index and r not in own and r not in readers
+    }
     lo: dict = {}
     for n in nodes:  # graph order is topological
         lo[n] = max(
@@ -778,13 +802,15 @@ def _slots(nodes: list, spmd: list, own: dict, placed: dict | None = None) -> di
             [index[u] - 1 if u in index else hi.get(u, len(spmd)) for u in n.users if u in inside],
             default=len(spmd),
         )
-    free = [n for n in nodes if n not in index and n not in own]
+    free = [n for n in nodes if n not in index and n not in own and n not in follow]
     chosen: list[int] = []
     for n in sorted(free, key=lambda n: hi[n]):
         if not any(lo[n] <= c <= hi[n] for c in chosen):
             chosen.append(hi[n])
     chosen.sort()
-    return {n: next(c for c in chosen if c >= lo[n]) for n in free}
+    slot = {n: next(c for c in chosen if c >= lo[n]) for n in free}
+    slot.update({n: slot[r] for n, r in follow.items()})
+    return slot
 
 
 # views merged by `_merge_views` (not t/permute: a transposed parameter shared by two nodes
@@ -1109,7 +1135,8 @@ class LegatoGraphWrapper:
                 out.append(nodes)
                 continue
             placed = {**members, **{w: s for s in spmd for w in self.decisions[s].impl.writes}}
-            slot = _slots(nodes, spmd, own, placed)
+            follow = {n: r for n in nodes if (r := _prepared_reader(n, self.decisions))}
+            slot = _slots(nodes, spmd, own, placed, follow)
             segs = [[n for n in nodes if slot.get(n) == i] for i in range(len(spmd) + 1)]
             groups = [
                 list(_taken(self.decisions[s].impl))
@@ -1557,13 +1584,20 @@ class LegatoGraphWrapper:
 
     def _bisect(self, nodes, why: str, cache):
         """The first node of `nodes` (graph order) whose prefix fails to compile, with the
-        reason. A prefix keeps the getitems of the tuple results it holds."""
-        compute = [n for n in nodes if n.target not in _BOOKKEEPING]
+        reason. A prefix keeps the getitems of the tuple results it holds, and a prepared MPU
+        weight goes with its reader (`_prepared_reader`: without it, it cannot be a kernel's)."""
+        inside = set(nodes)
+        follow = {n: r for n in nodes if (r := _prepared_reader(n, self.decisions)) in inside}
+        compute = [n for n in nodes if n.target not in _BOOKKEEPING and n not in follow]
 
         def prefix(k):
             keep = set(compute[:k])
             return [
-                n for n in nodes if n in keep or (n.target in _BOOKKEEPING and n.args[0] in keep)
+                n
+                for n in nodes
+                if n in keep
+                or (n.target in _BOOKKEEPING and n.args[0] in keep)
+                or follow.get(n) in keep
             ]
 
         lo, hi = 1, len(compute)  # prefix(hi) fails; find the smallest failing k

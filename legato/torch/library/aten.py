@@ -282,16 +282,25 @@ def reduce_dims(x, op, perm, flat, axis, shape):
 
 
 def _reduce_dims_impl(node, ctx, x, op, dims, dt):
-    """The Impl of `op` over the dims `dims` (normalized, several, not all) of the static x."""
+    """The Impl of `op` over the dims `dims` (normalized, several, not all) of x: static, or
+    with one dynamic dim that is kept while the reduced dims are static and adjacent (merged
+    in place, the reshape keeps the runtime size: a decode step's [B, ?L, H, D] summed over
+    H and D)."""
     shape = tuple(val(x).shape)
-    _static_shape(val(x), f"{op} over several dims")
     red = sorted(set(dims))
     kept = [d for d in range(len(shape)) if d not in red]
+    adjacent = red == list(range(red[0], red[-1] + 1))
+    dynamic = [d for d, n in enumerate(shape) if not isinstance(n, int)]
+    if dynamic:
+        assert len(dynamic) == 1 and dynamic[0] in kept and adjacent, (
+            f"{op} over several dims of a dynamic shape (only one dynamic dim, kept, with "
+            "the reduced dims static and adjacent)"
+        )
     ctx.probe("reshape", dt)
     n = math.prod(shape[d] for d in red)
-    if red == list(range(red[0], red[-1] + 1)):  # adjacent: merged in place
+    if adjacent:  # merged in place
         perm, axis = None, red[0]
-        flat = (*shape[: red[0]], n, *shape[red[-1] + 1 :])
+        flat = _dims(ctx, (*shape[: red[0]], n, *shape[red[-1] + 1 :]))
     else:
         ctx.probe("transpose", dt)
         perm, axis = (*kept, *red), len(kept)
@@ -370,26 +379,6 @@ def _index(ndim, dim, start, end, step):
 @legato.function
 def slice_dim(x, dim, start, end, step):
     return x[_index(x.ndim, dim, start, end, step)]
-
-
-@legato.function
-def every_nth(x, dim, start, count, step):
-    """x[start : start + (count - 1) * step + 1 : step] along `dim` (step > 1) with step-1
-    slices and reshapes only (the compiler has no strided copy): the whole chunks
-    [start + i*step, start + (i+1)*step) reshaped to [..., chunks, step, ...], their first
-    elements sliced out, and the last element (whose chunk may be cut short by the end of the
-    dim) concatenated."""
-    lead = x.shape[:dim]
-    rest = x.shape[dim + 1 :]
-    last = start + (count - 1) * step
-    tail = x[_index(x.ndim, dim, last, last + 1, None)]
-    if count == 1:
-        return tail
-    chunks = x[_index(x.ndim, dim, start, last, None)]
-    chunks = legato.tensor.reshape(chunks, lead + (count - 1, step) + rest)
-    firsts = chunks[_index(x.ndim + 1, dim + 1, 0, 1, None)]
-    firsts = legato.tensor.reshape(firsts, lead + (count - 1,) + rest)
-    return legato.tensor.concat((firsts, tail), dim)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1044,14 +1033,14 @@ def resolve_slice(node, ctx):
     if step == 1:
         end = None if end is None else min(end, size)
         return Impl(slice_dim, (x, dim, start, end, step))
+    # a step: one strided `legato.slice` (lower_tensor_ops.slice_: a copy made by strided DMAs)
     idx = range(size)[slice(start, end, step)]
     assert len(idx) > 0, "an empty strided slice"
-    ctx.probe("reshape", dt)
-    ctx.probe("concat", dt)
+    last = idx.start + (len(idx) - 1) * step
     return Impl(
-        every_nth,
-        (x, dim, idx.start, len(idx), step),
-        name=f"strided slice (step {step}: reshapes and step-1 slices)",
+        slice_dim,
+        (x, dim, idx.start, last + 1, step),
+        name=f"strided slice (step {step}: strided DMAs)",
     )
 
 

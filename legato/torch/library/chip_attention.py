@@ -898,7 +898,9 @@ def resolve_chip_sdpa(node, ctx):
     # a tiny model's decode stays fused on one core however large its cache may grow
     lk_est = optimization_hint(lk, fallback=lk_max) if dynamic else lk
     total = (nb * nh * s * d + 2 * nb * nkv * lk_est * d) * tq.element_size()
-    assert total >= CHIP_MIN_BYTES, (
+    # a runtime KV length has no single-core implementation (its K^T would be a runtime-length
+    # MPU weight): all-core however small, else it would run eagerly
+    assert total >= CHIP_MIN_BYTES or dynamic, (
         f"attention on {total} bytes stays on one core (fused; chip attention from "
         f"{CHIP_MIN_BYTES} bytes)"
     )
@@ -921,11 +923,14 @@ def resolve_chip_sdpa(node, ctx):
         )
         groups = nb * nkv
         split = max(1, cores // groups)
-        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's)
+        # every KV tile is torch's 512-key block (fewer keys: one partial tile, as torch's);
+        # a bound below 512 (a sliding window's slice of the cache) caps the tile: its keys are
+        # one block of torch's either way, and a tile never exceeds the bound
+        kb = min(TORCH_KV_SPLIT, lk_max)
         return _decode_impl(
             (decode_attention_dynamic, decode_attention_dynamic_unsplit),
             (q, k, v, scale),
-            (split, TORCH_KV_SPLIT, split, (groups, rep, d)),
+            (split, kb, split, (groups, rep, d)),
             f"chip decode attention (runtime KV length, split-KV x{split})",
         )
     kb = min(lk, TORCH_KV_SPLIT)
@@ -1078,7 +1083,8 @@ def resolve_chip_cat(node, ctx):
         for n, b in zip(lengths, bounds)
     ]
     total = sum(est) * out.shape[0] * out.shape[1] * row
-    assert total >= CHIP_MIN_BYTES, (
+    # the single-core cat takes static lengths only: a runtime one is all-core however small
+    assert total >= CHIP_MIN_BYTES or dynamic, (
         f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
     )
     pieces = tuple(max(1, min(n, CAT_PIECE_BYTES // row)) for n in bounds)

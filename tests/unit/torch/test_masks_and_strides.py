@@ -130,3 +130,19 @@ def test_mul_by_a_comparison_mask(dn):
     ref = f(x, y)
     assert r.dtype == ref.dtype and torch.equal(r.isnan(), ref.isnan())
     assert torch.equal(r.nan_to_num(), ref.nan_to_num())
+
+
+def test_strided_slice_is_one_strided_legato_slice(tmp_path):
+    """A slice with a step is one `legato.slice` with that stride in the kernel's IR (strided
+    DMAs: lower_tensor_ops.slice_), not reshapes, step-1 slices and a concat."""
+    f = CASES["slice_step3_partial_chunk"][0]
+    x = torch.randn(8, 64)
+    opts = {"legato.strict": True, "legato.output_type": "MLIR", "legato.output_path": tmp_path}
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options=opts)(x)
+    assert torch.equal(y, f(x))
+    (mlir,) = tmp_path.glob("*.mlir")
+    text = mlir.read_text()
+    slices = [line for line in text.splitlines() if "legato.slice" in line]
+    assert len(slices) == 1 and "[0, 1] [8, 21] [1, 3]" in slices[0], slices
+    assert "legato.cat" not in text and "legato.reshape" not in text, text
