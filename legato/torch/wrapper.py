@@ -605,14 +605,15 @@ def _static_input_indices(example_inputs) -> set[int]:
 # (computed on every core) when it reads at most this many bytes: each core loads them.
 PROLOGUE_BYTES = 64 * 1024
 
-# The most arguments a chain of spmd kernels (`LegatoGraphWrapper._chains`) takes: each kernel
-# argument's address is one scalar load from the argument table in DRAM at the program's start;
-# past what the scalar registers hold (r3-r29, less what the phases' own code needs), the
-# register allocator spills them, and each spill (a store of the loaded address) waits for its
-# load's DRAM latency: 65 arguments cost 26k cycles before the first instruction that
-# computes. Measured on the tiny Llama decode step (EVT0): 16 -> 165.0k cycles, 22 -> 161.3k
-# (a decoder layer is one kernel), 26 -> 162.1k.
-CHAIN_ARGUMENTS = 22
+# The most arguments a chain of spmd kernels (`LegatoGraphWrapper._chains`) takes. Each kernel
+# argument's address is a scalar load from the argument table; past what the registers hold,
+# the register allocator copies the table into sram with one DMA and re-loads addresses from
+# the copy (`backend-allocate-registers`), so arguments cost about 2 cycles per re-load, not a
+# DRAM latency each (before, 65 arguments cost 26.9k cycles before the first DMA). The bound
+# keeps the table copy and the kernel small. Measured on the tiny Llama decode step
+# (EVT0 / EVT1): 22 -> 161.3k / 111.9k cycles (6 / 7 kernels), 48 -> 160.5k / 110.3k,
+# 64 -> 160.5k / 110.1k (2 / 2), 100 -> 159.9k / 109.6k (the whole 4-layer stack one kernel).
+CHAIN_ARGUMENTS = 128
 
 # ATen ops fused as epilogues besides those tagged pointwise: elementwise copies and casts
 _ELEMENTWISE = {

@@ -17,7 +17,15 @@ live across the point without being used there are split, cheapest first:
    per-program spill area after its definition and reloaded (`ld`) before each use; the area
    lies in the core's sram right above the program's planned footprint (or in its private DRAM
    when the sram is full) and is added to the program's `mem`, so it is part of its declared
-   footprint and never overlaps a planned buffer;
+   footprint and never overlaps a planned buffer.
+   Values loaded from the Instruction Table (an argument's address or dims: `ld` from r1) are
+   spilled so at most once: a spill's store waits for its load's DRAM latency, which the first
+   one spends while the program waits for its other loads anyway, but each further one adds
+   (a program with 65 arguments spent 26.9k cycles so before its first transfer). The second
+   time a table value must be split, the program instead copies the table into its spill area
+   with one DMA at its start (`dma` + `dmawait`: one DRAM latency for the whole table), every
+   table load reads the copy (1 cycle from sram), and a split table value is re-loaded from
+   the copy before each use (`lsa` + `ld`, no store);
 3. the top program has no memory of its own: there, values loaded from the Instruction Table
    (`ld` from the entry register r1) are re-loaded instead (DRAM latency), and a value computed
    from others cannot be kept: running out is a compile error. (Top spilling into a core's or
@@ -132,32 +140,72 @@ class _Spiller:
     model: ComputeModel
     space: str | None = None
     base: int = 0
-    slots: int = 0
+    used: int = 0  # bytes of the area handed out (slots and the table copy)
     stored: dict = field(default_factory=dict)  # spilled value -> (space, offset)
+    table: tuple[str, int] | None = None  # where the Instruction Table copy lies, once made
+    table_spills: int = 0  # table values spilled before the copy was made
 
-    def slot(self) -> tuple[str, int]:
+    def reserve(self, nbytes: int) -> tuple[str, int]:
+        """`nbytes` (a multiple of 8) of the program's spill area: (space, offset)."""
         if self.space is None:
             mem = self.program.memory
             base = -(-mem.get("sram", 0) // SPILL_ALIGN) * SPILL_ALIGN
-            if base + 4096 <= self.model.sram_size:
+            if base + max(4096, nbytes) <= self.model.sram_size:
                 self.space = "sram"
             else:
                 self.space = "private_dram"
                 base = -(-mem.get("private_dram", 0) // SPILL_ALIGN) * SPILL_ALIGN
             self.base = base
-        off = self.base + self.slots * SPILL_SLOT
-        self.slots += 1
+        off = self.base + self.used
+        self.used += nbytes
         return self.space, off
+
+    def slot(self) -> tuple[str, int]:
+        return self.reserve(SPILL_SLOT)
+
+    def is_copy_load(self, op: Operation) -> bool:
+        """Whether `op` is an `ld` from the table copy (`copy_table`)."""
+        if self.table is None or not isinstance(op, be.LdOp):
+            return False
+        a = op.base.owner
+        return (
+            isinstance(a, be.LsaOp)
+            and a.core_reg is None
+            and a.core is None
+            and (a.space.data, a.offset.data) == self.table
+        )
+
+    def copy_table(self) -> None:
+        """Copy the Instruction Table (the words the program loads) into the spill area with one
+        DMA at the program's start, and make every table load read the copy (module
+        docstring)."""
+        block = self.program.body.block
+        loads = [op for op in block.ops if _is_table_load(op)]
+        size = max(op.offset.data for op in loads) + SPILL_SLOT
+        space, off = self.reserve(-(-size // SPILL_SLOT) * SPILL_SLOT)
+        self.table = (space, off)
+        first = block.first_op
+        assert first is not None
+        entry = be.EntryRegOp("r1")
+        copy = be.LsaOp(space, off)
+        n = be.LiOp(size)
+        prologue = [entry, copy, n, be.DmaOp(copy, entry, n), be.DmaWaitOp()]
+        block.insert_ops_before([inherit_location(o, first) for o in prologue], first)
+        for ld in loads:
+            old = ld.base
+            ld.operands = (copy.results[0],)
+            if not old.uses:
+                Rewriter.erase_op(old.owner)
 
     def finish(self) -> None:
         if self.space is None:
             return
-        end = self.base + self.slots * SPILL_SLOT
+        end = self.base + self.used
         if end > self.model.memory_size(self.space):
             raise error_at(
                 self.program,
-                f"program @{self.program.sym_name.data}: its {self.slots} register spill slots "
-                f"do not fit its core's {self.space}",
+                f"program @{self.program.sym_name.data}: its {self.used} bytes of register "
+                f"spill area do not fit its core's {self.space}",
             )
         mem = self.program.memory
         mem[self.space] = max(mem.get(self.space, 0), end)
@@ -178,30 +226,39 @@ class BackendAllocateRegistersPass(ModulePass):
 
     # -- splitting ---------------------------------------------------------------------------
 
-    def _kind(self, v: SSAValue, program: be.ProgramOp) -> int | None:
+    def _kind(self, v: SSAValue, program: be.ProgramOp, spiller: _Spiller) -> int | None:
         op = v.owner
         if isinstance(op, be.LiOp) or (isinstance(op, be.LsaOp) and op.core_reg is None):
             return _REMAT
+        if isinstance(op, Operation) and spiller.is_copy_load(op):
+            return _RELOAD
+        if isinstance(op, Operation) and _is_table_load(op):
+            # in a core program, a first spilled table value costs next to nothing (its store
+            # waits for its load while the program waits for its other loads); a second one
+            # waits another DRAM latency: from then on the table is copied (`copy_table`)
+            return _RELOAD if program.ctx.is_top or spiller.table_spills else _SPILL
         if program.ctx.is_top:
-            return _RELOAD if _is_table_load(op) else None
+            return None
         return _SPILL
 
     def _candidates(
-        self, x: int, live, ranges, uses, program, taken: set
+        self, x: int, live, ranges, uses, program, spiller, taken: set
     ) -> list[tuple[tuple[int, int], SSAValue]]:
         """Values live at half step `x` whose split lowers the pressure at `x`, best first."""
         out = []
         for v in live:
             if v in taken or _pinned(v.type):
                 continue
-            kind = self._kind(v, program)
+            kind = self._kind(v, program, spiller)
             if kind is None:
                 continue
             s, e = ranges[v]
             us = uses[v]
             k = bisect_left(us, x)
             nxt = us[k] if k < len(us) else e + 2  # only live around a loop: next use wraps
-            margin = 2 if kind != _SPILL else 4
+            # a reload that is an `lsa` + `ld` (a spill's, or one from the table copy) needs two
+            # steps before the use
+            margin = 2 if kind == _REMAT or program.ctx.is_top else 4
             if nxt - x < margin or (kind == _SPILL and x - s < 4):
                 continue
             out.append(((kind, -(nxt - x)), v))
@@ -226,8 +283,22 @@ class BackendAllocateRegistersPass(ModulePass):
             for u in v.uses:
                 if u.operation not in users and index[u.operation] >= lo:
                     users.append(u.operation)
-            kind = self._kind(v, program)
-            if kind in (_REMAT, _RELOAD):
+            kind = self._kind(v, program, spiller)
+            if kind == _RELOAD and not program.ctx.is_top:  # from the table copy
+                if spiller.table is None:
+                    spiller.copy_table()
+                for u in users:
+                    la = be.LsaOp(*spiller.table)
+                    c = d.clone()
+                    c.operands = (la.results[0],)
+                    block.insert_ops_before([la, c], u)
+                    v.replace_uses_with_if(c.results[0], lambda use, u=u: use.operation is u)
+                if not v.uses:
+                    base = d.operands[0]
+                    Rewriter.erase_op(d)
+                    if not base.uses:
+                        Rewriter.erase_op(base.owner)
+            elif kind in (_REMAT, _RELOAD):
                 for u in users:
                     c = d.clone()
                     block.insert_op_before(c, u)
@@ -236,6 +307,7 @@ class BackendAllocateRegistersPass(ModulePass):
                     Rewriter.erase_op(d)
             else:
                 if v not in spiller.stored:
+                    spiller.table_spills += _is_table_load(d)
                     space, off = spiller.slot()
                     spiller.stored[v] = (space, off)
                     a = be.LsaOp(space, off)
@@ -248,7 +320,7 @@ class BackendAllocateRegistersPass(ModulePass):
                     block.insert_ops_before([inherit_location(o, u) for o in (ra, ld)], u)
                     v.replace_uses_with_if(ld.results[0], lambda use, u=u: use.operation is u)
 
-    def _pressure_victims(self, ops, ranges, fixed, npool, program) -> list:
+    def _pressure_victims(self, ops, ranges, fixed, npool, program, spiller) -> list:
         """Sweep the starts of the ranges; where more values are live than registers are free,
         choose values to split (all of one sweep at once)."""
         uses = _use_points(ops)
@@ -272,7 +344,7 @@ class BackendAllocateRegistersPass(ModulePass):
             excess = len(live) + fixed(s) - npool
             if excess <= 0:
                 continue
-            cands = self._candidates(s, live, ranges, uses, program, taken)
+            cands = self._candidates(s, live, ranges, uses, program, spiller, taken)
             if len(cands) < excess:
                 raise _OutOfRegisters(s)
             for _, w in cands[:excess]:
@@ -311,13 +383,13 @@ class BackendAllocateRegistersPass(ModulePass):
                 )
 
             try:
-                victims = self._pressure_victims(ops, ranges, fixed, len(pool), program)
+                victims = self._pressure_victims(ops, ranges, fixed, len(pool), program, spiller)
                 if victims:
                     self._split(victims, ops, program, spiller)
                     continue
                 self._scan(ops, ranges, fixed_busy, pool)
             except _OutOfRegisters as exc:
-                victim = self._fallback_victim(exc.point, ops, ranges, program)
+                victim = self._fallback_victim(exc.point, ops, ranges, program, spiller)
                 if victim is None:
                     op = ops[min(exc.point // 2, len(ops) - 1)]
                     where = (
@@ -336,7 +408,7 @@ class BackendAllocateRegistersPass(ModulePass):
             return
         raise AssertionError("register allocation did not converge")  # pragma: no cover
 
-    def _fallback_victim(self, x, ops, ranges, program) -> SSAValue | None:
+    def _fallback_victim(self, x, ops, ranges, program, spiller) -> SSAValue | None:
         uses: dict[SSAValue, list[int]] = {}
         for i, op in enumerate(ops):
             for v in op.operands:
@@ -345,7 +417,7 @@ class BackendAllocateRegistersPass(ModulePass):
         for v in live:
             uses.setdefault(v, [])
             uses[v] = sorted(set(uses[v]))
-        cands = self._candidates(x, live, ranges, uses, program, set())
+        cands = self._candidates(x, live, ranges, uses, program, spiller, set())
         return cands[0][1] if cands else None
 
     def _scan(self, ops, ranges, fixed_busy, pool) -> None:

@@ -99,4 +99,112 @@ DEBUG_ROWS = CorpusKernel(
     atol=1e-6,
 )
 
-DSL_CORPUS = [RMSNORM_ROWS, DEBUG_ROWS]
+
+MANY = 32
+
+
+@legato.compile(backend=bertha)
+def add_sum_many(
+    a0: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a1: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a2: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a3: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a4: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a5: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a6: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a7: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a8: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a9: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a10: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a11: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a12: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a13: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a14: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a15: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a16: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a17: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a18: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a19: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a20: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a21: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a22: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a23: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a24: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a25: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a26: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a27: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a28: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a29: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a30: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+    a31: legato.get_model().tensor_type(F32, [1, 64], "shared_dram"),
+):
+    """Each of 32 arguments gets the sum of all of them added, in place, on core 0: every
+    argument's address is used at the start (its load) and at the end (its store), so 32
+    table values are live at once, more than the registers hold (`backend-allocate-registers`
+    copies the Instruction Table into sram instead of spilling each address)."""
+    device = legato.get_context().get_device()
+    with device.get_core(0):
+        args = (
+            a0,
+            a1,
+            a2,
+            a3,
+            a4,
+            a5,
+            a6,
+            a7,
+            a8,
+            a9,
+            a10,
+            a11,
+            a12,
+            a13,
+            a14,
+            a15,
+            a16,
+            a17,
+            a18,
+            a19,
+            a20,
+            a21,
+            a22,
+            a23,
+            a24,
+            a25,
+            a26,
+            a27,
+            a28,
+            a29,
+            a30,
+            a31,
+        )
+        xs = []
+        for i in legato.static_range(MANY):
+            legato.tensor.request_load(args[i], device.get_core(0), "sram", i)
+        for i in legato.static_range(MANY):
+            xs.append(legato.tensor.receive(args[i], i, "sram"))
+        s = xs[0]
+        for i in legato.static_range(1, MANY):
+            s = s + xs[i]
+        for i in legato.static_range(MANY):
+            legato.tensor.memcpy(args[i], xs[i] + s)
+
+
+def _add_sum_ref(ins):
+    s = ins[0]
+    for x in ins[1:]:
+        s = s + x
+    return [x + s for x in ins]
+
+
+ADD_SUM_MANY = CorpusKernel(
+    name="add_sum_many_args",
+    mlir=add_sum_many.to_mlir(debuginfo=False),
+    make_args=lambda rng: [rng.standard_normal((1, 64)).astype(np.float32) for _ in range(MANY)],
+    reference=_add_sum_ref,
+    outputs=tuple(range(MANY)),
+    rtol=1e-5,
+    atol=1e-5,
+)
+
+DSL_CORPUS = [RMSNORM_ROWS, DEBUG_ROWS, ADD_SUM_MANY]
