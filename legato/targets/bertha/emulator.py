@@ -263,6 +263,15 @@ class Memory(PhysicalMemory):
     """Core spaces (but lazy ones) take their arrays from `_CORE_POOL` (False: fresh zeros, the
     reference a differential test compares it with)."""
 
+    on_add = None
+    """Called with every region mapped while it is set (the compiled loop's `_loop_region`)."""
+
+    def add(self, region: Region) -> Region:
+        region = super().add(region)
+        if self.on_add is not None:
+            self.on_add(region)
+        return region
+
     def _core_region(self, base: int, size: int, name: str, lazy: bool) -> Region:
         if lazy or not self.recycle:
             return super()._core_region(base, size, name, lazy)
@@ -512,11 +521,23 @@ def _is_pure(ins: isa.Instruction) -> bool:
     return ins.op.format in _PURE_FORMATS or ins.op.mnemonic in ("nop", "halt")
 
 
-# native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, and a scalar
-# it has no encoding for (the threaded code runs it)
-CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU = range(6)
+# native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, a scalar it
+# has no encoding for (the threaded code runs it), a VPU instruction, a dma, a dma2d
+CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D = range(8)
 # native/loop.c's statuses (`Emulator._run_native`)
-LP_DONE, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM = range(8)
+(
+    LP_DONE,
+    LP_PYPOP,
+    LP_SCHED,
+    LP_SCALARS,
+    LP_LIMIT,
+    LP_PYEXEC,
+    LP_DEADLOCK,
+    LP_NOMEM,
+    LP_WAKE,
+) = range(9)
+# native/loop.c's kinds of region for a DMA end (`lregion.space`)
+RS_NONE, RS_SHARED, RS_DRAM, RS_LOCAL = -1, 0, 1, 2
 
 
 _LVPU = np.dtype(
@@ -546,10 +567,23 @@ def _loop_vpu(ins: isa.Instruction) -> tuple | None:
     return (nat, c1, c2, fmt, vs.sz, vs.ssz, vs.mode, vs.period, int(vs.trans))
 
 
+def _loop_dma_imm(ins: isa.Instruction) -> int:
+    """native/loop.c's `imm` of a dma / dma2d: d << 40 (a dma2d's stride register), then its
+    notify (`decode_notify`), when it has one: 1 << 39 | queue << 24 | space << 16 |
+    field << 8 | core mode."""
+    imm = ins.d << 40
+    nt = decode_notify(ins.op.format, ins.imm, ins.d)
+    if nt is not None:
+        mode, field, space, queue = nt
+        imm |= 1 << 39 | queue << 24 | space << 16 | field << 8 | mode
+    return imm
+
+
 def _loop_program(code: list, pure: list, kinds: list) -> tuple:
-    """(the `sins` array of native/loop.c: `_native_program`'s, and a `qwait`'s space and queue
-    in `a` and `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc
-    the `lvpu` of a VPU instruction that native/vpu.c runs)."""
+    """(the `sins` array of native/loop.c: `_native_program`'s, a `qwait`'s space and queue
+    in `a` and `imm`, a dma's or dma2d's registers in `a`, `b`, `c` and `_loop_dma_imm` in
+    `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc the `lvpu` of
+    a VPU instruction that native/vpu.c runs)."""
     arr = _native_program(code, pure, len(code) + 1)[2].copy()
     ck = np.zeros(len(code), np.int8)
     vs = np.zeros(max(len(code), 1), _LVPU)
@@ -566,6 +600,10 @@ def _loop_program(code: list, pure: list, kinds: list) -> tuple:
             arr[i]["a"], arr[i]["imm"] = ins.a, ins.imm
         elif k == K_DMAWAIT:
             ck[i] = CK_DMAWAIT
+        elif k in (K_DMA, K_DMA2D):
+            ck[i] = CK_DMA if k == K_DMA else CK_DMA2D
+            arr[i]["a"], arr[i]["b"], arr[i]["c"] = ins.a, ins.b, ins.c
+            arr[i]["imm"] = _loop_dma_imm(ins)
     return arr, ck, ck.tobytes(), vs
 
 
@@ -888,13 +926,23 @@ def _put(m: _LoopModule) -> None:
         m.count,
         m.vpu_free,
         m.dma_end,
+        m._dma_busy_until,
         1 if m.reg_ready or m.barrier_token is not None else 0,
     )
 
 
 def _pull(m: _LoopModule) -> None:
     """`m`'s state, as the compiled loop left it, into the Python module."""
-    m.pc, m.time, halted, m.halt_time, m.count, m.vpu_free = native.ffi.unpack(m._f, 6)
+    (
+        m.pc,
+        m.time,
+        halted,
+        m.halt_time,
+        m.count,
+        m.vpu_free,
+        m.dma_end,
+        m._dma_busy_until,
+    ) = native.ffi.unpack(m._f, 8)
     m.halted = bool(halted)
 
 
@@ -939,6 +987,67 @@ class _LoopQueues:
             raise IndexError("pop from an empty queue")
         core, space, q = key
         return native.lib.q_pop(self._s, (core * 16 + space) * 256 + q)
+
+
+class _LoopPort:
+    """A `timing.Port` while the compiled loop runs: port `i` of native/loop.c (0: top's,
+    1 + k: core k's), which the loop books its DMAs on."""
+
+    __slots__ = ("_s", "_p", "_i", "name")
+
+    def __init__(self, s, i: int, name: str):
+        self._s, self._p, self._i, self.name = s, s.ports + i, i, name
+
+    @property
+    def free(self) -> int:
+        return self._p.free
+
+    @free.setter
+    def free(self, v: int) -> None:
+        self._p.free = v
+
+    @property
+    def busy(self) -> int:
+        return self._p.busy
+
+    @busy.setter
+    def busy(self, v: int) -> None:
+        self._p.busy = v
+
+    @property
+    def in_flight(self) -> list[int]:
+        return native.ffi.unpack(self._p.inf, self._p.n) if self._p.n else []
+
+    def slot_time(self, t: int, max_in_flight: int) -> int:
+        out = native.lib.port_slot(self._s, self._i, t, max_in_flight)
+        if out < 0:
+            raise MemoryError("the emulator's DMA ports")
+        return out
+
+    def admit(self, t: int, end: int) -> None:
+        if not native.lib.port_admit(self._s, self._i, t, end):
+            raise MemoryError("the emulator's DMA ports")
+
+
+def _port_index(name: str) -> int:
+    """native/loop.c's index of the port `dma_port` names."""
+    return 0 if name == "top" else int(name[4:]) + 1
+
+
+class _LoopLandings:
+    """`Emulator._landings` while the compiled loop runs, as `_execute` reads it (whether one
+    is due): native/loop.c's heap of landings."""
+
+    __slots__ = ("_s",)
+
+    def __init__(self, s):
+        self._s = s
+
+    def __len__(self) -> int:
+        return self._s.nland
+
+    def __getitem__(self, i: int) -> tuple:
+        return (native.lib.land_at(self._s, i).end,)
 
 
 @functools.cache
@@ -1238,7 +1347,7 @@ class Emulator:
         wake = (ffi.new("int64_t[]", len(mods) + 1), ffi.new("int64_t[]", len(mods) + 1))
         s.mods, s.nmods, s.num_cores = cmods, len(mods), self.model.num_cores
         s.window_base, s.window_size = CORE_WINDOW_BASE, CORE_WINDOW_SIZE
-        s.trace_on, s.fast_wakes, s.next_land = bool(self.trace_on), bool(self.fast_wakes), INF
+        s.trace_on, s.fast_wakes = bool(self.trace_on), bool(self.fast_wakes)
         s.wake_buf, s.wake_out = wake
         if not lib.loop_init(s):
             lib.loop_free(s)
@@ -1250,11 +1359,13 @@ class Emulator:
         try:
             s.vpu_lanes = self.model.vpu_lanes
             s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
+            self._loop, self._loop_regions, self._loop_known = s, [], set()
+            self._loop_dma(s, keep)
             for m in mods:
                 self._loop_module(m, ps[m.index], s, keep)
-            self._loop, self._loop_regions = s, []
-            for r, core in self._local_of.items():
-                self._loop_region(r, core)
+            for r in list(self.memory.regions):
+                self._loop_region(r)
+            self.memory.on_add = self._loop_region
             self._push, self._wake = self._push_native, self._wake_native
             self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
             for m in mods:
@@ -1268,7 +1379,7 @@ class Emulator:
             s.limit = min(self.instruction_limit, CHECK_EVERY)
             after = -1
             while True:
-                st = lib.loop_run(s, after, self._landings[0][0] if self._landings else INF)
+                st = lib.loop_run(s, after)
                 after = -1
                 if st == LP_PYPOP:
                     after = self._loop_pop(mods[s.idx], s.t)
@@ -1297,6 +1408,13 @@ class Emulator:
                     except _Trap as e:
                         raise self._fault(m, e) from None
                     after = self._loop_exec(m, plan, s.t)
+                elif st == LP_WAKE:  # a DMA's notify woke waiters the Python planned
+                    self._wake_py(s.nwake)
+                    if s.total > s.limit:
+                        m = mods[s.idx]
+                        _pull(m)
+                        s.limit = self._check_limits(m, s.total)
+                    after = s.idx
                 elif st == LP_DEADLOCK:
                     for m in mods:
                         _pull(m)
@@ -1305,6 +1423,7 @@ class Emulator:
                     break
                 else:
                     raise MemoryError("the emulator's scheduler")
+            self._land(INF)  # (`_finish`'s: the landings are the loop's until it is restored)
         except BaseException:
             held = s.idx
             raise
@@ -1313,6 +1432,70 @@ class Emulator:
             lib.loop_free(s)
         return self._finish(s.total)
 
+    def _loop_dma(self, s, keep: list) -> None:
+        """native/loop.c's DMAs: the chip's parameters, the channels' timelines (the Python's
+        arrays), the ports as the Python has them (`_LoopPort`s meanwhile) and the landings
+        (`_land_native`, `_landing_native`). Untraced and with the channel booking compiled,
+        the loop plans and issues dma and dma2d itself."""
+        ffi, lib, model, dram = native.ffi, native.lib, self.model, self.dram
+        s.dma_on = not self.trace_on and dram._book is not None
+        s.nchan, s.granule = dram.channels, timing.DRAM_INTERLEAVE_BYTES
+        s.chan_rate = model.dram_bytes_per_cycle_per_channel
+        s.port_rate = model.dma_port_bytes_per_cycle
+        s.latency, s.max_inflight = model.dram_latency_cycles, model.dma_max_in_flight
+        chans = (
+            ffi.from_buffer("int64_t[]", dram.channel_free),
+            ffi.from_buffer("int64_t[]", dram.channel_bytes),
+        )
+        keep.append(chans)
+        s.chan_free, s.chan_bytes = chans
+        for name, p in dram.ports.items():  # (a run starts with none)
+            i = _port_index(name)
+            lib.port_touch(s, i)
+            s.ports[i].free, s.ports[i].busy = p.free, p.busy
+            for e in p.in_flight:
+                if not lib.port_admit(s, i, -1, e):
+                    raise MemoryError("the emulator's DMA ports")
+        self._loop_ports: dict[str, _LoopPort] = {}
+        dram.port = self._port_native
+        self._py_lands: dict[int, tuple] = {}
+        for end, _seq, idx, pc, fn, args in sorted(self._landings, key=lambda e: e[:2]):
+            self._py_lands[lib.land_push_py(s, end, idx, pc)] = (idx, pc, fn, args)
+        self._landings = _LoopLandings(s)
+        self._landing, self._land = self._landing_native, self._land_native
+
+    def _port_native(self, name: str) -> _LoopPort:
+        """`DramTiming.port` while the loop runs: the port's `_LoopPort`, made (and its place
+        in `port_busy` taken) on first use, as `DramTiming.port` makes a `Port`."""
+        p = self._loop_ports.get(name)
+        if p is None:
+            p = self._loop_ports[name] = _LoopPort(self._loop, _port_index(name), name)
+        native.lib.port_touch(self._loop, p._i)
+        return p
+
+    def _landing_native(self, end: int, m: Module, fn, args: tuple) -> None:
+        """`_landing` into native/loop.c's heap of landings (the loop's own DMAs land there)."""
+        seq = native.lib.land_push_py(self._loop, end, m.index, m.pc)
+        if not seq:
+            raise MemoryError("the emulator's landings")
+        self._py_lands[seq] = (m.index, m.pc, fn, args)
+
+    def _land_native(self, t: int) -> None:
+        """`_land`: native/loop.c lands its DMAs' bytes, the Python these, in (end, issue)
+        order."""
+        lib, s = native.lib, self._loop
+        while True:
+            seq = lib.land_due(s, min(t, INF))
+            if seq == -1:
+                return
+            if seq < 0:
+                raise MemoryError("the emulator's landings")
+            idx, pc, fn, args = self._py_lands.pop(seq)
+            try:
+                fn(*args)
+            except _Trap as e:
+                raise self._fault(self.modules[idx], e, pc) from None
+
     def _loop_module(self, m: Module, c, s, keep: list) -> None:
         """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
         encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
@@ -1320,13 +1503,26 @@ class Emulator:
         ffi = native.ffi
         vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
         # or its trace events)
-        code = self._loop_code(m, vpu_here)
+        code = self._loop_code(m, vpu_here, bool(s.dma_on))
         if m.bounds:
             ck = code[1].copy()
-            for pc in m.bounds:
-                if 0 <= pc < len(ck) and not m.pure[pc]:
+            bt = np.full(max(len(ck), 1), -1, np.int64)
+            rows = []
+            for pc, row in m.bounds.items():
+                if not 0 <= pc < len(ck) or m.pure[pc]:
+                    continue
+                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D) and len(row) <= 4:
+                    # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
+                    flat = [len(row)]
+                    for b in row:
+                        flat += ["abcd".index(b.field), b.lo, b.hi, int(b.window)]
+                    bt[pc] = len(rows)
+                    rows.append(flat + [0] * (17 - len(flat)))
+                else:
                     ck[pc] = CK_PY
-            keep.append(ck)
+            brows = np.array(rows or [[0] * 17], np.int64)
+            keep += [ck, bt, brows]
+            c.bt, c.brows = ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows)
             code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
         arr, ck, ckb, vs, code_p, ck_p, vs_p = code
         regs = ffi.new("int64_t[]", isa.NUM_REGS)
@@ -1349,20 +1545,23 @@ class Emulator:
         c.kind = CK_PY
 
     @staticmethod
-    def _loop_code(m: Module, vpu_here: bool) -> tuple:
+    def _loop_code(m: Module, vpu_here: bool, dma_here: bool) -> tuple:
         """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
-        (`_Code.loop`); `vpu_here` False: its VPU instructions are the Python's."""
+        (`_Code.loop`); `vpu_here` / `dma_here` False: its VPU instructions / DMAs are the
+        Python's."""
         shared = m.shared
         if shared.loop is None:
             shared.loop = {}
-        code = shared.loop.get(vpu_here)
+        code = shared.loop.get((vpu_here, dma_here))
         if code is None:
             arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
             if not vpu_here:
                 ck[ck == CK_VPU] = CK_PY
-                ckb = ck.tobytes()
+            if not dma_here:
+                ck[(ck == CK_DMA) | (ck == CK_DMA2D)] = CK_PY
+            ckb = ck.tobytes()
             ffi = native.ffi
-            code = shared.loop[vpu_here] = (
+            code = shared.loop[vpu_here, dma_here] = (
                 arr,
                 ck,
                 ckb,
@@ -1399,6 +1598,7 @@ class Emulator:
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
                 m.unit_end = max(m.unit_end, c.unit_end)
                 m.busy["vpu"] += c.busy_vpu
+                m.busy["dma"] += c.busy_dma
                 m.inflight = []
                 del m._c, m._f, m._plan, m._ckb, m._s, m._hot
                 m.prog = None
@@ -1410,7 +1610,29 @@ class Emulator:
             if g.recycled and g.lo < g.hi:
                 region.lo, region.hi = min(region.lo, g.lo), max(region.hi, g.hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
-        for name in ("_push", "_wake", "_loop", "_loop_regions"):
+        ports = {}  # in the order the Python would have made them (`port_busy`'s)
+        for k in range(s.norder):
+            i = s.port_order[k]
+            name = "top" if i == 0 else f"core{i - 1}"
+            c = s.ports[i]
+            p = ports[name] = timing.Port(name)
+            p.free, p.busy = c.free, c.busy
+            p.in_flight = native.ffi.unpack(c.inf, c.n) if c.n else []
+        self.dram.ports = ports
+        self.dram.__dict__.pop("port", None)
+        self.memory.on_add = None
+        # (landings still due: a run that raised, which lands no more)
+        self._landings, self._py_lands = [], {}
+        for name in (
+            "_push",
+            "_wake",
+            "_loop",
+            "_loop_regions",
+            "_loop_known",
+            "_landing",
+            "_land",
+            "_loop_ports",
+        ):
             self.__dict__.pop(name, None)
         self._waiting = set()
         self.queues = queues
@@ -1423,10 +1645,15 @@ class Emulator:
 
     def _wake_native(self) -> None:
         """`_wake`: native/loop.c wakes the waiting modules whose plans it made; the others
-        here, as `_wake` does."""
+        here, as `_wake` does (`_wake_py`)."""
         n = native.lib.loop_wake(self._loop)
         if n < 0:
             raise MemoryError("the emulator's scheduler")
+        self._wake_py(n)
+
+    def _wake_py(self, n: int) -> None:
+        """`_wake` of the `n` waiting modules in native/loop.c's `wake_out` (their plans are
+        the Python's)."""
         out, head = self._loop.wake_out, self.queues.head
         for i in range(n):
             m = self.modules[out[i]]
@@ -1460,6 +1687,7 @@ class Emulator:
             m.count,
             m.vpu_free,
             m.dma_end,
+            m._dma_busy_until,
             1 if m.reg_ready or m.barrier_token is not None else 0,
             plan.ready,
             plan.external,
@@ -1878,20 +2106,44 @@ class Emulator:
             last = classify(r.base + r.size - 1)
             self._local_of[r] = owner if space in LOCAL_SPACES and last == (space, owner) else -1
             if "_loop" in self.__dict__:
-                self._loop_region(r, self._local_of[r])
+                self._loop_region(r)
         return found
 
-    def _loop_region(self, r, core: int) -> None:
-        """Tell native/loop.c of region `r` if it lies wholly in `core`'s local space and is
-        one array (its VPU operands are then found there)."""
-        if core < 0 or r.lazy:
+    def _loop_region(self, r) -> None:
+        """Tell native/loop.c of region `r` if it is one array (not lazy), once: the core whose
+        local space holds all of it (`_local_of`: its VPU operands are found there), and what a
+        DMA end in it is (`RS_*`, its space's core)."""
+        if r.lazy or r.size <= 0 or r in self._loop_known:
             return
+        space, owner = classify(r.base)
+        last = classify(r.base + r.size - 1)
+        core = self._local_of.get(r)
+        if core is None:
+            core = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+            self._local_of[r] = core
+        if last != (space, owner) or space == "unmapped":
+            kind = RS_NONE
+        elif space == "shared":
+            kind = RS_SHARED
+        else:
+            kind = RS_DRAM if space in DRAM_REGIONS else RS_LOCAL
         p = self._cptrs.get(r)
         if p is None:
             p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
         recycled = type(r) is _RecycledRegion
-        if not native.lib.loop_region(self._loop, r.base, r.size, core, r.read_only, recycled, p):
+        if not native.lib.loop_region(
+            self._loop,
+            r.base,
+            r.size,
+            core,
+            r.read_only,
+            recycled,
+            kind,
+            -1 if owner is None else owner,
+            p,
+        ):
             raise MemoryError("the emulator's scheduler")
+        self._loop_known.add(r)
         self._loop_regions.append(r)
 
     def _is_dram(self, addr: int) -> bool:
@@ -1958,19 +2210,25 @@ class Emulator:
         dst, src, n = r[ins.a], r[ins.b], r[ins.c]
         if n < 0:
             raise _Trap(f"dma of negative length {n}")
-        self._check(src, n)
-        self._check(dst, n)
+        return self._dma_ends(m, ins, dst, src, n, n, (dst, src, n))
+
+    def _dma_ends(self, m: Module, ins, dst: int, src: int, sspan: int, dspan: int, geometry):
+        """The plan of a dma or dma2d (`geometry`: its data's leading fields) whose ends span
+        `sspan` bytes at `src` and `dspan` at `dst`: both mapped, its notify, its port, ready
+        when the scoreboard allows and the port has a transfer slot."""
+        self._check(src, sspan)
+        self._check(dst, dspan)
         notify = self._notify(m, ins)
         s_space, s_core = classify(src)
         d_space, d_core = classify(dst)
         port = dma_port(m.core, s_core, d_core)
-        reads, writes = [(src, src + n)], [(dst, dst + n)]
+        reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
         slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
         base = max(m.time, m.conflict(reads, writes))
         return _Plan(
             max(base, slot),
             f"DMA port {port} full",
-            data=(dst, src, n, notify, port, s_space, d_space),
+            data=(*geometry, notify, port, s_space, d_space),
             slot=(port, base),
         )
 
@@ -2092,33 +2350,8 @@ class Emulator:
         r = m.regs
         dst, src = r[ins.a], r[ins.b]
         rows, row, dstride, sstride, sspan, dspan = dma2d_geometry(r[ins.c], r[ins.d])
-        self._check(src, sspan)
-        self._check(dst, dspan)
-        notify = self._notify(m, ins)
-        s_space, s_core = classify(src)
-        d_space, d_core = classify(dst)
-        port = dma_port(m.core, s_core, d_core)
-        reads, writes = [(src, src + sspan)], [(dst, dst + dspan)]
-        slot = self.dram.port(port).slot_time(m.time, self.model.dma_max_in_flight)
-        base = max(m.time, m.conflict(reads, writes))
-        return _Plan(
-            max(base, slot),
-            f"DMA port {port} full",
-            slot=(port, base),
-            data=(
-                dst,
-                src,
-                rows,
-                row,
-                dstride,
-                sstride,
-                sspan,
-                dspan,
-                notify,
-                port,
-                s_space,
-                d_space,
-            ),
+        return self._dma_ends(
+            m, ins, dst, src, sspan, dspan, (dst, src, rows, row, dstride, sstride, sspan, dspan)
         )
 
     def _pim_plan(self, m: Module, ins: isa.Instruction) -> _Plan:

@@ -40,7 +40,7 @@ typedef struct {
     int64_t nat, c1, c2, fmt, sz, ssz, mode, period, trans, a, b, c, d;
 } lvpu;
 typedef struct {
-    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly;
+    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, dma_busy_until, pyonly;
     int64_t version;
     int64_t core;
     int64_t kind, ready, stable, external, queue;
@@ -50,24 +50,41 @@ typedef struct {
     const sins *code;
     const int8_t *ck;
     const lvpu *vs;
+    const int64_t *bt, *brows;
     ...;
-    int64_t unit_end, busy_vpu;
+    int64_t unit_end, busy_vpu, busy_dma;
 } lmod;
 typedef struct {
-    int64_t base, size, core, read_only, recycled, lo, hi;
+    int64_t base, size, core, read_only, recycled, lo, hi, space, owner;
     char *ptr;
 } lregion;
+typedef struct {
+    int64_t free, busy, n, cap, touched;
+    int64_t *inf;
+} lport;
+typedef struct {
+    int64_t end, seq, idx, pc, kind, dreg;
+    char *dp, *sp;
+    int64_t rows, row, dstride, sstride, sspan, dspan, dst, src;
+} lland;
 typedef struct {
     lmod *mods;
     int64_t nmods;
     ...;
-    int64_t total, limit, now, next_land, trace_on, fast_wakes;
+    int64_t total, limit, now, trace_on, fast_wakes;
     int64_t idx, t;
     int64_t num_cores, window_base, window_size;
     int64_t *wake_buf, *wake_out;
     lregion *regions;
     int64_t nregions;
     int64_t vpu_lanes, vpu_trans_rate, vpu_elems, vpu_trans_elems;
+    lport *ports;
+    int64_t nports, *port_order, norder;
+    int64_t *chan_free, *chan_bytes;
+    int64_t nchan, granule, chan_rate, port_rate, latency, max_inflight, dma_on;
+    lland *lands;
+    int64_t nland, cland, land_seq;
+    int64_t nwake;
 } lstate;
 int loop_init(lstate *S);
 void loop_free(lstate *S);
@@ -85,14 +102,20 @@ int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t
             int64_t w1);
 int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
-                int64_t recycled, char *ptr);
-int loop_run(lstate *S, int64_t after, int64_t next_land);
+                int64_t recycled, int64_t space, int64_t owner, char *ptr);
+int loop_run(lstate *S, int64_t after);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-              int64_t pyonly);
+              int64_t dma_busy_until, int64_t pyonly);
 int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
                   int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-                  int64_t pyonly, int64_t ready, int64_t external);
+                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external);
+void port_touch(lstate *S, int64_t i);
+int64_t port_slot(const lstate *S, int64_t i, int64_t t, int64_t maxf);
+int port_admit(lstate *S, int64_t i, int64_t t, int64_t end);
+int64_t land_push_py(lstate *S, int64_t end, int64_t idx, int64_t pc);
+int64_t land_due(lstate *S, int64_t t);
+const lland *land_at(const lstate *S, int64_t i);
 int64_t dram_book(int64_t *free, int64_t *booked, int channels, int64_t granule, int64_t rate,
                   int64_t t, int64_t addr, int64_t n, int64_t data_end);
 """

@@ -117,6 +117,12 @@ class Port:
             return t
         return live[len(live) - max_in_flight]
 
+    def admit(self, t: int, end: int) -> None:
+        """A transfer issued at `t` is in flight until `end` (those that ended by `t` are
+        dropped)."""
+        self.in_flight = [e for e in self.in_flight if e > t]
+        self.in_flight.append(end)
+
 
 class DramTiming:
     """Ports and shared-DRAM channel timelines of the whole chip."""
@@ -197,8 +203,7 @@ class DramTiming:
                     if cend > data_end:
                         data_end = cend
         end = data_end + (m.dram_latency_cycles if touches_dram else 0)
-        port.in_flight = [e for e in port.in_flight if e > t]
-        port.in_flight.append(end)
+        port.admit(t, end)
         return end, pdur
 
     def _port_book(self, t: int, port: Port, n: int) -> int:
@@ -241,8 +246,7 @@ class DramTiming:
         op_end = start + compute
         self.channel_free[channel] = op_end
         end = max(y_port, self._channel_book(op_end, channel, n * 4)) + lat
-        port.in_flight = [e for e in port.in_flight if e > t]
-        port.in_flight.append(x_end)
+        port.admit(t, x_end)
         return start, op_end, end
 
 

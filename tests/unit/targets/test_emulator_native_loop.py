@@ -40,7 +40,8 @@ def _outcome(binary, model, args, native_loop: bool, monkeypatch, trace: bool) -
     monkeypatch.setattr(emulator.Emulator, "_result", final)
     args = [a.copy() if hasattr(a, "copy") else a for a in args]
     try:
-        r = run_binary(binary, model, args, trace=trace)
+        # (hazards off: tests/unit's conftest turns the checker on, which runs the Python loop)
+        r = run_binary(binary, model, args, trace=trace, hazards=False)
         report = (
             r.cycles,
             r.module_cycles,
@@ -202,3 +203,103 @@ def test_a_bound_crossed_in_a_python_step_leaves_the_same_state(limit, monkeypat
         return str(e.value), [(list(m.regs), m.time, m.pc, m.count) for m in emu.modules]
 
     assert state(True) == state(False)
+
+
+# DMAs the loop plans and lands itself (native/loop.c's `dma_plan`, `dma_issue`, `land_do`):
+# more transfers than a port has slots, a dma2d whose rows overlap its own source, copies back
+# out, a notify to another core's queue while a third core waits on a semaphore (a waiter
+# whose plan is the Python's: `LP_WAKE`), an empty transfer and a dma2d from shared DRAM.
+DMAS = """
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)
+    ld r10, 16(r1)
+    lsa r4, sram, 0
+    li r5, 4096
+    li r7, 0
+    li r11, 256
+L:
+    add r8, r4, r7
+    add r9, r3, r7
+    dma r8, r9, r11
+    addi r7, r7, 256
+    blt r7, r5, L
+    dmawait
+    li r12, {rows}
+    shli r12, r12, 32
+    addi r12, r12, {row}
+    li r13, {dstride}
+    shli r13, r13, 32
+    addi r13, r13, {sstride}
+    addi r14, r4, {dst_off}
+    dma2d r14, r4, r12, r13
+    dmawait
+    dma r10, r4, r5, core1.sram.q0
+    li r15, 0
+    dma r10, r4, r15
+    addi r16, r10, 4096
+    dma2d r16, r3, r12, r13, core1.sram.q1
+    dmawait
+    sem.post 2, 1
+    halt
+.program c1 on core(1)
+    qwait sram.q0
+    qwait sram.q1
+    halt
+.program c2 on core(2)
+    sem.wait 2, 1
+    halt
+"""
+
+
+@pytest.mark.parametrize(
+    "rows,row,dstride,sstride,dst_off",
+    [
+        (8, 128, 256, 256, 64),  # rows overlapping the source, shifted by less than a row
+        (16, 64, 64, 128, 32),  # contiguous destination from a strided source
+        (4, 256, 256, 256, 128),  # contiguous both ends (one block)
+        (3, 100, 300, 500, 0),  # onto its own first row
+        (8, 64, 128, 64, 64),  # each row lands on the source's next row before it is read
+    ],
+)
+def test_native_loop_dmas_match_the_python_loop(rows, row, dstride, sstride, dst_off, monkeypatch):
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import i64
+
+    model = small_model()
+    src = DMAS.format(rows=rows, row=row, dstride=dstride, sstride=sstride, dst_off=dst_off)
+    args = [tensor("x", i64, [1024]), tensor("out", i64, [2048], "write")]
+    binary = build(src, args, model)
+    x = np.random.default_rng(1).integers(-(2**62), 2**62, 1024, dtype=np.int64)
+    report = _compare(binary, model, [x, np.zeros(2048, np.int64)], monkeypatch, False)[0]
+    assert isinstance(report[0], int)  # the run completed
+
+
+def test_native_loop_dma_faults_match_the_python_loop(monkeypatch):
+    """A DMA into a read-only argument, and one past its end, fault as in the Python loop."""
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import i64
+
+    model = small_model()
+    args = [tensor("x", i64, [64]), tensor("out", i64, [64], "write")]
+    for body in ("dma r3, r4, r5", "dma r10, r4, r6"):
+        src = f"""
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)
+    ld r10, 16(r1)
+    lsa r4, sram, 0
+    li r5, 512
+    li r6, 1024
+    {body}
+    dmawait
+    halt
+"""
+        binary = build(src, args, model)
+        x = np.arange(64, dtype=np.int64)
+        report = _compare(binary, model, [x, np.zeros(64, np.int64)], monkeypatch, False)[0]
+        assert report[0] == "EmulatorFault"

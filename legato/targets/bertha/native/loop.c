@@ -16,14 +16,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { CK_PY = 0, CK_SCALAR = 1, CK_QWAIT = 2, CK_DMAWAIT = 3, CK_PURE_PY = 4, CK_VPU = 5 };
+enum {
+    CK_PY = 0, CK_SCALAR = 1, CK_QWAIT = 2, CK_DMAWAIT = 3, CK_PURE_PY = 4, CK_VPU = 5,
+    CK_DMA = 6, CK_DMA2D = 7
+};
 /* native/vpu.c's forms (`lvpu.nat`) and the VPU formats (`lvpu.fmt`) */
 enum { NV_BIN = 1, NV_UN, NV_CVT, NV_FILL, NV_TRANSPOSE, NV_RSUM };
 enum { VF_BIN = 1, VF_UN, VF_CVT, VF_FILL, VF_2D };
 enum { BC_NONE = 0, BC_SCALAR, BC_ROW, BC_COL };
 #define SB_RANGES 6 /* the most ranges of one scoreboard entry (reads and writes) */
 enum {
-    LP_DONE = 0, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM
+    LP_DONE = 0, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM,
+    LP_WAKE
 };
 #define LP_INF ((int64_t)1 << 62)
 #define LP_QUEUES 256 /* per (core, space): 256 queues (`arch.dma.decode_notify`) */
@@ -41,16 +45,43 @@ typedef struct {
     int64_t rg[SB_RANGES][2];
 } lsb;
 
-/* A region of memory that lies wholly in one core's local space (`Emulator._local_of`), one
- * array at `ptr`; lo/hi: the bytes written here (of a recycled region, `_RecycledRegion`). */
+/* A region of memory in one array at `ptr` (`Emulator._loop_region`): `core` the core whose
+ * local space holds all of it (`Emulator._local_of`; -1: none), `space` what a DMA end in it is
+ * (RS_SHARED: shared DRAM, booked on the channels; RS_DRAM: other DRAM, RS_LOCAL: neither;
+ * RS_NONE: it spans more than one space, the Python's), `owner` the core of its space (-1: a
+ * shared space); lo/hi: the bytes written here (of a recycled region, `_RecycledRegion`). */
+enum { RS_NONE = -1, RS_SHARED = 0, RS_DRAM = 1, RS_LOCAL = 2 };
 typedef struct {
-    int64_t base, size, core, read_only, recycled, lo, hi;
+    int64_t base, size, core, read_only, recycled, lo, hi, space, owner;
     char *ptr;
 } lregion;
 
+/* A DMA engine's port (`timing.Port`): its data-phase timeline, busy cycles and the end times
+ * of its transfers in flight; `touched`: the Python has (or would have) made its `Port`. */
+typedef struct {
+    int64_t free, busy, n, cap, touched;
+    int64_t *inf;
+} lport;
+
+/* A DMA or dma2d this code planned (`Emulator._plan_dma`): its geometry (a dma: one row of n
+ * bytes), notify queue key (-1: none), port, the scoreboard's earliest time (`base`), whether
+ * an end is DRAM, and its two regions (indices). */
+typedef struct {
+    int64_t dst, src, rows, row, dstride, sstride, sspan, dspan, notify, port, base, dram;
+    int64_t sreg, dreg;
+} ldma;
+
+/* A DMA whose bytes land at `end` (`Emulator._landing`), in (end, seq) order: kind 0, the
+ * Python's (its function is kept there by seq); 1, a dma's memmove; 2, a dma2d's rows. */
+typedef struct {
+    int64_t end, seq, idx, pc, kind, dreg;
+    char *dp, *sp;
+    int64_t rows, row, dstride, sstride, sspan, dspan, dst, src;
+} lland;
+
 typedef struct {
     /* synced with the Python `Module` at each hand-over (`_LoopModule`) */
-    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly;
+    int64_t pc, time, halted, halt_time, count, vpu_free, dma_end, dma_busy_until, pyonly;
     int64_t version; /* kept here only: the Python module reads it through a property */
     int64_t core;    /* -1: top */
     /* the plan, when this code made it (kind != CK_PY): ready, stable, external, queue key */
@@ -61,9 +92,14 @@ typedef struct {
     const sins *code;  /* scalar encodings; a qwait's space in `a`, its queue in `imm` */
     const int8_t *ck;  /* per pc: CK_* */
     const lvpu *vs;    /* per pc: a VPU instruction's encoding */
+    /* the operands' extents (`Module.bounds`): per pc a row of brows or -1 (NULL: none); a
+     * row is its count, then (field 0-3 for a-d, lo, hi, window) per bounded operand */
+    const int64_t *bt, *brows;
     lsb *sb;           /* the scoreboard, kept here only */
     int64_t nsb, csb;
-    int64_t unit_end, busy_vpu; /* of the VPU instructions run here (added to the Python's) */
+    int64_t unit_end, busy_vpu, busy_dma; /* of the unit instructions run here (added to the
+                                             Python's) */
+    ldma dma; /* the plan of a DMA this code made */
 } lmod;
 
 typedef struct {
@@ -82,13 +118,22 @@ typedef struct {
     int64_t hlen, hcap;
     lfifo **queues; /* per (core * 16 + space): LP_QUEUES fifos, allocated on first use */
     int64_t nqueues;
-    int64_t total, limit, now, next_land, trace_on, fast_wakes;
+    int64_t total, limit, now, trace_on, fast_wakes;
     int64_t idx, t; /* out: the module and time a status names */
     int64_t num_cores, window_base, window_size;
     int64_t *wake_buf, *wake_out; /* nmods each */
     lregion *regions;
     int64_t nregions, cregions;
     int64_t vpu_lanes, vpu_trans_rate, vpu_elems, vpu_trans_elems;
+    /* the DMAs (`timing.DramTiming`): ports (0: top, 1 + i: core i), in the order the Python
+     * would have made them; the channels' timelines (the Python's arrays); the landings */
+    lport *ports;
+    int64_t nports, *port_order, norder;
+    int64_t *chan_free, *chan_bytes;
+    int64_t nchan, granule, chan_rate, port_rate, latency, max_inflight, dma_on;
+    lland *lands;
+    int64_t nland, cland, land_seq;
+    int64_t nwake; /* LP_WAKE: how many waiters in wake_out are the Python's to plan */
 } lstate;
 
 int loop_init(lstate *S) {
@@ -97,7 +142,10 @@ int loop_init(lstate *S) {
     S->heap = malloc(sizeof(lhent) * S->hcap);
     S->nqueues = S->num_cores * 16;
     S->queues = calloc(S->nqueues ? S->nqueues : 1, sizeof(lfifo *));
-    return S->heap != NULL && S->queues != NULL;
+    S->nports = S->num_cores + 1;
+    S->ports = calloc(S->nports, sizeof(lport));
+    S->port_order = calloc(S->nports, sizeof(int64_t));
+    return S->heap != NULL && S->queues != NULL && S->ports != NULL && S->port_order != NULL;
 }
 
 void loop_free(lstate *S) {
@@ -109,6 +157,15 @@ void loop_free(lstate *S) {
     }
     free(S->regions);
     S->regions = NULL;
+    if (S->ports)
+        for (int64_t i = 0; i < S->nports; i++) free(S->ports[i].inf);
+    free(S->ports);
+    S->ports = NULL;
+    free(S->port_order);
+    S->port_order = NULL;
+    free(S->lands);
+    S->lands = NULL;
+    S->nland = 0;
     if (S->queues) {
         for (int64_t i = 0; i < S->nqueues; i++) {
             lfifo *qs = S->queues[i];
@@ -174,8 +231,9 @@ int loop_push(lstate *S, int64_t idx, int64_t ready) {
 /* The fields of module `idx` that the Python keeps too, as it left them (`_put`). */
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-              int64_t pyonly) {
+              int64_t dma_busy_until, int64_t pyonly) {
     lmod *m = &S->mods[idx];
+    m->dma_busy_until = dma_busy_until;
     m->pc = pc;
     m->time = time;
     m->halted = halted;
@@ -192,8 +250,9 @@ int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
 
 int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
                   int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-                  int64_t pyonly, int64_t ready, int64_t external) {
-    loop_put(S, idx, pc, time, halted, halt_time, count, vpu_free, dma_end, pyonly);
+                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external) {
+    loop_put(S, idx, pc, time, halted, halt_time, count, vpu_free, dma_end, dma_busy_until,
+             pyonly);
     return loop_plan(S, idx, ready, external);
 }
 
@@ -331,7 +390,7 @@ int sb_add(lstate *S, int64_t idx, int64_t end, int64_t nr, int64_t nw, const in
 
 /* ---- local regions (`Emulator._local_find`) ---- */
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
-                int64_t recycled, char *ptr) {
+                int64_t recycled, int64_t space, int64_t owner, char *ptr) {
     if (S->nregions == S->cregions) {
         int64_t c = S->cregions ? 2 * S->cregions : 16;
         lregion *r = realloc(S->regions, sizeof(lregion) * c);
@@ -347,8 +406,20 @@ int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t rea
     r->recycled = recycled;
     r->lo = size;
     r->hi = 0;
+    r->space = space;
+    r->owner = owner;
     r->ptr = ptr;
     return 1;
+}
+
+/* The region that holds [addr, addr + n) (n > 0), or -1 (the Python's `memory.find` decides) */
+static int64_t find_region(const lstate *S, int64_t addr, int64_t n) {
+    for (int64_t i = 0; i < S->nregions; i++) {
+        const lregion *r = &S->regions[i];
+        int64_t end = r->base + r->size;
+        if (r->base <= addr && addr < end && n <= end - addr) return i;
+    }
+    return -1;
 }
 
 /* The region of core `core`'s local space that holds [addr, addr + n), or NULL (the Python's
@@ -361,6 +432,24 @@ static lregion *local_region(lstate *S, int64_t core, int64_t addr, int64_t n) {
             return r;
     }
     return NULL;
+}
+
+/* `arch.bounds.check` of `m`'s instruction: 1 when every bounded operand's bytes (span[f]: the
+ * address and length of field f, a length <= 0: none) lie in its extent, else 0 (the Python
+ * raises the fault). */
+static int bounds_ok(const lstate *S, const lmod *m, const int64_t span[4][2]) {
+    if (!m->bt) return 1;
+    int64_t b = m->bt[m->pc];
+    if (b < 0) return 1;
+    const int64_t *row = m->brows + b * 17;
+    for (int64_t i = 0; i < row[0]; i++) {
+        const int64_t *f = row + 1 + 4 * i;
+        int64_t addr = span[f[0]][0], n = span[f[0]][1], at = addr;
+        if (n <= 0) continue; /* an empty access touches nothing */
+        if (f[3]) at = addr < S->window_base ? -1 : (addr - S->window_base) % S->window_size;
+        if (!(f[1] <= at && at + n <= f[2])) return 0;
+    }
+    return 1;
 }
 
 /* A VPU instruction's operands as `Emulator._vpu_plan` finds them: nr read ranges and the
@@ -436,6 +525,11 @@ static int vpu_operands(lstate *S, const lmod *m, lvplan *P) {
     P->rg[nr][1] = dst + out;
     P->nr = nr;
     P->dst = g;
+    if (m->bt) { /* the fields: a the destination, b and c the sources */
+        int64_t span[4][2] = {{dst, out}, {0, 0}, {0, 0}, {0, 0}};
+        for (int64_t i = 0; i < nr; i++) span[1 + i][0] = src[i], span[1 + i][1] = nb[i];
+        if (!bounds_ok(S, m, span)) return 0;
+    }
     return 1;
 }
 
@@ -459,6 +553,273 @@ static int vpu_issue(const lmod *m, const lvplan *P) {
     return 0;
 }
 
+long loop_wake(lstate *S);
+
+/* ---- the DMA ports (`timing.Port`) ---- */
+/* Port `i` is the one the Python has: made on its first use (its place in `port_busy`). */
+void port_touch(lstate *S, int64_t i) {
+    lport *p = &S->ports[i];
+    if (!p->touched) {
+        p->touched = 1;
+        S->port_order[S->norder++] = i;
+    }
+}
+
+/* `Port.slot_time`: the earliest time >= t at which fewer than `maxf` transfers are in flight
+ * on port `i`. */
+int64_t port_slot(const lstate *S, int64_t i, int64_t t, int64_t maxf) {
+    const lport *p = &S->ports[i];
+    int64_t live[64], *lv = live, n = 0, out = t;
+    if (p->n > 64 && !(lv = malloc(sizeof(int64_t) * p->n))) return -1;
+    for (int64_t j = 0; j < p->n; j++) {
+        int64_t e = p->inf[j];
+        if (e <= t) continue;
+        int64_t k = n++;
+        while (k > 0 && lv[k - 1] > e) { /* insertion: sorted ascending */
+            lv[k] = lv[k - 1];
+            k--;
+        }
+        lv[k] = e;
+    }
+    if (n >= maxf) out = lv[n - maxf];
+    if (lv != live) free(lv);
+    return out;
+}
+
+/* `Port.admit`: drop the transfers that ended by `t`, then `end` is in flight. 0: out of
+ * memory. */
+int port_admit(lstate *S, int64_t i, int64_t t, int64_t end) {
+    lport *p = &S->ports[i];
+    int64_t k = 0;
+    for (int64_t j = 0; j < p->n; j++)
+        if (p->inf[j] > t) p->inf[k++] = p->inf[j];
+    p->n = k;
+    if (p->n == p->cap) {
+        int64_t c = p->cap ? 2 * p->cap : 16;
+        int64_t *b = realloc(p->inf, sizeof(int64_t) * c);
+        if (!b) return 0;
+        p->inf = b;
+        p->cap = c;
+    }
+    p->inf[p->n++] = end;
+    return 1;
+}
+
+/* ---- the landings (`Emulator._landings`) ---- */
+static inline int lless(const lland *a, const lland *b) {
+    return a->end != b->end ? a->end < b->end : a->seq < b->seq;
+}
+
+static lland *land_new(lstate *S, int64_t end, int64_t idx, int64_t pc, int64_t kind) {
+    if (S->nland == S->cland) {
+        int64_t c = S->cland ? 2 * S->cland : 64;
+        lland *b = realloc(S->lands, sizeof(lland) * c);
+        if (!b) return NULL;
+        S->lands = b;
+        S->cland = c;
+    }
+    lland e;
+    memset(&e, 0, sizeof e);
+    e.end = end, e.seq = ++S->land_seq, e.idx = idx, e.pc = pc, e.kind = kind;
+    int64_t i = S->nland++;
+    while (i > 0) {
+        int64_t p = (i - 1) / 2;
+        if (!lless(&e, &S->lands[p])) break;
+        S->lands[i] = S->lands[p];
+        i = p;
+    }
+    S->lands[i] = e;
+    return &S->lands[i];
+}
+
+static lland land_pop(lstate *S) {
+    lland top = S->lands[0], last = S->lands[--S->nland];
+    int64_t i = 0, n = S->nland;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && lless(&S->lands[c + 1], &S->lands[c])) c++;
+        if (!lless(&S->lands[c], &last)) break;
+        S->lands[i] = S->lands[c];
+        i = c;
+    }
+    if (n) S->lands[i] = last;
+    return top;
+}
+
+/* A landing the Python does (`Emulator._landing`), ending at `end`: its seq (0: out of memory) */
+int64_t land_push_py(lstate *S, int64_t end, int64_t idx, int64_t pc) {
+    lland *e = land_new(S, end, idx, pc, 0);
+    return e ? e->seq : 0;
+}
+
+/* The bytes of landing `e` (`Emulator._land_dma`, `_land_dma2d`): every source byte is read
+ * before any is written (numpy's copies of overlapping operands), and a recycled region keeps
+ * the range written. 0: out of memory. */
+static int land_do(lstate *S, const lland *e) {
+    lregion *g = &S->regions[e->dreg];
+    if (e->kind == 1) {
+        memmove(e->dp, e->sp, e->rows * e->row);
+    } else if (e->dstride == e->row && e->sstride == e->row) {
+        memmove(e->dp, e->sp, e->rows * e->row);
+    } else {
+        int overlap = e->sp < e->dp + e->dspan && e->dp < e->sp + e->sspan;
+        char *tmp = NULL;
+        const char *src = e->sp;
+        int64_t sst = e->sstride;
+        if (overlap) {
+            if (!(tmp = malloc(e->rows * e->row))) return 0;
+            for (int64_t i = 0; i < e->rows; i++)
+                memcpy(tmp + i * e->row, e->sp + i * e->sstride, e->row);
+            src = tmp, sst = e->row;
+        }
+        for (int64_t i = 0; i < e->rows; i++)
+            memcpy(e->dp + i * e->dstride, src + i * sst, e->row);
+        free(tmp);
+    }
+    if (g->recycled) {
+        int64_t lo = e->dst - g->base, hi = lo + e->dspan;
+        if (lo < g->lo) g->lo = lo;
+        if (hi > g->hi) g->hi = hi;
+    }
+    return 1;
+}
+
+/* Land what ended by `t` in (end, seq) order up to the first landing that is the Python's,
+ * which is popped and its seq returned; -1: none is due; -2: out of memory. */
+int64_t land_due(lstate *S, int64_t t) {
+    while (S->nland && S->lands[0].end <= t) {
+        lland e = land_pop(S);
+        if (e.kind == 0) return e.seq;
+        if (!land_do(S, &e)) return -2;
+    }
+    return -1;
+}
+
+/* `land_due` for this code's issue: 1 when a landing of the Python's is due (it lands them:
+ * `LP_PYEXEC`), -1 out of memory, else 0. */
+static int land_here(lstate *S, int64_t t) {
+    while (S->nland && S->lands[0].end <= t) {
+        if (S->lands[0].kind == 0) return 1;
+        lland e = land_pop(S);
+        if (!land_do(S, &e)) return -1;
+    }
+    return 0;
+}
+
+/* The landing at heap position `i` (for the Python to read what is left) */
+const lland *land_at(const lstate *S, int64_t i) { return &S->lands[i]; }
+
+/* `Emulator._plan_dma` / `_dma2d_plan` of `m`'s DMA into m->dma, its ready time into m->ready;
+ * 0 when it is the Python's: a trap (negative length, strides below the row, a notify's core
+ * out of range), an empty transfer, an end in no region this code knows, in a read-only one
+ * or in more than one space. */
+static int dma_plan(lstate *S, lmod *m, int is2d) {
+    if (!S->dma_on) return 0;
+    const sins *I = &m->code[m->pc];
+    const int64_t *r = m->regs;
+    ldma *d = &m->dma;
+    d->dst = r[I->a];
+    d->src = r[I->b];
+    if (!is2d) {
+        int64_t n = r[I->c];
+        if (n <= 0) return 0;
+        d->rows = 1, d->row = n, d->dstride = d->sstride = d->sspan = d->dspan = n;
+    } else {
+        uint64_t sh = (uint64_t)r[I->c], st = (uint64_t)r[(I->imm >> 40) & 0xFF];
+        int64_t rows = (int64_t)(sh >> 32), row = (int64_t)(sh & 0xFFFFFFFFu);
+        int64_t dstride = (int64_t)(st >> 32), sstride = (int64_t)(st & 0xFFFFFFFFu);
+        if (rows <= 0 || row <= 0 || rows >= ((int64_t)1 << 30) || sstride < row ||
+            dstride < row)
+            return 0;
+        d->rows = rows, d->row = row, d->dstride = dstride, d->sstride = sstride;
+        d->sspan = (rows - 1) * sstride + row;
+        d->dspan = (rows - 1) * dstride + row;
+    }
+    if (m->bt) {
+        int64_t span[4][2] = {{d->dst, d->dspan}, {d->src, d->sspan}, {0, 0}, {0, 0}};
+        if (!bounds_ok(S, m, span)) return 0;
+    }
+    int64_t sreg = find_region(S, d->src, d->sspan), dreg = find_region(S, d->dst, d->dspan);
+    if (sreg < 0 || dreg < 0) return 0;
+    const lregion *sg = &S->regions[sreg], *dg = &S->regions[dreg];
+    if (sg->space == RS_NONE || dg->space == RS_NONE || dg->read_only) return 0;
+    d->notify = -1;
+    /* imm: d << 40 | present << 39 | queue << 24 | space << 16 | field << 8 | mode, where d
+     * is a dma2d's stride register (`_loop_program`) */
+    if ((I->imm >> 39) & 1) {
+        int64_t mode = I->imm & 0xFF, field = (I->imm >> 8) & 0xFF, k;
+        if (mode == 0) { /* CORE_SELF */
+            if (m->core < 0) return 0;
+            k = m->core;
+        } else if (mode == 1) k = field;        /* CORE_STATIC */
+        else if (mode == 2) k = r[field];       /* CORE_REG */
+        else return 0;
+        if (k < 0 || k >= S->num_cores) return 0;
+        d->notify = (k * 16 + ((I->imm >> 16) & 0xFF)) * 256 + ((I->imm >> 24) & 0xFF);
+    }
+    d->port = dg->owner >= 0 ? dg->owner + 1 : sg->owner >= 0 ? sg->owner + 1 : m->core + 1;
+    d->dram = sg->space <= RS_DRAM || dg->space <= RS_DRAM;
+    d->sreg = sreg, d->dreg = dreg;
+    port_touch(S, d->port);
+    int64_t slot = port_slot(S, d->port, m->time, S->max_inflight);
+    if (slot < 0) return 0;
+    int64_t c = sb_conflict2(S, m - S->mods, m->time, d->src, d->src + d->sspan, d->dst,
+                             d->dst + d->dspan);
+    d->base = m->time > c ? m->time : c;
+    m->ready = d->base > slot ? d->base : slot;
+    return 1;
+}
+
+/* `Emulator._exec_dma` / `_exec_dma2d` of the DMA `m` planned, issued at `t`: the port's and
+ * the channels' booking (`timing.DramTiming.dma`), the landing, then `_dma_booked` (the
+ * scoreboard, the DMA time, the notify and its wake). 0: out of memory. */
+static int dma_issue(lstate *S, lmod *m, int64_t t) {
+    const ldma *d = &m->dma;
+    lport *p = &S->ports[d->port];
+    int64_t n = d->rows * d->row;
+    int64_t pstart = t > p->free ? t : p->free;
+    int64_t pdur = (n + S->port_rate - 1) / S->port_rate;
+    if (pdur < 1) pdur = 1;
+    p->free = pstart + pdur;
+    p->busy += pdur;
+    int64_t data_end = pstart + pdur, out[DRAM_MAXC];
+    int nc = (int)S->nchan;
+    for (int e = 0; e < 2; e++) { /* the source end, then the destination's */
+        const lregion *g = &S->regions[e ? d->dreg : d->sreg];
+        if (g->space != RS_SHARED) continue;
+        for (int c = 0; c < nc; c++) out[c] = 0;
+        int64_t a = e ? d->dst : d->src, st = e ? d->dstride : d->sstride;
+        if (d->rows == 1 && st == d->row) chan_count(out, nc, S->granule, a, n);
+        else chan_count_2d(out, nc, S->granule, a, d->rows, d->row, st);
+        data_end = chan_book(S->chan_free, S->chan_bytes, nc, S->chan_rate, t, out, data_end);
+    }
+    int64_t end = data_end + (d->dram ? S->latency : 0);
+    if (!port_admit(S, d->port, t, end)) return 0;
+    const int is2d = m->ck[m->pc] == CK_DMA2D;
+    lland *L = land_new(S, end, m - S->mods, m->pc, is2d ? 2 : 1);
+    if (!L) return 0;
+    const lregion *sg = &S->regions[d->sreg], *dg = &S->regions[d->dreg];
+    L->dreg = d->dreg;
+    L->dp = dg->ptr + (d->dst - dg->base);
+    L->sp = sg->ptr + (d->src - sg->base);
+    L->rows = d->rows, L->row = d->row, L->dstride = d->dstride, L->sstride = d->sstride;
+    L->sspan = d->sspan, L->dspan = d->dspan, L->dst = d->dst, L->src = d->src;
+    if (!sb_add2(S, m - S->mods, end, d->src, d->src + d->sspan, d->dst, d->dst + d->dspan))
+        return 0;
+    if (end > m->dma_end) m->dma_end = end;
+    int64_t from = t > m->dma_busy_until ? t : m->dma_busy_until;
+    if (end > from) m->busy_dma += end - from;
+    if (end > m->dma_busy_until) m->dma_busy_until = end;
+    if (d->notify >= 0) {
+        if (!q_push(S, d->notify, end)) return 0;
+        long w = loop_wake(S);
+        if (w < 0) return 0;
+        S->nwake = w;
+    }
+    return 1;
+}
+
 /* ---- planning and the loop ---- */
 static inline int64_t qkey(const lmod *m) {
     const sins *I = &m->code[m->pc];
@@ -470,14 +831,19 @@ static inline int64_t qkey(const lmod *m) {
 static int sched(lstate *S, lmod *m) {
     int k = (m->pc >= 0 && m->pc < m->n) ? m->ck[m->pc] : CK_PY;
     lvplan P;
-    if (m->pyonly || !(k == CK_DMAWAIT || ((k == CK_QWAIT || k == CK_VPU) && m->core >= 0)) ||
-        (k == CK_VPU && !vpu_operands(S, m, &P))) {
+    int dma = k == CK_DMA || k == CK_DMA2D;
+    if (m->pyonly ||
+        !(dma || k == CK_DMAWAIT || ((k == CK_QWAIT || k == CK_VPU) && m->core >= 0)) ||
+        (k == CK_VPU && !vpu_operands(S, m, &P)) || (dma && !dma_plan(S, m, k == CK_DMA2D))) {
         S->idx = m - S->mods;
         return LP_SCHED;
     }
     m->kind = k;
     m->queue = -1;
-    if (k == CK_VPU) {
+    if (dma) { /* m->ready: dma_plan's; popped, only the port's slots are planned again */
+        m->external = 0;
+        m->stable = 0;
+    } else if (k == CK_VPU) {
         int64_t t = m->time > m->vpu_free ? m->time : m->vpu_free;
         int64_t c = sb_conflict(S, m - S->mods, m->time, P.nr, 1, &P.rg[0][0]);
         m->ready = t > c ? t : c;
@@ -567,10 +933,8 @@ long loop_wake(lstate *S) {
 }
 
 /* Run the loop until the Python is needed; `after` >= 0: first continue that module (its
- * instruction retired in the Python); next_land: the end of the first DMA whose bytes have not
- * landed (INF: none). Returns an LP_* status; S->idx, S->t say for what. */
-int loop_run(lstate *S, int64_t after, int64_t next_land) {
-    S->next_land = next_land;
+ * instruction retired in the Python). Returns an LP_* status; S->idx, S->t say for what. */
+int loop_run(lstate *S, int64_t after) {
     if (after >= 0) {
         int st = cont(S, &S->mods[after]);
         if (st) return st;
@@ -587,16 +951,28 @@ int loop_run(lstate *S, int64_t after, int64_t next_land) {
         S->idx = e.idx;
         S->t = e.ready;
         if (m->kind == CK_PY) return LP_PYPOP;
-        /* a plan of this code in the heap is stable: it is the plan planning again gives */
+        /* a plan of this code in the heap is stable: it is the plan planning again gives;
+         * a DMA's but for its port's slots (`Emulator._replan_slot`) */
         int64_t t = e.ready;
+        if (m->kind == CK_DMA || m->kind == CK_DMA2D) {
+            int64_t slot = port_slot(S, m->dma.port, m->time, S->max_inflight);
+            if (slot < 0) return LP_NOMEM;
+            m->ready = m->dma.base > slot ? m->dma.base : slot;
+        }
         if (m->ready > t) {
             if (!loop_push(S, e.idx, m->ready)) return LP_NOMEM;
             continue;
         }
         m->waiting = 0;
         S->now = t;
-        if (S->next_land <= t || (S->trace_on && t > m->time)) return LP_PYEXEC;
+        if (S->trace_on && t > m->time) return LP_PYEXEC;
+        int due = land_here(S, t);
+        if (due) return due < 0 ? LP_NOMEM : LP_PYEXEC;
+        S->nwake = 0;
         if (m->kind == CK_QWAIT) q_pop(S, qkey(m));
+        else if (m->kind == CK_DMA || m->kind == CK_DMA2D) {
+            if (!dma_issue(S, m, t)) return LP_NOMEM;
+        }
         else if (m->kind == CK_VPU) {
             lvplan P;
             /* the registers have not changed since it was planned: the same operands */
@@ -623,6 +999,7 @@ int loop_run(lstate *S, int64_t after, int64_t next_land) {
         m->time = t + 1;
         m->count++;
         S->total++;
+        if (S->nwake) return LP_WAKE; /* the Python plans its waiters, then goes on */
         if (S->total > S->limit) return LP_LIMIT;
         int st = cont(S, m);
         if (st) return st;
