@@ -243,6 +243,12 @@ class Scheduler:
 
     def _cancel_all(self) -> None:
         for task in self.tasks:
+            # A finished task has already handed `_back` over for its end, though its thread may
+            # still be alive for a moment after that: cancelling it would wait for a second
+            # hand-over that never comes. Only parked tasks (not started, ready or blocked) are
+            # woken to cancel.
+            if task.state in (TaskState.DONE, TaskState.FAILED):
+                continue
             if task._thread is None or not task._thread.is_alive():
                 continue
             task._cancelled = True
