@@ -291,7 +291,7 @@ class BackendAllocateRegistersPass(ModulePass):
                     la = be.LsaOp(*spiller.table)
                     c = d.clone()
                     c.operands = (la.results[0],)
-                    block.insert_ops_before([la, c], u)
+                    block.insert_ops_before([inherit_location(la, u), c], u)
                     v.replace_uses_with_if(c.results[0], lambda use, u=u: use.operation is u)
                 if not v.uses:
                     base = d.operands[0]
