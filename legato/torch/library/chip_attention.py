@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.fx.experimental.symbolic_shapes import optimization_hint, statically_known_true
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 import legato
 
@@ -49,6 +49,7 @@ aten = torch.ops.aten
 # Attention operands (q, k, v) of fewer bytes than this stay on the single-core implementation
 # (fused into their neighbours' kernel): an spmd implementation is a partition of its own, whose
 # launch, barriers and shared-DRAM round trips cost more than one core needs for so little.
+# Static sizes only: a runtime KV length has no single-core attention or cat, so it is all-core.
 CHIP_MIN_BYTES = 128 * 1024
 # rows of one KV-cache copy piece at most this many bytes (a core's SRAM holds one at a time)
 CAT_PIECE_BYTES = 64 * 1024
@@ -894,16 +895,15 @@ def resolve_chip_sdpa(node, ctx):
     assert nh % nkv == 0, f"{nh} query heads are not a multiple of {nkv} key/value heads"
     lk_max = ctx.bound(lk) if dynamic else lk
     assert lk_max is not None, f"the KV length {lk} is dynamic without an upper bound"
-    # the size decision on the traced length (a runtime length's typical size), not the bound:
-    # a tiny model's decode stays fused on one core however large its cache may grow
-    lk_est = optimization_hint(lk, fallback=lk_max) if dynamic else lk
-    total = (nb * nh * s * d + 2 * nb * nkv * lk_est * d) * tq.element_size()
     # a runtime KV length has no single-core implementation (its K^T would be a runtime-length
-    # MPU weight): all-core however small, else it would run eagerly
-    assert total >= CHIP_MIN_BYTES or dynamic, (
-        f"attention on {total} bytes stays on one core (fused; chip attention from "
-        f"{CHIP_MIN_BYTES} bytes)"
-    )
+    # MPU weight): all-core however small, else it would run eagerly. A small static one stays
+    # on one core, fused with its neighbours.
+    if not dynamic:
+        total = (nb * nh * s * d + 2 * nb * nkv * lk * d) * tq.element_size()
+        assert total >= CHIP_MIN_BYTES, (
+            f"attention on {total} bytes stays on one core (fused; chip attention from "
+            f"{CHIP_MIN_BYTES} bytes)"
+        )
     rep = nh // nkv
     assert d <= ctx.model.mpu_tile_k and rep <= ctx.model.mpu_tile_n, (
         f"chip decode attention takes q^T [{d}, {rep}] as one MPU weight tile "
@@ -1078,15 +1078,12 @@ def resolve_chip_cat(node, ctx):
     bounds = [n if isinstance(n, int) else ctx.bound(n) for n in lengths]
     assert None not in bounds, f"cat of lengths {lengths}: a dynamic one has no upper bound"
     row = out.shape[3] * out.element_size()
-    est = [
-        n if isinstance(n, int) else optimization_hint(n, fallback=b)
-        for n, b in zip(lengths, bounds)
-    ]
-    total = sum(est) * out.shape[0] * out.shape[1] * row
     # the single-core cat takes static lengths only: a runtime one is all-core however small
-    assert total >= CHIP_MIN_BYTES or dynamic, (
-        f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
-    )
+    if not dynamic:
+        total = sum(lengths) * out.shape[0] * out.shape[1] * row
+        assert total >= CHIP_MIN_BYTES, (
+            f"cat of {total} bytes stays on one core (chip copy from {CHIP_MIN_BYTES} bytes)"
+        )
     pieces = tuple(max(1, min(n, CAT_PIECE_BYTES // row)) for n in bounds)
     if dynamic:
         return Impl(
