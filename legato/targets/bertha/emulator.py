@@ -77,6 +77,7 @@ from legato.targets.bertha.isa import (
     MM_ACC,
     MM_F32,
     SPACE_NAMES,
+    SPACES,
 )
 
 DEFAULT_INSTRUCTION_LIMIT = 20_000_000
@@ -522,8 +523,11 @@ def _is_pure(ins: isa.Instruction) -> bool:
 
 
 # native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, a scalar it
-# has no encoding for (the threaded code runs it), a VPU instruction, a dma, a dma2d
-CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D = range(8)
+# has no encoding for (the threaded code runs it), a VPU instruction, a dma, a dma2d, an
+# mpu.ldw, an mpu.mm
+CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM = range(
+    10
+)
 # native/loop.c's statuses (`Emulator._run_native`)
 (
     LP_DONE,
@@ -535,7 +539,8 @@ CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D = r
     LP_DEADLOCK,
     LP_NOMEM,
     LP_WAKE,
-) = range(9)
+    LP_MMTODO,
+) = range(10)
 # native/loop.c's kinds of region for a DMA end (`lregion.space`)
 RS_NONE, RS_SHARED, RS_DRAM, RS_LOCAL = -1, 0, 1, 2
 
@@ -582,7 +587,7 @@ def _loop_dma_imm(ins: isa.Instruction) -> int:
 def _loop_program(code: list, pure: list, kinds: list) -> tuple:
     """(the `sins` array of native/loop.c: `_native_program`'s, a `qwait`'s space and queue
     in `a` and `imm`, a dma's or dma2d's registers in `a`, `b`, `c` and `_loop_dma_imm` in
-    `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc the `lvpu` of
+    `imm`, an mpu.ldw's or mpu.mm's registers in `a`, `b`, `c` and an mm's flags in `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc the `lvpu` of
     a VPU instruction that native/vpu.c runs)."""
     arr = _native_program(code, pure, len(code) + 1)[2].copy()
     ck = np.zeros(len(code), np.int8)
@@ -604,6 +609,11 @@ def _loop_program(code: list, pure: list, kinds: list) -> tuple:
             ck[i] = CK_DMA if k == K_DMA else CK_DMA2D
             arr[i]["a"], arr[i]["b"], arr[i]["c"] = ins.a, ins.b, ins.c
             arr[i]["imm"] = _loop_dma_imm(ins)
+        elif k in (K_LDW, K_MM):
+            ck[i] = CK_LDW if k == K_LDW else CK_MM
+            arr[i]["a"], arr[i]["b"], arr[i]["c"] = ins.a, ins.b, ins.c
+            # (native/loop.c's MMF_F32 | MMF_ACC, whatever the encoding's bits)
+            arr[i]["imm"] = (1 if ins.imm & MM_F32 else 0) | (2 if ins.imm & MM_ACC else 0)
     return arr, ck, ck.tobytes(), vs
 
 
@@ -871,6 +881,31 @@ class _LoopModule(Module):
         self._c.version = v
 
     @property
+    def mpu_free(self) -> int:
+        return self._c.mpu_free
+
+    @mpu_free.setter
+    def mpu_free(self, v: int) -> None:
+        self._c.mpu_free = v
+
+    @property
+    def weight(self) -> numerics.MpuWeight | None:
+        """The weight tile: the one of the last mpu.ldw the loop ran (its bits and
+        statistics copied out once per ldw), unless the Python ran one since (`_w`)."""
+        c = self._c
+        if c.w_has and c.w_gen != self._wgen:
+            k, n = c.w_k, c.w_n
+            bits = np.frombuffer(native.ffi.buffer(c.w_vals, k * n * 2), _NP_DTYPES["bf16"])
+            self._w = mpu_fast.weight(bits.reshape(k, n), self._w)
+            self._wgen = c.w_gen
+        return self._w
+
+    @weight.setter
+    def weight(self, w) -> None:
+        self._w = w
+        self._c.w_has = 0  # (the loop's mpu.mm passes are the Python's until its next ldw)
+
+    @property
     def plan(self):
         return self._plan
 
@@ -1055,6 +1090,40 @@ def _blas_controller() -> ThreadpoolController:
     # Built once (it scans the loaded libraries: ~2 ms); numpy's BLAS is loaded before this
     # module, so a later scan would find no other library the emulator calls.
     return ThreadpoolController()
+
+
+# `cblas_dgemm` of numpy's BLAS under the names its builds give it, with 64-bit integers
+# (an ILP64 build: numpy's wheels) or 32-bit ones
+_DGEMM_NAMES = (
+    ("scipy_cblas_dgemm64_", 64),
+    ("cblas_dgemm64_", 64),
+    ("scipy_cblas_dgemm", 32),
+    ("cblas_dgemm", 32),
+)
+
+
+@functools.cache
+def _numpy_dgemm() -> tuple:
+    """(the 64-bit, the 32-bit) `cblas_dgemm` of the BLAS numpy's matmul calls, as C
+    pointers, one of them NULL; both NULL when it is not found (native/loop.c then hands the
+    passes of more than `mpu_fast.SMALL_M` rows to `mpu_fast.matmul`). The same library as
+    `np.matmul`'s, so `_one_blas_thread` holds it to one thread too."""
+    import ctypes
+
+    null = native.ffi.NULL
+    for c in _blas_controller().lib_controllers:
+        if c.user_api != "blas" or "numpy" not in c.filepath:
+            continue
+        try:
+            lib = ctypes.CDLL(c.filepath)
+        except OSError:
+            continue
+        for name, bits in _DGEMM_NAMES:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                p = native.ffi.cast("void *", ctypes.cast(fn, ctypes.c_void_p).value)
+                return (p, null) if bits == 64 else (null, p)
+    return null, null
 
 
 def _one_blas_thread():
@@ -1359,6 +1428,7 @@ class Emulator:
         try:
             s.vpu_lanes = self.model.vpu_lanes
             s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
+            self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
             for m in mods:
@@ -1415,6 +1485,8 @@ class Emulator:
                         _pull(m)
                         s.limit = self._check_limits(m, s.total)
                     after = s.idx
+                elif st == LP_MMTODO:  # a pass with elements the proof left
+                    after = self._loop_settle(mods[s.idx], s.t)
                 elif st == LP_DEADLOCK:
                     for m in mods:
                         _pull(m)
@@ -1431,6 +1503,22 @@ class Emulator:
             self._loop_restore(s, queues, held)
             lib.loop_free(s)
         return self._finish(s.total)
+
+    loop_mpu = True
+    """Let the compiled loop run mpu.ldw and the few-row mpu.mm passes (`_loop_mpu`; False:
+    they are handed to the Python, as before; a benchmark compares the two)."""
+
+    def _loop_mpu(self, s) -> None:
+        """native/loop.c's MPU: the chip's parameters; untraced and with the MPU numerics
+        compiled (`mpu_fast.NATIVE`), the loop plans and issues mpu.ldw and the passes of at
+        most `mpu_fast.SMALL_M` rows itself (the larger ones go to numpy's BLAS here)."""
+        model = self.model
+        s.mpu_on = bool(self.loop_mpu and mpu_fast.NATIVE and not self.trace_on)
+        s.mpu_tk, s.mpu_tn = model.mpu_tile_k, model.mpu_tile_n
+        s.mpu_load_rate = model.mpu_weight_load_bytes_per_cycle
+        s.mpu_mac_rate = model.mpu_macs_per_cycle
+        s.mpu_small_m, s.mpubuf_space = mpu_fast.SMALL_M, SPACES["mpu_buffer"]
+        s.dgemm64, s.dgemm32 = _numpy_dgemm()
 
     def _loop_dma(self, s, keep: list) -> None:
         """native/loop.c's DMAs: the chip's parameters, the channels' timelines (the Python's
@@ -1503,7 +1591,7 @@ class Emulator:
         ffi = native.ffi
         vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
         # or its trace events)
-        code = self._loop_code(m, vpu_here, bool(s.dma_on))
+        code = self._loop_code(m, vpu_here, bool(s.dma_on), bool(s.mpu_on))
         if m.bounds:
             ck = code[1].copy()
             bt = np.full(max(len(ck), 1), -1, np.int64)
@@ -1534,8 +1622,10 @@ class Emulator:
         c.version = m.version
         plan = m.__dict__.pop("plan")
         del m.__dict__["version"]
+        c.mpu_free = m.__dict__.pop("mpu_free")
         m.regs = regs
         m.__class__ = _LoopModule
+        m._w, m._wgen = m.__dict__.pop("weight"), c.w_gen
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
         m._s, m.inflight = s, _LoopInflight(s, m.index)
         m._hot = self._scalar_hot(m)
@@ -1545,23 +1635,25 @@ class Emulator:
         c.kind = CK_PY
 
     @staticmethod
-    def _loop_code(m: Module, vpu_here: bool, dma_here: bool) -> tuple:
+    def _loop_code(m: Module, vpu_here: bool, dma_here: bool, mpu_here: bool) -> tuple:
         """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
-        (`_Code.loop`); `vpu_here` / `dma_here` False: its VPU instructions / DMAs are the
-        Python's."""
+        (`_Code.loop`); `vpu_here` / `dma_here` / `mpu_here` False: its VPU instructions /
+        DMAs / mpu.ldw and mpu.mm are the Python's."""
         shared = m.shared
         if shared.loop is None:
             shared.loop = {}
-        code = shared.loop.get((vpu_here, dma_here))
+        code = shared.loop.get((vpu_here, dma_here, mpu_here))
         if code is None:
             arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
             if not vpu_here:
                 ck[ck == CK_VPU] = CK_PY
             if not dma_here:
                 ck[(ck == CK_DMA) | (ck == CK_DMA2D)] = CK_PY
+            if not mpu_here:
+                ck[(ck == CK_LDW) | (ck == CK_MM)] = CK_PY
             ckb = ck.tobytes()
             ffi = native.ffi
-            code = shared.loop[vpu_here, dma_here] = (
+            code = shared.loop[vpu_here, dma_here, mpu_here] = (
                 arr,
                 ck,
                 ckb,
@@ -1592,18 +1684,21 @@ class Emulator:
                 if m.index != held:
                     _pull(m)
                 c = m._c
-                version, plan = c.version, m._plan
+                version, plan, weight = c.version, m._plan, m.weight
                 m.__class__ = Module
-                m.version, m.plan = version, plan
+                m.version, m.plan, m.weight, m.mpu_free = version, plan, weight, c.mpu_free
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
                 m.unit_end = max(m.unit_end, c.unit_end)
                 m.busy["vpu"] += c.busy_vpu
                 m.busy["dma"] += c.busy_dma
+                m.busy["mpu"] += c.busy_mpu
                 m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._w, m._wgen
                 m.prog = None
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
+        self.macs += s.macs
+        s.macs = 0
         for i in range(s.nregions):  # the bytes the loop wrote, to zero when released
             g = s.regions[i]
             region = self._loop_regions[i]
@@ -1719,6 +1814,30 @@ class Emulator:
         self._loop.now = t
         return self._loop_exec(m, plan, t)
 
+    def _loop_settle(self, m: _LoopModule, t: int) -> int:
+        """The mpu.mm native/loop.c issued at `t` but for the elements its proof left
+        (`LP_MMTODO`): those by the reference's exact path (`mpu_fast.settle`, on the loop's
+        scratch arrays), then the loop writes and books the pass (`mm_commit`) and it retires
+        here (`_loop_retired`); returns `loop_run`'s `after`."""
+        ffi, s = native.ffi, self._loop
+        _pull(m)
+        rows, k, n, nt = s.mm_m, s.mm_k, s.mm_n, s.mm_nt
+
+        def view(p, count, dtype):
+            return np.frombuffer(ffi.buffer(p, count * np.dtype(dtype).itemsize), dtype)
+
+        a = self.memory.read_array(s.mm_src, rows * k, _NP_DTYPES["bf16"]).reshape(rows, k)
+        out = view(s.mx_out, rows * n, np.float32).reshape(rows, n)
+        acc = view(s.mx_acc, rows * n, np.float32).reshape(rows, n) if s.mm_acc else None
+        sums = view(s.mx_s, rows * n, np.float64).reshape(rows, n)
+        todo = view(s.mx_todo, nt, np.int64)
+        mpu_fast.settle(a, m.weight, sums, view(s.mx_rs, rows, np.float64), todo, acc, out)
+        if not native.lib.mm_commit(s, m.index, t):
+            raise MemoryError("the emulator's MPU")
+        m.pc += 1
+        m.time = t + 1
+        return self._loop_retired(m, True)
+
     def _loop_exec(self, m: _LoopModule, plan: _Plan, t: int) -> int:
         """Issue `m`'s instruction at `t` (`plan`), count it, then plan the next one here if
         the loop would only hand it back; returns `loop_run`'s `after`."""
@@ -1726,6 +1845,11 @@ class Emulator:
             done = self._execute(m, plan, t)
         except _Trap as e:
             raise self._fault(m, e) from None
+        return self._loop_retired(m, done)
+
+    def _loop_retired(self, m: _LoopModule, done: bool) -> int:
+        """`_loop_exec` after the issue: `m`'s instruction counted (`done`: it retired), the
+        bounds checked, then the next one planned here if the loop would only hand it back."""
         s = self._loop
         if done:
             m.count += 1
@@ -2131,6 +2255,7 @@ class Emulator:
         if p is None:
             p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
         recycled = type(r) is _RecycledRegion
+        sname = SPACES[space] if core >= 0 else -1
         if not native.lib.loop_region(
             self._loop,
             r.base,
@@ -2141,6 +2266,7 @@ class Emulator:
             kind,
             -1 if owner is None else owner,
             p,
+            sname,
         ):
             raise MemoryError("the emulator's scheduler")
         self._loop_known.add(r)

@@ -157,13 +157,21 @@ def matmul(a: np.ndarray, w: numerics.MpuWeight, acc: np.ndarray | None = None) 
         ptodo,
     )
     if nt:
-        # the elements the proof left: the reference's exact path, then + 0.0 and the acc add
-        ii, jj = np.divmod(todo[:nt], n)
-        r = np.zeros((m, n), np.float32)
-        with np.errstate(all="ignore"):
-            numerics.settle_unproved(a, w, s, rs, r, ii, jj)
-            vals = r[ii, jj] + np.float32(0.0)
-            if acc is not None:
-                vals = acc[ii, jj] + vals
-        out[ii, jj] = vals
+        settle(a, w, s, rs, todo[:nt], acc, out)
     return out
+
+
+def settle(a, w: numerics.MpuWeight, s, rs, todo, acc, out) -> None:
+    """The elements of a pass that `mpu_finish` left (flat indices `todo` of `out` [M, N], f32)
+    by the reference's exact path, then + 0.0 and the `acc` add (None: none), into `out`;
+    `s` and `rs` are the pass's f64 sums and row bounds. (`matmul`'s, and the emulator's for
+    the passes native/loop.c runs, `Emulator._loop_settle`.)"""
+    m, n = out.shape
+    ii, jj = np.divmod(todo, n)
+    r = np.zeros((m, n), np.float32)
+    with np.errstate(all="ignore"):
+        numerics.settle_unproved(a, w, s, rs, r, ii, jj)
+        vals = r[ii, jj] + np.float32(0.0)
+        if acc is not None:
+            vals = acc[ii, jj] + vals
+    out[ii, jj] = vals

@@ -53,10 +53,16 @@ typedef struct {
     const int64_t *bt, *brows;
     ...;
     int64_t unit_end, busy_vpu, busy_dma;
+    int64_t mpu_free, busy_mpu;
+    int64_t w_has, w_gen, w_k, w_n, w_finite;
+    double w_vmax;
+    uint16_t *w_vals;
+    ...;
 } lmod;
 typedef struct {
     int64_t base, size, core, read_only, recycled, lo, hi, space, owner;
     char *ptr;
+    int64_t sname;
 } lregion;
 typedef struct {
     int64_t free, busy, n, cap, touched;
@@ -85,6 +91,14 @@ typedef struct {
     lland *lands;
     int64_t nland, cland, land_seq;
     int64_t nwake;
+    int64_t mpu_on, mpu_tk, mpu_tn, mpu_load_rate, mpu_mac_rate, mpu_small_m, mpubuf_space;
+    int64_t macs;
+    void *dgemm64, *dgemm32;
+    double *mx_a64, *mx_rs, *mx_u, *mx_s;
+    float *mx_out, *mx_acc;
+    long *mx_todo;
+    int64_t mx_rows;
+    int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
 } lstate;
 int loop_init(lstate *S);
 void loop_free(lstate *S);
@@ -102,8 +116,9 @@ int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t
             int64_t w1);
 int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
-                int64_t recycled, int64_t space, int64_t owner, char *ptr);
+                int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname);
 int loop_run(lstate *S, int64_t after);
+int mm_commit(lstate *S, int64_t idx, int64_t t);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly);

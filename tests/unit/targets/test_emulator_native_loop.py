@@ -303,3 +303,185 @@ def test_native_loop_dma_faults_match_the_python_loop(monkeypatch):
         x = np.arange(64, dtype=np.int64)
         report = _compare(binary, model, [x, np.zeros(64, np.int64)], monkeypatch, False)[0]
         assert report[0] == "EmulatorFault"
+
+
+# mpu.ldw and mpu.mm, which the loop plans and issues itself (native/loop.c's `ldw_plan`,
+# `mm_plan`, `ldw_issue`, `mm_issue`): a K tail (k not a multiple of anything), one- and
+# two-row passes (`mpu_small`) and three-row ones (numpy's BLAS) to bf16 and to f32, an
+# accumulate chain over two weight tiles, an empty pass (the Python's), a second tile shape,
+# a pass that reads what the previous one still writes (the scoreboard), a tile the Python
+# loads between two of the loop's (a load in flight makes it the Python's; the passes on it
+# are the Python's too), and the results copied out.
+MPU = """
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)            ; a [3, {k}] bf16
+    ld r4, 16(r1)           ; w [{k}, {n}] bf16, then w2 [{k2}, {n2}]
+    ld r5, 24(r1)           ; out
+    lsa r6, sram, 0
+    li r7, {a_bytes}
+    dma r6, r3, r7
+    lsa r8, mpu_buffer, 0
+    li r9, {w_bytes}
+    dma r8, r4, r9
+    dmawait
+    li r10, {k}
+    li r11, {n}
+    mpu.ldw r8, r10, r11
+    lsa r12, sram, 65536    ; bf16 [1, n]
+    li r13, 1
+    mpu.mm r12, r6, r13, bf16
+    lsa r14, sram, 131072   ; f32 [2, n] (then the chain's accumulator)
+    li r15, 2
+    mpu.mm r14, r6, r15, f32
+    mpu.mm r14, r6, r15, f32, acc
+    li r16, {w_tail}
+    add r17, r8, r16
+    mpu.ldw r17, r10, r11   ; the tile's second half of the buffer (another tile)
+    mpu.mm r14, r6, r15, f32, acc
+    lsa r18, sram, 196608   ; f32 [3, n]: three rows, the Python's BLAS
+    li r19, 3
+    mpu.mm r18, r6, r19, f32
+    mpu.mm r14, r18, r15, f32, acc
+    mpu.mm r18, r6, r0, f32
+    li r20, {k2}
+    li r21, {n2}
+    ld r26, 8(r1)           ; (a load in flight: the Python plans and runs the next ldw)
+    mpu.ldw r8, r20, r21
+    addi r26, r26, 0        ; (waits for the load: the loop's again)
+    lsa r22, sram, 262144
+    mpu.mm r22, r6, r13, bf16
+    lsa r23, sram, 270336
+    mpu.mm r23, r22, r13, f32
+    mpu.ldw r8, r10, r11    ; the first tile again, the loop's
+    lsa r27, sram, 278528
+    mpu.mm r27, r6, r19, f32
+    li r24, {o1}
+    dma r5, r12, r24
+    dmawait
+    addi r25, r5, {o1}
+    li r24, {o2}
+    dma r25, r14, r24
+    addi r25, r25, {o2}
+    li r24, {o3}
+    dma r25, r18, r24
+    addi r25, r25, {o3}
+    li r24, {o4}
+    dma r25, r22, r24
+    addi r25, r25, {o4}
+    li r24, {o5}
+    dma r25, r23, r24
+    addi r25, r25, {o5}
+    li r24, {o6}
+    dma r25, r27, r24
+    dmawait
+    halt
+"""
+
+
+def _mpu_data(kind: str, rng, shape) -> np.ndarray:
+    """bf16 values of `kind`: normal ones; ones over a wide exponent range (rows the proof
+    checks element by element, and ties it cannot settle: the exact path); with infinities,
+    NaNs and signed zeros."""
+    import ml_dtypes
+
+    x = rng.standard_normal(shape)
+    if kind == "wide":
+        x = x * np.exp2(rng.integers(-60, 60, shape))
+    elif kind == "special":
+        flat = x.reshape(-1)
+        idx = rng.choice(flat.size, 12, replace=False)
+        flat[idx[:3]], flat[idx[3:6]], flat[idx[6:9]] = np.inf, -np.inf, np.nan
+        flat[idx[9:]] = -0.0
+    elif kind == "cancel":  # exact sums of opposite terms, round-to-nearest ties
+        x = np.round(x * 4) / 4
+        x[..., 1::2] = -x[..., ::2][..., : x[..., 1::2].shape[-1]]
+    return x.astype(ml_dtypes.bfloat16)
+
+
+@pytest.mark.parametrize("gen", ["bertha", "bertha-evt1"])
+@pytest.mark.parametrize("kind", ["normal", "wide", "special", "cancel"])
+@pytest.mark.parametrize("k,n,k2,n2", [(200, 72, 256, 128), (256, 128, 13, 5)])
+def test_native_loop_mpu_passes_match_the_python_loop(gen, kind, k, n, k2, n2, monkeypatch):
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import bf16
+
+    model = small_model(gen)
+    rng = np.random.default_rng(hash((kind, k, n)) % 2**32)
+    a = _mpu_data(kind, rng, (3, max(k, k2)))[:, :k].copy()
+    w = _mpu_data(kind, rng, (2 * k * n,))
+    w2 = w[: k2 * n2]
+    sizes = [n * 2, 2 * n * 4, 3 * n * 4, n2 * 2, n2 * 4, 3 * n * 4]
+    o = dict(zip(("o1", "o2", "o3", "o4", "o5", "o6"), sizes))
+    src = MPU.format(
+        k=k, n=n, k2=k2, n2=n2, a_bytes=a.nbytes, w_bytes=w.nbytes, w_tail=k * n * 2, **o
+    )
+    # (the second tile's K exceeds a's columns when k2 > k: it reads a's next row's bytes)
+    args = [
+        tensor("a", bf16, [a.size]),
+        tensor("w", bf16, [w.size]),
+        tensor("out", bf16, [sum(sizes) // 2], "write"),
+    ]
+    assert w2.size <= w.size
+    binary = build(src, args, model)
+    values = [a.reshape(-1), w, np.zeros(sum(sizes) // 2, a.dtype)]
+    report = _compare(binary, model, values, monkeypatch, False)[0]
+    assert isinstance(report[0], int), report  # the run completed
+    assert report[6] > 0  # (the MACs: the passes ran)
+
+
+def test_native_loop_runs_the_few_row_mpu_passes(monkeypatch):
+    """The loop, not the Python, issues the passes above (the MACs it counts itself), but the
+    empty one and those on the tile the Python loaded; a pass whose proof leaves elements to
+    the exact path is the loop's too, but for those elements (`Emulator._loop_settle`)."""
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import bf16
+
+    model = small_model()
+    k, n = 200, 72
+    sizes = [n * 2, 2 * n * 4, 3 * n * 4, 128 * 2, 128 * 4, 3 * n * 4]
+    o = dict(zip(("o1", "o2", "o3", "o4", "o5", "o6"), sizes))
+    src = MPU.format(
+        k=k, n=n, k2=256, n2=128, a_bytes=3 * k * 2, w_bytes=2 * k * n * 2, w_tail=k * n * 2, **o
+    )
+    args = [
+        tensor("a", bf16, [3 * k]),
+        tensor("w", bf16, [2 * k * n]),
+        tensor("out", bf16, [sum(sizes) // 2], "write"),
+    ]
+    binary = build(src, args, model)
+    seen = {}
+    restore = emulator.Emulator._loop_restore
+
+    def spy(self, s, queues, held=-1):
+        seen["macs"] = s.macs
+        return restore(self, s, queues, held)
+
+    monkeypatch.setattr(emulator.Emulator, "_loop_restore", spy)
+    settle = emulator.Emulator._loop_settle
+    settled = []
+
+    def spy_settle(self, m, t):
+        settled.append(self._loop.mm_nt)
+        return settle(self, m, t)
+
+    monkeypatch.setattr(emulator.Emulator, "_loop_settle", spy_settle)
+    monkeypatch.setattr(emulator.Emulator, "native_loop", True)
+    rng = np.random.default_rng(3)
+    values_dtype = _mpu_data("normal", rng, (1,)).dtype
+    values = [
+        _mpu_data("normal", rng, (3 * k,)),
+        _mpu_data("normal", rng, (2 * k * n,)),
+        np.zeros(sum(sizes) // 2, values_dtype),
+    ]
+    r = run_binary(binary, model, values, trace=False, hazards=False)
+    # the loop's: 1 + 2 + 2 + 2 + 3 + 2 rows on the first two tiles, 3 on the last; the
+    # Python's: the two one-row passes on the [256, 128] tile it loaded
+    assert seen["macs"] == (1 + 2 + 2 + 2 + 3 + 2 + 3) * k * n
+    assert r.mac_count == seen["macs"] + 2 * 256 * 128
+    # the chain's last pass reads the three-row pass's f32 sums as bf16: bit patterns with
+    # infinities and NaNs, which the proof leaves to the exact path
+    assert len(settled) == 1 and settled[0] > 0

@@ -18,8 +18,10 @@
 
 enum {
     CK_PY = 0, CK_SCALAR = 1, CK_QWAIT = 2, CK_DMAWAIT = 3, CK_PURE_PY = 4, CK_VPU = 5,
-    CK_DMA = 6, CK_DMA2D = 7
+    CK_DMA = 6, CK_DMA2D = 7, CK_LDW = 8, CK_MM = 9
 };
+/* an mpu.mm's flags in `sins.imm` (`_loop_program` maps `isa.MM_F32`, `MM_ACC` to these) */
+enum { MMF_F32 = 1, MMF_ACC = 2 };
 /* native/vpu.c's forms (`lvpu.nat`) and the VPU formats (`lvpu.fmt`) */
 enum { NV_BIN = 1, NV_UN, NV_CVT, NV_FILL, NV_TRANSPOSE, NV_RSUM };
 enum { VF_BIN = 1, VF_UN, VF_CVT, VF_FILL, VF_2D };
@@ -27,7 +29,7 @@ enum { BC_NONE = 0, BC_SCALAR, BC_ROW, BC_COL };
 #define SB_RANGES 6 /* the most ranges of one scoreboard entry (reads and writes) */
 enum {
     LP_DONE = 0, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM,
-    LP_WAKE
+    LP_WAKE, LP_MMTODO
 };
 #define LP_INF ((int64_t)1 << 62)
 #define LP_QUEUES 256 /* per (core, space): 256 queues (`arch.dma.decode_notify`) */
@@ -54,6 +56,7 @@ enum { RS_NONE = -1, RS_SHARED = 0, RS_DRAM = 1, RS_LOCAL = 2 };
 typedef struct {
     int64_t base, size, core, read_only, recycled, lo, hi, space, owner;
     char *ptr;
+    int64_t sname; /* the code of the local space that holds it all (`isa.SPACES`), else -1 */
 } lregion;
 
 /* A DMA engine's port (`timing.Port`): its data-phase timeline, busy cycles and the end times
@@ -70,6 +73,14 @@ typedef struct {
     int64_t dst, src, rows, row, dstride, sstride, sspan, dspan, notify, port, base, dram;
     int64_t sreg, dreg;
 } ldma;
+
+/* An mpu.ldw or mpu.mm this code planned (`Emulator._plan_ldw`, `_plan_mm`): its operands,
+ * the weight's shape, the flags, the regions (indices) of the source and the destination,
+ * and the scoreboard's ranges (nr reads, then the write of an mm). */
+typedef struct {
+    int64_t src, dst, rows, k, n, f32, acc, nr, sreg, dreg;
+    int64_t rg[3][2];
+} lmpu;
 
 /* A DMA whose bytes land at `end` (`Emulator._landing`), in (end, seq) order: kind 0, the
  * Python's (its function is kept there by seq); 1, a dma's memmove; 2, a dma2d's rows. */
@@ -100,6 +111,17 @@ typedef struct {
     int64_t unit_end, busy_vpu, busy_dma; /* of the unit instructions run here (added to the
                                              Python's) */
     ldma dma; /* the plan of a DMA this code made */
+    int64_t mpu_free, busy_mpu; /* `Module.mpu_free`, kept here only; the MPU cycles run here */
+    /* the weight tile of the last mpu.ldw this code ran (`Module.weight`): w_has 0 when the
+     * Python's is newer (it ran an ldw), w_gen counts this code's; bf16 bits [w_k, w_n], the
+     * column statistics of the proof (`mpu_weight`), capacity for the MPU's largest tile */
+    int64_t w_has, w_gen, w_k, w_n, w_finite;
+    double w_vmax;
+    uint16_t *w_vals;
+    double *w_cm, *w_v;
+    double *w_f64; /* its f64 values for BLAS, made by the tile's first pass there (w_f64_ok) */
+    int64_t w_f64_ok;
+    lmpu mpu; /* the plan of an mpu.ldw / mpu.mm this code made */
 } lmod;
 
 typedef struct {
@@ -134,6 +156,22 @@ typedef struct {
     lland *lands;
     int64_t nland, cland, land_seq;
     int64_t nwake; /* LP_WAKE: how many waiters in wake_out are the Python's to plan */
+    /* the MPU (`timing.mpu_load_cycles`, `mpu_matmul_cycles`, `units.check_weight_tile`):
+     * mpu_on 0: every ldw / mm is the Python's; the passes of at most mpu_small_m rows run
+     * here (`mpu_fast.SMALL_M`), the others go to numpy's BLAS in the Python; `macs` counted
+     * here (added to `Emulator.macs`); the scratch arrays of one pass */
+    int64_t mpu_on, mpu_tk, mpu_tn, mpu_load_rate, mpu_mac_rate, mpu_small_m, mpubuf_space;
+    int64_t macs;
+    /* numpy's own BLAS `cblas_dgemm` (`Emulator._loop_mpu` finds it), with 64-bit or 32-bit
+     * integers; both NULL: the passes of more than mpu_small_m rows are the Python's */
+    void *dgemm64, *dgemm32;
+    double *mx_a64, *mx_rs, *mx_u, *mx_s;
+    float *mx_out, *mx_acc;
+    long *mx_todo;
+    int64_t mx_rows; /* the scratch arrays' capacity in rows */
+    /* LP_MMTODO: the pass (rows, k, n, source, accumulate) whose `mm_nt` elements (flat
+     * indices in mx_todo) the proof left; the others are in mx_out, its f64 sums in mx_s */
+    int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
 } lstate;
 
 int loop_init(lstate *S) {
@@ -152,9 +190,21 @@ void loop_free(lstate *S) {
     free(S->heap);
     S->heap = NULL;
     for (int64_t i = 0; i < S->nmods; i++) {
-        free(S->mods[i].sb);
-        S->mods[i].sb = NULL;
+        lmod *m = &S->mods[i];
+        free(m->sb);
+        free(m->w_vals);
+        free(m->w_cm);
+        free(m->w_v);
+        free(m->w_f64);
+        m->sb = NULL, m->w_vals = NULL, m->w_cm = m->w_v = m->w_f64 = NULL;
+        m->w_has = m->w_f64_ok = 0;
     }
+    free(S->mx_a64), free(S->mx_rs), free(S->mx_u), free(S->mx_s);
+    free(S->mx_out), free(S->mx_acc), free(S->mx_todo);
+    S->mx_a64 = S->mx_rs = S->mx_u = S->mx_s = NULL;
+    S->mx_out = S->mx_acc = NULL;
+    S->mx_todo = NULL;
+    S->mx_rows = 0;
     free(S->regions);
     S->regions = NULL;
     if (S->ports)
@@ -390,7 +440,7 @@ int sb_add(lstate *S, int64_t idx, int64_t end, int64_t nr, int64_t nw, const in
 
 /* ---- local regions (`Emulator._local_find`) ---- */
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
-                int64_t recycled, int64_t space, int64_t owner, char *ptr) {
+                int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname) {
     if (S->nregions == S->cregions) {
         int64_t c = S->cregions ? 2 * S->cregions : 16;
         lregion *r = realloc(S->regions, sizeof(lregion) * c);
@@ -409,6 +459,7 @@ int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t rea
     r->space = space;
     r->owner = owner;
     r->ptr = ptr;
+    r->sname = sname;
     return 1;
 }
 
@@ -820,6 +871,204 @@ static int dma_issue(lstate *S, lmod *m, int64_t t) {
     return 1;
 }
 
+/* ---- the MPU (`Emulator._plan_ldw` / `_plan_mm`, `_execute`'s K_LDW / K_MM) ---- */
+static inline int64_t ceil_pos(int64_t a, int64_t b) {
+    int64_t q = (a + b - 1) / b;
+    return q < 1 ? 1 : q;
+}
+
+/* The index of the region of core `core`'s local space that holds [addr, addr + n), or -1 */
+static int64_t local_index(lstate *S, int64_t core, int64_t addr, int64_t n) {
+    lregion *g = local_region(S, core, addr, n);
+    return g ? g - S->regions : -1;
+}
+
+/* `_plan_ldw` of `m`'s mpu.ldw into m->mpu and m->ready; 0 when it is the Python's: a trap
+ * (top, a tile the MPU does not take, a source outside this core's mpu_buffer), a source in
+ * no region this code knows. */
+static int ldw_plan(lstate *S, lmod *m) {
+    const sins *I = &m->code[m->pc];
+    const int64_t *r = m->regs;
+    lmpu *P = &m->mpu;
+    int64_t src = r[I->a], k = r[I->b], n = r[I->c];
+    if (!(1 <= k && k <= S->mpu_tk && 1 <= n && n <= S->mpu_tn)) return 0;
+    int64_t g = local_index(S, m->core, src, k * n * 2);
+    if (g < 0 || S->regions[g].sname != S->mpubuf_space || ((src - S->regions[g].base) & 1))
+        return 0;
+    P->src = src, P->k = k, P->n = n, P->sreg = g, P->nr = 1;
+    P->rg[0][0] = src, P->rg[0][1] = src + k * n * 2;
+    int64_t t = m->time > m->mpu_free ? m->time : m->mpu_free;
+    int64_t c = sb_conflict(S, m - S->mods, m->time, 1, 0, &P->rg[0][0]);
+    m->ready = t > c ? t : c;
+    return 1;
+}
+
+#define MM_MAX_ROWS ((int64_t)1 << 20) /* more: the Python's (the scratch would be huge) */
+
+/* `_plan_mm` of `m`'s mpu.mm into m->mpu and m->ready; 0 when it is the Python's: a trap
+ * (top, no weight, a negative row count, an operand outside this core's local memory), the
+ * weight is the Python's, no rows, more than mpu_small_m rows when numpy's BLAS was not
+ * found, an accumulate into bf16, an operand in no region this code knows or a read-only one. */
+static int mm_plan(lstate *S, lmod *m) {
+    const sins *I = &m->code[m->pc];
+    const int64_t *r = m->regs;
+    lmpu *P = &m->mpu;
+    if (!m->w_has) return 0;
+    int64_t dst = r[I->a], src = r[I->b], rows = r[I->c], k = m->w_k, n = m->w_n;
+    int64_t f32 = (I->imm & MMF_F32) != 0, acc = (I->imm & MMF_ACC) != 0;
+    if (rows <= 0 || rows > MM_MAX_ROWS || (acc && !f32)) return 0;
+    if (rows > S->mpu_small_m && !S->dgemm64 && !S->dgemm32) return 0;
+    int64_t osz = f32 ? 4 : 2;
+    int64_t sg = local_index(S, m->core, src, rows * k * 2);
+    int64_t dg = local_index(S, m->core, dst, rows * n * osz);
+    if (sg < 0 || dg < 0 || S->regions[dg].read_only || ((src - S->regions[sg].base) & 1))
+        return 0;
+    P->src = src, P->dst = dst, P->rows = rows, P->k = k, P->n = n, P->f32 = f32, P->acc = acc;
+    P->sreg = sg, P->dreg = dg;
+    /* reads: the source (and the destination of an accumulate), then the write */
+    P->rg[0][0] = src, P->rg[0][1] = src + rows * k * 2;
+    int64_t i = 1;
+    if (acc) P->rg[i][0] = dst, P->rg[i][1] = dst + rows * n * osz, i++;
+    P->nr = i;
+    P->rg[i][0] = dst, P->rg[i][1] = dst + rows * n * osz;
+    int64_t t = m->time > m->mpu_free ? m->time : m->mpu_free;
+    int64_t c = sb_conflict(S, m - S->mods, m->time, P->nr, 1, &P->rg[0][0]);
+    m->ready = t > c ? t : c;
+    return 1;
+}
+
+/* The MPU's cycles from `t` (`Emulator._unit_op`): 0 out of memory. */
+static int mpu_book(lstate *S, lmod *m, int64_t t, int64_t dur, int64_t nw) {
+    int64_t end = t + dur;
+    m->mpu_free = end;
+    m->busy_mpu += dur;
+    if (end > m->unit_end) m->unit_end = end;
+    return sb_add(S, m - S->mods, end, m->mpu.nr, nw, &m->mpu.rg[0][0]);
+}
+
+/* The mpu.ldw `m` planned, issued at `t`: the tile and its column statistics
+ * (`mpu_fast.weight`). 0: out of memory. */
+static int ldw_issue(lstate *S, lmod *m, int64_t t) {
+    const lmpu *P = &m->mpu;
+    if (!m->w_vals) {
+        m->w_vals = malloc(sizeof(uint16_t) * S->mpu_tk * S->mpu_tn);
+        m->w_cm = malloc(sizeof(double) * S->mpu_tn);
+        m->w_v = malloc(sizeof(double) * S->mpu_tn);
+        if (!m->w_vals || !m->w_cm || !m->w_v) return 0;
+    }
+    const lregion *g = &S->regions[P->sreg];
+    memcpy(m->w_vals, g->ptr + (P->src - g->base), P->k * P->n * 2);
+    double vmax;
+    m->w_finite = mpu_weight(m->w_vals, (int)P->k, (int)P->n, NULL, m->w_cm, m->w_v, &vmax);
+    m->w_vmax = vmax;
+    m->w_k = P->k, m->w_n = P->n, m->w_has = 1, m->w_gen++, m->w_f64_ok = 0;
+    return mpu_book(S, m, t, ceil_pos(P->k * P->n * 2, S->mpu_load_rate), 0);
+}
+
+typedef void (*dgemm64_fn)(int order, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                           double alpha, const double *a, int64_t lda, const double *b,
+                           int64_t ldb, double beta, double *c, int64_t ldc);
+typedef void (*dgemm32_fn)(int order, int ta, int tb, int m, int n, int k, double alpha,
+                           const double *a, int lda, const double *b, int ldb, double beta,
+                           double *c, int ldc);
+enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111 };
+
+/* The scratch arrays of a pass of `rows` rows. 0: out of memory. */
+static int mm_scratch(lstate *S, int64_t rows) {
+    if (rows <= S->mx_rows) return 1;
+    int64_t cap = S->mx_rows ? S->mx_rows : 2, tk = S->mpu_tk, tn = S->mpu_tn;
+    while (cap < rows) cap *= 2;
+    void *p[7] = {realloc(S->mx_a64, sizeof(double) * cap * tk),
+                  realloc(S->mx_rs, sizeof(double) * cap),
+                  realloc(S->mx_u, sizeof(double) * cap),
+                  realloc(S->mx_s, sizeof(double) * cap * tn),
+                  realloc(S->mx_out, sizeof(float) * cap * tn),
+                  realloc(S->mx_acc, sizeof(float) * cap * tn),
+                  realloc(S->mx_todo, sizeof(long) * cap * tn)};
+    /* (a failed realloc keeps its array: the ones that moved are kept either way) */
+    if (p[0]) S->mx_a64 = p[0];
+    if (p[1]) S->mx_rs = p[1];
+    if (p[2]) S->mx_u = p[2];
+    if (p[3]) S->mx_s = p[3];
+    if (p[4]) S->mx_out = p[4];
+    if (p[5]) S->mx_acc = p[5];
+    if (p[6]) S->mx_todo = p[6];
+    for (int i = 0; i < 7; i++)
+        if (!p[i]) return 0;
+    S->mx_rows = cap;
+    return 1;
+}
+
+int mm_commit(lstate *S, int64_t idx, int64_t t);
+
+/* The mpu.mm `m` planned, issued at `t` (`mpu_fast.matmul`: the f64 GEMM by `mpu_small` for
+ * few rows, else numpy's BLAS on the tile's f64 values; the proof; then `mm_commit`): 1 done,
+ * 0 elements the proof left to the exact path (nothing written yet: the Python settles them
+ * into mx_out and commits, LP_MMTODO), -1 out of memory. */
+static int mm_issue(lstate *S, lmod *m, int64_t t) {
+    const lmpu *P = &m->mpu;
+    int64_t M = P->rows, K = P->k, N = P->n;
+    if (!mm_scratch(S, M)) return -1;
+    const lregion *sg = &S->regions[P->sreg];
+    lregion *dg = &S->regions[P->dreg];
+    const uint16_t *a = (const uint16_t *)(sg->ptr + (P->src - sg->base));
+    char *dp = dg->ptr + (P->dst - dg->base);
+    mpu_rows(a, (int)M, (int)K, S->mx_a64, S->mx_rs, S->mx_u);
+    if (M <= S->mpu_small_m) {
+        mpu_small(S->mx_a64, (int)M, (int)K, m->w_vals, (int)N, S->mx_s);
+    } else {
+        if (!m->w_f64_ok) {
+            if (!m->w_f64 && !(m->w_f64 = malloc(sizeof(double) * S->mpu_tk * S->mpu_tn)))
+                return -1;
+            mpu_bf16_f64(m->w_vals, (long)(K * N), m->w_f64);
+            m->w_f64_ok = 1;
+        }
+        if (S->dgemm64)
+            ((dgemm64_fn)S->dgemm64)(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, M, N, K,
+                                     1.0, S->mx_a64, K, m->w_f64, N, 0.0, S->mx_s, N);
+        else
+            ((dgemm32_fn)S->dgemm32)(CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_NO_TRANS, (int)M,
+                                     (int)N, (int)K, 1.0, S->mx_a64, (int)K, m->w_f64, (int)N,
+                                     0.0, S->mx_s, (int)N);
+    }
+    if (P->acc) memcpy(S->mx_acc, dp, sizeof(float) * M * N);
+    long nt = mpu_finish(S->mx_s, (int)M, (int)K, (int)N, S->mx_rs, S->mx_u, m->w_cm, m->w_v,
+                         m->w_vmax, P->acc ? S->mx_acc : NULL, S->mx_out, S->mx_todo);
+    if (nt) {
+        S->mm_nt = nt, S->mm_m = M, S->mm_k = K, S->mm_n = N, S->mm_src = P->src;
+        S->mm_acc = P->acc;
+        return 0;
+    }
+    return mm_commit(S, m - S->mods, t) ? 1 : -1;
+}
+
+/* The result of module `idx`'s planned mpu.mm (mx_out, complete) into its destination,
+ * rounded to bf16 unless f32, and the MPU's cycles from `t`. 0: out of memory. */
+int mm_commit(lstate *S, int64_t idx, int64_t t) {
+    lmod *m = &S->mods[idx];
+    const lmpu *P = &m->mpu;
+    int64_t M = P->rows, K = P->k, N = P->n;
+    lregion *dg = &S->regions[P->dreg];
+    char *dp = dg->ptr + (P->dst - dg->base);
+    if (P->f32) {
+        memcpy(dp, S->mx_out, sizeof(float) * M * N);
+    } else {
+        for (int64_t i = 0; i < M * N; i++) {
+            uint32_t u;
+            memcpy(&u, &S->mx_out[i], 4);
+            uint16_t b = f32_to_bf16(u);
+            memcpy(dp + 2 * i, &b, 2);
+        }
+    }
+    if (dg->recycled) {
+        int64_t lo = P->dst - dg->base, hi = lo + M * N * (P->f32 ? 4 : 2);
+        if (lo < dg->lo) dg->lo = lo;
+        if (hi > dg->hi) dg->hi = hi;
+    }
+    S->macs += M * K * N;
+    return mpu_book(S, m, t, ceil_pos(M * K * N, S->mpu_mac_rate), 1);
+}
+
 /* ---- planning and the loop ---- */
 static inline int64_t qkey(const lmod *m) {
     const sins *I = &m->code[m->pc];
@@ -831,10 +1080,12 @@ static inline int64_t qkey(const lmod *m) {
 static int sched(lstate *S, lmod *m) {
     int k = (m->pc >= 0 && m->pc < m->n) ? m->ck[m->pc] : CK_PY;
     lvplan P;
-    int dma = k == CK_DMA || k == CK_DMA2D;
+    int dma = k == CK_DMA || k == CK_DMA2D, mpu = k == CK_LDW || k == CK_MM;
     if (m->pyonly ||
-        !(dma || k == CK_DMAWAIT || ((k == CK_QWAIT || k == CK_VPU) && m->core >= 0)) ||
-        (k == CK_VPU && !vpu_operands(S, m, &P)) || (dma && !dma_plan(S, m, k == CK_DMA2D))) {
+        !(dma || k == CK_DMAWAIT ||
+          ((k == CK_QWAIT || k == CK_VPU || (mpu && S->mpu_on)) && m->core >= 0)) ||
+        (k == CK_VPU && !vpu_operands(S, m, &P)) || (dma && !dma_plan(S, m, k == CK_DMA2D)) ||
+        (k == CK_LDW && !ldw_plan(S, m)) || (k == CK_MM && !mm_plan(S, m))) {
         S->idx = m - S->mods;
         return LP_SCHED;
     }
@@ -843,6 +1094,9 @@ static int sched(lstate *S, lmod *m) {
     if (dma) { /* m->ready: dma_plan's; popped, only the port's slots are planned again */
         m->external = 0;
         m->stable = 0;
+    } else if (mpu) { /* m->ready: ldw_plan's or mm_plan's */
+        m->external = 0;
+        m->stable = 1;
     } else if (k == CK_VPU) {
         int64_t t = m->time > m->vpu_free ? m->time : m->vpu_free;
         int64_t c = sb_conflict(S, m - S->mods, m->time, P.nr, 1, &P.rg[0][0]);
@@ -972,8 +1226,13 @@ int loop_run(lstate *S, int64_t after) {
         if (m->kind == CK_QWAIT) q_pop(S, qkey(m));
         else if (m->kind == CK_DMA || m->kind == CK_DMA2D) {
             if (!dma_issue(S, m, t)) return LP_NOMEM;
-        }
-        else if (m->kind == CK_VPU) {
+        } else if (m->kind == CK_LDW) {
+            if (!ldw_issue(S, m, t)) return LP_NOMEM;
+        } else if (m->kind == CK_MM) {
+            int ok = mm_issue(S, m, t);
+            if (ok < 0) return LP_NOMEM;
+            if (!ok) return LP_MMTODO; /* the Python settles, commits and retires it */
+        } else if (m->kind == CK_VPU) {
             lvplan P;
             /* the registers have not changed since it was planned: the same operands */
             if (!vpu_operands(S, m, &P) || !vpu_issue(m, &P)) return LP_PYEXEC;
