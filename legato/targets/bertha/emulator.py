@@ -911,8 +911,15 @@ class _LoopModule(Module):
 
     @plan.setter
     def plan(self, p) -> None:
+        """(and what `loop_wake` reads of it: its ready time, whether it is stable, its queue)"""
         self._plan = p
-        self._c.kind = CK_PY
+        c = self._c
+        c.kind = CK_PY
+        if p is None:
+            c.pyplan = 0
+        else:
+            c.ready, c.stable, c.pyplan = p.ready, p.stable, 1
+            c.queue = -1 if p.queue is None else _queue_key(p.queue)
 
     def conflict(self, reads, writes) -> int:
         """`Module.conflict` on the scoreboard in native/loop.c."""
@@ -996,6 +1003,12 @@ class _LoopWaiting:
         self._ps[idx].waiting = 0
 
 
+def _queue_key(key: tuple) -> int:
+    """native/loop.c's key of arrival queue (core, space, queue)."""
+    core, space, q = key
+    return (core * 16 + space) * 256 + q
+
+
 class _LoopQueues:
     """`Emulator.queues` (`arch.dma.ArrivalQueues` of completion times) while the compiled loop
     runs: native/loop.c's queues, key (core, space, queue)."""
@@ -1007,21 +1020,18 @@ class _LoopQueues:
         self._out = native.ffi.new("int64_t *")
 
     def push(self, key: tuple, end: int) -> None:
-        core, space, q = key
-        if not native.lib.q_push(self._s, (core * 16 + space) * 256 + q, end):
+        if not native.lib.q_push(self._s, _queue_key(key), end):
             raise MemoryError("the emulator's arrival queues")
 
     def head(self, key: tuple) -> int | None:
-        core, space, q = key
-        if native.lib.q_head(self._s, (core * 16 + space) * 256 + q, self._out):
+        if native.lib.q_head(self._s, _queue_key(key), self._out):
             return self._out[0]
         return None
 
     def pop(self, key: tuple) -> int:
         if self.head(key) is None:
             raise IndexError("pop from an empty queue")
-        core, space, q = key
-        return native.lib.q_pop(self._s, (core * 16 + space) * 256 + q)
+        return native.lib.q_pop(self._s, _queue_key(key))
 
 
 class _LoopPort:
@@ -1786,6 +1796,8 @@ class Emulator:
             1 if m.reg_ready or m.barrier_token is not None else 0,
             plan.ready,
             plan.external,
+            plan.stable,
+            -1 if plan.queue is None else _queue_key(plan.queue),
         ):
             raise MemoryError("the emulator's scheduler")
 

@@ -45,6 +45,7 @@ typedef struct {
     int64_t core;
     int64_t kind, ready, stable, external, queue;
     int64_t waiting;
+    int64_t pyplan;
     int64_t n;
     int64_t *regs;
     const sins *code;
@@ -114,7 +115,8 @@ int64_t sb_conflict2(const lstate *S, int64_t idx, int64_t time, int64_t r0, int
                      int64_t w0, int64_t w1);
 int sb_add2(lstate *S, int64_t idx, int64_t end, int64_t r0, int64_t r1, int64_t w0,
             int64_t w1);
-int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external, int64_t stable,
+              int64_t queue);
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
                 int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname);
 int loop_run(lstate *S, int64_t after);
@@ -124,7 +126,8 @@ void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t dma_busy_until, int64_t pyonly);
 int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
                   int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external);
+                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external,
+                  int64_t stable, int64_t queue);
 void port_touch(lstate *S, int64_t i);
 int64_t port_slot(const lstate *S, int64_t i, int64_t t, int64_t maxf);
 int port_admit(lstate *S, int64_t i, int64_t t, int64_t end);

@@ -98,6 +98,9 @@ typedef struct {
     /* the plan, when this code made it (kind != CK_PY): ready, stable, external, queue key */
     int64_t kind, ready, stable, external, queue;
     int64_t waiting; /* the reference's `Emulator._waiting` */
+    /* kind CK_PY: 1 when ready, stable and queue are those of the Python's plan (`loop_plan`,
+     * `_LoopModule.plan`), which `loop_wake` pushes again or moves on as `_wake_py` would */
+    int64_t pyplan;
     int64_t n;       /* program length */
     int64_t *regs;
     const sins *code;  /* scalar encodings; a qwait's space in `a`, its queue in `imm` */
@@ -296,19 +299,24 @@ void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
 
 /* `loop_put`, then `Emulator._schedule`'s bookkeeping of the plan the Python made (`loop_plan`
  * below) in the same call. */
-int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external);
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external, int64_t stable,
+              int64_t queue);
 
 int loop_put_plan(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
                   int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
-                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external) {
+                  int64_t dma_busy_until, int64_t pyonly, int64_t ready, int64_t external,
+                  int64_t stable, int64_t queue) {
     loop_put(S, idx, pc, time, halted, halt_time, count, vpu_free, dma_end, dma_busy_until,
              pyonly);
-    return loop_plan(S, idx, ready, external);
+    return loop_plan(S, idx, ready, external, stable, queue);
 }
 
-int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external) {
+/* (`stable`, `queue`: the plan's, its queue key or -1, for `loop_wake`) */
+int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external, int64_t stable,
+              int64_t queue) {
     lmod *m = &S->mods[idx];
     m->kind = CK_PY;
+    m->ready = ready, m->stable = stable, m->queue = queue, m->pyplan = 1;
     m->waiting = 0;
     if (ready >= LP_INF) {
         m->version++;
@@ -1158,8 +1166,10 @@ static int cont(lstate *S, lmod *m) {
     return sched(S, m);
 }
 
-/* `Emulator._wake` for the waiting modules whose plan this code made; the others' indices go
- * to wake_out for the Python (their count is returned; -1: out of memory). */
+/* `Emulator._wake` for the waiting modules whose plan this code made, and for those whose plan
+ * the Python made when it needs no planning again (a stable one is pushed again, a `qwait` on
+ * an empty queue moves its version); the others' indices go to wake_out for the Python (their
+ * count is returned; -1: out of memory). */
 long loop_wake(lstate *S) {
     long n = 0, out = 0;
     int64_t head;
@@ -1169,6 +1179,18 @@ long loop_wake(lstate *S) {
         lmod *m = &S->mods[S->wake_buf[j]];
         if (m->halted) continue;
         if (m->kind == CK_PY) {
+            /* `_wake_py`'s two cases that need no planning, here; the rest it plans */
+            if (m->pyplan) {
+                if (m->ready < LP_INF) {
+                    if (m->stable) {
+                        if (!loop_push(S, m - S->mods, m->ready)) return -1;
+                        continue;
+                    }
+                } else if (S->fast_wakes && m->queue >= 0 && !q_head(S, m->queue, &head)) {
+                    m->version++;
+                    continue;
+                }
+            }
             S->wake_out[out++] = S->wake_buf[j];
             continue;
         }

@@ -23,7 +23,7 @@
 
 enum { VDT_F32 = 0, VDT_BF16 = 1 };
 enum { VOP_ADD = 0, VOP_SUB = 1, VOP_MUL = 2, VOP_DIV = 3 };
-enum { VUN_COPY = 0, VUN_NEG = 1, VUN_ABS = 2, VUN_SQRT = 3 };
+enum { VUN_COPY = 0, VUN_NEG = 1, VUN_ABS = 2, VUN_SQRT = 3, VUN_RSQRT = 4 };
 enum { VBC_NONE = 0, VBC_SCALAR = 1, VBC_ROW = 2, VBC_COL = 3 };
 
 static inline float bits_f32(uint32_t u) {
@@ -138,10 +138,12 @@ int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const 
     return 0;
 }
 
-/* vpu.copy / neg / abs / sqrt dst[n] = op(x[n]) (copy, neg and abs go through f64, whose
- * round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`). */
+/* vpu.copy / neg / abs / sqrt / rsqrt dst[n] = op(x[n]) (copy, neg and abs go through f64,
+ * whose round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`; rsqrt is
+ * `numerics.rsqrt` in f64, 1 / sqrt(x), two IEEE operations, then rounded to f32: a NaN result
+ * is the NaN operand quieted, else (a negative operand) the default NaN). */
 int vpu_un(int op, int dt, long n, const void *x, void *out) {
-    if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_SQRT || n <= 0)
+    if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_RSQRT || n <= 0)
         return 1;
     long nb = n * dt_size(dt);
     int direct = !overlaps(out, nb, x, nb) || out == x;
@@ -152,6 +154,11 @@ int vpu_un(int op, int dt, long n, const void *x, void *out) {
         uint32_t u = load32(x, dt, i);
         if (op == VUN_SQRT) {
             uint32_t r = f32_bits(sqrtf(bits_f32(u)));
+            store32(dst, dt, i, is_nan_bits(r) ? nan_result(u, u, 0xffc00000u) : r);
+            continue;
+        }
+        if (op == VUN_RSQRT) {
+            uint32_t r = f32_bits((float)(1.0 / sqrt((double)bits_f32(u))));
             store32(dst, dt, i, is_nan_bits(r) ? nan_result(u, u, 0xffc00000u) : r);
             continue;
         }
