@@ -1609,7 +1609,7 @@ class Emulator:
             for pc, row in m.bounds.items():
                 if not 0 <= pc < len(ck) or m.pure[pc]:
                     continue
-                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D) and len(row) <= 4:
+                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM) and len(row) <= 4:
                     # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
                     flat = [len(row)]
                     for b in row:

@@ -892,8 +892,8 @@ static int64_t local_index(lstate *S, int64_t core, int64_t addr, int64_t n) {
 }
 
 /* `_plan_ldw` of `m`'s mpu.ldw into m->mpu and m->ready; 0 when it is the Python's: a trap
- * (top, a tile the MPU does not take, a source outside this core's mpu_buffer), a source in
- * no region this code knows. */
+ * (top, a tile the MPU does not take, a source outside this core's mpu_buffer, an operand
+ * outside its extent), a source in no region this code knows. */
 static int ldw_plan(lstate *S, lmod *m) {
     const sins *I = &m->code[m->pc];
     const int64_t *r = m->regs;
@@ -903,6 +903,10 @@ static int ldw_plan(lstate *S, lmod *m) {
     int64_t g = local_index(S, m->core, src, k * n * 2);
     if (g < 0 || S->regions[g].sname != S->mpubuf_space || ((src - S->regions[g].base) & 1))
         return 0;
+    if (m->bt) { /* (`access_spans`: the tile at a) */
+        int64_t span[4][2] = {{src, k * n * 2}, {0, 0}, {0, 0}, {0, 0}};
+        if (!bounds_ok(S, m, span)) return 0;
+    }
     P->src = src, P->k = k, P->n = n, P->sreg = g, P->nr = 1;
     P->rg[0][0] = src, P->rg[0][1] = src + k * n * 2;
     int64_t t = m->time > m->mpu_free ? m->time : m->mpu_free;
@@ -914,7 +918,8 @@ static int ldw_plan(lstate *S, lmod *m) {
 #define MM_MAX_ROWS ((int64_t)1 << 20) /* more: the Python's (the scratch would be huge) */
 
 /* `_plan_mm` of `m`'s mpu.mm into m->mpu and m->ready; 0 when it is the Python's: a trap
- * (top, no weight, a negative row count, an operand outside this core's local memory), the
+ * (top, no weight, a negative row count, an operand outside this core's local memory or its
+ * extent), the
  * weight is the Python's, no rows, more than mpu_small_m rows when numpy's BLAS was not
  * found, an accumulate into bf16, an operand in no region this code knows or a read-only one. */
 static int mm_plan(lstate *S, lmod *m) {
@@ -931,6 +936,10 @@ static int mm_plan(lstate *S, lmod *m) {
     int64_t dg = local_index(S, m->core, dst, rows * n * osz);
     if (sg < 0 || dg < 0 || S->regions[dg].read_only || ((src - S->regions[sg].base) & 1))
         return 0;
+    if (m->bt) { /* (`access_spans`: the destination at a, the source at b) */
+        int64_t span[4][2] = {{dst, rows * n * osz}, {src, rows * k * 2}, {0, 0}, {0, 0}};
+        if (!bounds_ok(S, m, span)) return 0;
+    }
     P->src = src, P->dst = dst, P->rows = rows, P->k = k, P->n = n, P->f32 = f32, P->acc = acc;
     P->sreg = sg, P->dreg = dg;
     /* reads: the source (and the destination of an accumulate), then the write */
