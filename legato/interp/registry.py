@@ -45,7 +45,9 @@ class ScalarArith(ArithFunctions):
         value = op.value
         if isinstance(value, IntegerAttr) and isinstance(value.type, IndexType):
             return (int_scalar(value.value.data, value.type, interpreter.index_bitwidth),)
-        return super().run_constant(interpreter, op, args)
+        # xDSL's own (its other integer and float constants are their attribute); the
+        # decorated method returns an OpImplResult
+        return super().run_constant(interpreter, op, args).values
 
     @impl(arith.AddiOp)
     def run_addi(self, interpreter: Interpreter, op: arith.AddiOp, args: PythonValues):
