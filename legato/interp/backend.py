@@ -37,7 +37,7 @@ from legato.interp.errors import InterpError, InvalidModuleError
 from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler
-from legato.targets.bertha import isa, vpu
+from legato.targets.bertha import isa, mpu_fast, vpu
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.targets.bertha.arch import debug, pim
 from legato.targets.bertha.arch.address_map import core_space_base
@@ -372,7 +372,7 @@ class BackendFunctions(InterpreterFunctions):
         acc = None
         if op.acc is not None:
             acc = self.mem.bytes(dst, rows * n * 4).view(np.float32).reshape(rows, n)
-        res = numerics.mpu_matmul(a, w, acc)
+        res = mpu_fast.matmul(a, w, acc)
         res = res if f32 else numerics.round_to(res, numerics.bfloat16)
         self.mem.bytes(dst, rows * n * osz)[:] = (
             np.ascontiguousarray(res).view(np.uint8).reshape(-1)

@@ -50,7 +50,7 @@ from legato.interp.machine import Machine, run_kernel_programs
 from legato.interp.memory import Buf, Memory, row_major_strides
 from legato.interp.registry import base_functions
 from legato.interp.scheduler import Scheduler
-from legato.targets.bertha import vpu
+from legato.targets.bertha import mpu_fast, vpu
 from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.address_map import core_space_base
 from legato.targets.bertha.arch.modules import core_id
@@ -376,7 +376,7 @@ class CoreFunctions(InterpreterFunctions):
                 op,
             )
         acc = (o2 if o2 is not None else o.reshape(-1, o.shape[-1])) if op.is_accumulate else None
-        r = numerics.mpu_matmul(a2, w, acc)
+        r = mpu_fast.matmul(a2, w, acc)
         out.write(self.memory, numerics.round_to(r, o.dtype).reshape(o.shape))
         if self.machine.hazards is not None:
             self._accesses(op, (x, out) if op.is_accumulate else (x,), (out,))

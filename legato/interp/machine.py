@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from xdsl.interpreter import Interpreter, InterpreterFunctions
 
+from legato import numerics
 from legato.dialects.legato import dtype_of_element_type
 from legato.interp.common import BoundArg, bind_args
 from legato.interp.errors import (
@@ -35,6 +36,7 @@ from legato.interp.errors import (
 )
 from legato.interp.memory import Memory
 from legato.interp.scheduler import Scheduler, StepListener
+from legato.targets.bertha import mpu_fast
 from legato.targets.bertha.abi import ArgLayout, ScalarSpec
 from legato.targets.bertha.arch import pim
 from legato.targets.bertha.arch.dma import ArrivalQueues
@@ -106,7 +108,7 @@ class Machine(HazardHooks):
     table_addr: int = 0
     # per (core, space, queue): who sent each arrival not yet consumed
     arrivals: ArrivalQueues = field(default_factory=ArrivalQueues)
-    mpu_weight: dict[int, np.ndarray] = field(default_factory=dict)
+    mpu_weight: dict[int, numerics.MpuWeight] = field(default_factory=dict)
     barriers: Barriers = field(default_factory=Barriers)
     semaphores: Semaphores = field(default_factory=Semaphores)
     num_programs: int = 0
@@ -225,9 +227,12 @@ class Machine(HazardHooks):
     # -- MPU ------------------------------------------------------------------------------
 
     def load_weight(self, core: int, w: np.ndarray) -> None:
-        self.mpu_weight[core] = np.array(w, copy=True)
+        """The tile `mpu.ldw` / `core.mpu_load_weight` loads: a copy, with the statistics every
+        pass over it reads computed once (`mpu_fast.weight`, the emulator's compiled helpers:
+        the same bits as `numerics.MpuWeight`)."""
+        self.mpu_weight[core] = mpu_fast.weight(np.asarray(w))
 
-    def weight(self, core: int, op) -> np.ndarray:
+    def weight(self, core: int, op) -> numerics.MpuWeight:
         if core not in self.mpu_weight:
             raise InterpError(f"core {core} runs a matmul before loading an MPU weight tile", op)
         return self.mpu_weight[core]

@@ -28,7 +28,6 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr, UnrealizedCon
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
     PatternRewriter,
     PatternRewriteWalker,
 )
@@ -46,6 +45,7 @@ from legato.transforms.lower_matmul import matmul_patterns
 from legato.transforms.lower_runtime import runtime_patterns
 from legato.transforms.lower_tensor_ops import tensor_patterns
 from legato.transforms.lowering_state import LoweringPattern, LoweringState
+from legato.transforms.pattern_dispatch import TypedPatternApplier
 
 
 class _KernelLowering(LoweringState):
@@ -58,16 +58,16 @@ class _KernelLowering(LoweringState):
         self._check_contexts()
         self._pair_transfers()
         walker = PatternRewriteWalker(
-            GreedyRewritePatternApplier(
+            # no dead-code elimination: a legato op nothing reads still computes (and costs):
+            # lower it, never drop it
+            TypedPatternApplier(
                 [
                     *data_movement_patterns(self),
                     *tensor_patterns(self),
                     *matmul_patterns(self),
                     *runtime_patterns(self),
                     RefuseUnlowered(self),
-                ],
-                # a legato op nothing reads still computes (and costs): lower it, never drop it
-                dce_enabled=False,
+                ]
             ),
             apply_recursively=False,
         )

@@ -72,37 +72,14 @@ def _loops(ops: list) -> list[tuple[int, int]]:
     return loops
 
 
-def _live_ranges(ops: list) -> dict[SSAValue, tuple[int, int]]:
-    """Half-step ranges [def output, last use input] (see the module docstring)."""
+def _liveness(ops: list) -> tuple[dict[SSAValue, tuple[int, int]], dict[SSAValue, list[int]]]:
+    """(ranges, uses) of the values `ops` define and read, in one pass over their operands
+    (an xDSL operand list costs more to read than what is done with it):
+    - ranges: half-step ranges [def output, last use input] (see the module docstring) of the
+      values `ops` define, in their program order (which breaks the allocator's ties);
+    - uses: each value's distinct use points (half steps), ascending."""
     loops = _loops(ops)
     ranges: dict[SSAValue, tuple[int, int]] = {}
-    # One pass in program order (a value is used after its definition): the ranges keep the
-    # results' program order, which breaks the allocator's ties.
-    for i, op in enumerate(ops):
-        for v in op.operands:
-            r = ranges.get(v)
-            if r is None:
-                continue
-            start, end = r
-            end = max(end, 2 * i)
-            # a value defined before a loop and used inside it lives to the loop's end
-            for head, tail in loops:
-                if start // 2 < head <= i <= tail:
-                    end = max(end, 2 * tail)
-            ranges[v] = (start, end)
-        for res in op.results:
-            ranges[res] = (2 * i + 1, 2 * i + 1)
-    return ranges
-
-
-def _pinned(t) -> bool:
-    """Whether `t` is an allocated register type (`RegType.is_allocated`, without the ABC
-    instance checks that made this test ~10% of the allocation)."""
-    return type(t) is be.RegType and type(t.index) is IntAttr
-
-
-def _use_points(ops: list) -> dict[SSAValue, list[int]]:
-    """Each value's distinct use points (half steps), ascending."""
     uses: dict[SSAValue, list[int]] = {}
     for i, op in enumerate(ops):
         x = 2 * i
@@ -112,7 +89,25 @@ def _use_points(ops: list) -> dict[SSAValue, list[int]]:
                 uses[v] = [x]
             elif us[-1] != x:  # ops come in order: a repeat is an operand used twice here
                 us.append(x)
-    return uses
+            r = ranges.get(v)
+            if r is None:
+                continue
+            start, end = r
+            end = max(end, x)
+            # a value defined before a loop and used inside it lives to the loop's end
+            for head, tail in loops:
+                if start // 2 < head <= i <= tail:
+                    end = max(end, 2 * tail)
+            ranges[v] = (start, end)
+        for res in op.results:
+            ranges[res] = (x + 1, x + 1)
+    return ranges, uses
+
+
+def _pinned(t) -> bool:
+    """Whether `t` is an allocated register type (`RegType.is_allocated`, without the ABC
+    instance checks that made this test ~10% of the allocation)."""
+    return type(t) is be.RegType and type(t.index) is IntAttr
 
 
 def _retype(v: SSAValue, r: be.RegType) -> None:
@@ -242,14 +237,21 @@ class BackendAllocateRegistersPass(ModulePass):
         return _SPILL
 
     def _candidates(
-        self, x: int, live, ranges, uses, program, spiller, taken: set
+        self, x: int, live, ranges, uses, program, spiller, taken: set, kinds=None
     ) -> list[tuple[tuple[int, int], SSAValue]]:
-        """Values live at half step `x` whose split lowers the pressure at `x`, best first."""
+        """Values live at half step `x` whose split lowers the pressure at `x`, best first.
+        `kinds`: the `_kind` of each value seen so far in this sweep (it changes only when a
+        split is made)."""
         out = []
         for v in live:
             if v in taken or _pinned(v.type):
                 continue
-            kind = self._kind(v, program, spiller)
+            if kinds is None:
+                kind = self._kind(v, program, spiller)
+            elif v in kinds:
+                kind = kinds[v]
+            else:
+                kind = kinds[v] = self._kind(v, program, spiller)
             if kind is None:
                 continue
             s, e = ranges[v]
@@ -320,10 +322,9 @@ class BackendAllocateRegistersPass(ModulePass):
                     block.insert_ops_before([inherit_location(o, u) for o in (ra, ld)], u)
                     v.replace_uses_with_if(ld.results[0], lambda use, u=u: use.operation is u)
 
-    def _pressure_victims(self, ops, ranges, fixed, npool, program, spiller) -> list:
+    def _pressure_victims(self, ranges, uses, fixed, npool, program, spiller) -> list:
         """Sweep the starts of the ranges; where more values are live than registers are free,
         choose values to split (all of one sweep at once)."""
-        uses = _use_points(ops)
         for v in ranges:
             uses.setdefault(v, [])
         # ties (results of one op, block arguments) break by the ranges' program order, never by
@@ -334,6 +335,7 @@ class BackendAllocateRegistersPass(ModulePass):
         heap: list[tuple[int, int, SSAValue]] = []
         live: dict[SSAValue, None] = {}
         taken: set[SSAValue] = set()
+        kinds: dict[SSAValue, int | None] = {}
         victims: list[SSAValue] = []
         for s, e, n, v in order:
             while heap and heap[0][0] < s:
@@ -344,7 +346,7 @@ class BackendAllocateRegistersPass(ModulePass):
             excess = len(live) + fixed(s) - npool
             if excess <= 0:
                 continue
-            cands = self._candidates(s, live, ranges, uses, program, spiller, taken)
+            cands = self._candidates(s, live, ranges, uses, program, spiller, taken, kinds)
             if len(cands) < excess:
                 raise _OutOfRegisters(s)
             for _, w in cands[:excess]:
@@ -360,7 +362,7 @@ class BackendAllocateRegistersPass(ModulePass):
         pool = list(be.RegType.allocatable_registers())
         for _ in range(10000):
             ops = list(program.body.block.ops)
-            ranges = _live_ranges(ops)
+            ranges, uses = _liveness(ops)
             fixed_busy: dict[int, list[tuple[int, int]]] = {}
             for v, (s, e) in ranges.items():
                 t = v.type
@@ -383,7 +385,7 @@ class BackendAllocateRegistersPass(ModulePass):
                 )
 
             try:
-                victims = self._pressure_victims(ops, ranges, fixed, len(pool), program, spiller)
+                victims = self._pressure_victims(ranges, uses, fixed, len(pool), program, spiller)
                 if victims:
                     self._split(victims, ops, program, spiller)
                     continue

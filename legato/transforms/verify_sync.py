@@ -106,6 +106,7 @@ class _Step:
     target: int | None = None
     reg: SSAValue | None = None
     per_core: tuple | None = None  # the register's value on each core (when loop-invariant)
+    reused: bool = False  # _SEND: its buffer is one more than one transfer fills
 
     def __post_init__(self):
         op = self.op
@@ -188,7 +189,8 @@ def _collect(block: Block, reused: set[str], own: dict, steps: list[_Step]) -> N
         for name in sorted({own[v] for v in op.operands if v in own}):
             steps.append(_Step(_TOUCH, op, buffer=name))
         if isinstance(op, core.DmaOp) and op.has_notify:
-            steps.append(_Step(_SEND, op, buffer=_buffer_name(op.dst)))
+            name = _buffer_name(op.dst)
+            steps.append(_Step(_SEND, op, buffer=name, reused=name in reused))
         elif isinstance(op, core.WaitQueueOp):
             steps.append(_Step(_RECV, op))
         elif isinstance(op, core.SemPostOp):
@@ -446,7 +448,17 @@ class _Proof:
                 self.havoc(inst, step.body, f"{step.op.name} at {line_of(step.op)}")
                 moved = True
                 continue
-            if not self.execute(inst, step):
+            kind = step.kind  # the common steps first, without `execute`'s dispatch
+            if kind == _SEND:
+                ok = self.send(inst, step)
+            elif kind == _RECV:
+                ok = self.receive(inst, step, self.relaxed and self.is_forced(inst, step))
+            elif kind == _TOUCH:
+                self.touch(inst, step)
+                ok = True
+            else:
+                ok = self.execute(inst, step)
+            if not ok:
                 inst.blocked = step
                 return moved
             inst.blocked = None
@@ -478,12 +490,7 @@ class _Proof:
     def execute(self, inst: _Instance, step: _Step) -> bool:
         """Run one step of `inst`; False when it blocks."""
         op = step.op
-        forced = (
-            self.relaxed
-            and bool(self.forced)
-            and self.forced[-1][0] is inst
-            and self.forced[-1][1] is step
-        )
+        forced = self.relaxed and self.is_forced(inst, step)
         if step.kind == _SEND:
             return self.send(inst, step)
         if step.kind == _RECV:
@@ -504,34 +511,49 @@ class _Proof:
             return True
         raise AssertionError(step.kind)
 
+    def is_forced(self, inst: _Instance, step: _Step) -> bool:
+        """Whether `step` of `inst` is the blocked wait `_diagnose` releases next."""
+        return bool(self.forced) and self.forced[-1][0] is inst and self.forced[-1][1] is step
+
+    # The steps below run once per event (~100k in a big kernel): the field reads and clock
+    # updates of `tick`, `join`, `snapshot`, `buffer` and `target` are inlined.
+
     def send(self, inst: _Instance, step: _Step) -> bool:
         op = step.op
-        space, q = step.key
-        target = self.target(inst, step)
+        target = step.target
         if target is None:
-            why = f"a dma at {line_of(op)} sends to a core computed at run time"
-            self.any_core_dynamic.setdefault((space, q), why)
-            return True
+            per_core = step.per_core
+            target = per_core[inst.core or 0] if per_core else self.target(inst, step)
+            if target is None:
+                why = f"a dma at {line_of(op)} sends to a core computed at run time"
+                self.any_core_dynamic.setdefault(step.key, why)
+                return True
         if not 0 <= target < self.n:
             raise SyncError(
                 op,
                 f"core.dma: notifies core {target}, out of range: the model has {self.n} cores "
                 f"(valid indices 0..{self.n - 1})",
             )
-        key = (target, space, q)
-        self.tick(inst)
-        reused = step.buffer in self.reused
+        key = (target, *step.key)
+        clock = inst.clock
+        if clock is not None:
+            clock[inst.index] += 1
+        reused = step.reused
         if reused:
             self.fill(inst, step, target)
-        self.sent.setdefault(key, []).append((op, inst))
-        self.queues.setdefault(key, deque()).append(
-            (op, inst, self.snapshot(inst), step.buffer if reused else "")
+        sent = self.sent.get(key)
+        if sent is None:
+            sent = self.sent[key] = []
+            self.queues[key] = deque()
+        sent.append((op, inst))
+        self.queues[key].append(
+            (op, inst, None if clock is None else clock.copy(), step.buffer if reused else "")
         )
         return True
 
     def fill(self, inst: _Instance, step: _Step, target: int) -> None:
         """A transfer into a reused receive buffer: the previous one must be done with."""
-        b = self.buffer(target, step.buffer)
+        b = self.buffers.get((target, step.buffer)) or self.buffer(target, step.buffer)
         op = step.op
         b.senders.add(inst.index)
         if b.unsettled or len(b.senders) > 1:
@@ -568,7 +590,7 @@ class _Proof:
         b.sent_op = op
 
     def touch(self, inst: _Instance, step: _Step) -> None:
-        b = self.buffer(inst.core, step.buffer)
+        b = self.buffers.get((inst.core, step.buffer)) or self.buffer(inst.core, step.buffer)
         if b.unsettled or len(b.senders) > 1:
             return
         if b.filled > b.consumed and b.consumed and not self.relaxed:
@@ -579,25 +601,32 @@ class _Proof:
                 f"{b.consumed} at {line_of(step.op)}: it can overwrite the buffer while it is "
                 "in use (wait for a signal the receiver sends after that use)",
             )
-        self.tick(inst)
-        b.last_touch = (inst.index, inst.clock[inst.index]) if self.track else None
+        clock = inst.clock
+        if clock is not None:
+            clock[inst.index] += 1
+            b.last_touch = (inst.index, clock[inst.index])
+        else:
+            b.last_touch = None
         b.touch_op = step.op
 
     def receive(self, inst: _Instance, step: _Step, forced: bool) -> bool:
         op = step.op
         key = (inst.core, *step.key)
-        why = self.queue_dynamic(key)
+        why = self.queue_dynamic(key) if self.dynamic or self.any_core_dynamic else None
         pending = self.queues.get(key)
         if pending:
             sender_op, _sender, clock, buf = pending.popleft()
             self.taken[key] = self.taken.get(key, 0) + 1
-            self.join(inst, clock)
-            self.tick(inst)
+            own = inst.clock
+            if own is not None:
+                if clock is not None:
+                    np.maximum(own, clock, out=own)
+                own[inst.index] += 1
             if buf:
-                b = self.buffer(inst.core, buf)
+                b = self.buffers.get((inst.core, buf)) or self.buffer(inst.core, buf)
                 b.consumed += 1
-                if self.track:
-                    b.last_touch = (inst.index, inst.clock[inst.index])
+                if own is not None:
+                    b.last_touch = (inst.index, own[inst.index])
                 b.touch_op = op
             if why is not None:
                 self.settle_later(op, f"{key[1]} queue {key[2]}: {why}")
