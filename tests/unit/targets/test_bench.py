@@ -143,7 +143,7 @@ def test_interp_throughput_reports_every_executor():
     rows = [line.split("|")[1:-1] for line in res.stdout.splitlines() if line.startswith("| add")]
     assert [r[1].strip() for r in rows] == ["legato", "core", "backend", "emulator"]
     for r in rows:
-        ops, rate = int(r[3]), float(r[4])
+        ops, rate = int(r[4]), float(r[5])  # kernel, executor, wall, CPU, ops, ops/CPU s
         assert ops > 0 and rate > 0
     totals = [
         line for line in res.stdout.splitlines() if " ops/s" in line and "over 1 kernels" in line
