@@ -102,6 +102,27 @@ def where_causal_bf16(
 
 
 @legato.compile(backend=bertha)
+def where_causal_dynamic_f32(
+    c: T().tensor_type(I1, [1, 1, 8, (-1, 32)], "shared_dram"),
+    x: T().tensor_type(F32, [2, 4, 8, (-1, 32)], "shared_dram"),
+    out: T().tensor_type(F32, [2, 4, 8, (-1, 32)], "shared_dram"),
+):
+    """torch.where(c, x, -inf) with a key length known at run time (a dynamic decode graph):
+    the 1.0 / 0.0 mask is made from zeros filled flat at the bound and viewed at c's runtime
+    element count (`aten._zeros_like_cond`)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(c, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(x, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        c = legato.tensor.receive(c, 0, "sram")
+        x = legato.tensor.receive(x, 1, "sram")
+        shape = (1, 1, 8, (-1, 32))
+        y = where_broadcast(c, x, float("-inf"), shape, shape, F32)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
 def sum_dims13_bf16(
     x: T().tensor_type(BF16, [2, 3, 4, 16], "shared_dram"),
     out: T().tensor_type(BF16, [2, 1, 4, 1], "shared_dram"),
@@ -191,6 +212,13 @@ def _where_causal_args(rng):
     return [c, x, np.zeros((2, 4, 8, 16), ml_dtypes.bfloat16)]
 
 
+def _where_dynamic_args(rng):
+    c = np.tril(np.ones((8, 13), bool), 5)[None, None]
+    c[0, 0, 2, :4] = False
+    x = rng.standard_normal((2, 4, 8, 13)).astype(np.float32)
+    return [c, x, np.zeros((2, 4, 8, 13), np.float32)]
+
+
 def _pow_args(dtype, scale=2.0):
     def make(rng):
         x = (rng.standard_normal((4, 64)) * scale).astype(np.float32)
@@ -252,6 +280,15 @@ TORCH_OP_CORPUS = [
         name="where_causal_broadcast_bf16",
         mlir=where_causal_bf16.to_mlir(debuginfo=False),
         make_args=_where_causal_args,
+        reference=lambda ins: [torch.where(ins[0], ins[1], float("-inf"))],
+        outputs=(2,),
+        atol=0.0,
+        rtol=0.0,
+    ),
+    CorpusKernel(
+        name="where_causal_dynamic_length_f32",
+        mlir=where_causal_dynamic_f32.to_mlir(debuginfo=False),
+        make_args=_where_dynamic_args,
         reference=lambda ins: [torch.where(ins[0], ins[1], float("-inf"))],
         outputs=(2,),
         atol=0.0,

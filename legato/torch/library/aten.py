@@ -1190,26 +1190,55 @@ def where_broadcast(cond, a, b, cshape, padded, ty):
     bool, or a comparison's float mask) is first made a 1.0 / 0.0 mask of the result's dtype
     at its own shape (`cshape`, reshaped to `padded`, the result's rank), which the select
     broadcasts."""
-    zeros = legato.tensor.full(cshape, 0.0, ty)
-    m = legato.tensor.reshape(legato.tensor.where(cond, 1.0, zeros), padded)
+    zeros = _zeros_like_cond(cond, cshape, ty)
+    m = legato.tensor.where(cond, 1.0, zeros)
+    if len(padded) > len(cshape):
+        m = legato.tensor.reshape(m, padded)
     return legato.tensor.where(m, a, b)
+
+
+@legato.function
+def _zeros_like_cond(cond, cshape, ty):
+    """Zeros of the condition's shape `cshape` (a DSL shape, at most one dynamic dim): a
+    dynamic one is filled flat at the bound, viewed at the runtime element count (a prefix of
+    the outermost dim, contiguous) and reshaped (`legato.tensor.full` takes static shapes)."""
+    if _dynamic_dim(cshape) is None:
+        return legato.tensor.full(cshape, 0.0, ty)
+    d, rest = _dynamic_dim(cshape), _static_count(cshape)
+    flat = legato.tensor.full((rest * cshape[d][1],), 0.0, ty)
+    return legato.tensor.reshape(flat[0 : cond.size(d) * rest], cshape)
+
+
+def _dynamic_dim(shape):
+    """Compile-time helper: the index of the dynamic `(-1, bound)` dim of a DSL shape, or None."""
+    dyn = [i for i, n in enumerate(shape) if not isinstance(n, int)]
+    return dyn[0] if dyn else None
+
+
+def _static_count(shape):
+    """Compile-time helper: the product of the static dims of a DSL shape."""
+    return math.prod(n for n in shape if isinstance(n, int))
 
 
 def _select_impl(node, ctx, c, a, b, dt, what):
     """The where / masked_fill implementation selecting a where `c` else b: the plain select
-    when the bool `c` has the result's shape, else `where_broadcast` (a static condition)."""
+    when the bool `c` has the result's shape, else `where_broadcast` (a condition with at most
+    one dynamic dim)."""
     tc, out = val(c), tuple(val(node).shape)
     assert tc.dtype == torch.bool, f"{what} with a {tc.dtype} condition"
     ctx.probe("where", dt)
     if tuple(tc.shape) == out:
         return Impl(where, (c, a, b))
-    _static_shape(tc, f"{what} with a broadcast condition")
     ctx.probe("constant", dt)
     ctx.probe("reshape", dt)
-    padded = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    cshape = _dims(ctx, tc.shape)
+    padded = (1,) * (len(out) - tc.dim()) + cshape
+    assert sum(not isinstance(n, int) for n in tc.shape) <= 1, (
+        f"{what} with a broadcast condition of several dynamic dims"
+    )
     return Impl(
         where_broadcast,
-        (c, a, b, tuple(tc.shape), padded, _legato_float(dt)),
+        (c, a, b, cshape, padded, _legato_float(dt)),
         name=f"{what} (a condition {list(tc.shape)} broadcast to {list(out)})",
     )
 
