@@ -1015,6 +1015,14 @@ def resolve_select(node, ctx):
     return Impl(select_dim, (x, dim, index + size if index < 0 else index))
 
 
+def _whole_dim(node, x, dim) -> bool:
+    """The slice `node` of `x` along `dim` keeps all of it (step 1, sizes provably equal)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    step = node.args[4] if len(node.args) > 4 else 1
+    return step == 1 and statically_known_true(val(node).shape[dim] == val(x).shape[dim])
+
+
 @register(aten.slice.Tensor)
 def resolve_slice(node, ctx):
     x = node.args[0]
@@ -1027,7 +1035,11 @@ def resolve_slice(node, ctx):
     for v in (start, end, step):
         assert v is None or isinstance(v, int), "slice bounds must be static"
     assert isinstance(step, int) and step >= 1, f"slice with step {step}"
-    assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
+    if not isinstance(val(x).shape[dim], int) and _whole_dim(node, x, dim):
+        # Gemma2's sliding window keeps `k[:, :, -63:]` of a cache that dynamo guards to be
+        # at most that long: the slice is the whole dim
+        return Impl(identity, (x,), name="slice of a whole dynamic dim (the same tensor)")
+    assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim (not all of it)"
     ctx.probe("slice", dt)
     size = val(x).shape[dim]
     if step == 1:
