@@ -1134,7 +1134,9 @@ class LegatoGraphWrapper:
                 # parameter version and kept with the compiled graph (`PreparedOnce`)
                 decisions[src] = NodeDecision(None, PREPARED_ON_HOST)
                 continue
-            if all(a.op == "placeholder" for a in src.all_input_nodes):
+            if mem == "mpu_weight" and all(a.op == "placeholder" for a in src.all_input_nodes):
+                # (an f32 matmul's transposed graph input stays in its kernel: transposed on
+                # the chip, not split from it)
                 decisions[src] = NodeDecision(
                     None,
                     f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
