@@ -1330,6 +1330,30 @@ def _static_count(shape):
     return math.prod(n for n in shape if isinstance(n, int))
 
 
+def _dynamic_condition_checks(tc, out, what):
+    """Asserts that a broadcast condition with a dynamic dim broadcasts as the compiler does it
+    then: one dynamic dim, broadcast along static result dims only, each before or after all
+    of the condition's other dims (HF's [1, 1, S, ?T] against [B, H, S, ?T]; [1, ?T, 1]
+    against [B, ?T, D]); a broadcast between them would be a strided copy along the dynamic
+    dim."""
+    assert sum(not isinstance(n, int) for n in tc.shape) <= 1, (
+        f"{what} with a broadcast condition of several dynamic dims"
+    )
+    cs = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    # (sizes compared as ints only: a SymInt comparison would add a guard)
+    one = [type(c) is int and c == 1 for c in cs]
+    bcast = [i for i, o in enumerate(out) if one[i] and not (type(o) is int and o == 1)]
+    assert all(isinstance(out[i], int) for i in bcast), (
+        f"{what} with a dynamic condition {list(tc.shape)} broadcast along a dynamic dim of "
+        f"{list(out)}"
+    )
+    held = [i for i in range(len(cs)) if not one[i]]
+    assert all(i < min(held) or i > max(held) for i in bcast), (
+        f"{what} with a dynamic condition {list(tc.shape)} broadcast between its dims to "
+        f"{list(out)} (a strided copy along the dynamic dim)"
+    )
+
+
 def _select_impl(node, ctx, c, a, b, dt, what):
     """The where / masked_fill implementation selecting a where `c` else b: the plain select
     when the bool `c` has the result's shape, else `where_broadcast` (a condition with at most
@@ -1343,9 +1367,8 @@ def _select_impl(node, ctx, c, a, b, dt, what):
     ctx.probe("reshape", dt)
     cshape = _dims(ctx, tc.shape)
     padded = (1,) * (len(out) - tc.dim()) + cshape
-    assert sum(not isinstance(n, int) for n in tc.shape) <= 1, (
-        f"{what} with a broadcast condition of several dynamic dims"
-    )
+    if any(not isinstance(n, int) for n in tc.shape):
+        _dynamic_condition_checks(tc, out, what)
     return Impl(
         where_broadcast,
         (c, a, b, cshape, padded, _legato_float(dt)),

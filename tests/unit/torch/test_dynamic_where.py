@@ -21,6 +21,11 @@ CASES = {
         lambda n: (4, n),
         lambda n: (2, 3, 4, n),
     ),
+    "where_decode_row": (
+        lambda x, m: torch.where(m, x * 2, x),
+        lambda n: (1, 1, 1, n),
+        lambda n: (1, 4, 1, n),
+    ),
     "masked_fill_inf": (
         lambda x, m: (x * 2).masked_fill(m, float("-inf")),
         lambda n: (1, n, 1),
@@ -64,3 +69,24 @@ def test_two_dynamic_dims_in_a_broadcast_condition_run_eagerly():
             assert torch.equal(g(x, m), f(x, m))
     s = lt.last_summary()
     assert any("several dynamic dims" in e.reason for e in s.extern), str(s)
+
+
+@pytest.mark.parametrize(
+    ("cshape", "xshape", "why"),
+    [
+        ((1, "n"), ("n", "n"), "broadcast along a dynamic dim"),
+        ((2, 1, "n"), (2, 3, "n"), "broadcast between its dims"),
+    ],
+)
+def test_dynamic_conditions_the_compiler_does_not_broadcast_are_refused(cshape, xshape, why):
+    """Refused by the resolver with the reason, not a kernel that then fails to compile."""
+    f = lambda x, m: x.masked_fill(m, 0.5)  # noqa: E731 - a test case
+    g = torch.compile(f, backend="legato")
+    with torch.no_grad():
+        for n in (5, 7):
+            x = torch.randn(*(n if d == "n" else d for d in xshape))
+            m = torch.rand(*(n if d == "n" else d for d in cshape)) > 0.5
+            assert torch.equal(g(x, m), f(x, m))
+    s = lt.last_summary()
+    assert any(why in e.reason and "resolver refused" in e.reason for e in s.extern), str(s)
+    assert not any("kernel failed" in e.reason for e in s.extern), str(s)
