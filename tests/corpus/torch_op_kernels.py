@@ -14,7 +14,13 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.aten import compare_bool, mul_by_mask, reduce_dims, where_broadcast
+from legato.torch.library.aten import (
+    compare_bool,
+    mul_by_mask,
+    reduce_dims,
+    reduce_seq,
+    where_broadcast,
+)
 from legato.torch.library.composite import pow_of_number, pow_scalar
 
 BF16 = legato.types.float("bfloat16")
@@ -119,6 +125,38 @@ def where_causal_dynamic_f32(
         x = legato.tensor.receive(x, 1, "sram")
         shape = (1, 1, 8, (-1, 32))
         y = where_broadcast(c, x, float("-inf"), shape, shape, F32)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def mean_dynamic_dims12_f32(
+    x: T().tensor_type(F32, [2, (-1, 16), 8], "shared_dram"),
+    out: T().tensor_type(F32, [2], "shared_dram"),
+):
+    """x.mean((1, 2)) with dim 1 known at run time (`aten.reduce_seq`: dim 2, then dim 1,
+    one f32 division by 8 * the runtime length, that length a sum of ones on the chip)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        y = reduce_seq(x, "mean", (2, 1), False, (8, 1, 16), None)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def sum_dynamic_all_keepdim_bf16(
+    x: T().tensor_type(BF16, [(-1, 16), 4, 8], "shared_dram"),
+    out: T().tensor_type(BF16, [1, 1, 1], "shared_dram"),
+):
+    """x.sum(keepdim=True) of a dynamic-length bf16 x (`aten.reduce_seq`: every dim in f32,
+    the last keeping its dim, rounded once, reshaped to the keepdim shape)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        y = reduce_seq(x, "sum", (2, 1, 0), True, (32, None, None), (1, 1, 1))
         legato.tensor.memcpy(out, y)
 
 
@@ -293,6 +331,28 @@ TORCH_OP_CORPUS = [
         outputs=(2,),
         atol=0.0,
         rtol=0.0,
+    ),
+    CorpusKernel(
+        name="mean_dynamic_dims12_f32",
+        mlir=mean_dynamic_dims12_f32.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            rng.standard_normal((2, 11, 8)).astype(np.float32),
+            np.zeros((2,), np.float32),
+        ],
+        reference=lambda ins: [ins[0].mean((1, 2))],
+        outputs=(1,),
+        rtol=1e-5,
+        atol=1e-6,
+    ),
+    CorpusKernel(
+        name="sum_dynamic_all_keepdim_bf16",
+        mlir=sum_dynamic_all_keepdim_bf16.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _bf16(rng, (13, 4, 8)),
+            np.zeros((1, 1, 1), ml_dtypes.bfloat16),
+        ],
+        reference=lambda ins: [ins[0].float().sum().reshape(1, 1, 1)],
+        outputs=(1,),
     ),
     CorpusKernel(
         name="pow_int_neg5_f32",
