@@ -90,6 +90,72 @@ def _prepared(src):
     return kernelgen.Layout(w, prepare, tuple(v.shape), v.dtype, "shared_dram", fold=(src,))
 
 
+_TRANSPOSES = {torch.ops.aten.t.default, torch.ops.aten.transpose.int}
+PREPARED_ON_HOST = "prepared on the host once per parameter version (kept with the graph)"
+
+
+def _prepared_on_host(src) -> bool:
+    """`src` is one transpose of one parameter that other nodes read too (a tied LM head's
+    t(W), which `_prepared` does not take: the kernel's input is the parameter itself), has a
+    static shape and is read by nodes only (not returned): it is computed by a `PreparedOnce`
+    module, on the host, once per parameter version."""
+    ins = src.all_input_nodes
+    v = src.meta.get("val")
+    return (
+        src.target in _TRANSPOSES
+        and len(ins) == 1
+        and ins[0].op == "placeholder"
+        and bool(ins[0].meta.get(kernelgen.PARAM_META))
+        and isinstance(v, torch.Tensor)
+        and all(isinstance(d, int) for d in v.shape)
+        and all(u.op != "output" for u in src.users)
+    )
+
+
+class PreparedOnce(torch.nn.Module):
+    """Computes the node `target(*args)` from parameters on the first call and again only when
+    a parameter's storage changes (data_ptr, `_version`, shape, dtype), and returns the kept
+    contiguous result otherwise: a weight prepared once per compiled graph instead of per call
+    (a tied LM head's t(W): an eager transpose on every call in bf16, an on-chip transpose of
+    the whole weight in f32 before). `count`: how often it was made."""
+
+    def __init__(self, target, args, kwargs, inputs):
+        super().__init__()
+        self.target, self.args, self.kwargs = target, args, kwargs
+        self.inputs = inputs  # the names of the input nodes, in forward's argument order
+        self.count = 0
+        self._key = None
+        self._value = None
+
+    def forward(self, *params):
+        key = tuple((p.data_ptr(), p._version, tuple(p.shape), p.dtype) for p in params)
+        if key != self._key:
+            env = dict(zip(self.inputs, params))
+            args = torch.fx.node.map_arg(self.args, lambda n: env[n.name])
+            kwargs = torch.fx.node.map_arg(self.kwargs, lambda n: env[n.name])
+            with torch.no_grad():
+                self._value = self.target(*args, **kwargs).contiguous()
+            self._key = key
+            self.count += 1
+        return self._value
+
+
+def _install_prepared(fused, names) -> None:
+    """Replace the nodes of `fused` named `names` by calls of a `PreparedOnce` each."""
+    for node in list(fused.graph.nodes):
+        if node.op != "call_function" or node.name not in names:
+            continue
+        ins = node.all_input_nodes
+        mod = PreparedOnce(node.target, node.args, node.kwargs, [a.name for a in ins])
+        target = f"prepared_{node.name}"
+        fused.add_submodule(target, mod)
+        with fused.graph.inserting_before(node):
+            new = fused.graph.call_module(target, tuple(ins))
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        fused.graph.erase_node(node)
+
+
 def _taken(impl) -> list:
     """The nodes an spmd implementation takes over: its folded nodes and the nodes it computes
     and writes itself (`Impl.writes`); none of them runs on its own."""
@@ -1042,9 +1108,13 @@ class LegatoGraphWrapper:
                 )
             return
         for pos, mem in d.impl.memory.items():
-            if mem != "mpu_weight":
-                continue
             src = d.impl.args[pos]
+            # an MPU weight, or a transposed weight an f32 matmul reads from sram (the
+            # kernel would transpose it on the chip on every call)
+            if mem != "mpu_weight" and not (
+                mem == "sram" and isinstance(src, torch.fx.Node) and src.target in _TRANSPOSES
+            ):
+                continue
             pd = decisions.get(src)
             if pd is None or pd.impl is None or _folded_impl(pd.impl):
                 continue
@@ -1059,7 +1129,14 @@ class LegatoGraphWrapper:
                     None,
                 )
                 continue
-            if all(a.op == "placeholder" for a in src.all_input_nodes):
+            if _prepared_on_host(src):
+                # a tied weight (t(W) of a W other nodes read too): made on the host once per
+                # parameter version and kept with the compiled graph (`PreparedOnce`)
+                decisions[src] = NodeDecision(None, PREPARED_ON_HOST)
+                continue
+            if mem == "mpu_weight" and all(a.op == "placeholder" for a in src.all_input_nodes):
+                # (an f32 matmul's transposed graph input stays in its kernel: transposed on
+                # the chip, not split from it)
                 decisions[src] = NodeDecision(
                     None,
                     f"prepares the MPU weight of {node.name} ({_op_name(node)}) "
@@ -1450,6 +1527,7 @@ class LegatoGraphWrapper:
             if not retry:
                 break
         in_partition = {n for p in partitions for n in p.nodes}
+        prepared: set = set()
         for node in gm.graph.nodes:
             if node.op != "call_function" or node.target in _BOOKKEEPING:
                 continue
@@ -1462,6 +1540,11 @@ class LegatoGraphWrapper:
                 continue
             if node in self.host_index:
                 self.summary.host.append(f"{node.name}: {_op_name(node)} (index arithmetic)")
+                continue
+            d = self.decisions.get(node)
+            if node not in in_partition and d is not None and d.reason == PREPARED_ON_HOST:
+                self.summary.host.append(f"{node.name}: {_op_name(node)} ({PREPARED_ON_HOST})")
+                prepared.add(node.name)
                 continue
             if node not in in_partition:
                 d = self.decisions.get(node)
@@ -1509,6 +1592,7 @@ class LegatoGraphWrapper:
                     [(self.decisions[n].impl.fn, n) for n in nodes if n.target not in _BOOKKEEPING],
                 ),
             )
+        _install_prepared(fused, prepared)
         fused.recompile()
         return fused
 

@@ -14,7 +14,13 @@ import torch
 import legato
 from legato.interp.differential import CorpusKernel
 from legato.model import bertha
-from legato.torch.library.aten import compare_bool, mul_by_mask, reduce_dims, where_broadcast
+from legato.torch.library.aten import (
+    compare_bool,
+    mul_by_mask,
+    reduce_dims,
+    reduce_seq,
+    where_broadcast,
+)
 from legato.torch.library.composite import pow_of_number, pow_scalar
 
 BF16 = legato.types.float("bfloat16")
@@ -98,6 +104,59 @@ def where_causal_bf16(
         c = legato.tensor.receive(c, 0, "sram")
         x = legato.tensor.receive(x, 1, "sram")
         y = where_broadcast(c, x, float("-inf"), (2, 1, 8, 16), (2, 1, 8, 16), BF16)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def where_causal_dynamic_f32(
+    c: T().tensor_type(I1, [1, 1, 8, (-1, 32)], "shared_dram"),
+    x: T().tensor_type(F32, [2, 4, 8, (-1, 32)], "shared_dram"),
+    out: T().tensor_type(F32, [2, 4, 8, (-1, 32)], "shared_dram"),
+):
+    """torch.where(c, x, -inf) with a key length known at run time (a dynamic decode graph):
+    the 1.0 / 0.0 mask is made from zeros filled flat at the bound and viewed at c's runtime
+    element count (`aten._zeros_like_cond`)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(c, device.get_core(0), "sram", 0)
+        legato.tensor.request_load(x, device.get_core(0), "sram", 1)
+    with device.get_core(0):
+        c = legato.tensor.receive(c, 0, "sram")
+        x = legato.tensor.receive(x, 1, "sram")
+        shape = (1, 1, 8, (-1, 32))
+        y = where_broadcast(c, x, float("-inf"), shape, shape, F32)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def mean_dynamic_dims12_f32(
+    x: T().tensor_type(F32, [2, (-1, 16), 8], "shared_dram"),
+    out: T().tensor_type(F32, [2], "shared_dram"),
+):
+    """x.mean((1, 2)) with dim 1 known at run time (`aten.reduce_seq`: dim 2, then dim 1,
+    one f32 division by 8 * the runtime length, that length a sum of ones on the chip)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        y = reduce_seq(x, "mean", (2, 1), False, (8, 1, 16), None)
+        legato.tensor.memcpy(out, y)
+
+
+@legato.compile(backend=bertha)
+def sum_dynamic_all_keepdim_bf16(
+    x: T().tensor_type(BF16, [(-1, 16), 4, 8], "shared_dram"),
+    out: T().tensor_type(BF16, [1, 1, 1], "shared_dram"),
+):
+    """x.sum(keepdim=True) of a dynamic-length bf16 x (`aten.reduce_seq`: every dim in f32,
+    the last keeping its dim, rounded once, reshaped to the keepdim shape)."""
+    device = legato.get_context().get_device()
+    with device.get_top():
+        legato.tensor.request_load(x, device.get_core(0), "sram")
+    with device.get_core(0):
+        x = legato.tensor.receive(x, 0, "sram")
+        y = reduce_seq(x, "sum", (2, 1, 0), True, (32, None, None), (1, 1, 1))
         legato.tensor.memcpy(out, y)
 
 
@@ -191,6 +250,13 @@ def _where_causal_args(rng):
     return [c, x, np.zeros((2, 4, 8, 16), ml_dtypes.bfloat16)]
 
 
+def _where_dynamic_args(rng):
+    c = np.tril(np.ones((8, 13), bool), 5)[None, None]
+    c[0, 0, 2, :4] = False
+    x = rng.standard_normal((2, 4, 8, 13)).astype(np.float32)
+    return [c, x, np.zeros((2, 4, 8, 13), np.float32)]
+
+
 def _pow_args(dtype, scale=2.0):
     def make(rng):
         x = (rng.standard_normal((4, 64)) * scale).astype(np.float32)
@@ -256,6 +322,37 @@ TORCH_OP_CORPUS = [
         outputs=(2,),
         atol=0.0,
         rtol=0.0,
+    ),
+    CorpusKernel(
+        name="where_causal_dynamic_length_f32",
+        mlir=where_causal_dynamic_f32.to_mlir(debuginfo=False),
+        make_args=_where_dynamic_args,
+        reference=lambda ins: [torch.where(ins[0], ins[1], float("-inf"))],
+        outputs=(2,),
+        atol=0.0,
+        rtol=0.0,
+    ),
+    CorpusKernel(
+        name="mean_dynamic_dims12_f32",
+        mlir=mean_dynamic_dims12_f32.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            rng.standard_normal((2, 11, 8)).astype(np.float32),
+            np.zeros((2,), np.float32),
+        ],
+        reference=lambda ins: [ins[0].mean((1, 2))],
+        outputs=(1,),
+        rtol=1e-5,
+        atol=1e-6,
+    ),
+    CorpusKernel(
+        name="sum_dynamic_all_keepdim_bf16",
+        mlir=sum_dynamic_all_keepdim_bf16.to_mlir(debuginfo=False),
+        make_args=lambda rng: [
+            _bf16(rng, (13, 4, 8)),
+            np.zeros((1, 1, 1), ml_dtypes.bfloat16),
+        ],
+        reference=lambda ins: [ins[0].float().sum().reshape(1, 1, 1)],
+        outputs=(1,),
     ),
     CorpusKernel(
         name="pow_int_neg5_f32",

@@ -281,6 +281,93 @@ def reduce_dims(x, op, perm, flat, axis, shape):
     return legato.tensor.reshape(r, shape)
 
 
+@legato.function
+def reduce_seq(x, op, dims, wide, count, shape):
+    """`op` over the dims of a tensor with dynamic dims, one dim at a time (a reduction over a
+    dynamic dim takes no merge with another): `dims` the index of each in the tensor left by
+    the reductions before it (`_reduction_order`); sums and means of a bf16 x (`wide`) in
+    f32, rounded once; a mean divides the f32 sum once by the element count, `count` = (static count, dynamic dim or None, its bound);
+    `shape`: the result's when it is not the reductions' (keepdim's 1s, or 0-d)."""
+    y = legato.tensor.cast(x, legato.types.float("float32")) if wide else x
+    for i in legato.static_range(len(dims)):
+        # the last reduction of all dims keeps its dim: a 0-d result is a reshape
+        last = i == len(dims) - 1 and len(dims) == x.ndim
+        y = reduce(y, "sum" if op == "mean" else op, dims[i], last)
+    if op == "mean":
+        if count[1] is None:
+            y = y / float(count[0])
+        else:
+            y = y / (_runtime_count(x, count[1], count[2]) * float(count[0]))
+    if wide:
+        y = legato.tensor.cast(y, x.dtype)
+    if shape is not None:
+        y = legato.tensor.reshape(y, shape)
+    return y
+
+
+def _reduction_order(shape, dims, op):
+    """Compile-time helper: an order of the dims `dims` of `shape` that the compiler reduces
+    one at a time (each reduction drops its dim): a reduced dim is moved last past the dims
+    after it, which takes a static product of the dims before it (`transpose3`); trailing
+    dims first. Asserts that there is one."""
+    cur, left, order = list(range(len(shape))), sorted(set(dims), reverse=True), []
+    while left:
+        for d in left:
+            j = cur.index(d)
+            if j == len(cur) - 1 or all(isinstance(shape[k], int) for k in cur[:j]):
+                break
+        else:
+            raise AssertionError(
+                f"{op} over dim {left[0]} past a dynamic dim (the compiler moves a reduced dim "
+                "last only past static leading dims)"
+            )
+        order.append(cur.index(d))
+        cur.remove(d)
+        left.remove(d)
+    return tuple(order)
+
+
+@legato.function
+def _runtime_count(x, d, bound):
+    """x.size(d) as an f32 [1] tensor: the sum of that many ones (exact below 2**24)."""
+    ones = legato.tensor.full((bound,), 1.0, legato.types.float("float32"))
+    return legato.tensor.sum(ones[0 : x.size(d)], 0, True)
+
+
+def _reduce_seq_impl(node, ctx, x, op, dims, dt):
+    """The Impl of `op` over the dims `dims` (normalized) of x with a dynamic shape, reducing
+    the dynamic dim too or dims around a kept one: `reduce_seq`."""
+    shape = tuple(val(x).shape)
+    order = _reduction_order(shape, dims, op)
+    dims = sorted(set(dims))
+    dyn = [d for d in dims if not isinstance(shape[d], int)]
+    wide = dt == torch.bfloat16 and op in ("sum", "mean")
+    if wide:
+        ctx.probe("cast_f32", dt)
+        ctx.probe("cast_bf16", torch.float32)
+    sdt = torch.float32 if wide else dt
+    ctx.probe("sum" if op == "mean" else "max", sdt)
+    if op == "amin":
+        ctx.probe("neg", sdt)
+    count = (math.prod(shape[d] for d in dims if d not in dyn), None, None)
+    if op == "mean":
+        ctx.probe("div", sdt)
+        if dyn:
+            assert len(dyn) == 1, f"mean over several dynamic dims {dyn}"
+            ctx.probe("constant", torch.float32)
+            ctx.probe("slice", torch.float32)
+            count = (count[0], dyn[0], _dims(ctx, [shape[dyn[0]]])[0][1])
+    out = tuple(val(node).shape)
+    reshaped = len(out) == len(shape) or not out  # keepdim's 1s, or a 0-d result
+    if reshaped:
+        ctx.probe("reshape", dt)
+    return Impl(
+        reduce_seq,
+        (x, op, order, wide, count, _dims(ctx, out) if reshaped else None),
+        name=f"{op} over dims {dims} of a dynamic shape (one dim at a time)",
+    )
+
+
 def _reduce_dims_impl(node, ctx, x, op, dims, dt):
     """The Impl of `op` over the dims `dims` (normalized, several, not all) of x: static, or
     with one dynamic dim that is kept while the reduced dims are static and adjacent (merged
@@ -291,11 +378,8 @@ def _reduce_dims_impl(node, ctx, x, op, dims, dt):
     kept = [d for d in range(len(shape)) if d not in red]
     adjacent = red == list(range(red[0], red[-1] + 1))
     dynamic = [d for d, n in enumerate(shape) if not isinstance(n, int)]
-    if dynamic:
-        assert len(dynamic) == 1 and dynamic[0] in kept and adjacent, (
-            f"{op} over several dims of a dynamic shape (only one dynamic dim, kept, with "
-            "the reduced dims static and adjacent)"
-        )
+    if dynamic and not (len(dynamic) == 1 and dynamic[0] in kept and adjacent):
+        return _reduce_seq_impl(node, ctx, x, op, red, dt)
     ctx.probe("reshape", dt)
     n = math.prod(shape[d] for d in red)
     if adjacent:  # merged in place
@@ -760,13 +844,18 @@ def _reduction(op):
         if rank > 1 and sorted(_norm_dim(d, rank) for d in dims) == list(range(rank)):
             # a full reduction: of the flattened tensor (one reduction, rounded once)
             shape = val(x).shape
-            assert all(isinstance(d, int) for d in shape), f"full {op} of a dynamic shape"
+            if not all(isinstance(d, int) for d in shape):
+                return _reduce_seq_impl(node, ctx, x, op, list(range(rank)), dt)
             ctx.probe("reshape", dt)
             out = _dims(ctx, val(node).shape)
             return Impl(reduce_all, (x, op, (math.prod(shape),), out), name=f"{op} (all dims)")
         if len(dims) > 1:
             return _reduce_dims_impl(node, ctx, x, op, [_norm_dim(d, rank) for d in dims], dt)
-        return Impl(reduce, (x, op, _norm_dim(dims[0], rank), bool(keepdim)))
+        d = _norm_dim(dims[0], rank)
+        if op == "mean" and not isinstance(val(x).shape[d], int):
+            # the compiler's mean divides by a static size
+            return _reduce_seq_impl(node, ctx, x, op, [d], dt)
+        return Impl(reduce, (x, op, d, bool(keepdim)))
 
     return resolver
 
@@ -776,12 +865,20 @@ register([aten.mean.dim, aten.mean.default], _reduction("mean"))
 register(aten.amax.default, _reduction("amax"))
 
 
+def _static_softmax_dim(x, dim, what):
+    """The compiler broadcasts the row max and sum back along a static dim only (a dynamic
+    one is refused by its broadcast)."""
+    n = val(x).shape[_norm_dim(dim, val(x).dim())]
+    assert isinstance(n, int), f"{what} over a dynamic dim (its max and sum broadcast along it)"
+
+
 @register(aten._softmax.default)
 def resolve_softmax(node, ctx):
     x, dim, half_to_float = node.args[:3]
     assert not half_to_float, "softmax with half_to_float"
     dt = _same_dtype(node, x)
     assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
+    _static_softmax_dim(x, dim, "softmax")
     for op in ("max", "sub", "exp", "sum", "div", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(softmax, (x, _norm_dim(dim, val(x).dim())))
@@ -793,6 +890,7 @@ def resolve_log_softmax(node, ctx):
     assert not half_to_float, "log_softmax with half_to_float"
     dt = _same_dtype(node, x)
     assert val(x).dim() > 0, "log_softmax of a 0-d tensor (it is 0.0)"
+    _static_softmax_dim(x, dim, "log_softmax")
     wide = dt == torch.bfloat16
     for op in ("max", "sub", "exp", "sum", "log", "broadcast_binary"):
         ctx.probe(op, torch.float32 if wide else dt)
@@ -1015,6 +1113,14 @@ def resolve_select(node, ctx):
     return Impl(select_dim, (x, dim, index + size if index < 0 else index))
 
 
+def _whole_dim(node, x, dim) -> bool:
+    """The slice `node` of `x` along `dim` keeps all of it (step 1, sizes provably equal)."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    step = node.args[4] if len(node.args) > 4 else 1
+    return step == 1 and statically_known_true(val(node).shape[dim] == val(x).shape[dim])
+
+
 @register(aten.slice.Tensor)
 def resolve_slice(node, ctx):
     x = node.args[0]
@@ -1027,7 +1133,11 @@ def resolve_slice(node, ctx):
     for v in (start, end, step):
         assert v is None or isinstance(v, int), "slice bounds must be static"
     assert isinstance(step, int) and step >= 1, f"slice with step {step}"
-    assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim"
+    if not isinstance(val(x).shape[dim], int) and _whole_dim(node, x, dim):
+        # Gemma2's sliding window keeps `k[:, :, -63:]` of a cache that dynamo guards to be
+        # at most that long: the slice is the whole dim
+        return Impl(identity, (x,), name="slice of a whole dynamic dim (the same tensor)")
+    assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim (not all of it)"
     ctx.probe("slice", dt)
     size = val(x).shape[dim]
     if step == 1:
@@ -1190,26 +1300,78 @@ def where_broadcast(cond, a, b, cshape, padded, ty):
     bool, or a comparison's float mask) is first made a 1.0 / 0.0 mask of the result's dtype
     at its own shape (`cshape`, reshaped to `padded`, the result's rank), which the select
     broadcasts."""
-    zeros = legato.tensor.full(cshape, 0.0, ty)
-    m = legato.tensor.reshape(legato.tensor.where(cond, 1.0, zeros), padded)
+    zeros = _zeros_like_cond(cond, cshape, ty)
+    m = legato.tensor.where(cond, 1.0, zeros)
+    if len(padded) > len(cshape):
+        m = legato.tensor.reshape(m, padded)
     return legato.tensor.where(m, a, b)
+
+
+@legato.function
+def _zeros_like_cond(cond, cshape, ty):
+    """Zeros of the condition's shape `cshape` (a DSL shape, at most one dynamic dim): a
+    dynamic one is filled flat at the bound, viewed at the runtime element count (a prefix of
+    the outermost dim, contiguous) and reshaped (`legato.tensor.full` takes static shapes)."""
+    if _dynamic_dim(cshape) is None:
+        return legato.tensor.full(cshape, 0.0, ty)
+    d, rest = _dynamic_dim(cshape), _static_count(cshape)
+    flat = legato.tensor.full((rest * cshape[d][1],), 0.0, ty)
+    return legato.tensor.reshape(flat[0 : cond.size(d) * rest], cshape)
+
+
+def _dynamic_dim(shape):
+    """Compile-time helper: the index of the dynamic `(-1, bound)` dim of a DSL shape, or None."""
+    dyn = [i for i, n in enumerate(shape) if not isinstance(n, int)]
+    return dyn[0] if dyn else None
+
+
+def _static_count(shape):
+    """Compile-time helper: the product of the static dims of a DSL shape."""
+    return math.prod(n for n in shape if isinstance(n, int))
+
+
+def _dynamic_condition_checks(tc, out, what):
+    """Asserts that a broadcast condition with a dynamic dim broadcasts as the compiler does it
+    then: one dynamic dim, broadcast along static result dims only, each before or after all
+    of the condition's other dims (HF's [1, 1, S, ?T] against [B, H, S, ?T]; [1, ?T, 1]
+    against [B, ?T, D]); a broadcast between them would be a strided copy along the dynamic
+    dim."""
+    assert sum(not isinstance(n, int) for n in tc.shape) <= 1, (
+        f"{what} with a broadcast condition of several dynamic dims"
+    )
+    cs = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    # (sizes compared as ints only: a SymInt comparison would add a guard)
+    one = [type(c) is int and c == 1 for c in cs]
+    bcast = [i for i, o in enumerate(out) if one[i] and not (type(o) is int and o == 1)]
+    assert all(isinstance(out[i], int) for i in bcast), (
+        f"{what} with a dynamic condition {list(tc.shape)} broadcast along a dynamic dim of "
+        f"{list(out)}"
+    )
+    held = [i for i in range(len(cs)) if not one[i]]
+    assert all(i < min(held) or i > max(held) for i in bcast), (
+        f"{what} with a dynamic condition {list(tc.shape)} broadcast between its dims to "
+        f"{list(out)} (a strided copy along the dynamic dim)"
+    )
 
 
 def _select_impl(node, ctx, c, a, b, dt, what):
     """The where / masked_fill implementation selecting a where `c` else b: the plain select
-    when the bool `c` has the result's shape, else `where_broadcast` (a static condition)."""
+    when the bool `c` has the result's shape, else `where_broadcast` (a condition with at most
+    one dynamic dim)."""
     tc, out = val(c), tuple(val(node).shape)
     assert tc.dtype == torch.bool, f"{what} with a {tc.dtype} condition"
     ctx.probe("where", dt)
     if tuple(tc.shape) == out:
         return Impl(where, (c, a, b))
-    _static_shape(tc, f"{what} with a broadcast condition")
     ctx.probe("constant", dt)
     ctx.probe("reshape", dt)
-    padded = (1,) * (len(out) - tc.dim()) + tuple(tc.shape)
+    cshape = _dims(ctx, tc.shape)
+    padded = (1,) * (len(out) - tc.dim()) + cshape
+    if any(not isinstance(n, int) for n in tc.shape):
+        _dynamic_condition_checks(tc, out, what)
     return Impl(
         where_broadcast,
-        (c, a, b, tuple(tc.shape), padded, _legato_float(dt)),
+        (c, a, b, cshape, padded, _legato_float(dt)),
         name=f"{what} (a condition {list(tc.shape)} broadcast to {list(out)})",
     )
 
@@ -1392,6 +1554,7 @@ def resolve_safe_softmax(node, ctx):
     assert dtype is None, "_safe_softmax with a dtype= conversion"
     dt = _same_dtype(node, x)
     assert val(x).dim() > 0, "softmax of a 0-d tensor (it is 1.0)"
+    _static_softmax_dim(x, dim, "softmax")
     for op in ("max", "sub", "exp", "sum", "div", "maximum", "where", "broadcast_binary"):
         ctx.probe(op, dt)
     return Impl(safe_softmax, (x, _norm_dim(dim, val(x).dim()), float(torch.finfo(dt).max)))

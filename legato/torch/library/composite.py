@@ -28,6 +28,7 @@ from legato.torch.library.aten import (
     _norm_dim,
     _reduce_dims_impl,
     _same_dtype,
+    _statically_empty,
     full,
     identity,
     reduce,
@@ -571,6 +572,49 @@ def fold_index_offsets(gm) -> bool:
                 gm.graph.erase_node(f)
         changed = True
     return changed
+
+
+@register_graph_pass
+def drop_empty_cat_operands(gm) -> bool:
+    """`cat(xs, dim)` without its operands that add nothing (size 0 along `dim`, or torch's
+    legacy empty [0]), when every operand has the result's dtype (torch's type promotion
+    counts the empty ones too), keeping at least one; their producers that no node reads any more
+    are removed (Phi-3's `q[..., rotary_dim:]` of a full-width rotary, the empty tensors a
+    DynamicCache starts with): an empty tensor computed on the host would split the partition
+    around it, and it holds nothing to compute. Returns whether the graph changed."""
+    changed = False
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.cat.default:
+            continue
+        xs = node.args[0]
+        out = node.meta.get("val")
+        if not isinstance(out, torch.Tensor) or not all(
+            isinstance(x, torch.fx.Node) and isinstance(x.meta.get("val"), torch.Tensor) for x in xs
+        ):
+            continue
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        dim = _norm_dim(dim, out.dim())
+        drop = [x for x in xs if _statically_empty(val(x), dim)]
+        keep = [x for x in xs if x not in drop]
+        if not drop or not keep or any(val(x).dtype != out.dtype for x in xs):
+            continue
+        node.args = (keep, *node.args[1:])
+        for x in dict.fromkeys(drop):
+            _erase_unread(gm, x)
+        changed = True
+    return changed
+
+
+def _erase_unread(gm, node) -> None:
+    """Erase `node` and then its inputs while no node reads them and they are pure."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if n.op != "call_function" or n.users or n.is_impure():
+            continue
+        ins = n.all_input_nodes
+        gm.graph.erase_node(n)
+        todo.extend(ins)
 
 
 @legato.function

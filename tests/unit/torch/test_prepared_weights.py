@@ -4,6 +4,7 @@ kernel module makes it from W on the first call and again only when W changes, a
 kernel loads it straight into mpu_buffer. Results match eager; DMA bytes per call are the
 weight and the activations."""
 
+import pytest
 import torch
 
 import legato.torch as lt
@@ -43,29 +44,72 @@ def test_transpose_prepared_once_on_legato():
     assert k.layout_count == 2
 
 
-def test_weight_read_twice_is_not_prepared():
-    """W read by the transpose and by another op (tied weights): t(W) runs eagerly as
-    before, the results still match."""
+DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
+
+
+class Tied(torch.nn.Module):
+    """An embedding whose table is also the LM head (GPT-2, OPT, Gemma): W is read by the
+    embedding and, transposed, by the head's matmul."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.emb = torch.nn.Embedding(128, 64).to(dtype)
+
+    def forward(self, ids):
+        return (self.emb(ids) * 2) @ self.emb.weight.t()
+
+
+@pytest.mark.parametrize("dn", sorted(DTYPES))
+def test_tied_weight_transpose_is_prepared_once_on_the_host(dn):
+    """The tied t(W) is made on the host once per parameter version and kept with the
+    compiled graph (`wrapper.PreparedOnce`): not an eager transpose per call (bf16, where it
+    counted as extern) nor an on-chip transpose of the whole weight per call (f32). DMA bytes
+    per call: the weight once, the gathered rows, the ids and the logits."""
     torch.manual_seed(0)
-    w = torch.nn.Parameter(torch.randn(64, 128, dtype=torch.bfloat16))
-
-    class M(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = w
-
-        def forward(self, x):
-            return torch.relu(x @ self.w.t()), self.w.sum(0)
-
-    m = M()
-    x = torch.randn(4, 128, dtype=torch.bfloat16)
+    dtype = DTYPES[dn]
+    m, ids = Tied(dtype), torch.randint(0, 128, (1, 8))
+    g = _compile(m)
     with torch.no_grad():
-        ys = _compile(m)(x)
-        refs = m(x)
-    for y, ref in zip(ys, refs, strict=True):
-        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+        for _ in range(3):
+            y = g(ids)
+        ref = m(ids)
+    rtol = 0 if dtype == torch.bfloat16 else 1e-5  # f32: the MPU's split bf16 products
+    torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol and 1e-3)
     s = lt.last_summary()
-    assert not any("prepared from" in n for k in s.kernels for n in k.nodes), str(s)
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    assert any("prepared on the host once" in h for h in s.host), str(s)
+    (k,) = s.kernels
+    assert not any("transpose" in n for n in k.nodes), k.nodes
+    w = wrapper.last_wrapper()
+    (prep,) = [mod for mod in w.gm.modules() if isinstance(mod, wrapper.PreparedOnce)]
+    assert prep.count == 1
+    (km,) = w.kernel_modules()
+    size = dtype.itemsize
+    assert km.kernel.last_run.dram_bytes == 128 * 64 * size + 8 * 64 * size + 8 * 8 + 8 * 128 * size
+    with torch.no_grad():
+        m.emb.weight.mul_(-0.5)  # a new parameter version: made again
+        y = g(ids)
+        ref = m(ids)
+    torch.testing.assert_close(y, ref, rtol=rtol, atol=rtol and 1e-3)
+    assert prep.count == 2
+
+
+def test_f32_linear_transpose_is_prepared_once_on_legato():
+    """An f32 matmul reads its weight from sram: t(W) is prepared by the kernel module once per
+    parameter version too, instead of an on-chip transpose per call."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(128, 64, bias=False)
+    x = torch.randn(4, 128)
+    g = _compile(lambda x: torch.relu(lin(x)) * 2)
+    with torch.no_grad():
+        g(x)
+        y = g(x)
+        ref = torch.relu(lin(x)) * 2
+    torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-4)  # the MPU's split bf16 products
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert any("prepared from" in n for n in k.info.nodes), k.info.nodes
+    assert k.layout_count == 1
+    assert k.kernel.last_run.dram_bytes == (128 * 64 + 4 * 128 + 4 * 64) * 4
 
 
 def test_transpose_feeding_an_eager_matmul_stays_on_the_host():
