@@ -208,16 +208,55 @@ def _decode_chunk(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0,
 
 
 @legato.function
+def _fold_stream(m, lsum, o, j, s, v, b, hk, t0, w):
+    """Fold the scores s [w, rep] of KV block j (keys t0 .. t0 + w) into the running (m, l, o)
+    (`_softmax_v`'s fold, one block at a time; block 0 starts them)."""
+    if j == 0:
+        return _fold_block(s, v, b, hk, t0, (0, w), NEG_BIG)
+    mb, lb, ob = _fold_block(s, v, b, hk, t0, (0, w), m)
+    wt = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+    return mb, lsum * wt + lb, o * _t(wt) + ob
+
+
+@legato.function
+def _decode_chunk_stream(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, n, qt):
+    """`_decode_chunk` for a chunk too large for one core's SRAM (a long context): its K rows
+    streamed KV block by KV block (`kb` keys, torch's kvSplitSize; block j + 1 loaded before
+    block j's scores), each block's scores folded into the running softmax at once, so one
+    core holds two K blocks and one block's scores, not the chunk's."""
+    f32 = legato.types.float("float32")
+    rep = qt.shape[1]
+    hk = h0 // rep
+    blocks = _blocks(n, kb)
+    st, w = blocks[0]
+    kc = legato.tensor.load(k[b, hk, t0 + st : t0 + st + w, :])
+    m, lsum, o = 0.0, 0.0, 0.0
+    for j in legato.static_range(len(blocks)):
+        st, w = blocks[j]
+        if j + 1 < len(blocks):
+            sn, wn = blocks[j + 1]
+            kn = legato.tensor.load(k[b, hk, t0 + sn : t0 + sn + wn, :])
+        s = legato.tensor.matmul(kc, qt, f32) * scale  # [w, rep]
+        if has_mask:
+            s = s + _decode_mask(mask, b, h0, rep, t0 + st, w, mask_b, mask_h)
+        m, lsum, o = _fold_stream(m, lsum, o, j, s, v, b, hk, t0 + st, w)
+        if j + 1 < len(blocks):
+            kc = kn
+    return m, lsum, o
+
+
+@legato.function
 def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
-    """Work item i = (group g, chunk r) of `decode_attention`. `dyn`: L is a runtime size; core
-    r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last one partial)."""
+    """Work item i = (group g, chunk r) of `decode_attention`. `dyn` 1 (True): L is a runtime
+    size; core r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last
+    one partial). `dyn` 2: a static L whose chunks are streamed (`_decode_chunk_stream`)."""
     f32 = legato.types.float("float32")
     nb, nh, _, d = q.shape
     nkv = k.bounds[1]
     rep = nh // nkv
     g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
-    if dyn:
+    if dyn == 1:
         m = legato.tensor.full((1, rep), NEG_BIG, f32)
         lsum = legato.tensor.full((1, rep), 0.0, f32)
         o = legato.tensor.full((rep, d), 0.0, f32)
@@ -246,9 +285,14 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
         tail = _decode_tail(k.shape[2], split, kb)
         chunk = (k.shape[2] - tail) // split
         t0 = r * chunk
-        m, lsum, o = _decode_chunk(
-            q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
-        )
+        if dyn == 2:
+            m, lsum, o = _decode_chunk_stream(
+                q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+            )
+        else:
+            m, lsum, o = _decode_chunk(
+                q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+            )
         if tail > 0:
             # the last, partial KV block (e.g. the new token's key): its own partial, in slot
             # `split`, computed by the group's last core (a loop of one trip there, none
@@ -329,6 +373,21 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
 
 
 @legato.function
+def decode_attention_stream(
+    q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
+):
+    """`decode_attention` with each core's chunk streamed KV block by KV block (a chunk of a
+    long context that one core's SRAM does not hold: `_decode_chunk_stream`)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 2, out, lse, part)
+
+
+@legato.function
+def decode_attention_stream_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, out, lse):
+    """`decode_attention_stream` with one core per key/value group (no scratch)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, 1, kb, 2, out, lse, None)
+
+
+@legato.function
 def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
     """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
     one binary for every L up to the bound; the whole KV tiles of kb keys on the MPU, the
@@ -354,7 +413,7 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
     loop = True  # a runtime KV length: a loop over its KV tiles
-    if not dyn:
+    if dyn != 1:
         loop = _item_loop(items, ncores)
     if not loop:
         i = c  # one item per core
@@ -488,14 +547,40 @@ def _append_new(k_new, v_new, k_all, v_all, qt, scale, mask, mask_flags, b, hk, 
 
 
 @legato.function
+def _append_chunk_stream(k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, ids, t0, n):
+    """(m, l, o) of the cached keys t0 .. t0 + n of `decode_attention_append`'s item `ids` =
+    (b, hk, h0) for a chunk one core's SRAM does not hold (a long context): KV block by KV
+    block (`kb` keys; block j + 1 loaded before block j is used), each block copied to the
+    appended caches and its scores folded into the running softmax at once."""
+    b, hk, h0 = ids
+    blocks = _blocks(n, kb)
+    st, w = blocks[0]
+    kc = legato.tensor.load(k_old[b, hk, t0 + st : t0 + st + w, :])
+    vc = legato.tensor.load(v_old[b, hk, t0 + st : t0 + st + w, :])
+    m, lsum, o = 0.0, 0.0, 0.0
+    for j in legato.static_range(len(blocks)):
+        st, w = blocks[j]
+        if j + 1 < len(blocks):
+            sn, wn = blocks[j + 1]
+            kn = legato.tensor.load(k_old[b, hk, t0 + sn : t0 + sn + wn, :])
+            vn = legato.tensor.load(v_old[b, hk, t0 + sn : t0 + sn + wn, :])
+        s = _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0 + st)
+        m, lsum, o = _fold_stream(m, lsum, o, j, s, vc, b, hk, 0, w)
+        if j + 1 < len(blocks):
+            kc, vc = kn, vn
+    return m, lsum, o
+
+
+@legato.function
 def _append_item(
     i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part, pre, one
 ):
     """Work item i = (group g, chunk r) of `decode_attention_append`: the chunk r of the
     cached keys, and on the group's last core (a loop of one trip there, none elsewhere: the
     program has no runtime if) the appended keys folded into its running softmax. `one`
-    (compile-time: one item per core): `pre` holds the chunk's K and V rows, loaded already
-    (`decode_append_preload`); else they are loaded here."""
+    (compile-time) True: one item per core, `pre` holds the chunk's K and V rows, loaded
+    already (`decode_append_preload`); False: they are loaded here; 2: the chunk is streamed
+    KV block by KV block (`_append_chunk_stream`, a long context)."""
     out, lse, k_all, v_all = outs
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
@@ -503,18 +588,24 @@ def _append_item(
     qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
     chunk = k_old.shape[2] // split
     t0 = r * chunk
-    if one:
-        kc, vc = pre
+    if one == 2:  # streamed (a long context)
+        m, lsum, o = _append_chunk_stream(
+            k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, (b, hk, h0), t0, chunk
+        )
     else:
-        kc = legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :])  # [n, D]
-        vc = legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :])
-    # copied to the appended caches at once: a barrier waits for every DMA its core issued,
-    # so these writes end before the partials' barrier wherever they are issued, and issued
-    # after it they would queue before the combine's loads (measured: 5.0k cycles this way,
-    # 5.1k after the combine, 5.7k between the barrier and the combine; tiny Llama, EVT0)
-    _write_rows(kc, vc, k_all, v_all, b, hk, t0)
-    s = _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
-    m, lsum, o = _softmax_v(s, vc, b, hk, 0, chunk, kb)
+        if one:
+            kc, vc = pre
+        else:
+            kc = legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :])  # [n, D]
+            vc = legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :])
+        # copied to the appended caches at once: a barrier waits for every DMA its core
+        # issued, so these writes end before the partials' barrier wherever they are issued,
+        # and issued after it they would queue before the combine's loads (measured: 5.0k
+        # cycles this way, 5.1k after the combine, 5.7k between the barrier and the combine;
+        # tiny Llama, EVT0)
+        _write_rows(kc, vc, k_all, v_all, b, hk, t0)
+        s = _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
+        m, lsum, o = _softmax_v(s, vc, b, hk, 0, chunk, kb)
     flags = (k_all, v_all, qt, scale, mask, mask_flags)
     for _ in range(split - 1, r + 1):
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
@@ -539,6 +630,7 @@ def decode_attention_append(
     v_all,
     part,
     pre,
+    stream=False,
 ):
     """Decode attention (one query row per head, q [B, Hq, 1, D]) over the KV cache with its
     append fused: K = cat(k_old, k_new, dim 2) (k_old [B, Hkv, L0, D] in shared DRAM, k_new
@@ -551,7 +643,8 @@ def decode_attention_append(
     `mask_flags` = (has_mask, mask_b, mask_h) of an additive mask over the L0 + R keys.
     `pre` (when every core has exactly one work item, else None): this core's cached K and V
     rows, loaded before the prologue's steps (`decode_append_preload`, `Impl.preload`), so
-    their DRAM latency and transfer overlap the rotary (it was issued after it)."""
+    their DRAM latency and transfer overlap the rotary (it was issued after it). `stream`: each
+    core's chunk is streamed KV block by KV block (a long context, `_append_chunk_stream`)."""
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
     groups = q.shape[0] * nkv
@@ -560,7 +653,13 @@ def decode_attention_append(
     c = legato.core_id()
     outs = (out, lse, k_all, v_all)
     args = (q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part)
-    if items == ncores:
+    if stream:
+        if items == ncores:
+            _append_item(c, *args, None, 2)
+        else:
+            for i in range(c, items, ncores):
+                _append_item(i, *args, None, 2)
+    elif items == ncores:
         _append_item(c, *args, pre, True)
     else:
         for i in range(c, items, ncores):
@@ -592,6 +691,58 @@ def decode_attention_append_unsplit(
         v_all,
         None,
         pre,
+    )
+
+
+@legato.function
+def decode_attention_append_stream(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, out, lse, k_all, v_all, part
+):
+    """`decode_attention_append` with each core's chunk streamed (a long context)."""
+    decode_attention_append(
+        q,
+        k_old,
+        k_new,
+        v_old,
+        v_new,
+        mask,
+        scale,
+        mask_flags,
+        split,
+        kb,
+        out,
+        lse,
+        k_all,
+        v_all,
+        part,
+        None,
+        True,
+    )
+
+
+@legato.function
+def decode_attention_append_stream_unsplit(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, kb, out, lse, k_all, v_all
+):
+    """`decode_attention_append_stream` with one core per key/value group (no scratch)."""
+    decode_attention_append(
+        q,
+        k_old,
+        k_new,
+        v_old,
+        v_new,
+        mask,
+        scale,
+        mask_flags,
+        1,
+        kb,
+        out,
+        lse,
+        k_all,
+        v_all,
+        None,
+        None,
+        True,
     )
 
 
@@ -840,6 +991,12 @@ def _nbytes(*ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts)
 
 
+def _decode_need(keys: int, d: int, esz: int, rep: int, has_mask: bool) -> int:
+    """SRAM bytes one decode work item holds for `keys` keys: K and V rows, f32 scores and
+    probabilities (and the mask's f32 rows)."""
+    return 2 * keys * d * esz + 3 * keys * rep * 4 + (keys * rep * 4 if has_mask else 0)
+
+
 def _largest_divisor_at_most(n: int, cap: int) -> int:
     for r in range(max(1, min(n, cap)), 0, -1):
         if n % r == 0:
@@ -948,17 +1105,26 @@ def resolve_chip_sdpa(node, ctx):
             split -= 1
         tail = lk % kb if split > 1 else 0
         chunk = (lk - tail) // split
-        # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
-        need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
-        assert need <= ctx.model.sram_size // 2, (
-            f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
-            f"(more than half of the {ctx.model.sram_size} of a core)"
+        # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM;
+        # past half of it (a long context), the chunk streams KV block by KV block
+        need = _decode_need(chunk, d, esz, rep, has_mask)
+        stream = need > ctx.model.sram_size // 2
+        if stream:
+            need = _decode_need(2 * kb, d, esz, rep, has_mask)
+            assert need <= ctx.model.sram_size // 2, (
+                f"two decode blocks of {kb} keys need {need} bytes of SRAM "
+                f"(more than half of the {ctx.model.sram_size} of a core)"
+            )
+        fns = (
+            (decode_attention_stream, decode_attention_stream_unsplit)
+            if stream
+            else (decode_attention, decode_attention_unsplit)
         )
         return _decode_impl(
-            (decode_attention, decode_attention_unsplit),
+            fns,
             (q, k, v, mask, scale, has_mask, mask_b, mask_h),
             (split, kb, split + (tail > 0), (groups, rep, d)),
-            f"chip decode attention (split-KV x{split})",
+            f"chip decode attention (split-KV x{split}{', streamed' if stream else ''})",
         )
     # prefill: blocks of query rows, enough of them for every core, scores within a budget
     blocks = nb * nh
@@ -1040,9 +1206,21 @@ def _append_impl(node, ctx, qkv, flags):
     while split > 1 and l0 % split:
         split -= 1
     chunk = l0 // split
-    need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
+    need = _decode_need(chunk, d, esz, rep, has_mask)
     if need > ctx.model.sram_size // 2:
-        return None
+        # a long context: each chunk streamed KV block by KV block (two blocks in SRAM)
+        need = _decode_need(2 * kb, d, esz, rep, has_mask)
+        if need > ctx.model.sram_size // 2:
+            return None
+        return _decode_impl(
+            (decode_attention_append_stream, decode_attention_append_stream_unsplit),
+            (q, kp[0], kp[1], vp[0], vp[1], mask, scale, (has_mask, mask_b, mask_h)),
+            (split, kb, split, (groups, rep, d)),
+            f"chip decode attention + KV append (split-KV x{split}, streamed)",
+            values=frozenset({0, 2, 4}),
+            writes=(k, v),
+            onchip=need,
+        )
     # one item per core: its cached rows are loaded before the prologue (`Impl.preload`)
     one = groups * split == ctx.model.num_cores
     pre = decode_append_preload if one else decode_append_no_preload
