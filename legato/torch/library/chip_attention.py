@@ -388,6 +388,98 @@ def decode_attention_stream_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask
 
 
 @legato.function
+def _dynamic_append_item(i, q, k_old, k_new, v_old, v_new, scale, split, kb, outs, part):
+    """Work item i = (group g, chunk r) of `decode_attention_dynamic_append`: the cached keys
+    as `_decode_item` takes a runtime length (KV tiles r, r + split, ... of `kb` keys, then
+    the partial one), and on the group's last core (a loop of one trip there, none
+    elsewhere) the appended keys, written after the cached rows of k_all / v_all (at the
+    runtime offset L0) and folded into its running softmax."""
+    f32 = legato.types.float("float32")
+    out, lse, k_all, v_all = outs
+    nkv = k_old.bounds[1]
+    rep = q.shape[1] // nkv
+    d = q.shape[3]
+    g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
+    qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
+    m = legato.tensor.full((1, rep), NEG_BIG, f32)
+    lsum = legato.tensor.full((1, rep), 0.0, f32)
+    o = legato.tensor.full((rep, d), 0.0, f32)
+    for t in range(r, min(k_old.size(2), v_old.size(2)) // kb, split):
+        kc = legato.tensor.load(k_old[b, hk, t * kb : t * kb + kb, :])  # [kb, D]
+        s = legato.tensor.matmul(kc, qt, f32) * scale  # [kb, rep]
+        mb, lb, ob = _fold_block(s, v_old, b, hk, t * kb, (0, kb), m)
+        w = legato.tensor.exp(m - mb)
+        o = o * _t(w) + ob
+        lsum = lsum * w + lb
+        m = mb
+    nfull = min(k_old.size(2), v_old.size(2)) // kb
+    for t in range(
+        nfull + (r + split - nfull % split) % split, (k_old.size(2) + kb - 1) // kb, split
+    ):
+        kt = legato.tensor.load(k_old[b, hk, t * kb : t * kb + kb, :])
+        vt = legato.tensor.load(v_old[b, hk, t * kb : t * kb + kb, :])
+        m, lsum, o = _dyn_fold(kt, vt, qt, scale, m, lsum, o)
+    for _ in range(split - 1, r + 1):
+        m, lsum, o = _append_new_at(
+            k_new, v_new, k_all, v_all, qt, scale, (b, hk), k_old.size(2), m, lsum, o
+        )
+    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+@legato.function
+def _append_new_at(k_new, v_new, k_all, v_all, qt, scale, bh, t0, m, lsum, o):
+    """Fold the appended keys (k_new / v_new [B, Hkv, R, D], on chip or in shared DRAM) of
+    (b, hk) = bh into the running (m, l, o) and write them to rows t0 .. (a runtime offset: the
+    cached length) of k_all / v_all."""
+    f32 = legato.types.float("float32")
+    b, hk = bh
+    kn = _part_rows(k_new, b, hk, 1)  # [R, D]
+    vn = _part_rows(v_new, b, hk, 1)
+    _write_rows(kn, vn, k_all, v_all, b, hk, t0)
+    s = legato.tensor.matmul(kn, qt, f32) * scale  # [R, rep]
+    mb, lb, ob = _fold_block(s, vn, b, hk, 0, (0, k_new.shape[2]), m)
+    w = legato.tensor.exp(m - mb)
+    return mb, lsum * w + lb, o * _t(w) + ob
+
+
+@legato.function
+def decode_attention_dynamic_append(
+    q, k_old, k_new, v_old, v_new, scale, pieces, split, kb, out, lse, k_all, v_all, part
+):
+    """`decode_attention_dynamic` over cat(k_old, k_new) / cat(v_old, v_new) along the length
+    (a DynamicCache's append; k_old [B, Hkv, ?L0, D], k_new [B, Hkv, R, D]) with the append
+    fused: the cached rows are copied to k_all / v_all as `cat_rows_dynamic` copies them
+    (pieces of `pieces` rows), the attention reads them from k_old / v_old, and the appended
+    rows, which may be on-chip values of a fused prologue (the rotary of the new key) as q
+    may, are written and folded in by each group's last core. Writes out, lse and the
+    appended caches."""
+    nkv = k_old.bounds[1]
+    rep = q.shape[1] // nkv
+    groups = q.shape[0] * nkv
+    items = groups * split
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    cat_rows_dynamic((k_old,), (pieces,), k_all)
+    cat_rows_dynamic((v_old,), (pieces,), v_all)
+    outs = (out, lse, k_all, v_all)
+    for i in range(c, items, ncores):
+        _dynamic_append_item(i, q, k_old, k_new, v_old, v_new, scale, split, kb, outs, part)
+    if split > 1:
+        legato.sync.barrier()
+        _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
+
+
+@legato.function
+def decode_attention_dynamic_append_unsplit(
+    q, k_old, k_new, v_old, v_new, scale, pieces, kb, out, lse, k_all, v_all
+):
+    """`decode_attention_dynamic_append` with one core per key/value group (no scratch)."""
+    decode_attention_dynamic_append(
+        q, k_old, k_new, v_old, v_new, scale, pieces, 1, kb, out, lse, k_all, v_all, None
+    )
+
+
+@legato.function
 def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
     """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
     one binary for every L up to the bound; the whole KV tiles of kb keys on the MPU, the
@@ -1084,6 +1176,11 @@ def resolve_chip_sdpa(node, ctx):
         # a bound below 512 (a sliding window's slice of the cache) caps the tile: its keys are
         # one block of torch's either way, and a tile never exceeds the bound
         kb = min(TORCH_KV_SPLIT, lk_max)
+        kp, vp = _append_parts(k, node, True), _append_parts(v, node, True)
+        if kp is not None and vp is not None:
+            fused = _dynamic_append_impl(ctx, q, kp, vp, (k, v), scale, (split, kb, rep, d))
+            if fused is not None:
+                return fused
         return _decode_impl(
             (decode_attention_dynamic, decode_attention_dynamic_unsplit),
             (q, k, v, scale),
@@ -1147,10 +1244,11 @@ def resolve_chip_sdpa(node, ctx):
 APPEND_MAX_ROWS = 16
 
 
-def _append_parts(x, sdpa):
+def _append_parts(x, sdpa, dynamic=False):
     """(cached, appended) when the attention operand `x` is `cat([cached, appended], dim=2)`
     of two 4-d tensors of static shapes (a KV cache's append: the cached rows first, a few
-    new rows after), read by no other attention; else None."""
+    new rows after), read by no other attention; else None. `dynamic`: the cached part's
+    length (dim 2) is a runtime size, the appended part's static."""
     if not (isinstance(x, torch.fx.Node) and x.target is aten.cat.default):
         return None
     parts = x.args[0]
@@ -1165,12 +1263,15 @@ def _append_parts(x, sdpa):
         isinstance(t, torch.Tensor)
         and t.dim() == 4
         and t.dtype == tx.dtype
-        and all(isinstance(d, int) for d in t.shape)
-        and t.shape[2] > 0
-        for t in vals
+        and all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2 or j == 1)
+        and (dynamic or isinstance(t.shape[2], int))
+        and (not isinstance(t.shape[2], int) or t.shape[2] > 0)
+        for j, t in enumerate(vals)
     ):
         return None
-    if vals[1].shape[2] > APPEND_MAX_ROWS or vals[0].shape[2] < vals[1].shape[2]:
+    if isinstance(vals[0].shape[2], int) == dynamic:
+        return None
+    if vals[1].shape[2] > APPEND_MAX_ROWS or (not dynamic and vals[0].shape[2] < vals[1].shape[2]):
         return None
     if any(u is not sdpa and u.target is sdpa.target for u in x.users):
         return None  # two attentions would both write it
@@ -1234,6 +1335,36 @@ def _append_impl(node, ctx, qkv, flags):
         preload=(pre, (kp[0], vp[0], split)),
         onchip=need,
         preload_bytes=2 * chunk * d * esz if one else 0,
+    )
+
+
+def _dynamic_append_impl(ctx, q, kp, vp, kv, scale, plan):
+    """The runtime-length decode attention with its operands' KV-cache appends fused
+    (`decode_attention_dynamic_append`; `kp` / `vp` = (cached, appended) of k and v, `kv` the
+    two `cat` nodes it writes), or None when their shapes differ or the cached length has no
+    bound. q and the appended rows may come from a fused prologue (`Impl.values`): the
+    decode step's rotary and scaling then run in the attention's kernel."""
+    split, kb, rep, d = plan
+    tko, tkn = (_aten.val(x) for x in kp)
+    tvo, tvn = (_aten.val(x) for x in vp)
+    if tuple(tkn.shape) != tuple(tvn.shape) or tuple(tko.shape[:2]) != tuple(tvo.shape[:2]):
+        return None
+    if tko.shape[3] != d or tvo.shape[3] != d:
+        return None
+    bound = ctx.bound(tko.shape[2])
+    if bound is None or ctx.bound(tvo.shape[2]) is None:
+        return None
+    row = d * tko.element_size()
+    piece = max(1, min(bound, CAT_PIECE_BYTES // row))
+    groups = tko.shape[0] * tko.shape[1]
+    kb = min(kb, bound)  # the cached part's KV tiles (the appended rows fold in after them)
+    return _decode_impl(
+        (decode_attention_dynamic_append, decode_attention_dynamic_append_unsplit),
+        (q, kp[0], kp[1], vp[0], vp[1], scale, piece),
+        (split, kb, split, (groups, rep, d)),
+        f"chip decode attention + KV append (runtime KV length, split-KV x{split})",
+        values=frozenset({0, 2, 4}),
+        writes=kv,
     )
 
 
