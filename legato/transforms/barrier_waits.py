@@ -12,8 +12,8 @@ queue waits on exactly the transfers that need them:
   program writes it: a weight) or from this core's own memory. No other module reads what it
   writes or writes what it reads, and this core's own later accesses to those bytes are ordered
   by the scoreboard (docs/isa.md, *When data moves*), as inside a phase.
-- Every other DMA without `notify` issued since the previous barrier or `dma_wait` of the
-  program (a store to shared DRAM, a load from a scratch another core rewrites after the
+- Every other DMA without `notify` issued since the program's previous `dma_wait` or relaxed
+  barrier, at its top level (a store to shared DRAM, a load from a scratch another core rewrites after the
   barrier) gets `notify` of this core's own queue (`sram`, the highest queue number the
   kernel leaves free), and the barrier is preceded by one `core.wait_queue` per such transfer;
   a DMA in an `scf.for` is waited for by a loop over the same bounds (`count` waits per
@@ -203,8 +203,8 @@ def relax_barrier_waits(kernel: core.KernelOp) -> int:
                 if _relax(op, segment, access, queue):
                     done += 1
                 segment = []
-            elif isinstance(op, core.DmaWaitOp | core.BarrierOp):
-                segment = []
+            elif isinstance(op, core.DmaWaitOp):
+                segment = []  # (a barrier without one orders none of this core's DMAs)
             else:
                 segment.append(op)
     return done

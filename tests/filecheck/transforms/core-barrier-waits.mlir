@@ -130,3 +130,27 @@ core.kernel @kept args [#core.arg<0, [32, 64], f32, shared_dram, write>] {
     core.end
   }
 }
+
+// -----
+
+// A barrier without a dma_wait before it (hand-written core IR) orders none of the core's DMAs:
+// the store before it is still waited for at the next barrier.
+
+// CHECK-LABEL: @bare
+// CHECK:         core.dma %x to %row notify core(%{{.*}}) sram queue 255
+// CHECK-NEXT:    core.barrier 0 count 32
+// CHECK-NEXT:    core.wait_queue sram queue 255
+// CHECK-NEXT:    core.barrier 0 count 32
+core.kernel @bare args [#core.arg<0, [32, 64], f32, shared_dram, write>] {
+  core.program @cores on all_cores {
+    %out = core.arg 0 : !core.buf<[32, 64], f32, shared_dram>
+    %c = core.core_id : index
+    %x = core.alloc sram : !core.buf<[1, 64], f32, sram>
+    %row = core.subview %out [%c, 0] [1, 64] : !core.buf<[32, 64], f32, shared_dram> -> !core.buf<[1, 64], f32, shared_dram>
+    core.dma %x to %row : !core.buf<[1, 64], f32, sram>, !core.buf<[1, 64], f32, shared_dram>
+    core.barrier 0 count 32
+    core.dma_wait
+    core.barrier 0 count 32
+    core.end
+  }
+}
