@@ -200,6 +200,13 @@ def generate(
                 )
             phases = [[s.node for s in steps]]
         by_node = {s.node: s for s in steps}
+        for n in outputs:  # (as below: a prepared step's reader must be in its kernel)
+            if n in by_node and _prepared_step(by_node[n]):
+                raise AssertionError(
+                    f"{n.name}: an MPU weight prepared once per parameter version is read by "
+                    f"{', '.join(u.name for u in n.users)} in another kernel (the prepared "
+                    "tensor is an input of its reader's kernel, it has no value to write out)"
+                )
         chain = []
         for nodes in phases:
             ph = [by_node[n] for n in nodes if n in by_node]

@@ -13,7 +13,8 @@
   to be loaded survives a loop only when the body loads no other weight.
 - `legato.dynamic_slice` is a `core.subview` with the mapped offsets and sizes.
 - `legato.barrier` is `core.dma_wait` + `core.barrier 0 count <num_cores>` (every core of the
-  all-cores program). `legato.signal to <ctx> sem s` is `core.dma_wait` + `core.sem_post`, and
+  all-cores program); `core-barrier-waits` then narrows that `dma_wait` to queue waits on the
+  transfers other cores can observe. `legato.signal to <ctx> sem s` is `core.dma_wait` + `core.sem_post`, and
   `legato.wait sem s` a `core.sem_wait`, on the chip-wide semaphore the kernel assigns to
   (<ctx>, s): the pairs are numbered in order of first appearance (at most 64).
 - `legato.device_print` / `legato.device_assert` are `core.print` / `core.assert` of the values'

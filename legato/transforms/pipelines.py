@@ -9,6 +9,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 
 from legato.model.compute_model import ComputeModel
+from legato.transforms.barrier_waits import CoreBarrierWaitsPass
 from legato.transforms.core_to_backend import ConvertCoreToBackendPass
 from legato.transforms.fuse_mpu_accumulate import CoreFuseMpuAccumulatePass
 from legato.transforms.legato_to_core import ConvertLegatoToCorePass
@@ -20,6 +21,7 @@ LEGATO_TO_CORE: tuple[type[ModulePass], ...] = (
     ConvertLegatoToCorePass,
     CoreFuseMpuAccumulatePass,  # before the rings: they place credits by the fused ops
     CoreTransferRingsPass,
+    CoreBarrierWaitsPass,  # after the rings: they take credit queues from the top down
     CorePlanMemoryPass,
 )
 CORE_TO_BACKEND: tuple[type[ModulePass], ...] = (

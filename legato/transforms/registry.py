@@ -31,6 +31,7 @@ PASSES: dict[str, str] = {
     "convert-legato-to-core": "legato.transforms.legato_to_core:ConvertLegatoToCorePass",
     "core-fuse-mpu-accumulate": "legato.transforms.fuse_mpu_accumulate:CoreFuseMpuAccumulatePass",
     "core-transfer-rings": "legato.transforms.transfer_rings:CoreTransferRingsPass",
+    "core-barrier-waits": "legato.transforms.barrier_waits:CoreBarrierWaitsPass",
     "core-plan-memory": "legato.transforms.plan_memory:CorePlanMemoryPass",
     "core-verify-sync": "legato.transforms.verify_sync:CoreVerifySyncPass",
     "convert-core-to-backend": "legato.transforms.core_to_backend:ConvertCoreToBackendPass",

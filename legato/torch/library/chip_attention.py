@@ -208,16 +208,55 @@ def _decode_chunk(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0,
 
 
 @legato.function
+def _fold_stream(m, lsum, o, j, s, v, b, hk, t0, w):
+    """Fold the scores s [w, rep] of KV block j (keys t0 .. t0 + w) into the running (m, l, o)
+    (`_softmax_v`'s fold, one block at a time; block 0 starts them)."""
+    if j == 0:
+        return _fold_block(s, v, b, hk, t0, (0, w), NEG_BIG)
+    mb, lb, ob = _fold_block(s, v, b, hk, t0, (0, w), m)
+    wt = legato.tensor.exp(m - mb)  # the old running max's weight under the new one
+    return mb, lsum * wt + lb, o * _t(wt) + ob
+
+
+@legato.function
+def _decode_chunk_stream(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, n, qt):
+    """`_decode_chunk` for a chunk too large for one core's SRAM (a long context): its K rows
+    streamed KV block by KV block (`kb` keys, torch's kvSplitSize; block j + 1 loaded before
+    block j's scores), each block's scores folded into the running softmax at once, so one
+    core holds two K blocks and one block's scores, not the chunk's."""
+    f32 = legato.types.float("float32")
+    rep = qt.shape[1]
+    hk = h0 // rep
+    blocks = _blocks(n, kb)
+    st, w = blocks[0]
+    kc = legato.tensor.load(k[b, hk, t0 + st : t0 + st + w, :])
+    m, lsum, o = 0.0, 0.0, 0.0
+    for j in legato.static_range(len(blocks)):
+        st, w = blocks[j]
+        if j + 1 < len(blocks):
+            sn, wn = blocks[j + 1]
+            kn = legato.tensor.load(k[b, hk, t0 + sn : t0 + sn + wn, :])
+        s = legato.tensor.matmul(kc, qt, f32) * scale  # [w, rep]
+        if has_mask:
+            s = s + _decode_mask(mask, b, h0, rep, t0 + st, w, mask_b, mask_h)
+        m, lsum, o = _fold_stream(m, lsum, o, j, s, v, b, hk, t0 + st, w)
+        if j + 1 < len(blocks):
+            kc = kn
+    return m, lsum, o
+
+
+@legato.function
 def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out, lse, part):
-    """Work item i = (group g, chunk r) of `decode_attention`. `dyn`: L is a runtime size; core
-    r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last one partial)."""
+    """Work item i = (group g, chunk r) of `decode_attention`. `dyn` 1 (True): L is a runtime
+    size; core r of a group then takes the KV tiles r, r + split, ... of `kb` keys (the last
+    one partial). `dyn` 2: a static L whose chunks are streamed (`_decode_chunk_stream`)."""
     f32 = legato.types.float("float32")
     nb, nh, _, d = q.shape
     nkv = k.bounds[1]
     rep = nh // nkv
     g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
     qt = _t(legato.tensor.load(q[b, h0 : h0 + rep, 0, :]))  # [D, rep]: the MPU weight
-    if dyn:
+    if dyn == 1:
         m = legato.tensor.full((1, rep), NEG_BIG, f32)
         lsum = legato.tensor.full((1, rep), 0.0, f32)
         o = legato.tensor.full((rep, d), 0.0, f32)
@@ -246,9 +285,14 @@ def _decode_item(i, q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, d
         tail = _decode_tail(k.shape[2], split, kb)
         chunk = (k.shape[2] - tail) // split
         t0 = r * chunk
-        m, lsum, o = _decode_chunk(
-            q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
-        )
+        if dyn == 2:
+            m, lsum, o = _decode_chunk_stream(
+                q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+            )
+        else:
+            m, lsum, o = _decode_chunk(
+                q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, b, h0, t0, chunk, qt
+            )
         if tail > 0:
             # the last, partial KV block (e.g. the new token's key): its own partial, in slot
             # `split`, computed by the group's last core (a loop of one trip there, none
@@ -329,6 +373,113 @@ def decode_attention(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 
 
 
 @legato.function
+def decode_attention_stream(
+    q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, out, lse, part
+):
+    """`decode_attention` with each core's chunk streamed KV block by KV block (a chunk of a
+    long context that one core's SRAM does not hold: `_decode_chunk_stream`)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, 2, out, lse, part)
+
+
+@legato.function
+def decode_attention_stream_unsplit(q, k, v, mask, scale, has_mask, mask_b, mask_h, kb, out, lse):
+    """`decode_attention_stream` with one core per key/value group (no scratch)."""
+    _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, 1, kb, 2, out, lse, None)
+
+
+@legato.function
+def _dynamic_append_item(i, q, k_old, k_new, v_old, v_new, scale, split, kb, outs, part):
+    """Work item i = (group g, chunk r) of `decode_attention_dynamic_append`: the cached keys
+    as `_decode_item` takes a runtime length (KV tiles r, r + split, ... of `kb` keys, then
+    the partial one), and on the group's last core (a loop of one trip there, none
+    elsewhere) the appended keys, written after the cached rows of k_all / v_all (at the
+    runtime offset L0) and folded into its running softmax."""
+    f32 = legato.types.float("float32")
+    out, lse, k_all, v_all = outs
+    nkv = k_old.bounds[1]
+    rep = q.shape[1] // nkv
+    d = q.shape[3]
+    g, r, b, hk, h0 = _group_of(i, split, nkv, rep)
+    qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
+    m = legato.tensor.full((1, rep), NEG_BIG, f32)
+    lsum = legato.tensor.full((1, rep), 0.0, f32)
+    o = legato.tensor.full((rep, d), 0.0, f32)
+    for t in range(r, min(k_old.size(2), v_old.size(2)) // kb, split):
+        kc = legato.tensor.load(k_old[b, hk, t * kb : t * kb + kb, :])  # [kb, D]
+        s = legato.tensor.matmul(kc, qt, f32) * scale  # [kb, rep]
+        mb, lb, ob = _fold_block(s, v_old, b, hk, t * kb, (0, kb), m)
+        w = legato.tensor.exp(m - mb)
+        o = o * _t(w) + ob
+        lsum = lsum * w + lb
+        m = mb
+    nfull = min(k_old.size(2), v_old.size(2)) // kb
+    for t in range(
+        nfull + (r + split - nfull % split) % split, (k_old.size(2) + kb - 1) // kb, split
+    ):
+        kt = legato.tensor.load(k_old[b, hk, t * kb : t * kb + kb, :])
+        vt = legato.tensor.load(v_old[b, hk, t * kb : t * kb + kb, :])
+        m, lsum, o = _dyn_fold(kt, vt, qt, scale, m, lsum, o)
+    for _ in range(split - 1, r + 1):
+        m, lsum, o = _append_new_at(
+            k_new, v_new, k_all, v_all, qt, scale, (b, hk), k_old.size(2), m, lsum, o
+        )
+    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+@legato.function
+def _append_new_at(k_new, v_new, k_all, v_all, qt, scale, bh, t0, m, lsum, o):
+    """Fold the appended keys (k_new / v_new [B, Hkv, R, D], on chip or in shared DRAM) of
+    (b, hk) = bh into the running (m, l, o) and write them to rows t0 .. (a runtime offset: the
+    cached length) of k_all / v_all."""
+    f32 = legato.types.float("float32")
+    b, hk = bh
+    kn = _part_rows(k_new, b, hk, 1)  # [R, D]
+    vn = _part_rows(v_new, b, hk, 1)
+    _write_rows(kn, vn, k_all, v_all, b, hk, t0)
+    s = legato.tensor.matmul(kn, qt, f32) * scale  # [R, rep]
+    mb, lb, ob = _fold_block(s, vn, b, hk, 0, (0, k_new.shape[2]), m)
+    w = legato.tensor.exp(m - mb)
+    return mb, lsum * w + lb, o * _t(w) + ob
+
+
+@legato.function
+def decode_attention_dynamic_append(
+    q, k_old, k_new, v_old, v_new, scale, pieces, split, kb, out, lse, k_all, v_all, part
+):
+    """`decode_attention_dynamic` over cat(k_old, k_new) / cat(v_old, v_new) along the length
+    (a DynamicCache's append; k_old [B, Hkv, ?L0, D], k_new [B, Hkv, R, D]) with the append
+    fused: the cached rows are copied to k_all / v_all as `cat_rows_dynamic` copies them
+    (pieces of `pieces` rows), the attention reads them from k_old / v_old, and the appended
+    rows, which may be on-chip values of a fused prologue (the rotary of the new key) as q
+    may, are written and folded in by each group's last core. Writes out, lse and the
+    appended caches."""
+    nkv = k_old.bounds[1]
+    rep = q.shape[1] // nkv
+    groups = q.shape[0] * nkv
+    items = groups * split
+    ncores = legato.get_context().get_device().num_cores
+    c = legato.core_id()
+    cat_rows_dynamic((k_old,), (pieces,), k_all)
+    cat_rows_dynamic((v_old,), (pieces,), v_all)
+    outs = (out, lse, k_all, v_all)
+    for i in range(c, items, ncores):
+        _dynamic_append_item(i, q, k_old, k_new, v_old, v_new, scale, split, kb, outs, part)
+    if split > 1:
+        legato.sync.barrier()
+        _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
+
+
+@legato.function
+def decode_attention_dynamic_append_unsplit(
+    q, k_old, k_new, v_old, v_new, scale, pieces, kb, out, lse, k_all, v_all
+):
+    """`decode_attention_dynamic_append` with one core per key/value group (no scratch)."""
+    decode_attention_dynamic_append(
+        q, k_old, k_new, v_old, v_new, scale, pieces, 1, kb, out, lse, k_all, v_all, None
+    )
+
+
+@legato.function
 def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
     """`decode_attention` (no mask) of a KV length L known at run time (k/v [B, Hkv, ?L, D]):
     one binary for every L up to the bound; the whole KV tiles of kb keys on the MPU, the
@@ -354,7 +505,7 @@ def _decode(q, k, v, mask, scale, has_mask, mask_b, mask_h, split, kb, dyn, out,
     ncores = legato.get_context().get_device().num_cores
     c = legato.core_id()
     loop = True  # a runtime KV length: a loop over its KV tiles
-    if not dyn:
+    if dyn != 1:
         loop = _item_loop(items, ncores)
     if not loop:
         i = c  # one item per core
@@ -488,14 +639,40 @@ def _append_new(k_new, v_new, k_all, v_all, qt, scale, mask, mask_flags, b, hk, 
 
 
 @legato.function
+def _append_chunk_stream(k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, ids, t0, n):
+    """(m, l, o) of the cached keys t0 .. t0 + n of `decode_attention_append`'s item `ids` =
+    (b, hk, h0) for a chunk one core's SRAM does not hold (a long context): KV block by KV
+    block (`kb` keys; block j + 1 loaded before block j is used), each block copied to the
+    appended caches and its scores folded into the running softmax at once."""
+    b, hk, h0 = ids
+    blocks = _blocks(n, kb)
+    st, w = blocks[0]
+    kc = legato.tensor.load(k_old[b, hk, t0 + st : t0 + st + w, :])
+    vc = legato.tensor.load(v_old[b, hk, t0 + st : t0 + st + w, :])
+    m, lsum, o = 0.0, 0.0, 0.0
+    for j in legato.static_range(len(blocks)):
+        st, w = blocks[j]
+        if j + 1 < len(blocks):
+            sn, wn = blocks[j + 1]
+            kn = legato.tensor.load(k_old[b, hk, t0 + sn : t0 + sn + wn, :])
+            vn = legato.tensor.load(v_old[b, hk, t0 + sn : t0 + sn + wn, :])
+        s = _copy_and_score(kc, vc, k_all, v_all, qt, scale, mask, mask_flags, b, hk, h0, t0 + st)
+        m, lsum, o = _fold_stream(m, lsum, o, j, s, vc, b, hk, 0, w)
+        if j + 1 < len(blocks):
+            kc, vc = kn, vn
+    return m, lsum, o
+
+
+@legato.function
 def _append_item(
     i, q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part, pre, one
 ):
     """Work item i = (group g, chunk r) of `decode_attention_append`: the chunk r of the
     cached keys, and on the group's last core (a loop of one trip there, none elsewhere: the
     program has no runtime if) the appended keys folded into its running softmax. `one`
-    (compile-time: one item per core): `pre` holds the chunk's K and V rows, loaded already
-    (`decode_append_preload`); else they are loaded here."""
+    (compile-time) True: one item per core, `pre` holds the chunk's K and V rows, loaded
+    already (`decode_append_preload`); False: they are loaded here; 2: the chunk is streamed
+    KV block by KV block (`_append_chunk_stream`, a long context)."""
     out, lse, k_all, v_all = outs
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
@@ -503,18 +680,24 @@ def _append_item(
     qt = _t(_part_rows(q, b, h0, rep))  # [D, rep]: the MPU weight
     chunk = k_old.shape[2] // split
     t0 = r * chunk
-    if one:
-        kc, vc = pre
+    if one == 2:  # streamed (a long context)
+        m, lsum, o = _append_chunk_stream(
+            k_old, v_old, k_all, v_all, qt, scale, mask, mask_flags, kb, (b, hk, h0), t0, chunk
+        )
     else:
-        kc = legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :])  # [n, D]
-        vc = legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :])
-    # copied to the appended caches at once: a barrier waits for every DMA its core issued,
-    # so these writes end before the partials' barrier wherever they are issued, and issued
-    # after it they would queue before the combine's loads (measured: 5.0k cycles this way,
-    # 5.1k after the combine, 5.7k between the barrier and the combine; tiny Llama, EVT0)
-    _write_rows(kc, vc, k_all, v_all, b, hk, t0)
-    s = _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
-    m, lsum, o = _softmax_v(s, vc, b, hk, 0, chunk, kb)
+        if one:
+            kc, vc = pre
+        else:
+            kc = legato.tensor.load(k_old[b, hk, t0 : t0 + chunk, :])  # [n, D]
+            vc = legato.tensor.load(v_old[b, hk, t0 : t0 + chunk, :])
+        # copied to the appended caches at once: a barrier waits for every DMA its core
+        # issued, so these writes end before the partials' barrier wherever they are issued,
+        # and issued after it they would queue before the combine's loads (measured: 5.0k
+        # cycles this way, 5.1k after the combine, 5.7k between the barrier and the combine;
+        # tiny Llama, EVT0)
+        _write_rows(kc, vc, k_all, v_all, b, hk, t0)
+        s = _scores(kc, qt, scale, mask, mask_flags, b, h0, t0)
+        m, lsum, o = _softmax_v(s, vc, b, hk, 0, chunk, kb)
     flags = (k_all, v_all, qt, scale, mask, mask_flags)
     for _ in range(split - 1, r + 1):
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
@@ -539,6 +722,7 @@ def decode_attention_append(
     v_all,
     part,
     pre,
+    stream=False,
 ):
     """Decode attention (one query row per head, q [B, Hq, 1, D]) over the KV cache with its
     append fused: K = cat(k_old, k_new, dim 2) (k_old [B, Hkv, L0, D] in shared DRAM, k_new
@@ -551,7 +735,8 @@ def decode_attention_append(
     `mask_flags` = (has_mask, mask_b, mask_h) of an additive mask over the L0 + R keys.
     `pre` (when every core has exactly one work item, else None): this core's cached K and V
     rows, loaded before the prologue's steps (`decode_append_preload`, `Impl.preload`), so
-    their DRAM latency and transfer overlap the rotary (it was issued after it)."""
+    their DRAM latency and transfer overlap the rotary (it was issued after it). `stream`: each
+    core's chunk is streamed KV block by KV block (a long context, `_append_chunk_stream`)."""
     nkv = k_old.shape[1]
     rep = q.shape[1] // nkv
     groups = q.shape[0] * nkv
@@ -560,7 +745,13 @@ def decode_attention_append(
     c = legato.core_id()
     outs = (out, lse, k_all, v_all)
     args = (q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, outs, part)
-    if items == ncores:
+    if stream:
+        if items == ncores:
+            _append_item(c, *args, None, 2)
+        else:
+            for i in range(c, items, ncores):
+                _append_item(i, *args, None, 2)
+    elif items == ncores:
         _append_item(c, *args, pre, True)
     else:
         for i in range(c, items, ncores):
@@ -592,6 +783,58 @@ def decode_attention_append_unsplit(
         v_all,
         None,
         pre,
+    )
+
+
+@legato.function
+def decode_attention_append_stream(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, split, kb, out, lse, k_all, v_all, part
+):
+    """`decode_attention_append` with each core's chunk streamed (a long context)."""
+    decode_attention_append(
+        q,
+        k_old,
+        k_new,
+        v_old,
+        v_new,
+        mask,
+        scale,
+        mask_flags,
+        split,
+        kb,
+        out,
+        lse,
+        k_all,
+        v_all,
+        part,
+        None,
+        True,
+    )
+
+
+@legato.function
+def decode_attention_append_stream_unsplit(
+    q, k_old, k_new, v_old, v_new, mask, scale, mask_flags, kb, out, lse, k_all, v_all
+):
+    """`decode_attention_append_stream` with one core per key/value group (no scratch)."""
+    decode_attention_append(
+        q,
+        k_old,
+        k_new,
+        v_old,
+        v_new,
+        mask,
+        scale,
+        mask_flags,
+        1,
+        kb,
+        out,
+        lse,
+        k_all,
+        v_all,
+        None,
+        None,
+        True,
     )
 
 
@@ -840,6 +1083,12 @@ def _nbytes(*ts) -> int:
     return sum(t.numel() * t.element_size() for t in ts)
 
 
+def _decode_need(keys: int, d: int, esz: int, rep: int, has_mask: bool) -> int:
+    """SRAM bytes one decode work item holds for `keys` keys: K and V rows, f32 scores and
+    probabilities (and the mask's f32 rows)."""
+    return 2 * keys * d * esz + 3 * keys * rep * 4 + (keys * rep * 4 if has_mask else 0)
+
+
 def _largest_divisor_at_most(n: int, cap: int) -> int:
     for r in range(max(1, min(n, cap)), 0, -1):
         if n % r == 0:
@@ -927,6 +1176,11 @@ def resolve_chip_sdpa(node, ctx):
         # a bound below 512 (a sliding window's slice of the cache) caps the tile: its keys are
         # one block of torch's either way, and a tile never exceeds the bound
         kb = min(TORCH_KV_SPLIT, lk_max)
+        kp, vp = _append_parts(k, node, True), _append_parts(v, node, True)
+        if kp is not None and vp is not None:
+            fused = _dynamic_append_impl(ctx, q, kp, vp, (k, v), scale, (split, kb, rep, d))
+            if fused is not None:
+                return fused
         return _decode_impl(
             (decode_attention_dynamic, decode_attention_dynamic_unsplit),
             (q, k, v, scale),
@@ -948,17 +1202,26 @@ def resolve_chip_sdpa(node, ctx):
             split -= 1
         tail = lk % kb if split > 1 else 0
         chunk = (lk - tail) // split
-        # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM
-        need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
-        assert need <= ctx.model.sram_size // 2, (
-            f"a decode chunk of {chunk} keys needs {need} bytes of SRAM "
-            f"(more than half of the {ctx.model.sram_size} of a core)"
+        # K and V chunks, scores and probabilities of one (group, chunk) in one core's SRAM;
+        # past half of it (a long context), the chunk streams KV block by KV block
+        need = _decode_need(chunk, d, esz, rep, has_mask)
+        stream = need > ctx.model.sram_size // 2
+        if stream:
+            need = _decode_need(2 * kb, d, esz, rep, has_mask)
+            assert need <= ctx.model.sram_size // 2, (
+                f"two decode blocks of {kb} keys need {need} bytes of SRAM "
+                f"(more than half of the {ctx.model.sram_size} of a core)"
+            )
+        fns = (
+            (decode_attention_stream, decode_attention_stream_unsplit)
+            if stream
+            else (decode_attention, decode_attention_unsplit)
         )
         return _decode_impl(
-            (decode_attention, decode_attention_unsplit),
+            fns,
             (q, k, v, mask, scale, has_mask, mask_b, mask_h),
             (split, kb, split + (tail > 0), (groups, rep, d)),
-            f"chip decode attention (split-KV x{split})",
+            f"chip decode attention (split-KV x{split}{', streamed' if stream else ''})",
         )
     # prefill: blocks of query rows, enough of them for every core, scores within a budget
     blocks = nb * nh
@@ -981,10 +1244,11 @@ def resolve_chip_sdpa(node, ctx):
 APPEND_MAX_ROWS = 16
 
 
-def _append_parts(x, sdpa):
+def _append_parts(x, sdpa, dynamic=False):
     """(cached, appended) when the attention operand `x` is `cat([cached, appended], dim=2)`
     of two 4-d tensors of static shapes (a KV cache's append: the cached rows first, a few
-    new rows after), read by no other attention; else None."""
+    new rows after), read by no other attention; else None. `dynamic`: the cached part's
+    length (dim 2) is a runtime size, the appended part's static."""
     if not (isinstance(x, torch.fx.Node) and x.target is aten.cat.default):
         return None
     parts = x.args[0]
@@ -999,12 +1263,15 @@ def _append_parts(x, sdpa):
         isinstance(t, torch.Tensor)
         and t.dim() == 4
         and t.dtype == tx.dtype
-        and all(isinstance(d, int) for d in t.shape)
-        and t.shape[2] > 0
-        for t in vals
+        and all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2 or j == 1)
+        and (dynamic or isinstance(t.shape[2], int))
+        and (not isinstance(t.shape[2], int) or t.shape[2] > 0)
+        for j, t in enumerate(vals)
     ):
         return None
-    if vals[1].shape[2] > APPEND_MAX_ROWS or vals[0].shape[2] < vals[1].shape[2]:
+    if isinstance(vals[0].shape[2], int) == dynamic:
+        return None
+    if vals[1].shape[2] > APPEND_MAX_ROWS or (not dynamic and vals[0].shape[2] < vals[1].shape[2]):
         return None
     if any(u is not sdpa and u.target is sdpa.target for u in x.users):
         return None  # two attentions would both write it
@@ -1040,9 +1307,21 @@ def _append_impl(node, ctx, qkv, flags):
     while split > 1 and l0 % split:
         split -= 1
     chunk = l0 // split
-    need = 2 * chunk * d * esz + 3 * chunk * rep * 4 + (chunk * rep * 4 if has_mask else 0)
+    need = _decode_need(chunk, d, esz, rep, has_mask)
     if need > ctx.model.sram_size // 2:
-        return None
+        # a long context: each chunk streamed KV block by KV block (two blocks in SRAM)
+        need = _decode_need(2 * kb, d, esz, rep, has_mask)
+        if need > ctx.model.sram_size // 2:
+            return None
+        return _decode_impl(
+            (decode_attention_append_stream, decode_attention_append_stream_unsplit),
+            (q, kp[0], kp[1], vp[0], vp[1], mask, scale, (has_mask, mask_b, mask_h)),
+            (split, kb, split, (groups, rep, d)),
+            f"chip decode attention + KV append (split-KV x{split}, streamed)",
+            values=frozenset({0, 2, 4}),
+            writes=(k, v),
+            onchip=need,
+        )
     # one item per core: its cached rows are loaded before the prologue (`Impl.preload`)
     one = groups * split == ctx.model.num_cores
     pre = decode_append_preload if one else decode_append_no_preload
@@ -1056,6 +1335,36 @@ def _append_impl(node, ctx, qkv, flags):
         preload=(pre, (kp[0], vp[0], split)),
         onchip=need,
         preload_bytes=2 * chunk * d * esz if one else 0,
+    )
+
+
+def _dynamic_append_impl(ctx, q, kp, vp, kv, scale, plan):
+    """The runtime-length decode attention with its operands' KV-cache appends fused
+    (`decode_attention_dynamic_append`; `kp` / `vp` = (cached, appended) of k and v, `kv` the
+    two `cat` nodes it writes), or None when their shapes differ or the cached length has no
+    bound. q and the appended rows may come from a fused prologue (`Impl.values`): the
+    decode step's rotary and scaling then run in the attention's kernel."""
+    split, kb, rep, d = plan
+    tko, tkn = (_aten.val(x) for x in kp)
+    tvo, tvn = (_aten.val(x) for x in vp)
+    if tuple(tkn.shape) != tuple(tvn.shape) or tuple(tko.shape[:2]) != tuple(tvo.shape[:2]):
+        return None
+    if tko.shape[3] != d or tvo.shape[3] != d:
+        return None
+    bound = ctx.bound(tko.shape[2])
+    if bound is None or ctx.bound(tvo.shape[2]) is None:
+        return None
+    row = d * tko.element_size()
+    piece = max(1, min(bound, CAT_PIECE_BYTES // row))
+    groups = tko.shape[0] * tko.shape[1]
+    kb = min(kb, bound)  # the cached part's KV tiles (the appended rows fold in after them)
+    return _decode_impl(
+        (decode_attention_dynamic_append, decode_attention_dynamic_append_unsplit),
+        (q, kp[0], kp[1], vp[0], vp[1], scale, piece),
+        (split, kb, split, (groups, rep, d)),
+        f"chip decode attention + KV append (runtime KV length, split-KV x{split})",
+        values=frozenset({0, 2, 4}),
+        writes=kv,
     )
 
 

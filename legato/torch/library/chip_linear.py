@@ -54,9 +54,15 @@ epilogue), instead of the prefill form, whose row pieces and core-to-core slabs 
 shapes. (So a runtime M of thousands of tokens at K = 4096 reads W once per 64 rows on EVT0:
 DRAM-bound, not MPU-bound as `linear_rows_cols` is at a static M.)
 
+K not a multiple of 256 (the decode forms and `linear_gemm`): the layout zero-pads W^T's rows to
+whole K-tiles once, and the kernel zero-fills x's columns to match on the core (`_padded`; in
+`linear_gemm` only the last slab): the extra products are exact zeros, so the result is the
+unpadded matmul's. The prefill form `linear_rows_cols` takes whole tiles only (a static M past
+the decode forms then runs them in chunks).
+
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
-eagerly): K not a multiple of 256, N with no tile width that gives every core whole columns, other
-dtypes, W not a parameter or its `t(W)` used elsewhere.
+eagerly): N with no tile width that gives every core whole columns, other dtypes, W not a
+parameter or its `t(W)` used elsewhere.
 """
 
 from __future__ import annotations
@@ -152,6 +158,30 @@ def _onchip_cols(x, k0, width):
 
 
 @legato.function
+def _padded(xs, kp):
+    """xs [M, K] on the core, zero-filled to kp columns when K is not a multiple of 256 (the
+    weight's K-tiles are zero-padded the same way, `_linear_impl`): the last K-tile's products
+    with the zero columns are exact zeros."""
+    k = xs.bounds[1]
+    if k == kp:
+        return xs
+    if xs.spec.dims[0].is_dynamic:
+        zero = legato.tensor.full((xs.bounds[0], kp - k), 0.0, xs.dtype)[0 : xs.size(0), :]
+    else:
+        zero = legato.tensor.full((xs.shape[0], kp - k), 0.0, xs.dtype)
+    return legato.tensor.cat((xs, zero), 1)
+
+
+@legato.function
+def _slab(x, t):
+    """x's K-slab t ([M, 256], zero-filled past K) on the core (t static)."""
+    k = x.bounds[1]
+    if (t + 1) * TK <= k:
+        return _onchip_cols(x, t * TK, TK)
+    return _padded(_onchip_cols(x, t * TK, k - t * TK), TK)
+
+
+@legato.function
 def _tile(wt, b, t, i, wmem, pre):
     """Weight tile t of column block b, the i-th (static) of the block's tiles the caller
     walks: `pre[i]` when it was loaded ahead (`first_tiles`)."""
@@ -204,7 +234,7 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
     m = x.size(0)  # a runtime index when the row count is dynamic (M tokens)
     c = legato.core_id()
     if split == 1:
-        xs = _onchip(x)
+        xs = _padded(_onchip(x), kt * TK)
         if nb == p:
             acc = _block(xs, wt, c, 0, kt, m, tn, wmem, pre)
             _store(out, acc, bias, c * tn, tn, has_bias, epi, eargs, g)
@@ -220,7 +250,10 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
         per = kt // split
         blk = c // split
         h = c % split
-        xs = _onchip_cols(x, h * per * TK, per * TK)
+        if x.bounds[1] == kt * TK:
+            xs = _onchip_cols(x, h * per * TK, per * TK)
+        else:  # K zero-filled to whole tiles on the core, then this core's share of it
+            xs = _padded(_onchip(x), kt * TK)[:, h * per * TK : (h + 1) * per * TK]
         acc = _block(xs, wt, blk, h * per, per, m, tn, wmem)
         cols = tn // split
         j0 = blk * tn + h * cols
@@ -265,7 +298,7 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
     m = x.size(0)  # a runtime index when the row count is dynamic (M tokens)
     tiles = nb * kt
     c = legato.core_id()
-    xs = _onchip(x)
+    xs = _padded(_onchip(x), kt * TK)
     start = c * tiles // p
     end = (c + 1) * tiles // p
     b_lo = start // kt
@@ -326,7 +359,7 @@ def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
     c = legato.core_id()
     slabs = ()
     for t in legato.static_range(kt):
-        slabs = slabs + (_onchip_cols(x, t * TK, TK),)
+        slabs = slabs + (_slab(x, t),)
     rounds = (nb + p - 1) // p
     w = legato.tensor.load(wt[min(c, nb - 1), 0], wmem)
     for j in legato.static_range(rounds):
@@ -507,9 +540,17 @@ def _group(p: int) -> int:
     return min(p, 8 if p <= 32 else 16)
 
 
-def _rows_cols_fits(p: int, m: int, n: int, dt, g: int) -> bool:
-    """Whether the prefill form (`linear_rows_cols`) takes an [m, K] x [K, n] projection."""
-    return g == 1 and dt == torch.bfloat16 and n % p == 0 and n // p <= 128 and m % _group(p) == 0
+def _rows_cols_fits(p: int, m: int, n: int, dt, g: int, k: int) -> bool:
+    """Whether the prefill form (`linear_rows_cols`) takes an [m, k] x [k, n] projection (k
+    whole K-tiles: its slabs go core to core as they are)."""
+    return (
+        g == 1
+        and dt == torch.bfloat16
+        and n % p == 0
+        and n // p <= 128
+        and m % _group(p) == 0
+        and k % TK == 0
+    )
 
 
 def _weight(node, w_arg):
@@ -602,8 +643,10 @@ def _linear_impl(projs, ctx, x):
     if dynamic:  # a runtime row count (M tokens): sized for its bound
         m = ctx.bound(m)
         assert m is not None, "a dynamic M without an upper bound"
-    assert k % TK == 0, f"K = {k} is not a multiple of {TK}"
-    kt = k // TK
+    # K not a multiple of 256: the weight's last K-tile is zero-padded at layout time and x is
+    # zero-filled to whole tiles on the core (`_padded`); every size below is the padded one
+    kt = -(-k // TK)
+    kw, k = k, kt * TK
     p = ctx.model.num_cores
     esize = tx.element_size()
     decode = _decode_fits(m, k, esize, ctx.model.sram_size)
@@ -612,7 +655,7 @@ def _linear_impl(projs, ctx, x):
         rows = max_decode_rows(k, esize, ctx.model.sram_size)
         assert rows > 0, f"K = {k}: not one row of x fits a core's sram"
         m, decode = rows, True  # the decode form on each chunk, its scratch sized for one
-    elif not decode and not _rows_cols_fits(ctx.model.num_cores, m, n, dt, len(projs)):
+    elif not decode and not _rows_cols_fits(ctx.model.num_cores, m, n, dt, len(projs), kw):
         # a static M whose x does not fit one core's sram and that the prefill form does not
         # take (f32, N past 128 columns per core, M not in whole row pieces): the decode form
         # on equal chunks of rows (a divisor of M), W read once per chunk; never refused
@@ -644,12 +687,14 @@ def _linear_impl(projs, ctx, x):
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
-        assert _rows_cols_fits(p, m, n, dt, g)  # else in chunks (above)
+        assert _rows_cols_fits(p, m, n, dt, g, kw)  # else in chunks (above)
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
     nb = n // tn
 
     def lay(*weights):  # g x W[N, K] -> wt[N/tn, K/256, 256, g*tn], block b: g slices of tn
-        wt = torch.stack([w.t().reshape(kt, TK, nb, tn) for w in weights], 3)
+        # (K zero-padded to whole tiles)
+        ts = [torch.nn.functional.pad(w.t(), (0, 0, 0, k - kw)) for w in weights]
+        wt = torch.stack([t.reshape(kt, TK, nb, tn) for t in ts], 3)
         return wt.permute(2, 0, 1, 3, 4).reshape(nb, kt, TK, g * tn)
 
     bf16 = dt == torch.bfloat16

@@ -81,14 +81,23 @@ _CASES = {
         ReadBeforeTransferError,
         {"y = x * x", 'legato.tensor.request_load(a, device.get_core(0), "sram")'},
     ),
-    "dmawait": (
-        rk.spmd_exchange,
-        {"core": "dma_wait", "backend": "dmawait"},
-        0,
-        rk.NC * rk.R,
-        SharedMemoryRaceError,
-        {_EXCHANGE_WRITE, _EXCHANGE_READ},
-    ),
+    # a barrier waits for the transfers other cores observe with one queue wait each
+    # (`core-barrier-waits`): without the first barrier's, the exchange's read races the store
+    # before it; without the second's, the neighbour's rewrite races the read still in flight
+    **{
+        name: (
+            rk.spmd_exchange,
+            {"core": "wait_queue", "backend": "qwait"},
+            nth,
+            rk.NC * rk.R,
+            SharedMemoryRaceError,
+            lines,
+        )
+        for name, nth, lines in (
+            ("barrier_store_wait", 0, {_EXCHANGE_WRITE, _EXCHANGE_READ}),
+            ("barrier_load_wait", 1, {_EXCHANGE_READ, _EXCHANGE_REWRITE}),
+        )
+    },
     # without the first barrier, the exchange's read races the write before it; without the
     # second, the rewrite races that read
     **{

@@ -77,9 +77,11 @@ def _args(rows: int):
     return [rng.standard_normal((rows, 64)).astype(np.float32), np.zeros((rows, 64), np.float32)]
 
 
-def _hazard(kernel, mnemonic, nth, rows, cls) -> HazardError:
+def _hazard(kernel, mnemonic, nth, rows, cls, operand: str = "") -> HazardError:
     with pytest.raises(cls) as ei:
-        run_binary(_without(kernel, mnemonic, nth), kernel.model, _args(rows), hazards=True)
+        run_binary(
+            _without(kernel, mnemonic, nth, operand), kernel.model, _args(rows), hazards=True
+        )
     e = ei.value
     assert isinstance(e, LegatoRuntimeError) and isinstance(e, LegatoError)
     return e
@@ -102,9 +104,13 @@ def test_removed_qwait_is_a_read_before_the_transfer():
     assert f"{SOURCE}:{_line('y = x * x')}:" in msg
 
 
-def test_removed_dmawait_races_on_shared_dram():
-    e = _hazard(rk.spmd_exchange, "dmawait", 0, rk.NC * rk.R, SharedMemoryRaceError)
-    # a core's write of its rows may still be in flight when its neighbour reads them
+def test_removed_barrier_qwait_races_on_shared_dram():
+    # a barrier waits for its core's store with a qwait on the core's own queue
+    # (`core-barrier-waits`); without it, the store may still be in flight when the
+    # neighbour reads the rows
+    e = _hazard(
+        rk.spmd_exchange, "qwait", 0, rk.NC * rk.R, SharedMemoryRaceError, operand="sram.q255"
+    )
     assert e.first.access == "writes" and e.second.access == "reads"
     assert e.first.transfer and e.second.transfer and e.first.module != e.second.module
     _at(e.first, "legato.tensor.memcpy(out[c * R : (c + 1) * R, :], legato.tensor.exp(x))")

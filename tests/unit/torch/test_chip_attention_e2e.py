@@ -122,10 +122,48 @@ def test_decode_over_a_runtime_cache_length_one_compile():
             got = compiled(x, kc, vc)
             ref = model(x, kc, vc)
         _close(got, ref)
-        mods = _chip_kernels(
-            "chip decode attention (runtime KV length", "chip cat (KV append, runtime"
-        )
+        # the cache appends fused into the attention (`_dynamic_append_impl`), the projections
+        # before it and after it chained: the whole block is one kernel
+        mods = _chip_kernels("chip decode attention + KV append (runtime KV length")
+        assert lt.last_summary().num_kernels == 1, str(lt.last_summary())
     # one graph and one binary per spmd kernel served every length
     assert all(m.kernel.compile_count == 1 for m in mods), [
         (m.gen.name, m.kernel.compile_count) for m in mods
     ]
+
+
+class ScaledAttention(Attention):
+    """`Attention` with elementwise prologues on the new query and key (a pre-scaled query as
+    OPT / GPT-2 scale it, a scaled key standing for the rotary's elementwise ops)."""
+
+    def forward(self, x, k_cache, v_cache):
+        b, s, _ = x.shape
+        q = (self.q(x) * 0.125).view(b, s, HEADS, HD).transpose(1, 2)
+        k = (self.k(x) * 1.5 + 0.25).view(b, s, KV_HEADS, HD).transpose(1, 2)
+        v = self.v(x).view(b, s, KV_HEADS, HD).transpose(1, 2)
+        k = torch.cat([k_cache, k], dim=-2)
+        v = torch.cat([v_cache, v], dim=-2)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=s > 1, enable_gqa=True)
+        return self.o(o.transpose(1, 2).reshape(b, s, HIDDEN)), k, v
+
+
+def test_runtime_length_attention_takes_elementwise_prologues():
+    """Over a runtime cache length, `q * scale` and the new key's elementwise work run in the
+    attention's kernel (a fused prologue of the runtime-length attention with its appends,
+    `Impl.values`): the projections, the prologue, the appends, the attention and the output
+    projection are one kernel, not one per all-core node and segment between."""
+    torch.manual_seed(3)
+    model = ScaledAttention()
+    compiled = torch.compile(model, backend="legato")
+    for n in (300, 513):
+        x = torch.randn(1, 1, HIDDEN, dtype=BF16)
+        kc, vc = (torch.randn(1, KV_HEADS, n, HD, dtype=BF16) for _ in range(2))
+        for t in (kc, vc):
+            lt.mark_dynamic(t, 2, max=1024)
+        with torch.no_grad():
+            got = compiled(x, kc, vc)
+            ref = model(x, kc, vc)
+        _close(got, ref)
+        _chip_kernels("chip decode attention + KV append (runtime KV length")
+        s = lt.last_summary()
+        assert s.num_kernels == 1 and s.num_extern == 0, str(s)
