@@ -113,23 +113,24 @@ def test_f32_linear_transpose_is_prepared_once_on_legato():
 
 
 def test_transpose_feeding_an_eager_matmul_stays_on_the_host():
-    """A Linear whose matmul runs eagerly (K = 320 chip_linear does not take, a weight one
-    core cannot hold): its t(W) is not a Legato kernel of its own that copies the weight to
-    the chip and back per call (it was 42k cycles here); it is an eager view, with its reason
-    recorded. (The case was 512 -> 1024 at a row bound of 1024, which chip_linear now takes in
-    chunks of rows.)"""
+    """A linear whose matmul runs eagerly (its weight is a graph input of runtime width, which the
+    MPU's laid-out weight cannot be): its t(W) is not a Legato kernel of its own that copies the
+    weight to the chip and back per call (it was 42k cycles for a 320 x 4096 weight); it is an
+    eager view, with its reason recorded. (The case was a Linear of a shape chip_linear refused,
+    512 -> 1024 at a row bound of 1024 and then K = 320; it takes every static shape now: rows in
+    chunks, K zero-padded.)"""
     torch.manual_seed(0)
-    lin = torch.nn.Linear(320, 4096, bias=False).bfloat16()
 
-    def f(x):
-        return lin(x)
+    def f(x, w):
+        return torch.nn.functional.linear(x, w)
 
     g = torch.compile(f, backend="legato", dynamic=True)
     with torch.no_grad():
-        for m in (3, 5):
-            x = torch.randn(m, 320, dtype=torch.bfloat16)
-            lt.mark_dynamic(x, 0, max=1024)
-            torch.testing.assert_close(g(x), f(x), rtol=0, atol=0)
+        for n in (4096, 2048):
+            x = torch.randn(3, 320, dtype=torch.bfloat16)
+            w = torch.randn(n, 320, dtype=torch.bfloat16)
+            lt.mark_dynamic(w, 0, max=8192)
+            torch.testing.assert_close(g(x, w), f(x, w), rtol=0, atol=0)
     s = lt.last_summary()
     assert any(e.op == "aten.mm.default" and "resolver refused" in e.reason for e in s.extern), s
     views = [e for e in s.extern if e.node.startswith("t")]
