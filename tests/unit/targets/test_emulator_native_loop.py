@@ -550,3 +550,29 @@ def test_native_loop_mpu_bound_faults_match_the_python_loop(
     report = _compare(binary, model, values, monkeypatch, False)[0]
     assert report[0] == "OutOfBoundsError", report
     assert f"pc {pc}" in report[1] and f"mpu_bounds.py:{100 + pc}" in report[1], report[1]
+
+
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_softmax_exp_and_rmax_in_the_loop_match_numpy(target, monkeypatch):
+    """softmax_32x4096's `vpu.exp` and `vpu.rmax` run in native/vpu.c from the compiled loop
+    (none reaches the numpy reference): the same report, output bits and module states as
+    the Python loop with the VPU in numpy (`native_vpu` False)."""
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary("softmax_32x4096", target)
+    reference = emulator.Emulator._vpu_reference
+    seen = []
+
+    def spy(self, m, ins, vs, elems):
+        seen.append(vs.mn)
+        return reference(self, m, ins, vs, elems)
+
+    monkeypatch.setattr(emulator.Emulator, "_vpu_reference", spy)
+    fast = _outcome(binary, model, args, True, monkeypatch, False)
+    assert not {"vpu.exp", "vpu.rmax"} & set(seen), seen
+    monkeypatch.setattr(emulator.Emulator, "native_vpu", False)
+    seen.clear()
+    ref = _outcome(binary, model, args, False, monkeypatch, False)
+    assert {"vpu.exp", "vpu.rmax"} <= set(seen)
+    assert isinstance(ref[0][0], int)
+    assert fast == ref
