@@ -2931,7 +2931,7 @@ class Emulator:
             done = nat[0](nat[1], nat[2], elems, ptrs[0], ptrs[1]) == 0
         elif fmt == "vfill":
             done = nat[0](nat[1], elems, r[ins.c] & _MASK64, ptrs[0]) == 0
-        else:  # v2d: transpose, rsum
+        else:  # v2d: transpose, rsum, rmax
             done = nat[0](nat[1], r[ins.c], r[ins.d], ptrs[0], ptrs[1]) == 0
         if done and type(region) is _RecycledRegion:  # as its `write`: the bytes to zero later
             off2 = off + hi - lo
