@@ -566,6 +566,7 @@ def _loop_vpu(ins: isa.Instruction) -> tuple | None:
         lib.vpu_fill: 4,
         lib.vpu_transpose: 5,
         lib.vpu_rsum: 6,
+        lib.vpu_rmax: 7,
     }[f]
     c1, c2 = (vs.nat[1:] + (0,))[:2]
     fmt = _LOOP_VPU_FORMATS[vs.fmt]
@@ -770,6 +771,8 @@ def _native_form(vs: _VpuStatic) -> tuple | None:
         return lib.vpu_transpose, vs.sz
     if vs.mn == "vpu.rsum" and dt is not None:
         return lib.vpu_rsum, dt
+    if vs.mn == "vpu.rmax" and dt is not None:
+        return lib.vpu_rmax, dt
     return None
 
 
@@ -2928,7 +2931,7 @@ class Emulator:
             done = nat[0](nat[1], nat[2], elems, ptrs[0], ptrs[1]) == 0
         elif fmt == "vfill":
             done = nat[0](nat[1], elems, r[ins.c] & _MASK64, ptrs[0]) == 0
-        else:  # v2d: transpose, rsum
+        else:  # v2d: transpose, rsum, rmax
             done = nat[0](nat[1], r[ins.c], r[ins.d], ptrs[0], ptrs[1]) == 0
         if done and type(region) is _RecycledRegion:  # as its `write`: the bytes to zero later
             off2 = off + hi - lo

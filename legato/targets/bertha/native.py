@@ -36,6 +36,7 @@ int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out);
 int vpu_fill(int esize, long n, uint64_t bits, void *out);
 int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
 int vpu_rsum(int dt, long rows, long cols, const void *x, void *out);
+int vpu_rmax(int dt, long rows, long cols, const void *x, void *out);
 typedef struct {
     int64_t nat, c1, c2, fmt, sz, ssz, mode, period, trans, a, b, c, d;
 } lvpu;

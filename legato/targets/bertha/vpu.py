@@ -122,5 +122,5 @@ def row_max(x: np.ndarray, dtype) -> np.ndarray:
 # tests/unit/targets/test_vpu_native.py): f32 and bf16 only; anything else runs the numpy.
 NATIVE_DTYPES = {np.dtype(np.float32): 0, np.dtype(ml_dtypes.bfloat16): 1}
 NATIVE_BINARY = {"add": 0, "sub": 1, "mul": 2, "div": 3}
-NATIVE_UNARY = {"copy": 0, "neg": 1, "abs": 2, "sqrt": 3, "rsqrt": 4}
+NATIVE_UNARY = {"copy": 0, "neg": 1, "abs": 2, "sqrt": 3, "rsqrt": 4, "exp": 5}
 NATIVE_ESIZES = frozenset({1, 2, 4, 8})  # fill and transpose move elements of these sizes

@@ -491,3 +491,88 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
     # the chain's last pass reads the three-row pass's f32 sums as bf16: bit patterns with
     # infinities and NaNs, which the proof leaves to the exact path
     assert len(settled) == 1 and settled[0] > 0
+
+
+# An MPU operand that crosses its extent (`arch.bounds`): the tile of an `mpu.ldw` past its
+# mpu_buffer extent, the source rows and the destination of an `mpu.mm` past theirs. The
+# loop checks these extents itself (`bounds_ok`); the fault is raised as the Python's.
+MPU_BOUNDED = """
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)
+    ld r4, 16(r1)
+    lsa r6, sram, 0
+    li r7, 1024
+    dma r6, r3, r7
+    lsa r8, mpu_buffer, 0
+    li r9, 16384
+    dma r8, r4, r9
+    dmawait
+    li r10, 128
+    li r11, 64
+    mpu.ldw r8, r10, r11
+    lsa r12, sram, 65536
+    li r13, {rows}
+    mpu.mm r12, r6, r13, f32
+    halt
+"""
+
+
+@pytest.mark.parametrize(
+    "mn,field,space,offset,size,rows",
+    [
+        ("mpu.ldw", "a", "mpu_buffer", 0, 16384 - 2, 2),  # the tile, one element past its buffer
+        ("mpu.mm", "b", "sram", 0, 2 * 128 * 2, 4),  # four source rows of a two-row buffer
+        ("mpu.mm", "a", "sram", 65536, 2 * 64 * 4, 3),  # three f32 rows into a two-row one
+    ],
+)
+def test_native_loop_mpu_bound_faults_match_the_python_loop(
+    mn, field, space, offset, size, rows, monkeypatch
+):
+    from bertha_helpers import small_model, tensor
+
+    from legato.targets.bertha.arch.bounds import Extent
+    from legato.targets.bertha.asm import assemble
+    from legato.targets.bertha.elf import ArgLayout, write_elf
+    from legato.types import bf16
+
+    model = small_model()
+    module = assemble(MPU_BOUNDED.format(rows=rows))
+    code = module.programs[1].instructions
+    pc = next(i for i, ins in enumerate(code) if ins.op.mnemonic == mn)
+    bounds = {"c0": {pc: {field: Extent(space=space, offset=offset, size=size)}}}
+    lines = {"top": [None], "c0": [("mpu_bounds.py", 100 + i, 1) for i in range(len(code))]}
+    args = [tensor("a", bf16, [2048]), tensor("w", bf16, [8192])]
+    binary = write_elf(module, model, ArgLayout(list(args)), bounds=bounds, lines=lines)
+    rng = np.random.default_rng(5)
+    values = [_mpu_data("normal", rng, (2048,)), _mpu_data("normal", rng, (8192,))]
+    report = _compare(binary, model, values, monkeypatch, False)[0]
+    assert report[0] == "OutOfBoundsError", report
+    assert f"pc {pc}" in report[1] and f"mpu_bounds.py:{100 + pc}" in report[1], report[1]
+
+
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_softmax_exp_and_rmax_in_the_loop_match_numpy(target, monkeypatch):
+    """softmax_32x4096's `vpu.exp` and `vpu.rmax` run in native/vpu.c from the compiled loop
+    (none reaches the numpy reference): the same report, output bits and module states as
+    the Python loop with the VPU in numpy (`native_vpu` False)."""
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary("softmax_32x4096", target)
+    reference = emulator.Emulator._vpu_reference
+    seen = []
+
+    def spy(self, m, ins, vs, elems):
+        seen.append(vs.mn)
+        return reference(self, m, ins, vs, elems)
+
+    monkeypatch.setattr(emulator.Emulator, "_vpu_reference", spy)
+    fast = _outcome(binary, model, args, True, monkeypatch, False)
+    assert not {"vpu.exp", "vpu.rmax"} & set(seen), seen
+    monkeypatch.setattr(emulator.Emulator, "native_vpu", False)
+    seen.clear()
+    ref = _outcome(binary, model, args, False, monkeypatch, False)
+    assert {"vpu.exp", "vpu.rmax"} <= set(seen)
+    assert isinstance(ref[0][0], int)
+    assert fast == ref

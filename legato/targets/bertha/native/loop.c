@@ -23,7 +23,7 @@ enum {
 /* an mpu.mm's flags in `sins.imm` (`_loop_program` maps `isa.MM_F32`, `MM_ACC` to these) */
 enum { MMF_F32 = 1, MMF_ACC = 2 };
 /* native/vpu.c's forms (`lvpu.nat`) and the VPU formats (`lvpu.fmt`) */
-enum { NV_BIN = 1, NV_UN, NV_CVT, NV_FILL, NV_TRANSPOSE, NV_RSUM };
+enum { NV_BIN = 1, NV_UN, NV_CVT, NV_FILL, NV_TRANSPOSE, NV_RSUM, NV_RMAX };
 enum { VF_BIN = 1, VF_UN, VF_CVT, VF_FILL, VF_2D };
 enum { BC_NONE = 0, BC_SCALAR, BC_ROW, BC_COL };
 #define SB_RANGES 6 /* the most ranges of one scoreboard entry (reads and writes) */
@@ -608,6 +608,7 @@ static int vpu_issue(const lmod *m, const lvplan *P) {
     case NV_TRANSPOSE:
         return vpu_transpose((int)v->c1, r[v->c], r[v->d], p[0], p[1]) == 0;
     case NV_RSUM: return vpu_rsum((int)v->c1, r[v->c], r[v->d], p[0], p[1]) == 0;
+    case NV_RMAX: return vpu_rmax((int)v->c1, r[v->c], r[v->d], p[0], p[1]) == 0;
     }
     return 0;
 }

@@ -1,5 +1,6 @@
 /* The VPU's common vector instructions on f32 and bf16, compiled (issue 15): elementwise
- * add/sub/mul/div, copy/neg/abs/sqrt, cvt between f32 and bf16, fill, transpose and the row sum,
+ * add/sub/mul/div, copy/neg/abs/sqrt/rsqrt/exp, cvt between f32 and bf16, fill, transpose, the
+ * row sum and the row max,
  * bit for bit as `legato.targets.bertha.vpu` computes them with numpy and ml_dtypes on this
  * host (that Python is the reference; tests/unit/targets/test_vpu_native.py compares the two
  * on every op and dtype, NaNs, infinities, subnormals and bf16 rounding ties included).
@@ -23,7 +24,7 @@
 
 enum { VDT_F32 = 0, VDT_BF16 = 1 };
 enum { VOP_ADD = 0, VOP_SUB = 1, VOP_MUL = 2, VOP_DIV = 3 };
-enum { VUN_COPY = 0, VUN_NEG = 1, VUN_ABS = 2, VUN_SQRT = 3, VUN_RSQRT = 4 };
+enum { VUN_COPY = 0, VUN_NEG = 1, VUN_ABS = 2, VUN_SQRT = 3, VUN_RSQRT = 4, VUN_EXP = 5 };
 enum { VBC_NONE = 0, VBC_SCALAR = 1, VBC_ROW = 2, VBC_COL = 3 };
 
 static inline float bits_f32(uint32_t u) {
@@ -138,20 +139,67 @@ int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const 
     return 0;
 }
 
-/* vpu.copy / neg / abs / sqrt / rsqrt dst[n] = op(x[n]) (copy, neg and abs go through f64,
- * whose round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`; rsqrt is
+/* The ulps of f64 by which the reference's exp (numpy's float64 exp: its own AVX-512F code
+ * here, another loop or libm's on another host; numpy's accuracy test holds it to 1 ulp,
+ * umath-validation-set-exp.csv) and this file's (libm's `exp`, documented within 1 ulp) may
+ * each miss exp(x): an assumption, with a wide margin. */
+#define EXP_ULPS 64
+
+/* vpu.exp of one element, `numerics` exp in f64 rounded to `dt` (via f32), into *res; 0 when
+ * the result is not proven to be the reference's. A NaN gives the NaN quieted (x86's rule: the
+ * reference's exp returns its NaN operand), +-inf give +inf and +0. A finite x: y = exp(x) in
+ * f64; the reference's value lies within EXP_ULPS f64 ulps of exp(x), so within 2 * EXP_ULPS
+ * of y; rounding to f32 (and to bf16) is monotonic, so when both ends of that interval round
+ * to the same bits, so does the reference's value. Else (a value within ~2^-22 of an f32
+ * rounding boundary, ~3e-7 of random inputs) the caller hands the instruction back. */
+static inline int exp1(int dt, uint32_t u, uint32_t *res) {
+    if (is_nan_bits(u)) {
+        *res = u | 0x00400000u;
+        return 1;
+    }
+    double y = exp((double)bits_f32(u));
+    uint64_t yb;
+    memcpy(&yb, &y, 8);
+    const uint64_t inf = 0x7ff0000000000000ull, k = 2 * EXP_ULPS;
+    uint64_t lob = yb > k ? yb - k : 0, hib = yb >= inf - k ? inf : yb + k;
+    double lo, hi;
+    memcpy(&lo, &lob, 8);
+    memcpy(&hi, &hib, 8);
+    uint32_t a = f32_bits((float)lo), b = f32_bits((float)hi);
+    if (dt == VDT_BF16) {
+        a = (uint32_t)f32_to_bf16(a) << 16;
+        b = (uint32_t)f32_to_bf16(b) << 16;
+    }
+    if (a != b)
+        return 0;
+    *res = f32_bits((float)y);
+    return 1;
+}
+
+/* vpu.copy / neg / abs / sqrt / rsqrt / exp dst[n] = op(x[n]) (copy, neg and abs go through
+ * f64, whose round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`; rsqrt is
  * `numerics.rsqrt` in f64, 1 / sqrt(x), two IEEE operations, then rounded to f32: a NaN result
- * is the NaN operand quieted, else (a negative operand) the default NaN). */
+ * is the NaN operand quieted, else (a negative operand) the default NaN; exp: `exp1`, into a
+ * buffer first, so that an element it cannot prove leaves nothing written). */
 int vpu_un(int op, int dt, long n, const void *x, void *out) {
-    if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_RSQRT || n <= 0)
+    if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_EXP || n <= 0)
         return 1;
     long nb = n * dt_size(dt);
-    int direct = !overlaps(out, nb, x, nb) || out == x;
+    int direct = op != VUN_EXP && (!overlaps(out, nb, x, nb) || out == x);
     void *dst = direct ? out : malloc((size_t)nb);
     if (dst == NULL)
         return 1;
     for (long i = 0; i < n; i++) {
         uint32_t u = load32(x, dt, i);
+        if (op == VUN_EXP) {
+            uint32_t r;
+            if (!exp1(dt, u, &r)) {
+                free(dst);
+                return 1;
+            }
+            store32(dst, dt, i, r);
+            continue;
+        }
         if (op == VUN_SQRT) {
             uint32_t r = f32_bits(sqrtf(bits_f32(u)));
             store32(dst, dt, i, is_nan_bits(r) ? nan_result(u, u, 0xffc00000u) : r);
@@ -248,5 +296,43 @@ int vpu_rsum(int dt, long rows, long cols, const void *x, void *out) {
         memmove(out, dst, (size_t)ob);
         free(dst);
     }
+    return 0;
+}
+
+/* vpu.rmax of x[rows, cols] into out[rows]: the largest element of each row, exact (`vpu.row_max`:
+ * the f64 max rounded back, which gives the element's own bits). Nonzero, nothing written, for
+ * what the reference's reduction may order differently: a NaN in the instruction's rows (which
+ * of several it returns), or a row whose largest value is a zero of both signs. */
+int vpu_rmax(int dt, long rows, long cols, const void *x, void *out) {
+    if ((dt != VDT_F32 && dt != VDT_BF16) || rows <= 0 || cols <= 0)
+        return 1;
+    uint32_t *best = malloc((size_t)rows * 4);
+    if (best == NULL)
+        return 1;
+    for (long r = 0; r < rows; r++) {
+        uint32_t m = 0xff800000u; /* -inf */
+        int pz = 0, nz = 0;
+        for (long c = 0; c < cols; c++) {
+            uint32_t u = load32(x, dt, r * cols + c);
+            if (is_nan_bits(u)) {
+                free(best);
+                return 1;
+            }
+            if (u == 0x80000000u)
+                nz = 1;
+            else if (u == 0)
+                pz = 1;
+            if (bits_f32(u) > bits_f32(m))
+                m = u;
+        }
+        if ((m & 0x7fffffffu) == 0 && pz && nz) {
+            free(best);
+            return 1;
+        }
+        best[r] = m;
+    }
+    for (long r = 0; r < rows; r++)
+        store32(out, dt, r, best[r]);
+    free(best);
     return 0;
 }
