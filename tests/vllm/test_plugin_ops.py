@@ -110,14 +110,17 @@ def test_linear_route_names_why():
     """A bf16 projection is routed only when neither in-graph resolver takes it, with both
     refusals; a projection the single-core mm takes stays in the graph. f32 is routed wherever
     chip_linear refuses (six passes, not the single-core mm's three); chip_linear's stays."""
-    w = torch.zeros(256, 64, dtype=torch.bfloat16)  # the tiny models' gate/up
+    # 120 output columns: chip_linear cannot give each of 32 cores whole columns of them
+    w = torch.zeros(120, 512, dtype=torch.bfloat16)
     why = ops.linear_route(w, 1024, "bertha")
-    assert "chip_linear: K = 64 is not a multiple of 256" in why and "single-core mm" in why
+    assert "chip_linear: no tiling of 120 output columns" in why and "single-core mm" in why
     assert ops.linear_route(w, 40, "bertha") is None  # one core holds 40 rows
     assert ops.linear_route(torch.zeros(128, 64, dtype=torch.bfloat16), 1024, "bertha") is None
+    # the tiny models' gate/up (K = 64, N = 256): chip_linear's, K zero-padded to a whole tile
+    assert ops.linear_route(torch.zeros(256, 64, dtype=torch.bfloat16), 1024, "bertha") is None
     for bound in (40, 1024):
         why = ops.linear_route(w.float(), bound, "bertha")
-        assert "K = 64 is not a multiple of 256" in why and "six bf16 passes" in why
+        assert "no tiling of 120 output columns" in why and "six bf16 passes" in why
     assert ops.linear_route(torch.zeros(256, 256), 40, "bertha") is None  # chip_linear's
 
 
