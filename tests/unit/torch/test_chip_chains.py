@@ -197,13 +197,15 @@ def _row_phases(mod) -> int:
     )
 
 
-@pytest.mark.parametrize("chains, kernels", [(True, 1), (False, 3)])
+@pytest.mark.parametrize("chains, kernels", [(True, 1), (False, 5)])
 def test_prefill_block_norm_is_a_row_phase(chains, kernels):
     """test_chip_fusion's MLP block on 128 rows (a prefill): its RMSNorm is row-local work
-    too large for a prologue (every core would load and normalize all 128 rows); apart it is
-    a row-split kernel of its own (`chip_rows`), chained it is the first phase of the block's
-    kernel (`kernelgen.RowsPhase`: each core its blocks of rows, a barrier, then gate/up and
-    down): 3 kernels -> 1 of 3 phases. Matches eager; every core runs."""
+    too large for a prologue (every core would load and normalize all 128 rows), and gate/up
+    and down take the prefill form (`linear_rows_cols`, no fused epilogue), so SiLU(gate) * up
+    and the residual add are row-local too. Apart each is a kernel (the row-local ones
+    row-split, `chip_rows`); chained they are the 5 phases of one kernel, 3 of them row-local
+    (`kernelgen.RowsPhase`: each core its blocks of rows, then a barrier). Matches eager;
+    every core runs."""
     torch.manual_seed(0)
     mod = Block().bfloat16()
     x = torch.randn(128, 512, dtype=torch.bfloat16)
@@ -219,17 +221,18 @@ def test_prefill_block_norm_is_a_row_phase(chains, kernels):
         _every_core(m)
     if chains:
         (k,) = mods
-        assert _phases(k) == 3 and _row_phases(k) == 1, k.gen.source
+        assert _phases(k) == 5 and _row_phases(k) == 3, k.gen.source
 
 
 def test_tiny_llama_prefill_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers) on a 128-token prompt without a cache (the
     `torch_tiny_llama_prefill` row): the embedding, the 4 layers and the final norm + lm_head
-    are one all-core kernel of 39 phases (39 kernels before, one per phase). Per layer 9: the
-    RMSNorm (the first layer's with the rotary's cos/sin tables and the mask), q/k/v, the head
-    views + rotary, the attention, the transpose back to tokens, o (+ residual), the RMSNorm,
-    gate/up (+ SiLU * up), down (+ residual); the 17 norms, rotaries and transposes are
-    row-local phases. Logits match eager."""
+    are one all-core kernel of 43 phases (39 kernels before). Per layer 10: the RMSNorm (the
+    first layer's with the rotary's cos/sin tables and the mask, the others with the residual
+    add before it), q/k/v, the head views + rotary, the attention, the transpose back to
+    tokens, o, the residual add + RMSNorm, gate/up, SiLU(gate) * up, down (the projections in
+    the prefill form, `linear_rows_cols`, which takes no fused epilogue); then the residual
+    add + final norm and the lm_head. 21 of them are row-local phases. Logits match eager."""
     from bench.torch_path import _tiny_llama_prefill
 
     model, fresh = _tiny_llama_prefill(torch)
@@ -242,5 +245,5 @@ def test_tiny_llama_prefill_stack_is_one_kernel():
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.num_extern == 0, str(s)
     (k,) = wrapper.last_wrapper().kernel_modules()
-    assert k.gen.spmd and _phases(k) == 4 * 9 + 3 and _row_phases(k) == 4 * 4 + 1, k.gen.source
+    assert k.gen.spmd and _phases(k) == 4 * 10 + 3 and _row_phases(k) == 4 * 5 + 1, k.gen.source
     _every_core(k)
