@@ -576,9 +576,9 @@ def _rows_cols_beats_gemm(p: int, m: int, k: int, n: int, g: int, tn: int, esize
     """Whether the prefill form (`linear_rows_cols`: a group's cores read each slab of x once
     between them and exchange it core to core, every weight tile read once) moves fewer DRAM
     bytes than `linear_gemm` (every core loads all of x; tn = 0: it does not take the shape).
-    The tiny Llama's prefill projections at 128 tokens on 32 cores, alone (EVT0): down
-    [128, 1024] x [1024, 512] 20.5k -> 6.7k cycles (9.6 MB -> 2.2 MB of DRAM), q 11.2k -> 4.6k,
-    gate 13.1k -> 6.2k."""
+    Alone on 32 cores at 128 rows (EVT0): [128, 1024] x [1024, 512] 20.5k -> 6.7k cycles
+    (9.6 MB -> 2.2 MB of DRAM), [128, 512] x [512, 512] 11.2k -> 4.6k, [128, 512] x
+    [512, 1024] 13.1k -> 6.2k."""
     rc = (p // _group(p) * m * k + g * n * k) * esize
     if not tn:
         return True
