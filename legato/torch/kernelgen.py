@@ -147,6 +147,21 @@ class Step:
 
 
 @dataclass
+class RowsPhase:
+    """A phase of a chain (`generate_chain`) that is row-local work on every core (a prefill's
+    RMSNorm, rotary, head views: `legato.torch.library.chip_rows`) between two chip-scale
+    nodes: `nodes` its steps' nodes in graph order, `inputs` / `outputs` the tensors it reads
+    from / writes for outside it, and `lines(inputs, steps, outputs, names, ns, fresh,
+    impl_names, indent)` the source lines computing it on every core (`names`: each input's
+    and output's shared-DRAM tensor in the kernel)."""
+
+    nodes: list
+    inputs: list
+    outputs: list
+    lines: object
+
+
+@dataclass
 class Generated:
     name: str
     source: str
@@ -209,6 +224,9 @@ def generate(
                 )
         chain = []
         for nodes in phases:
+            if isinstance(nodes, RowsPhase):
+                chain.append((nodes, [by_node[n] for n in nodes.nodes], []))
+                continue
             ph = [by_node[n] for n in nodes if n in by_node]
             own = [s for s in ph if s.impl is not None and s.impl.spmd]
             if len(own) != 1:
@@ -514,6 +532,8 @@ def generate_chain(
     layout_of: dict[torch.fx.Node, Layout] = {}
     part_of: set = set()
     for step, _, _ in phases:
+        if isinstance(step, RowsPhase):
+            continue
         for a in step.impl.args:
             if isinstance(a, Layout):
                 for x in (a.node, *a.also):
@@ -525,7 +545,7 @@ def generate_chain(
     # laid-out copy)
     laid = set(layout_of) | part_of
     for step, pre, post in phases:
-        for s in (step, *pre, *post):
+        for s in (*_own(step), *pre, *post):
             if s.impl is None or _folded(s):
                 continue
             for a in s.impl.args:
@@ -597,6 +617,10 @@ def generate_chain(
     # fused steps); a value a later phase reads goes through shared DRAM
     made: dict[torch.fx.Node, int] = {}
     for i, (step, pre, post) in enumerate(phases):
+        if isinstance(step, RowsPhase):
+            for n in step.nodes:
+                made[n] = i
+            continue
         node = step.node
         for n in (node, *step.impl.members, *step.impl.writes, *(s.node for s in (*pre, *post))):
             made[n] = i
@@ -604,7 +628,7 @@ def generate_chain(
             if u.target is operator.getitem:
                 made[u] = i
     for i, (step, pre, post) in enumerate(phases):
-        for s in (step, *pre, *post):
+        for s in (*_own(step), *pre, *post):
             for a in s.node.all_input_nodes:
                 j = made.get(a)
                 if j is not None and j < i and a not in out_names:
@@ -620,8 +644,23 @@ def generate_chain(
     lines: list[str] = []
     ahead = 0  # where in `lines` the next phase's preload goes (after this phase's loads)
     for i, (step, prologue, epilogue) in enumerate(phases):
-        node, impl = step.node, step.impl
         taken.clear()
+        if isinstance(step, RowsPhase):
+            # row-local work on every core (its blocks of rows from and to shared DRAM): the
+            # next phase's preload is issued before its loop
+            if i:
+                lines.append("        legato.sync.barrier()  # the previous phase's writes")
+            ahead = len(lines)
+            names = {n: arg_names[n] for n in step.inputs}
+            for o in step.outputs:
+                if o not in out_names:
+                    raise AssertionError(f"{o.name}: a row phase's result nothing reads")
+                names[o] = out_names[o]
+            lines += step.lines(
+                step.inputs, prologue, step.outputs, names, ns, fresh, impl_names, "        "
+            )
+            continue
+        node, impl = step.node, step.impl
         fused = {s.node for s in (*prologue, *epilogue)}
         # the node's outputs in the implementation's order: one, or one per tuple element, or
         # the node's and each member's (`Impl.members`, passed as one tuple)
@@ -779,6 +818,11 @@ def generate_chain(
         extras=extras,
         spmd=True,
     )
+
+
+def _own(step) -> tuple:
+    """The chip-scale step of a phase of `generate_chain` (none for a `RowsPhase`)."""
+    return () if isinstance(step, RowsPhase) else (step,)
 
 
 def _prologue_lines(prologue, arg_names, out_names, ns, fresh, impl_names):

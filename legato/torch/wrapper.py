@@ -756,6 +756,19 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
     return [node for node in cand if node in keep]
 
 
+def _block_bytes(node) -> int:
+    """Bytes of one block of an epilogue node's value (`_epilogue`: computed a block of at most
+    128 columns at a time, in f32, never whole)."""
+    v = node.meta.get("val")
+    if not isinstance(v, torch.Tensor) or not v.dim():
+        return 0
+    n = _nbytes(node)
+    if n is None:
+        return 0
+    cols = v.shape[-1]
+    return n // v.element_size() // cols * min(cols, 128) * 4 if isinstance(cols, int) else n
+
+
 def _prologue_read(seg: list, decisions) -> int | None:
     """Bytes each core reads to compute `seg` as a prologue (None: a dynamic size): its inputs
     loaded whole, except an input every reader uses where it is (a `"shared_dram"` operand: an
@@ -969,6 +982,9 @@ class LegatoGraphWrapper:
         # chains of spmd kernels merged into one (`_chains`): the merged nodes -> each phase's
         self._phases: dict[frozenset, list[list]] = {}
         self._no_chain: set = set()  # spmd nodes whose chain failed to compile: apart
+        # row-local segments that may be phases of a chain (`_rows_phase`): their nodes ->
+        # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`)
+        self._rows_groups: dict[frozenset, tuple] = {}
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
@@ -1242,6 +1258,9 @@ class LegatoGraphWrapper:
         """Bytes of one core's sram the kernel of `group` holds at most: its spmd
         implementation's `onchip` (unknown: its tensor operands whole) plus the values of the
         work fused into it."""
+        rows = self._rows_groups.get(frozenset(group))
+        if rows is not None:
+            return rows[1]
         spmd = next(n for n in group if self._spmd_node(n))
         impl = self.decisions[spmd].impl
         own = {spmd, *impl.members, *_taken(impl)}
@@ -1254,7 +1273,7 @@ class LegatoGraphWrapper:
                 if isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
             )
         fused = sum(
-            _nbytes(n) or 0
+            _block_bytes(n) if n in self._epilogue_nodes else _nbytes(n) or 0
             for n in group
             if n not in own and n.target not in _BOOKKEEPING and not _folded_impl(impl)
         )
@@ -1302,7 +1321,12 @@ class LegatoGraphWrapper:
         if laid(before) & reads(group) or laid(group) & reads(before):
             return False
         groups = [*chain, group]
-        pre = [self.decisions[self._spmd_of(g)].impl.preload_bytes for g in groups]
+        pre = [
+            0
+            if frozenset(g) in self._rows_groups
+            else self.decisions[self._spmd_of(g)].impl.preload_bytes
+            for g in groups
+        ]
         held = [self._phase_sram(g) + nxt for g, nxt in zip(groups, [*pre[1:], 0], strict=True)]
         if max(held) > self.model.sram_size:
             return False
@@ -1330,6 +1354,13 @@ class LegatoGraphWrapper:
             for n in spmd
             for a in self.decisions[n].impl.args
             if isinstance(a, torch.fx.Node) and a in inside
+        } | {
+            a
+            for g, _, _ in self._rows_groups.values()
+            if g <= inside
+            for n in g
+            for a in n.all_input_nodes
+            if a in inside and a not in g
         }
         scratch = sum(len(self.decisions[n].impl.scratch) for n in spmd)
         return len([i for i in inputs if i not in also]) + len(outputs) + len(acts) + scratch
@@ -1347,14 +1378,14 @@ class LegatoGraphWrapper:
         def close():
             if len(chain) > 1:
                 merged = [n for g in chain for n in g]
-                self._phases[frozenset(merged)] = [list(g) for g in chain]
+                self._phases[frozenset(merged)] = [self._phase(g) for g in chain]
                 out.append(merged)
             elif chain:
                 out.append(chain[0])
             chain.clear()
 
         for nodes, s in pieces:
-            if s is None:
+            if s is None and not (self.options.fuse_chains and self._rows_phase(nodes)):
                 close()
                 out.append(nodes)
                 continue
@@ -1363,6 +1394,45 @@ class LegatoGraphWrapper:
             chain.append(nodes)
         close()
         return out
+
+    def _phase(self, group: list):
+        """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
+        a `kernelgen.RowsPhase` for a row-local segment (`_rows_phase`)."""
+        from legato.torch.library import chip_rows
+
+        rows = self._rows_groups.get(frozenset(group))
+        if rows is None:
+            return list(group)
+        plan, ncores = rows[2], self.model.num_cores
+        inputs, _, outputs = self._kernel_io(group)
+
+        def lines(inputs, steps, outputs, names, ns, fresh, impl_names, indent):
+            return chip_rows.phase_lines(
+                inputs, steps, outputs, plan, ncores, names, ns, fresh, impl_names, indent
+            )
+
+        return kernelgen.RowsPhase(list(group), inputs, outputs, lines)
+
+    def _rows_phase(self, seg: list) -> bool:
+        """Whether the single-core segment `seg` between two chip-scale kernels can be a phase
+        of their chain: it is row-local work a row-split kernel takes on its own
+        (`chip_rows.plan`: a prefill's RMSNorm, rotary, head views), so in the chain it runs on
+        every core as it would alone, its blocks of rows from and to shared DRAM
+        (`kernelgen.RowsPhase`). Records its plan and its sram (`chip_rows.block_bytes`)."""
+        from legato.torch.library import chip_rows
+
+        key = frozenset(seg)
+        if key in self._rows_groups:
+            return True
+        if any(n in self._no_chain for n in seg):
+            return False
+        inputs, steps, outputs = self._kernel_io(seg)
+        plan = chip_rows.plan(inputs, steps, outputs)
+        if plan is None:
+            return False
+        held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores)
+        self._rows_groups[key] = (key, held, plan)
+        return True
 
     def _split_rows(self, partitions):
         """A single-core partition made of independent parts (no edge between them: a
@@ -1465,7 +1535,7 @@ class LegatoGraphWrapper:
                 if isinstance(got, kernelgen.Generated):
                     continue
                 spmd = [n for n in nodes if self._spmd_node(n)]
-                if len(spmd) > 1:
+                if len(spmd) > 1 or frozenset(nodes) in self._phases:
                     log.warning(
                         "legato: the chain of chip-scale kernels %s fails to compile as one "
                         "kernel, compiling them apart: %s",

@@ -1604,6 +1604,8 @@ def _embedding_spmd(ctx, w, ids, node):
         (w, ids, rows),
         spmd=True,
         name=f"embedding on every core ({rows}-row blocks)",
+        # a block's ids and gathered rows (the table stays in shared DRAM)
+        onchip=rows * (row + 8),
     )
 
 

@@ -402,20 +402,33 @@ def _spmd_acc(accs, d, x, w):
 
 
 @legato.function
-def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias):
+def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1):
+    """Rows [r0, r0+rows) of the core's columns [c0, c0+tn) (+ bias), rounded and written;
+    g > 1: the g projections' interleaved columns, as `_store`."""
     if has_bias:
         acc = acc + bb
     y = legato.tensor.cast(acc, BF16)
-    legato.tensor.memcpy(out[r0 : r0 + rows, c0 : c0 + tn], y)
+    if g == 1:
+        legato.tensor.memcpy(out[r0 : r0 + rows, c0 : c0 + tn], y)
+    else:
+        w = tn // g
+        j0 = c0 // g
+        for i in legato.static_range(g):
+            legato.tensor.memcpy(out[i][r0 : r0 + rows, j0 : j0 + w], y[:, i * w : (i + 1) * w])
     return y
 
 
 @legato.function
-def linear_rows_cols(a, wt, bias, has_bias, grp, out):
+def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
     """Prefill: bench/gemm.py's make_gemm_spmd (see its docstring) with a bias: core c owns the
     output columns [c*tn, (c+1)*tn) and every row; the cores of a group of `grp` read each
     k-slab of `a` once between them (r = M / grp rows each, two slabs ahead) and send their
     piece to the others of the group (queue d: the core d places on), one send per matmul.
+    g > 1: the g projections of `_merge` (their columns interleaved, as `linear_gemm`'s). No
+    fused epilogue: the grp pieces of a core's columns are finished one after the other at
+    the last K-tile, and an epilogue there (its loads, the blocks it writes) held up the
+    pieces after it (the tiny Llama prefill, EVT0: 363.2k cycles with the residual adds and
+    SiLU(gate) * up fused here, 316.4k with them as row phases of the chain).
 
     The schedule is bench/gemm.py's, repeated here on purpose (the library cannot import the
     bench, and the bench kernel stays the independent hand-written reference the
@@ -464,11 +477,13 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out):
             accs = _spmd_acc(accs, d, y, w)
             if last and d >= 2:
                 outs = outs + (
-                    _spmd_out(out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias),
+                    _spmd_out(out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g),
                 )
         if last:
             for d in legato.static_range(max(grp - 2, 0), grp):
-                outs = outs + (_spmd_out(out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias),)
+                outs = outs + (
+                    _spmd_out(out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias, g),
+                )
             # every cast keeps its own buffer to the end (a cast into a buffer whose write is
             # in flight would wait)
             for d in legato.static_range(grp):
@@ -478,7 +493,12 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out):
             if s + 2 < kt:
                 x1 = x2
             w = wn
-    assert tk == TK and m == out.shape[0]
+    assert tk == TK and m == (out.shape[0] if g == 1 else out[0].shape[0])
+
+
+@legato.function
+def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs):
+    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g)
 
 
 def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
@@ -544,13 +564,26 @@ def _rows_cols_fits(p: int, m: int, n: int, dt, g: int, k: int) -> bool:
     """Whether the prefill form (`linear_rows_cols`) takes an [m, k] x [k, n] projection (k
     whole K-tiles: its slabs go core to core as they are)."""
     return (
-        g == 1
-        and dt == torch.bfloat16
+        dt == torch.bfloat16
         and n % p == 0
-        and n // p <= 128
+        and g * (n // p) <= 128
         and m % _group(p) == 0
         and k % TK == 0
     )
+
+
+def _rows_cols_beats_gemm(p: int, m: int, k: int, n: int, g: int, tn: int, esize: int) -> bool:
+    """Whether the prefill form (`linear_rows_cols`: a group's cores read each slab of x once
+    between them and exchange it core to core, every weight tile read once) moves fewer DRAM
+    bytes than `linear_gemm` (every core loads all of x; tn = 0: it does not take the shape).
+    Alone on 32 cores at 128 rows (EVT0): [128, 1024] x [1024, 512] 20.5k -> 6.7k cycles
+    (9.6 MB -> 2.2 MB of DRAM), [128, 512] x [512, 512] 11.2k -> 4.6k, [128, 512] x
+    [512, 1024] 13.1k -> 6.2k."""
+    rc = (p // _group(p) * m * k + g * n * k) * esize
+    if not tn:
+        return True
+    cols = -(-(n // tn) // p) * tn * p
+    return rc < (p * m * k + g * cols * k) * esize
 
 
 def _weight(node, w_arg):
@@ -590,7 +623,7 @@ def _parse(node):
 
 def _linear(node, ctx, bias, x, w_arg):
     impl = _linear_impl([(node, bias, w_arg)], ctx, x)
-    if impl.fn is not linear_rows_cols and (bias is None or _is_param(bias)):
+    if bias is None or _is_param(bias):
         # q/k/v, gate/up: projections of one input to the same width share one kernel
         n = val(node).shape[1]
         impl.group_key = ("chip_linear", x, n, val(x).dtype, bias is not None)
@@ -612,6 +645,11 @@ def _merge(nodes, ctx):
     (`_group_layout`), every core computing the same columns of each."""
     x = _parse(nodes[0])[1]
     impl = _linear_impl([(nd, *_parse(nd)[::2]) for nd in nodes], ctx, x)
+    alone = _linear_impl([(nodes[0], *_parse(nodes[0])[::2])], ctx, x)
+    rc = (linear_rows_cols, _rows_cols_group)
+    # (the prefill form alone, not grouped: Llama-7B's q/k/v at 4096 columns, 3 x 128 per
+    # core, would run the decode form on chunks of rows instead)
+    assert impl.fn in rc or alone.fn not in rc, "the prefill form takes them one at a time only"
     impl.members = tuple(nodes[1:])
     return impl
 
@@ -667,6 +705,15 @@ def _linear_impl(projs, ctx, x):
     tn = _gemm_tiles(p, n, g) if decode and m >= GEMM_ROWS else 0
     if tn and g == 1 and not _gemm_beats_split(p, m, k, n, tn, esize):
         tn = 0
+    if (
+        decode
+        and not rows
+        and not dynamic
+        and m >= GEMM_ROWS
+        and _rows_cols_fits(p, m, n, dt, g, kw)
+        and _rows_cols_beats_gemm(p, m, k, n, g, tn, esize)
+    ):
+        decode, tn = False, 0  # the prefill form (below)
     gemm = tn > 0
     if gemm:
         split, impl, scratch = 1, linear_gemm, None
@@ -800,10 +847,10 @@ def _linear_impl(projs, ctx, x):
             epilogue=True,
         )
     return Impl(
-        linear_rows_cols,
-        (x, layout, bias, has_bias, _group(p)),
+        linear_rows_cols if g == 1 else _rows_cols_group,
+        (x, layout, bias, has_bias, _group(p)) + ((g,) if g > 1 else ()),
         spmd=True,
-        name=f"chip_linear.linear_rows_cols(tn={tn})",
+        name=f"chip_linear.linear_rows_cols({labels}tn={tn})",
         onchip=onchip,
     )
 

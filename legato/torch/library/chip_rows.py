@@ -356,11 +356,86 @@ def _block_rows(m: int, ncores: int, row_bytes: int) -> int:
     return next(r for r in range(cap, 0, -1) if m % r == 0)
 
 
-def _sub(shape, row: int, rows: str) -> str:
+def _sub(shape, row: int, rows: str, r0: str = "r0") -> str:
     """The subscript of rows [r0, r0 + rows) of a tensor of `shape` with its rows in dim `row`."""
     return (
-        "[" + ", ".join("r0 : r0 + " + rows if i == row else ":" for i in range(len(shape))) + "]"
+        "["
+        + ", ".join(f"{r0} : {r0} + {rows}" if i == row else ":" for i in range(len(shape)))
+        + "]"
     )
+
+
+def phase_lines(
+    inputs: list,
+    steps: list,
+    outputs: list,
+    plan: RowPlan,
+    ncores: int,
+    names: dict,
+    ns: dict,
+    fresh,
+    impl_names: dict,
+    indent: str = "        ",
+    first: bool = False,
+) -> list[str]:
+    """Source lines (inside `get_all_cores()`) of a row-local piece of work split as `plan`
+    says (see the module docstring): each core loops over its blocks of rows, loads each
+    input's block (a broadcast input whole), runs the steps on the block and writes each
+    output's block. `names`: each input's and output's shared-DRAM tensor in the kernel (its
+    argument, or an activation buffer of a chain, `kernelgen.generate_chain`). `first`: the
+    kernel's only such loop (its names `blk`, `r0`)."""
+    m, dims = plan.m, plan.dims
+    widest = max(plan.row_elems(n) * 4 for n in (*inputs, *outputs))
+    r = _block_rows(m, ncores, widest)
+    pad = indent + "    "
+    # (names of their own: a chain has several such loops, `kernelgen.generate_chain`)
+    blk, r0 = ("blk", "r0") if first else (fresh("blk"), fresh("r0"))
+    body = [
+        f"{indent}for {blk} in range(legato.core_id(), {m // r}, device.num_cores):",
+        f"{pad}{r0} = {blk} * {r}",
+    ]
+    var: dict = {}
+    for n in inputs:
+        v = _shape(n)[0]
+        p = names[n]
+        var[n] = fresh(f"v_{n.name}")
+        if dims[n] is None:
+            body.append(f"{pad}{var[n]} = legato.tensor.load({p})")
+        else:
+            body.append(
+                f"{pad}{var[n]} = legato.tensor.load({p}{_sub(v.shape, dims[n], str(r), r0)})"
+            )
+
+    def operand(s, pos, a):
+        return var[a]
+
+    for s in steps:
+        line = kernelgen._step_line(
+            _block_step(s, plan, r), var, operand, ns, fresh, impl_names, pad
+        )
+        if line is not None:
+            body.append(line)
+    for n in outputs:
+        v = _shape(n)[0]
+        body.append(
+            f"{pad}legato.tensor.memcpy({names[n]}{_sub(v.shape, dims[n], str(r), r0)}, {var[n]})"
+        )
+    return body
+
+
+def block_bytes(inputs: list, steps: list, outputs: list, plan: RowPlan, ncores: int) -> int:
+    """Bytes of one core's sram a block of `phase_lines` holds at most: every tensor's block
+    (a broadcast one whole), as f32."""
+    widest = max(plan.row_elems(n) * 4 for n in (*inputs, *outputs))
+    r = _block_rows(plan.m, ncores, widest)
+    total = 0
+    for n in dict.fromkeys((*inputs, *(s.node for s in steps), *outputs)):
+        for t in _shape(n):
+            if plan.dims.get(n) is None:
+                total += t.numel() * 4
+            else:
+                total += t.numel() // t.shape[plan.dims[n]] * r * 4
+    return total
 
 
 def generate_rows(
@@ -376,7 +451,6 @@ def generate_rows(
     """The all-core kernel of a row-local partition split as `plan` says: see the module
     docstring. Arguments as `kernelgen.generate`'s (one shared-DRAM argument per input, then
     per output)."""
-    m, dims = plan.m, plan.dims
     fresh = kernelgen._namer()
     ns: dict = {}
     params, arg_names = [], {}
@@ -385,35 +459,7 @@ def generate_rows(
         p = fresh(f"{'in' if n in inputs else 'out'}_{n.name}")
         arg_names[n] = p
         params.append(kernelgen._param(p, v.dtype, str(list(v.shape))))
-    widest = max(plan.row_elems(n) * 4 for n in (*inputs, *outputs))
-    r = _block_rows(m, ncores, widest)
-    body: list[str] = []
-    var: dict = {}
-    pad = "            "
-    for n in inputs:
-        v = _shape(n)[0]
-        p = arg_names[n]
-        var[n] = fresh(f"v_{n.name}")
-        if dims[n] is None:
-            body.append(f"{pad}{var[n]} = legato.tensor.load({p})")
-        else:
-            body.append(f"{pad}{var[n]} = legato.tensor.load({p}{_sub(v.shape, dims[n], str(r))})")
-
-    def operand(s, pos, a):
-        return var[a]
-
-    impl_names: dict = {}
-    for s in steps:
-        line = kernelgen._step_line(
-            _block_step(s, plan, r), var, operand, ns, fresh, impl_names, pad
-        )
-        if line is not None:
-            body.append(line)
-    for n in outputs:
-        v = _shape(n)[0]
-        body.append(
-            f"{pad}legato.tensor.memcpy({arg_names[n]}{_sub(v.shape, dims[n], str(r))}, {var[n]})"
-        )
+    body = phase_lines(inputs, steps, outputs, plan, ncores, arg_names, ns, fresh, {}, first=True)
     src = "\n".join(
         [
             "# Generated by legato.torch.library.chip_rows (a row-local partition on every core).",
@@ -426,8 +472,6 @@ def generate_rows(
             "):",
             "    device = legato.get_context().get_device()",
             "    with device.get_all_cores():",
-            f"        for blk in range(legato.core_id(), {m // r}, device.num_cores):",
-            f"            r0 = blk * {r}",
             *body,
             "",
         ]

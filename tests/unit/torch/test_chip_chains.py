@@ -186,3 +186,64 @@ def test_tiny_llama_decode_stack_is_one_kernel():
     assert k.gen.spmd and _phases(k) > 4 * 5, k.gen.source
     assert len(k.gen.inputs) + len(k.gen.outputs) + len(k.gen.extras) > 29
     _every_core(k)
+
+
+def _row_phases(mod) -> int:
+    """The row-local phases of a generated chain (`kernelgen.RowsPhase`): their block loops."""
+    return sum(
+        1
+        for ln in mod.gen.source.splitlines()
+        if ln.lstrip().startswith("for blk") and "in range(legato.core_id()," in ln
+    )
+
+
+@pytest.mark.parametrize("chains, kernels", [(True, 1), (False, 5)])
+def test_prefill_block_norm_is_a_row_phase(chains, kernels):
+    """test_chip_fusion's MLP block on 128 rows (a prefill): its RMSNorm is row-local work
+    too large for a prologue (every core would load and normalize all 128 rows), and gate/up
+    and down take the prefill form (`linear_rows_cols`, no fused epilogue), so SiLU(gate) * up
+    and the residual add are row-local too. Apart each is a kernel (the row-local ones
+    row-split, `chip_rows`); chained they are the 5 phases of one kernel, 3 of them row-local
+    (`kernelgen.RowsPhase`: each core its blocks of rows, then a barrier). Matches eager;
+    every core runs."""
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod, **{"legato.fuse_chains": chains})(x)
+        ref = mod(x)
+    torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    s = lt.last_summary()
+    assert s.num_kernels == kernels and s.num_extern == 0, str(s)
+    mods = wrapper.last_wrapper().kernel_modules()
+    for m in mods:
+        assert m.gen.spmd
+        _every_core(m)
+    if chains:
+        (k,) = mods
+        assert _phases(k) == 5 and _row_phases(k) == 3, k.gen.source
+
+
+def test_tiny_llama_prefill_stack_is_one_kernel():
+    """bench's tiny HF Llama (hidden 512, 4 layers) on a 128-token prompt without a cache (the
+    `torch_tiny_llama_prefill` row): the embedding, the 4 layers and the final norm + lm_head
+    are one all-core kernel of 43 phases (39 kernels before). Per layer 10: the RMSNorm (the
+    first layer's with the rotary's cos/sin tables and the mask, the others with the residual
+    add before it), q/k/v, the head views + rotary, the attention, the transpose back to
+    tokens, o, the residual add + RMSNorm, gate/up, SiLU(gate) * up, down (the projections in
+    the prefill form, `linear_rows_cols`, which takes no fused epilogue); then the residual
+    add + final norm and the lm_head. 21 of them are row-local phases. Logits match eager."""
+    from bench.torch_path import _tiny_llama_prefill
+
+    model, fresh = _tiny_llama_prefill(torch)
+    with torch.no_grad():
+        a, kw = fresh()
+        got = _compile(model)(*a, **kw).logits
+        a, kw = fresh()
+        ref = model(*a, **kw).logits
+    torch.testing.assert_close(got.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert k.gen.spmd and _phases(k) == 4 * 10 + 3 and _row_phases(k) == 4 * 5 + 1, k.gen.source
+    _every_core(k)

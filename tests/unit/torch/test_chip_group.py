@@ -179,3 +179,42 @@ def test_gate_up_one_kernel_with_silu_mul(ffn, device, form):
     run = first.kernel.last_run
     weights = 2 * 512 * ffn * 2
     assert weights <= run.dram_bytes <= weights + 64 * (512 + ffn) * 2 + 8192, run.dram_bytes
+
+
+@pytest.mark.parametrize(
+    ("bias", "device", "form"),
+    [
+        # 128 rows: the cores of a group of 8 read x's slabs once between them and exchange
+        # them core to core; 3 x 16 columns per core
+        (False, "bertha", "linear_rows_cols(3 projections, tn=16)"),
+        # 64 cores, groups of 16: 3 x 8 columns per core, the biases interleaved as the weight
+        (True, "bertha-evt1", "linear_rows_cols(3 projections, tn=8)"),
+    ],
+)
+def test_qkv_prefill_one_kernel_rows_cols(bias, device, form):
+    """q/k/v over a 128-token prompt: the prefill form (`linear_rows_cols`) moves fewer bytes
+    than every core loading all of x (`linear_gemm`), grouped as the decode forms are. Each
+    result matches eager; every core runs; x is read about p / group times, the weights once."""
+    torch.manual_seed(0)
+    mod = QKV(512, 512, 512, bias).bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    g = _compile(mod, device)
+    with torch.no_grad():
+        ys = g(x)
+        ys = g(x)
+        refs = mod(x)
+    for y, ref in zip(ys, refs, strict=True):
+        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert form in " ".join(k.info.nodes), k.info.nodes
+    _every_core(k, device)
+    run = k.kernel.last_run
+    p = 32 if device == "bertha" else 64
+    copies = p // (8 if p == 32 else 16)
+    weights = 3 * 512 * 512 * 2
+    outs = 3 * 128 * 512 * 2
+    assert weights + outs <= run.dram_bytes <= weights + outs + copies * 128 * 512 * 2 + 65536, (
+        run.dram_bytes
+    )

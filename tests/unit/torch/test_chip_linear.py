@@ -186,8 +186,9 @@ def test_llama_mlp_width_decode_every_tile_once():
 @pytest.mark.parametrize(
     ("dtype", "m", "n", "bias", "form"),
     [
-        # an lm_head shape: 4000 columns = 32 blocks of 125, one per core
-        (torch.bfloat16, 64, 4000, False, "linear_gemm(tn=125)"),
+        # an lm_head shape: 4000 columns = 32 blocks of 125, one per core (60 rows: not in
+        # whole row pieces of the prefill form's groups of 8, `linear_rows_cols`)
+        (torch.bfloat16, 60, 4000, False, "linear_gemm(tn=125)"),
         # 1000 columns: the fewest columns per core is 32, as 4 rounds of 8 (125 blocks on 32
         # cores: in the last round 3 spare cores redo the last block)
         (torch.bfloat16, 48, 1000, True, "linear_gemm(tn=8)"),
@@ -226,10 +227,11 @@ class _GateUp(torch.nn.Module):
 
 
 def test_grouped_gemm_form_with_epilogue():
-    """gate/up on 64 rows: one grouped `linear_gemm` kernel, SiLU(gate) * up as its epilogue."""
+    """gate/up on 60 rows (not in whole row pieces of the prefill form's groups of 8): one
+    grouped `linear_gemm` kernel, SiLU(gate) * up as its epilogue."""
     torch.manual_seed(0)
     mod = _GateUp(512, 1024).bfloat16()
-    x = torch.randn(64, 512, dtype=torch.bfloat16)
+    x = torch.randn(60, 512, dtype=torch.bfloat16)
     g = torch.compile(mod, backend="legato", options={"legato.device": "bertha"})
     with torch.no_grad():
         y = g(x)
@@ -246,11 +248,36 @@ def test_grouped_gemm_form_with_epilogue():
     [("bertha", "linear_gemm(tn=16)"), ("bertha-evt1", "linear_cols(tn=16, split=2)")],
 )
 def test_gemm_form_or_split_k_by_dram_bytes(device, form):
-    """[128, 512] @ [512, 512]: on 32 cores `linear_gemm`; on 64 its 64 copies of x would move
-    more bytes (8.9 MB) than split-K's halves of x and its partials (5.9 MB): the decode form."""
+    """[124, 512] @ [512, 512] (124 rows: not in whole row pieces of the prefill form's groups,
+    `linear_rows_cols`): on 32 cores `linear_gemm`; on 64 its 64 copies of x would move more
+    bytes (9.2 MB) than split-K's halves of x and its partials (5.6 MB): the decode form."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, 512, bias=True).bfloat16()
+    x = torch.randn(124, 512, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x, device)
+    _check(y, ref)
+    assert form in " ".join(mod.info.nodes), mod.info.nodes
+
+
+@pytest.mark.parametrize(
+    ("device", "form", "grp"),
+    [("bertha", "linear_rows_cols(tn=16)", 8), ("bertha-evt1", "linear_rows_cols(tn=8)", 16)],
+)
+def test_prefill_rows_in_group_pieces_take_the_prefill_form(device, form, grp):
+    """[128, 512] @ [512, 512] (a prefill projection at 128 tokens, rows in whole pieces of a
+    group): the prefill form, whose groups read each slab of x once between them and exchange
+    it core to core, moves fewer bytes than `linear_gemm` (x once per core) or split-K: x
+    p / grp times, the weight and the output once."""
     torch.manual_seed(0)
     lin = torch.nn.Linear(512, 512, bias=True).bfloat16()
     x = torch.randn(128, 512, dtype=torch.bfloat16)
     _, y, ref, mod = _run(lin, x, device)
     _check(y, ref)
     assert form in " ".join(mod.info.nodes), mod.info.nodes
+    run = mod.kernel.last_run
+    p = 32 if device == "bertha" else 64
+    assert len(_cores(run)) == p and all(v > 0 for v in _cores(run).values())
+    least = (512 * 512 + 128 * 512) * 2
+    assert least <= run.dram_bytes <= least + (p // grp * 128 * 512 + p * 512) * 2 + 65536, (
+        run.dram_bytes
+    )
