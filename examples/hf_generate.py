@@ -1,6 +1,8 @@
-"""A Hugging Face model generating through Legato: a tiny Llama (random weights, built from its
-config: no download) runs greedy `generate()` with its DynamicCache under
-`torch.compile(backend="legato")`, and gives the tokens eager gives."""
+"""A Hugging Face model generating text through Legato: a tiny Llama (random weights, built from
+its config: no download; a byte-level vocabulary of the 128 ASCII characters) runs greedy
+`generate()` with its DynamicCache under `torch.compile(backend="legato")`, and gives the
+tokens eager gives. The README's PyTorch section shows this file's code from `import torch` to
+the first `print` verbatim (tests/unit/torch/test_hf_zoo.py checks that and runs the file)."""
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -14,18 +16,20 @@ config = LlamaConfig(
     num_hidden_layers=2,
     num_attention_heads=4,
     num_key_value_heads=2,
-    vocab_size=128,
+    vocab_size=128,  # token i is the ASCII character chr(i)
     max_position_embeddings=128,
 )
 model = LlamaForCausalLM(config).to(torch.bfloat16).eval()
-ids = torch.randint(0, 128, (1, 8))
+ids = torch.tensor([list(b"Legato: ")])
 
 with torch.no_grad():
     eager = model.generate(ids, max_new_tokens=8, do_sample=False)
     model.forward = torch.compile(model.forward, backend="legato")
     tokens = model.generate(ids, max_new_tokens=8, do_sample=False)
 
-print("generated:", tokens[0, 8:].tolist(), "| same as eager:", torch.equal(tokens, eager))
+text = bytes(tokens[0].tolist()).decode("ascii")
+print("generated:", repr(text), "| same as eager:", torch.equal(tokens, eager))
+
 for s in legato.torch.summaries():
     print(
         f"{s.graph}: {s.num_kernels} Legato kernel(s), {s.node_share:.0%} of the nodes and "

@@ -1519,6 +1519,78 @@ def resolve_masked_fill(node, ctx):
 
 
 @legato.function
+def bool_logic(a, b, op, cshape, ty):
+    """`a & b`, `a | b`, `a ^ b` or `~a` of bool (i1) tensors of one shape: the VPU moves only
+    float elements, so each operand becomes a 1.0 / 0.0 mask of `ty` (a select of its bool),
+    combined exactly in float (and: a product; or: a sum, 0 only when both are; xor: `ne`;
+    not: `eq` 0) and converted back to i1 (true where nonzero)."""
+    zeros = _zeros_like_cond(a, cshape, ty)
+    ma = legato.tensor.where(a, 1.0, zeros)
+    if op == "not":
+        r = legato.tensor.eq(ma, 0.0)
+    else:
+        mb = legato.tensor.where(b, 1.0, zeros)
+        if op == "and":
+            r = ma * mb
+        elif op == "or":
+            r = ma + mb
+        else:
+            r = legato.tensor.ne(ma, mb)
+    return legato.tensor.cast(r, legato.types.i1)
+
+
+def _from_float_work(node) -> bool:
+    """Whether a float tensor is upstream of `node` (else its bool is host index arithmetic:
+    `wrapper._host_index_work` runs it on the host, where it never splits a partition)."""
+    seen, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and v.dtype in _FLOATS:
+            return True
+        stack.extend(n.all_input_nodes)
+    return False
+
+
+def _bool_logic(op):
+    def resolver(node, ctx):
+        operands = node.args[:1] if op == "not" else node.args[:2]
+        out = tuple(val(node).shape)
+        for x in operands:
+            assert _bool_tensor(x), f"bitwise {op} of {x!r} (bool tensors are implemented)"
+            assert tuple(val(x).shape) == out, (
+                f"bitwise {op} of bools of shapes {[list(val(o).shape) for o in operands]} "
+                "(a broadcast is not implemented)"
+            )
+        assert any(_from_float_work(x) for x in operands), (
+            f"bitwise {op} of bools from graph inputs only: host index arithmetic"
+        )
+        assert sum(not isinstance(n, int) for n in out) <= 1, (
+            f"bitwise {op} of a shape with several dynamic dims"
+        )
+        dt = torch.bfloat16  # 0.0, 1.0 and 2.0 are exact
+        for probe in ("where", "constant", "cast_i1", {"and": "mul", "or": "add"}.get(op, "eq")):
+            ctx.probe(probe, dt)
+        cshape = _dims(ctx, val(node).shape)
+        if any(not isinstance(n, int) for n in cshape):
+            ctx.probe("reshape", dt)
+        a = operands[0]
+        b = operands[1] if len(operands) > 1 else a
+        return Impl(bool_logic, (a, b, op, cshape, _legato_float(dt)), name=f"bool {op}")
+
+    return resolver
+
+
+register([aten.bitwise_and.Tensor, aten.logical_and.default], _bool_logic("and"))
+register([aten.bitwise_or.Tensor, aten.logical_or.default], _bool_logic("or"))
+register([aten.bitwise_xor.Tensor, aten.logical_xor.default], _bool_logic("xor"))
+register([aten.bitwise_not.default, aten.logical_not.default], _bool_logic("not"))
+
+
+@legato.function
 def full(shape, value, dtype):
     return legato.tensor.full(shape, value, dtype)
 

@@ -41,7 +41,7 @@ CASES = {
         1,
     ),
     # interleaved rotary's x[..., 0::2]: the resolver used to accept what the compiler refused;
-    # now compiled as step-1 slices and reshapes
+    # now one strided `legato.slice` (strided DMAs: test_masks_and_strides checks the IR)
     "strided_slice": (lambda x: (x * 2)[..., 0::2] + 1, [_bf(4, 64)], {}, 1),
     "sum_to_0d_of_a_vector": (lambda x: (x * 2).sum(), [_bf(64)], {}, 1),
     "amax_of_0d": (lambda x: torch.amax(x * 2, dim=0), [torch.tensor(3.0, dtype=BF16)], {}, 1),

@@ -28,6 +28,16 @@ CASES = {
     "slice_step4_dim0": (lambda x: (x * 2)[1::4] + 1, 1),
     "slice_step_single_element": (lambda x: (x * 2)[:, 2:7:5] + 1, 1),
     "abs": (lambda x: torch.abs(x * 3) - 1, 1),
+    # bool logic of masks computed on Legato (issue 13: `bitwise_and` ran eagerly, splitting
+    # the kernel in two)
+    "where_and": (lambda x, y: torch.where((x < y) & (x * 2 > 0), x, y), 2),
+    "masked_fill_or": (lambda x, y: (x + 1).masked_fill((x < y) | (y > 0.5), -3.0), 2),
+    "where_xor": (lambda x, y: torch.where((x <= y) ^ (x > 0), x, 0.0), 2),
+    "where_not": (lambda x, y: torch.where(~(x == y), x, y * 2), 2),
+    "logical_ops_bool_output": (
+        lambda x, y: torch.logical_or(torch.logical_and(x < y, x > 0), torch.logical_not(y < 0)),
+        2,
+    ),
 }
 
 
@@ -146,3 +156,34 @@ def test_strided_slice_is_one_strided_legato_slice(tmp_path):
     slices = [line for line in text.splitlines() if "legato.slice" in line]
     assert len(slices) == 1 and "[0, 1] [8, 21] [1, 3]" in slices[0], slices
     assert "legato.cat" not in text and "legato.reshape" not in text, text
+
+
+def test_bool_logic_over_a_dynamic_length_is_one_kernel():
+    """`&` of a comparison mask over a runtime length (a dynamic dim): the masks' zeros are
+    filled at the bound and viewed at the runtime size; every length is the same kernel."""
+    f = lambda x, y: torch.where((x < y) & (x > 0), x, y) + 1
+    g = torch.compile(f, backend="legato", options={"legato.strict": True})
+    with torch.no_grad():
+        for n in (5, 7, 11):
+            x, y = torch.randn(2, n, 16), torch.randn(2, n, 16)
+            torch._dynamo.mark_dynamic(x, 1, max=32)
+            torch._dynamo.mark_dynamic(y, 1, max=32)
+            assert torch.equal(g(x, y), f(x, y)), n
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.num_kernels == 1, str(s)
+    assert s.kernels[0].calls == 3 and s.kernels[0].eager_calls == 0, str(s)
+
+
+def test_bool_logic_of_graph_inputs_stays_host_index_work():
+    """`&` of bool graph inputs (an attention mask and a padding mask) is host index
+    arithmetic, as HF's mask building: it runs on the host, before the kernel, and never
+    splits it; the `&` resolver refuses it."""
+    f = lambda m, p, x: torch.where(m & p, x * 2, x) + 1
+    m, p = torch.rand(8, 64) > 0.3, torch.rand(8, 64) > 0.3
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options={"legato.strict": True})(m, p, x)
+    assert torch.equal(y, f(m, p, x))
+    s = lt.last_summary()
+    assert s.num_extern == 0 and s.num_kernels == 1, str(s)
+    assert any("bitwise_and" in h and "index arithmetic" in h for h in s.host), s.host
