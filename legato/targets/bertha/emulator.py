@@ -524,10 +524,21 @@ def _is_pure(ins: isa.Instruction) -> bool:
 
 # native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, a scalar it
 # has no encoding for (the threaded code runs it), a VPU instruction, a dma, a dma2d, an
-# mpu.ldw, an mpu.mm
-CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM = range(
-    10
-)
+# mpu.ldw, an mpu.mm, an ld, an st
+(
+    CK_PY,
+    CK_SCALAR,
+    CK_QWAIT,
+    CK_DMAWAIT,
+    CK_PURE_PY,
+    CK_VPU,
+    CK_DMA,
+    CK_DMA2D,
+    CK_LDW,
+    CK_MM,
+    CK_LD,
+    CK_ST,
+) = range(12)
 # native/loop.c's statuses (`Emulator._run_native`)
 (
     LP_DONE,
@@ -540,7 +551,8 @@ CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D, CK
     LP_NOMEM,
     LP_WAKE,
     LP_MMTODO,
-) = range(10)
+    LP_MAP,
+) = range(11)
 # native/loop.c's kinds of region for a DMA end (`lregion.space`)
 RS_NONE, RS_SHARED, RS_DRAM, RS_LOCAL = -1, 0, 1, 2
 
@@ -585,16 +597,33 @@ def _loop_dma_imm(ins: isa.Instruction) -> int:
     return imm
 
 
+def _reg_mask(ins: isa.Instruction) -> int:
+    """The registers `Module.stall_on_loads` waits for before `ins`, as a bit mask."""
+    mask = 0
+    for f in isa.REG_FIELDS[ins.op.format]:
+        mask |= 1 << getattr(ins, f)
+    reg = notify_core_reg(ins.op.format, ins.imm, ins.d)
+    if reg is not None:
+        mask |= 1 << reg
+    return mask
+
+
 def _loop_program(code: list, pure: list, kinds: list) -> tuple:
     """(the `sins` array of native/loop.c: `_native_program`'s, a `qwait`'s space and queue
     in `a` and `imm`, a dma's or dma2d's registers in `a`, `b`, `c` and `_loop_dma_imm` in
-    `imm`, an mpu.ldw's or mpu.mm's registers in `a`, `b`, `c` and an mm's flags in `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc the `lvpu` of
-    a VPU instruction that native/vpu.c runs)."""
+    `imm`, an mpu.ldw's or mpu.mm's registers in `a`, `b`, `c` and an mm's flags in `imm`, an
+    ld's or st's registers in `a`, `b` and its offset in `imm`; per pc its CK_* kind as an int8
+    array; the same kinds as bytes; per pc the `lvpu` of a VPU instruction that native/vpu.c
+    runs; per pc the registers `stall_on_loads` waits for, `_reg_mask`, as a uint32 array)."""
     arr = _native_program(code, pure, len(code) + 1)[2].copy()
     ck = np.zeros(len(code), np.int8)
     vs = np.zeros(max(len(code), 1), _LVPU)
+    rm = np.array([_reg_mask(ins) for ins in code] or [0], np.uint32)
     for i, (ins, p, k) in enumerate(zip(code, pure, kinds)):
-        if k == K_VPU:
+        if k in (K_LD, K_ST):
+            ck[i] = CK_LD if k == K_LD else CK_ST
+            arr[i]["a"], arr[i]["b"], arr[i]["imm"] = ins.a, ins.b, ins.simm
+        elif k == K_VPU:
             lv = _loop_vpu(ins)
             if lv is not None:
                 ck[i] = CK_VPU
@@ -615,7 +644,7 @@ def _loop_program(code: list, pure: list, kinds: list) -> tuple:
             arr[i]["a"], arr[i]["b"], arr[i]["c"] = ins.a, ins.b, ins.c
             # (native/loop.c's MMF_F32 | MMF_ACC, whatever the encoding's bits)
             arr[i]["imm"] = (1 if ins.imm & MM_F32 else 0) | (2 if ins.imm & MM_ACC else 0)
-    return arr, ck, ck.tobytes(), vs
+    return arr, ck, ck.tobytes(), vs, rm
 
 
 # What `_prepare` plans an instruction as, decoded once per pc (`_kind`): its planner is
@@ -924,6 +953,22 @@ class _LoopModule(Module):
             c.ready, c.stable, c.pyplan = p.ready, p.stable, 1
             c.queue = -1 if p.queue is None else _queue_key(p.queue)
 
+    @property
+    def reg_ready(self) -> _LoopRegReady:
+        return self._rr
+
+    @reg_ready.setter
+    def reg_ready(self, ready: dict) -> None:
+        rr = self._rr
+        rr.clear()
+        for r, end in ready.items():
+            rr[r] = end
+
+    def stall_on_loads(self, ins) -> None:
+        """`Module.stall_on_loads` on the register scoreboard in native/loop.c (`ins` is
+        the instruction at the module's pc: every caller's)."""
+        self.time = native.lib.rr_stall(self._c, self.time, self._rm[self.pc])
+
     def conflict(self, reads, writes) -> int:
         """`Module.conflict` on the scoreboard in native/loop.c."""
         if len(reads) == 1 and len(writes) == 1:
@@ -932,6 +977,39 @@ class _LoopModule(Module):
         flat = [x for rng in reads for x in rng]
         flat += [x for rng in writes for x in rng]
         return native.lib.sb_conflict(self._s, self.index, self.time, len(reads), len(writes), flat)
+
+
+class _LoopRegReady:
+    """`Module.reg_ready` while the compiled loop runs: the register scoreboard in the
+    module's struct (`lmod.rr`: a register's load end, 0 for one not in the dict)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c):
+        self._c = c
+
+    def __bool__(self) -> bool:
+        return self._c.nrr > 0
+
+    def __len__(self) -> int:
+        return self._c.nrr
+
+    def get(self, r: int, default=None):
+        e = self._c.rr[r]
+        return e if e else default
+
+    def __setitem__(self, r: int, end: int) -> None:
+        native.lib.rr_set(self._c, r, end)
+
+    def items(self) -> list[tuple[int, int]]:
+        rr = self._c.rr
+        return [(r, rr[r]) for r in range(isa.NUM_REGS) if rr[r]]
+
+    def clear(self) -> None:
+        c = self._c
+        for r in range(isa.NUM_REGS):
+            c.rr[r] = 0
+        c.nrr = 0
 
 
 class _LoopInflight:
@@ -972,7 +1050,7 @@ def _put(m: _LoopModule) -> None:
         m.vpu_free,
         m.dma_end,
         m._dma_busy_until,
-        1 if m.reg_ready or m.barrier_token is not None else 0,
+        1 if m.barrier_token is not None else 0,
     )
 
 
@@ -1414,12 +1492,14 @@ class Emulator:
     # ---- the compiled loop (native/loop.c) -------------------------------------------------
     def _run_native(self, table_address: int) -> timing.RunResult:
         """`_run` with the loop in native/loop.c: it pops the heap and runs scalar code,
-        `qwait`, `dmawait` and the VPU instructions of native/vpu.c itself (untraced), and
+        `qwait`, `dmawait`, `ld` / `st` (with the register scoreboard of loads in flight),
+        DMAs, the MPU and the VPU instructions of native/vpu.c itself (untraced), and
         hands every other step back by a status (LP_*),
         which this method does with the reference's own code on the same state: planning
         (`_schedule`), a popped plan the Python made and its issue (`_loop_pop`), scalar code
-        the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bounds
-        check (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`).
+        the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bound
+        crossed (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`),
+        a core space to map on first touch (`_loop_map`).
         While it runs, the modules are `_LoopModule`s with their registers in C arrays; they
         are plain `Module`s again afterwards, with the same state the reference leaves."""
         ffi, lib = native.ffi, native.lib
@@ -1454,12 +1534,24 @@ class Emulator:
             for m in mods:
                 m.regs[1] = table_address
                 m.regs[2] = core_id(m.core)
-            for m in mods:
-                self._schedule_native(m)
+            for m in mods:  # (`_run`'s first plans: the loop's where it plans them)
+                _put(m)
+                st = lib.loop_sched(s, m.index)
+                while st == LP_MAP and self._map_for_loop():
+                    st = lib.loop_sched(s, m.index)
+                if st == LP_NOMEM:
+                    raise MemoryError("the emulator's scheduler")
+                if st:
+                    self._schedule_native(m)
             self._deadline = (
                 None if self.time_limit is None else _time.monotonic() + self.time_limit
             )
             s.limit = min(self.instruction_limit, CHECK_EVERY)
+            # (the bounds `_check_limits` checks, checked in the loop too: it hands back only
+            # a run past one, and the Python raises its error)
+            s.instr_limit, s.check_every = self.instruction_limit, CHECK_EVERY
+            s.cycle_limit = -1 if self.cycle_limit is None else self.cycle_limit
+            s.deadline = 0.0 if self._deadline is None else self._deadline
             after = -1
             while True:
                 st = lib.loop_run(s, after)
@@ -1500,6 +1592,8 @@ class Emulator:
                     after = s.idx
                 elif st == LP_MMTODO:  # a pass with elements the proof left
                     after = self._loop_settle(mods[s.idx], s.t)
+                elif st == LP_MAP:  # a plan's bytes in a core space not mapped yet
+                    after = self._loop_map(mods[s.idx])
                 elif st == LP_DEADLOCK:
                     for m in mods:
                         _pull(m)
@@ -1516,6 +1610,29 @@ class Emulator:
             self._loop_restore(s, queues, held)
             lib.loop_free(s)
         return self._finish(s.total)
+
+    def _loop_map(self, m: _LoopModule) -> int:
+        """`LP_MAP` (`_map_for_loop`), then the loop plans `m`'s instruction again; when
+        that mapped nothing it can use, the Python plans it (and faults as `_schedule` does).
+        Returns `loop_run`'s `after`."""
+        if self._map_for_loop():
+            return m.index
+        _pull(m)
+        self._schedule_native(m)
+        return -1
+
+    def _map_for_loop(self) -> bool:
+        """Map the core space that holds the bytes a plan of native/loop.c found in no
+        region (`lstate.map_addr`, `map_n`: their first touch, which the Python's planning
+        makes with `memory.find` in `_prepare`); whether the loop was told of a new region
+        (not: a trap, the address is in no space or runs past it; a lazy space)."""
+        s = self._loop
+        n = s.nregions
+        try:
+            self.memory.find(s.map_addr, s.map_n)
+        except _Trap:
+            pass
+        return s.nregions > n
 
     loop_mpu = True
     """Let the compiled loop run mpu.ldw and the few-row mpu.mm passes (`_loop_mpu`; False:
@@ -1612,7 +1729,9 @@ class Emulator:
             for pc, row in m.bounds.items():
                 if not 0 <= pc < len(ck) or m.pure[pc]:
                     continue
-                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM) and len(row) <= 4:
+                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM, CK_LD, CK_ST) and (
+                    len(row) <= 4
+                ):
                     # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
                     flat = [len(row)]
                     for b in row:
@@ -1625,7 +1744,8 @@ class Emulator:
             keep += [ck, bt, brows]
             c.bt, c.brows = ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows)
             code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
-        arr, ck, ckb, vs, code_p, ck_p, vs_p = code
+        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p = code
+        c.rm, m._rm = rm_p, rm.tolist()
         regs = ffi.new("int64_t[]", isa.NUM_REGS)
         regs[0 : isa.NUM_REGS] = m.regs
         keep.append(regs)
@@ -1636,6 +1756,9 @@ class Emulator:
         plan = m.__dict__.pop("plan")
         del m.__dict__["version"]
         c.mpu_free = m.__dict__.pop("mpu_free")
+        m._rr = _LoopRegReady(c)
+        for r, end in m.__dict__.pop("reg_ready").items():
+            native.lib.rr_set(c, r, end)
         m.regs = regs
         m.__class__ = _LoopModule
         m._w, m._wgen = m.__dict__.pop("weight"), c.w_gen
@@ -1657,7 +1780,7 @@ class Emulator:
             shared.loop = {}
         code = shared.loop.get((vpu_here, dma_here, mpu_here))
         if code is None:
-            arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
+            arr, ck, ckb, vs, rm = _loop_program(m.code, m.pure, m.kinds)
             if not vpu_here:
                 ck[ck == CK_VPU] = CK_PY
             if not dma_here:
@@ -1674,6 +1797,8 @@ class Emulator:
                 ffi.cast("sins *", ffi.from_buffer(arr)),
                 ffi.from_buffer(ck),
                 ffi.cast("lvpu *", ffi.from_buffer(vs)),
+                rm,
+                ffi.cast("uint32_t *", ffi.from_buffer(rm)),
             )
         return code
 
@@ -1698,15 +1823,17 @@ class Emulator:
                     _pull(m)
                 c = m._c
                 version, plan, weight = c.version, m._plan, m.weight
+                ready = dict(m._rr.items())
                 m.__class__ = Module
                 m.version, m.plan, m.weight, m.mpu_free = version, plan, weight, c.mpu_free
+                m.reg_ready = ready
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
                 m.unit_end = max(m.unit_end, c.unit_end)
                 m.busy["vpu"] += c.busy_vpu
                 m.busy["dma"] += c.busy_dma
                 m.busy["mpu"] += c.busy_mpu
                 m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._w, m._wgen
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._w, m._wgen, m._rr, m._rm
                 m.prog = None
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
@@ -1796,7 +1923,7 @@ class Emulator:
             m.vpu_free,
             m.dma_end,
             m._dma_busy_until,
-            1 if m.reg_ready or m.barrier_token is not None else 0,
+            1 if m.barrier_token is not None else 0,
             plan.ready,
             plan.external,
             plan.stable,
@@ -1808,7 +1935,7 @@ class Emulator:
         """`_run`'s step for a popped plan that the Python made (`m` is as the Python left
         it); returns `m`'s index when the loop is to go on with it (`loop_run`'s `after`),
         else -1."""
-        plan, pending = m._plan, m.reg_ready
+        plan, time = m._plan, m.time
         if plan.slot is not None:
             plan = self._replan_slot(m, plan)
         elif not plan.stable:
@@ -1822,7 +1949,7 @@ class Emulator:
                 m._c.waiting = 1
             else:
                 self._push(m, plan)
-            if pending:  # (planning moved its time: `stall_on_loads`)
+            if m.time != time:  # (planning moved its time: `stall_on_loads`)
                 _put(m)
             return -1
         m._c.waiting = 0
