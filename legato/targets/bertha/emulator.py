@@ -211,7 +211,7 @@ class _CorePool:
     the free unmaps it), 30 ms of a 32-core kernel's 40 ms run; a recycled one costs zeroing the
     bytes its last run wrote. Holds at most `max_bytes`; thread-safe."""
 
-    max_bytes = 256 << 20
+    max_bytes = 512 << 20  # (EVT1's 64 cores' sram and mpu_buffer: 288 MiB)
 
     def __init__(self):
         self._free: dict[int, list[np.ndarray]] = {}
@@ -839,13 +839,30 @@ class Module:
         self.busy = {"dma": 0, "mpu": 0, "vpu": 0}
         self._dma_busy_until = 0
         self.count = 0
-        self.weight: numerics.MpuWeight | None = None
+        self._w: numerics.MpuWeight | None = None  # `weight`
         self.barrier_token: tuple[int, int] | None = None
         self.plan: _Plan | None = None
         self.unit_end = 0
         self.reg_ready: dict[int, int] = {}  # register -> cycle its in-flight `ld` completes
         # pc -> the operands whose extents are checked (`arch.bounds.resolve`); None: none
         self.bounds: dict | None = None
+
+    _wbits = None
+    """The bf16 bits [K, N] of a tile the compiled loop loaded last, when `weight` is still
+    to be made of them (`Emulator._loop_restore`), else None."""
+
+    @property
+    def weight(self) -> numerics.MpuWeight | None:
+        """The MPU's weight tile (of the last `mpu.ldw`), None before one."""
+        bits = self._wbits
+        if bits is not None:
+            self._wbits = None
+            self._w = mpu_fast.weight(bits, self._w)
+        return self._w
+
+    @weight.setter
+    def weight(self, w) -> None:
+        self._w, self._wbits = w, None
 
     def set(self, r: int, v: int) -> None:
         if r:
@@ -1521,6 +1538,7 @@ class Emulator:
         try:
             s.vpu_lanes = self.model.vpu_lanes
             s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
+            s.prologue_on = bool(self.loop_prologue)
             self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
@@ -1536,7 +1554,7 @@ class Emulator:
                 m.regs[2] = core_id(m.core)
             for m in mods:  # (`_run`'s first plans: the loop's where it plans them)
                 _put(m)
-                st = lib.loop_sched(s, m.index)
+                st = lib.loop_sched(s, m.index) if self.loop_prologue else LP_SCHED
                 while st == LP_MAP and self._map_for_loop():
                     st = lib.loop_sched(s, m.index)
                 if st == LP_NOMEM:
@@ -1634,6 +1652,11 @@ class Emulator:
             pass
         return s.nregions > n
 
+    loop_prologue = True
+    """Let the compiled loop run `ld` / `st`, keep the register scoreboard of loads in flight,
+    make the first plans, map a core space on first touch (`LP_MAP`) and check the bounds
+    (False: all of that is the Python's, as before; a benchmark compares the two)."""
+
     loop_mpu = True
     """Let the compiled loop run mpu.ldw and the few-row mpu.mm passes (`_loop_mpu`; False:
     they are handed to the Python, as before; a benchmark compares the two)."""
@@ -1721,31 +1744,13 @@ class Emulator:
         ffi = native.ffi
         vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
         # or its trace events)
-        code = self._loop_code(m, vpu_here, bool(s.dma_on), bool(s.mpu_on))
+        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
+        code = self._loop_code(m, *flags)
         if m.bounds:
-            ck = code[1].copy()
-            bt = np.full(max(len(ck), 1), -1, np.int64)
-            rows = []
-            for pc, row in m.bounds.items():
-                if not 0 <= pc < len(ck) or m.pure[pc]:
-                    continue
-                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM, CK_LD, CK_ST) and (
-                    len(row) <= 4
-                ):
-                    # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
-                    flat = [len(row)]
-                    for b in row:
-                        flat += ["abcd".index(b.field), b.lo, b.hi, int(b.window)]
-                    bt[pc] = len(rows)
-                    rows.append(flat + [0] * (17 - len(flat)))
-                else:
-                    ck[pc] = CK_PY
-            brows = np.array(rows or [[0] * 17], np.int64)
-            keep += [ck, bt, brows]
-            c.bt, c.brows = ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows)
-            code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
-        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p = code
-        c.rm, m._rm = rm_p, rm.tolist()
+            code, bt, brows = self._loop_bounds(m, code, flags)
+            c.bt, c.brows = bt, brows
+        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
+        c.rm, m._rm = rm_p, rm
         regs = ffi.new("int64_t[]", isa.NUM_REGS)
         regs[0 : isa.NUM_REGS] = m.regs
         keep.append(regs)
@@ -1760,8 +1765,9 @@ class Emulator:
         for r, end in m.__dict__.pop("reg_ready").items():
             native.lib.rr_set(c, r, end)
         m.regs = regs
+        m._w = m.weight  # (a tile an earlier run left as bits, made)
         m.__class__ = _LoopModule
-        m._w, m._wgen = m.__dict__.pop("weight"), c.w_gen
+        m._wgen = c.w_gen
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
         m._s, m.inflight = s, _LoopInflight(s, m.index)
         m._hot = self._scalar_hot(m)
@@ -1771,14 +1777,49 @@ class Emulator:
         c.kind = CK_PY
 
     @staticmethod
-    def _loop_code(m: Module, vpu_here: bool, dma_here: bool, mpu_here: bool) -> tuple:
+    def _loop_bounds(m: Module, code: tuple, flags: tuple) -> tuple:
+        """(`code` with the kinds of the pcs whose operands' extents are checked, `m.bounds`:
+        the loop's when it checks them itself, `bounds_ok`, else the Python's; the per-pc row
+        index and the rows of extents for `lmod.bt`, `brows`), once per program and extents
+        (`_Code.loop`: the same arguments at the same addresses give the same extents)."""
+        key = (flags, tuple(m.bounds.items()))
+        got = m.shared.loop.get(key)
+        if got is not None:
+            return got
+        ffi = native.ffi
+        ck = code[1].copy()
+        bt = np.full(max(len(ck), 1), -1, np.int64)
+        rows = []
+        for pc, row in m.bounds.items():
+            if not 0 <= pc < len(ck) or m.pure[pc]:
+                continue
+            if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM, CK_LD, CK_ST) and len(row) <= 4:
+                # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
+                flat = [len(row)]
+                for b in row:
+                    flat += ["abcd".index(b.field), b.lo, b.hi, int(b.window)]
+                bt[pc] = len(rows)
+                rows.append(flat + [0] * (17 - len(flat)))
+            else:
+                ck[pc] = CK_PY
+        brows = np.array(rows or [[0] * 17], np.int64)
+        code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        got = (code, ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows))
+        if len(m.shared.loop) < 64:  # (a bound: a program run with many argument addresses)
+            m.shared.loop[key] = got
+        return got
+
+    @staticmethod
+    def _loop_code(
+        m: Module, vpu_here: bool, dma_here: bool, mpu_here: bool, ldst_here: bool = True
+    ) -> tuple:
         """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
-        (`_Code.loop`); `vpu_here` / `dma_here` / `mpu_here` False: its VPU instructions /
-        DMAs / mpu.ldw and mpu.mm are the Python's."""
+        (`_Code.loop`); `vpu_here` / `dma_here` / `mpu_here` / `ldst_here` False: its VPU
+        instructions / DMAs / mpu.ldw and mpu.mm / ld and st are the Python's."""
         shared = m.shared
         if shared.loop is None:
             shared.loop = {}
-        code = shared.loop.get((vpu_here, dma_here, mpu_here))
+        code = shared.loop.get((vpu_here, dma_here, mpu_here, ldst_here))
         if code is None:
             arr, ck, ckb, vs, rm = _loop_program(m.code, m.pure, m.kinds)
             if not vpu_here:
@@ -1787,9 +1828,11 @@ class Emulator:
                 ck[(ck == CK_DMA) | (ck == CK_DMA2D)] = CK_PY
             if not mpu_here:
                 ck[(ck == CK_LDW) | (ck == CK_MM)] = CK_PY
+            if not ldst_here:
+                ck[(ck == CK_LD) | (ck == CK_ST)] = CK_PY
             ckb = ck.tobytes()
             ffi = native.ffi
-            code = shared.loop[vpu_here, dma_here, mpu_here] = (
+            code = shared.loop[vpu_here, dma_here, mpu_here, ldst_here] = (
                 arr,
                 ck,
                 ckb,
@@ -1797,8 +1840,9 @@ class Emulator:
                 ffi.cast("sins *", ffi.from_buffer(arr)),
                 ffi.from_buffer(ck),
                 ffi.cast("lvpu *", ffi.from_buffer(vs)),
-                rm,
+                rm.tolist(),
                 ffi.cast("uint32_t *", ffi.from_buffer(rm)),
+                rm,  # (what the pointers point into: kept here)
             )
         return code
 
@@ -1822,10 +1866,18 @@ class Emulator:
                 if m.index != held:
                     _pull(m)
                 c = m._c
-                version, plan, weight = c.version, m._plan, m.weight
-                ready = dict(m._rr.items())
+                version, plan, bits = c.version, m._plan, None
+                if c.w_has and c.w_gen != m._wgen:  # the loop's tile is the last: its bits,
+                    # taken over (`weight` makes the tile of them if it is ever read)
+                    bits = native.ffi.gc(c.w_vals, native.lib.free)
+                    c.w_vals = native.ffi.NULL
+                    k, n = c.w_k, c.w_n
+                    bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
+                    bits = bits.reshape(k, n)
+                ready = dict(m._rr.items()) if c.nrr else {}
                 m.__class__ = Module
-                m.version, m.plan, m.weight, m.mpu_free = version, plan, weight, c.mpu_free
+                m.version, m.plan, m.mpu_free = version, plan, c.mpu_free
+                m._wbits = bits
                 m.reg_ready = ready
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
                 m.unit_end = max(m.unit_end, c.unit_end)
@@ -1833,7 +1885,7 @@ class Emulator:
                 m.busy["dma"] += c.busy_dma
                 m.busy["mpu"] += c.busy_mpu
                 m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._w, m._wgen, m._rr, m._rm
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._wgen, m._rr, m._rm
                 m.prog = None
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems

@@ -107,6 +107,7 @@ typedef struct {
     int64_t map_addr, map_n;
     int64_t instr_limit, cycle_limit, check_every;
     double deadline;
+    int64_t prologue_on;
 } lstate;
 int loop_init(lstate *S);
 void loop_free(lstate *S);
@@ -128,6 +129,7 @@ int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t rea
                 int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname);
 int loop_run(lstate *S, int64_t after);
 int loop_sched(lstate *S, int64_t idx);
+void free(void *p);
 void rr_set(lmod *m, int64_t r, int64_t end);
 int64_t rr_stall(lmod *m, int64_t time, uint32_t mask);
 int mm_commit(lstate *S, int64_t idx, int64_t t);

@@ -25,16 +25,26 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _tile(w) -> tuple | None:
+    """A module's last weight tile: its bits and the proof's column statistics."""
+    if w is None:
+        return None
+    stats = (np.asarray(w.cm).tobytes(), np.asarray(w.v).tobytes(), np.float64(w.vmax).tobytes())
+    stats += (w.finite,)
+    return (w.shape, np.ascontiguousarray(w.values).tobytes()) + stats
+
+
 def _outcome(binary, model, args, native_loop: bool, monkeypatch, trace: bool) -> tuple:
     """(the run's report or its error, every argument's bytes after it, every module's final
-    (version, registers, pc, time, count)) of one run on copies of `args`."""
+    (version, registers, pc, time, count, halt, weight tile)) of one run on copies of `args`."""
     monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
     seen = {}
     result = emulator.Emulator._result
 
     def final(self):
         seen["modules"] = [
-            (m.version, list(m.regs), m.pc, m.time, m.count, m.halted) for m in self.modules
+            (m.version, list(m.regs), m.pc, m.time, m.count, m.halted, _tile(m.weight))
+            for m in self.modules
         ]
         return result(self)
 

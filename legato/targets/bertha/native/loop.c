@@ -194,6 +194,10 @@ typedef struct {
      * clock's deadline (CLOCK_MONOTONIC seconds, Python's `time.monotonic`; 0: none) */
     int64_t instr_limit, cycle_limit, check_every;
     double deadline;
+    /* 0: as before the ninth round (`Emulator.loop_prologue` False, for an A/B): a module with
+     * a load in flight is the Python's, no core space is mapped for this code and every
+     * bounds check is the Python's (ld / st are the Python's through their kinds) */
+    int64_t prologue_on;
 } lstate;
 
 int loop_init(lstate *S) {
@@ -506,7 +510,7 @@ static int64_t find_region(const lstate *S, int64_t addr, int64_t n) {
 static int64_t region_or_map(lstate *S, int64_t addr, int64_t n) {
     int64_t g = find_region(S, addr, n);
     if (g >= 0) return g;
-    if (addr >= S->window_base && (addr - S->window_base) / S->window_size < S->num_cores) {
+    if (S->prologue_on && addr >= S->window_base && (addr - S->window_base) / S->window_size < S->num_cores) {
         S->map_addr = addr, S->map_n = n;
         return -1;
     }
@@ -1211,7 +1215,7 @@ static int sched(lstate *S, lmod *m) {
     lvplan P;
     int dma = k == CK_DMA || k == CK_DMA2D, mpu = k == CK_LDW || k == CK_MM;
     int ls = k == CK_LD || k == CK_ST, ok = 1;
-    if (m->pyonly) ok = 0; /* (at a barrier: the Python's, with no stall) */
+    if (m->pyonly || (m->nrr && !S->prologue_on)) ok = 0; /* (at a barrier: no stall) */
     else {
         stall(m); /* (`_prepare`'s: the Python's planning stalls again, changing nothing) */
         if (!(dma || ls || k == CK_DMAWAIT ||
@@ -1272,7 +1276,7 @@ static int sched(lstate *S, lmod *m) {
 /* `Emulator._check_limits` of module `m` when no bound is crossed: the next check's count,
  * and 1; 0 when one is (the Python raises its error). */
 static int limits_ok(lstate *S, const lmod *m) {
-    if (S->total > S->instr_limit) return 0;
+    if (!S->prologue_on || S->total > S->instr_limit) return 0;
     if (S->cycle_limit >= 0 && m->time > S->cycle_limit) return 0;
     if (S->deadline > 0) {
         struct timespec ts;
@@ -1290,7 +1294,8 @@ static int cont(lstate *S, lmod *m) {
     S->idx = m - S->mods;
     while (!m->halted && m->pc >= 0 && m->pc < m->n) {
         int k = m->ck[m->pc];
-        if (k == CK_PURE_PY || (k == CK_SCALAR && m->pyonly)) return LP_SCALARS;
+        if (k == CK_PURE_PY || (k == CK_SCALAR && (m->pyonly || (m->nrr && !S->prologue_on))))
+            return LP_SCALARS;
         if (k != CK_SCALAR) break;
         int st;
         long pc = m->pc, budget = S->limit + 1 - S->total;
