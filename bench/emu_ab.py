@@ -111,6 +111,7 @@ def flag_main(attr: str, names, targets, rep) -> None:
             setattr(emulator.Emulator, attr, old)
             same = seen[False] == seen[True]
             (cycles, instrs, *_), _, _ = seen[True]
+            instrs = sum(instrs.values()) if isinstance(instrs, dict) else instrs
             (w0, c0), (w1, c1) = best[False], best[True]
             print(
                 f"| {name} | {target} | {instrs} | {cycles} | {c0 * 1e3:.1f} ({w0 * 1e3:.1f}) "
