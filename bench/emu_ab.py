@@ -13,6 +13,13 @@ instead compares the scheduler's fast paths with the reference paths they replac
 instruction planned again when popped and on every wake, scalar code through `_execute`, the
 region search on every access; tests/unit/targets/test_emulator_fast_paths.py), both traced off
 (the per-`ldw` weight preparation is in both).
+
+    .venv/bin/python bench/emu_ab.py --flag ATTR KERNEL[,KERNEL] TARGET[,TARGET] REPEAT
+
+toggles the class attribute `Emulator.ATTR` (e.g. `loop_prologue`, `loop_mpu`, `native_loop`)
+False / True, interleaved, and prints a markdown row per kernel and target: instructions,
+cycles, the least CPU ms (with that run's wall ms) of each, the change, and whether both gave
+the same cycles, counts, busy times, bytes per channel and output bits.
 """
 
 from __future__ import annotations
@@ -69,7 +76,55 @@ def paths_main(names, targets, rep) -> None:
                 print(f"{name}@{target} {v}: wall {w * 1e3:.0f} ms, cpu {c * 1e3:.0f} ms")
 
 
+def flag_main(attr: str, names, targets, rep) -> None:
+    """`Emulator.<attr>` False against True (e.g. `loop_prologue`, `loop_mpu`,
+    `native_loop`), interleaved, tracing and the hazard checker off: the least CPU time of
+    `rep` runs of each, with that run's wall time, after checking that both give the same
+    cycles, instructions, MACs, unit and port busy time, DRAM bytes per channel and output
+    bits (a hash of every argument after the run)."""
+    import hashlib
+
+    from bench.emu_speed import bench_binary
+    from legato.targets.bertha import emulator
+    from legato.targets.bertha.runtime import run_binary
+
+    old = getattr(emulator.Emulator, attr)
+    for name in names:
+        for target in targets:
+            model, binary, np_args = bench_binary(name, target)
+            best = {v: (0.0, float("inf")) for v in (False, True)}
+            seen = {}
+            for _ in range(rep):
+                for v in (False, True):
+                    setattr(emulator.Emulator, attr, v)
+                    args = [a.copy() for a in np_args]
+                    w, c = time.perf_counter(), time.process_time()
+                    r = run_binary(binary, model, args, trace=False, hazards=False)
+                    w, c = time.perf_counter() - w, time.process_time() - c
+                    h = hashlib.sha256()
+                    for a in args:
+                        h.update(a.tobytes())
+                    key = (r.cycles, r.instructions, r.mac_count, r.unit_busy, r.port_busy)
+                    seen.setdefault(v, (key, r.dram_bytes_per_channel, h.hexdigest()))
+                    if c < best[v][1]:
+                        best[v] = (w, c)
+            setattr(emulator.Emulator, attr, old)
+            same = seen[False] == seen[True]
+            (cycles, instrs, *_), _, _ = seen[True]
+            instrs = sum(instrs.values()) if isinstance(instrs, dict) else instrs
+            (w0, c0), (w1, c1) = best[False], best[True]
+            print(
+                f"| {name} | {target} | {instrs} | {cycles} | {c0 * 1e3:.1f} ({w0 * 1e3:.1f}) "
+                f"| {c1 * 1e3:.1f} ({w1 * 1e3:.1f}) | {(c1 / c0 - 1) * 100:+.0f}% "
+                f"| {'yes' if same else 'NO'} |",
+                flush=True,
+            )
+
+
 def main() -> None:
+    if sys.argv[1] == "--flag":
+        flag_main(sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(","), int(sys.argv[5]))
+        return
     if sys.argv[1] == "--paths":
         paths_main(sys.argv[2].split(","), sys.argv[3].split(","), int(sys.argv[4]))
         return

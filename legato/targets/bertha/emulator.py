@@ -211,7 +211,7 @@ class _CorePool:
     the free unmaps it), 30 ms of a 32-core kernel's 40 ms run; a recycled one costs zeroing the
     bytes its last run wrote. Holds at most `max_bytes`; thread-safe."""
 
-    max_bytes = 256 << 20
+    max_bytes = 512 << 20  # (EVT1's 64 cores' sram and mpu_buffer: 288 MiB)
 
     def __init__(self):
         self._free: dict[int, list[np.ndarray]] = {}
@@ -524,10 +524,21 @@ def _is_pure(ins: isa.Instruction) -> bool:
 
 # native/loop.c's kinds of pc: the Python's, scalar code it runs, qwait, dmawait, a scalar it
 # has no encoding for (the threaded code runs it), a VPU instruction, a dma, a dma2d, an
-# mpu.ldw, an mpu.mm
-CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM = range(
-    10
-)
+# mpu.ldw, an mpu.mm, an ld, an st
+(
+    CK_PY,
+    CK_SCALAR,
+    CK_QWAIT,
+    CK_DMAWAIT,
+    CK_PURE_PY,
+    CK_VPU,
+    CK_DMA,
+    CK_DMA2D,
+    CK_LDW,
+    CK_MM,
+    CK_LD,
+    CK_ST,
+) = range(12)
 # native/loop.c's statuses (`Emulator._run_native`)
 (
     LP_DONE,
@@ -540,7 +551,8 @@ CK_PY, CK_SCALAR, CK_QWAIT, CK_DMAWAIT, CK_PURE_PY, CK_VPU, CK_DMA, CK_DMA2D, CK
     LP_NOMEM,
     LP_WAKE,
     LP_MMTODO,
-) = range(10)
+    LP_MAP,
+) = range(11)
 # native/loop.c's kinds of region for a DMA end (`lregion.space`)
 RS_NONE, RS_SHARED, RS_DRAM, RS_LOCAL = -1, 0, 1, 2
 
@@ -585,16 +597,33 @@ def _loop_dma_imm(ins: isa.Instruction) -> int:
     return imm
 
 
+def _reg_mask(ins: isa.Instruction) -> int:
+    """The registers `Module.stall_on_loads` waits for before `ins`, as a bit mask."""
+    mask = 0
+    for f in isa.REG_FIELDS[ins.op.format]:
+        mask |= 1 << getattr(ins, f)
+    reg = notify_core_reg(ins.op.format, ins.imm, ins.d)
+    if reg is not None:
+        mask |= 1 << reg
+    return mask
+
+
 def _loop_program(code: list, pure: list, kinds: list) -> tuple:
     """(the `sins` array of native/loop.c: `_native_program`'s, a `qwait`'s space and queue
     in `a` and `imm`, a dma's or dma2d's registers in `a`, `b`, `c` and `_loop_dma_imm` in
-    `imm`, an mpu.ldw's or mpu.mm's registers in `a`, `b`, `c` and an mm's flags in `imm`; per pc its CK_* kind as an int8 array; the same kinds as bytes; per pc the `lvpu` of
-    a VPU instruction that native/vpu.c runs)."""
+    `imm`, an mpu.ldw's or mpu.mm's registers in `a`, `b`, `c` and an mm's flags in `imm`, an
+    ld's or st's registers in `a`, `b` and its offset in `imm`; per pc its CK_* kind as an int8
+    array; the same kinds as bytes; per pc the `lvpu` of a VPU instruction that native/vpu.c
+    runs; per pc the registers `stall_on_loads` waits for, `_reg_mask`, as a uint32 array)."""
     arr = _native_program(code, pure, len(code) + 1)[2].copy()
     ck = np.zeros(len(code), np.int8)
     vs = np.zeros(max(len(code), 1), _LVPU)
+    rm = np.array([_reg_mask(ins) for ins in code] or [0], np.uint32)
     for i, (ins, p, k) in enumerate(zip(code, pure, kinds)):
-        if k == K_VPU:
+        if k in (K_LD, K_ST):
+            ck[i] = CK_LD if k == K_LD else CK_ST
+            arr[i]["a"], arr[i]["b"], arr[i]["imm"] = ins.a, ins.b, ins.simm
+        elif k == K_VPU:
             lv = _loop_vpu(ins)
             if lv is not None:
                 ck[i] = CK_VPU
@@ -615,7 +644,7 @@ def _loop_program(code: list, pure: list, kinds: list) -> tuple:
             arr[i]["a"], arr[i]["b"], arr[i]["c"] = ins.a, ins.b, ins.c
             # (native/loop.c's MMF_F32 | MMF_ACC, whatever the encoding's bits)
             arr[i]["imm"] = (1 if ins.imm & MM_F32 else 0) | (2 if ins.imm & MM_ACC else 0)
-    return arr, ck, ck.tobytes(), vs
+    return arr, ck, ck.tobytes(), vs, rm
 
 
 # What `_prepare` plans an instruction as, decoded once per pc (`_kind`): its planner is
@@ -810,13 +839,30 @@ class Module:
         self.busy = {"dma": 0, "mpu": 0, "vpu": 0}
         self._dma_busy_until = 0
         self.count = 0
-        self.weight: numerics.MpuWeight | None = None
+        self._w: numerics.MpuWeight | None = None  # `weight`
         self.barrier_token: tuple[int, int] | None = None
         self.plan: _Plan | None = None
         self.unit_end = 0
         self.reg_ready: dict[int, int] = {}  # register -> cycle its in-flight `ld` completes
         # pc -> the operands whose extents are checked (`arch.bounds.resolve`); None: none
         self.bounds: dict | None = None
+
+    _wbits = None
+    """The bf16 bits [K, N] of a tile the compiled loop loaded last, when `weight` is still
+    to be made of them (`Emulator._loop_restore`), else None."""
+
+    @property
+    def weight(self) -> numerics.MpuWeight | None:
+        """The MPU's weight tile (of the last `mpu.ldw`), None before one."""
+        bits = self._wbits
+        if bits is not None:
+            self._wbits = None
+            self._w = mpu_fast.weight(bits, self._w)
+        return self._w
+
+    @weight.setter
+    def weight(self, w) -> None:
+        self._w, self._wbits = w, None
 
     def set(self, r: int, v: int) -> None:
         if r:
@@ -924,6 +970,22 @@ class _LoopModule(Module):
             c.ready, c.stable, c.pyplan = p.ready, p.stable, 1
             c.queue = -1 if p.queue is None else _queue_key(p.queue)
 
+    @property
+    def reg_ready(self) -> _LoopRegReady:
+        return self._rr
+
+    @reg_ready.setter
+    def reg_ready(self, ready: dict) -> None:
+        rr = self._rr
+        rr.clear()
+        for r, end in ready.items():
+            rr[r] = end
+
+    def stall_on_loads(self, ins) -> None:
+        """`Module.stall_on_loads` on the register scoreboard in native/loop.c (`ins` is
+        the instruction at the module's pc: every caller's)."""
+        self.time = native.lib.rr_stall(self._c, self.time, self._rm[self.pc])
+
     def conflict(self, reads, writes) -> int:
         """`Module.conflict` on the scoreboard in native/loop.c."""
         if len(reads) == 1 and len(writes) == 1:
@@ -932,6 +994,39 @@ class _LoopModule(Module):
         flat = [x for rng in reads for x in rng]
         flat += [x for rng in writes for x in rng]
         return native.lib.sb_conflict(self._s, self.index, self.time, len(reads), len(writes), flat)
+
+
+class _LoopRegReady:
+    """`Module.reg_ready` while the compiled loop runs: the register scoreboard in the
+    module's struct (`lmod.rr`: a register's load end, 0 for one not in the dict)."""
+
+    __slots__ = ("_c",)
+
+    def __init__(self, c):
+        self._c = c
+
+    def __bool__(self) -> bool:
+        return self._c.nrr > 0
+
+    def __len__(self) -> int:
+        return self._c.nrr
+
+    def get(self, r: int, default=None):
+        e = self._c.rr[r]
+        return e if e else default
+
+    def __setitem__(self, r: int, end: int) -> None:
+        native.lib.rr_set(self._c, r, end)
+
+    def items(self) -> list[tuple[int, int]]:
+        rr = self._c.rr
+        return [(r, rr[r]) for r in range(isa.NUM_REGS) if rr[r]]
+
+    def clear(self) -> None:
+        c = self._c
+        for r in range(isa.NUM_REGS):
+            c.rr[r] = 0
+        c.nrr = 0
 
 
 class _LoopInflight:
@@ -972,7 +1067,7 @@ def _put(m: _LoopModule) -> None:
         m.vpu_free,
         m.dma_end,
         m._dma_busy_until,
-        1 if m.reg_ready or m.barrier_token is not None else 0,
+        1 if m.barrier_token is not None else 0,
     )
 
 
@@ -1414,12 +1509,14 @@ class Emulator:
     # ---- the compiled loop (native/loop.c) -------------------------------------------------
     def _run_native(self, table_address: int) -> timing.RunResult:
         """`_run` with the loop in native/loop.c: it pops the heap and runs scalar code,
-        `qwait`, `dmawait` and the VPU instructions of native/vpu.c itself (untraced), and
+        `qwait`, `dmawait`, `ld` / `st` (with the register scoreboard of loads in flight),
+        DMAs, the MPU and the VPU instructions of native/vpu.c itself (untraced), and
         hands every other step back by a status (LP_*),
         which this method does with the reference's own code on the same state: planning
         (`_schedule`), a popped plan the Python made and its issue (`_loop_pop`), scalar code
-        the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bounds
-        check (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`).
+        the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bound
+        crossed (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`),
+        a core space to map on first touch (`_loop_map`).
         While it runs, the modules are `_LoopModule`s with their registers in C arrays; they
         are plain `Module`s again afterwards, with the same state the reference leaves."""
         ffi, lib = native.ffi, native.lib
@@ -1441,6 +1538,7 @@ class Emulator:
         try:
             s.vpu_lanes = self.model.vpu_lanes
             s.vpu_trans_rate = self.model.vpu_transcendental_per_cycle
+            s.prologue_on = bool(self.loop_prologue)
             self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
@@ -1454,12 +1552,24 @@ class Emulator:
             for m in mods:
                 m.regs[1] = table_address
                 m.regs[2] = core_id(m.core)
-            for m in mods:
-                self._schedule_native(m)
+            for m in mods:  # (`_run`'s first plans: the loop's where it plans them)
+                _put(m)
+                st = lib.loop_sched(s, m.index) if self.loop_prologue else LP_SCHED
+                while st == LP_MAP and self._map_for_loop():
+                    st = lib.loop_sched(s, m.index)
+                if st == LP_NOMEM:
+                    raise MemoryError("the emulator's scheduler")
+                if st:
+                    self._schedule_native(m)
             self._deadline = (
                 None if self.time_limit is None else _time.monotonic() + self.time_limit
             )
             s.limit = min(self.instruction_limit, CHECK_EVERY)
+            # (the bounds `_check_limits` checks, checked in the loop too: it hands back only
+            # a run past one, and the Python raises its error)
+            s.instr_limit, s.check_every = self.instruction_limit, CHECK_EVERY
+            s.cycle_limit = -1 if self.cycle_limit is None else self.cycle_limit
+            s.deadline = 0.0 if self._deadline is None else self._deadline
             after = -1
             while True:
                 st = lib.loop_run(s, after)
@@ -1500,6 +1610,8 @@ class Emulator:
                     after = s.idx
                 elif st == LP_MMTODO:  # a pass with elements the proof left
                     after = self._loop_settle(mods[s.idx], s.t)
+                elif st == LP_MAP:  # a plan's bytes in a core space not mapped yet
+                    after = self._loop_map(mods[s.idx])
                 elif st == LP_DEADLOCK:
                     for m in mods:
                         _pull(m)
@@ -1516,6 +1628,34 @@ class Emulator:
             self._loop_restore(s, queues, held)
             lib.loop_free(s)
         return self._finish(s.total)
+
+    def _loop_map(self, m: _LoopModule) -> int:
+        """`LP_MAP` (`_map_for_loop`), then the loop plans `m`'s instruction again; when
+        that mapped nothing it can use, the Python plans it (and faults as `_schedule` does).
+        Returns `loop_run`'s `after`."""
+        if self._map_for_loop():
+            return m.index
+        _pull(m)
+        self._schedule_native(m)
+        return -1
+
+    def _map_for_loop(self) -> bool:
+        """Map the core space that holds the bytes a plan of native/loop.c found in no
+        region (`lstate.map_addr`, `map_n`: their first touch, which the Python's planning
+        makes with `memory.find` in `_prepare`); whether the loop was told of a new region
+        (not: a trap, the address is in no space or runs past it; a lazy space)."""
+        s = self._loop
+        n = s.nregions
+        try:
+            self.memory.find(s.map_addr, s.map_n)
+        except _Trap:
+            pass
+        return s.nregions > n
+
+    loop_prologue = True
+    """Let the compiled loop run `ld` / `st`, keep the register scoreboard of loads in flight,
+    make the first plans, map a core space on first touch (`LP_MAP`) and check the bounds
+    (False: all of that is the Python's, as before; a benchmark compares the two)."""
 
     loop_mpu = True
     """Let the compiled loop run mpu.ldw and the few-row mpu.mm passes (`_loop_mpu`; False:
@@ -1604,28 +1744,13 @@ class Emulator:
         ffi = native.ffi
         vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
         # or its trace events)
-        code = self._loop_code(m, vpu_here, bool(s.dma_on), bool(s.mpu_on))
+        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
+        code = self._loop_code(m, *flags)
         if m.bounds:
-            ck = code[1].copy()
-            bt = np.full(max(len(ck), 1), -1, np.int64)
-            rows = []
-            for pc, row in m.bounds.items():
-                if not 0 <= pc < len(ck) or m.pure[pc]:
-                    continue
-                if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM) and len(row) <= 4:
-                    # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
-                    flat = [len(row)]
-                    for b in row:
-                        flat += ["abcd".index(b.field), b.lo, b.hi, int(b.window)]
-                    bt[pc] = len(rows)
-                    rows.append(flat + [0] * (17 - len(flat)))
-                else:
-                    ck[pc] = CK_PY
-            brows = np.array(rows or [[0] * 17], np.int64)
-            keep += [ck, bt, brows]
-            c.bt, c.brows = ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows)
-            code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
-        arr, ck, ckb, vs, code_p, ck_p, vs_p = code
+            code, bt, brows = self._loop_bounds(m, code, flags)
+            c.bt, c.brows = bt, brows
+        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
+        c.rm, m._rm = rm_p, rm
         regs = ffi.new("int64_t[]", isa.NUM_REGS)
         regs[0 : isa.NUM_REGS] = m.regs
         keep.append(regs)
@@ -1636,9 +1761,13 @@ class Emulator:
         plan = m.__dict__.pop("plan")
         del m.__dict__["version"]
         c.mpu_free = m.__dict__.pop("mpu_free")
+        m._rr = _LoopRegReady(c)
+        for r, end in m.__dict__.pop("reg_ready").items():
+            native.lib.rr_set(c, r, end)
         m.regs = regs
+        m._w = m.weight  # (a tile an earlier run left as bits, made)
         m.__class__ = _LoopModule
-        m._w, m._wgen = m.__dict__.pop("weight"), c.w_gen
+        m._wgen = c.w_gen
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
         m._s, m.inflight = s, _LoopInflight(s, m.index)
         m._hot = self._scalar_hot(m)
@@ -1648,25 +1777,62 @@ class Emulator:
         c.kind = CK_PY
 
     @staticmethod
-    def _loop_code(m: Module, vpu_here: bool, dma_here: bool, mpu_here: bool) -> tuple:
+    def _loop_bounds(m: Module, code: tuple, flags: tuple) -> tuple:
+        """(`code` with the kinds of the pcs whose operands' extents are checked, `m.bounds`:
+        the loop's when it checks them itself, `bounds_ok`, else the Python's; the per-pc row
+        index and the rows of extents for `lmod.bt`, `brows`), once per program and extents
+        (`_Code.loop`: the same arguments at the same addresses give the same extents)."""
+        key = (flags, tuple(m.bounds.items()))
+        got = m.shared.loop.get(key)
+        if got is not None:
+            return got
+        ffi = native.ffi
+        ck = code[1].copy()
+        bt = np.full(max(len(ck), 1), -1, np.int64)
+        rows = []
+        for pc, row in m.bounds.items():
+            if not 0 <= pc < len(ck) or m.pure[pc]:
+                continue
+            if ck[pc] in (CK_VPU, CK_DMA, CK_DMA2D, CK_LDW, CK_MM, CK_LD, CK_ST) and len(row) <= 4:
+                # (the loop checks these extents, `bounds_ok`; a fault is the Python's)
+                flat = [len(row)]
+                for b in row:
+                    flat += ["abcd".index(b.field), b.lo, b.hi, int(b.window)]
+                bt[pc] = len(rows)
+                rows.append(flat + [0] * (17 - len(flat)))
+            else:
+                ck[pc] = CK_PY
+        brows = np.array(rows or [[0] * 17], np.int64)
+        code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        got = (code, ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows))
+        if len(m.shared.loop) < 64:  # (a bound: a program run with many argument addresses)
+            m.shared.loop[key] = got
+        return got
+
+    @staticmethod
+    def _loop_code(
+        m: Module, vpu_here: bool, dma_here: bool, mpu_here: bool, ldst_here: bool = True
+    ) -> tuple:
         """`_loop_program` of `m`'s program and C pointers into its arrays, once per program
-        (`_Code.loop`); `vpu_here` / `dma_here` / `mpu_here` False: its VPU instructions /
-        DMAs / mpu.ldw and mpu.mm are the Python's."""
+        (`_Code.loop`); `vpu_here` / `dma_here` / `mpu_here` / `ldst_here` False: its VPU
+        instructions / DMAs / mpu.ldw and mpu.mm / ld and st are the Python's."""
         shared = m.shared
         if shared.loop is None:
             shared.loop = {}
-        code = shared.loop.get((vpu_here, dma_here, mpu_here))
+        code = shared.loop.get((vpu_here, dma_here, mpu_here, ldst_here))
         if code is None:
-            arr, ck, ckb, vs = _loop_program(m.code, m.pure, m.kinds)
+            arr, ck, ckb, vs, rm = _loop_program(m.code, m.pure, m.kinds)
             if not vpu_here:
                 ck[ck == CK_VPU] = CK_PY
             if not dma_here:
                 ck[(ck == CK_DMA) | (ck == CK_DMA2D)] = CK_PY
             if not mpu_here:
                 ck[(ck == CK_LDW) | (ck == CK_MM)] = CK_PY
+            if not ldst_here:
+                ck[(ck == CK_LD) | (ck == CK_ST)] = CK_PY
             ckb = ck.tobytes()
             ffi = native.ffi
-            code = shared.loop[vpu_here, dma_here, mpu_here] = (
+            code = shared.loop[vpu_here, dma_here, mpu_here, ldst_here] = (
                 arr,
                 ck,
                 ckb,
@@ -1674,6 +1840,9 @@ class Emulator:
                 ffi.cast("sins *", ffi.from_buffer(arr)),
                 ffi.from_buffer(ck),
                 ffi.cast("lvpu *", ffi.from_buffer(vs)),
+                rm.tolist(),
+                ffi.cast("uint32_t *", ffi.from_buffer(rm)),
+                rm,  # (what the pointers point into: kept here)
             )
         return code
 
@@ -1697,16 +1866,26 @@ class Emulator:
                 if m.index != held:
                     _pull(m)
                 c = m._c
-                version, plan, weight = c.version, m._plan, m.weight
+                version, plan, bits = c.version, m._plan, None
+                if c.w_has and c.w_gen != m._wgen:  # the loop's tile is the last: its bits,
+                    # taken over (`weight` makes the tile of them if it is ever read)
+                    bits = native.ffi.gc(c.w_vals, native.lib.free)
+                    c.w_vals = native.ffi.NULL
+                    k, n = c.w_k, c.w_n
+                    bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
+                    bits = bits.reshape(k, n)
+                ready = dict(m._rr.items()) if c.nrr else {}
                 m.__class__ = Module
-                m.version, m.plan, m.weight, m.mpu_free = version, plan, weight, c.mpu_free
+                m.version, m.plan, m.mpu_free = version, plan, c.mpu_free
+                m._wbits = bits
+                m.reg_ready = ready
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
                 m.unit_end = max(m.unit_end, c.unit_end)
                 m.busy["vpu"] += c.busy_vpu
                 m.busy["dma"] += c.busy_dma
                 m.busy["mpu"] += c.busy_mpu
                 m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._w, m._wgen
+                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._wgen, m._rr, m._rm
                 m.prog = None
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
@@ -1796,7 +1975,7 @@ class Emulator:
             m.vpu_free,
             m.dma_end,
             m._dma_busy_until,
-            1 if m.reg_ready or m.barrier_token is not None else 0,
+            1 if m.barrier_token is not None else 0,
             plan.ready,
             plan.external,
             plan.stable,
@@ -1808,7 +1987,7 @@ class Emulator:
         """`_run`'s step for a popped plan that the Python made (`m` is as the Python left
         it); returns `m`'s index when the loop is to go on with it (`loop_run`'s `after`),
         else -1."""
-        plan, pending = m._plan, m.reg_ready
+        plan, time = m._plan, m.time
         if plan.slot is not None:
             plan = self._replan_slot(m, plan)
         elif not plan.stable:
@@ -1822,7 +2001,7 @@ class Emulator:
                 m._c.waiting = 1
             else:
                 self._push(m, plan)
-            if pending:  # (planning moved its time: `stall_on_loads`)
+            if m.time != time:  # (planning moved its time: `stall_on_loads`)
                 _put(m)
             return -1
         m._c.waiting = 0

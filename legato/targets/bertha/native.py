@@ -59,6 +59,9 @@ typedef struct {
     int64_t w_has, w_gen, w_k, w_n, w_finite;
     double w_vmax;
     uint16_t *w_vals;
+    int64_t rr[32];
+    int64_t nrr;
+    const uint32_t *rm;
     ...;
 } lmod;
 typedef struct {
@@ -101,6 +104,10 @@ typedef struct {
     long *mx_todo;
     int64_t mx_rows;
     int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
+    int64_t map_addr, map_n;
+    int64_t instr_limit, cycle_limit, check_every;
+    double deadline;
+    int64_t prologue_on;
 } lstate;
 int loop_init(lstate *S);
 void loop_free(lstate *S);
@@ -121,6 +128,10 @@ int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external, int64_t s
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
                 int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname);
 int loop_run(lstate *S, int64_t after);
+int loop_sched(lstate *S, int64_t idx);
+void free(void *p);
+void rr_set(lmod *m, int64_t r, int64_t end);
+int64_t rr_stall(lmod *m, int64_t time, uint32_t mask);
 int mm_commit(lstate *S, int64_t idx, int64_t t);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,

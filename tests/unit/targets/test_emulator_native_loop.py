@@ -8,6 +8,7 @@ with traps and bounds check that the loop hands them back at the same instructio
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -24,16 +25,26 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _tile(w) -> tuple | None:
+    """A module's last weight tile: its bits and the proof's column statistics."""
+    if w is None:
+        return None
+    stats = (np.asarray(w.cm).tobytes(), np.asarray(w.v).tobytes(), np.float64(w.vmax).tobytes())
+    stats += (w.finite,)
+    return (w.shape, np.ascontiguousarray(w.values).tobytes()) + stats
+
+
 def _outcome(binary, model, args, native_loop: bool, monkeypatch, trace: bool) -> tuple:
     """(the run's report or its error, every argument's bytes after it, every module's final
-    (version, registers, pc, time, count)) of one run on copies of `args`."""
+    (version, registers, pc, time, count, halt, weight tile)) of one run on copies of `args`."""
     monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
     seen = {}
     result = emulator.Emulator._result
 
     def final(self):
         seen["modules"] = [
-            (m.version, list(m.regs), m.pc, m.time, m.count, m.halted) for m in self.modules
+            (m.version, list(m.regs), m.pc, m.time, m.count, m.halted, _tile(m.weight))
+            for m in self.modules
         ]
         return result(self)
 
@@ -187,9 +198,10 @@ L:
 
 @pytest.mark.parametrize("limit", [1000, 1001, 1002])
 def test_a_bound_crossed_in_a_python_step_leaves_the_same_state(limit, monkeypatch):
-    """The instruction bound stops the run in the loop's scalar code or right after a step
-    the Python did (`st`), whichever the count reaches it in: the same message, and every
-    module's registers, time, pc and count as the Python loop leaves them."""
+    """The instruction bound stops the run in the loop's scalar code or right after an `st`
+    (the loop's since the ninth round, the Python's before), whichever the count reaches it
+    in: the same message, and every module's registers, time, pc and count as the Python
+    loop leaves them."""
     from bertha_helpers import build, small_model
 
     model = small_model()
@@ -310,8 +322,8 @@ def test_native_loop_dma_faults_match_the_python_loop(monkeypatch):
 # two-row passes (`mpu_small`) and three-row ones (numpy's BLAS) to bf16 and to f32, an
 # accumulate chain over two weight tiles, an empty pass (the Python's), a second tile shape,
 # a pass that reads what the previous one still writes (the scoreboard), a tile the Python
-# loads between two of the loop's (a load in flight makes it the Python's; the passes on it
-# are the Python's too), and the results copied out.
+# loads between two of the loop's (it issues as a DMA of the Python's lands; the passes on it
+# are the Python's too), a load in flight across them, and the results copied out.
 MPU = """
 .program top on top
     halt
@@ -347,9 +359,14 @@ MPU = """
     mpu.mm r18, r6, r0, f32
     li r20, {k2}
     li r21, {n2}
-    ld r26, 8(r1)           ; (a load in flight: the Python plans and runs the next ldw)
-    mpu.ldw r8, r20, r21
-    addi r26, r26, 0        ; (waits for the load: the loop's again)
+    ld r26, 8(r1)           ; (a load in flight: the loop stalls on it, `rr_stall`)
+    lsa r28, private_dram, 0
+    li r29, 64
+    dma r28, r8, r29        ; (private_dram is lazy: the Python's DMAs and landings)
+    dmawait
+    dma r8, r28, r29        ; (back: the next ldw waits for it and issues as it lands, so
+    mpu.ldw r8, r20, r21    ; the Python lands it and runs the ldw)
+    addi r26, r26, 0        ; (waits for the load)
     lsa r22, sram, 262144
     mpu.mm r22, r6, r13, bf16
     lsa r23, sram, 270336
@@ -576,3 +593,202 @@ def test_softmax_exp_and_rmax_in_the_loop_match_numpy(target, monkeypatch):
     assert {"vpu.exp", "vpu.rmax"} <= set(seen)
     assert isinstance(ref[0][0], int)
     assert fast == ref
+
+
+# ld and st, which the loop plans and issues itself (native/loop.c's `ldst_plan`,
+# `ldst_issue`), the register scoreboard of loads in flight (`rr_stall`: scalar code, a DMA,
+# a qwait and a VPU instruction behind one, and the core register of a DMA's notify), and the
+# first touch of a core's sram mapped for the loop (`LP_MAP`): DRAM and sram loads and stores,
+# a DRAM store's latency, a load that overwrites a register still loading, and loads and
+# stores in lazy private DRAM (the Python's).
+LDST = """
+.program top on top
+    ld r3, 8(r1)
+    ld r4, 16(r1)
+    ld r5, 0(r3)
+    addi r6, r5, 1
+    st r6, 64(r4)
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)
+    ld r4, 16(r1)
+    lsa r7, sram, 0
+    ld r5, 8(r3)
+    ld r6, 16(r3)
+    li r8, 3
+    st r8, 0(r7)
+    ld r9, 0(r7)
+    add r10, r5, r9
+    st r10, 8(r7)
+    ld r11, 24(r3)
+    ld r11, 32(r3)
+    li r12, 16
+    dma r4, r7, r12, core(r11).sram.q0
+    lsa r13, private_dram, 0
+    st r6, 0(r13)
+    ld r14, 0(r13)
+    st r14, 16(r7)
+    ld r15, 40(r3)
+    li r12, 24
+    dma r4, r7, r12
+    dmawait
+    ld r16, 48(r3)
+    vpu.fill r7, r12, r16, i32
+    ld r17, 0(r7)
+    st r17, 32(r4)
+    halt
+.program c1 on core(1)
+    ld r3, 8(r1)
+    ld r5, 56(r3)
+    qwait sram.q0
+    st r5, 0(r3)
+    halt
+"""
+
+
+def _ldst_binary(model, src, args, bounds=None):
+    """`src` assembled with a line table (`ldst.py`, line 100 + pc) and extents `bounds`."""
+    from legato.targets.bertha.asm import assemble
+    from legato.targets.bertha.elf import ArgLayout, write_elf
+
+    module = assemble(src)
+    lines = {
+        p.name: [("ldst.py", 100 + i, 1) for i in range(len(p.instructions))]
+        for p in module.programs
+    }
+    return write_elf(module, model, ArgLayout(list(args)), bounds=bounds, lines=lines)
+
+
+def _ldst_args():
+    from bertha_helpers import tensor
+
+    from legato.types import i64
+
+    x = np.array([5, 11, 13, 1, 1, 7, 9, 17], np.int64)
+    return [tensor("x", i64, [8], "readwrite"), tensor("out", i64, [16], "write")], [
+        x,
+        np.zeros(16, np.int64),
+    ]
+
+
+@pytest.mark.parametrize("gen", ["bertha", "bertha-evt1"])
+def test_native_loop_loads_and_stores_match_the_python_loop(gen, monkeypatch):
+    """The LDST program on both loops: the same bits, cycles, busy times and module states;
+    and the loop issues every ld and st itself but the four in private DRAM (lazy: the
+    Python's), and plans nothing in the Python (`_schedule_native`)."""
+    from bertha_helpers import small_model
+
+    model = small_model(gen)
+    args, values = _ldst_args()
+    binary = _ldst_binary(model, LDST, args)
+    report = _compare(binary, model, values, monkeypatch, False)[0]
+    assert isinstance(report[0], int), report
+    execute, schedule = emulator.Emulator._execute, emulator.Emulator._schedule_native
+    seen, planned = [], []
+
+    def spy(self, m, plan, t):
+        seen.append(m.code[m.pc].op.mnemonic if m.barrier_token is None else "barrier")
+        return execute(self, m, plan, t)
+
+    def spy_plan(self, m):
+        planned.append(m.code[m.pc].op.mnemonic)
+        return schedule(self, m)
+
+    monkeypatch.setattr(emulator.Emulator, "_execute", spy)
+    monkeypatch.setattr(emulator.Emulator, "_schedule_native", spy_plan)
+    _outcome(binary, model, values, True, monkeypatch, False)
+    assert sorted(seen) == ["ld", "st"], seen  # (the private DRAM ones the Python plans and
+    assert sorted(planned) == ["ld", "st"], planned  # issues; its st lands before the ld)
+
+
+@pytest.mark.parametrize(
+    "line,bound,fault",
+    [
+        ("ld r20, 0(r0)", None, "EmulatorFault"),  # address 0: no allocation
+        ("ld r20, 64(r3)", None, "EmulatorFault"),  # past x (the next allocation: 4 KiB on)
+        ("st r8, 0(r18)", None, "EmulatorFault"),  # into the read-only argument
+        ("li r21, -1\n    shri r21, r21, 1\n    ld r20, 8(r21)", None, "EmulatorFault"),
+        ("ld r20, 8(r7)", ("sram", 0, 8), "OutOfBoundsError"),  # outside its sram extent
+        ("st r8, 4(r7)", ("sram", 0, 8), "OutOfBoundsError"),
+        ("ld r20, 0(r7)", ("sram", 0, 8), None),  # inside it: no fault
+    ],
+)
+def test_native_loop_load_store_faults_match_the_python_loop(line, bound, fault, monkeypatch):
+    """A load or store outside any allocation, into a read-only argument, with an address past
+    64 bits or outside its extent faults as in the Python loop: the same error type, message,
+    pc and kernel source line, and module states."""
+    from bertha_helpers import small_model, tensor
+
+    from legato.targets.bertha.arch.bounds import Extent
+    from legato.targets.bertha.asm import assemble
+    from legato.types import i64
+
+    model = small_model()
+    src = f"""
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)
+    ld r18, 24(r1)
+    lsa r7, sram, 0
+    li r8, 3
+    st r8, 0(r7)
+    {line}
+    halt
+"""
+    code = assemble(src).programs[1].instructions
+    pc = len(code) - 2
+    bounds = None
+    if bound is not None:
+        space, offset, size = bound
+        bounds = {"c0": {pc: {"b": Extent(space=space, offset=offset, size=size)}}}
+    args, values = _ldst_args()
+    args.append(tensor("ro", i64, [8]))
+    values.append(np.arange(8, dtype=np.int64))
+    binary = _ldst_binary(model, src, args, bounds)
+    report = _compare(binary, model, values, monkeypatch, False)[0]
+    if fault is None:
+        assert isinstance(report[0], int), report
+        return
+    assert report[0] == fault, report
+    assert f"pc {pc}" in report[1] and f"ldst.py:{100 + pc}" in report[1], report[1]
+
+
+def test_native_loop_memory_limit_on_a_mapped_core_space_matches(monkeypatch):
+    """The loop's first touch of a core's sram (`LP_MAP`) past the host-memory bound: the same
+    MemoryLimitError, at the same instruction, as the Python loop's planning raises."""
+    from bertha_helpers import small_model
+
+    model = small_model()
+    sram = model.memory_size("sram")
+    monkeypatch.setenv("LEGATO_MEMORY_LIMIT", str(sram + sram // 2))
+    args, values = _ldst_args()
+    touch = "lsa r6, sram, 0\n    st r5, 0(r6)\n    qwait sram.q0"  # (core 1's sram)
+    binary = _ldst_binary(model, LDST.replace("qwait sram.q0", touch), args)
+    report = _compare(binary, model, values, monkeypatch, False)[0]
+    assert report[0] == "MemoryLimitError", report
+    pc = int(re.search(r"pc (\d+) `st ", report[1]).group(1))  # (an st: the first touch)
+    assert f"ldst.py:{100 + pc}:" in report[1], report[1]
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_32x4096", "softmax_32x4096", "gemv_1x4096x4096"])
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_native_loop_runs_the_bench_prologues(name, target, monkeypatch):
+    """The cores' prologue (the Instruction Table's `ld`, the instructions behind a load in
+    flight, the first DMA into a core's sram) is the loop's: untraced, the Python plans and
+    issues nothing of these kernels."""
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary(name, target)
+    calls = []
+    for meth in ("_execute", "_schedule_native", "_run_scalars"):
+        orig = getattr(emulator.Emulator, meth)
+
+        def spy(self, *a, _orig=orig, _name=meth):
+            calls.append(_name)
+            return _orig(self, *a)
+
+        monkeypatch.setattr(emulator.Emulator, meth, spy)
+    report = _outcome(binary, model, args, True, monkeypatch, False)[0]
+    assert isinstance(report[0], int), report
+    assert calls == [], calls

@@ -198,7 +198,9 @@ def _broadcast_y(mode, src, n, period):
 
 @pytest.mark.parametrize("dt", [F32, BF16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("mode", [BC_SCALAR, BC_ROW, BC_COL], ids=["scalar", "row", "col"])
-@pytest.mark.parametrize("n,period", [(128, 8), (100, 7), (5, 8), (1, 1)])
+@pytest.mark.parametrize(
+    "n,period", [(128, 8), (100, 7), (5, 8), (1, 1), (2000, 700), (1500, 512), (3000, 1)]
+)
 def test_broadcast_modes(mode, dt, n, period):
     x, y = _data(dt, 4096, seed=n)
     x, y = x[-n:].copy(), y[-n:].copy()

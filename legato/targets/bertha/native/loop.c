@@ -3,22 +3,25 @@
  * `Emulator._run_native` keeps in these structs what the loop needs of every module (pc, issue
  * time, halt, counts, version, its plan when the plan is one this code made, its registers:
  * the module's own `regs` array), the scheduler's heap, the waiting flags and the arrival
- * queues. `loop_run` pops the heap as `Emulator._run` does and runs what it can itself: scalar
- * code (native/scalar.c's `scalar_run`), `qwait` and `dmawait` (planning and issue). At anything
- * else it returns a status naming the module and time (`lp_status`), and the Python reference
- * does that one step on the same state: a plan Python made (`LP_PYPOP`), an instruction to plan
- * (`LP_SCHED`), scalar code it cannot run (`LP_SCALARS`: a trap, an unencodable `lsa`, a pending
- * `ld`), a bounds check (`LP_LIMIT`), an issue that needs Python (`LP_PYEXEC`: a landing is due or
- * a trace event is to be written), the end (`LP_DONE`) or a deadlock (`LP_DEADLOCK`).
+ * queues, the register scoreboard of loads in flight. `loop_run` pops the heap as
+ * `Emulator._run` does and runs what it can itself: scalar code (native/scalar.c's
+ * `scalar_run`), `qwait`, `dmawait`, `ld` / `st`, DMAs, the MPU and native/vpu.c's VPU
+ * instructions (planning and issue). At anything else it returns a status naming the module
+ * and time, and the Python reference does that one step on the same state: a plan Python made
+ * (`LP_PYPOP`), an instruction to plan (`LP_SCHED`), scalar code it cannot run (`LP_SCALARS`: a
+ * trap, an unencodable `lsa`), a bound crossed (`LP_LIMIT`), an issue that needs Python
+ * (`LP_PYEXEC`: a landing of the Python's is due or a trace event is to be written), a core
+ * space to map on first touch (`LP_MAP`), the end (`LP_DONE`) or a deadlock (`LP_DEADLOCK`).
  * `Emulator.native_loop = False` runs the Python loop, the reference that
  * tests/unit/targets/test_emulator_native_loop.py compares this with. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum {
     CK_PY = 0, CK_SCALAR = 1, CK_QWAIT = 2, CK_DMAWAIT = 3, CK_PURE_PY = 4, CK_VPU = 5,
-    CK_DMA = 6, CK_DMA2D = 7, CK_LDW = 8, CK_MM = 9
+    CK_DMA = 6, CK_DMA2D = 7, CK_LDW = 8, CK_MM = 9, CK_LD = 10, CK_ST = 11
 };
 /* an mpu.mm's flags in `sins.imm` (`_loop_program` maps `isa.MM_F32`, `MM_ACC` to these) */
 enum { MMF_F32 = 1, MMF_ACC = 2 };
@@ -29,7 +32,7 @@ enum { BC_NONE = 0, BC_SCALAR, BC_ROW, BC_COL };
 #define SB_RANGES 6 /* the most ranges of one scoreboard entry (reads and writes) */
 enum {
     LP_DONE = 0, LP_PYPOP, LP_SCHED, LP_SCALARS, LP_LIMIT, LP_PYEXEC, LP_DEADLOCK, LP_NOMEM,
-    LP_WAKE, LP_MMTODO
+    LP_WAKE, LP_MMTODO, LP_MAP
 };
 #define LP_INF ((int64_t)1 << 62)
 #define LP_QUEUES 256 /* per (core, space): 256 queues (`arch.dma.decode_notify`) */
@@ -125,6 +128,15 @@ typedef struct {
     double *w_f64; /* its f64 values for BLAS, made by the tile's first pass there (w_f64_ok) */
     int64_t w_f64_ok;
     lmpu mpu; /* the plan of an mpu.ldw / mpu.mm this code made */
+    /* the register scoreboard (`Module.reg_ready`, `stall_on_loads`), kept here only: per
+     * register the cycle its in-flight `ld` completes (0: none, as a key not in the dict),
+     * how many are set (the dict's length), and per pc the registers its instruction names
+     * (`isa.REG_FIELDS`, and a DMA's notify core register: `_loop_program`) */
+    int64_t rr[32];
+    int64_t nrr;
+    const uint32_t *rm;
+    /* the plan of an ld / st this code made: its address, region, whether it is DRAM */
+    int64_t ls_addr, ls_reg, ls_dram;
 } lmod;
 
 typedef struct {
@@ -175,6 +187,17 @@ typedef struct {
     /* LP_MMTODO: the pass (rows, k, n, source, accumulate) whose `mm_nt` elements (flat
      * indices in mx_todo) the proof left; the others are in mx_out, its f64 sums in mx_s */
     int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
+    /* LP_MAP: the bytes a plan found in no region, in a core space the Python maps on first
+     * touch (`PhysicalMemory._lazy_core_region`); then this code plans it again */
+    int64_t map_addr, map_n;
+    /* the run's bounds (`Emulator._check_limits`): instructions, cycles (-1: none), the wall
+     * clock's deadline (CLOCK_MONOTONIC seconds, Python's `time.monotonic`; 0: none) */
+    int64_t instr_limit, cycle_limit, check_every;
+    double deadline;
+    /* 0: as before the ninth round (`Emulator.loop_prologue` False, for an A/B): a module with
+     * a load in flight is the Python's, no core space is mapped for this code and every
+     * bounds check is the Python's (ld / st are the Python's through their kinds) */
+    int64_t prologue_on;
 } lstate;
 
 int loop_init(lstate *S) {
@@ -481,6 +504,44 @@ static int64_t find_region(const lstate *S, int64_t addr, int64_t n) {
     return -1;
 }
 
+/* `find_region`, else -1 with S->map_addr / map_n set when addr is in a core's window (the
+ * Python may map its space on first touch, as its planning's `memory.find` would: LP_MAP),
+ * else -2 (the Python's: a trap, a lazy region). */
+static int64_t region_or_map(lstate *S, int64_t addr, int64_t n) {
+    int64_t g = find_region(S, addr, n);
+    if (g >= 0) return g;
+    if (S->prologue_on && addr >= S->window_base && (addr - S->window_base) / S->window_size < S->num_cores) {
+        S->map_addr = addr, S->map_n = n;
+        return -1;
+    }
+    return -2;
+}
+
+/* ---- the register scoreboard (`Module.stall_on_loads`) ---- */
+/* Register r is loading until `end` (`Module.reg_ready[r] = end`). */
+void rr_set(lmod *m, int64_t r, int64_t end) {
+    if (r <= 0 || r >= 32 || end <= 0) return; /* (r0 is never loaded; ends are > 0) */
+    if (!m->rr[r]) m->nrr++;
+    m->rr[r] = end;
+}
+
+/* `stall_on_loads` of an instruction naming the registers in `mask` at issue time `time`:
+ * the time it may issue (the latest of `time` and their loads' ends), the loads that ended
+ * by then dropped. */
+int64_t rr_stall(lmod *m, int64_t time, uint32_t mask) {
+    int64_t t = time;
+    for (int r = 1; r < 32; r++)
+        if (((mask >> r) & 1) && m->rr[r] > t) t = m->rr[r];
+    for (int r = 1; r < 32; r++)
+        if (m->rr[r] && m->rr[r] <= t) m->rr[r] = 0, m->nrr--;
+    return t;
+}
+
+/* (the module's next instruction, at its pc) */
+static inline void stall(lmod *m) {
+    if (m->nrr && m->pc >= 0 && m->pc < m->n) m->time = rr_stall(m, m->time, m->rm[m->pc]);
+}
+
 /* The region of core `core`'s local space that holds [addr, addr + n), or NULL (the Python's
  * `_local_find` decides: a trap, a lazy region, one not seen yet). */
 static lregion *local_region(lstate *S, int64_t core, int64_t addr, int64_t n) {
@@ -773,7 +834,7 @@ const lland *land_at(const lstate *S, int64_t i) { return &S->lands[i]; }
 /* `Emulator._plan_dma` / `_dma2d_plan` of `m`'s DMA into m->dma, its ready time into m->ready;
  * 0 when it is the Python's: a trap (negative length, strides below the row, a notify's core
  * out of range), an empty transfer, an end in no region this code knows, in a read-only one
- * or in more than one space. */
+ * or in more than one space; -1 an end in a core space not mapped yet (LP_MAP). */
 static int dma_plan(lstate *S, lmod *m, int is2d) {
     if (!S->dma_on) return 0;
     const sins *I = &m->code[m->pc];
@@ -800,8 +861,11 @@ static int dma_plan(lstate *S, lmod *m, int is2d) {
         int64_t span[4][2] = {{d->dst, d->dspan}, {d->src, d->sspan}, {0, 0}, {0, 0}};
         if (!bounds_ok(S, m, span)) return 0;
     }
-    int64_t sreg = find_region(S, d->src, d->sspan), dreg = find_region(S, d->dst, d->dspan);
-    if (sreg < 0 || dreg < 0) return 0;
+    /* (the source first: the Python's planning maps it first) */
+    int64_t sreg = region_or_map(S, d->src, d->sspan);
+    if (sreg < 0) return sreg == -1 ? -1 : 0;
+    int64_t dreg = region_or_map(S, d->dst, d->dspan);
+    if (dreg < 0) return dreg == -1 ? -1 : 0;
     const lregion *sg = &S->regions[sreg], *dg = &S->regions[dreg];
     if (sg->space == RS_NONE || dg->space == RS_NONE || dg->read_only) return 0;
     d->notify = -1;
@@ -878,6 +942,56 @@ static int dma_issue(lstate *S, lmod *m, int64_t t) {
         S->nwake = w;
     }
     return 1;
+}
+
+/* ---- ld / st (`Emulator._plan_ld_st`, `_execute`'s ld and st) ---- */
+/* The plan of `m`'s ld (st: 0) or st (1) into m->ls_* and m->ready: 1; 0 when it is the
+ * Python's (an address past 64 bits, outside its extent, in no region this code knows, in
+ * one that spans more than one space, a store to a read-only one: the Python raises); -1 in
+ * a core space not mapped yet (LP_MAP). */
+static int ldst_plan(lstate *S, lmod *m, int st) {
+    const sins *I = &m->code[m->pc];
+    int64_t addr;
+    if (__builtin_add_overflow(m->regs[I->b], I->imm, &addr)) return 0;
+    if (m->bt) { /* (`access_spans`: 8 bytes at b + imm) */
+        int64_t span[4][2] = {{0, 0}, {addr, 8}, {0, 0}, {0, 0}};
+        if (!bounds_ok(S, m, span)) return 0;
+    }
+    int64_t g = region_or_map(S, addr, 8);
+    if (g < 0) return g == -1 ? -1 : 0;
+    const lregion *R = &S->regions[g];
+    if (R->space == RS_NONE || (st && R->read_only)) return 0;
+    m->ls_addr = addr, m->ls_reg = g, m->ls_dram = R->space <= RS_DRAM;
+    int64_t rg[2] = {addr, addr + 8};
+    int64_t c = sb_conflict(S, m - S->mods, m->time, st ? 0 : 1, st ? 1 : 0, rg);
+    m->ready = m->time > c ? m->time : c;
+    return 1;
+}
+
+/* Issue the ld / st `m` planned at `t`; returns the module's next issue time. A DRAM load
+ * goes on issuing: its register is ready after the DRAM latency (`rr_set`); a DRAM store
+ * holds issue for it. */
+static int64_t ldst_issue(lstate *S, lmod *m, int64_t t) {
+    lregion *g = &S->regions[m->ls_reg];
+    char *p = g->ptr + (m->ls_addr - g->base);
+    const sins *I = &m->code[m->pc];
+    int64_t v;
+    if (m->kind == CK_LD) {
+        memcpy(&v, p, 8); /* (little endian, as `int.from_bytes(..., "little")`) */
+        if (I->a) {
+            m->regs[I->a] = v;
+            if (m->ls_dram) rr_set(m, I->a, t + S->latency);
+        }
+        return t + 1;
+    }
+    v = m->regs[I->a];
+    memcpy(p, &v, 8);
+    if (g->recycled) {
+        int64_t lo = m->ls_addr - g->base, hi = lo + 8;
+        if (lo < g->lo) g->lo = lo;
+        if (hi > g->hi) g->hi = hi;
+    }
+    return t + (m->ls_dram ? S->latency : 1);
 }
 
 /* ---- the MPU (`Emulator._plan_ldw` / `_plan_mm`, `_execute`'s K_LDW / K_MM) ---- */
@@ -1093,26 +1207,37 @@ static inline int64_t qkey(const lmod *m) {
     return (m->core * 16 + I->a) * 256 + I->imm;
 }
 
-/* `Emulator._schedule` for an instruction this code plans (qwait, dmawait); LP_SCHED when it is
- * the Python's to plan. */
+/* `Emulator._schedule` for an instruction this code plans (qwait, dmawait, VPU, DMA, MPU, ld,
+ * st), after `stall_on_loads`; LP_SCHED when it is the Python's to plan, LP_MAP when a core
+ * space is to be mapped first. */
 static int sched(lstate *S, lmod *m) {
     int k = (m->pc >= 0 && m->pc < m->n) ? m->ck[m->pc] : CK_PY;
     lvplan P;
     int dma = k == CK_DMA || k == CK_DMA2D, mpu = k == CK_LDW || k == CK_MM;
-    if (m->pyonly ||
-        !(dma || k == CK_DMAWAIT ||
-          ((k == CK_QWAIT || k == CK_VPU || (mpu && S->mpu_on)) && m->core >= 0)) ||
-        (k == CK_VPU && !vpu_operands(S, m, &P)) || (dma && !dma_plan(S, m, k == CK_DMA2D)) ||
-        (k == CK_LDW && !ldw_plan(S, m)) || (k == CK_MM && !mm_plan(S, m))) {
+    int ls = k == CK_LD || k == CK_ST, ok = 1;
+    if (m->pyonly || (m->nrr && !S->prologue_on)) ok = 0; /* (at a barrier: no stall) */
+    else {
+        stall(m); /* (`_prepare`'s: the Python's planning stalls again, changing nothing) */
+        if (!(dma || ls || k == CK_DMAWAIT ||
+              ((k == CK_QWAIT || k == CK_VPU || (mpu && S->mpu_on)) && m->core >= 0)) ||
+            (k == CK_VPU && !vpu_operands(S, m, &P)) || (k == CK_LDW && !ldw_plan(S, m)) ||
+            (k == CK_MM && !mm_plan(S, m)))
+            ok = 0;
+        else if (dma)
+            ok = dma_plan(S, m, k == CK_DMA2D);
+        else if (ls)
+            ok = ldst_plan(S, m, k == CK_ST);
+    }
+    if (ok <= 0) {
         S->idx = m - S->mods;
-        return LP_SCHED;
+        return ok < 0 ? LP_MAP : LP_SCHED;
     }
     m->kind = k;
     m->queue = -1;
     if (dma) { /* m->ready: dma_plan's; popped, only the port's slots are planned again */
         m->external = 0;
         m->stable = 0;
-    } else if (mpu) { /* m->ready: ldw_plan's or mm_plan's */
+    } else if (mpu || ls) { /* m->ready: ldw_plan's, mm_plan's or ldst_plan's */
         m->external = 0;
         m->stable = 1;
     } else if (k == CK_VPU) {
@@ -1148,19 +1273,38 @@ static int sched(lstate *S, lmod *m) {
     return 0;
 }
 
+/* `Emulator._check_limits` of module `m` when no bound is crossed: the next check's count,
+ * and 1; 0 when one is (the Python raises its error). */
+static int limits_ok(lstate *S, const lmod *m) {
+    if (!S->prologue_on || S->total > S->instr_limit) return 0;
+    if (S->cycle_limit >= 0 && m->time > S->cycle_limit) return 0;
+    if (S->deadline > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        if ((double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec > S->deadline) return 0;
+    }
+    int64_t next = S->total + S->check_every;
+    S->limit = next < S->instr_limit ? next : S->instr_limit;
+    return 1;
+}
+
 /* After an instruction of `m` retired: its scalar code, then its next plan (the reference's
  * `_run_scalars`, then `_schedule`). */
 static int cont(lstate *S, lmod *m) {
     S->idx = m - S->mods;
     while (!m->halted && m->pc >= 0 && m->pc < m->n) {
         int k = m->ck[m->pc];
-        if (k == CK_PURE_PY || (k == CK_SCALAR && m->pyonly)) return LP_SCALARS;
+        if (k == CK_PURE_PY || (k == CK_SCALAR && (m->pyonly || (m->nrr && !S->prologue_on))))
+            return LP_SCALARS;
         if (k != CK_SCALAR) break;
         int st;
-        long pc = m->pc;
-        long done = scalar_run(m->code, m->n, m->regs, &pc, S->limit + 1 - S->total,
-                               (int)m->core, (int)S->num_cores, S->window_base, S->window_size,
-                               &st);
+        long pc = m->pc, budget = S->limit + 1 - S->total;
+        if (m->nrr) { /* a load in flight: one instruction at a time, each stalled first */
+            m->time = rr_stall(m, m->time, m->rm[m->pc]);
+            budget = 1;
+        }
+        long done = scalar_run(m->code, m->n, m->regs, &pc, budget, (int)m->core,
+                               (int)S->num_cores, S->window_base, S->window_size, &st);
         m->pc = pc;
         m->time += done;
         m->count += done;
@@ -1169,7 +1313,7 @@ static int cont(lstate *S, lmod *m) {
             m->halted = 1;
             m->halt_time = m->time;
         }
-        if (S->total > S->limit) return LP_LIMIT;
+        if (S->total > S->limit && !limits_ok(S, m)) return LP_LIMIT;
         if (st == 3) return LP_SCALARS; /* a trap: the Python raises it */
     }
     if (m->halted) return 0;
@@ -1218,6 +1362,9 @@ long loop_wake(lstate *S) {
     return out;
 }
 
+/* `sched` of module `idx` (the first plans of a run): 0, or LP_SCHED / LP_MAP / LP_NOMEM. */
+int loop_sched(lstate *S, int64_t idx) { return sched(S, &S->mods[idx]); }
+
 /* Run the loop until the Python is needed; `after` >= 0: first continue that module (its
  * instruction retired in the Python). Returns an LP_* status; S->idx, S->t say for what. */
 int loop_run(lstate *S, int64_t after) {
@@ -1255,7 +1402,9 @@ int loop_run(lstate *S, int64_t after) {
         int due = land_here(S, t);
         if (due) return due < 0 ? LP_NOMEM : LP_PYEXEC;
         S->nwake = 0;
+        int64_t next = t + 1;
         if (m->kind == CK_QWAIT) q_pop(S, qkey(m));
+        else if (m->kind == CK_LD || m->kind == CK_ST) next = ldst_issue(S, m, t);
         else if (m->kind == CK_DMA || m->kind == CK_DMA2D) {
             if (!dma_issue(S, m, t)) return LP_NOMEM;
         } else if (m->kind == CK_LDW) {
@@ -1287,11 +1436,11 @@ int loop_run(lstate *S, int64_t after) {
             if (!sb_add(S, e.idx, end, P.nr, 1, &P.rg[0][0])) return LP_NOMEM;
         }
         m->pc++;
-        m->time = t + 1;
+        m->time = next;
         m->count++;
         S->total++;
         if (S->nwake) return LP_WAKE; /* the Python plans its waiters, then goes on */
-        if (S->total > S->limit) return LP_LIMIT;
+        if (S->total > S->limit && !limits_ok(S, m)) return LP_LIMIT;
         int st = cont(S, m);
         if (st) return st;
     }

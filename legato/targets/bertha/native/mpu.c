@@ -43,7 +43,11 @@ static void to_f64(const uint16_t *restrict b, size_t n, double *restrict out) {
 
 /* Weight tile w[K, N] (bf16 bits): its f64 values (into `f64`, unless it is NULL: a tile whose
  * passes all take `mpu_small` never needs them), per column max |w| (cm), v = cm / 2^lw and
- * the NaN-propagating max of v (vmax, as numpy's max). Returns 1 when every cm is finite. */
+ * the NaN-propagating max of v (vmax, as numpy's max). Returns 1 when every cm is finite.
+ * (Integer reductions and the same scalar tail in every clone: the same statistics.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
                double *restrict cm, double *restrict v, double *restrict vmax) {
     enum { CHUNK = 256 };

@@ -96,6 +96,85 @@ static inline uint32_t bin1(int op, uint32_t xu, uint32_t yu) {
     return is_nan_bits(ru) ? nan_result(xu, yu, 0xffc00000u) : ru;
 }
 
+/* `bin1` without branches, for the vector loops below (the same operation and NaN rule) */
+static inline uint32_t bin1v(int op, uint32_t xu, uint32_t yu) {
+    float x = bits_f32(xu), y = bits_f32(yu);
+    float r = op == VOP_ADD ? x + y : op == VOP_SUB ? x - y : op == VOP_MUL ? x * y : x / y;
+    uint32_t ru = f32_bits(r);
+    uint32_t nv = is_nan_bits(xu)   ? (xu | 0x00400000u)
+                  : is_nan_bits(yu) ? (yu | 0x00400000u)
+                                    : 0xffc00000u;
+    return is_nan_bits(ru) ? nv : ru;
+}
+
+#define VCHUNK 512 /* elements per step of the vector loops (a stack buffer each) */
+
+/* m <= VCHUNK elements of x op y (y[i], or the scalar ys when `scalar`) into out: computed
+ * into a local buffer, then stored, so the loop vectorizes whatever out aliases (an output
+ * that is an input at the same index, the only overlap the caller lets through). */
+static inline __attribute__((always_inline)) void bin_chunk(int op, int dt, int scalar, long m,
+                                                           const char *x, const char *y,
+                                                           uint32_t ys, char *out) {
+    uint32_t t[VCHUNK];
+    for (long i = 0; i < m; i++)
+        t[i] = bin1v(op, load32(x, dt, i), scalar ? ys : load32(y, dt, i));
+    if (dt == VDT_F32) {
+        memcpy(out, t, 4 * (size_t)m);
+    } else {
+        uint16_t b[VCHUNK];
+        for (long i = 0; i < m; i++)
+            b[i] = f32_to_bf16(t[i]);
+        memcpy(out, b, 2 * (size_t)m);
+    }
+}
+
+/* `vpu_bin`'s loop in steps of VCHUNK, per broadcast mode (y[i], y[0], y[i / period],
+ * y[i % period]): the same element operations as the scalar loop, so the same bits. */
+static inline __attribute__((always_inline)) void bin_all(int op, int dt, int mode, long period,
+                                                         long n, const char *x, const char *y,
+                                                         char *out) {
+    long sz = dt_size(dt);
+    if (mode == VBC_NONE || mode == VBC_SCALAR) {
+        uint32_t ys = load32(y, dt, 0);
+        for (long i = 0; i < n; i += VCHUNK) {
+            long m = n - i < VCHUNK ? n - i : VCHUNK;
+            bin_chunk(op, dt, mode == VBC_SCALAR, m, x + i * sz, y + (mode ? 0 : i * sz), ys,
+                      out + i * sz);
+        }
+        return;
+    }
+    for (long r0 = 0; r0 < n; r0 += period) { /* a row of `period` elements */
+        long end = n - r0 < period ? n : r0 + period;
+        uint32_t ys = mode == VBC_ROW ? load32(y, dt, r0 / period) : 0;
+        for (long i = r0; i < end; i += VCHUNK) {
+            long m = end - i < VCHUNK ? end - i : VCHUNK;
+            bin_chunk(op, dt, mode == VBC_ROW, m, x + i * sz, y + (i - r0) * sz, ys,
+                      out + i * sz);
+        }
+    }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+/* (the widest vectors the host has, as mpu.c's `mpu_small`: the same IEEE operations) */
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void bin_vec(int op, int dt, int mode, long period, long n, const void *x, const void *y,
+                    void *out) {
+#define BIN_CASE(O, D)                                                                            \
+    case (O) * 2 + (D): bin_all(O, D, mode, period, n, x, y, out); break;
+    switch (op * 2 + dt) {
+        BIN_CASE(VOP_ADD, VDT_F32)
+        BIN_CASE(VOP_ADD, VDT_BF16)
+        BIN_CASE(VOP_SUB, VDT_F32)
+        BIN_CASE(VOP_SUB, VDT_BF16)
+        BIN_CASE(VOP_MUL, VDT_F32)
+        BIN_CASE(VOP_MUL, VDT_BF16)
+        BIN_CASE(VOP_DIV, VDT_F32)
+        BIN_CASE(VOP_DIV, VDT_BF16)
+    }
+#undef BIN_CASE
+}
+
 /* vpu.<op> dst[n] = x[n] op y[...] with the vbin broadcast `mode` (isa.BC_*) and `period`. */
 int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
             void *out) {
@@ -119,7 +198,11 @@ int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const 
     /* element i is stored after x[i] and y[j(i)] are read, j(i) = i only without broadcast */
     int direct = (!overlaps(out, nb, x, nb) || out == x) &&
                  (!overlaps(out, nb, y, ny * sz) || (out == y && mode == VBC_NONE));
-    void *dst = direct ? out : malloc((size_t)nb);
+    if (direct) { /* (the vector loops: every element read before its own store) */
+        bin_vec(op, dt, mode, period, n, x, y, out);
+        return 0;
+    }
+    void *dst = malloc((size_t)nb);
     if (dst == NULL)
         return 1;
     for (long i = 0; i < n; i++) {
