@@ -96,3 +96,74 @@ def require(ctx, op: str, dtype) -> None:
 
 def clear() -> None:
     """Nothing is cached any more (the answers are computed); kept for callers of the old API."""
+
+
+# -- dynamic shapes: what the compiler lays out -----------------------------------------------
+# Sizes are ints (static) or anything else (a dynamic size, e.g. a SymInt).
+
+STRIDED_DYNAMIC = (
+    "a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim is not "
+    "supported; only the outermost dim of a strided buffer may be dynamic"
+)
+"""The compiler's refusal (`core_to_backend`'s strided DMA), word for word."""
+
+TRANSPOSE_DYNAMIC = "moving dims past a dynamic leading dim is not supported"
+"""The compiler's refusal (`lower_tensor_ops.transpose3`)."""
+
+
+def _static(n) -> bool:
+    return type(n) is int
+
+
+def _same(a, b) -> bool:
+    if _static(a) and _static(b):
+        return a == b
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return a is b or statically_known_true(a == b)
+
+
+def _static_strides(shape, skip) -> bool:
+    """Whether the strides of a contiguous buffer of `shape` are static at every dim not in
+    `skip` (a dim the copy never steps over)."""
+    return all(all(_static(n) for n in shape[i + 1 :]) for i in range(len(shape)) if i not in skip)
+
+
+def part_copy(whole, part, strided: bool = False, into: bool = False) -> str | None:
+    """None when the compiler copies the region `part` (a shape, same rank) of a contiguous
+    buffer of shape `whole` to or from a contiguous buffer (a slice of `whole`, or a cat
+    operand into its result), else the compiler's reason. A contiguous region (every dim before
+    the last one it cuts has size 1; no step) is one DMA of a runtime length; any other is a
+    strided copy, whose strides the compiler takes static only (core_to_backend._dma): a dim of
+    size 1 is never stepped over; every other dim's stride, in `whole` and in `part`, must not
+    depend on a dynamic size. `into`: `part` is an operand copied into `whole` (a cat); the
+    compiler holds an operand's dynamic size apart from the result's unless both come from the
+    same kernel input, which the graph does not say, so a dynamic dim of `part` counts as cut
+    (a conservative answer: such a cat compiles when its operands share one input's size)."""
+    assert len(whole) == len(part), (whole, part)
+    cut = [
+        i
+        for i, (w, p) in enumerate(zip(whole, part))
+        if not _same(w, p) or (into and not _static(p))
+    ]
+    if not strided and (not cut or all(_static(part[k]) and part[k] == 1 for k in range(cut[-1]))):
+        return None
+    ones = {i for i, p in enumerate(part) if _static(p) and p == 1}
+    if _static_strides(whole, ones) and _static_strides(part, ones):
+        return None
+    return STRIDED_DYNAMIC
+
+
+def transpose_steps(shape, steps) -> str | None:
+    """None when the compiler transposes a contiguous buffer of `shape` by the VPU transposes
+    `steps` (permutations keeping dims [0, k) and swapping two groups after them, applied in
+    order), else the compiler's reason: the kept leading dims [0, k) of each step must have a
+    static product (lower_tensor_ops.transpose3)."""
+    cur = list(shape)
+    for step in steps:
+        k = next((i for i, p in enumerate(step) if p != i), len(step))
+        lead = cur[:k]
+        if not all(_static(n) for n in lead):
+            return f"{TRANSPOSE_DYNAMIC} ({list(cur)}, keeping dims [0, {k}))"
+        cur = [cur[i] for i in step]
+    return None

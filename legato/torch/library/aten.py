@@ -16,6 +16,7 @@ import operator
 import torch
 
 import legato
+from legato.torch import capabilities
 from legato.torch.registry import Impl, register
 
 aten = torch.ops.aten
@@ -1005,6 +1006,8 @@ def resolve_transpose(node, ctx):
         ctx.probe("reshape", dt)
         return Impl(reshape, (x, _dims(ctx, val(node).shape)))
     ctx.probe("transpose", dt)
+    reason = capabilities.transpose_steps(tuple(shape), _rotations(perm))
+    assert reason is None, reason
     return Impl(transpose, (x, perm))
 
 
@@ -1066,6 +1069,9 @@ def resolve_cat(node, ctx):
     if len(xs) == 1:
         return Impl(identity, (xs[0],))
     ctx.probe("concat", dt)
+    for x in xs:  # each operand is copied into its part of the result
+        reason = capabilities.part_copy(tuple(val(node).shape), tuple(val(x).shape), into=True)
+        assert reason is None, reason
     return Impl(concat, (tuple(xs), dim))
 
 
@@ -1092,6 +1098,10 @@ def resolve_split(node, ctx):
     assert all(isinstance(z, int) for z in sizes), "split sizes must be static"
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
     ctx.probe("slice", dt)
+    whole = tuple(val(x).shape)
+    for z in sizes:
+        reason = capabilities.part_copy(whole, whole[:dim] + (z,) + whole[dim + 1 :])
+        assert reason is None, reason
     return Impl(split_dim, (x, dim, tuple((s, s + z) for s, z in zip(starts, sizes))))
 
 
@@ -1110,6 +1120,9 @@ def resolve_select(node, ctx):
     assert isinstance(size, int) and isinstance(index, int), "select on a dynamic dim"
     ctx.probe("slice", dt)
     ctx.probe("reshape", dt)
+    whole = tuple(val(x).shape)
+    reason = capabilities.part_copy(whole, whole[:dim] + (1,) + whole[dim + 1 :])
+    assert reason is None, reason
     return Impl(select_dim, (x, dim, index + size if index < 0 else index))
 
 
@@ -1139,6 +1152,8 @@ def resolve_slice(node, ctx):
         return Impl(identity, (x,), name="slice of a whole dynamic dim (the same tensor)")
     assert isinstance(val(x).shape[dim], int), "slicing a dynamic dim (not all of it)"
     ctx.probe("slice", dt)
+    reason = capabilities.part_copy(tuple(val(x).shape), tuple(val(node).shape), step > 1)
+    assert reason is None, reason
     size = val(x).shape[dim]
     if step == 1:
         end = None if end is None else min(end, size)
