@@ -20,6 +20,8 @@ share the compiler's rules); `tests/unit/torch/test_capabilities.py` compiles on
 from __future__ import annotations
 
 from legato import opset
+from legato.transforms.core_to_backend import STRIDED_DYNAMIC
+from legato.transforms.lower_tensor_ops import TRANSPOSE_DYNAMIC
 
 _FLOAT_VPU = (
     "constant",  # a Python float in an expression (`x * 2.0`)
@@ -101,14 +103,8 @@ def clear() -> None:
 # -- dynamic shapes: what the compiler lays out -----------------------------------------------
 # Sizes are ints (static) or anything else (a dynamic size, e.g. a SymInt).
 
-STRIDED_DYNAMIC = (
-    "a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim is not "
-    "supported; only the outermost dim of a strided buffer may be dynamic"
-)
-"""The compiler's refusal (`core_to_backend`'s strided DMA), word for word."""
-
-TRANSPOSE_DYNAMIC = "moving dims past a dynamic leading dim is not supported"
-"""The compiler's refusal (`lower_tensor_ops.transpose3`)."""
+# `part_copy` and `transpose_steps` answer with the compiler's own refusals, STRIDED_DYNAMIC
+# (its strided DMA) and TRANSPOSE_DYNAMIC (its VPU transpose)
 
 
 def _static(n) -> bool:

@@ -37,6 +37,13 @@ from legato.transforms.kernel_abi import arg_layout, footprints
 from legato.transforms.plan_memory import placed_space as _placed_space
 from legato.transforms.vpu_shapes import broadcast_form
 
+STRIDED_DYNAMIC = (
+    "a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim is not "
+    "supported; only the outermost dim of a strided buffer may be dynamic"
+)
+"""The refusal of a strided copy with a runtime stride (legato.torch.capabilities.part_copy
+answers resolvers with it before they accept such a copy)."""
+
 _NP_DTYPES = {"bf16": ml_dtypes.bfloat16, "f32": np.float32, "f16": np.float16, "i32": np.int32}
 
 VPU_BINARY = {o.kind: be.VPU_ELEMENTWISE_OPS[o.kind] for o in opset.family(opset.BINARY)}
@@ -597,11 +604,7 @@ class _Selector:
             one = [a == 1 and b == 1 for a, b in zip(dims, self.dims[dst])]
             ss, ds = (_one_strides(st, one) for st in (ss, ds))
         if len(self.dims[dst]) != len(dims) or not all(isinstance(x, int) for x in (*ss, *ds)):
-            raise error_at(
-                op,
-                "a strided copy (a slice, cat or tile) whose strides depend on a dynamic dim "
-                "is not supported; only the outermost dim of a strided buffer may be dynamic",
-            )
+            raise error_at(op, STRIDED_DYNAMIC)
 
         def runs_from(strides: list) -> int:
             k = len(dims)

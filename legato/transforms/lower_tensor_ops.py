@@ -43,6 +43,10 @@ from legato.types import Dim
 LOCAL = ("sram", "private_dram", "mpu_buffer")
 VPU_DTYPES = opset.FLOATS
 
+TRANSPOSE_DYNAMIC = "moving dims past a dynamic leading dim is not supported"
+"""The refusal of a transpose whose kept leading dims have a runtime product
+(legato.torch.capabilities.transpose_steps answers resolvers with it)."""
+
 BINARY_KINDS: dict[type, str] = {lg.ELEMENTWISE_OPS[o.name]: o.kind for o in opset.legato_binary()}
 """legato binary op class -> its `core.vpu_binary` kind (the op table's rows)."""
 COMMUTATIVE = tuple(o.kind for o in opset.legato_binary() if o.commutative)
@@ -563,8 +567,8 @@ def transpose3(
     if not isinstance(n_lead, int):
         raise error_at(
             at,
-            f"{at.name}: moving dims past a dynamic leading dim is not supported; transpose "
-            "or reduce over trailing dims, or make the leading dims static",
+            f"{at.name}: {TRANSPOSE_DYNAMIC}; transpose or reduce over trailing dims, or make "
+            "the leading dims static",
         )
     ap = prod(prog, a, at)
     bp = prod(prog, b, at)
