@@ -1782,7 +1782,8 @@ class Emulator:
         the loop's when it checks them itself, `bounds_ok`, else the Python's; the per-pc row
         index and the rows of extents for `lmod.bt`, `brows`), once per program and extents
         (`_Code.loop`: the same arguments at the same addresses give the same extents)."""
-        key = (flags, tuple(m.bounds.items()))
+        token = getattr(m.bounds, "token", None)  # (`runtime.ResolvedBounds`: made once)
+        key = (flags, tuple(m.bounds.items()) if token is None else token)
         got = m.shared.loop.get(key)
         if got is not None:
             return got

@@ -313,6 +313,48 @@ def check_aliasing(layout: ArgLayout, args, views=None) -> None:
     check_writes([(n, arr) for n, acc, arr in leaves if acc != "read"], ABIError)
 
 
+class ResolvedBounds(dict):
+    """One program's resolved extents (`arch.bounds.resolve`: pc -> its bounded operands),
+    with `token`, an object made with it: the emulator keys what it derives from them (the
+    compiled loop's rows, `Emulator._loop_bounds`) on the token instead of hashing every row.
+    Never modified after it is made."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, rows):
+        super().__init__(rows)
+        self.token = object()
+
+
+# A binary's resolutions kept per argument layout (`resolved_bounds`): a JIT call or a device
+# run with new allocations each time makes a new one; the oldest goes past this many.
+RESOLVED_PER_BINARY = 8
+_RESOLVED_ATTR = "_legato_resolved_bounds"
+
+
+def resolved_bounds(binary, extents: dict[int, tuple[int, int, str]]) -> dict:
+    """{program: `ResolvedBounds`} of `binary`'s `.legato.bounds` on the arguments' allocations
+    `extents` (index -> (address, bytes, name)), resolved once per binary and layout: the
+    resolution is a function of the binary's rows and `extents` alone, so the cache (on the
+    `Binary`, which `load_binary(cached=True)` shares between runs of the same bytes and
+    must not be modified) is keyed on every address, size and name in `extents`. A program
+    without bounded pcs is absent."""
+    key = tuple(sorted(extents.items()))
+    cache = vars(binary).setdefault(_RESOLVED_ATTR, {})
+    got = cache.get(key)
+    if got is None:
+        got = {}
+        for name, rows in binary.bounds.items():
+            if rows:
+                r = resolve_bounds(rows, extents)
+                if r:
+                    got[name] = ResolvedBounds(r)
+        if len(cache) >= RESOLVED_PER_BINARY:
+            del cache[next(iter(cache))]
+        cache[key] = got
+    return got
+
+
 class _Launch:
     """The shared-DRAM allocations of one run. Without a device, the emulator's own memory's
     (a fresh address space per run). With one, the device's: its allocations the run binds are
@@ -520,10 +562,10 @@ def run_binary(
     if device is not None:
         device.launches += 1
         device.transfers.count("launch", len(table), "instruction table")
-    for m in emu.modules:  # the extents the compiler recorded, on this run's allocations
-        rows = binary.bounds.get(m.program.name)
-        if rows:
-            m.bounds = resolve_bounds(rows, extents)
+    if binary.bounds:  # the extents the compiler recorded, on this run's allocations
+        resolved = resolved_bounds(binary, extents)
+        for m in emu.modules:
+            m.bounds = resolved.get(m.program.name)
 
     launch.protect(True)
     try:
