@@ -30,6 +30,7 @@ from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.arch import pim
+from legato.targets.bertha.arch.address_map import CORE_SPACE_OFFSET
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.hazards import HazardError
 from legato.targets.bertha.device import Device, active_device
@@ -160,6 +161,22 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
     else:
         binary = _read(binary_bytes, key)
     check_target(binary, model)
+    # The checks below depend on the binary and the chip (its name, cores and core-memory
+    # sizes) only: once per binary and chip (a cached `Binary` is shared, never modified).
+    chip = (model.name, model.num_cores, *(model.memory_size(s) for s in CORE_SPACE_OFFSET))
+    checked = vars(binary).setdefault(_CHECKED_ATTR, set())
+    if chip not in checked:
+        _check_programs(binary, model)
+        checked.add(chip)
+    return binary
+
+
+_CHECKED_ATTR = "_legato_checked_chips"
+
+
+def _check_programs(binary, model) -> None:
+    """BinaryError unless every program of `binary` fits `model`: one program per core, its
+    declared memory within the core's, its core on the chip."""
     owner: dict = {}
     for p in binary.programs:
         cores = (
@@ -187,7 +204,6 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
                 f"program {p.name!r} runs on core {core} but {model.name} has "
                 f"{model.num_cores} cores"
             )
-    return binary
 
 
 def _source_text(loc) -> str:
