@@ -164,7 +164,7 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
     # The checks below depend on the binary and the chip (its name, cores and core-memory
     # sizes) only: once per binary and chip (a cached `Binary` is shared, never modified).
     chip = (model.name, model.num_cores, *(model.memory_size(s) for s in CORE_SPACE_OFFSET))
-    checked = vars(binary).setdefault(_CHECKED_ATTR, set())
+    checked = vars(binary).setdefault(_CHECKED_ATTR, set()) if PER_BINARY_CACHES else set()
     if chip not in checked:
         _check_programs(binary, model)
         checked.add(chip)
@@ -342,6 +342,11 @@ class ResolvedBounds(dict):
         self.token = object()
 
 
+PER_BINARY_CACHES = True
+"""Keep, on a `Binary`, its program checks per chip (`load_binary`) and its resolved bounds per
+argument layout (`resolved_bounds`); False: both made again on every run (a benchmark's
+before, bench/emu_ab.py --flag runtime.PER_BINARY_CACHES)."""
+
 # A binary's resolutions kept per argument layout (`resolved_bounds`): a JIT call or a device
 # run with new allocations each time makes a new one; the oldest goes past this many.
 RESOLVED_PER_BINARY = 8
@@ -356,7 +361,7 @@ def resolved_bounds(binary, extents: dict[int, tuple[int, int, str]]) -> dict:
     must not be modified) is keyed on every address, size and name in `extents`. A program
     without bounded pcs is absent."""
     key = tuple(sorted(extents.items()))
-    cache = vars(binary).setdefault(_RESOLVED_ATTR, {})
+    cache = vars(binary).setdefault(_RESOLVED_ATTR, {}) if PER_BINARY_CACHES else {}
     got = cache.get(key)
     if got is None:
         got = {}
