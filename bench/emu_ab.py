@@ -16,8 +16,9 @@ region search on every access; tests/unit/targets/test_emulator_fast_paths.py), 
 
     .venv/bin/python bench/emu_ab.py --flag ATTR KERNEL[,KERNEL] TARGET[,TARGET] REPEAT
 
-toggles the class attribute `Emulator.ATTR` (e.g. `loop_prologue`, `loop_mpu`, `native_loop`)
-False / True, interleaved, and prints a markdown row per kernel and target: instructions,
+toggles the class attribute `Emulator.ATTR` (e.g. `loop_prologue`, `loop_mpu`, `native_loop`,
+`premap`; `runtime.NAME` a switch of the runtime's, `runtime.PER_BINARY_CACHES`; several joined
+by `+`) False / True, interleaved, and prints a markdown row per kernel and target: instructions,
 cycles, the least CPU ms (with that run's wall ms) of each, the change, and whether both gave
 the same cycles, counts, busy times, bytes per channel and output bits.
 """
@@ -85,10 +86,17 @@ def flag_main(attr: str, names, targets, rep) -> None:
     import hashlib
 
     from bench.emu_speed import bench_binary
-    from legato.targets.bertha import emulator
+    from legato.targets.bertha import emulator, runtime
     from legato.targets.bertha.runtime import run_binary
 
-    old = getattr(emulator.Emulator, attr)
+    # (ATTR: `Emulator` attributes, or `runtime.NAME` for the runtime's, joined by `+`)
+    owners = [
+        (runtime, a.removeprefix("runtime."))
+        if a.startswith("runtime.")
+        else (emulator.Emulator, a)
+        for a in attr.split("+")
+    ]
+    olds = [getattr(o, a) for o, a in owners]
     for name in names:
         for target in targets:
             model, binary, np_args = bench_binary(name, target)
@@ -96,7 +104,8 @@ def flag_main(attr: str, names, targets, rep) -> None:
             seen = {}
             for _ in range(rep):
                 for v in (False, True):
-                    setattr(emulator.Emulator, attr, v)
+                    for o, a in owners:
+                        setattr(o, a, v)
                     args = [a.copy() for a in np_args]
                     w, c = time.perf_counter(), time.process_time()
                     r = run_binary(binary, model, args, trace=False, hazards=False)
@@ -108,7 +117,8 @@ def flag_main(attr: str, names, targets, rep) -> None:
                     seen.setdefault(v, (key, r.dram_bytes_per_channel, h.hexdigest()))
                     if c < best[v][1]:
                         best[v] = (w, c)
-            setattr(emulator.Emulator, attr, old)
+            for (o, a), old in zip(owners, olds):
+                setattr(o, a, old)
             same = seen[False] == seen[True]
             (cycles, instrs, *_), _, _ = seen[True]
             instrs = sum(instrs.values()) if isinstance(instrs, dict) else instrs

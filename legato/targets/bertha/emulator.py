@@ -19,6 +19,7 @@ scheduling, and turns a `Trap` into an `EmulatorFault` with program, PC, address
 
 from __future__ import annotations
 
+import bisect
 import contextvars
 import functools
 import heapq
@@ -277,6 +278,30 @@ class Memory(PhysicalMemory):
         if lazy or not self.recycle:
             return super()._core_region(base, size, name, lazy)
         return _RecycledRegion(base, size, name, _CORE_POOL.take(size))
+
+    def premap(self, spaces) -> None:
+        """Map the core spaces `spaces` ((core, space) pairs, not lazy ones) now, each as its
+        first touch would (`_lazy_core_region`: charged, its array from the pool); one mapped
+        already is skipped. It stops before a space that would pass the host-memory limit:
+        that space's first touch then faults at its instruction, as it would have."""
+        sizes = {}
+        for core, space in spaces:
+            size = sizes.get(space)
+            if size is None:
+                size = sizes[space] = self.model.memory_size(space)
+            base = core_space_base(core, space)
+            i = bisect.bisect_right(self._bases, base) - 1
+            if size <= 0 or (i >= 0 and base < self.regions[i].end):
+                continue
+            if self.host_limit is not None and self.host_bytes + size > self.host_limit:
+                return
+            name = self.core_region_name.format(core=core, space=space)
+            self.charge(size, base, name)
+            try:
+                region = self._core_region(base, size, name, False)
+            except MemoryError:
+                raise self._host_exhausted(size, base, name) from None
+            self.add(region)
 
     def release(self) -> None:
         """Give the core spaces' arrays back for later runs (zeroed). This memory must not be
@@ -1406,6 +1431,8 @@ class Emulator:
         """Run every module from `table_address` to its halt; numpy's BLAS runs on one thread
         meanwhile (`_one_blas_thread`)."""
         with _one_blas_thread():
+            if self.premap:
+                self.memory.premap(self._declared_spaces())
             if (
                 self.native_loop
                 and native.ENABLED
@@ -1416,6 +1443,14 @@ class Emulator:
             ):
                 return self._run_native(table_address)
             return self._run(table_address)
+
+    premap = True
+    """Map the core spaces (but lazy ones) that the core programs declare (the binary's
+    per-program memory, `.mem`) at the start of a run, as a loader would, and the rest on
+    first touch; both loops do it (False: every space on its first touch, which in the
+    compiled loop is a round trip to the Python, `LP_MAP`; a benchmark compares the two).
+    A space the host-memory bound has no room for is left to its first touch, which faults
+    at its instruction."""
 
     native_loop = os.environ.get("LEGATO_NATIVE_LOOP", "1") != "0"
     """Run the scheduler's loop in native/loop.c when it is built (`_run_native`; False: the
@@ -1652,6 +1687,18 @@ class Emulator:
             pass
         return s.nregions > n
 
+    def _declared_spaces(self) -> list[tuple[int, str]]:
+        """(core, space) of every core space a core module's program declares it uses (the
+        binary's per-program memory), but lazy ones."""
+        lazy = self.memory.lazy_spaces
+        return [
+            (m.core, space)
+            for m in self.modules
+            if m.core is not None
+            for space, n in (m.program.memory or {}).items()
+            if n > 0 and space in CORE_SPACE_OFFSET and space not in lazy
+        ]
+
     loop_prologue = True
     """Let the compiled loop run `ld` / `st`, keep the register scoreboard of loads in flight,
     make the first plans, map a core space on first touch (`LP_MAP`) and check the bounds
@@ -1782,7 +1829,8 @@ class Emulator:
         the loop's when it checks them itself, `bounds_ok`, else the Python's; the per-pc row
         index and the rows of extents for `lmod.bt`, `brows`), once per program and extents
         (`_Code.loop`: the same arguments at the same addresses give the same extents)."""
-        key = (flags, tuple(m.bounds.items()))
+        token = getattr(m.bounds, "token", None)  # (`runtime.ResolvedBounds`: made once)
+        key = (flags, tuple(m.bounds.items()) if token is None else token)
         got = m.shared.loop.get(key)
         if got is not None:
             return got

@@ -30,6 +30,7 @@ from legato.errors import LegatoRuntimeError
 from legato.targets.bertha import deadlock
 from legato.targets.bertha.abi import ABIError, ArgLayout, ScalarSpec, TupleSpec, scalar_bits
 from legato.targets.bertha.arch import pim
+from legato.targets.bertha.arch.address_map import CORE_SPACE_OFFSET
 from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.hazards import HazardError
 from legato.targets.bertha.device import Device, active_device
@@ -160,6 +161,22 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
     else:
         binary = _read(binary_bytes, key)
     check_target(binary, model)
+    # The checks below depend on the binary and the chip (its name, cores and core-memory
+    # sizes) only: once per binary and chip (a cached `Binary` is shared, never modified).
+    chip = (model.name, model.num_cores, *(model.memory_size(s) for s in CORE_SPACE_OFFSET))
+    checked = vars(binary).setdefault(_CHECKED_ATTR, set()) if PER_BINARY_CACHES else set()
+    if chip not in checked:
+        _check_programs(binary, model)
+        checked.add(chip)
+    return binary
+
+
+_CHECKED_ATTR = "_legato_checked_chips"
+
+
+def _check_programs(binary, model) -> None:
+    """BinaryError unless every program of `binary` fits `model`: one program per core, its
+    declared memory within the core's, its core on the chip."""
     owner: dict = {}
     for p in binary.programs:
         cores = (
@@ -187,7 +204,6 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
                 f"program {p.name!r} runs on core {core} but {model.name} has "
                 f"{model.num_cores} cores"
             )
-    return binary
 
 
 def _source_text(loc) -> str:
@@ -311,6 +327,53 @@ def check_aliasing(layout: ArgLayout, args, views=None) -> None:
     share memory (`legato.binding.check_writes`)."""
     leaves = _leaves(layout, args, views)
     check_writes([(n, arr) for n, acc, arr in leaves if acc != "read"], ABIError)
+
+
+class ResolvedBounds(dict):
+    """One program's resolved extents (`arch.bounds.resolve`: pc -> its bounded operands),
+    with `token`, an object made with it: the emulator keys what it derives from them (the
+    compiled loop's rows, `Emulator._loop_bounds`) on the token instead of hashing every row.
+    Never modified after it is made."""
+
+    __slots__ = ("token",)
+
+    def __init__(self, rows):
+        super().__init__(rows)
+        self.token = object()
+
+
+PER_BINARY_CACHES = True
+"""Keep, on a `Binary`, its program checks per chip (`load_binary`) and its resolved bounds per
+argument layout (`resolved_bounds`); False: both made again on every run (a benchmark's
+before, bench/emu_ab.py --flag runtime.PER_BINARY_CACHES)."""
+
+# A binary's resolutions kept per argument layout (`resolved_bounds`): a JIT call or a device
+# run with new allocations each time makes a new one; the oldest goes past this many.
+RESOLVED_PER_BINARY = 8
+_RESOLVED_ATTR = "_legato_resolved_bounds"
+
+
+def resolved_bounds(binary, extents: dict[int, tuple[int, int, str]]) -> dict:
+    """{program: `ResolvedBounds`} of `binary`'s `.legato.bounds` on the arguments' allocations
+    `extents` (index -> (address, bytes, name)), resolved once per binary and layout: the
+    resolution is a function of the binary's rows and `extents` alone, so the cache (on the
+    `Binary`, which `load_binary(cached=True)` shares between runs of the same bytes and
+    must not be modified) is keyed on every address, size and name in `extents`. A program
+    without bounded pcs is absent."""
+    key = tuple(sorted(extents.items()))
+    cache = vars(binary).setdefault(_RESOLVED_ATTR, {}) if PER_BINARY_CACHES else {}
+    got = cache.get(key)
+    if got is None:
+        got = {}
+        for name, rows in binary.bounds.items():
+            if rows:
+                r = resolve_bounds(rows, extents)
+                if r:
+                    got[name] = ResolvedBounds(r)
+        if len(cache) >= RESOLVED_PER_BINARY:
+            del cache[next(iter(cache))]
+        cache[key] = got
+    return got
 
 
 class _Launch:
@@ -520,10 +583,10 @@ def run_binary(
     if device is not None:
         device.launches += 1
         device.transfers.count("launch", len(table), "instruction table")
-    for m in emu.modules:  # the extents the compiler recorded, on this run's allocations
-        rows = binary.bounds.get(m.program.name)
-        if rows:
-            m.bounds = resolve_bounds(rows, extents)
+    if binary.bounds:  # the extents the compiler recorded, on this run's allocations
+        resolved = resolved_bounds(binary, extents)
+        for m in emu.modules:
+            m.bounds = resolved.get(m.program.name)
 
     launch.protect(True)
     try:

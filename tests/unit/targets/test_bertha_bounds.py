@@ -156,6 +156,53 @@ def test_a_core_module_reading_past_a_dynamic_dims_runtime_end_is_refused():
     assert np.array_equal(args[2], np.zeros((1, 4), np.float32))
 
 
+def test_the_bounds_are_resolved_once_per_binary_and_argument_layout(monkeypatch):
+    """The runtime resolves a binary's extents once per argument layout (issue 15): the
+    cached resolution equals a fresh `arch.bounds.resolve`, and any change of an argument's
+    address, size or name resolves again, never reusing the old extents."""
+    from legato.targets.bertha import runtime
+    from legato.targets.bertha.arch.bounds import resolve
+
+    model = target_model("bertha")
+    data = _binary(-1)
+    binary = runtime.load_binary(data, model, cached=True)
+    ext = {0: (0x1000, 32, "argument 'arg0' ([2, 4] f32)"), 2: (0x2000, 16, "argument 'o'")}
+    got = runtime.resolved_bounds(binary, ext)
+    fresh = {p: resolve(rows, ext) for p, rows in binary.bounds.items()}
+    assert got == fresh and got["core0"]  # (one bounded pc)
+    assert runtime.resolved_bounds(binary, dict(ext)) is got
+    for changed in (
+        {**ext, 0: (0x1040, 32, ext[0][2])},  # another address
+        {**ext, 0: (0x1000, 48, ext[0][2])},  # another size
+        {**ext, 0: (0x1000, 32, "argument 'arg0' ([3, 4] f32)")},  # another name
+        {2: ext[2]},  # argument 0 not placed
+    ):
+        again = runtime.resolved_bounds(binary, changed)
+        assert again is not got and again != got
+        assert again == {p: r for p, rows in binary.bounds.items() if (r := resolve(rows, changed))}
+
+    calls = []
+
+    def counted(rows, extents):
+        calls.append(dict(extents))
+        return resolve(rows, extents)
+
+    monkeypatch.setattr(runtime, "resolve_bounds", counted)
+    args = _args()
+    run_binary(data, model, args)
+    n = len(calls)
+    args = _args()
+    run_binary(data, model, args)  # the same layout: resolved before
+    assert len(calls) == n and np.array_equal(args[2][0], args[0][1])
+    # Three rows of arg0 (48 bytes): row 2 is in bounds only with this run's extent, so a
+    # reused two-row resolution would fault here.
+    args = _args()
+    args[0] = np.arange(12, dtype=np.float32).reshape(3, 4)
+    run_binary(data, model, args)
+    assert len(calls) == n + 1 and calls[-1][0][1] == 48
+    assert np.array_equal(args[2][0], args[0][2])
+
+
 @pytest.mark.parametrize("level", ["core", "backend"])
 def test_the_interpreters_refuse_it_at_the_mlir_level(level):
     from legato.interp import api

@@ -17,6 +17,7 @@ from legato.compiler import compile_kernel
 from legato.interp.differential import parse_module
 from legato.model import bertha
 from legato.targets.bertha import emulator, native
+from legato.targets.bertha.elf import read_elf
 from legato.targets.bertha.runtime import load_binary, run_binary
 from tests.corpus.kernels import CORPUS
 
@@ -754,20 +755,34 @@ def test_native_loop_load_store_faults_match_the_python_loop(line, bound, fault,
     assert f"pc {pc}" in report[1] and f"ldst.py:{100 + pc}" in report[1], report[1]
 
 
-def test_native_loop_memory_limit_on_a_mapped_core_space_matches(monkeypatch):
+@pytest.mark.parametrize("declared", [False, True])
+@pytest.mark.parametrize("srams", [1.5, 0.5])
+def test_native_loop_memory_limit_on_a_mapped_core_space_matches(srams, declared, monkeypatch):
     """The loop's first touch of a core's sram (`LP_MAP`) past the host-memory bound: the same
-    MemoryLimitError, at the same instruction, as the Python loop's planning raises."""
+    MemoryLimitError, at the same instruction, as the Python loop's planning raises. With core
+    0's sram `declared` (`.mem`), both loops map it at the start (`Emulator.premap`) when it
+    fits the bound, and else leave it to its first touch, which faults there."""
     from bertha_helpers import small_model
 
     model = small_model()
     sram = model.memory_size("sram")
-    monkeypatch.setenv("LEGATO_MEMORY_LIMIT", str(sram + sram // 2))
+    monkeypatch.setenv("LEGATO_MEMORY_LIMIT", str(int(sram * srams)))
     args, values = _ldst_args()
     touch = "lsa r6, sram, 0\n    st r5, 0(r6)\n    qwait sram.q0"  # (core 1's sram)
-    binary = _ldst_binary(model, LDST.replace("qwait sram.q0", touch), args)
+    src = LDST.replace("qwait sram.q0", touch)
+    if declared:
+        src = src.replace(".program c0 on core(0)\n", ".program c0 on core(0)\n.mem sram 64\n")
+    binary = _ldst_binary(model, src, args)
+    assert read_elf(binary).programs[1].memory == ({"sram": 64} if declared else {})
+    mapped = []
+    premap = emulator.Memory.premap
+    monkeypatch.setattr(
+        emulator.Memory, "premap", lambda self, sp: mapped.append(list(sp)) or premap(self, sp)
+    )
     report = _compare(binary, model, values, monkeypatch, False)[0]
+    assert mapped == [[(0, "sram")] if declared else []] * 2  # (each loop's run)
     assert report[0] == "MemoryLimitError", report
-    pc = int(re.search(r"pc (\d+) `st ", report[1]).group(1))  # (an st: the first touch)
+    pc = int(re.search(r"pc (\d+) `(st|dma) ", report[1]).group(1))  # (the first touch)
     assert f"ldst.py:{100 + pc}:" in report[1], report[1]
 
 
@@ -776,12 +791,13 @@ def test_native_loop_memory_limit_on_a_mapped_core_space_matches(monkeypatch):
 def test_native_loop_runs_the_bench_prologues(name, target, monkeypatch):
     """The cores' prologue (the Instruction Table's `ld`, the instructions behind a load in
     flight, the first DMA into a core's sram) is the loop's: untraced, the Python plans and
-    issues nothing of these kernels."""
+    issues nothing of these kernels, and maps no core space on a first touch (`LP_MAP`): the
+    spaces their programs declare are mapped at the start (`Emulator.premap`)."""
     from bench.emu_speed import bench_binary
 
     model, binary, args = bench_binary(name, target)
     calls = []
-    for meth in ("_execute", "_schedule_native", "_run_scalars"):
+    for meth in ("_execute", "_schedule_native", "_run_scalars", "_map_for_loop"):
         orig = getattr(emulator.Emulator, meth)
 
         def spy(self, *a, _orig=orig, _name=meth):

@@ -319,3 +319,22 @@ def test_compiled_dram_booking_matches_the_python_loop(gen, monkeypatch):
     compiled, python = run(True), run(False)
     assert compiled == python
     assert sum(python[2]) > 0 and all(type(b) is int for b in python[2])
+
+
+@pytest.mark.parametrize("dt", [F32, BF16], ids=["f32", "bf16"])
+def test_row_sums_with_nan_steps_give_the_numpy_bits(dt):
+    """Rows whose running sum turns NaN (a NaN operand with a payload, +inf + -inf) take
+    `vpu_rsum`'s second, step-by-step pass: x86's NaN at each step, as numpy gives it."""
+    f = np.float32
+    nan_payload = np.array([0x7FA00001], np.uint32).view(f)[0]  # a signaling NaN
+    neg_qnan = np.array([0xFFC12345], np.uint32).view(f)[0]
+    rows = [
+        [1.0, 2.0, np.inf, 3.0, -np.inf, 4.0],
+        [1.0, nan_payload, 2.0, neg_qnan, 3.0, 4.0],
+        [neg_qnan, 1.0, 2.0, 3.0, 4.0, nan_payload],
+        [1.5, -2.25, 3.0, 0.5, -0.0, 8.0],
+    ]
+    xs = np.array(rows, f).astype(dt)
+    out = np.empty(len(rows), dt)
+    assert lib.vpu_rsum(vpu.NATIVE_DTYPES[dt], len(rows), 6, _p(xs), _p(out)) == 0
+    _assert_bits(out, vpu.row_sum(xs, dt), dt, "rsum with NaN steps")

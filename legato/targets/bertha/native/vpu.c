@@ -370,9 +370,18 @@ int vpu_rsum(int dt, long rows, long cols, const void *x, void *out) {
     if (dst == NULL)
         return 1;
     for (long r = 0; r < rows; r++) {
-        uint32_t acc = load32(x, dt, r * cols);
+        /* the sum in a float register; once an add gives a NaN every later one does, so a
+         * row whose sum is not a NaN took no NaN step: each of its adds is `bin1`'s. A NaN
+         * row is summed again with `bin1` (x86's NaN rule at each step). */
+        float f = bits_f32(load32(x, dt, r * cols));
         for (long c = 1; c < cols; c++)
-            acc = bin1(VOP_ADD, acc, load32(x, dt, r * cols + c));
+            f = f + bits_f32(load32(x, dt, r * cols + c));
+        uint32_t acc = f32_bits(f);
+        if (is_nan_bits(acc)) {
+            acc = load32(x, dt, r * cols);
+            for (long c = 1; c < cols; c++)
+                acc = bin1(VOP_ADD, acc, load32(x, dt, r * cols + c));
+        }
         store32(dst, dt, r, bin1(VOP_ADD, acc, 0u));
     }
     if (!direct) {
