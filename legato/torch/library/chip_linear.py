@@ -402,6 +402,34 @@ def _spmd_acc(accs, d, x, w):
 
 
 @legato.function
+def _wpart(wt, c, t, p, pw):
+    """Columns [p*pw, (p+1)*pw) of core c's weight tile t, in the mpu_buffer."""
+    if pw == wt.shape[3]:
+        return legato.tensor.load(wt[c, t], "mpu_buffer")
+    w = legato.tensor.load(wt[c : c + 1, t : t + 1, :, p * pw : (p + 1) * pw], "mpu_buffer")
+    return legato.tensor.reshape(w, (TK, pw))
+
+
+@legato.function
+def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1):
+    """Rows [r0, r0+rows) of part p of h of the core's columns (+ bias), rounded and written:
+    g = 1: out's columns [col, col+pw); g > 1: the g projections' interleaved columns (as
+    `_store`), part p holding projections [p*g/h, (p+1)*g/h), their columns [col, col+pw*h/g)."""
+    if has_bias:
+        acc = acc + bb
+    y = legato.tensor.cast(acc, BF16)
+    if g == 1:
+        legato.tensor.memcpy(out[r0 : r0 + rows, col : col + pw], y)
+    else:
+        w = pw * h // g
+        for j in legato.static_range(g // h):
+            legato.tensor.memcpy(
+                out[p * (g // h) + j][r0 : r0 + rows, col : col + w], y[:, j * w : (j + 1) * w]
+            )
+    return y
+
+
+@legato.function
 def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1):
     """Rows [r0, r0+rows) of the core's columns [c0, c0+tn) (+ bias), rounded and written;
     g > 1: the g projections' interleaved columns, as `_store`."""
@@ -432,7 +460,14 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
 
     The schedule is bench/gemm.py's, repeated here on purpose (the library cannot import the
     bench, and the bench kernel stays the independent hand-written reference the
-    `torch_gemm_prefill` row is measured against): a change to one should be made to both."""
+    `torch_gemm_prefill` row is measured against), with the same arithmetic in the same order
+    but its DMAs issued earlier: every load of the next slab and tile goes out before the sends
+    that wait for a slab to arrive, and a slab goes to the others one send after each matmul
+    (bench/gemm.py sends before the matmul, and loads slab s+2 after the first send of s+1).
+    An instruction issues in order, so a send waiting for its slab held up the loads behind it
+    (DRAM idle meanwhile) and the matmuls behind it: at 16-row pieces (the tiny Llama prefill,
+    EVT0, alone) gate/up 14.2k -> 11.7k cycles, q/k/v 8.4k -> 7.2k, down 9.0k -> 8.5k; at 64
+    rows (`torch_gemm_prefill`) 279.9k -> 275.4k."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
     m = a.shape[0]
@@ -454,27 +489,31 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
             to = to + (device.get_core(base + (i + d) % grp),)
         piece = piece + ((i + grp - d) % grp,)
         accs = accs + (legato.tensor.full((r, tn), 0.0, F32),)
-    t = off
-    w = legato.tensor.load(wt[c, t], "mpu_buffer")
-    x0 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
-    for d in legato.static_range(1, grp):
-        legato.tensor.request_load(x0, to[d - 1], "sram", d)
+    # x's first slab first (the group's other cores wait for it), then the first weight tile,
+    # the second slab and the second tile: all in flight before the sends of the first slab,
+    # which wait for it to arrive (an instruction issues in order: a load after them would
+    # leave DRAM idle meanwhile)
+    x0 = legato.tensor.load(a[i * r : (i + 1) * r, off * TK : (off + 1) * TK])
+    w = legato.tensor.load(wt[c, off], "mpu_buffer")
     if kt > 1:
         t = (off + 1) % kt
         x1 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+        wn = legato.tensor.load(wt[c, t], "mpu_buffer")
+    for d in legato.static_range(1, grp):
+        legato.tensor.request_load(x0, to[d - 1], "sram", d)
     for s in legato.static_range(kt):
         last = s + 1 == kt
-        if not last:
+        if not last and s > 0:
             wn = legato.tensor.load(wt[c, (off + s + 1) % kt], "mpu_buffer")
+        if s + 2 < kt:  # a whole slab's matmuls ahead of its sends
+            t = (off + s + 2) % kt
+            x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
         accs = _spmd_acc(accs, 0, x0, w)
         for d in legato.static_range(1, grp):
-            if not last:
-                legato.tensor.request_load(x1, to[d - 1], "sram", d)
-                if d == 1 and s + 2 < kt:
-                    t = (off + s + 2) % kt
-                    x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
             y = legato.tensor.receive_type(slab, d, None, "sram")
             accs = _spmd_acc(accs, d, y, w)
+            if not last:  # the next slab to one core per matmul, after it (not holding it up)
+                legato.tensor.request_load(x1, to[d - 1], "sram", d)
             if last and d >= 2:
                 outs = outs + (
                     _spmd_out(out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g),
@@ -488,6 +527,137 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
             # in flight would wait)
             for d in legato.static_range(grp):
                 legato.tensor.reshape(outs[d], (r * tn,))
+        else:
+            x0 = x1
+            if s + 2 < kt:
+                x1 = x2
+            w = wn
+    assert tk == TK and m == (out.shape[0] if g == 1 else out[0].shape[0])
+
+
+@legato.function
+def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
+    """`linear_rows_cols` (its schedule, its arithmetic in the same order) for the g
+    projections of a group with each weight tile read and multiplied in `parts` column parts
+    (`_rows_cols_parts`; whole projections each): every piece's matmul on part 0, then on part
+    1, ..., the next slab's sends after the last part's matmuls. A core's DMAs are served in
+    about the order they were issued and chip-wide the kernel is DRAM-bound, so the matmuls of
+    part 0 run while the later parts are still read (with the whole tile they waited for all
+    of it); a column's sums are the same, so the results are bit-equal. Alone, EVT0 (16-row
+    pieces): gate/up 11.7k -> 10.1k cycles, q/k/v 7.2k -> 6.3k. A separate function, not
+    `linear_rows_cols` at parts = 1: at parts = 1 this one ran the EVT1 tiny Llama prefill
+    1.5k cycles slower than `linear_rows_cols` (cause not found)."""
+    device = legato.get_context().get_device()
+    num_cores, kt, tk, tn = wt.shape
+    m = a.shape[0]
+    r = m // grp
+    h = parts  # `_rows_cols_parts`: each weight tile in h parts of whole projections
+    pw = tn // h
+    assert tn % h == 0 and (g == 1 or g % h == 0)
+    spread = max(1, device.model.num_memory_channels // 2 // (num_cores // grp))
+    slab = legato.get_model().tensor_type(BF16, [r, TK], "sram")
+    c = legato.core_id()
+    i = c % grp
+    base = c - i
+    off = (c // grp) * spread % kt
+    bbs = ()
+    for p in legato.static_range(h):
+        if has_bias:
+            c0 = c * tn + p * pw
+            bbs = bbs + (
+                legato.tensor.reshape(
+                    legato.tensor.cast(legato.tensor.load(bias[c0 : c0 + pw]), F32), (1, pw)
+                ),
+            )
+        else:
+            bbs = bbs + (None,)
+    to, piece, accs, outs = (), (), (), ()
+    for d in legato.static_range(grp):
+        if d > 0:
+            to = to + (device.get_core(base + (i + d) % grp),)
+        piece = piece + ((i + grp - d) % grp,)
+        accs = accs + (legato.tensor.full((r, pw), 0.0, F32),)
+    for _q in legato.static_range(grp, h * grp):
+        accs = accs + (legato.tensor.full((r, pw), 0.0, F32),)
+    # x's first slab first (the group's other cores wait for it), then the first weight tile's
+    # parts, the second slab and the second tile's: all in flight before the sends of the first
+    # slab, which wait for it to arrive (an instruction issues in order: a load after them
+    # would leave DRAM idle meanwhile)
+    x0 = legato.tensor.load(a[i * r : (i + 1) * r, off * TK : (off + 1) * TK])
+    w = ()
+    for p in legato.static_range(h):
+        w = w + (_wpart(wt, c, off, p, pw),)
+    if kt > 1:
+        t = (off + 1) % kt
+        x1 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+        wn = ()
+        for p in legato.static_range(h):
+            wn = wn + (_wpart(wt, c, t, p, pw),)
+    for d in legato.static_range(1, grp):
+        legato.tensor.request_load(x0, to[d - 1], "sram", d)
+    for s in legato.static_range(kt):
+        last = s + 1 == kt
+        if not last and s > 0:
+            t = (off + s + 1) % kt
+            wn = ()
+            for p in legato.static_range(h):
+                wn = wn + (_wpart(wt, c, t, p, pw),)
+        if s + 2 < kt:  # a whole slab's matmuls ahead of its sends
+            t = (off + s + 2) % kt
+            x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+        ys = ()  # (parts > 1: the received slabs, for the parts after the first)
+        for p in legato.static_range(h):
+            for d in legato.static_range(grp):
+                if d == 0:
+                    y = x0
+                elif p == 0:
+                    y = legato.tensor.receive_type(slab, d, None, "sram")
+                    if h > 1:
+                        ys = ys + (y,)
+                else:
+                    y = ys[d - 1]
+                accs = _spmd_acc(accs, p * grp + d, y, w[p])
+                if p + 1 == h and d > 0 and not last:  # the next slab to a core per matmul
+                    legato.tensor.request_load(x1, to[d - 1], "sram", d)
+                if last and p * grp + d >= 2:  # two matmuls behind: the MPU keeps busy
+                    pp = (p * grp + d - 2) // grp
+                    dd = (p * grp + d - 2) % grp
+                    outs = outs + (
+                        _spmd_part(
+                            out,
+                            accs[p * grp + d - 2],
+                            bbs[pp],
+                            piece[dd] * r,
+                            r,
+                            (c * tn + pp * pw) if g == 1 else c * (tn // g),
+                            pw,
+                            pp,
+                            has_bias,
+                            g,
+                            h,
+                        ),
+                    )
+        if last:
+            for q in legato.static_range(max(h * grp - 2, 0), h * grp):
+                outs = outs + (
+                    _spmd_part(
+                        out,
+                        accs[q],
+                        bbs[q // grp],
+                        piece[q % grp] * r,
+                        r,
+                        (c * tn + q // grp * pw) if g == 1 else c * (tn // g),
+                        pw,
+                        q // grp,
+                        has_bias,
+                        g,
+                        h,
+                    ),
+                )
+            # every cast keeps its own buffer to the end (a cast into a buffer whose write is
+            # in flight would wait)
+            for q in legato.static_range(h * grp):
+                legato.tensor.reshape(outs[q], (r * pw,))
         else:
             x0 = x1
             if s + 2 < kt:
@@ -554,6 +724,17 @@ def _gemm_beats_split(p: int, m: int, k: int, n: int, tn: int, esize: int) -> bo
     cols = -(-(n // tn) // p) * tn * p  # the columns computed, the redone ones included
     gemm = (p * m * k + cols * k) * esize
     return gemm <= (p * m * k // split + n * k) * esize + 2 * split * m * n * 4
+
+
+def _rows_cols_parts(g: int, r: int) -> int:
+    """In how many column parts the prefill form loads and multiplies each weight tile of a
+    group of g projections whose pieces are r rows (`linear_rows_cols_parts`; 1:
+    `linear_rows_cols`, the whole tile). The tiny Llama prefill (one chain, commit of this
+    change): EVT0, r = 16, parts = g for q/k/v and gate/up 295.9k -> 285.1k cycles; EVT1,
+    r = 8, 193.6k -> 194.6k (though alone q/k/v 5.5k -> 5.4k, gate/up 6.4k -> 6.0k: cause not
+    found), so r = 8 keeps the whole tile. A single projection keeps it too (halves of tn <= 16
+    columns, rows of 16 bytes, were slower: EVT0, alone, down 8.5k -> 9.0k, o 3.8k -> 4.3k)."""
+    return g if g > 1 and r >= 16 else 1
 
 
 def _group(p: int) -> int:
@@ -646,7 +827,7 @@ def _merge(nodes, ctx):
     x = _parse(nodes[0])[1]
     impl = _linear_impl([(nd, *_parse(nd)[::2]) for nd in nodes], ctx, x)
     alone = _linear_impl([(nodes[0], *_parse(nodes[0])[::2])], ctx, x)
-    rc = (linear_rows_cols, _rows_cols_group)
+    rc = (linear_rows_cols, _rows_cols_group, linear_rows_cols_parts)
     # (the prefill form alone, not grouped: Llama-7B's q/k/v at 4096 columns, 3 x 128 per
     # core, would run the decode form on chunks of rows instead)
     assert impl.fn in rc or alone.fn not in rc, "the prefill form takes them one at a time only"
@@ -846,9 +1027,12 @@ def _linear_impl(projs, ctx, x):
             values=frozenset({0}),
             epilogue=True,
         )
+    parts = _rows_cols_parts(g, m // _group(p))
     return Impl(
-        linear_rows_cols if g == 1 else _rows_cols_group,
-        (x, layout, bias, has_bias, _group(p)) + ((g,) if g > 1 else ()),
+        linear_rows_cols_parts if parts > 1 else (linear_rows_cols if g == 1 else _rows_cols_group),
+        (x, layout, bias, has_bias, _group(p))
+        + ((g,) if g > 1 else ())
+        + ((parts,) if parts > 1 else ()),
         spmd=True,
         name=f"chip_linear.linear_rows_cols({labels}tn={tn})",
         onchip=onchip,

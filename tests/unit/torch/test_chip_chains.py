@@ -247,3 +247,26 @@ def test_tiny_llama_prefill_stack_is_one_kernel():
     (k,) = wrapper.last_wrapper().kernel_modules()
     assert k.gen.spmd and _phases(k) == 4 * 10 + 3 and _row_phases(k) == 4 * 5 + 1, k.gen.source
     _every_core(k)
+
+
+def test_row_phase_over_the_sram_budget_is_a_kernel_of_its_own(monkeypatch):
+    """A row phase counts in the chain's on-chip budget as one block of each of its tensors
+    (`chip_rows.block_bytes`); one that would not fit a core's sram (here: made larger than
+    it) is not chained: the prefill block's 5 phases are 5 kernels, matching eager."""
+    from legato.torch.library import chip_rows
+
+    seen = []
+
+    def big(*a, **kw):
+        seen.append(a)
+        return 4 * 1024 * 1024 * 1024
+
+    monkeypatch.setattr(chip_rows, "block_bytes", big)
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    assert seen and lt.last_summary().num_kernels == 5, str(lt.last_summary())

@@ -218,3 +218,57 @@ def test_qkv_prefill_one_kernel_rows_cols(bias, device, form):
     assert weights + outs <= run.dram_bytes <= weights + outs + copies * 128 * 512 * 2 + 65536, (
         run.dram_bytes
     )
+
+
+class GateUp(torch.nn.Module):
+    def __init__(self, hidden, ffn, bias):
+        super().__init__()
+        self.gate = torch.nn.Linear(hidden, ffn, bias=bias)
+        self.up = torch.nn.Linear(hidden, ffn, bias=bias)
+
+    def forward(self, x):
+        return self.gate(x), self.up(x)
+
+
+@pytest.mark.parametrize(
+    ("mod", "form"),
+    [
+        # gate/up of the tiny Llama's prefill: 2 x 48 columns per core, a part per projection
+        (lambda: GateUp(512, 1536, False), "linear_rows_cols(2 projections, tn=48)"),
+        # q/k/v with biases: 3 parts of 16 columns, each with its bias
+        (lambda: QKV(512, 512, 512, True), "linear_rows_cols(3 projections, tn=16)"),
+    ],
+)
+def test_prefill_group_parts_match_one_tile(mod, form, monkeypatch):
+    """At 16-row pieces (128 rows on 32 cores) the prefill form multiplies a group's weight
+    tile one projection after the other (`_rows_cols_parts`, `linear_rows_cols_parts`: the
+    matmuls of one start while the next is still read): the same arithmetic as the whole tile
+    at once (`linear_rows_cols`), so the results are bit-equal to that schedule's, and match
+    eager; every core runs."""
+    from legato.torch.library import chip_linear
+
+    torch.manual_seed(0)
+    mod = mod().bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+
+    def run(impl):
+        torch._dynamo.reset()
+        g = _compile(mod, "bertha")
+        with torch.no_grad():
+            g(x)
+            ys = g(x)
+        (k,) = wrapper.last_wrapper().kernel_modules()
+        assert form in " ".join(k.info.nodes), k.info.nodes
+        assert f"{impl}(" in k.gen.source, k.gen.source
+        _every_core(k, "bertha")
+        return ys
+
+    with torch.no_grad():
+        refs = mod(x)
+    assert chip_linear._rows_cols_parts(len(refs), 16) == len(refs)
+    parts = run("linear_rows_cols_parts")
+    monkeypatch.setattr(chip_linear, "_rows_cols_parts", lambda g, r: 1)
+    whole = run("_rows_cols_group")
+    for y, y1, ref in zip(parts, whole, refs, strict=True):
+        assert torch.equal(y, y1)
+        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
