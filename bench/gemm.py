@@ -175,15 +175,23 @@ def make_gemm(
         y = torch.bmm(a.unsqueeze(0).expand(num_cores, m, k), wt.view(num_cores, k, tn))
         return y.permute(1, 0, 2).reshape(m, n)
 
+    def torch_best(torch, args):
+        """nn.Linear's own form: W^T [n, k] rebuilt from the tiles once, then one linear."""
+        a, wt = args[0], args[1]
+        w_nk = wt.permute(0, 3, 1, 2).reshape(n, k).contiguous()
+        return lambda: torch.nn.functional.linear(a, w_nk)
+
     kname = name or f"gemm_{m}x{k}x{n}"
     gemm.__name__ = gemm.__qualname__ = kname
 
     def for_model(model) -> "BenchKernel":
         if model.num_cores == num_cores:
-            return BenchKernel(kname, gemm, make_args, torch_fn, out_index=2)
+            return BenchKernel(kname, gemm, make_args, torch_fn, 2, torch_best=torch_best)
         return make_gemm(m, k, n, name, model.num_cores, group)
 
-    return BenchKernel(kname, gemm, make_args, torch_fn, out_index=2, for_model=for_model)
+    return BenchKernel(
+        kname, gemm, make_args, torch_fn, 2, for_model=for_model, torch_best=torch_best
+    )
 
 
 # -- SPMD form (one program for every core) -----------------------------------------------------
@@ -333,9 +341,17 @@ def make_gemm_spmd(
 
     def for_model(model) -> "BenchKernel":
         if model.num_cores == num_cores:
-            return BenchKernel(kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2)
+            return BenchKernel(
+                kname, gemm_spmd, base.make_args, base.torch_fn, 2, torch_best=base.torch_best
+            )
         return make_gemm_spmd(m, k, n, name, model.num_cores, group, spread)
 
     return BenchKernel(
-        kname, gemm_spmd, base.make_args, base.torch_fn, out_index=2, for_model=for_model
+        kname,
+        gemm_spmd,
+        base.make_args,
+        base.torch_fn,
+        2,
+        for_model=for_model,
+        torch_best=base.torch_best,
     )

@@ -12,7 +12,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from bench.kernels import KERNELS
+from bench.gemm import make_gemm, make_gemm_spmd
+from bench.kernels import KERNELS, make_gemv
 from bench.runner import measure, table
 
 KEYS = {
@@ -149,3 +150,29 @@ def test_interp_throughput_reports_every_executor():
         line for line in res.stdout.splitlines() if " ops/s" in line and "over 1 kernels" in line
     ]
     assert len(totals) == 4
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: make_gemm(8, 512, 256, None, 2, 2),
+        lambda: make_gemm_spmd(8, 512, 256, None, 2, 2),
+        lambda: make_gemv(512, 256, None, 128),
+    ],
+    ids=["gemm", "gemm_spmd", "gemv"],
+)
+def test_torch_best_computes_torch_fn_on_nn_linear_layout(make):
+    """The torch time of the GEMM/GEMV rows may come from `torch_best` (W untiled, one
+    F.linear): it must compute what `torch_fn` computes on the tiled weight, and the
+    weight it rebuilds must be W itself (checked against a plain x @ W in f32)."""
+    import torch
+
+    bk = make()
+    args = bk.make_args(torch, torch.Generator().manual_seed(0))
+    ref = bk.torch_fn(torch, args)
+    got = bk.torch_best(torch, args)()
+    torch.testing.assert_close(got.float(), ref.float(), rtol=2e-2, atol=2e-2)
+    x, wt = args[0], args[1]
+    nb, kt, tk, tn = wt.shape
+    w = wt.permute(1, 2, 0, 3).reshape(kt * tk, nb * tn)  # [k, n]: block b is columns b*tn..
+    torch.testing.assert_close(got.float(), x.float() @ w.float(), rtol=2e-2, atol=2e-2)
