@@ -176,3 +176,23 @@ def test_torch_best_computes_torch_fn_on_nn_linear_layout(make):
     nb, kt, tk, tn = wt.shape
     w = wt.permute(1, 2, 0, 3).reshape(kt * tk, nb * tn)  # [k, n]: block b is columns b*tn..
     torch.testing.assert_close(got.float(), x.float() @ w.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_decoder_torch_best_is_the_reference_layer_with_an_in_place_cache():
+    """The decoder row's torch time may come from `torch_best` (weights as nn.Linear holds
+    them, the new key and value written into a free cache slot): the same bits as `torch_fn`
+    (the same bf16 ops in the same order), and a second call too (the slot is overwritten,
+    not appended)."""
+    import torch
+
+    from bench.decoder import make_decoder_layer
+    from legato.model import bertha
+
+    bk = make_decoder_layer(256, 2, 512, 256, "decoder_tiny").specialize(
+        bertha.Bertha(None, "bertha", 4, False, 8, 1 << 30)
+    )
+    args = bk.make_args(torch, torch.Generator().manual_seed(0))
+    ref = bk.torch_fn(torch, args)
+    layer = bk.torch_best(torch, args)
+    assert torch.equal(layer(), ref)
+    assert torch.equal(layer(), ref)
