@@ -17,6 +17,10 @@ writes its part of the outputs with `memcpy` and meets the others at barriers.
 - Prefill attention (`rows_attention`): the work is B * Hq * (S / rows) blocks of query rows,
   each computed as the single-core `aten.attention` computes a head (causal mask rows built
   with runtime offsets).
+- Prefill attention over a runtime query length (`prefill_attention_dynamic`: causal, no
+  mask, a runtime KV length; torch.compile's second prompt length): a work item per (query
+  row, KV group), each a decode step over keys 0 .. i with the runtime-length fold
+  (`_dyn_fold`), its last tile masked past the diagonal.
 - `aten.cat` along dim 2 of 4-d tensors (the KV cache's append, `[B, H, L, D] + [B, H, 1, D]`):
   an all-core copy, each core a share of the (b, h, row-chunk) pieces.
 
@@ -1207,7 +1211,8 @@ def _dynamic_prefill(node, ctx, qkv, causal) -> Impl:
 def resolve_chip_sdpa(node, ctx):
     """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D]): decode (S == 1,
     no causal mask) split over KV groups and KV length, else over heads and query rows. L may
-    be dynamic (bounded) in decode without a mask. Returns both outputs (the attention and its
+    be dynamic (bounded) in decode without a mask; S and L both dynamic in a causal prefill
+    without a mask (`_dynamic_prefill`). Returns both outputs (the attention and its
     f32 logsumexp)."""
     q, k, v = node.args[:3]
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)

@@ -68,8 +68,8 @@ unpadded matmul's. The prefill form `linear_rows_cols` takes whole tiles only (a
 the decode forms then runs them in chunks).
 
 W is nn.Linear's `t(W)` of a parameter W[N, K] (folded into the layout) or a parameter used as
-is as the [K, N] operand (GPT-2's Conv1D, `addmm(b, x, W)`): the layout transposes only the
-former.
+is as the [K, N] operand (GPT-2's Conv1D, `addmm(b, x, W)`; only where the single-core matmul
+does not take it, so what ran there still does): the layout transposes only the former.
 
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
 eagerly): a static M or one that the single-core matmul fits, with N with no tile width that
@@ -927,6 +927,11 @@ def _linear_impl(projs, ctx, x):
     g = len(projs)
     ws = [_weight(node, w_arg) for node, _, w_arg in projs]
     kn = _is_param(projs[0][2])  # W already [K, N] (no t(W) to fold)
+    # a [K, N] parameter (GPT-2's Conv1D) only where the single-core matmul does not take it:
+    # where it did, it still does (its kernels unchanged)
+    assert not kn or not _single_core_fits(projs[0][0], ctx, x, projs[0][2]), (
+        "a [K, N] weight that the single-core matmul takes"
+    )
     tx, tw = val(x), val(ws[0])
     dt = tx.dtype
     assert dt in (torch.bfloat16, torch.float32) and tw.dtype == dt, f"dtype {dt} x {tw.dtype}"
