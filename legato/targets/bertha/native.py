@@ -32,6 +32,7 @@ long mpu_finish(const double *s, int M, int K, int N, const double *rs, const do
 int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
             void *out);
 int vpu_un(int op, int dt, long n, const void *x, void *out);
+int vpu_exp_vector(void);
 int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out);
 int vpu_fill(int esize, long n, uint64_t bits, void *out);
 int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
