@@ -279,6 +279,19 @@ class Memory(PhysicalMemory):
             return super()._core_region(base, size, name, lazy)
         return _RecycledRegion(base, size, name, _CORE_POOL.take(size))
 
+    recycle_shared = (64 << 10, 16 << 20)
+    """The sizes (least, most bytes) of the shared-DRAM allocations of the memory itself (not
+    over a caller's array: a copied-in argument, a staged one) that take their arrays from
+    `_CORE_POOL` as the core spaces do (`recycle`; a fresh large `np.zeros` costs a page fault
+    per page it writes: RMSNorm's 256 KiB output ~60 us a run). Smaller ones are cheaper
+    fresh; larger ones would crowd the core spaces out of the pool."""
+
+    def _shared_region(self, addr, size, name, data, read_only) -> Region:
+        lo, hi = self.recycle_shared
+        if data is None and self.recycle and lo <= size <= hi:
+            return _RecycledRegion(addr, size, name, _CORE_POOL.take(size))
+        return super()._shared_region(addr, size, name, data, read_only)
+
     def premap(self, spaces) -> None:
         """Map the core spaces `spaces` ((core, space) pairs, not lazy ones) now, each as its
         first touch would (`_lazy_core_region`: charged, its array from the pool); one mapped
@@ -1079,6 +1092,9 @@ class _LoopInflight:
             raise MemoryError("the emulator's scoreboard")
 
 
+_LOOP_FINAL = 17  # (native/loop.c's LOOP_FINAL: the fields per module of `loop_final`)
+
+
 def _put(m: _LoopModule) -> None:
     """`m`'s state, as the Python left it, into its loop struct."""
     native.lib.loop_put(
@@ -1269,6 +1285,15 @@ def _one_blas_thread():
 
 
 # ---- the emulator ------------------------------------------------------------------------------
+SHARED_BINARY = "_legato_shared"
+"""The attribute (a dict) that marks a `Binary` as shared and never modified (the one
+`runtime.load_binary(cached=True)` returns): what is made once per such binary is kept in it."""
+
+PER_BINARY_MODULES = True
+"""Make a shared binary's modules from what was found once (`Emulator._make_modules`; False:
+parse the programs' contexts and decode them on every run, for an A/B)."""
+
+
 class Emulator:
     """`Emulator(binary, model)`; allocate arguments with `memory.allocate`/`memory.write`, then
     `run(table_address)`."""
@@ -1335,7 +1360,23 @@ class Emulator:
         )
 
     def _make_modules(self) -> list[Module]:
-        mods: list[Module] = []
+        """The modules of the binary's programs, in core order (top first). Of a binary
+        `runtime.load_binary(cached=True)` shares (never modified: `SHARED_BINARY`), what
+        they are made of (program, core, decoded code) is found once per chip's core count."""
+        shared = vars(self.binary).get(SHARED_BINARY) if PER_BINARY_MODULES else None
+        if shared is None:
+            return [
+                Module(i, name, p, c, code.ins, code)
+                for i, (name, p, c, code) in enumerate(self._module_specs())
+            ]
+        specs = shared.get(self.model.num_cores)
+        if specs is None:
+            specs = shared[self.model.num_cores] = self._module_specs()
+        return [Module(i, name, p, c, code.ins, code) for i, (name, p, c, code) in enumerate(specs)]
+
+    def _module_specs(self) -> list[tuple]:
+        """(name, program, core, `_Code`) of every module, in core order (top first)."""
+        mods: list[tuple] = []
         cores_taken: dict[int, str] = {}
         top_seen = None
         decoded: dict[str, _Code] = {}
@@ -1363,15 +1404,10 @@ class Emulator:
                             f"core {c} has two programs: {cores_taken[c]!r} and {p.name!r}"
                         )
                     cores_taken[c] = p.name
-                shared = decoded[p.name]
-                mods.append(
-                    Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
-                )
-        mods.sort(key=lambda m: -1 if m.core is None else m.core)
+                mods.append(("top" if c is None else f"core{c}", p, c, decoded[p.name]))
+        mods.sort(key=lambda m: -1 if m[2] is None else m[2])
         if len(mods) >= 1 << 16:  # (the scheduler's heap keys hold a module's index in 16 bits)
             raise EmulatorError(f"{len(mods)} programs: at most {(1 << 16) - 1} modules run")
-        for i, m in enumerate(mods):
-            m.index = i
         return mods
 
     # ---- trace ----------------------------------------------------------------------------
@@ -1577,8 +1613,9 @@ class Emulator:
             self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
+            key = self._loop_key(s)
             for m in mods:
-                self._loop_module(m, ps[m.index], s, keep)
+                self._loop_module(m, ps[m.index], s, keep, key)
             for r in list(self.memory.regions):
                 self._loop_region(r)
             self.memory.on_add = self._loop_region
@@ -1784,44 +1821,93 @@ class Emulator:
             except _Trap as e:
                 raise self._fault(self.modules[idx], e, pc) from None
 
-    def _loop_module(self, m: Module, c, s, keep: list) -> None:
+    def _loop_module(self, m: Module, c, s, keep: list, key: tuple) -> None:
         """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
         encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
-        left to the Python's planning."""
+        left to the Python's planning. `key`: the run's `_loop_key` (what the program's
+        set-up, `_loop_setup`, depends on besides the extents)."""
         ffi = native.ffi
-        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
-        # or its trace events)
-        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
-        code = self._loop_code(m, *flags)
-        if m.bounds:
-            code, bt, brows = self._loop_bounds(m, code, flags)
-            c.bt, c.brows = bt, brows
-        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
-        c.rm, m._rm = rm_p, rm
-        regs = ffi.new("int64_t[]", isa.NUM_REGS)
-        regs[0 : isa.NUM_REGS] = m.regs
+        bounds = m.bounds
+        token = None if not bounds else getattr(bounds, "token", None) or tuple(bounds.items())
+        setup = m.shared.loop
+        got = None if setup is None else setup.get((key, token))
+        if got is None:
+            got = self._loop_setup(m, key, token)
+        code_p, ck_p, vs_p, rm_p, bt, brows, n, rm, ckb, hot, fns = got
+        m._rm = rm
+        regs = ffi.new("int64_t[]", m.regs)
         keep.append(regs)
-        c.regs, c.n = regs, len(m.code)
-        c.code, c.ck, c.vs = code_p, ffi.cast("int8_t *", ck_p), vs_p
-        c.core = -1 if m.core is None else m.core
-        c.version = m.version
-        plan = m.__dict__.pop("plan")
-        del m.__dict__["version"]
-        c.mpu_free = m.__dict__.pop("mpu_free")
+        d = m.__dict__
+        plan = d.pop("plan")
+        native.lib.loop_mod_init(
+            s,
+            m.index,
+            regs,
+            n,
+            code_p,
+            ck_p,
+            vs_p,
+            rm_p,
+            bt,
+            brows,
+            -1 if m.core is None else m.core,
+            d.pop("version"),
+            d.pop("mpu_free"),
+        )
         m._rr = _LoopRegReady(c)
-        for r, end in m.__dict__.pop("reg_ready").items():
-            native.lib.rr_set(c, r, end)
+        ready = d.pop("reg_ready")
+        if ready:
+            for r, end in ready.items():
+                native.lib.rr_set(c, r, end)
         m.regs = regs
-        m._w = m.weight  # (a tile an earlier run left as bits, made)
+        if m._wbits is not None:
+            m._w = m.weight  # (a tile an earlier run left as bits, made)
         m.__class__ = _LoopModule
         m._wgen = c.w_gen
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
         m._s, m.inflight = s, _LoopInflight(s, m.index)
-        m._hot = self._scalar_hot(m)
+        m._hot = hot
         if m.fns is None:
-            m.fns = self._scalar_programs(m)[0]
+            m.fns = fns
         m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
-        c.kind = CK_PY
+
+    def _loop_key(self, s) -> tuple:
+        """What a program's loop set-up (`_loop_setup`) depends on in this run: which of its
+        instructions the loop runs (the VPU's, DMAs, the MPU's, loads and stores), the
+        compiled scalar runs' least length and the chip's core count."""
+        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
+        # or its trace events)
+        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
+        return ("setup", flags, self.native_min_run, self.model.num_cores)
+
+    def _loop_setup(self, m: Module, key: tuple, token) -> tuple:
+        """Of `m`'s program, once per `key` and extents (`_Code.loop`): the pointers
+        `loop_mod_init` takes (`_loop_code`, `_loop_bounds`), its length, its per-pc register
+        masks, kinds as bytes, `_scalar_hot` and its threaded code (`_scalar_programs`)."""
+        ffi = native.ffi
+        flags = key[1]
+        code = self._loop_code(m, *flags)
+        bt = brows = ffi.NULL
+        if m.bounds:
+            code, bt, brows = self._loop_bounds(m, code, flags)
+        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
+        got = (
+            code_p,
+            ck_p,
+            vs_p,
+            rm_p,
+            bt,
+            brows,
+            len(m.code),
+            rm,
+            ckb,
+            self._scalar_hot(m),
+            self._scalar_programs(m)[0],
+        )
+        setup = m.shared.loop
+        if len(setup) < 64:  # (a bound: a program run with many argument addresses)
+            setup[key, token] = got
+        return got
 
     @staticmethod
     def _loop_bounds(m: Module, code: tuple, flags: tuple) -> tuple:
@@ -1851,7 +1937,13 @@ class Emulator:
             else:
                 ck[pc] = CK_PY
         brows = np.array(rows or [[0] * 17], np.int64)
-        code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        code = (
+            code[:1]
+            + (ck, ck.tobytes())
+            + code[3:5]
+            + (ffi.from_buffer("int8_t[]", ck),)
+            + code[6:]
+        )
         got = (code, ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows))
         if len(m.shared.loop) < 64:  # (a bound: a program run with many argument addresses)
             m.shared.loop[key] = got
@@ -1886,7 +1978,7 @@ class Emulator:
                 ckb,
                 vs,
                 ffi.cast("sins *", ffi.from_buffer(arr)),
-                ffi.from_buffer(ck),
+                ffi.from_buffer("int8_t[]", ck),
                 ffi.cast("lvpu *", ffi.from_buffer(vs)),
                 rm.tolist(),
                 ffi.cast("uint32_t *", ffi.from_buffer(rm)),
@@ -1909,29 +2001,44 @@ class Emulator:
         entries are dropped), but module `held`, which keeps the Python's (a step of it
         raised), and what the loop counted added to the Python's; the Python paths of `_run`
         back."""
+        nf = _LOOP_FINAL
+        final = native.ffi.new("int64_t[]", nf * max(len(self.modules), 1))
+        native.lib.loop_final(s, final)
+        final = native.ffi.unpack(final, nf * len(self.modules))
         for m in self.modules:
             if type(m) is _LoopModule:
-                if m.index != held:
-                    _pull(m)
+                o = m.index * nf
+                (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
+                (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
+                if m.index != held:  # (`_pull`'s)
+                    m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
+                    m.count, m.vpu_free, m.dma_end, m._dma_busy_until = (
+                        count,
+                        vpu_free,
+                        dma_end,
+                        dbu,
+                    )
                 c = m._c
-                version, plan, bits = c.version, m._plan, None
-                if c.w_has and c.w_gen != m._wgen:  # the loop's tile is the last: its bits,
+                plan, bits = m._plan, None
+                if w_has and w_gen != m._wgen:  # the loop's tile is the last: its bits,
                     # taken over (`weight` makes the tile of them if it is ever read)
                     bits = native.ffi.gc(c.w_vals, native.lib.free)
                     c.w_vals = native.ffi.NULL
                     k, n = c.w_k, c.w_n
                     bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
                     bits = bits.reshape(k, n)
-                ready = dict(m._rr.items()) if c.nrr else {}
+                ready = dict(m._rr.items()) if nrr else {}
                 m.__class__ = Module
-                m.version, m.plan, m.mpu_free = version, plan, c.mpu_free
+                m.version, m.plan, m.mpu_free = version, plan, mpu_free
                 m._wbits = bits
                 m.reg_ready = ready
                 m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
-                m.unit_end = max(m.unit_end, c.unit_end)
-                m.busy["vpu"] += c.busy_vpu
-                m.busy["dma"] += c.busy_dma
-                m.busy["mpu"] += c.busy_mpu
+                if unit_end > m.unit_end:
+                    m.unit_end = unit_end
+                busy = m.busy
+                busy["vpu"] += bv
+                busy["dma"] += bd
+                busy["mpu"] += bm
                 m.inflight = []
                 del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._wgen, m._rr, m._rm
                 m.prog = None
