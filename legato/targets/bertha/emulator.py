@@ -206,6 +206,24 @@ class _RecycledRegion(Region):
             self.hi = off + n
 
 
+@functools.lru_cache(maxsize=256)
+def _premap_places(model, name_format: str, spaces: tuple) -> tuple:
+    """(base, size, name) of each of `spaces` ((core, space) pairs) with a size on `model`,
+    in their order (`Memory.premap`; the same for every run of a binary)."""
+    out = []
+    for core, space in spaces:
+        size = model.memory_size(space)
+        if size > 0:
+            out.append(
+                (core_space_base(core, space), size, name_format.format(core=core, space=space))
+            )
+    return tuple(out)
+
+
+def _ascending(regions: list) -> bool:
+    return all(a.base + a.size <= b.base for a, b in zip(regions, regions[1:]))
+
+
 class _CorePool:
     """Zero-filled arrays for the core spaces of later runs. A fresh 2 MiB `np.zeros` costs
     ~1 ms on this host (transparent huge pages: the first write zeroes a whole 2 MiB page, and
@@ -227,14 +245,20 @@ class _CorePool:
                 return free.pop()
         return np.zeros(size, np.uint8)
 
-    def give(self, region: _RecycledRegion) -> None:
-        data = region.data
-        if region.lo < region.hi:
-            data[region.lo : region.hi] = 0
+    def give(self, regions: list) -> None:
+        """Take back the arrays of `regions` (`_RecycledRegion`s), zeroed where written."""
+        arrays = []
+        for region in regions:
+            data = region.data
+            if region.lo < region.hi:
+                data[region.lo : region.hi] = 0
+            arrays.append(data)
+        free = self._free
         with self._lock:
-            if self._bytes + data.size <= self.max_bytes:
-                self._free.setdefault(data.size, []).append(data)
-                self._bytes += data.size
+            for data in arrays:
+                if self._bytes + data.size <= self.max_bytes:
+                    free.setdefault(data.size, []).append(data)
+                    self._bytes += data.size
 
 
 _CORE_POOL = _CorePool()
@@ -297,33 +321,45 @@ class Memory(PhysicalMemory):
         first touch would (`_lazy_core_region`: charged, its array from the pool); one mapped
         already is skipped. It stops before a space that would pass the host-memory limit:
         that space's first touch then faults at its instruction, as it would have."""
-        sizes = {}
-        for core, space in spaces:
-            size = sizes.get(space)
-            if size is None:
-                size = sizes[space] = self.model.memory_size(space)
-            base = core_space_base(core, space)
-            i = bisect.bisect_right(self._bases, base) - 1
-            if size <= 0 or (i >= 0 and base < self.regions[i].end):
-                continue
-            if self.host_limit is not None and self.host_bytes + size > self.host_limit:
-                return
-            name = self.core_region_name.format(core=core, space=space)
-            self.charge(size, base, name)
-            try:
-                region = self._core_region(base, size, name, False)
-            except MemoryError:
-                raise self._host_exhausted(size, base, name) from None
-            self.add(region)
+        places = _premap_places(self.model, self.core_region_name, tuple(spaces))
+        regions, bases, limit = self.regions, self._bases, self.host_limit
+        known = set()
+        new = []
+        try:
+            for base, size, name in places:
+                i = bisect.bisect_right(bases, base) - 1
+                if base in known or (i >= 0 and base < regions[i].end):  # (mapped already)
+                    continue
+                if limit is not None and self.host_bytes + size > limit:
+                    break
+                self.charge(size, base, name)
+                try:
+                    region = self._core_region(base, size, name, False)
+                except MemoryError:
+                    raise self._host_exhausted(size, base, name) from None
+                known.add(base)
+                new.append(region)
+        finally:  # (the ones made, mapped: in address order, none overlapping)
+            if new:
+                if not bases or new[0].base > bases[-1] and _ascending(new):
+                    regions.extend(new)
+                    bases.extend(r.base for r in new)
+                else:
+                    merged = sorted(regions + new, key=lambda r: r.base)
+                    regions[:] = merged
+                    bases[:] = [r.base for r in merged]
+                if self.on_add is not None:
+                    for r in new:
+                        self.on_add(r)
 
     def release(self) -> None:
         """Give the core spaces' arrays back for later runs (zeroed). This memory must not be
         used afterwards, nor any array read from it: its regions are unmapped."""
         regions, self.regions, self._bases, self._by_page = self.regions, [], [], {}
-        for r in regions:
-            if isinstance(r, _RecycledRegion):
-                _CORE_POOL.give(r)
-                r.data = None
+        recycled = [r for r in regions if isinstance(r, _RecycledRegion)]
+        _CORE_POOL.give(recycled)
+        for r in recycled:
+            r.data = None
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
@@ -1093,6 +1129,8 @@ class _LoopInflight:
 
 
 _LOOP_FINAL = 17  # (native/loop.c's LOOP_FINAL: the fields per module of `loop_final`)
+# the fields only a `_LoopModule` has (`Emulator._loop_module`), dropped at `_loop_restore`
+_LOOP_ONLY = ("_c", "_f", "_ckb", "_s", "_hot", "_wgen", "_rr", "_rm")
 
 
 def _put(m: _LoopModule) -> None:
@@ -1213,6 +1251,12 @@ class _LoopPort:
             raise MemoryError("the emulator's DMA ports")
 
 
+@functools.cache
+def _port_name(i: int) -> str:
+    """The name of native/loop.c's port `i` (`_port_index`'s inverse)."""
+    return "top" if i == 0 else f"core{i - 1}"
+
+
 def _port_index(name: str) -> int:
     """native/loop.c's index of the port `dma_port` names."""
     return 0 if name == "top" else int(name[4:]) + 1
@@ -1282,6 +1326,24 @@ def _one_blas_thread():
     limits are restored on exit; BLAS threads are process-wide, so a thread running numpy
     beside an emulator run is limited too while it lasts."""
     return _blas_controller().limit(limits=1, user_api="blas")
+
+
+@functools.lru_cache(maxsize=4096)
+def _region_class(base: int, size: int) -> tuple[int, int, int, int]:
+    """What native/loop.c is told of a region at `base` of `size` bytes (`_loop_region`): the
+    core whose local space holds all of it (else -1), what a DMA end in it is (`RS_*`), its
+    space's core (-1: none) and the local space's code (-1: not local). A function of the
+    addresses alone (`classify`), found once per region placement (the same every run)."""
+    space, owner = classify(base)
+    last = classify(base + size - 1)
+    core = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+    if last != (space, owner) or space == "unmapped":
+        kind = RS_NONE
+    elif space == "shared":
+        kind = RS_SHARED
+    else:
+        kind = RS_DRAM if space in DRAM_REGIONS else RS_LOCAL
+    return core, kind, -1 if owner is None else owner, SPACES[space] if core >= 0 else -1
 
 
 # ---- the emulator ------------------------------------------------------------------------------
@@ -2005,61 +2067,73 @@ class Emulator:
         final = native.ffi.new("int64_t[]", nf * max(len(self.modules), 1))
         native.lib.loop_final(s, final)
         final = native.ffi.unpack(final, nf * len(self.modules))
+        unpack, nregs = native.ffi.unpack, isa.NUM_REGS
         for m in self.modules:
             if type(m) is _LoopModule:
                 o = m.index * nf
-                (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
                 (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
+                d = m.__dict__
                 if m.index != held:  # (`_pull`'s)
-                    m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
-                    m.count, m.vpu_free, m.dma_end, m._dma_busy_until = (
-                        count,
-                        vpu_free,
-                        dma_end,
-                        dbu,
+                    pc, time, halted, halt_time, count, vpu_free, dma_end, dbu = final[o : o + 8]
+                    d.update(
+                        pc=pc,
+                        time=time,
+                        halted=bool(halted),
+                        halt_time=halt_time,
+                        count=count,
+                        vpu_free=vpu_free,
+                        dma_end=dma_end,
+                        _dma_busy_until=dbu,
                     )
-                c = m._c
-                plan, bits = m._plan, None
-                if w_has and w_gen != m._wgen:  # the loop's tile is the last: its bits,
+                bits = None
+                if w_has and w_gen != d["_wgen"]:  # the loop's tile is the last: its bits,
                     # taken over (`weight` makes the tile of them if it is ever read)
+                    c = d["_c"]
                     bits = native.ffi.gc(c.w_vals, native.lib.free)
                     c.w_vals = native.ffi.NULL
                     k, n = c.w_k, c.w_n
                     bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
                     bits = bits.reshape(k, n)
-                ready = dict(m._rr.items()) if nrr else {}
+                ready = dict(d["_rr"].items()) if nrr else {}
                 m.__class__ = Module
-                m.version, m.plan, m.mpu_free = version, plan, mpu_free
-                m._wbits = bits
-                m.reg_ready = ready
-                m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
-                if unit_end > m.unit_end:
-                    m.unit_end = unit_end
-                busy = m.busy
+                busy = d["busy"]
                 busy["vpu"] += bv
                 busy["dma"] += bd
                 busy["mpu"] += bm
-                m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._wgen, m._rr, m._rm
-                m.prog = None
+                for name in _LOOP_ONLY:
+                    del d[name]
+                d.update(  # (with the class back, these are plain fields again)
+                    version=version,
+                    plan=d.pop("_plan"),
+                    mpu_free=mpu_free,
+                    _wbits=bits,
+                    reg_ready=ready,
+                    regs=unpack(d["regs"], nregs),
+                    unit_end=max(d["unit_end"], unit_end),
+                    inflight=[],
+                    prog=None,
+                )
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
         self.macs += s.macs
         s.macs = 0
-        for i in range(s.nregions):  # the bytes the loop wrote, to zero when released
-            g = s.regions[i]
-            region = self._loop_regions[i]
-            if g.recycled and g.lo < g.hi:
-                region.lo, region.hi = min(region.lo, g.lo), max(region.hi, g.hi)
+        nr, npo = s.nregions, s.norder
+        buf = native.ffi.new("int64_t[]", max(3 * nr + 4 * npo, 1))
+        got = native.ffi.unpack(buf, native.lib.loop_final_shared(s, buf))
+        for i, region in enumerate(self._loop_regions[:nr]):  # the bytes the loop wrote, to
+            recycled, lo, hi = got[3 * i : 3 * i + 3]  # zero when released
+            if recycled and lo < hi:
+                region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
         ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        for k in range(s.norder):
-            i = s.port_order[k]
-            name = "top" if i == 0 else f"core{i - 1}"
-            c = s.ports[i]
-            p = ports[name] = timing.Port(name)
-            p.free, p.busy = c.free, c.busy
-            p.in_flight = native.ffi.unpack(c.inf, c.n) if c.n else []
+        port_new, unpack = timing.Port.__new__, native.ffi.unpack
+        for k in range(3 * nr, 3 * nr + 4 * npo, 4):
+            i, free, busy, n = got[k : k + 4]
+            name = _port_name(i)
+            p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
+            p.__dict__.update(
+                name=name, free=free, busy=busy, in_flight=unpack(s.ports[i].inf, n) if n else []
+            )
         self.dram.ports = ports
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None
@@ -2588,23 +2662,12 @@ class Emulator:
         DMA end in it is (`RS_*`, its space's core)."""
         if r.lazy or r.size <= 0 or r in self._loop_known:
             return
-        space, owner = classify(r.base)
-        last = classify(r.base + r.size - 1)
-        core = self._local_of.get(r)
-        if core is None:
-            core = owner if space in LOCAL_SPACES and last == (space, owner) else -1
-            self._local_of[r] = core
-        if last != (space, owner) or space == "unmapped":
-            kind = RS_NONE
-        elif space == "shared":
-            kind = RS_SHARED
-        else:
-            kind = RS_DRAM if space in DRAM_REGIONS else RS_LOCAL
+        core, kind, owner, sname = _region_class(r.base, r.size)
+        self._local_of[r] = core  # (`_local_find`'s, the same test)
         p = self._cptrs.get(r)
         if p is None:
             p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
         recycled = type(r) is _RecycledRegion
-        sname = SPACES[space] if core >= 0 else -1
         if not native.lib.loop_region(
             self._loop,
             r.base,
@@ -2613,7 +2676,7 @@ class Emulator:
             r.read_only,
             recycled,
             kind,
-            -1 if owner is None else owner,
+            owner,
             p,
             sname,
         ):

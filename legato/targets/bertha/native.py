@@ -138,6 +138,7 @@ void loop_mod_init(lstate *S, int64_t idx, int64_t *regs, int64_t n, const sins 
                    const int8_t *ck, const lvpu *vs, const uint32_t *rm, const int64_t *bt,
                    const int64_t *brows, int64_t core, int64_t version, int64_t mpu_free);
 void loop_final(const lstate *S, int64_t *out);
+int64_t loop_final_shared(const lstate *S, int64_t *out);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly);

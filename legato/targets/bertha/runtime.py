@@ -468,7 +468,12 @@ def run_binary(
     if device is None:
         device = active_device()
     binary = load_binary(binary_bytes, model, key, cached=True)
-    layout: ArgLayout = binary.layout
+    shared = vars(binary).get(SHARED_BINARY)
+    layout: ArgLayout | None = None if shared is None else shared.get("layout")
+    if layout is None:  # (parsed from the binary's metadata: once per shared binary)
+        layout = binary.layout
+        if shared is not None:
+            shared["layout"] = layout
     if expected_access is not None:
         check_access(binary, expected_access)
     if len(args) != len(layout.args):

@@ -344,6 +344,29 @@ void loop_final(const lstate *S, int64_t *out) {
     }
 }
 
+/* The written byte range of every region (recycled, lo, hi: 3 per region, in the order the
+ * loop was told of them) and every port touched (index, free, busy, in-flight count: 4 per
+ * port, in the order of first use) into out, for `_loop_restore` in one call; returns the
+ * number of int64 written (3 * nregions + 4 * norder). */
+int64_t loop_final_shared(const lstate *S, int64_t *out) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < S->nregions; i++) {
+        const lregion *g = &S->regions[i];
+        out[k++] = g->recycled;
+        out[k++] = g->lo;
+        out[k++] = g->hi;
+    }
+    for (int64_t j = 0; j < S->norder; j++) {
+        int64_t i = S->port_order[j];
+        const lport *p = &S->ports[i];
+        out[k++] = i;
+        out[k++] = p->free;
+        out[k++] = p->busy;
+        out[k++] = p->n;
+    }
+    return k;
+}
+
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly) {
