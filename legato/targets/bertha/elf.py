@@ -865,7 +865,14 @@ def verify_signature(data: bytes, key: bytes) -> Binary:
 def check_target(binary: Binary, model) -> None:
     """Raise TargetMismatchError saying what differs when `binary` was built for another chip."""
     t = binary.target
-    mine = target_json(model)
+    # (the chip's parameters only when the fingerprints differ: `params` copies the model,
+    # and a cached call checks the target on every run)
+    mine = {
+        "chip": model.name,
+        "generation": model.generation,
+        "fingerprint": model.fingerprint(),
+        "num_cores": model.num_cores,
+    }
     diffs = []
     if "pim" in t and not model.use_pim:
         diffs.append(
@@ -879,7 +886,7 @@ def check_target(binary: Binary, model) -> None:
         params = t.get("params") or {}
         pd = [
             f"{k}: binary {params.get(k)!r}, model {v!r}"
-            for k, v in mine["params"].items()
+            for k, v in target_json(model)["params"].items()
             if params.get(k) != v
         ]
         diffs.append(

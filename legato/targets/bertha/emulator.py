@@ -206,6 +206,24 @@ class _RecycledRegion(Region):
             self.hi = off + n
 
 
+@functools.lru_cache(maxsize=256)
+def _premap_places(model, name_format: str, spaces: tuple) -> tuple:
+    """(base, size, name) of each of `spaces` ((core, space) pairs) with a size on `model`,
+    in their order (`Memory.premap`; the same for every run of a binary)."""
+    out = []
+    for core, space in spaces:
+        size = model.memory_size(space)
+        if size > 0:
+            out.append(
+                (core_space_base(core, space), size, name_format.format(core=core, space=space))
+            )
+    return tuple(out)
+
+
+def _ascending(regions: list) -> bool:
+    return all(a.base + a.size <= b.base for a, b in zip(regions, regions[1:]))
+
+
 class _CorePool:
     """Zero-filled arrays for the core spaces of later runs. A fresh 2 MiB `np.zeros` costs
     ~1 ms on this host (transparent huge pages: the first write zeroes a whole 2 MiB page, and
@@ -227,14 +245,20 @@ class _CorePool:
                 return free.pop()
         return np.zeros(size, np.uint8)
 
-    def give(self, region: _RecycledRegion) -> None:
-        data = region.data
-        if region.lo < region.hi:
-            data[region.lo : region.hi] = 0
+    def give(self, regions: list) -> None:
+        """Take back the arrays of `regions` (`_RecycledRegion`s), zeroed where written."""
+        arrays = []
+        for region in regions:
+            data = region.data
+            if region.lo < region.hi:
+                data[region.lo : region.hi] = 0
+            arrays.append(data)
+        free = self._free
         with self._lock:
-            if self._bytes + data.size <= self.max_bytes:
-                self._free.setdefault(data.size, []).append(data)
-                self._bytes += data.size
+            for data in arrays:
+                if self._bytes + data.size <= self.max_bytes:
+                    free.setdefault(data.size, []).append(data)
+                    self._bytes += data.size
 
 
 _CORE_POOL = _CorePool()
@@ -279,38 +303,63 @@ class Memory(PhysicalMemory):
             return super()._core_region(base, size, name, lazy)
         return _RecycledRegion(base, size, name, _CORE_POOL.take(size))
 
+    recycle_shared = (64 << 10, 16 << 20)
+    """The sizes (least, most bytes) of the shared-DRAM allocations of the memory itself (not
+    over a caller's array: a copied-in argument, a staged one) that take their arrays from
+    `_CORE_POOL` as the core spaces do (`recycle`; a fresh large `np.zeros` costs a page fault
+    per page it writes: RMSNorm's 256 KiB output ~60 us a run). Smaller ones are cheaper
+    fresh; larger ones would crowd the core spaces out of the pool."""
+
+    def _shared_region(self, addr, size, name, data, read_only) -> Region:
+        lo, hi = self.recycle_shared
+        if data is None and self.recycle and lo <= size <= hi:
+            return _RecycledRegion(addr, size, name, _CORE_POOL.take(size))
+        return super()._shared_region(addr, size, name, data, read_only)
+
     def premap(self, spaces) -> None:
         """Map the core spaces `spaces` ((core, space) pairs, not lazy ones) now, each as its
         first touch would (`_lazy_core_region`: charged, its array from the pool); one mapped
         already is skipped. It stops before a space that would pass the host-memory limit:
         that space's first touch then faults at its instruction, as it would have."""
-        sizes = {}
-        for core, space in spaces:
-            size = sizes.get(space)
-            if size is None:
-                size = sizes[space] = self.model.memory_size(space)
-            base = core_space_base(core, space)
-            i = bisect.bisect_right(self._bases, base) - 1
-            if size <= 0 or (i >= 0 and base < self.regions[i].end):
-                continue
-            if self.host_limit is not None and self.host_bytes + size > self.host_limit:
-                return
-            name = self.core_region_name.format(core=core, space=space)
-            self.charge(size, base, name)
-            try:
-                region = self._core_region(base, size, name, False)
-            except MemoryError:
-                raise self._host_exhausted(size, base, name) from None
-            self.add(region)
+        places = _premap_places(self.model, self.core_region_name, tuple(spaces))
+        regions, bases, limit = self.regions, self._bases, self.host_limit
+        known = set()
+        new = []
+        try:
+            for base, size, name in places:
+                i = bisect.bisect_right(bases, base) - 1
+                if base in known or (i >= 0 and base < regions[i].end):  # (mapped already)
+                    continue
+                if limit is not None and self.host_bytes + size > limit:
+                    break
+                self.charge(size, base, name)
+                try:
+                    region = self._core_region(base, size, name, False)
+                except MemoryError:
+                    raise self._host_exhausted(size, base, name) from None
+                known.add(base)
+                new.append(region)
+        finally:  # (the ones made, mapped: in address order, none overlapping)
+            if new:
+                if not bases or new[0].base > bases[-1] and _ascending(new):
+                    regions.extend(new)
+                    bases.extend(r.base for r in new)
+                else:
+                    merged = sorted(regions + new, key=lambda r: r.base)
+                    regions[:] = merged
+                    bases[:] = [r.base for r in merged]
+                if self.on_add is not None:
+                    for r in new:
+                        self.on_add(r)
 
     def release(self) -> None:
         """Give the core spaces' arrays back for later runs (zeroed). This memory must not be
         used afterwards, nor any array read from it: its regions are unmapped."""
         regions, self.regions, self._bases, self._by_page = self.regions, [], [], {}
-        for r in regions:
-            if isinstance(r, _RecycledRegion):
-                _CORE_POOL.give(r)
-                r.data = None
+        recycled = [r for r in regions if isinstance(r, _RecycledRegion)]
+        _CORE_POOL.give(recycled)
+        for r in recycled:
+            r.data = None
 
     def allocate(self, size: int, name: str) -> int:
         """A new shared-DRAM allocation of `size` bytes; returns its address."""
@@ -1079,6 +1128,11 @@ class _LoopInflight:
             raise MemoryError("the emulator's scoreboard")
 
 
+_LOOP_FINAL = 17  # (native/loop.c's LOOP_FINAL: the fields per module of `loop_final`)
+# the fields only a `_LoopModule` has (`Emulator._loop_module`), dropped at `_loop_restore`
+_LOOP_ONLY = ("_c", "_f", "_ckb", "_s", "_hot", "_wgen", "_rr", "_rm")
+
+
 def _put(m: _LoopModule) -> None:
     """`m`'s state, as the Python left it, into its loop struct."""
     native.lib.loop_put(
@@ -1197,6 +1251,12 @@ class _LoopPort:
             raise MemoryError("the emulator's DMA ports")
 
 
+@functools.cache
+def _port_name(i: int) -> str:
+    """The name of native/loop.c's port `i` (`_port_index`'s inverse)."""
+    return "top" if i == 0 else f"core{i - 1}"
+
+
 def _port_index(name: str) -> int:
     """native/loop.c's index of the port `dma_port` names."""
     return 0 if name == "top" else int(name[4:]) + 1
@@ -1268,7 +1328,34 @@ def _one_blas_thread():
     return _blas_controller().limit(limits=1, user_api="blas")
 
 
+@functools.lru_cache(maxsize=4096)
+def _region_class(base: int, size: int) -> tuple[int, int, int, int]:
+    """What native/loop.c is told of a region at `base` of `size` bytes (`_loop_region`): the
+    core whose local space holds all of it (else -1), what a DMA end in it is (`RS_*`), its
+    space's core (-1: none) and the local space's code (-1: not local). A function of the
+    addresses alone (`classify`), found once per region placement (the same every run)."""
+    space, owner = classify(base)
+    last = classify(base + size - 1)
+    core = owner if space in LOCAL_SPACES and last == (space, owner) else -1
+    if last != (space, owner) or space == "unmapped":
+        kind = RS_NONE
+    elif space == "shared":
+        kind = RS_SHARED
+    else:
+        kind = RS_DRAM if space in DRAM_REGIONS else RS_LOCAL
+    return core, kind, -1 if owner is None else owner, SPACES[space] if core >= 0 else -1
+
+
 # ---- the emulator ------------------------------------------------------------------------------
+SHARED_BINARY = "_legato_shared"
+"""The attribute (a dict) that marks a `Binary` as shared and never modified (the one
+`runtime.load_binary(cached=True)` returns): what is made once per such binary is kept in it."""
+
+PER_BINARY_MODULES = True
+"""Make a shared binary's modules from what was found once (`Emulator._make_modules`; False:
+parse the programs' contexts and decode them on every run, for an A/B)."""
+
+
 class Emulator:
     """`Emulator(binary, model)`; allocate arguments with `memory.allocate`/`memory.write`, then
     `run(table_address)`."""
@@ -1335,7 +1422,23 @@ class Emulator:
         )
 
     def _make_modules(self) -> list[Module]:
-        mods: list[Module] = []
+        """The modules of the binary's programs, in core order (top first). Of a binary
+        `runtime.load_binary(cached=True)` shares (never modified: `SHARED_BINARY`), what
+        they are made of (program, core, decoded code) is found once per chip's core count."""
+        shared = vars(self.binary).get(SHARED_BINARY) if PER_BINARY_MODULES else None
+        if shared is None:
+            return [
+                Module(i, name, p, c, code.ins, code)
+                for i, (name, p, c, code) in enumerate(self._module_specs())
+            ]
+        specs = shared.get(self.model.num_cores)
+        if specs is None:
+            specs = shared[self.model.num_cores] = self._module_specs()
+        return [Module(i, name, p, c, code.ins, code) for i, (name, p, c, code) in enumerate(specs)]
+
+    def _module_specs(self) -> list[tuple]:
+        """(name, program, core, `_Code`) of every module, in core order (top first)."""
+        mods: list[tuple] = []
         cores_taken: dict[int, str] = {}
         top_seen = None
         decoded: dict[str, _Code] = {}
@@ -1363,15 +1466,10 @@ class Emulator:
                             f"core {c} has two programs: {cores_taken[c]!r} and {p.name!r}"
                         )
                     cores_taken[c] = p.name
-                shared = decoded[p.name]
-                mods.append(
-                    Module(len(mods), "top" if c is None else f"core{c}", p, c, shared.ins, shared)
-                )
-        mods.sort(key=lambda m: -1 if m.core is None else m.core)
+                mods.append(("top" if c is None else f"core{c}", p, c, decoded[p.name]))
+        mods.sort(key=lambda m: -1 if m[2] is None else m[2])
         if len(mods) >= 1 << 16:  # (the scheduler's heap keys hold a module's index in 16 bits)
             raise EmulatorError(f"{len(mods)} programs: at most {(1 << 16) - 1} modules run")
-        for i, m in enumerate(mods):
-            m.index = i
         return mods
 
     # ---- trace ----------------------------------------------------------------------------
@@ -1577,8 +1675,9 @@ class Emulator:
             self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
+            key = self._loop_key(s)
             for m in mods:
-                self._loop_module(m, ps[m.index], s, keep)
+                self._loop_module(m, ps[m.index], s, keep, key)
             for r in list(self.memory.regions):
                 self._loop_region(r)
             self.memory.on_add = self._loop_region
@@ -1784,44 +1883,93 @@ class Emulator:
             except _Trap as e:
                 raise self._fault(self.modules[idx], e, pc) from None
 
-    def _loop_module(self, m: Module, c, s, keep: list) -> None:
+    def _loop_module(self, m: Module, c, s, keep: list, key: tuple) -> None:
         """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
         encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
-        left to the Python's planning."""
+        left to the Python's planning. `key`: the run's `_loop_key` (what the program's
+        set-up, `_loop_setup`, depends on besides the extents)."""
         ffi = native.ffi
-        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
-        # or its trace events)
-        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
-        code = self._loop_code(m, *flags)
-        if m.bounds:
-            code, bt, brows = self._loop_bounds(m, code, flags)
-            c.bt, c.brows = bt, brows
-        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
-        c.rm, m._rm = rm_p, rm
-        regs = ffi.new("int64_t[]", isa.NUM_REGS)
-        regs[0 : isa.NUM_REGS] = m.regs
+        bounds = m.bounds
+        token = None if not bounds else getattr(bounds, "token", None) or tuple(bounds.items())
+        setup = m.shared.loop
+        got = None if setup is None else setup.get((key, token))
+        if got is None:
+            got = self._loop_setup(m, key, token)
+        code_p, ck_p, vs_p, rm_p, bt, brows, n, rm, ckb, hot, fns = got
+        m._rm = rm
+        regs = ffi.new("int64_t[]", m.regs)
         keep.append(regs)
-        c.regs, c.n = regs, len(m.code)
-        c.code, c.ck, c.vs = code_p, ffi.cast("int8_t *", ck_p), vs_p
-        c.core = -1 if m.core is None else m.core
-        c.version = m.version
-        plan = m.__dict__.pop("plan")
-        del m.__dict__["version"]
-        c.mpu_free = m.__dict__.pop("mpu_free")
+        d = m.__dict__
+        plan = d.pop("plan")
+        native.lib.loop_mod_init(
+            s,
+            m.index,
+            regs,
+            n,
+            code_p,
+            ck_p,
+            vs_p,
+            rm_p,
+            bt,
+            brows,
+            -1 if m.core is None else m.core,
+            d.pop("version"),
+            d.pop("mpu_free"),
+        )
         m._rr = _LoopRegReady(c)
-        for r, end in m.__dict__.pop("reg_ready").items():
-            native.lib.rr_set(c, r, end)
+        ready = d.pop("reg_ready")
+        if ready:
+            for r, end in ready.items():
+                native.lib.rr_set(c, r, end)
         m.regs = regs
-        m._w = m.weight  # (a tile an earlier run left as bits, made)
+        if m._wbits is not None:
+            m._w = m.weight  # (a tile an earlier run left as bits, made)
         m.__class__ = _LoopModule
         m._wgen = c.w_gen
         m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
         m._s, m.inflight = s, _LoopInflight(s, m.index)
-        m._hot = self._scalar_hot(m)
+        m._hot = hot
         if m.fns is None:
-            m.fns = self._scalar_programs(m)[0]
+            m.fns = fns
         m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
-        c.kind = CK_PY
+
+    def _loop_key(self, s) -> tuple:
+        """What a program's loop set-up (`_loop_setup`) depends on in this run: which of its
+        instructions the loop runs (the VPU's, DMAs, the MPU's, loads and stores), the
+        compiled scalar runs' least length and the chip's core count."""
+        vpu_here = self.native_vpu and not self.trace_on  # (else the VPU's: the reference's,
+        # or its trace events)
+        flags = (vpu_here, bool(s.dma_on), bool(s.mpu_on), bool(s.prologue_on))
+        return ("setup", flags, self.native_min_run, self.model.num_cores)
+
+    def _loop_setup(self, m: Module, key: tuple, token) -> tuple:
+        """Of `m`'s program, once per `key` and extents (`_Code.loop`): the pointers
+        `loop_mod_init` takes (`_loop_code`, `_loop_bounds`), its length, its per-pc register
+        masks, kinds as bytes, `_scalar_hot` and its threaded code (`_scalar_programs`)."""
+        ffi = native.ffi
+        flags = key[1]
+        code = self._loop_code(m, *flags)
+        bt = brows = ffi.NULL
+        if m.bounds:
+            code, bt, brows = self._loop_bounds(m, code, flags)
+        arr, ck, ckb, vs, code_p, ck_p, vs_p, rm, rm_p, _ = code
+        got = (
+            code_p,
+            ck_p,
+            vs_p,
+            rm_p,
+            bt,
+            brows,
+            len(m.code),
+            rm,
+            ckb,
+            self._scalar_hot(m),
+            self._scalar_programs(m)[0],
+        )
+        setup = m.shared.loop
+        if len(setup) < 64:  # (a bound: a program run with many argument addresses)
+            setup[key, token] = got
+        return got
 
     @staticmethod
     def _loop_bounds(m: Module, code: tuple, flags: tuple) -> tuple:
@@ -1851,7 +1999,13 @@ class Emulator:
             else:
                 ck[pc] = CK_PY
         brows = np.array(rows or [[0] * 17], np.int64)
-        code = code[:1] + (ck, ck.tobytes()) + code[3:5] + (ffi.from_buffer(ck),) + code[6:]
+        code = (
+            code[:1]
+            + (ck, ck.tobytes())
+            + code[3:5]
+            + (ffi.from_buffer("int8_t[]", ck),)
+            + code[6:]
+        )
         got = (code, ffi.from_buffer("int64_t[]", bt), ffi.from_buffer("int64_t[]", brows))
         if len(m.shared.loop) < 64:  # (a bound: a program run with many argument addresses)
             m.shared.loop[key] = got
@@ -1886,7 +2040,7 @@ class Emulator:
                 ckb,
                 vs,
                 ffi.cast("sins *", ffi.from_buffer(arr)),
-                ffi.from_buffer(ck),
+                ffi.from_buffer("int8_t[]", ck),
                 ffi.cast("lvpu *", ffi.from_buffer(vs)),
                 rm.tolist(),
                 ffi.cast("uint32_t *", ffi.from_buffer(rm)),
@@ -1909,50 +2063,77 @@ class Emulator:
         entries are dropped), but module `held`, which keeps the Python's (a step of it
         raised), and what the loop counted added to the Python's; the Python paths of `_run`
         back."""
+        nf = _LOOP_FINAL
+        final = native.ffi.new("int64_t[]", nf * max(len(self.modules), 1))
+        native.lib.loop_final(s, final)
+        final = native.ffi.unpack(final, nf * len(self.modules))
+        unpack, nregs = native.ffi.unpack, isa.NUM_REGS
         for m in self.modules:
             if type(m) is _LoopModule:
-                if m.index != held:
-                    _pull(m)
-                c = m._c
-                version, plan, bits = c.version, m._plan, None
-                if c.w_has and c.w_gen != m._wgen:  # the loop's tile is the last: its bits,
+                o = m.index * nf
+                (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
+                d = m.__dict__
+                if m.index != held:  # (`_pull`'s)
+                    pc, time, halted, halt_time, count, vpu_free, dma_end, dbu = final[o : o + 8]
+                    d.update(
+                        pc=pc,
+                        time=time,
+                        halted=bool(halted),
+                        halt_time=halt_time,
+                        count=count,
+                        vpu_free=vpu_free,
+                        dma_end=dma_end,
+                        _dma_busy_until=dbu,
+                    )
+                bits = None
+                if w_has and w_gen != d["_wgen"]:  # the loop's tile is the last: its bits,
                     # taken over (`weight` makes the tile of them if it is ever read)
+                    c = d["_c"]
                     bits = native.ffi.gc(c.w_vals, native.lib.free)
                     c.w_vals = native.ffi.NULL
                     k, n = c.w_k, c.w_n
                     bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
                     bits = bits.reshape(k, n)
-                ready = dict(m._rr.items()) if c.nrr else {}
+                ready = dict(d["_rr"].items()) if nrr else {}
                 m.__class__ = Module
-                m.version, m.plan, m.mpu_free = version, plan, c.mpu_free
-                m._wbits = bits
-                m.reg_ready = ready
-                m.regs = native.ffi.unpack(m.regs, isa.NUM_REGS)
-                m.unit_end = max(m.unit_end, c.unit_end)
-                m.busy["vpu"] += c.busy_vpu
-                m.busy["dma"] += c.busy_dma
-                m.busy["mpu"] += c.busy_mpu
-                m.inflight = []
-                del m._c, m._f, m._plan, m._ckb, m._s, m._hot, m._wgen, m._rr, m._rm
-                m.prog = None
+                busy = d["busy"]
+                busy["vpu"] += bv
+                busy["dma"] += bd
+                busy["mpu"] += bm
+                for name in _LOOP_ONLY:
+                    del d[name]
+                d.update(  # (with the class back, these are plain fields again)
+                    version=version,
+                    plan=d.pop("_plan"),
+                    mpu_free=mpu_free,
+                    _wbits=bits,
+                    reg_ready=ready,
+                    regs=unpack(d["regs"], nregs),
+                    unit_end=max(d["unit_end"], unit_end),
+                    inflight=[],
+                    prog=None,
+                )
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
         self.macs += s.macs
         s.macs = 0
-        for i in range(s.nregions):  # the bytes the loop wrote, to zero when released
-            g = s.regions[i]
-            region = self._loop_regions[i]
-            if g.recycled and g.lo < g.hi:
-                region.lo, region.hi = min(region.lo, g.lo), max(region.hi, g.hi)
+        nr, npo = s.nregions, s.norder
+        buf = native.ffi.new("int64_t[]", max(3 * nr + 4 * npo, 1))
+        got = native.ffi.unpack(buf, native.lib.loop_final_shared(s, buf))
+        for i, region in enumerate(self._loop_regions[:nr]):  # the bytes the loop wrote, to
+            recycled, lo, hi = got[3 * i : 3 * i + 3]  # zero when released
+            if recycled and lo < hi:
+                region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
         ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        for k in range(s.norder):
-            i = s.port_order[k]
-            name = "top" if i == 0 else f"core{i - 1}"
-            c = s.ports[i]
-            p = ports[name] = timing.Port(name)
-            p.free, p.busy = c.free, c.busy
-            p.in_flight = native.ffi.unpack(c.inf, c.n) if c.n else []
+        port_new, unpack = timing.Port.__new__, native.ffi.unpack
+        for k in range(3 * nr, 3 * nr + 4 * npo, 4):
+            i, free, busy, n = got[k : k + 4]
+            name = _port_name(i)
+            p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
+            p.__dict__.update(
+                name=name, free=free, busy=busy, in_flight=unpack(s.ports[i].inf, n) if n else []
+            )
         self.dram.ports = ports
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None
@@ -2481,23 +2662,12 @@ class Emulator:
         DMA end in it is (`RS_*`, its space's core)."""
         if r.lazy or r.size <= 0 or r in self._loop_known:
             return
-        space, owner = classify(r.base)
-        last = classify(r.base + r.size - 1)
-        core = self._local_of.get(r)
-        if core is None:
-            core = owner if space in LOCAL_SPACES and last == (space, owner) else -1
-            self._local_of[r] = core
-        if last != (space, owner) or space == "unmapped":
-            kind = RS_NONE
-        elif space == "shared":
-            kind = RS_SHARED
-        else:
-            kind = RS_DRAM if space in DRAM_REGIONS else RS_LOCAL
+        core, kind, owner, sname = _region_class(r.base, r.size)
+        self._local_of[r] = core  # (`_local_find`'s, the same test)
         p = self._cptrs.get(r)
         if p is None:
             p = self._cptrs[r] = native.ffi.from_buffer("char[]", r.data)
         recycled = type(r) is _RecycledRegion
-        sname = SPACES[space] if core >= 0 else -1
         if not native.lib.loop_region(
             self._loop,
             r.base,
@@ -2506,7 +2676,7 @@ class Emulator:
             r.read_only,
             recycled,
             kind,
-            -1 if owner is None else owner,
+            owner,
             p,
             sname,
         ):

@@ -32,6 +32,7 @@ long mpu_finish(const double *s, int M, int K, int N, const double *rs, const do
 int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
             void *out);
 int vpu_un(int op, int dt, long n, const void *x, void *out);
+int vpu_exp_vector(void);
 int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out);
 int vpu_fill(int esize, long n, uint64_t bits, void *out);
 int vpu_transpose(int esize, long rows, long cols, const void *x, void *out);
@@ -133,6 +134,11 @@ void free(void *p);
 void rr_set(lmod *m, int64_t r, int64_t end);
 int64_t rr_stall(lmod *m, int64_t time, uint32_t mask);
 int mm_commit(lstate *S, int64_t idx, int64_t t);
+void loop_mod_init(lstate *S, int64_t idx, int64_t *regs, int64_t n, const sins *code,
+                   const int8_t *ck, const lvpu *vs, const uint32_t *rm, const int64_t *bt,
+                   const int64_t *brows, int64_t core, int64_t version, int64_t mpu_free);
+void loop_final(const lstate *S, int64_t *out);
+int64_t loop_final_shared(const lstate *S, int64_t *out);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly);

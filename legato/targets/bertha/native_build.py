@@ -26,7 +26,13 @@ def build(out_dir: str = HERE) -> str:
     ffi.cdef(CDEF + "const char *legato_source_hash(void);\n")
     src = "\n".join(open(os.path.join(HERE, s)).read() for s in SOURCES)
     src += f'\nconst char *legato_source_hash(void) {{ return "{source_hash()}"; }}\n'
-    ffi.set_source(MODULE, src, extra_compile_args=["-O3", "-std=c99", "-fno-fast-math"])
+    # (libdl: native/vpu.c finds libmvec's vector exp with dlopen; a stub in glibc >= 2.34)
+    ffi.set_source(
+        MODULE,
+        src,
+        extra_compile_args=["-O3", "-std=c99", "-fno-fast-math"],
+        libraries=["dl"],
+    )
     with tempfile.TemporaryDirectory(prefix="legato-native-") as tmp:
         so = ffi.compile(tmpdir=tmp, verbose=False)
         name = os.path.basename(so)

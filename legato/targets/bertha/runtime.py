@@ -35,7 +35,7 @@ from legato.targets.bertha.arch.bounds import resolve as resolve_bounds
 from legato.targets.bertha.arch.hazards import HazardError
 from legato.targets.bertha.device import Device, active_device
 from legato.targets.bertha.elf import BinaryError, check_target, read_elf, verify_signature
-from legato.targets.bertha.emulator import DeadlockError, Emulator, EmulatorFault
+from legato.targets.bertha.emulator import SHARED_BINARY, DeadlockError, Emulator, EmulatorFault
 from legato.targets.bertha.timing import RunResult
 from legato.types import TensorSpec, dtype_of
 
@@ -158,6 +158,7 @@ def load_binary(binary_bytes: bytes, model, key: bytes | None = None, *, cached:
     it); the target checks run every time."""
     if cached and type(binary_bytes) is bytes and (key is None or type(key) is bytes):
         binary = _read_cached(binary_bytes, key)
+        vars(binary).setdefault(SHARED_BINARY, {})  # (never modified: the emulator's caches)
     else:
         binary = _read(binary_bytes, key)
     check_target(binary, model)
@@ -467,7 +468,12 @@ def run_binary(
     if device is None:
         device = active_device()
     binary = load_binary(binary_bytes, model, key, cached=True)
-    layout: ArgLayout = binary.layout
+    shared = vars(binary).get(SHARED_BINARY)
+    layout: ArgLayout | None = None if shared is None else shared.get("layout")
+    if layout is None:  # (parsed from the binary's metadata: once per shared binary)
+        layout = binary.layout
+        if shared is not None:
+            shared["layout"] = layout
     if expected_access is not None:
         check_access(binary, expected_access)
     if len(args) != len(layout.args):

@@ -17,6 +17,10 @@ writes its part of the outputs with `memcpy` and meets the others at barriers.
 - Prefill attention (`rows_attention`): the work is B * Hq * (S / rows) blocks of query rows,
   each computed as the single-core `aten.attention` computes a head (causal mask rows built
   with runtime offsets).
+- Prefill attention over a runtime query length (`prefill_attention_dynamic`: causal, no
+  mask, a runtime KV length; torch.compile's second prompt length): a work item per (query
+  row, KV group), each a decode step over keys 0 .. i with the runtime-length fold
+  (`_dyn_fold`), its last tile masked past the diagonal.
 - `aten.cat` along dim 2 of 4-d tensors (the KV cache's append, `[B, H, L, D] + [B, H, 1, D]`):
   an all-core copy, each core a share of the (b, h, row-chunk) pieces.
 
@@ -157,11 +161,12 @@ def _softmax_v(s, v, b, hk, t0, n_keys, kb):
 
 
 @legato.function
-def _dyn_fold(kc, vc, qt, scale, m, lsum, o):
+def _dyn_fold(kc, vc, qt, scale, m, lsum, o, bias=0.0, has_bias=False):
     """Fold one KV tile of a runtime length (kc, vc [?T, D]) into the running (m, l, o) of
     q_group (qt = q^T [D, rep]): the scores on the MPU (K as the activation may have a runtime
     row count), p @ V on the VPU (an MPU weight must have static dims), in f32 of p rounded to
-    the input dtype as the MPU would take it."""
+    the input dtype as the MPU would take it. `has_bias`: `bias` ([?T, 1] f32, every head) is
+    added to the scaled scores (a causal row's 0 / NEG_BIG)."""
     f32 = legato.types.float("float32")
     vf = vc
     if vc.dtype != f32:
@@ -171,6 +176,8 @@ def _dyn_fold(kc, vc, qt, scale, m, lsum, o):
     ms, ls, os = (), (), ()
     for h in legato.static_range(qt.shape[1]):
         s = legato.tensor.matmul(kc, qt[:, h : h + 1], f32) * scale  # [?T, 1]
+        if has_bias:
+            s = s + bias
         mo = m[:, h : h + 1]
         mb = legato.tensor.maximum(legato.tensor.amax(s, 0, keepdim=True), mo)
         e = legato.tensor.exp(s - mb)
@@ -491,6 +498,61 @@ def decode_attention_dynamic(q, k, v, scale, split, kb, out, lse, part):
 def decode_attention_dynamic_unsplit(q, k, v, scale, kb, out, lse):
     """`decode_attention_dynamic` with one core per key/value group (no scratch)."""
     _decode(q, k, v, 0.0, scale, False, False, False, 1, kb, True, out, lse, None)
+
+
+@legato.function
+def prefill_attention_dynamic(q, k, v, scale, kb, out, lse):
+    """Causal attention (top-left: row i sees keys 0 .. i) of a runtime query length S over a
+    runtime KV length L (q [B, Hq, ?S, D], k/v [B, Hkv, ?L, D]; a prefill whose prompt length
+    is dynamic, torch.compile's second prompt length: L = S): one binary for every S, L up to
+    their bounds. A work item is (query row i, key/value
+    group): row i is a decode step over keys 0 .. i (`decode_attention_dynamic`'s fold:
+    tiles of kb keys, the running max as torch's CPU flash kernel folds them, whose causal
+    blocks past the diagonal add nothing), each tile clamped to the runtime length and its
+    keys past i masked with NEG_BIG (`_causal_tail`); the items go round robin over the cores,
+    rows interleaved over the groups (a row's cost grows with i). q, out and lse are read and
+    written one head row at a time (a runtime-indexed row is contiguous; rows of several heads
+    would be a copy with a runtime stride)."""
+    f32 = legato.types.float("float32")
+    ncores = legato.get_context().get_device().num_cores
+    nb, nh, _, d = q.bounds
+    nkv = k.bounds[1]
+    rep = nh // nkv
+    groups = nb * nkv
+    z = legato.tensor.concat(
+        (legato.tensor.full((kb, 1), 0.0, f32), legato.tensor.full((kb - 1, 1), NEG_BIG, f32)), 0
+    )
+    c = legato.core_id()
+    for it in range(c, groups * q.size(2), ncores):
+        i = it // groups
+        g = it % groups
+        b = g // nkv
+        hk = g % nkv
+        h0 = hk * rep
+        cols = ()
+        for h in legato.static_range(rep):
+            cols = cols + (legato.tensor.reshape(legato.tensor.load(q[b, h0 + h, i, :]), (d, 1)),)
+        qt = cols[0] if rep == 1 else legato.tensor.concat(cols, 1)  # [D, rep]
+        m = legato.tensor.full((1, rep), NEG_BIG, f32)
+        lsum = legato.tensor.full((1, rep), 0.0, f32)
+        o = legato.tensor.full((rep, d), 0.0, f32)
+        # the tiles up to row i's diagonal, none past the keys (L < S: rows past L see all)
+        for t in range(min(i, min(k.size(2), v.size(2)) - 1) // kb + 1):
+            kc = legato.tensor.load(k[b, hk, t * kb : t * kb + kb, :])  # [?T, D]
+            vc = legato.tensor.load(v[b, hk, t * kb : t * kb + kb, :])
+            # keys t*kb + j, j < T: 0 where t*kb + j <= i, else NEG_BIG: z[st : st + T] with
+            # z = [0] * kb + [NEG_BIG] * (kb - 1), st = kb - 1 - (i - t*kb) (0 before the
+            # diagonal's tile: every key seen)
+            st = max(kb - 1 - (i - t * kb), 0)
+            zt = z[st : st + kb, :]
+            m, lsum, o = _dyn_fold(kc, vc, qt, scale, m, lsum, o, zt[0 : kc.size(0), :], True)
+        res = legato.tensor.cast(o / _t(lsum), q.dtype)  # [rep, D]
+        lg = m + legato.tensor.log(lsum)  # [1, rep]
+        for h in legato.static_range(rep):
+            legato.tensor.memcpy(
+                out[b, h0 + h, i, :], legato.tensor.reshape(res[h : h + 1, :], (d,))
+            )
+            legato.tensor.memcpy(lse[b : b + 1, h0 + h : h0 + h + 1, i], lg[:, h : h + 1])
 
 
 @legato.function
@@ -1108,11 +1170,49 @@ def _decode_impl(fns, args, plan, name, **kw) -> Impl:
     return Impl(fns[0], (*args, split, kb), name=name, spmd=True, scratch=scratch, **kw)
 
 
+def _dynamic_prefill(node, ctx, qkv, causal) -> Impl:
+    """The Impl of a prefill attention over a runtime query length (`prefill_attention_dynamic`):
+    causal, no explicit mask, a runtime KV length (a prompt's own keys: a DynamicCache that
+    was empty), GQA's query heads in one MPU weight tile."""
+    q, k, v = qkv
+    tq, tk, tv = (_aten.val(x) for x in qkv)
+    s, lk, lv = tq.shape[2], tk.shape[2], tv.shape[2]
+    # k's and v's lengths may be symbols of their own (marked dynamic one by one, as a
+    # DynamicCache's are): torch requires them equal at run time, the kernel reads the keys
+    # up to the smaller; top-left causal (row i sees keys 0 .. i) for any L
+    assert causal and not isinstance(lk, int) and not isinstance(lv, int), (
+        "chip attention over a runtime query length is a causal prefill over a runtime KV "
+        f"length (q {list(tq.shape)}, k {list(tk.shape)}, v {list(tv.shape)}, causal {causal})"
+    )
+    mask = _aten._attention_mask(node, ctx, tq, tk)[0]
+    assert not isinstance(mask, torch.fx.Node), (
+        "chip attention over a runtime query length takes no explicit mask"
+    )
+    nb, nh, _, d = tq.shape
+    nkv = tk.shape[1]
+    assert tk.shape[0] == nb and nh % nkv == 0, f"{nh} query heads over {nkv} key/value heads"
+    assert d <= ctx.model.mpu_tile_k and nh // nkv <= ctx.model.mpu_tile_n, (
+        f"chip prefill attention takes q^T [{d}, {nh // nkv}] as one MPU weight tile"
+    )
+    bounds = [ctx.bound(x) for x in (s, lk, lv)]
+    assert None not in bounds, f"a dynamic length without an upper bound ({s}, {lk}, {lv})"
+    kb = min(TORCH_KV_SPLIT, *bounds)
+    scale = node.kwargs.get("scale")
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    return Impl(
+        prefill_attention_dynamic,
+        (q, k, v, scale, kb),
+        name="chip prefill attention (runtime query length, causal)",
+        spmd=True,
+    )
+
+
 @register(aten._scaled_dot_product_flash_attention_for_cpu.default)
 def resolve_chip_sdpa(node, ctx):
     """All-core attention for HF's SDPA (q [B, Hq, S, D], k/v [B, Hkv, L, D]): decode (S == 1,
     no causal mask) split over KV groups and KV length, else over heads and query rows. L may
-    be dynamic (bounded) in decode without a mask. Returns both outputs (the attention and its
+    be dynamic (bounded) in decode without a mask; S and L both dynamic in a causal prefill
+    without a mask (`_dynamic_prefill`). Returns both outputs (the attention and its
     f32 logsumexp)."""
     q, k, v = node.args[:3]
     dropout = node.args[3] if len(node.args) > 3 else node.kwargs.get("dropout_p", 0.0)
@@ -1125,10 +1225,11 @@ def resolve_chip_sdpa(node, ctx):
     for t in (tq, tk, tv):
         assert t.dim() == 4, "attention needs [B, H, S, D] operands"
     for t in (tq, tk, tv):
-        assert all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2 or t is tq), (
-            "chip attention needs static batch, heads, head dim and query length "
-            "(only the KV length may be dynamic)"
+        assert all(isinstance(d, int) for i, d in enumerate(t.shape) if i != 2), (
+            "chip attention needs static batch, heads and head dim"
         )
+    if not isinstance(tq.shape[2], int):
+        return _dynamic_prefill(node, ctx, (q, k, v), causal)
     lk = tk.shape[2]
     dynamic = not isinstance(lk, int)
     # a dynamic KV length may be two symbols (k and v marked dynamic one by one, as a

@@ -28,6 +28,13 @@ f32 before the rounding, as torch's CPU addmm):
   block's sum on the MPU in f32 (no partial through DRAM); `_gemm_tiles` picks a width at which
   the blocks fall evenly on the cores (32000 = 256 blocks of 125). Grouped and with a fused
   epilogue too; a runtime M above one core's sram runs it on chunks (`linear_chunks`).
+- a runtime M with too few output columns for every core to get whole ones (a small model's
+  projections: N = 64 or 128 on 32 cores, K one tile) and a bound that the single-core matmul
+  (legato.torch.library.aten) does not fit in one core's sram (f32 at `legato.max_dynamic_dim`,
+  a second prompt length's prefill): rows over the cores instead (`linear_row_chunks`, a
+  separate form: core c computes the chunks c, c + p, ... of ceil(bound / p) rows in a runtime
+  loop, every column block of each). Where the single-core matmul fits, it keeps the node
+  (fused with its neighbours).
 - prefill (`linear_rows_cols`, bf16, M a multiple of the group size): bench/gemm.py's SPMD GEMM
   (every core one column block and all rows; the cores of a group read A's k-slabs once and
   exchange them core to core), with the bias.
@@ -60,9 +67,13 @@ whole K-tiles once, and the kernel zero-fills x's columns to match on the core (
 unpadded matmul's. The prefill form `linear_rows_cols` takes whole tiles only (a static M past
 the decode forms then runs them in chunks).
 
+W is nn.Linear's `t(W)` of a parameter W[N, K] (folded into the layout) or a parameter used as
+is as the [K, N] operand (GPT-2's Conv1D, `addmm(b, x, W)`; only where the single-core matmul
+does not take it, so what ran there still does): the layout transposes only the former.
+
 Refused (the node falls back to the single-core resolvers of legato.torch.library.aten, or runs
-eagerly): N with no tile width that gives every core whole columns, other dtypes, W not a
-parameter or its `t(W)` used elsewhere.
+eagerly): a static M or one that the single-core matmul fits, with N with no tile width that
+gives every core whole columns; other dtypes, W not a parameter or its `t(W)` used elsewhere.
 """
 
 from __future__ import annotations
@@ -768,11 +779,14 @@ def _rows_cols_beats_gemm(p: int, m: int, k: int, n: int, g: int, tn: int, esize
 
 
 def _weight(node, w_arg):
-    """The parameter W of `t(W)` (`w_arg`), or AssertionError."""
+    """The parameter W of `t(W)` (`w_arg`, nn.Linear's W[N, K]) or `w_arg` itself when it is a
+    parameter already [K, N] (GPT-2's Conv1D: `addmm(b, x, W)`), or AssertionError."""
+    if _is_param(w_arg):
+        return w_arg
     assert isinstance(w_arg, torch.fx.Node) and w_arg.target in (
         aten.t.default,
         aten.permute.default,
-    ), "the weight is not t(W)"
+    ), "the weight is not t(W) nor a [K, N] parameter"
     if w_arg.target is aten.permute.default:
         assert tuple(w_arg.args[1]) in ((1, 0), (-1, -2), (1, -2), (-1, 0)), "not a transpose"
     w = w_arg.args[0]
@@ -804,12 +818,84 @@ def _parse(node):
 
 def _linear(node, ctx, bias, x, w_arg):
     impl = _linear_impl([(node, bias, w_arg)], ctx, x)
-    if bias is None or _is_param(bias):
-        # q/k/v, gate/up: projections of one input to the same width share one kernel
+    if (bias is None or _is_param(bias)) and impl.fn is not _row_chunks:
+        # q/k/v, gate/up: projections of one input to the same width share one kernel (of
+        # W[N, K]s or of [K, N]s: one layout for all)
         n = val(node).shape[1]
-        impl.group_key = ("chip_linear", x, n, val(x).dtype, bias is not None)
+        impl.group_key = ("chip_linear", x, n, val(x).dtype, bias is not None, _is_param(w_arg))
         impl.merge = _merge
     return impl
+
+
+def _layout(ws, projs, kn, kw, kt, nb, tn, dt) -> Layout:
+    """The weights `ws` (g of them, W[N, K] each, or [K, N] when `kn`) laid out as
+    wt[N/tn, K/256, 256, g*tn], block b holding g slices of tn columns (K zero-padded to whole
+    tiles), in mpu_dram (bf16) or shared DRAM (f32); the t(W)s are folded into it."""
+    g = len(ws)
+
+    def lay(*weights):
+        ts = [torch.nn.functional.pad(w if kn else w.t(), (0, 0, 0, kt * TK - kw)) for w in weights]
+        wt = torch.stack([t.reshape(kt, TK, nb, tn) for t in ts], 3)
+        return wt.permute(2, 0, 1, 3, 4).reshape(nb, kt, TK, g * tn)
+
+    return Layout(
+        ws[0],
+        lay,
+        (nb, kt, TK, g * tn),
+        dt,
+        "mpu_dram" if dt == torch.bfloat16 else "shared_dram",
+        fold=() if kn else tuple(w_arg for _, _, w_arg in projs),
+        also=tuple(ws[1:]),
+    )
+
+
+def _single_core_fits(node, ctx, x, w_arg) -> bool:
+    """Whether the single-core matmul (legato.torch.library.aten) takes the node: then it runs
+    there, fused with its neighbours, and the row-split form is not needed."""
+    from legato.torch.library.aten import _mpu_checks
+
+    try:
+        _mpu_checks(ctx, node, x, w_arg)
+    except AssertionError:
+        return False
+    return True
+
+
+def _row_tile(n: int) -> int:
+    """The column block width of `linear_row_chunks`: all of N up to 128 columns (one MPU
+    tile), else the widest of 128, 64, 32, 16, 8 dividing N; AssertionError when none."""
+    if n <= 128:
+        return n
+    for tn in (128, 64, 32, 16, 8):
+        if n % tn == 0:
+            return tn
+    raise AssertionError(f"no column block width for {n} output columns")
+
+
+def _row_chunks_impl(ctx, w, kn, proj, x, n, kw, kt):
+    """The Impl of `linear_row_chunks` for one projection `proj` = (node, bias, w_arg)."""
+    node, bias, _ = proj
+    m = ctx.bound(val(x).shape[0])
+    p = ctx.model.num_cores
+    esize = val(x).element_size()
+    most = max_decode_rows(kt * TK, esize, ctx.model.sram_size)
+    assert most > 0, f"K = {kt * TK}: not one row of x fits a core's sram"
+    rows = min(most, -(-m // p))
+    tn = _row_tile(n)
+    dt = val(x).dtype
+    layout = _layout([w], [proj], kn, kw, kt, n // tn, tn, dt)
+    bf16 = dt == torch.bfloat16
+    k = kt * TK
+    onchip = (rows * k + 2 * rows * 128) * esize + 4 * rows * 128 * 2
+    onchip += 0 if bf16 else 4 * TK * 128 * 4
+    return Impl(
+        _row_chunks,
+        (x, layout, bias, bias is not None, "mpu_buffer" if bf16 else "sram", rows),
+        spmd=True,
+        onchip=onchip,
+        name=f"chip_linear.linear_row_chunks(tn={tn}, rows={rows})",
+        values=frozenset({0}),
+    )
 
 
 def _is_param(node) -> bool:
@@ -840,6 +926,12 @@ def _linear_impl(projs, ctx, x):
     computed by one kernel)."""
     g = len(projs)
     ws = [_weight(node, w_arg) for node, _, w_arg in projs]
+    kn = _is_param(projs[0][2])  # W already [K, N] (no t(W) to fold)
+    # a [K, N] parameter (GPT-2's Conv1D) only where the single-core matmul does not take it:
+    # where it did, it still does (its kernels unchanged)
+    assert not kn or not _single_core_fits(projs[0][0], ctx, x, projs[0][2]), (
+        "a [K, N] weight that the single-core matmul takes"
+    )
     tx, tw = val(x), val(ws[0])
     dt = tx.dtype
     assert dt in (torch.bfloat16, torch.float32) and tw.dtype == dt, f"dtype {dt} x {tw.dtype}"
@@ -857,7 +949,8 @@ def _linear_impl(projs, ctx, x):
             )
     has_bias = projs[0][1] is not None
     m, k = tx.shape
-    n = tw.shape[0]
+    n = tw.shape[1] if kn else tw.shape[0]
+    assert tw.shape[0 if kn else 1] == k, f"x has {k} columns, W is {tuple(tw.shape)}"
     dynamic = not isinstance(m, int)
     if dynamic:  # a runtime row count (M tokens): sized for its bound
         m = ctx.bound(m)
@@ -906,7 +999,12 @@ def _linear_impl(projs, ctx, x):
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
-        tn, split = _decode_tiles(p, n, kt)
+        try:
+            tn, split = _decode_tiles(p, n, kt)
+        except AssertionError:
+            if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
+                raise
+            return _row_chunks_impl(ctx, ws[0], kn, projs[0], x, n, kw, kt)
         impl = linear_cols if split else linear_tiles
         scratch = None
         if split > 1:  # a runtime M: one contiguous [M, tn] partial per (split, block)
@@ -919,22 +1017,8 @@ def _linear_impl(projs, ctx, x):
         tn, split, impl, scratch = n // p, 1, linear_rows_cols, None
     nb = n // tn
 
-    def lay(*weights):  # g x W[N, K] -> wt[N/tn, K/256, 256, g*tn], block b: g slices of tn
-        # (K zero-padded to whole tiles)
-        ts = [torch.nn.functional.pad(w.t(), (0, 0, 0, k - kw)) for w in weights]
-        wt = torch.stack([t.reshape(kt, TK, nb, tn) for t in ts], 3)
-        return wt.permute(2, 0, 1, 3, 4).reshape(nb, kt, TK, g * tn)
-
     bf16 = dt == torch.bfloat16
-    layout = Layout(
-        ws[0],
-        lay,
-        (nb, kt, TK, g * tn),
-        dt,
-        "mpu_dram" if bf16 else "shared_dram",
-        fold=tuple(w_arg for _, _, w_arg in projs),
-        also=tuple(ws[1:]),
-    )
+    layout = _layout(ws, projs, kn, kw, kt, nb, tn, dt)
     bias = projs[0][1]
     if g > 1 and has_bias:
 
@@ -1095,6 +1179,35 @@ def _chunks(x, wt, bias, has_bias, split, slots, wmem, rows, g, out, part=None):
             linear_cols(xc, wt, bias, oc, part, has_bias, split, wmem, None, (), g)
         if slots > 0 or split > 1:  # a scratch
             legato.sync.barrier()
+
+
+@legato.function
+def linear_row_chunks(x, wt, bias, out, has_bias, wmem, rows):
+    """A runtime M whose N is too narrow to split over the cores (`_decode_tiles` finds no
+    whole columns for every core: a small model's projections, N = 64 on 32 cores, K one
+    tile) and whose bound does not fit one core's sram (the single-core matmul of
+    legato.torch.library.aten): rows over the cores instead of columns. Core c computes the
+    chunks c, c + p, ... of `rows` rows of x (the last one partial, a runtime loop over the
+    runtime M), every column block of each (`_block`: the sum in f32 from the first product),
+    bias added and rounded once as the other forms (`_store`); W (small) is read once per chunk.
+    Nothing is shared between cores, so no scratch and no barrier."""
+    device = legato.get_context().get_device()
+    p = device.num_cores
+    nb, kt, tk, tn = wt.shape
+    m = x.size(0)  # a runtime index (M tokens)
+    c = legato.core_id()
+    for r in range(c, (m + rows - 1) // rows, p):
+        xs = _padded(_onchip(x[r * rows : (r + 1) * rows, :]), kt * TK)
+        oc = out[r * rows : (r + 1) * rows, :]
+        for b in legato.static_range(nb):
+            acc = _block(xs, wt, b, 0, kt, rows, tn, wmem)
+            _store(oc, acc, bias, b * tn, tn, has_bias, None, ())
+    assert tk == TK and x.bounds[0] == out.bounds[0]
+
+
+@legato.function
+def _row_chunks(x, wt, bias, has_bias, wmem, rows, out):
+    linear_row_chunks(x, wt, bias, out, has_bias, wmem, rows)
 
 
 @legato.function

@@ -317,6 +317,36 @@ DIRTY_VPU = """\
 """
 
 
+def test_recycled_shared_allocations_start_zeroed(monkeypatch):
+    """A large shared-DRAM allocation of the memory's own (`Memory.recycle_shared`: a
+    copied-in argument) takes an array an earlier memory released and reads as zeros wherever
+    this one did not write; small and huge ones, and ones over a caller's array, are fresh."""
+    from bertha_helpers import small_model
+
+    monkeypatch.setattr(emulator, "_CORE_POOL", emulator._CorePool())
+    model = small_model()
+    lo, hi = emulator.Memory.recycle_shared
+    size = max(lo, 128 << 10)
+    first = emulator.Memory(model)
+    a = first.allocate(size, "buf")
+    region = first.find(a, 1)[0]
+    assert type(region) is emulator._RecycledRegion
+    array = region.data
+    first.write(a + 1000, np.full(64, 7, np.uint8))
+    first.write(a + size - 8, np.full(8, 9, np.uint8))
+    first.release()
+    second = emulator.Memory(model)
+    b = second.allocate(size, "buf")
+    again = second.find(b, 1)[0]
+    assert again.data is array  # recycled, and zeroed where the first memory wrote
+    assert not second.read(b, size).any()
+    for n in (lo - 1, hi + 1):
+        c = second.allocate(n, "other")
+        assert type(second.find(c, 1)[0]) is not emulator._RecycledRegion
+    mapped = second.map_writable(np.zeros(size, np.uint8), "arg")
+    assert type(second.find(mapped, 1)[0]) is not emulator._RecycledRegion
+
+
 @pytest.mark.parametrize("vector", [False, True], ids=["st", "vpu"])
 @pytest.mark.parametrize("recycle", [True, False])
 def test_recycled_core_memories_start_zeroed(recycle, vector, monkeypatch):

@@ -100,7 +100,7 @@ def test_unary_ops_give_the_numpy_bits(op, dt):
 
 def _near_a_rounding_boundary(x: np.ndarray, dt) -> np.ndarray:
     """Where exp(x) in f64 lies within 2^-40 (relative) of a point at which rounding to `dt`
-    (via f32) changes: the values native/vpu.c's `exp1` may not prove (it declines within
+    (via f32) changes: the values native/vpu.c's `exp_chunk` may not prove (it declines within
     128 f64 ulps, 2^-45)."""
     y = np.exp(x.astype(np.float64))
     with np.errstate(all="ignore"):
@@ -146,6 +146,37 @@ def test_exp_gives_the_numpy_bits_or_declines(dt):
     assert lib.vpu_un(code, dc, 2, _p(inplace), _p(inplace)) != (dt == BF16)
     if dt == F32:
         _assert_bits(inplace, before, dt, "a declined exp in place leaves its input")
+
+
+def test_exp_takes_the_vector_exp_where_the_host_has_one():
+    """On x86-64 with AVX2 and glibc's libmvec (this project's hosts), native/vpu.c computes
+    exp(x) with libmvec's vector exp, so the test above checks that path's bits; elsewhere
+    it runs libm's scalar exp."""
+    import ctypes.util
+    import platform
+
+    has = platform.machine() == "x86_64" and ctypes.util.find_library("mvec") is not None
+    with open("/proc/cpuinfo") as f:
+        has = has and " avx2" in f.read()
+    if not has:
+        pytest.skip("no AVX2 and libmvec on this host")
+    assert lib.vpu_exp_vector() == 1
+
+
+@pytest.mark.parametrize("dt", [F32, BF16], ids=["f32", "bf16"])
+def test_exp_over_several_chunks_declines_whole(dt):
+    """An instruction longer than one of the C's 512-element steps: the bits of every step
+    when all are proven, and nothing written when one element of a later step is not."""
+    x = -np.abs(np.random.default_rng(5).standard_normal(1500) * 4).astype(dt)
+    out = np.full_like(x, 7)
+    code, dc = vpu.NATIVE_UNARY["exp"], vpu.NATIVE_DTYPES[dt]
+    assert lib.vpu_un(code, dc, x.size, _p(x), _p(out)) == 0
+    _assert_bits(out, vpu.unary("exp", x, dt), dt, "vpu.exp over 3 steps")
+    if dt == F32:
+        x[1200] = 2.0**-24  # (exp is 2^-49 above an f32 tie: not provable)
+        out = np.full_like(x, 7)
+        assert lib.vpu_un(code, dc, x.size, _p(x), _p(out)) != 0
+        _assert_bits(out, np.full_like(x, 7), dt, "a declined exp writes nothing")
 
 
 @pytest.mark.parametrize("dt", [F32, BF16], ids=["f32", "bf16"])

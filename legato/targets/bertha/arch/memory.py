@@ -162,11 +162,18 @@ class PhysicalMemory:
         size = max(int(size), 1)
         if addr + size > self.model.shared_memory_size:
             raise MapError(f"shared DRAM exhausted allocating {size} bytes for {name}", name, addr)
-        self.add(
-            Region(addr, size if data is None else data.size, name, data=data, read_only=read_only)
-        )
+        self.add(self._shared_region(addr, size, name, data, read_only))
         self._next_shared = -(-(addr + size) // SHARED_ALLOC_ALIGN) * SHARED_ALLOC_ALIGN
         return addr
+
+    def _shared_region(
+        self, addr: int, size: int, name: str, data: np.ndarray | None, read_only: bool
+    ) -> Region:
+        """The region of a shared-DRAM allocation: over `data`, else zero-filled (the
+        emulator's memory recycles the arrays of earlier runs' large allocations)."""
+        return Region(
+            addr, size if data is None else data.size, name, data=data, read_only=read_only
+        )
 
     def _lazy_core_region(self, addr: int) -> Region | None:
         if addr < CORE_WINDOW_BASE:

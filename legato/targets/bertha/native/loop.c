@@ -305,6 +305,68 @@ int loop_push(lstate *S, int64_t idx, int64_t ready) {
  * `ready`, `external`: its readiness depends on others): not waiting; then waiting with a new
  * version (INF), else pushed, and waiting too if external. 0: out of memory. */
 /* The fields of module `idx` that the Python keeps too, as it left them (`_put`). */
+/* A module's struct at the start of a run, in one call (`Emulator._loop_module`): its
+ * registers, its program's encodings and extents, core, version and MPU free time; its plan
+ * is the Python's (CK_PY) until the loop makes one. */
+void loop_mod_init(lstate *S, int64_t idx, int64_t *regs, int64_t n, const sins *code,
+                   const int8_t *ck, const lvpu *vs, const uint32_t *rm, const int64_t *bt,
+                   const int64_t *brows, int64_t core, int64_t version, int64_t mpu_free) {
+    lmod *m = &S->mods[idx];
+    m->regs = regs;
+    m->n = n;
+    m->code = code;
+    m->ck = ck;
+    m->vs = vs;
+    m->rm = rm;
+    if (bt != NULL) {
+        m->bt = bt;
+        m->brows = brows;
+    }
+    m->core = core;
+    m->version = version;
+    m->mpu_free = mpu_free;
+    m->kind = CK_PY;
+}
+
+/* Every module's final fields, LOOP_FINAL of them per module, into out (`_loop_restore`, in
+ * one call): the eight `loop_put` takes, then version, mpu_free, unit_end, the VPU, DMA and MPU
+ * busy cycles, nrr, w_has, w_gen. */
+#define LOOP_FINAL 17
+void loop_final(const lstate *S, int64_t *out) {
+    for (int64_t i = 0; i < S->nmods; i++, out += LOOP_FINAL) {
+        const lmod *m = &S->mods[i];
+        int64_t v[LOOP_FINAL] = {m->pc,        m->time,     m->halted,   m->halt_time,
+                                 m->count,     m->vpu_free, m->dma_end,  m->dma_busy_until,
+                                 m->version,   m->mpu_free, m->unit_end, m->busy_vpu,
+                                 m->busy_dma,  m->busy_mpu, m->nrr,      m->w_has,
+                                 m->w_gen};
+        memcpy(out, v, sizeof v);
+    }
+}
+
+/* The written byte range of every region (recycled, lo, hi: 3 per region, in the order the
+ * loop was told of them) and every port touched (index, free, busy, in-flight count: 4 per
+ * port, in the order of first use) into out, for `_loop_restore` in one call; returns the
+ * number of int64 written (3 * nregions + 4 * norder). */
+int64_t loop_final_shared(const lstate *S, int64_t *out) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < S->nregions; i++) {
+        const lregion *g = &S->regions[i];
+        out[k++] = g->recycled;
+        out[k++] = g->lo;
+        out[k++] = g->hi;
+    }
+    for (int64_t j = 0; j < S->norder; j++) {
+        int64_t i = S->port_order[j];
+        const lport *p = &S->ports[i];
+        out[k++] = i;
+        out[k++] = p->free;
+        out[k++] = p->busy;
+        out[k++] = p->n;
+    }
+    return k;
+}
+
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly) {

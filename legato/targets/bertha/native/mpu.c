@@ -101,18 +101,39 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restrict w, int N,
                double *restrict s) {
+    /* (columns in blocks of SB whose sums stay in registers over the whole k loop; each
+     * column's sum is the same adds in the same order, from 0.0, as one column at a time) */
+    enum { SB = 64 };
     for (int i = 0; i < M; i++) {
         double *restrict si = s + (size_t)i * N;
-        for (int j = 0; j < N; j++) si[j] = 0.0;
         const double *ai = a64 + (size_t)i * K;
-        for (int k = 0; k < K; k++) {
-            const double x = ai[k];
-            const uint16_t *restrict row = w + (size_t)k * N;
-            for (int j = 0; j < N; j++) {
-                uint32_t u = (uint32_t)row[j] << 16;
-                float f;
-                memcpy(&f, &u, 4);
-                si[j] += x * (double)f;
+        int j0 = 0;
+        for (; j0 + SB <= N; j0 += SB) {
+            double acc[SB];
+            for (int j = 0; j < SB; j++) acc[j] = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double x = ai[k];
+                const uint16_t *restrict row = w + (size_t)k * N + j0;
+                for (int j = 0; j < SB; j++) {
+                    uint32_t u = (uint32_t)row[j] << 16;
+                    float f;
+                    memcpy(&f, &u, 4);
+                    acc[j] += x * (double)f;
+                }
+            }
+            for (int j = 0; j < SB; j++) si[j0 + j] = acc[j];
+        }
+        if (j0 < N) {
+            for (int j = j0; j < N; j++) si[j] = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double x = ai[k];
+                const uint16_t *restrict row = w + (size_t)k * N;
+                for (int j = j0; j < N; j++) {
+                    uint32_t u = (uint32_t)row[j] << 16;
+                    float f;
+                    memcpy(&f, &u, 4);
+                    si[j] += x * (double)f;
+                }
             }
         }
     }

@@ -224,45 +224,139 @@ int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const 
 
 /* The ulps of f64 by which the reference's exp (numpy's float64 exp: its own AVX-512F code
  * here, another loop or libm's on another host; numpy's accuracy test holds it to 1 ulp,
- * umath-validation-set-exp.csv) and this file's (libm's `exp`, documented within 1 ulp) may
- * each miss exp(x): an assumption, with a wide margin. */
+ * umath-validation-set-exp.csv) and this file's (glibc's vector exp, libmvec, which glibc
+ * documents within 4 ulps since it shipped in 2.22, or libm's scalar `exp`, documented within
+ * 1 ulp) may each miss exp(x): an assumption, with a wide margin. */
 #define EXP_ULPS 64
 
-/* vpu.exp of one element, `numerics` exp in f64 rounded to `dt` (via f32), into *res; 0 when
- * the result is not proven to be the reference's. A NaN gives the NaN quieted (x86's rule: the
- * reference's exp returns its NaN operand), +-inf give +inf and +0. A finite x: y = exp(x) in
- * f64; the reference's value lies within EXP_ULPS f64 ulps of exp(x), so within 2 * EXP_ULPS
- * of y; rounding to f32 (and to bf16) is monotonic, so when both ends of that interval round
- * to the same bits, so does the reference's value. Else (a value within ~2^-22 of an f32
- * rounding boundary, ~3e-7 of random inputs) the caller hands the instruction back. */
-static inline int exp1(int dt, uint32_t u, uint32_t *res) {
-    if (is_nan_bits(u)) {
-        *res = u | 0x00400000u;
-        return 1;
+/* exp of n doubles, y[i] = exp(x[i]): libmvec's widest vector exp the host runs
+ * (`_ZGVeN8v_exp`, AVX-512F; `_ZGVdN4v_exp`, AVX2), found once with dlopen; else libm's `exp`
+ * per element. Which one computed y does not matter to the result: `exp_chunk` proves the
+ * reference's bits from any y within EXP_ULPS of exp(x), or declines. */
+typedef void (*vexp_fn)(const double *x, double *y, long n);
+
+static void vexp_scalar(const double *x, double *y, long n) {
+    for (long i = 0; i < n; i++)
+        y[i] = exp(x[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <dlfcn.h>
+#include <immintrin.h>
+typedef __m512d (*mvec8)(__m512d);
+typedef __m256d (*mvec4)(__m256d);
+static mvec8 mvec_e8;
+static mvec4 mvec_d4;
+
+__attribute__((target("avx512f"))) static void vexp_e8(const double *x, double *y, long n) {
+    long i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(y + i, mvec_e8(_mm512_loadu_pd(x + i)));
+    for (; i < n; i++)
+        y[i] = exp(x[i]);
+}
+
+__attribute__((target("avx2"))) static void vexp_d4(const double *x, double *y, long n) {
+    long i = 0;
+    for (; i + 4 <= n; i += 4)
+        _mm256_storeu_pd(y + i, mvec_d4(_mm256_loadu_pd(x + i)));
+    for (; i < n; i++)
+        y[i] = exp(x[i]);
+}
+
+static vexp_fn vexp_resolve(void) {
+    void *h = dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return vexp_scalar;
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        mvec_e8 = (mvec8)dlsym(h, "_ZGVeN8v_exp");
+        if (mvec_e8 != NULL)
+            return vexp_e8;
     }
-    double y = exp((double)bits_f32(u));
-    uint64_t yb;
-    memcpy(&yb, &y, 8);
+    if (__builtin_cpu_supports("avx2")) {
+        mvec_d4 = (mvec4)dlsym(h, "_ZGVdN4v_exp");
+        if (mvec_d4 != NULL)
+            return vexp_d4;
+    }
+    return vexp_scalar;
+}
+#else
+static vexp_fn vexp_resolve(void) { return vexp_scalar; }
+#endif
+
+static vexp_fn vexp_impl;
+
+/* 1 when libmvec's vector exp is in use (a test reads it), after resolving it once */
+int vpu_exp_vector(void) {
+    if (vexp_impl == NULL)
+        vexp_impl = vexp_resolve();
+    return vexp_impl != vexp_scalar;
+}
+
+/* vpu.exp of m <= VCHUNK elements of x (dt) into res (as f32 bits, rounded to dt), `numerics`
+ * exp in f64 rounded to dt (via f32); 0 when an element is not proven to be the reference's.
+ * A NaN gives the NaN quieted (x86's rule: the reference's exp returns its NaN operand), +-inf
+ * give +inf and +0. A finite x: y = exp(x) in f64; the reference's value lies within EXP_ULPS
+ * f64 ulps of exp(x), so within 2 * EXP_ULPS of y; rounding to f32 (and to bf16) is monotonic,
+ * so when both ends of that interval round to the same bits, so does the reference's value.
+ * Else (a value within ~2^-22 of an f32 rounding boundary, ~3e-7 of random inputs) the caller
+ * hands the instruction back. The proof's steps have no branches, so they vectorize. */
+static inline __attribute__((always_inline)) int exp_prove(int dt, long m, const char *x,
+                                                           const double *yd, uint32_t *res) {
+    /* (in three simple loops, integer and conversion steps apart, so that each vectorizes) */
     const uint64_t inf = 0x7ff0000000000000ull, k = 2 * EXP_ULPS;
-    uint64_t lob = yb > k ? yb - k : 0, hib = yb >= inf - k ? inf : yb + k;
-    double lo, hi;
-    memcpy(&lo, &lob, 8);
-    memcpy(&hi, &hib, 8);
-    uint32_t a = f32_bits((float)lo), b = f32_bits((float)hi);
-    if (dt == VDT_BF16) {
-        a = (uint32_t)f32_to_bf16(a) << 16;
-        b = (uint32_t)f32_to_bf16(b) << 16;
+    uint64_t lob[VCHUNK], hib[VCHUNK];
+    float fl[VCHUNK], fh[VCHUNK], fy[VCHUNK];
+    for (long i = 0; i < m; i++) {
+        uint64_t yb;
+        memcpy(&yb, &yd[i], 8);
+        lob[i] = yb > k ? yb - k : 0;
+        hib[i] = yb >= inf - k ? inf : yb + k;
     }
-    if (a != b)
+    for (long i = 0; i < m; i++) {
+        double lo, hi;
+        memcpy(&lo, &lob[i], 8);
+        memcpy(&hi, &hib[i], 8);
+        fl[i] = (float)lo;
+        fh[i] = (float)hi;
+        fy[i] = (float)yd[i];
+    }
+    uint32_t bad = 0;
+    for (long i = 0; i < m; i++) {
+        uint32_t u = load32(x, dt, i), a = f32_bits(fl[i]), b = f32_bits(fh[i]);
+        if (dt == VDT_BF16) {
+            a = (uint32_t)f32_to_bf16(a) << 16;
+            b = (uint32_t)f32_to_bf16(b) << 16;
+        }
+        uint32_t nan = is_nan_bits(u);
+        bad |= (nan ^ 1u) & (a != b);
+        res[i] = nan ? (u | 0x00400000u) : f32_bits(fy[i]);
+    }
+    return bad == 0;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static int
+exp_chunk(int dt, long m, const char *x, uint32_t *res) {
+    double xd[VCHUNK], yd[VCHUNK];
+    if (m <= 0 || m > VCHUNK)
         return 0;
-    *res = f32_bits((float)y);
-    return 1;
+    if (dt == VDT_F32) {
+        for (long i = 0; i < m; i++)
+            xd[i] = (double)bits_f32(load32(x, VDT_F32, i));
+    } else {
+        for (long i = 0; i < m; i++)
+            xd[i] = (double)bits_f32(load32(x, VDT_BF16, i));
+    }
+    vexp_impl(xd, yd, m);
+    /* (one loop per dtype: the dtype's test out of the loop, which then vectorizes) */
+    return dt == VDT_F32 ? exp_prove(VDT_F32, m, x, yd, res) : exp_prove(VDT_BF16, m, x, yd, res);
 }
 
 /* vpu.copy / neg / abs / sqrt / rsqrt / exp dst[n] = op(x[n]) (copy, neg and abs go through
  * f64, whose round trip quiets a NaN; sqrt is one IEEE f32 operation, `vpu.F32_EXACT`; rsqrt is
  * `numerics.rsqrt` in f64, 1 / sqrt(x), two IEEE operations, then rounded to f32: a NaN result
- * is the NaN operand quieted, else (a negative operand) the default NaN; exp: `exp1`, into a
+ * is the NaN operand quieted, else (a negative operand) the default NaN; exp: `exp_chunk`, into a
  * buffer first, so that an element it cannot prove leaves nothing written). */
 int vpu_un(int op, int dt, long n, const void *x, void *out) {
     if ((dt != VDT_F32 && dt != VDT_BF16) || op < VUN_COPY || op > VUN_EXP || n <= 0)
@@ -272,17 +366,25 @@ int vpu_un(int op, int dt, long n, const void *x, void *out) {
     void *dst = direct ? out : malloc((size_t)nb);
     if (dst == NULL)
         return 1;
-    for (long i = 0; i < n; i++) {
-        uint32_t u = load32(x, dt, i);
-        if (op == VUN_EXP) {
-            uint32_t r;
-            if (!exp1(dt, u, &r)) {
+    if (op == VUN_EXP) {
+        if (vexp_impl == NULL)
+            vexp_impl = vexp_resolve();
+        uint32_t r[VCHUNK];
+        for (long i0 = 0; i0 < n; i0 += VCHUNK) {
+            long m = n - i0 < VCHUNK ? n - i0 : VCHUNK;
+            if (!exp_chunk(dt, m, (const char *)x + i0 * dt_size(dt), r)) {
                 free(dst);
                 return 1;
             }
-            store32(dst, dt, i, r);
-            continue;
+            for (long i = 0; i < m; i++)
+                store32(dst, dt, i0 + i, r[i]);
         }
+        memmove(out, dst, (size_t)nb);
+        free(dst);
+        return 0;
+    }
+    for (long i = 0; i < n; i++) {
+        uint32_t u = load32(x, dt, i);
         if (op == VUN_SQRT) {
             uint32_t r = f32_bits(sqrtf(bits_f32(u)));
             store32(dst, dt, i, is_nan_bits(r) ? nan_result(u, u, 0xffc00000u) : r);
@@ -308,6 +410,22 @@ int vpu_un(int op, int dt, long n, const void *x, void *out) {
     return 0;
 }
 
+/* f32 -> bf16 of n elements (`f32_to_bf16` without a branch, so that it vectorizes; element
+ * i is stored at byte 2i after byte 4i was read, so out may be x at the same start). */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+cvt_f32_bf16(long n, const void *x, void *out) {
+    const char *xs = x;
+    char *o = out;
+    for (long i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, xs + 4 * i, 4);
+        uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+        uint16_t q = (uint16_t)(((u >> 16) & 0x8000u) | 0x7fc0u);
+        uint16_t b = is_nan_bits(u) ? q : r;
+        memcpy(o + 2 * i, &b, 2);
+    }
+}
+
 /* vpu.cvt from `sdt` to `ddt` (f32 or bf16 each): via f32, rounded to ddt. */
 int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out) {
     if ((sdt != VDT_F32 && sdt != VDT_BF16) || (ddt != VDT_F32 && ddt != VDT_BF16) || n <= 0)
@@ -319,8 +437,11 @@ int vpu_cvt(int sdt, int ddt, long n, const void *x, void *out) {
     void *dst = direct ? out : malloc((size_t)db);
     if (dst == NULL)
         return 1;
-    for (long i = 0; i < n; i++)
-        store32(dst, ddt, i, load32(x, sdt, i));
+    if (sdt == VDT_F32 && ddt == VDT_BF16)
+        cvt_f32_bf16(n, x, dst);
+    else
+        for (long i = 0; i < n; i++)
+            store32(dst, ddt, i, load32(x, sdt, i));
     if (!direct) {
         memmove(out, dst, (size_t)db);
         free(dst);
@@ -395,6 +516,30 @@ int vpu_rsum(int dt, long rows, long cols, const void *x, void *out) {
  * the f64 max rounded back, which gives the element's own bits). Nonzero, nothing written, for
  * what the reference's reduction may order differently: a NaN in the instruction's rows (which
  * of several it returns), or a row whose largest value is a zero of both signs. */
+/* The row max's steps on one row, without branches (so they vectorize): the largest element
+ * by an integer key that orders f32 bits as their values (a negative's magnitude bits
+ * flipped: -0 just below +0), whether a NaN, a +0 or a -0 is in it. The largest value has one
+ * bit pattern but for a zero, whose sign the caller checks, so the key's largest is the
+ * element the sequential `>` scan keeps. */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static uint32_t
+rmax_row(int dt, long cols, const char *x, int *nan, int *pz, int *nz) {
+    int32_t best = INT32_MIN;
+    int an = 0, p = 0, z = 0;
+    for (long c = 0; c < cols; c++) {
+        uint32_t u = load32(x, dt, c);
+        int32_t s = (int32_t)u;
+        int32_t key = s >= 0 ? s : (s ^ 0x7fffffff);
+        best = key > best ? key : best;
+        an |= is_nan_bits(u);
+        p |= u == 0;
+        z |= u == 0x80000000u;
+    }
+    *nan = an;
+    *pz = p;
+    *nz = z;
+    return (uint32_t)(best >= 0 ? best : (best ^ 0x7fffffff));
+}
+
 int vpu_rmax(int dt, long rows, long cols, const void *x, void *out) {
     if ((dt != VDT_F32 && dt != VDT_BF16) || rows <= 0 || cols <= 0)
         return 1;
@@ -402,22 +547,9 @@ int vpu_rmax(int dt, long rows, long cols, const void *x, void *out) {
     if (best == NULL)
         return 1;
     for (long r = 0; r < rows; r++) {
-        uint32_t m = 0xff800000u; /* -inf */
-        int pz = 0, nz = 0;
-        for (long c = 0; c < cols; c++) {
-            uint32_t u = load32(x, dt, r * cols + c);
-            if (is_nan_bits(u)) {
-                free(best);
-                return 1;
-            }
-            if (u == 0x80000000u)
-                nz = 1;
-            else if (u == 0)
-                pz = 1;
-            if (bits_f32(u) > bits_f32(m))
-                m = u;
-        }
-        if ((m & 0x7fffffffu) == 0 && pz && nz) {
+        int nan, pz, nz;
+        uint32_t m = rmax_row(dt, cols, (const char *)x + r * cols * dt_size(dt), &nan, &pz, &nz);
+        if (nan || ((m & 0x7fffffffu) == 0 && pz && nz)) {
             free(best);
             return 1;
         }
