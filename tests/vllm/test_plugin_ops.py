@@ -106,22 +106,38 @@ def test_linear_is_f32_accumulated_once_rounded(monkeypatch, bias, tokens):
     assert ops.STATS.calls["linear"] == calls + 1 and ops.STATS.macs["linear"] > 0
 
 
-def test_linear_route_names_why():
+def test_linear_route_names_why(monkeypatch):
     """A bf16 projection is routed only when neither in-graph resolver takes it, with both
-    refusals; a projection the single-core mm takes stays in the graph. f32 is routed wherever
-    chip_linear refuses (six passes, not the single-core mm's three); chip_linear's stays."""
-    # 120 output columns: chip_linear cannot give each of 32 cores whole columns of them
+    refusals; a projection the single-core mm or chip_linear takes stays in the graph. f32 is
+    routed wherever chip_linear refuses (six passes, not the single-core mm's three);
+    chip_linear's stays."""
+    # 120 output columns: chip_linear cannot give each of 32 cores whole columns of them; at
+    # 1024 tokens the single-core mm does not fit, so chip_linear runs rows over the cores
+    # (linear_row_chunks): in the graph, in both dtypes
     w = torch.zeros(120, 512, dtype=torch.bfloat16)
-    why = ops.linear_route(w, 1024, "bertha")
-    assert "chip_linear: no tiling of 120 output columns" in why and "single-core mm" in why
+    assert ops.linear_route(w, 1024, "bertha") is None
+    assert ops.linear_route(w.float(), 1024, "bertha") is None
     assert ops.linear_route(w, 40, "bertha") is None  # one core holds 40 rows
     assert ops.linear_route(torch.zeros(128, 64, dtype=torch.bfloat16), 1024, "bertha") is None
     # the tiny models' gate/up (K = 64, N = 256): chip_linear's, K zero-padded to a whole tile
     assert ops.linear_route(torch.zeros(256, 64, dtype=torch.bfloat16), 1024, "bertha") is None
-    for bound in (40, 1024):
-        why = ops.linear_route(w.float(), bound, "bertha")
-        assert "no tiling of 120 output columns" in why and "six bf16 passes" in why
+    # f32 where one core holds the rows: chip_linear refuses (no whole columns), the
+    # single-core mm's three passes would take it: routed to the six-pass kernel
+    why = ops.linear_route(w.float(), 40, "bertha")
+    assert "no tiling of 120 output columns" in why and "six bf16 passes" in why
+    why = ops.linear_route(torch.zeros(64, 64), 1024, "bertha")  # the tiny models' o_proj
+    assert "no tiling of 64 output columns" in why and "six bf16 passes" in why
     assert ops.linear_route(torch.zeros(256, 256), 40, "bertha") is None  # chip_linear's
+    # bf16 refused by both resolvers (no shape of today's models is: asked through the
+    # budget's resolver call, made to refuse): the reason names both refusals
+    from vllm_legato import budget
+
+    def refuse(device, k, n, dtype, bound, resolver=None):
+        return "single says no" if resolver is not None else "chip says no"
+
+    monkeypatch.setattr(budget, "accepts", refuse)
+    why = ops.linear_route(w, 1024, "bertha")
+    assert why == "chip_linear: chip says no; single-core mm: single says no"
 
 
 def test_split3_is_exact_to_f32():

@@ -547,8 +547,8 @@ def linear_route(weight: torch.Tensor, bound: int, device: str) -> str | None:
     """Why a linear layer's weight W[N, K] runs through `vllm_legato::linear` (the reason), or
     None when its `mm` stays in the forward graph, for legato.torch to place: bf16 where
     neither chip_linear (all cores) nor the single-core MPU resolver takes it at the token
-    bound (e.g. 120 output columns, which chip_linear cannot give each core whole columns of,
-    at 1024 tokens, where x and the output do not fit one core's SRAM);
+    bound (no projection of today's models: chip_linear runs a runtime M that one core cannot
+    hold as rows over the cores, `linear_row_chunks`, whatever its width);
     f32 wherever chip_linear does not take it: the plugin's kernel multiplies f32 in six bf16
     passes (`linear_kernel`, F32_PASSES: within ~2^-24 of the exact product, as close as
     torch's own f32 mm), the single-core resolver in three (hi/lo halves, ~2^-17), and the f32
