@@ -340,6 +340,36 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
 
 
 @legato.function
+def linear_blocks(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
+    """Decode with column blocks that do not fall evenly on the cores, when whole blocks give
+    no core more tiles than `linear_tiles`' equal ranges would (`_blocks_even`: the lm_head's
+    32000 columns, 250 blocks of 128 x 2 K-tiles, 16 tiles at most either way on 32 cores, 8
+    on 64): core c computes blocks c, c + p, ... whole (runtime loops, one tile load and one
+    MPU pass per step, as `linear_tiles`) and writes each once: no f32 partial, no barrier and
+    no finalize pass (the tiny Llama decode's lm_head, EVT0: the pass after the barrier alone
+    took 4.0k cycles). g > 1: the g projections of `_merge`. Static M only."""
+    device = legato.get_context().get_device()
+    p = device.num_cores
+    nb, kt, tk, tn = wt.shape
+    m = x.size(0)
+    c = legato.core_id()
+    xs = _padded(_onchip(x), kt * TK)
+    for b in range(c, nb, p):
+        acc = legato.tensor.full((m, tn), 0.0, F32)
+        for t in range(kt):
+            w = legato.tensor.load(wt[b, t], wmem)
+            acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
+        _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
+    assert tk == TK and m == _rows(out, g)
+
+
+def _blocks_even(nb: int, kt: int, p: int) -> bool:
+    """Whether whole column blocks (`linear_blocks`) give no core more weight tiles than the
+    tile-range form (`linear_tiles`) would: its largest share is ceil(nb * kt / p) tiles."""
+    return -(-nb // p) * kt <= -(-(nb * kt) // p)
+
+
+@legato.function
 def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
     """Many rows (prefill): out[M, N] = x @ W^T (+ bias) with the MPU's time in mind: x's kt
     column slabs [M, 256] are loaded once, each straight from DRAM into a buffer of its own,
@@ -902,7 +932,9 @@ def _linear_impl(projs, ctx, x):
         tn, split = _group_tiles(p, n, g)
         impl = linear_cols if split else linear_tiles
         scratch = None
-        if not split:
+        if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
+            impl = linear_blocks
+        elif not split:
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
@@ -911,7 +943,9 @@ def _linear_impl(projs, ctx, x):
         scratch = None
         if split > 1:  # a runtime M: one contiguous [M, tn] partial per (split, block)
             scratch = ((split, n // tn, m, tn) if dynamic else (split, m, n), torch.float32)
-        if not split:
+        if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
+            impl = linear_blocks
+        elif not split:
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
@@ -988,6 +1022,16 @@ def _linear_impl(projs, ctx, x):
             name=f"chip_linear.linear_chunks({form}, rows={rows})",
             values=frozenset({0}),
         )
+    if impl is linear_blocks:
+        return Impl(
+            _blocks if g == 1 else _blocks_group,
+            (x, layout, bias, has_bias, wmem) + ((g,) if g > 1 else ()),
+            spmd=True,
+            onchip=onchip,
+            name=f"chip_linear.linear_blocks({labels}tn={tn})",
+            values=frozenset({0}),
+            epilogue=True,
+        )
     if impl is linear_tiles:
         return Impl(
             _tiles if g == 1 else _tiles_group,
@@ -1062,6 +1106,16 @@ def _cols_group_pre(x, wt, bias, has_bias, split, wmem, g, outs, pre, epi=None, 
 @legato.function
 def _tiles(x, wt, bias, has_bias, slots, wmem, out, part, epi=None, eargs=()):
     linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi, eargs)
+
+
+@legato.function
+def _blocks(x, wt, bias, has_bias, wmem, out, epi=None, eargs=()):
+    linear_blocks(x, wt, bias, out, has_bias, wmem, epi, eargs)
+
+
+@legato.function
+def _blocks_group(x, wt, bias, has_bias, wmem, g, outs, epi=None, eargs=()):
+    linear_blocks(x, wt, bias, outs, has_bias, wmem, epi, eargs, g)
 
 
 @legato.function
