@@ -441,14 +441,17 @@ def _wpart(wt, c, t, p, pw):
 
 
 @legato.function
-def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1):
-    """Rows [r0, r0+rows) of part p of h of the core's columns (+ bias), rounded and written:
+def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1, keep=False):
+    """Rows [r0, r0+rows) of part p of h of the core's columns (+ bias), rounded and written
+    (keep: rounded only, for a fused epilogue):
     g = 1: out's columns [col, col+pw); g > 1: the g projections' interleaved columns (as
     `_store`), part p holding projections [p*g/h, (p+1)*g/h), their columns [col, col+pw*h/g)."""
     if has_bias:
         acc = acc + bb
     y = legato.tensor.cast(acc, BF16)
-    if g == 1:
+    if keep:
+        pass  # a fused epilogue's (`linear_rows_cols_parts`): not written
+    elif g == 1:
         legato.tensor.memcpy(out[r0 : r0 + rows, col : col + pw], y)
     else:
         w = pw * h // g
@@ -460,33 +463,54 @@ def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1):
 
 
 @legato.function
-def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1):
+def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1, epi=None, eargs=()):
     """Rows [r0, r0+rows) of the core's columns [c0, c0+tn) (+ bias), rounded and written;
-    g > 1: the g projections' interleaved columns, as `_store`."""
+    g > 1: the g projections' interleaved columns, as `_store` (with an epilogue `epi`, as
+    `_store`: the tuple of their g slices handed to it instead). Returns (the rounded block,
+    the blocks the epilogue wrote: the caller keeps them all to the end, as the casts)."""
     if has_bias:
         acc = acc + bb
     y = legato.tensor.cast(acc, BF16)
-    if g == 1:
+    kept = ()
+    if epi is not None:
+        w = tn // g
+        ys = ()
+        for i in legato.static_range(g):
+            ys = ys + (y[:, i * w : (i + 1) * w],)
+        kept = epi(ys, r0, rows, c0 // g, w, *eargs)
+    elif g == 1:
         legato.tensor.memcpy(out[r0 : r0 + rows, c0 : c0 + tn], y)
     else:
         w = tn // g
         j0 = c0 // g
         for i in legato.static_range(g):
             legato.tensor.memcpy(out[i][r0 : r0 + rows, j0 : j0 + w], y[:, i * w : (i + 1) * w])
-    return y
+    return y, kept
 
 
 @legato.function
-def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
+def _spmd_epi(outs, epi, eargs, dd, grp, h, r0, rows, j0, pw):
+    """The fused epilogue on piece dd's h rounded slices (outs[p * grp + dd], part p the
+    projection p: `linear_rows_cols_parts`), rows [r0, r0+rows), columns [j0, j0+pw) of each."""
+    ys = ()
+    for p in legato.static_range(h):
+        ys = ys + (outs[p * grp + dd],)
+    return epi(ys, r0, rows, j0, pw, *eargs)
+
+
+@legato.function
+def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
     """Prefill: bench/gemm.py's make_gemm_spmd (see its docstring) with a bias: core c owns the
     output columns [c*tn, (c+1)*tn) and every row; the cores of a group of `grp` read each
     k-slab of `a` once between them (r = M / grp rows each, two slabs ahead) and send their
     piece to the others of the group (queue d: the core d places on), one send per matmul.
     g > 1: the g projections of `_merge` (their columns interleaved, as `linear_gemm`'s). No
-    fused epilogue: the grp pieces of a core's columns are finished one after the other at
-    the last K-tile, and an epilogue there (its loads, the blocks it writes) held up the
-    pieces after it (the tiny Llama prefill, EVT0: 363.2k cycles with the residual adds and
-    SiLU(gate) * up fused here, 316.4k with them as row phases of the chain).
+    fused epilogue that loads: the grp pieces of a core's columns are finished one after the
+    other at the last K-tile, and an epilogue there (its loads, the blocks it writes) held up
+    the pieces after it (the tiny Llama prefill, EVT0: 363.2k cycles with the residual adds and
+    SiLU(gate) * up fused here, 316.4k with them as row phases of the chain). An epilogue of
+    the g results alone (`Impl.epilogue_own`: SiLU(gate) * up; g > 1) gets each piece's g
+    slices on chip (`_spmd_out`), so gate and up are never written nor read back.
 
     The schedule is bench/gemm.py's, repeated here on purpose (the library cannot import the
     bench, and the bench kernel stays the independent hand-written reference the
@@ -513,7 +537,7 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
         bb = legato.tensor.reshape(
             legato.tensor.cast(legato.tensor.load(bias[c * tn : (c + 1) * tn]), F32), (1, tn)
         )
-    to, piece, accs, outs = (), (), (), ()
+    to, piece, accs, outs, kept = (), (), (), (), ()
     for d in legato.static_range(grp):
         if d > 0:
             to = to + (device.get_core(base + (i + d) % grp),)
@@ -545,18 +569,24 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
             if not last:  # the next slab to one core per matmul, after it (not holding it up)
                 legato.tensor.request_load(x1, to[d - 1], "sram", d)
             if last and d >= 2:
-                outs = outs + (
-                    _spmd_out(out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g),
+                o = _spmd_out(
+                    out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g, epi, eargs
                 )
+                outs = outs + (o[0],)
+                kept = kept + o[1]
         if last:
             for d in legato.static_range(max(grp - 2, 0), grp):
-                outs = outs + (
-                    _spmd_out(out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias, g),
+                o = _spmd_out(
+                    out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias, g, epi, eargs
                 )
+                outs = outs + (o[0],)
+                kept = kept + o[1]
             # every cast keeps its own buffer to the end (a cast into a buffer whose write is
-            # in flight would wait)
+            # in flight would wait), and every epilogue's written blocks theirs
             for d in legato.static_range(grp):
                 legato.tensor.reshape(outs[d], (r * tn,))
+            for v in kept:
+                legato.tensor.reshape(v, (r * (tn // g),))
         else:
             x0 = x1
             if s + 2 < kt:
@@ -566,7 +596,7 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
 
 
 @legato.function
-def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
+def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, eargs=()):
     """`linear_rows_cols` (its schedule, its arithmetic in the same order) for the g
     projections of a group with each weight tile read and multiplied in `parts` column parts
     (`_rows_cols_parts`; whole projections each): every piece's matmul on part 0, then on part
@@ -576,14 +606,16 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
     of it); a column's sums are the same, so the results are bit-equal. Alone, EVT0 (16-row
     pieces): gate/up 11.7k -> 10.1k cycles, q/k/v 7.2k -> 6.3k. A separate function, not
     `linear_rows_cols` at parts = 1: at parts = 1 this one ran the EVT1 tiny Llama prefill
-    1.5k cycles slower than `linear_rows_cols` (cause not found)."""
+    1.5k cycles slower than `linear_rows_cols` (cause not found). With an epilogue of the g
+    results (`Impl.epilogue_own`; parts == g: part p is projection p) each piece's g slices
+    are rounded, kept on chip and handed to `epi` when its last part is done."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
     m = a.shape[0]
     r = m // grp
     h = parts  # `_rows_cols_parts`: each weight tile in h parts of whole projections
     pw = tn // h
-    assert tn % h == 0 and (g == 1 or g % h == 0)
+    assert tn % h == 0 and (g == 1 or g % h == 0) and (epi is None or h == g)
     spread = max(1, device.model.num_memory_channels // 2 // (num_cores // grp))
     slab = legato.get_model().tensor_type(BF16, [r, TK], "sram")
     c = legato.core_id()
@@ -601,7 +633,7 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
             )
         else:
             bbs = bbs + (None,)
-    to, piece, accs, outs = (), (), (), ()
+    to, piece, accs, outs, kept = (), (), (), (), ()
     for d in legato.static_range(grp):
         if d > 0:
             to = to + (device.get_core(base + (i + d) % grp),)
@@ -665,8 +697,13 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
                             has_bias,
                             g,
                             h,
+                            epi is not None,
                         ),
                     )
+                    if epi is not None and pp + 1 == h:
+                        kept = kept + _spmd_epi(
+                            outs, epi, eargs, dd, grp, h, piece[dd] * r, r, c * pw, pw
+                        )
         if last:
             for q in legato.static_range(max(h * grp - 2, 0), h * grp):
                 outs = outs + (
@@ -682,12 +719,21 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
                         has_bias,
                         g,
                         h,
+                        epi is not None,
                     ),
                 )
+                if epi is not None and q // grp + 1 == h:
+                    dd = q % grp
+                    kept = kept + _spmd_epi(
+                        outs, epi, eargs, dd, grp, h, piece[dd] * r, r, c * pw, pw
+                    )
             # every cast keeps its own buffer to the end (a cast into a buffer whose write is
             # in flight would wait)
             for q in legato.static_range(h * grp):
                 legato.tensor.reshape(outs[q], (r * pw,))
+            # and every epilogue's written blocks theirs (`kernelgen._epilogue_fn`)
+            for v in kept:
+                legato.tensor.reshape(v, (r * pw,))
         else:
             x0 = x1
             if s + 2 < kt:
@@ -697,8 +743,8 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
 
 
 @legato.function
-def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs):
-    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g)
+def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
+    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
 
 
 def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
@@ -1080,6 +1126,9 @@ def _linear_impl(projs, ctx, x):
         spmd=True,
         name=f"chip_linear.linear_rows_cols({labels}tn={tn})",
         onchip=onchip,
+        # grouped: an epilogue of the g results alone (SiLU(gate) * up) on each piece on chip
+        epilogue=g > 1,
+        epilogue_own=True,
     )
 
 
