@@ -802,15 +802,17 @@ def _gemm_beats_split(p: int, m: int, k: int, n: int, tn: int, esize: int) -> bo
     return gemm <= (p * m * k // split + n * k) * esize + 2 * split * m * n * 4
 
 
-def _rows_cols_parts(g: int, r: int) -> int:
+def _rows_cols_parts(g: int, pw: int) -> int:
     """In how many column parts the prefill form loads and multiplies each weight tile of a
-    group of g projections whose pieces are r rows (`linear_rows_cols_parts`; 1:
-    `linear_rows_cols`, the whole tile). The tiny Llama prefill (one chain, commit of this
-    change): EVT0, r = 16, parts = g for q/k/v and gate/up 295.9k -> 285.1k cycles; EVT1,
-    r = 8, 193.6k -> 194.6k (though alone q/k/v 5.5k -> 5.4k, gate/up 6.4k -> 6.0k: cause not
-    found), so r = 8 keeps the whole tile. A single projection keeps it too (halves of tn <= 16
-    columns, rows of 16 bytes, were slower: EVT0, alone, down 8.5k -> 9.0k, o 3.8k -> 4.3k)."""
-    return g if g > 1 and r >= 16 else 1
+    group of g projections of pw columns per core each (`linear_rows_cols_parts`; 1:
+    `linear_rows_cols`, the whole tile): one per projection when a part's rows are 32 bytes
+    or more (pw >= 16 bf16 columns). The tiny Llama prefill (one chain): EVT0, q/k/v pw = 16
+    and gate/up 48 in parts, 295.9k -> 285.1k cycles; EVT1, gate/up (pw = 24) in parts with
+    its SiLU(gate) * up epilogue 187.2k -> 185.0k (gate/up 6.1k -> 5.6k), with q/k/v (pw = 8,
+    rows of 16 bytes) in parts too 186.2k, so q/k/v keeps the whole tile there. A single
+    projection keeps it too (halves of tn <= 16 columns, rows of 16 bytes, were slower: EVT0,
+    alone, down 8.5k -> 9.0k, o 3.8k -> 4.3k)."""
+    return g if g > 1 and pw >= 16 else 1
 
 
 def _group(p: int) -> int:
@@ -1117,7 +1119,7 @@ def _linear_impl(projs, ctx, x):
             values=frozenset({0}),
             epilogue=True,
         )
-    parts = _rows_cols_parts(g, m // _group(p))
+    parts = _rows_cols_parts(g, tn)
     return Impl(
         linear_rows_cols_parts if parts > 1 else (linear_rows_cols if g == 1 else _rows_cols_group),
         (x, layout, bias, has_bias, _group(p))
