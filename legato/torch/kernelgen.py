@@ -1010,6 +1010,7 @@ def _epilogue_fn(
         line = _step_line(s, var, operand_of(shape), ns, fresh, impl_names, "    ")
         if line is not None:
             lines.append(line)
+    wrote: list[str] = []
     for o in [node, *members, *(s.node for s in epilogue)]:
         if o in out_names:
             p = fresh(f"o_{o.name}")
@@ -1031,6 +1032,11 @@ def _epilogue_fn(
                 )
                 v = f"legato.tensor.reshape({v}, ({dims},))"
             lines.append(f"    legato.tensor.memcpy({p}[{sub}], {v})")
+            wrote.append(var[o])
+    # the blocks written, returned: a caller that runs the epilogue on several blocks in a row
+    # may keep them to the end (`chip_linear.linear_rows_cols_parts`), so that the next block's
+    # values do not reuse a buffer whose write is still in flight (and wait for it)
+    lines.append(f"    return ({''.join(f'{v}, ' for v in wrote)})")
     src = [
         "@legato.function",
         f"def {fn}(y, r0, rows, j0, width, {', '.join(params)}):",

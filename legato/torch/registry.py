@@ -66,7 +66,10 @@ class Impl:
     operand only when it is in shared DRAM, e.g. `if x.memory == "shared_dram"`), and
     `epilogue=True` says it takes `epi, eargs` after its scratch and, when `epi` is not None,
     calls `epi(y, r0, rows, j0, width, *eargs)` on every block y = result[r0:r0+rows,
-    j0:j0+width] of its 2-d result instead of writing it. `writes` lists other graph nodes the
+    j0:j0+width] of its 2-d result instead of writing it; `epilogue_own=True` takes only an
+    epilogue that computes something from the node's own results and constants (reads no other
+    tensor: SiLU(gate) * up of a grouped gate/up, not a residual add, whose loads would hold up
+    the implementation's pieces after it). `writes` lists other graph nodes the
     implementation computes itself (an attention's KV-cache `cat` operands): they join its
     partition, never run on their own, and their outputs follow the node's own in `outs`.
 
@@ -109,6 +112,7 @@ class Impl:
     scratch: tuple = ()
     values: frozenset = frozenset()
     epilogue: bool = False
+    epilogue_own: bool = False
     group_key: Any = None
     merge: Any = None
     members: tuple = ()

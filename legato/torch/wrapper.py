@@ -699,7 +699,7 @@ def _nbytes(node) -> int | None:
     return v.numel() * v.element_size()
 
 
-def _epilogue(s, group: list, seg: list, decisions) -> list:
+def _epilogue(s, group: list, seg: list, decisions, own: bool = False) -> list:
     """The nodes of `seg` (the single-core segment after the spmd node `s`) that can run as its
     epilogue, finishing each block of its result before it is written: elementwise (pointwise
     ATen ops, casts and copies) with a single-core implementation, or views
@@ -709,7 +709,9 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
     more), reading only `s`, other epilogue nodes and tensors from before the kernel that
     broadcast over the result's blocks ([M, N], [N], [1, N], [M, 1], one element; e.g. SiLU
     of the gate projection, read a block at a time, times the up projection's block); each
-    depending on `s` or feeding a node that does."""
+    depending on `s` or feeding a node that does. `own` (`Impl.epilogue_own`): only nodes
+    that read nothing but `s`'s group and each other, and none at all unless one of them
+    computes (not only views)."""
     v = s.meta.get("val")
     if not isinstance(v, torch.Tensor) or v.dim() != 2:
         return []
@@ -744,6 +746,8 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
                 continue
         elif not all(a in done or a in cand or _broadcasts(a, tuple(nv.shape)) for a in ins):
             continue
+        if own and not all(a in done or a in cand for a in ins):
+            continue
         cand.append(node)
     # those that depend on `s`, and those that feed one of them
     keep: set = set()
@@ -753,7 +757,10 @@ def _epilogue(s, group: list, seg: list, decisions) -> list:
     for node in reversed(cand):
         if any(u in keep for u in node.users):
             keep.add(node)
-    return [node for node in cand if node in keep]
+    out = [node for node in cand if node in keep]
+    if own and all(n.target in kernelgen.EPILOGUE_VIEWS for n in out):
+        return []
+    return out
 
 
 def _block_bytes(node) -> int:
@@ -1478,7 +1485,7 @@ class LegatoGraphWrapper:
         for a few KiB (a norm, a residual add, SiLU(gate) * up in decode)."""
         impl = self.decisions[s].impl
         if impl.epilogue and i + 1 < len(segs):
-            epi = _epilogue(s, group, segs[i + 1], self.decisions)
+            epi = _epilogue(s, group, segs[i + 1], self.decisions, impl.epilogue_own)
             if epi:
                 self._epilogue_nodes.update(epi)
                 group.extend(epi)

@@ -351,6 +351,36 @@ def linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi=None, eargs=
 
 
 @legato.function
+def linear_blocks(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
+    """Decode with column blocks that do not fall evenly on the cores, when whole blocks give
+    no core more tiles than `linear_tiles`' equal ranges would (`_blocks_even`: the lm_head's
+    32000 columns, 250 blocks of 128 x 2 K-tiles, 16 tiles at most either way on 32 cores, 8
+    on 64): core c computes blocks c, c + p, ... whole (runtime loops, one tile load and one
+    MPU pass per step, as `linear_tiles`) and writes each once: no f32 partial, no barrier and
+    no finalize pass (the tiny Llama decode's lm_head, EVT0: the pass after the barrier alone
+    took 4.0k cycles). g > 1: the g projections of `_merge`. Static M only."""
+    device = legato.get_context().get_device()
+    p = device.num_cores
+    nb, kt, tk, tn = wt.shape
+    m = x.size(0)
+    c = legato.core_id()
+    xs = _padded(_onchip(x), kt * TK)
+    for b in range(c, nb, p):
+        acc = legato.tensor.full((m, tn), 0.0, F32)
+        for t in range(kt):
+            w = legato.tensor.load(wt[b, t], wmem)
+            acc = acc + legato.tensor.matmul(xs[:, t * TK : (t + 1) * TK], w, F32)
+        _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
+    assert tk == TK and m == _rows(out, g)
+
+
+def _blocks_even(nb: int, kt: int, p: int) -> bool:
+    """Whether whole column blocks (`linear_blocks`) give no core more weight tiles than the
+    tile-range form (`linear_tiles`) would: its largest share is ceil(nb * kt / p) tiles."""
+    return -(-nb // p) * kt <= -(-(nb * kt) // p)
+
+
+@legato.function
 def linear_gemm(x, wt, bias, out, has_bias, wmem, epi=None, eargs=(), g=1):
     """Many rows (prefill): out[M, N] = x @ W^T (+ bias) with the MPU's time in mind: x's kt
     column slabs [M, 256] are loaded once, each straight from DRAM into a buffer of its own,
@@ -422,14 +452,17 @@ def _wpart(wt, c, t, p, pw):
 
 
 @legato.function
-def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1):
-    """Rows [r0, r0+rows) of part p of h of the core's columns (+ bias), rounded and written:
+def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1, keep=False):
+    """Rows [r0, r0+rows) of part p of h of the core's columns (+ bias), rounded and written
+    (keep: rounded only, for a fused epilogue):
     g = 1: out's columns [col, col+pw); g > 1: the g projections' interleaved columns (as
     `_store`), part p holding projections [p*g/h, (p+1)*g/h), their columns [col, col+pw*h/g)."""
     if has_bias:
         acc = acc + bb
     y = legato.tensor.cast(acc, BF16)
-    if g == 1:
+    if keep:
+        pass  # a fused epilogue's (`linear_rows_cols_parts`): not written
+    elif g == 1:
         legato.tensor.memcpy(out[r0 : r0 + rows, col : col + pw], y)
     else:
         w = pw * h // g
@@ -441,33 +474,54 @@ def _spmd_part(out, acc, bb, r0, rows, col, pw, p, has_bias, g=1, h=1):
 
 
 @legato.function
-def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1):
+def _spmd_out(out, acc, bb, r0, rows, c0, tn, has_bias, g=1, epi=None, eargs=()):
     """Rows [r0, r0+rows) of the core's columns [c0, c0+tn) (+ bias), rounded and written;
-    g > 1: the g projections' interleaved columns, as `_store`."""
+    g > 1: the g projections' interleaved columns, as `_store` (with an epilogue `epi`, as
+    `_store`: the tuple of their g slices handed to it instead). Returns (the rounded block,
+    the blocks the epilogue wrote: the caller keeps them all to the end, as the casts)."""
     if has_bias:
         acc = acc + bb
     y = legato.tensor.cast(acc, BF16)
-    if g == 1:
+    kept = ()
+    if epi is not None:
+        w = tn // g
+        ys = ()
+        for i in legato.static_range(g):
+            ys = ys + (y[:, i * w : (i + 1) * w],)
+        kept = epi(ys, r0, rows, c0 // g, w, *eargs)
+    elif g == 1:
         legato.tensor.memcpy(out[r0 : r0 + rows, c0 : c0 + tn], y)
     else:
         w = tn // g
         j0 = c0 // g
         for i in legato.static_range(g):
             legato.tensor.memcpy(out[i][r0 : r0 + rows, j0 : j0 + w], y[:, i * w : (i + 1) * w])
-    return y
+    return y, kept
 
 
 @legato.function
-def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
+def _spmd_epi(outs, epi, eargs, dd, grp, h, r0, rows, j0, pw):
+    """The fused epilogue on piece dd's h rounded slices (outs[p * grp + dd], part p the
+    projection p: `linear_rows_cols_parts`), rows [r0, r0+rows), columns [j0, j0+pw) of each."""
+    ys = ()
+    for p in legato.static_range(h):
+        ys = ys + (outs[p * grp + dd],)
+    return epi(ys, r0, rows, j0, pw, *eargs)
+
+
+@legato.function
+def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
     """Prefill: bench/gemm.py's make_gemm_spmd (see its docstring) with a bias: core c owns the
     output columns [c*tn, (c+1)*tn) and every row; the cores of a group of `grp` read each
     k-slab of `a` once between them (r = M / grp rows each, two slabs ahead) and send their
     piece to the others of the group (queue d: the core d places on), one send per matmul.
     g > 1: the g projections of `_merge` (their columns interleaved, as `linear_gemm`'s). No
-    fused epilogue: the grp pieces of a core's columns are finished one after the other at
-    the last K-tile, and an epilogue there (its loads, the blocks it writes) held up the
-    pieces after it (the tiny Llama prefill, EVT0: 363.2k cycles with the residual adds and
-    SiLU(gate) * up fused here, 316.4k with them as row phases of the chain).
+    fused epilogue that loads: the grp pieces of a core's columns are finished one after the
+    other at the last K-tile, and an epilogue there (its loads, the blocks it writes) held up
+    the pieces after it (the tiny Llama prefill, EVT0: 363.2k cycles with the residual adds and
+    SiLU(gate) * up fused here, 316.4k with them as row phases of the chain). An epilogue of
+    the g results alone (`Impl.epilogue_own`: SiLU(gate) * up; g > 1) gets each piece's g
+    slices on chip (`_spmd_out`), so gate and up are never written nor read back.
 
     The schedule is bench/gemm.py's, repeated here on purpose (the library cannot import the
     bench, and the bench kernel stays the independent hand-written reference the
@@ -494,7 +548,7 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
         bb = legato.tensor.reshape(
             legato.tensor.cast(legato.tensor.load(bias[c * tn : (c + 1) * tn]), F32), (1, tn)
         )
-    to, piece, accs, outs = (), (), (), ()
+    to, piece, accs, outs, kept = (), (), (), (), ()
     for d in legato.static_range(grp):
         if d > 0:
             to = to + (device.get_core(base + (i + d) % grp),)
@@ -526,18 +580,24 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
             if not last:  # the next slab to one core per matmul, after it (not holding it up)
                 legato.tensor.request_load(x1, to[d - 1], "sram", d)
             if last and d >= 2:
-                outs = outs + (
-                    _spmd_out(out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g),
+                o = _spmd_out(
+                    out, accs[d - 2], bb, piece[d - 2] * r, r, c * tn, tn, has_bias, g, epi, eargs
                 )
+                outs = outs + (o[0],)
+                kept = kept + o[1]
         if last:
             for d in legato.static_range(max(grp - 2, 0), grp):
-                outs = outs + (
-                    _spmd_out(out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias, g),
+                o = _spmd_out(
+                    out, accs[d], bb, piece[d] * r, r, c * tn, tn, has_bias, g, epi, eargs
                 )
+                outs = outs + (o[0],)
+                kept = kept + o[1]
             # every cast keeps its own buffer to the end (a cast into a buffer whose write is
-            # in flight would wait)
+            # in flight would wait), and every epilogue's written blocks theirs
             for d in legato.static_range(grp):
                 legato.tensor.reshape(outs[d], (r * tn,))
+            for v in kept:
+                legato.tensor.reshape(v, (r * (tn // g),))
         else:
             x0 = x1
             if s + 2 < kt:
@@ -547,7 +607,7 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1):
 
 
 @legato.function
-def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
+def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, eargs=()):
     """`linear_rows_cols` (its schedule, its arithmetic in the same order) for the g
     projections of a group with each weight tile read and multiplied in `parts` column parts
     (`_rows_cols_parts`; whole projections each): every piece's matmul on part 0, then on part
@@ -557,14 +617,16 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
     of it); a column's sums are the same, so the results are bit-equal. Alone, EVT0 (16-row
     pieces): gate/up 11.7k -> 10.1k cycles, q/k/v 7.2k -> 6.3k. A separate function, not
     `linear_rows_cols` at parts = 1: at parts = 1 this one ran the EVT1 tiny Llama prefill
-    1.5k cycles slower than `linear_rows_cols` (cause not found)."""
+    1.5k cycles slower than `linear_rows_cols` (cause not found). With an epilogue of the g
+    results (`Impl.epilogue_own`; parts == g: part p is projection p) each piece's g slices
+    are rounded, kept on chip and handed to `epi` when its last part is done."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
     m = a.shape[0]
     r = m // grp
     h = parts  # `_rows_cols_parts`: each weight tile in h parts of whole projections
     pw = tn // h
-    assert tn % h == 0 and (g == 1 or g % h == 0)
+    assert tn % h == 0 and (g == 1 or g % h == 0) and (epi is None or h == g)
     spread = max(1, device.model.num_memory_channels // 2 // (num_cores // grp))
     slab = legato.get_model().tensor_type(BF16, [r, TK], "sram")
     c = legato.core_id()
@@ -582,7 +644,7 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
             )
         else:
             bbs = bbs + (None,)
-    to, piece, accs, outs = (), (), (), ()
+    to, piece, accs, outs, kept = (), (), (), (), ()
     for d in legato.static_range(grp):
         if d > 0:
             to = to + (device.get_core(base + (i + d) % grp),)
@@ -646,8 +708,13 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
                             has_bias,
                             g,
                             h,
+                            epi is not None,
                         ),
                     )
+                    if epi is not None and pp + 1 == h:
+                        kept = kept + _spmd_epi(
+                            outs, epi, eargs, dd, grp, h, piece[dd] * r, r, c * pw, pw
+                        )
         if last:
             for q in legato.static_range(max(h * grp - 2, 0), h * grp):
                 outs = outs + (
@@ -663,12 +730,21 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
                         has_bias,
                         g,
                         h,
+                        epi is not None,
                     ),
                 )
+                if epi is not None and q // grp + 1 == h:
+                    dd = q % grp
+                    kept = kept + _spmd_epi(
+                        outs, epi, eargs, dd, grp, h, piece[dd] * r, r, c * pw, pw
+                    )
             # every cast keeps its own buffer to the end (a cast into a buffer whose write is
             # in flight would wait)
             for q in legato.static_range(h * grp):
                 legato.tensor.reshape(outs[q], (r * pw,))
+            # and every epilogue's written blocks theirs (`kernelgen._epilogue_fn`)
+            for v in kept:
+                legato.tensor.reshape(v, (r * pw,))
         else:
             x0 = x1
             if s + 2 < kt:
@@ -678,8 +754,8 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out):
 
 
 @legato.function
-def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs):
-    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g)
+def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
+    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
 
 
 def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
@@ -737,15 +813,17 @@ def _gemm_beats_split(p: int, m: int, k: int, n: int, tn: int, esize: int) -> bo
     return gemm <= (p * m * k // split + n * k) * esize + 2 * split * m * n * 4
 
 
-def _rows_cols_parts(g: int, r: int) -> int:
+def _rows_cols_parts(g: int, pw: int) -> int:
     """In how many column parts the prefill form loads and multiplies each weight tile of a
-    group of g projections whose pieces are r rows (`linear_rows_cols_parts`; 1:
-    `linear_rows_cols`, the whole tile). The tiny Llama prefill (one chain, commit of this
-    change): EVT0, r = 16, parts = g for q/k/v and gate/up 295.9k -> 285.1k cycles; EVT1,
-    r = 8, 193.6k -> 194.6k (though alone q/k/v 5.5k -> 5.4k, gate/up 6.4k -> 6.0k: cause not
-    found), so r = 8 keeps the whole tile. A single projection keeps it too (halves of tn <= 16
-    columns, rows of 16 bytes, were slower: EVT0, alone, down 8.5k -> 9.0k, o 3.8k -> 4.3k)."""
-    return g if g > 1 and r >= 16 else 1
+    group of g projections of pw columns per core each (`linear_rows_cols_parts`; 1:
+    `linear_rows_cols`, the whole tile): one per projection when a part's rows are 32 bytes
+    or more (pw >= 16 bf16 columns). The tiny Llama prefill (one chain): EVT0, q/k/v pw = 16
+    and gate/up 48 in parts, 295.9k -> 285.1k cycles; EVT1, gate/up (pw = 24) in parts with
+    its SiLU(gate) * up epilogue 187.2k -> 185.0k (gate/up 6.1k -> 5.6k), with q/k/v (pw = 8,
+    rows of 16 bytes) in parts too 186.2k, so q/k/v keeps the whole tile there. A single
+    projection keeps it too (halves of tn <= 16 columns, rows of 16 bytes, were slower: EVT0,
+    alone, down 8.5k -> 9.0k, o 3.8k -> 4.3k)."""
+    return g if g > 1 and pw >= 16 else 1
 
 
 def _group(p: int) -> int:
@@ -995,7 +1073,9 @@ def _linear_impl(projs, ctx, x):
         tn, split = _group_tiles(p, n, g)
         impl = linear_cols if split else linear_tiles
         scratch = None
-        if not split:
+        if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
+            impl = linear_blocks
+        elif not split:
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
@@ -1009,7 +1089,9 @@ def _linear_impl(projs, ctx, x):
         scratch = None
         if split > 1:  # a runtime M: one contiguous [M, tn] partial per (split, block)
             scratch = ((split, n // tn, m, tn) if dynamic else (split, m, n), torch.float32)
-        if not split:
+        if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
+            impl = linear_blocks
+        elif not split:
             slots = _slots(n // tn * kt, kt, p)
             scratch = ((n // tn, slots, m, tn), torch.float32)
     else:
@@ -1072,6 +1154,16 @@ def _linear_impl(projs, ctx, x):
             name=f"chip_linear.linear_chunks({form}, rows={rows})",
             values=frozenset({0}),
         )
+    if impl is linear_blocks:
+        return Impl(
+            _blocks if g == 1 else _blocks_group,
+            (x, layout, bias, has_bias, wmem) + ((g,) if g > 1 else ()),
+            spmd=True,
+            onchip=onchip,
+            name=f"chip_linear.linear_blocks({labels}tn={tn})",
+            values=frozenset({0}),
+            epilogue=True,
+        )
     if impl is linear_tiles:
         return Impl(
             _tiles if g == 1 else _tiles_group,
@@ -1111,7 +1203,7 @@ def _linear_impl(projs, ctx, x):
             values=frozenset({0}),
             epilogue=True,
         )
-    parts = _rows_cols_parts(g, m // _group(p))
+    parts = _rows_cols_parts(g, tn)
     return Impl(
         linear_rows_cols_parts if parts > 1 else (linear_rows_cols if g == 1 else _rows_cols_group),
         (x, layout, bias, has_bias, _group(p))
@@ -1120,6 +1212,9 @@ def _linear_impl(projs, ctx, x):
         spmd=True,
         name=f"chip_linear.linear_rows_cols({labels}tn={tn})",
         onchip=onchip,
+        # grouped: an epilogue of the g results alone (SiLU(gate) * up) on each piece on chip
+        epilogue=g > 1,
+        epilogue_own=True,
     )
 
 
@@ -1146,6 +1241,16 @@ def _cols_group_pre(x, wt, bias, has_bias, split, wmem, g, outs, pre, epi=None, 
 @legato.function
 def _tiles(x, wt, bias, has_bias, slots, wmem, out, part, epi=None, eargs=()):
     linear_tiles(x, wt, bias, out, part, has_bias, slots, wmem, epi, eargs)
+
+
+@legato.function
+def _blocks(x, wt, bias, has_bias, wmem, out, epi=None, eargs=()):
+    linear_blocks(x, wt, bias, out, has_bias, wmem, epi, eargs)
+
+
+@legato.function
+def _blocks_group(x, wt, bias, has_bias, wmem, g, outs, epi=None, eargs=()):
+    linear_blocks(x, wt, bias, outs, has_bias, wmem, epi, eargs, g)
 
 
 @legato.function

@@ -181,6 +181,26 @@ def test_gate_up_one_kernel_with_silu_mul(ffn, device, form):
     assert weights <= run.dram_bytes <= weights + 64 * (512 + ffn) * 2 + 8192, run.dram_bytes
 
 
+def test_gate_up_uneven_whole_blocks_with_silu_mul():
+    """hidden 256 (one K-tile), MLP 2304: 36 blocks of 2 x 64 columns on 32 cores, whole
+    blocks give no core more tiles than tile ranges (2): `linear_blocks` for gate/up with
+    SiLU(gate) * up as its epilogue (gate and up never written), no partials; matches eager."""
+    torch.manual_seed(0)
+    mod = MLP(256, 2304).bfloat16()
+    x = torch.randn(1, 256, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod, "bertha")(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    first = wrapper.last_wrapper().kernel_modules()[0]
+    labels = " ".join(first.info.nodes)
+    assert "linear_blocks(2 projections, tn=64)" in labels and "silu" in labels, labels
+    _every_core(first, "bertha")
+    run = first.kernel.last_run
+    weights = 2 * 256 * 2304 * 2
+    assert weights <= run.dram_bytes <= weights + 64 * (256 + 2304) * 2 + 8192, run.dram_bytes
+
+
 @pytest.mark.parametrize(
     ("bias", "device", "form"),
     [
@@ -265,7 +285,7 @@ def test_prefill_group_parts_match_one_tile(mod, form, monkeypatch):
 
     with torch.no_grad():
         refs = mod(x)
-    assert chip_linear._rows_cols_parts(len(refs), 16) == len(refs)
+    assert chip_linear._rows_cols_parts(len(refs), refs[0].shape[1] // 32) == len(refs)
     parts = run("linear_rows_cols_parts")
     monkeypatch.setattr(chip_linear, "_rows_cols_parts", lambda g, r: 1)
     whole = run("_rows_cols_group")

@@ -158,6 +158,37 @@ def test_more_column_blocks_than_cores(dtype, m, bias):
     assert weight <= run.dram_bytes <= weight + 3 * partials + 32 * 3 * 512 * m * 4, run.dram_bytes
 
 
+@pytest.mark.parametrize(
+    ("device", "n", "bias"),
+    [
+        # 50 blocks of 128 x 2 K-tiles on 32 cores: whole blocks give a core 4 tiles at most,
+        # as equal tile ranges would (ceil(100 / 32))
+        ("bertha", 6400, True),
+        # the tiny Llama's lm_head width on 64 cores: 250 blocks, 8 tiles at most either way
+        ("bertha-evt1", 32000, False),
+    ],
+)
+def test_uneven_whole_blocks_no_partials(device, n, bias):
+    """Column blocks that do not fall evenly on the cores, where whole blocks cost no core more
+    weight tiles than tile ranges: `linear_blocks`, each block computed whole by one core and
+    written once (no f32 partial through DRAM, no barrier): DRAM bytes are the weight, x per
+    core and the output, nothing more; every core runs; the result matches eager."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(512, n, bias=bias).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    _, y, ref, mod = _run(lin, x, device)
+    _check(y, ref)
+    assert "linear_blocks(tn=128)" in " ".join(mod.info.nodes), mod.info.nodes
+    assert "legato.sync.barrier" not in mod.gen.source
+    run = mod.kernel.last_run
+    cores = _cores(run)
+    p = 32 if device == "bertha" else 64
+    assert len(cores) == p and all(v > 0 for v in cores.values()), cores
+    weight = 512 * n * 2
+    small = p * 512 * 2 + n * 2 + (n * 2 if bias else 0)
+    assert weight <= run.dram_bytes <= weight + small + p * 4096, run.dram_bytes
+
+
 def test_whole_rounds_of_column_blocks():
     """N = 8192 on 32 cores: 64 blocks of 128, two unrolled rounds of one block per core."""
     torch.manual_seed(0)
