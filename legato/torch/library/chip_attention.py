@@ -509,7 +509,8 @@ def prefill_attention_dynamic(q, k, v, scale, kb, out, lse):
     group): row i is a decode step over keys 0 .. i (`decode_attention_dynamic`'s fold:
     tiles of kb keys, the running max as torch's CPU flash kernel folds them, whose causal
     blocks past the diagonal add nothing), each tile clamped to the runtime length and its
-    keys past i masked with NEG_BIG (`_causal_tail`); the items go round robin over the cores,
+    keys past i masked with NEG_BIG (a slice of one [0] * kb + [NEG_BIG] * (kb - 1) column,
+    `z` below, at a runtime offset); the items go round robin over the cores,
     rows interleaved over the groups (a row's cost grows with i). q, out and lse are read and
     written one head row at a time (a runtime-indexed row is contiguous; rows of several heads
     would be a copy with a runtime stride)."""

@@ -11,25 +11,10 @@ import torch
 
 import legato.torch as lt
 from legato.torch import wrapper
-from tests.unit.torch.torch_backend_helpers import assert_close_bf16
+from tests.unit.torch.torch_backend_helpers import check_close
+from tests.unit.torch.torch_backend_helpers import compile_dynamic_strict as _compile
 
 BOUND = 16
-
-
-def _compile(mod):
-    return torch.compile(
-        mod,
-        backend="legato",
-        dynamic=True,
-        options={"legato.device": "bertha", "legato.strict": True},
-    )
-
-
-def _check(y, ref):
-    if y.dtype == torch.bfloat16:
-        assert_close_bf16(y, ref)
-    else:
-        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
 
 
 def _chip_kernels():
@@ -59,7 +44,7 @@ def test_linear_runtime_rows(dtype, bias, n, form):
             x = torch.randn(m, 512, dtype=dtype)
             lt.mark_dynamic(x, 0, max=BOUND)
             y = g(x)
-            _check(y, lin(x))
+            check_close(y, lin(x))
             s = lt.last_summary()
             assert s.num_extern == 0, str(s)
             (mod,) = _chip_kernels()
@@ -94,7 +79,7 @@ def test_mlp_runtime_rows():
         for m in (5, 2, 12):
             x = torch.randn(m, 512, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=BOUND)
-            _check(g(x), mlp(x))
+            check_close(g(x), mlp(x))
             s = lt.last_summary()
             assert s.num_extern == 0, str(s)
             forms = [" ".join(m.info.nodes) for m in _chip_kernels()]
@@ -129,7 +114,7 @@ def test_partial_forms_runtime_rows(n, k, form):
         for m in (3, BOUND, 9):
             x = torch.randn(m, k, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=BOUND)
-            _check(g(x), lin(x))
+            check_close(g(x), lin(x))
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             (mod,) = _chip_kernels()
             assert form in " ".join(mod.info.nodes), mod.info.nodes
@@ -160,7 +145,7 @@ def test_grouped_tile_ranges_runtime_rows():
             x = torch.randn(m, 512)
             lt.mark_dynamic(x, 0, max=BOUND)
             for y, ref in zip(g(x), qkv(x)):
-                _check(y, ref)
+                check_close(y, ref)
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             (mod,) = _chip_kernels()
             assert "linear_tiles(3 projections, tn=16" in " ".join(mod.info.nodes), mod.info.nodes
@@ -189,7 +174,7 @@ def test_chunks_runtime_rows_above_one_core(n, k, form):
         for m in (5, 700 if k == 512 else 300):
             x = torch.randn(m, k, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=1024)
-            _check(g(x), lin(x))
+            check_close(g(x), lin(x))
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             (mod,) = _chip_kernels()
             assert form in " ".join(mod.info.nodes), mod.info.nodes
@@ -207,7 +192,7 @@ def test_grouped_chunks_runtime_rows():
         for m in (4, 400):
             x = torch.randn(m, 512, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=1024)
-            _check(g(x), mlp(x))
+            check_close(g(x), mlp(x))
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             forms = [" ".join(m.info.nodes) for m in _chip_kernels()]
             assert len(forms) == 2 and all("linear_chunks" in f for f in forms), forms
@@ -229,7 +214,7 @@ def test_gemm_form_runtime_rows(n, bias, form):
         for m in (40, 64, 3):
             x = torch.randn(m, 512, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=64)
-            _check(g(x), lin(x))
+            check_close(g(x), lin(x))
             assert lt.last_summary().num_extern == 0, str(lt.last_summary())
             (mod,) = _chip_kernels()
             assert form in " ".join(mod.info.nodes), mod.info.nodes

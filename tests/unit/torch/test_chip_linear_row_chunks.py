@@ -14,25 +14,10 @@ import torch
 
 import legato.torch as lt
 from legato.torch import wrapper
-from tests.unit.torch.torch_backend_helpers import assert_close_bf16
+from tests.unit.torch.torch_backend_helpers import check_close
+from tests.unit.torch.torch_backend_helpers import compile_dynamic_strict as _compile
 
 BOUND = 1024  # legato.max_dynamic_dim's default
-
-
-def _compile(mod):
-    return torch.compile(
-        mod,
-        backend="legato",
-        dynamic=True,
-        options={"legato.device": "bertha", "legato.strict": True},
-    )
-
-
-def _check(y, ref):
-    if y.dtype == torch.bfloat16:
-        assert_close_bf16(y, ref)
-    else:
-        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
 
 
 class _Conv1D(torch.nn.Module):
@@ -75,7 +60,7 @@ def test_runtime_rows_over_the_cores(dtype, mod, form):
             x = torch.randn(m, lin.weight.shape[1 if isinstance(lin, torch.nn.Linear) else 0])
             x = x.to(dtype)
             lt.mark_dynamic(x, 0, max=BOUND)
-            _check(g(x), lin(x))
+            check_close(g(x), lin(x))
             s = lt.last_summary()
             assert s.num_extern == 0 and s.matmul_flop_share == 1.0, str(s)
             (k,) = _kernels("chip_linear")
@@ -95,7 +80,7 @@ def test_single_core_form_kept_when_it_fits():
         for m in (3, 40):
             x = torch.randn(m, 64, dtype=torch.bfloat16)
             lt.mark_dynamic(x, 0, max=BOUND)
-            _check(g(x), lin(x))
+            check_close(g(x), lin(x))
             s = lt.last_summary()
             assert s.num_extern == 0, str(s)
             assert not _kernels("chip_linear"), [k.info.nodes for k in s.kernels]

@@ -15,6 +15,25 @@ def assert_close_bf16(actual, expected, ulps=2.0):
     )
 
 
+def compile_dynamic_strict(mod):
+    """`mod` through the backend on EVT0 with a dynamic batch (torch.compile's dynamic=True),
+    strict: a kernel that fails to compile raises instead of running eagerly."""
+    return torch.compile(
+        mod,
+        backend="legato",
+        dynamic=True,
+        options={"legato.device": "bertha", "legato.strict": True},
+    )
+
+
+def check_close(y, ref):
+    """bf16: `assert_close_bf16`; f32: 1e-4 relative, and 1e-4 of the largest |ref|."""
+    if y.dtype == torch.bfloat16:
+        assert_close_bf16(y, ref)
+    else:
+        torch.testing.assert_close(y, ref, rtol=1e-4, atol=1e-4 * ref.abs().max().item())
+
+
 def run_case_strict(cases, name, dtype, op_pattern):
     """Runs case `name` of `cases` ({name: (f, make_args(dtype), op)}) through the backend in
     strict mode and eagerly; asserts that nothing ran extern and that an `aten.<op>` overload

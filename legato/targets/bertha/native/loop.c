@@ -301,10 +301,6 @@ int loop_push(lstate *S, int64_t idx, int64_t ready) {
     return hpush(S, ready, m->version, idx);
 }
 
-/* `Emulator._schedule`'s bookkeeping of a plan the Python made for module `idx` (ready at
- * `ready`, `external`: its readiness depends on others): not waiting; then waiting with a new
- * version (INF), else pushed, and waiting too if external. 0: out of memory. */
-/* The fields of module `idx` that the Python keeps too, as it left them (`_put`). */
 /* A module's struct at the start of a run, in one call (`Emulator._loop_module`): its
  * registers, its program's encodings and extents, core, version and MPU free time; its plan
  * is the Python's (CK_PY) until the loop makes one. */
@@ -367,6 +363,10 @@ int64_t loop_final_shared(const lstate *S, int64_t *out) {
     return k;
 }
 
+/* `Emulator._schedule`'s bookkeeping of a plan the Python made for module `idx` (ready at
+ * `ready`, `external`: its readiness depends on others): not waiting; then waiting with a new
+ * version (INF), else pushed, and waiting too if external. 0: out of memory. */
+/* The fields of module `idx` that the Python keeps too, as it left them (`_put`). */
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly) {
