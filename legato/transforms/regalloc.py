@@ -59,6 +59,8 @@ _REMAT, _RELOAD, _SPILL = 0, 1, 2
 def _loops(ops: list) -> list[tuple[int, int]]:
     """Backward branches: (label position, branch position)."""
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, be.LabelOp)}
+    if not labels:
+        return []  # a branch without a label to go back to (and reading each op's `target`)
     loops = []
     for i, op in enumerate(ops):
         target = getattr(op, "target", None)
@@ -83,7 +85,7 @@ def _liveness(ops: list) -> tuple[dict[SSAValue, tuple[int, int]], dict[SSAValue
     uses: dict[SSAValue, list[int]] = {}
     for i, op in enumerate(ops):
         x = 2 * i
-        for v in op.operands:
+        for v in op._operands:  # noqa: SLF001 (the tuple `op.operands` wraps in a view)
             us = uses.get(v)
             if us is None:
                 uses[v] = [x]
@@ -95,9 +97,10 @@ def _liveness(ops: list) -> tuple[dict[SSAValue, tuple[int, int]], dict[SSAValue
             start, end = r
             end = max(end, x)
             # a value defined before a loop and used inside it lives to the loop's end
-            for head, tail in loops:
-                if start // 2 < head <= i <= tail:
-                    end = max(end, 2 * tail)
+            if loops:
+                for head, tail in loops:
+                    if start // 2 < head <= i <= tail:
+                        end = max(end, 2 * tail)
             ranges[v] = (start, end)
         for res in op.results:
             ranges[res] = (x + 1, x + 1)
