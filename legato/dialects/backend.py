@@ -78,7 +78,7 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
-from legato.dialects.fast_build import FastBuildOperation
+from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch import debug
@@ -2607,3 +2607,4 @@ Backend = Dialect(
     [KernelOp, ProgramOp, LabelOp, EntryRegOp, *INSTRUCTION_OPS],
     [RegType],
 )
+install_fast_accessors(Backend)  # the same accessors, without xDSL's per-read dispatch

@@ -65,7 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
 from legato.dialects.debug import AssertOpBase, PrintOpBase
-from legato.dialects.fast_build import FastBuildOperation
+from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.legato import (
     ELEMENT_TYPES,
     ContextAttr,
@@ -1659,3 +1659,4 @@ Core = Dialect(
     ],
     [BufType, ArgAttr],
 )
+install_fast_accessors(Core)  # the same accessors, without xDSL's per-read dispatch
