@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from xdsl.dialects.builtin import DenseArrayBase, i32
-from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
+from xdsl.ir import Attribute, Dialect, Operation, OpResult, SSAValue, SSAValues, Use
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedRegionSegments,
@@ -112,6 +112,26 @@ def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
     return out, sizes
 
 
+def _init_flat(op: Operation, operands: list, result_types: list, props: dict, attrs: dict):
+    """What `Operation.__init__` makes of an op without regions or successors (`props` and
+    `attrs` fresh dicts it may keep): its operands and their uses, its results, its properties,
+    attributes and unknown location, then the class's `__post_init__` (IRDL's defaults)."""
+    values = SSAValues(operands)
+    uses = tuple(Use(op, i) for i in range(len(values)))
+    for v, u in zip(values, uses):
+        v.add_use(u)
+    op._operands = values  # noqa: SLF001
+    op._operand_uses = uses  # noqa: SLF001
+    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    op.properties = props
+    op.attributes = attrs
+    op.location = UNKNOWN_LOC
+    op._successors = ()  # noqa: SLF001
+    op._successor_uses = ()  # noqa: SLF001
+    op.regions = ()
+    op.__post_init__()
+
+
 def _value(x) -> SSAValue:
     return x if isinstance(x, SSAValue) else SSAValue.get(x)
 
@@ -166,15 +186,18 @@ class FastBuildOperation(IRDLOperation):
         attrs = _dropping_none(attributes) if attributes else {}
         for construct, as_property, name in segments:
             (props if as_property else attrs)[name] = _sizes_attr(tuple(built[construct][1]))
-        Operation.__init__(
-            self,
-            operands=built[0][0],
-            result_types=built[1][0],
-            properties=props,
-            attributes=attrs,
-            successors=built[3][0],
-            regions=built[2][0],
-        )
+        if built[2][0] or built[3][0]:
+            Operation.__init__(
+                self,
+                operands=built[0][0],
+                result_types=built[1][0],
+                properties=props,
+                attributes=attrs,
+                successors=built[3][0],
+                regions=built[2][0],
+            )
+        else:
+            _init_flat(self, built[0][0], built[1][0], props, attrs)
 
 
 # -- accessors -----------------------------------------------------------------------------------
