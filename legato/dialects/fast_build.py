@@ -18,6 +18,7 @@ from functools import cache
 
 from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
 from xdsl.ir import Attribute, Dialect, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.ir import core as ir_core
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedRegionSegments,
@@ -253,3 +254,23 @@ def install_fast_accessors(dialect: Dialect) -> None:
                 setattr(cls, name, _single(_ARGS[acc.construct], acc.idx))
             elif isinstance(acc, BaseAttrAccessor) and acc.construct in _ARGS:
                 setattr(cls, name, _SegmentAccessor(acc))
+
+
+# -- identity hashes -----------------------------------------------------------------------------
+
+
+def _identity_hashes() -> None:
+    """xDSL's SSA values, IR nodes (ops, blocks, regions) and uses compare by identity and hash
+    by `id(self)` in a Python `__hash__`, which every dict and set of them (every pass keeps
+    several) calls per lookup. `object.__hash__` is the same identity hash in C (equal exactly
+    when the objects are the same; the order of a set of them was never reproducible across
+    runs either way): ~6% of the GEMM's compile."""
+    a, b = object(), object()
+    for cls in (ir_core.SSAValue, ir_core._IRNode, ir_core.Use):  # noqa: SLF001
+        eq, hash_ = cls.__eq__, cls.__hash__
+        if not (eq(a, a) is True and eq(a, b) is False and hash_(a) == id(a)):  # pragma: no cover
+            raise AssertionError(f"xDSL's {cls.__name__} no longer compares and hashes by id")
+        cls.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+_identity_hashes()
