@@ -17,7 +17,16 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 
 from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
-from xdsl.ir import Attribute, Dialect, Operation, OpResult, SSAValue, SSAValues, Use
+from xdsl.ir import (
+    Attribute,
+    BlockArgument,
+    Dialect,
+    Operation,
+    OpResult,
+    SSAValue,
+    SSAValues,
+    Use,
+)
 from xdsl.ir import core as ir_core
 from xdsl.irdl import (
     AttrSizedOperandSegments,
@@ -91,13 +100,21 @@ def _sizes_attr(sizes: tuple[int, ...]) -> DenseArrayBase:
     return attr
 
 
+_NOTHING: tuple[tuple, tuple] = ((), ())  # no construct of a kind, none given
+
+
 def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
     if len(args) != len(kinds):
         raise _Fallback
+    if not kinds:
+        return _NOTHING  # type: ignore[return-value]
     out: list = []
     sizes: list[int] = []
     for kind, a in zip(kinds, args):
-        if a is None:
+        if type(a) is OpResult or type(a) is BlockArgument:  # one value (not a Sequence)
+            out.append(a)
+            sizes.append(1)
+        elif a is None:
             if kind == _SINGLE:
                 raise _Fallback
             sizes.append(0)
