@@ -50,6 +50,7 @@ from legato.dialects import backend as be
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, inherit_location
+from legato.transforms.ir_walk import ops_of
 
 SPILL_SLOT = 8
 SPILL_ALIGN = 64
@@ -218,9 +219,8 @@ class BackendAllocateRegistersPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         model = model_of(op, self.target)
-        for program in op.walk():
-            if isinstance(program, be.ProgramOp):
-                self._allocate(program, model)
+        for program in ops_of(op, be.ProgramOp):
+            self._allocate(program, model)
 
     # -- splitting ---------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from xdsl.passes import ModulePass
 from legato.dialects import core
 from legato.model.ir import model_of
 from legato.transforms.index_arith import per_core_values
+from legato.transforms.ir_walk import walk
 
 RING_SLOTS = 3  # receive buffers of a ring stream
 RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
@@ -71,7 +72,7 @@ def last_touches(ops: list[Operation]) -> dict[SSAValue, int | None]:
     root: dict[SSAValue, SSAValue] = {}
     last: dict[SSAValue, list] = {}  # buffer -> [index, touches its first byte]
     for i, top in enumerate(ops):
-        for op in top.walk():
+        for op in walk(top):
             if isinstance(op, core.AllocOp):
                 root[op.result] = op.result
                 continue

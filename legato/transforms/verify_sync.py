@@ -48,6 +48,7 @@ from legato.dialects.core import BUFFER_ATTR
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, source_location
 from legato.transforms.index_arith import DIVISIONS, INDEX_OPS, per_core_values
+from legato.transforms.ir_walk import ops_of, walk
 
 #: abstract sync events one proof runs at most; past it the waits not yet reached are
 #: left to the run (a kernel whose loops send millions of times)
@@ -144,7 +145,7 @@ def _reused_buffers(kernel: core.KernelOp) -> set[str]:
     """Names of receive buffers more than one transfer fills: written by several notifying
     DMAs, or by one inside a loop."""
     count: dict[str, int] = {}
-    for op in kernel.walk():
+    for op in walk(kernel):
         if isinstance(op, core.DmaOp) and op.has_notify:
             name = _buffer_name(op.dst)
             if not name:
@@ -310,7 +311,7 @@ class _Proof:
         for inst in self.instances:
             if inst.program not in waits:
                 waits[inst.program] = {
-                    op.sync_id.data for op in inst.program.walk() if isinstance(op, core.SemWaitOp)
+                    op.sync_id.data for op in walk(inst.program) if isinstance(op, core.SemWaitOp)
                 }
             for sem in waits[inst.program]:
                 self.sem_waiters.setdefault(sem, set()).add(inst.index)
@@ -1083,9 +1084,8 @@ class CoreVerifySyncPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         model = model_of(op)
-        for kernel in op.walk():
-            if isinstance(kernel, core.KernelOp):
-                verify(kernel, model.num_cores)
+        for kernel in ops_of(op, core.KernelOp):
+            verify(kernel, model.num_cores)
 
 
 def verify(kernel: core.KernelOp, num_cores: int) -> list[Unsettled]:
