@@ -82,6 +82,7 @@ from legato.dialects.legato import (
     parse_space,
     verify_memory_space,
 )
+from legato.dialects.shared_attrs import bool_attr
 from legato.dialects.slicing import DYNAMIC as SLICE_DYNAMIC
 from legato.dialects.slicing import parse_sliced, print_sliced, split_mixed
 from legato.types import CORE_SPACES, Dim
@@ -1093,9 +1094,7 @@ class MpuMatmulOp(FastBuildOperation):
     def __init__(
         self, input: SSAValue | Operation, out: SSAValue | Operation, accumulate: bool = False
     ):
-        super().__init__(
-            operands=[input, out], properties={"accumulate": BoolAttr.from_bool(accumulate)}
-        )
+        super().__init__(operands=[input, out], properties={"accumulate": bool_attr(accumulate)})
 
     @property
     def is_accumulate(self) -> bool:

@@ -40,12 +40,13 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.dialects.core import BUFFER_ATTR
+from legato.dialects.shared_attrs import integer_attr
 from legato.errors import PerformanceWarning
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
@@ -283,7 +284,7 @@ class _Planner:
                 self._refuse(alloc, core_i, lives)
             if key is not None:
                 self.named[key] = (space, offset)
-        alloc.offset = IntegerAttr(offset, i64)
+        alloc.offset = integer_attr(offset, i64)
         if space != t.space:
             alloc.attributes[PLACEMENT_ATTR] = StringAttr(space)
 
