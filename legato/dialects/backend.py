@@ -78,8 +78,9 @@ from xdsl.traits import (
 from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
-from legato.dialects.fast_build import FastBuildOperation
+from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
+from legato.dialects.shared_attrs import UNIT
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
@@ -1620,7 +1621,7 @@ class _DmaMixin:
         if notify is not None:
             core, space, queue = notify
             props = {
-                "notify": UnitAttr(),
+                "notify": UNIT,
                 "notify_space": StringAttr(space),
                 "notify_queue": IntAttr(queue),
                 "notify_core": IntAttr(core) if isinstance(core, int) else None,
@@ -2000,7 +2001,7 @@ class MpuMmOp(CoreOnlyOp):
     ):
         super().__init__(
             operands=[dst, src, m],
-            properties={"out_dtype": StringAttr(out_dtype), "acc": UnitAttr() if acc else None},
+            properties={"out_dtype": StringAttr(out_dtype), "acc": UNIT if acc else None},
         )
 
     @classmethod
@@ -2057,9 +2058,7 @@ class PimGemvOp(CoreOnlyOp):
         shape: SSAValue | Operation,
         acc: bool = False,
     ):
-        super().__init__(
-            operands=[dst, x, w, shape], properties={"acc": UnitAttr() if acc else None}
-        )
+        super().__init__(operands=[dst, x, w, shape], properties={"acc": UNIT if acc else None})
 
     @classmethod
     def parse(cls, parser: Parser) -> PimGemvOp:
@@ -2607,3 +2606,4 @@ Backend = Dialect(
     [KernelOp, ProgramOp, LabelOp, EntryRegOp, *INSTRUCTION_OPS],
     [RegType],
 )
+install_fast_accessors(Backend)  # the same accessors, without xDSL's per-read dispatch

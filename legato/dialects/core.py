@@ -65,7 +65,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
 from legato.dialects.debug import AssertOpBase, PrintOpBase
-from legato.dialects.fast_build import FastBuildOperation
+from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.legato import (
     ELEMENT_TYPES,
     ContextAttr,
@@ -82,6 +82,7 @@ from legato.dialects.legato import (
     parse_space,
     verify_memory_space,
 )
+from legato.dialects.shared_attrs import bool_attr
 from legato.dialects.slicing import DYNAMIC as SLICE_DYNAMIC
 from legato.dialects.slicing import parse_sliced, print_sliced, split_mixed
 from legato.types import CORE_SPACES, Dim
@@ -1093,9 +1094,7 @@ class MpuMatmulOp(FastBuildOperation):
     def __init__(
         self, input: SSAValue | Operation, out: SSAValue | Operation, accumulate: bool = False
     ):
-        super().__init__(
-            operands=[input, out], properties={"accumulate": BoolAttr.from_bool(accumulate)}
-        )
+        super().__init__(operands=[input, out], properties={"accumulate": bool_attr(accumulate)})
 
     @property
     def is_accumulate(self) -> bool:
@@ -1659,3 +1658,4 @@ Core = Dialect(
     ],
     [BufType, ArgAttr],
 )
+install_fast_accessors(Core)  # the same accessors, without xDSL's per-read dispatch

@@ -16,8 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import cache
 
-from xdsl.dialects.builtin import DenseArrayBase, i32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
+from xdsl.ir import (
+    Attribute,
+    BlockArgument,
+    Dialect,
+    Operation,
+    OpResult,
+    SSAValue,
+    SSAValues,
+    Use,
+)
+from xdsl.ir import core as ir_core
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     AttrSizedRegionSegments,
@@ -29,7 +39,12 @@ from xdsl.irdl import (
     SameVariadicResultSize,
     VariadicDef,
 )
-from xdsl.irdl.operations import irdl_build_regions_arg
+from xdsl.irdl.operations import (
+    BaseAttrAccessor,
+    BeforeVariadicSingleAccessor,
+    VarIRConstruct,
+    irdl_build_regions_arg,
+)
 
 _SINGLE, _OPTIONAL, _VARIADIC = 0, 1, 2
 
@@ -80,16 +95,26 @@ def _plan(cls: type) -> tuple:
 
 @cache
 def _sizes_attr(sizes: tuple[int, ...]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i32, sizes)
+    attr = DenseArrayBase.from_list(i32, sizes)
+    _SEGMENT_VALUES[id(attr)] = attr.get_values()
+    return attr
+
+
+_NOTHING: tuple[tuple, tuple] = ((), ())  # no construct of a kind, none given
 
 
 def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
     if len(args) != len(kinds):
         raise _Fallback
+    if not kinds:
+        return _NOTHING  # type: ignore[return-value]
     out: list = []
     sizes: list[int] = []
     for kind, a in zip(kinds, args):
-        if a is None:
+        if type(a) is OpResult or type(a) is BlockArgument:  # one value (not a Sequence)
+            out.append(a)
+            sizes.append(1)
+        elif a is None:
             if kind == _SINGLE:
                 raise _Fallback
             sizes.append(0)
@@ -103,6 +128,26 @@ def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
             out.append(a if convert is None else convert(a))
             sizes.append(1)
     return out, sizes
+
+
+def _init_flat(op: Operation, operands: list, result_types: list, props: dict, attrs: dict):
+    """What `Operation.__init__` makes of an op without regions or successors (`props` and
+    `attrs` fresh dicts it may keep): its operands and their uses, its results, its properties,
+    attributes and unknown location, then the class's `__post_init__` (IRDL's defaults)."""
+    values = SSAValues(operands)
+    uses = tuple(Use(op, i) for i in range(len(values)))
+    for v, u in zip(values, uses):
+        v.add_use(u)
+    op._operands = values  # noqa: SLF001
+    op._operand_uses = uses  # noqa: SLF001
+    op.results = SSAValues(OpResult(t, op, i) for i, t in enumerate(result_types))
+    op.properties = props
+    op.attributes = attrs
+    op.location = UNKNOWN_LOC
+    op._successors = ()  # noqa: SLF001
+    op._successor_uses = ()  # noqa: SLF001
+    op.regions = ()
+    op.__post_init__()
 
 
 def _value(x) -> SSAValue:
@@ -159,12 +204,90 @@ class FastBuildOperation(IRDLOperation):
         attrs = _dropping_none(attributes) if attributes else {}
         for construct, as_property, name in segments:
             (props if as_property else attrs)[name] = _sizes_attr(tuple(built[construct][1]))
-        Operation.__init__(
-            self,
-            operands=built[0][0],
-            result_types=built[1][0],
-            properties=props,
-            attributes=attrs,
-            successors=built[3][0],
-            regions=built[2][0],
-        )
+        if built[2][0] or built[3][0]:
+            Operation.__init__(
+                self,
+                operands=built[0][0],
+                result_types=built[1][0],
+                properties=props,
+                attributes=attrs,
+                successors=built[3][0],
+                regions=built[2][0],
+            )
+        else:
+            _init_flat(self, built[0][0], built[1][0], props, attrs)
+
+
+# -- accessors -----------------------------------------------------------------------------------
+
+#: the decoded values of each shared segment-size attribute `_sizes_attr` made, by its id (those
+#: attributes live as long as its cache: an id here is never another object's)
+_SEGMENT_VALUES: dict[int, tuple[int, ...]] = {}
+
+_ARGS = {
+    VarIRConstruct.OPERAND: "_operands",  # what `op.operands` views (the same elements, slices)
+    VarIRConstruct.RESULT: "results",
+    VarIRConstruct.REGION: "regions",
+}
+
+
+class _SegmentAccessor:
+    """xDSL's accessor of a construct sized by a segment attribute (`BaseAttrAccessor`), its
+    attribute decoded once when it is one of the shared ones (`_sizes_attr`)."""
+
+    __slots__ = ("acc", "args", "container", "name")
+
+    def __init__(self, acc: BaseAttrAccessor):
+        self.acc, self.args = acc, _ARGS[acc.construct]
+        self.container = "properties" if acc.option.as_property else "attributes"
+        self.name = acc.option.attribute_name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self.acc
+        attr = getattr(obj, self.container)[self.name]
+        values = _SEGMENT_VALUES.get(id(attr))
+        if values is None:
+            values = attr.get_values()
+        return self.acc.index(values, getattr(obj, self.args))
+
+    def __set__(self, obj, value):
+        self.acc.__set__(obj, value)
+
+
+def _single(field: str, idx: int) -> property:
+    return property(lambda op: getattr(op, field)[idx])
+
+
+def install_fast_accessors(dialect: Dialect) -> None:
+    """Replace the operand, result and region accessors of `dialect`'s ops with ones that give
+    the same values, without xDSL's per-read dispatch: a single construct before any variadic
+    one reads its tuple directly (xDSL: the construct kind's `match`, a fresh operand view,
+    its `__getitem__`), and a segment-sized one decodes a shared segment attribute once
+    instead of unpacking its bytes on every read (~5% of the GEMM's compile together)."""
+    for cls in dialect.operations:
+        for name, acc in list(vars(cls).items()):
+            if type(acc) is BeforeVariadicSingleAccessor and acc.construct in _ARGS:
+                setattr(cls, name, _single(_ARGS[acc.construct], acc.idx))
+            elif isinstance(acc, BaseAttrAccessor) and acc.construct in _ARGS:
+                setattr(cls, name, _SegmentAccessor(acc))
+
+
+# -- identity hashes -----------------------------------------------------------------------------
+
+
+def _identity_hashes() -> None:
+    """xDSL's SSA values, IR nodes (ops, blocks, regions) and uses compare by identity and hash
+    by `id(self)` in a Python `__hash__`, which every dict and set of them (every pass keeps
+    several) calls per lookup. `object.__hash__` is the same identity hash in C (equal exactly
+    when the objects are the same; the order of a set of them was never reproducible across
+    runs either way): ~6% of the GEMM's compile."""
+    a, b = object(), object()
+    for cls in (ir_core.SSAValue, ir_core._IRNode, ir_core.Use):  # noqa: SLF001
+        eq, hash_ = cls.__eq__, cls.__hash__
+        if not (eq(a, a) is True and eq(a, b) is False and hash_(a) == id(a)):  # pragma: no cover
+            raise AssertionError(f"xDSL's {cls.__name__} no longer compares and hashes by id")
+        cls.__hash__ = object.__hash__  # type: ignore[method-assign]
+
+
+_identity_hashes()

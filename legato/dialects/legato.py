@@ -91,7 +91,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from legato import opset
 from legato.dialects.debug import AssertOpBase, PrintOpBase
-from legato.dialects.fast_build import FastBuildOperation
+from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -2692,3 +2692,4 @@ Legato = Dialect(
     ],
     [TensorType, ContextAttr],
 )
+install_fast_accessors(Legato)  # the same accessors, without xDSL's per-read dispatch

@@ -41,6 +41,7 @@ from xdsl.utils.exceptions import VerifyException
 import legato.dialects.legato as L
 from legato import opset
 from legato.context import CompileContext, ExecContext, compiling
+from legato.dialects.fast_verify import verify_op
 from legato.errors import CompileError, LegatoError
 from legato.frontend.language import Param, constexpr
 from legato.frontend.runtime import (
@@ -407,7 +408,7 @@ class CodeGenerator(RuntimeCodegen):
         """`op`'s own verifier, as a CompileError at `node` (what `emit` runs on every op it
         appends; the ops built around a region are checked with this once it is complete)."""
         try:
-            op.verify_()
+            verify_op(op)
         except VerifyException as e:
             raise self.error(node, str(e)) from None
 

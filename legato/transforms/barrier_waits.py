@@ -41,6 +41,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from legato.dialects import core
 from legato.transforms.diagnostics import inherit_location
+from legato.transforms.ir_walk import ops_of, walk
 
 #: the queue space of the barrier's waits (any core memory names a queue; docs/isa.md)
 QUEUE_SPACE = "sram"
@@ -177,7 +178,7 @@ def _emit_waits(waits: _Waits, at: InsertPoint, queue: int, loc_op: Operation) -
 
 def _free_queue(kernel: core.KernelOp) -> int | None:
     used = set()
-    for op in kernel.walk():
+    for op in walk(kernel):
         if isinstance(op, core.DmaOp) and op.has_notify and op.notify_space is not None:
             if op.notify_space.data == QUEUE_SPACE and op.notify_queue is not None:
                 used.add(op.notify_queue.data)
@@ -236,6 +237,5 @@ class CoreBarrierWaitsPass(ModulePass):
     name = "core-barrier-waits"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        for kernel in op.walk():
-            if isinstance(kernel, core.KernelOp):
-                relax_barrier_waits(kernel)
+        for kernel in ops_of(op, core.KernelOp):
+            relax_barrier_waits(kernel)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 from xdsl.dialects import arith
@@ -10,12 +11,14 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import OpResult, SSAValue
 
 INDEX_OPS: dict[str, Callable[[int, int], int]] = {
-    "arith.addi": lambda a, b: a + b,
-    "arith.subi": lambda a, b: a - b,
-    "arith.muli": lambda a, b: a * b,
+    # the operator module's functions (C), not lambdas: `per_core_values` maps them over every
+    # core of every index op of an SPMD program
+    "arith.addi": operator.add,
+    "arith.subi": operator.sub,
+    "arith.muli": operator.mul,
     "arith.divsi": lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1),
     "arith.remsi": lambda a, b: a - b * (abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)),
-    "arith.floordivsi": lambda a, b: a // b,
+    "arith.floordivsi": operator.floordiv,
     "arith.minsi": min,
     "arith.maxsi": max,
 }

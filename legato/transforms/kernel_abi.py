@@ -11,6 +11,7 @@ from legato.dialects import backend as be
 from legato.dialects import core
 from legato.targets.bertha.abi import ARG_NAMES_ATTR, Arg, ArgLayout, Footprints
 from legato.transforms.diagnostics import error_at
+from legato.transforms.ir_walk import walk
 from legato.transforms.plan_memory import alloc_core, placed_space
 
 
@@ -38,7 +39,7 @@ def footprints(kernel: core.KernelOp) -> Footprints:
     for program in kernel.body.block.ops:
         if not isinstance(program, core.ProgramOp):
             continue
-        for alloc in program.walk():
+        for alloc in walk(program):
             if isinstance(alloc, core.AllocOp):
                 if alloc.offset is None:
                     raise error_at(alloc, "core.alloc has no offset: run core-plan-memory first")

@@ -40,6 +40,7 @@ from legato.model.ir import model_of
 from legato.targets.bertha.abi import ARG_NAMES_ATTR
 from legato.transforms.diagnostics import error_at, inherit_location
 from legato.transforms.index_arith import per_core_values
+from legato.transforms.ir_walk import walk
 from legato.transforms.lower_data_movement import data_movement_patterns
 from legato.transforms.lower_matmul import matmul_patterns
 from legato.transforms.lower_runtime import runtime_patterns
@@ -94,7 +95,7 @@ class _KernelLowering(LoweringState):
             Region(Block([prog.op for prog in self.programs.values()])),
         )
         # The casts standing for lowered tensors have no users left.
-        for cast in [op for op in kernel.walk() if isinstance(op, UnrealizedConversionCastOp)]:
+        for cast in [op for op in walk(kernel) if isinstance(op, UnrealizedConversionCastOp)]:
             Rewriter.erase_op(cast)
         # Argument names travel to the binary's metadata, so runtime errors name them.
         names = [a.name_hint or f"arg{i}" for i, a in enumerate(self.kernel.args)]

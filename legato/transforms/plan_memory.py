@@ -40,16 +40,18 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, StringAttr, i64
+from xdsl.dialects.builtin import ModuleOp, StringAttr, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
 from legato.dialects.core import BUFFER_ATTR
+from legato.dialects.shared_attrs import integer_attr
 from legato.errors import PerformanceWarning
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, source_location
+from legato.transforms.ir_walk import ops_of, walk
 
 ALIGN = 64
 PLACEMENT_ATTR = "placement"
@@ -128,7 +130,7 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Live
     name a buffer allocated in it, so it lives within one iteration)."""
     pos: dict[Operation, int] = {}
     end: dict[Operation, int] = {}
-    for op in program.walk():  # pre-order
+    for op in walk(program):  # pre-order
         pos[op] = len(pos)
     for op in reversed(list(pos)):
         last = pos[op]
@@ -149,7 +151,7 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Live
 
     roots: dict[SSAValue, set[core.AllocOp]] = {}
     spans: dict[core.AllocOp, tuple[list[int], list[int]]] = {}  # (loop, iteration)
-    for op in program.walk():
+    for op in walk(program):
         if isinstance(op, core.AllocOp):
             roots[op.result] = {op}
             h = holder(op, top)
@@ -282,7 +284,7 @@ class _Planner:
                 self._refuse(alloc, core_i, lives)
             if key is not None:
                 self.named[key] = (space, offset)
-        alloc.offset = IntegerAttr(offset, i64)
+        alloc.offset = integer_attr(offset, i64)
         if space != t.space:
             alloc.attributes[PLACEMENT_ATTR] = StringAttr(space)
 
@@ -347,9 +349,7 @@ class CorePlanMemoryPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         model = model_of(op, self.target)
-        for kernel in op.walk():
-            if not isinstance(kernel, core.KernelOp):
-                continue
+        for kernel in ops_of(op, core.KernelOp):
             planner = _Planner(model)
             programs = [p for p in kernel.body.block.ops if isinstance(p, core.ProgramOp)]
             lives = [_lifetimes(p, i) for i, p in enumerate(programs)]
@@ -360,7 +360,7 @@ class CorePlanMemoryPass(ModulePass):
                 group = [(p, lv) for p, lv in order if p.ctx.is_all_cores == spmd]
                 for whole in (True, False):
                     for program, lv in group:
-                        for alloc in program.walk():
+                        for alloc in walk(program):
                             if (
                                 isinstance(alloc, core.AllocOp)
                                 and (lv[alloc].loop is None) == whole

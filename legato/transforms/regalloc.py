@@ -50,6 +50,7 @@ from legato.dialects import backend as be
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, inherit_location
+from legato.transforms.ir_walk import ops_of
 
 SPILL_SLOT = 8
 SPILL_ALIGN = 64
@@ -59,6 +60,8 @@ _REMAT, _RELOAD, _SPILL = 0, 1, 2
 def _loops(ops: list) -> list[tuple[int, int]]:
     """Backward branches: (label position, branch position)."""
     labels = {op.label.data: i for i, op in enumerate(ops) if isinstance(op, be.LabelOp)}
+    if not labels:
+        return []  # a branch without a label to go back to (and reading each op's `target`)
     loops = []
     for i, op in enumerate(ops):
         target = getattr(op, "target", None)
@@ -83,7 +86,7 @@ def _liveness(ops: list) -> tuple[dict[SSAValue, tuple[int, int]], dict[SSAValue
     uses: dict[SSAValue, list[int]] = {}
     for i, op in enumerate(ops):
         x = 2 * i
-        for v in op.operands:
+        for v in op._operands:  # noqa: SLF001 (the tuple `op.operands` wraps in a view)
             us = uses.get(v)
             if us is None:
                 uses[v] = [x]
@@ -95,9 +98,10 @@ def _liveness(ops: list) -> tuple[dict[SSAValue, tuple[int, int]], dict[SSAValue
             start, end = r
             end = max(end, x)
             # a value defined before a loop and used inside it lives to the loop's end
-            for head, tail in loops:
-                if start // 2 < head <= i <= tail:
-                    end = max(end, 2 * tail)
+            if loops:
+                for head, tail in loops:
+                    if start // 2 < head <= i <= tail:
+                        end = max(end, 2 * tail)
             ranges[v] = (start, end)
         for res in op.results:
             ranges[res] = (x + 1, x + 1)
@@ -215,9 +219,8 @@ class BackendAllocateRegistersPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         model = model_of(op, self.target)
-        for program in op.walk():
-            if isinstance(program, be.ProgramOp):
-                self._allocate(program, model)
+        for program in ops_of(op, be.ProgramOp):
+            self._allocate(program, model)
 
     # -- splitting ---------------------------------------------------------------------------
 

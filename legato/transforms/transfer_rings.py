@@ -34,13 +34,15 @@ from dataclasses import dataclass, field
 
 from xdsl.context import Context
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import Operation, OpResult, SSAValue
 from xdsl.passes import ModulePass
 
 from legato.dialects import core
+from legato.dialects.shared_attrs import integer_attr
 from legato.model.ir import model_of
 from legato.transforms.index_arith import per_core_values
+from legato.transforms.ir_walk import walk
 
 RING_SLOTS = 3  # receive buffers of a ring stream
 RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
@@ -71,7 +73,7 @@ def last_touches(ops: list[Operation]) -> dict[SSAValue, int | None]:
     root: dict[SSAValue, SSAValue] = {}
     last: dict[SSAValue, list] = {}  # buffer -> [index, touches its first byte]
     for i, top in enumerate(ops):
-        for op in top.walk():
+        for op in walk(top):
             if isinstance(op, core.AllocOp):
                 root[op.result] = op.result
                 continue
@@ -345,7 +347,7 @@ class _Rings:
     ) -> list[Operation]:
         """The credit of one ring buffer, placed at `at` (after the op before it)."""
         buf = alloc.result
-        c = arith.ConstantOp(IntegerAttr(nbytes, IndexType()))
+        c = arith.ConstantOp(integer_attr(nbytes, IndexType()))
         credit = core.DmaOp(buf, buf, c.result, (sender, "sram", cq))
         for o in (c, credit):
             o.location = prog.ops[at - 1].location

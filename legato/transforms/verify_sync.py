@@ -48,6 +48,7 @@ from legato.dialects.core import BUFFER_ATTR
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, source_location
 from legato.transforms.index_arith import DIVISIONS, INDEX_OPS, per_core_values
+from legato.transforms.ir_walk import ops_of, walk
 
 #: abstract sync events one proof runs at most; past it the waits not yet reached are
 #: left to the run (a kernel whose loops send millions of times)
@@ -144,7 +145,7 @@ def _reused_buffers(kernel: core.KernelOp) -> set[str]:
     """Names of receive buffers more than one transfer fills: written by several notifying
     DMAs, or by one inside a loop."""
     count: dict[str, int] = {}
-    for op in kernel.walk():
+    for op in walk(kernel):
         if isinstance(op, core.DmaOp) and op.has_notify:
             name = _buffer_name(op.dst)
             if not name:
@@ -257,12 +258,23 @@ class _Buffer:
 
 
 class _Proof:
-    def __init__(self, kernel: core.KernelOp, num_cores: int):
+    def __init__(self, kernel: core.KernelOp, num_cores: int, like: _Proof | None = None):
+        """A fresh abstract machine for `kernel`; `like`: a proof of the same kernel whose
+        skeletons and value memos are taken over (its run's state is not)."""
         self.kernel, self.n = kernel, num_cores
-        reused = _reused_buffers(kernel)
+        if like is None:
+            reused = _reused_buffers(kernel)
+            self.skeletons = {prog: _skeleton(prog.body.block, reused) for prog in kernel.programs}
+            self._invariant: dict[SSAValue, bool] = {}
+            self._per_core: dict = {}
+        else:
+            reused = like.reused
+            self.skeletons = like.skeletons
+            self._invariant = like._invariant
+            self._per_core = like._per_core
         self.instances: list[_Instance] = []
         for prog in kernel.programs:
-            steps = _skeleton(prog.body.block, reused)
+            steps = self.skeletons[prog]
             ctx = prog.ctx
             if ctx.is_all_cores:
                 cores: list[int | None] = list(range(num_cores))
@@ -275,8 +287,6 @@ class _Proof:
                 self.instances.append(_Instance(len(self.instances), name, c, prog, [_iter(steps)]))
         self.reused = reused
         self.track = bool(reused)
-        self._invariant: dict[SSAValue, bool] = {}
-        self._per_core: dict = {}
         for inst in self.instances:
             inst.clock = np.zeros(len(self.instances), np.int64) if self.track else None
         # queue (core, space, queue) -> arrivals not yet taken: (op, instance, clock, buffer)
@@ -301,7 +311,7 @@ class _Proof:
         for inst in self.instances:
             if inst.program not in waits:
                 waits[inst.program] = {
-                    op.sync_id.data for op in inst.program.walk() if isinstance(op, core.SemWaitOp)
+                    op.sync_id.data for op in walk(inst.program) if isinstance(op, core.SemWaitOp)
                 }
             for sem in waits[inst.program]:
                 self.sem_waiters.setdefault(sem, set()).add(inst.index)
@@ -726,9 +736,155 @@ class _Proof:
         return [i for i in self.instances if not i.done and i.blocked is not None]
 
 
-def prove(kernel: core.KernelOp, num_cores: int) -> list[Unsettled]:
+# -- symmetry ------------------------------------------------------------------------------------
+
+
+def _flat(steps: list[_Step]) -> Iterator[_Step]:
+    for s in steps:
+        yield s
+        if s.body:
+            yield from _flat(s.body)
+
+
+def _symmetric_classes(p: _Proof) -> list[tuple[list[_Instance], int]] | None:
+    """The kernel's modules split into independent parts, grouped into classes of parts that
+    are the same up to renaming cores: [(one part's modules, how many parts its class has)],
+    or None when no class has two parts (or a module's skeleton is not known statically).
+
+    A part is a connected component of the graph whose nodes are the cores (and the top) and
+    whose edges join a module's core with every core it notifies and with every semaphore and
+    barrier it names: the abstract machine's state (queues and buffers by core, semaphores
+    and barriers by id) never crosses parts, so the run of one part does not depend on another.
+    Two parts are in one class when, numbering each part's cores by rank, their modules (in
+    index order) run the same programs on cores of the same rank, notify cores of the same
+    rank at every send and run their loops with the same bounds: each one's run is then the
+    other's with its cores renamed. Only skeletons whose every send has a compile-time target
+    per core, and with no region of unknown control flow, take part (anything else: None)."""
+    n = p.n
+    top = n  # the top module's node; semaphores and barriers get nodes above
+    parent: list[int] = list(range(n + 1))
+    extra: dict[tuple, int] = {}
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def node(key: tuple) -> int:
+        got = extra.get(key)
+        if got is None:
+            got = extra[key] = len(parent)
+            parent.append(got)
+        return got
+
+    progs: dict[core.ProgramOp, list[_Instance]] = {}
+    for inst in p.instances:
+        progs.setdefault(inst.program, []).append(inst)
+    # per program: its modules' nodes, a [sends x modules] matrix of target nodes, and the
+    # loop bounds each module runs
+    tables = []
+    for prog, insts in progs.items():
+        nodes = [top if i.core is None else i.core for i in insts]
+        cols, loops, syncs = [], [], set()
+        for s in _flat(p.skeletons[prog]):
+            if s.kind == _SEND:
+                if s.target is not None:
+                    cols.append((s.target,) * n)
+                elif s.reg is not None and p.invariant(s.reg):
+                    per_core = per_core_values(s.reg, n, core.CoreIdOp, p._per_core)
+                    if per_core is None:
+                        return None
+                    cols.append(per_core)
+                else:
+                    return None
+            elif s.kind == _LOOP:
+                loop = s.op
+                if not all(p.invariant(v) for v in (loop.lb, loop.ub, loop.step)):
+                    return None
+                loops.append(
+                    [tuple(p.value(i, v) for v in (loop.lb, loop.ub, loop.step)) for i in insts]
+                )
+            elif s.kind == _OPAQUE:
+                return None
+            elif s.kind in (_POST, _WAIT, _BARRIER):
+                syncs.add(node(("barrier" if s.kind == _BARRIER else "sem", *s.key)))
+        # row s: send s's target on each module's core, as `target` reads it (core or 0)
+        targets = np.array(cols, np.int64).reshape(len(cols), n)[:, [i.core or 0 for i in insts]]
+        if targets.size and not ((targets >= 0) & (targets < n)).all():
+            return None  # the full run names the send out of range
+        for code in np.unique(np.asarray(nodes, np.int64) * (n + 1) + targets).tolist():
+            a, b = divmod(code, n + 1)
+            parent[find(a)] = find(b)
+        for x in syncs:
+            for a in set(nodes):
+                parent[find(a)] = find(x)
+        tables.append((prog, insts, nodes, targets, loops))
+    parts: dict[int, list[int]] = {}
+    for x in range(n + 1):
+        parts.setdefault(find(x), []).append(x)
+    if len(parts) < 2:
+        return None
+    # each node's rank in its part, and each part's signature
+    rank = np.zeros(n + 1, np.int64)
+    part_of = np.zeros(n + 1, np.int64)
+    for root, members in parts.items():
+        for r, x in enumerate(members):
+            rank[x], part_of[x] = r, root
+    signature: dict[int, list] = {root: [len(members)] for root, members in parts.items()}
+    modules: dict[int, list[_Instance]] = {root: [] for root in parts}
+    for prog, insts, nodes, targets, loops in tables:
+        where = part_of[nodes]
+        ranked = rank[targets]
+        for root in np.unique(where):
+            cols = np.flatnonzero(where == root)
+            sig = signature[int(root)]
+            sig.append(
+                (
+                    prog,
+                    rank[np.asarray(nodes)[cols]].tobytes(),
+                    ranked[:, cols].tobytes(),
+                    tuple(tuple(b[c] for c in cols) for b in loops),
+                )
+            )
+            modules[int(root)].extend(insts[c] for c in cols)
+    classes: dict[tuple, list[int]] = {}
+    for root in parts:
+        classes.setdefault(tuple(signature[root]), []).append(root)
+    if all(len(roots) == 1 for roots in classes.values()):
+        return None
+    return [
+        (sorted(modules[roots[0]], key=lambda i: i.index), len(roots)) for roots in classes.values()
+    ]
+
+
+def _symmetric_proof(p: _Proof) -> bool:
+    """Whether the kernel is proven, nothing left to the run, by running one part of each
+    class of `_symmetric_classes` (its modules only, in their order). False when there are no
+    such classes or when that run blocks, refuses, leaves anything to the run or could pass
+    `MAX_EVENTS` in the whole kernel: the caller then runs every module, which gives the
+    error or the unsettled waits exactly as they are reported without this shortcut. On a
+    clean run of the representatives every other part, its run the same with its cores
+    renamed, is clean too."""
+    classes = _symmetric_classes(p)
+    if classes is None:
+        return False
+    p.instances = [inst for modules, _count in classes for inst in modules]
+    try:
+        p.run()
+    except SyncError:
+        return False
+    most = max(count for _modules, count in classes)
+    return (
+        p.events * most <= MAX_EVENTS and not p.unsettled and all(inst.done for inst in p.instances)
+    )
+
+
+def prove(kernel: core.KernelOp, num_cores: int, symmetry: bool = True) -> list[Unsettled]:
     """The proofs of the module docstring on `kernel` (`num_cores`: the model's). Raises
-    `SyncError` at the op at fault; returns what the run must settle, in program order."""
+    `SyncError` at the op at fault; returns what the run must settle, in program order.
+    `symmetry`: first try the run of one part per class of parts that are the same up to
+    renaming cores (`_symmetric_proof`); only a clean proof is taken from it."""
     for prog in kernel.programs:
         if prog.ctx.is_core and not 0 <= prog.ctx.core_index < num_cores:
             raise SyncError(
@@ -737,6 +893,10 @@ def prove(kernel: core.KernelOp, num_cores: int) -> list[Unsettled]:
                 f"has {num_cores} cores (valid indices 0..{num_cores - 1})",
             )
     p = _Proof(kernel, num_cores)
+    if symmetry:
+        if _symmetric_proof(p):
+            return []
+        p = _Proof(kernel, num_cores, like=p)
     p.run()
     if p.events > MAX_EVENTS:
         return _stopped(p)
@@ -924,9 +1084,8 @@ class CoreVerifySyncPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         model = model_of(op)
-        for kernel in op.walk():
-            if isinstance(kernel, core.KernelOp):
-                verify(kernel, model.num_cores)
+        for kernel in ops_of(op, core.KernelOp):
+            verify(kernel, model.num_cores)
 
 
 def verify(kernel: core.KernelOp, num_cores: int) -> list[Unsettled]:

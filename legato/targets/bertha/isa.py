@@ -17,6 +17,7 @@ back to the same word.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from legato import opset
 
@@ -275,7 +276,14 @@ class Instruction:
 def make(
     mnemonic: str, a: int = 0, b: int = 0, c: int = 0, d: int = 0, imm: int = 0
 ) -> Instruction:
-    """An instruction from a mnemonic and fields (imm may be negative); validated like a decode."""
+    """An instruction from a mnemonic and fields (imm may be negative); validated like a decode.
+    The same fields give the same (immutable) instruction, validated once: a kernel repeats
+    most of its instructions (an invalid one raises every time, nothing is remembered)."""
+    return _make(mnemonic, a, b, c, d, imm)
+
+
+@lru_cache(maxsize=1 << 16)
+def _make(mnemonic: str, a: int, b: int, c: int, d: int, imm: int) -> Instruction:
     op = BY_MNEMONIC[mnemonic]
     ins = Instruction(op, a, b, c, d, imm & 0xFFFFFFFF)
     validate(ins)

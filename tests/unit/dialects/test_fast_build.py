@@ -31,6 +31,12 @@ def _same(a, b) -> None:
     assert a.properties == b.properties and list(a.properties) == list(b.properties)
     assert a.attributes == b.attributes
     assert len(a.regions) == len(b.regions) and list(a.successors) == list(b.successors)
+    # the same fields, each operand's use registered at its index, results owned in order
+    assert sorted(vars(a)) == sorted(vars(b)) and a.location == b.location
+    for op in (a, b):
+        for i, v in enumerate(op.operands):
+            assert any(u.operation is op and u.index == i for u in v.uses)
+        assert [(r.owner, r.index) for r in op.results] == [(op, i) for i in range(len(op.results))]
 
 
 def _text(op) -> str:
