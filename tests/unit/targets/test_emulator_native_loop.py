@@ -450,13 +450,14 @@ def test_native_loop_mpu_passes_match_the_python_loop(gen, kind, k, n, k2, n2, m
     assert report[6] > 0  # (the MACs: the passes ran)
 
 
-@pytest.mark.parametrize("blas", [True, False])
-def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
+@pytest.mark.parametrize("blas,exact", [(True, True), (True, False), (False, True)])
+def test_native_loop_runs_the_mpu_passes(blas, exact, monkeypatch):
     """The loop, not the Python, issues the passes above (the MACs it counts itself), but the
     empty one and those on the tile the Python loaded; a pass whose proof leaves elements to
-    the exact path is the loop's too, but for those elements (`Emulator._loop_settle`).
-    Without numpy's `cblas_dgemm` (`blas` False) the passes of more than two rows are the
-    Python's."""
+    the exact path is the loop's too, those elements included (native/mpu.c's `mpu_settle`,
+    counted in `mm_settled`), or with `Emulator.loop_settle` off but for those elements
+    (`Emulator._loop_settle`). Without numpy's `cblas_dgemm` (`blas` False) the passes of
+    more than two rows are the Python's."""
     from bertha_helpers import build, small_model, tensor
 
     from legato.types import bf16
@@ -478,7 +479,7 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
     restore = emulator.Emulator._loop_restore
 
     def spy(self, s, queues, held=-1):
-        seen["macs"] = s.macs
+        seen["macs"], seen["settled"] = s.macs, s.mm_settled
         return restore(self, s, queues, held)
 
     monkeypatch.setattr(emulator.Emulator, "_loop_restore", spy)
@@ -491,6 +492,7 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
 
     monkeypatch.setattr(emulator.Emulator, "_loop_settle", spy_settle)
     monkeypatch.setattr(emulator.Emulator, "native_loop", True)
+    monkeypatch.setattr(emulator.Emulator, "loop_settle", exact)
     if not blas:
         monkeypatch.setattr(emulator, "_numpy_dgemm", lambda: (native.ffi.NULL, native.ffi.NULL))
     rng = np.random.default_rng(3)
@@ -508,7 +510,10 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
     assert r.mac_count == (1 + 2 + 2 + 2 + 2 + big) * k * n + 2 * 256 * 128
     # the chain's last pass reads the three-row pass's f32 sums as bf16: bit patterns with
     # infinities and NaNs, which the proof leaves to the exact path
-    assert len(settled) == 1 and settled[0] > 0
+    if exact:
+        assert settled == [] and seen["settled"] > 0
+    else:
+        assert len(settled) == 1 and settled[0] > 0 and seen["settled"] == 0
 
 
 # An MPU operand that crosses its extent (`arch.bounds`): the tile of an `mpu.ldw` past its

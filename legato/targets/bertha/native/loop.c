@@ -187,6 +187,10 @@ typedef struct {
     /* LP_MMTODO: the pass (rows, k, n, source, accumulate) whose `mm_nt` elements (flat
      * indices in mx_todo) the proof left; the others are in mx_out, its f64 sums in mx_s */
     int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
+    /* 1: those elements are settled here (native/mpu.c's `mpu_settle`, the exact path) and
+     * the pass commits without the Python; 0 (`Emulator.loop_settle` False): LP_MMTODO;
+     * mm_settled counts the elements settled so */
+    int64_t mm_exact, mm_settled;
     /* LP_MAP: the bytes a plan found in no region, in a core space the Python maps on first
      * touch (`PhysicalMemory._lazy_core_region`); then this code plans it again */
     int64_t map_addr, map_n;
@@ -1196,9 +1200,10 @@ static int mm_scratch(lstate *S, int64_t rows) {
 int mm_commit(lstate *S, int64_t idx, int64_t t);
 
 /* The mpu.mm `m` planned, issued at `t` (`mpu_fast.matmul`: the f64 GEMM by `mpu_small` for
- * few rows, else numpy's BLAS on the tile's f64 values; the proof; then `mm_commit`): 1 done,
- * 0 elements the proof left to the exact path (nothing written yet: the Python settles them
- * into mx_out and commits, LP_MMTODO), -1 out of memory. */
+ * few rows, else numpy's BLAS on the tile's f64 values; the proof; the elements it leaves by
+ * the exact path, `mpu_settle`; then `mm_commit`): 1 done, 0 (with mm_exact off) elements the
+ * proof left to the exact path (nothing written yet: the Python settles them into mx_out and
+ * commits, LP_MMTODO), -1 out of memory. */
 static int mm_issue(lstate *S, lmod *m, int64_t t) {
     const lmpu *P = &m->mpu;
     int64_t M = P->rows, K = P->k, N = P->n;
@@ -1228,7 +1233,11 @@ static int mm_issue(lstate *S, lmod *m, int64_t t) {
     if (P->acc) memcpy(S->mx_acc, dp, sizeof(float) * M * N);
     long nt = mpu_finish(S->mx_s, (int)M, (int)K, (int)N, S->mx_rs, S->mx_u, m->w_cm, m->w_v,
                          m->w_vmax, P->acc ? S->mx_acc : NULL, S->mx_out, S->mx_todo);
-    if (nt) {
+    if (nt && S->mm_exact) {
+        mpu_settle(a, (int)M, (int)K, m->w_vals, (int)N, S->mx_rs, m->w_cm, S->mx_todo, nt,
+                   P->acc ? S->mx_acc : NULL, S->mx_out);
+        S->mm_settled += nt;
+    } else if (nt) {
         S->mm_nt = nt, S->mm_m = M, S->mm_k = K, S->mm_n = N, S->mm_src = P->src;
         S->mm_acc = P->acc;
         return 0;
