@@ -85,7 +85,11 @@ int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
     return finite;
 }
 
-/* The f64 values of n bf16 bits (a weight tile's, on its first pass through BLAS). */
+/* The f64 values of n bf16 bits (a weight tile's, on its first pass through BLAS). (Exact
+ * conversions: the same values in every clone.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void mpu_bf16_f64(const uint16_t *restrict b, long n, double *restrict out) {
     to_f64(b, (size_t)n, out);
 }
@@ -140,7 +144,11 @@ void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restric
 }
 
 /* a[M, K] (bf16 bits) -> its f64 values, rs[i] = max|a[i, :]| * K (>= sum_k |a[i, k]|) and
- * u[i] = rs[i] / 2^la[i]. */
+ * u[i] = rs[i] / 2^la[i]. (Exact conversions and integer reductions, cloned as `mpu_weight`:
+ * baseline x86-64 has no unsigned 16-bit vector max, so the default build's loop is scalar.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
               double *restrict rs, double *restrict u) {
     to_f64(a, (size_t)M * K, f64);
@@ -165,7 +173,13 @@ void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
  * wherever steps 1-2 settle it. A row with u[i] * vmax < 2^52 is exact everywhere (step 1);
  * in the others each element is checked. The flat index of every element neither step settles
  * (a line with an inf or NaN, or an interval that straddles an f32 boundary) goes to `todo`,
- * its out left for the caller (the reference's exact path). Returns how many went there. */
+ * its out left for the caller (the reference's exact path). Returns how many went there.
+ * (Cloned: what its vector loop writes is a finite f32 conversion, + 0.0 and one add of a
+ * finite value to acc, the same IEEE operations as the scalar code; an element whose sum
+ * could be NaN is never written here.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 long mpu_finish(const double *restrict s, int M, int K, int N, const double *restrict rs,
                 const double *restrict u, const double *restrict cm, const double *restrict v,
                 double vmax, const float *restrict acc, float *restrict out,
