@@ -1807,6 +1807,11 @@ class Emulator:
     """Let the compiled loop run mpu.ldw and the few-row mpu.mm passes (`_loop_mpu`; False:
     they are handed to the Python, as before; a benchmark compares the two)."""
 
+    loop_settle = True
+    """Let the compiled loop settle the elements of a pass its proof leaves (native/mpu.c's
+    `mpu_settle`, the exact path in C; False: `LP_MMTODO`, the Python's `mpu_fast.settle`, as
+    before the twelfth round, for an A/B and the differential tests)."""
+
     def _loop_mpu(self, s) -> None:
         """native/loop.c's MPU: the chip's parameters; untraced and with the MPU numerics
         compiled (`mpu_fast.NATIVE`), the loop plans and issues mpu.ldw and the passes of at
@@ -1818,6 +1823,7 @@ class Emulator:
         s.mpu_mac_rate = model.mpu_macs_per_cycle
         s.mpu_small_m, s.mpubuf_space = mpu_fast.SMALL_M, SPACES["mpu_buffer"]
         s.dgemm64, s.dgemm32 = _numpy_dgemm()
+        s.mm_exact = bool(self.loop_settle)
 
     def _loop_dma(self, s, keep: list) -> None:
         """native/loop.c's DMAs: the chip's parameters, the channels' timelines (the Python's

@@ -29,6 +29,8 @@ long scalar_run(const sins *code, long n, int64_t *r, long *pc, long budget, int
 long mpu_finish(const double *s, int M, int K, int N, const double *rs, const double *u,
                 const double *cm, const double *v, double vmax, const float *acc, float *out,
                 long *todo);
+void mpu_settle(const uint16_t *a, int M, int K, const uint16_t *w, int N, const double *rs,
+                const double *cm, const long *todo, long nt, const float *acc, float *out);
 int vpu_bin(int op, int dt, int mode, long period, long n, const void *x, const void *y,
             void *out);
 int vpu_un(int op, int dt, long n, const void *x, void *out);
@@ -105,6 +107,7 @@ typedef struct {
     long *mx_todo;
     int64_t mx_rows;
     int64_t mm_nt, mm_m, mm_k, mm_n, mm_src, mm_acc;
+    int64_t mm_exact, mm_settled;
     int64_t map_addr, map_n;
     int64_t instr_limit, cycle_limit, check_every;
     double deadline;

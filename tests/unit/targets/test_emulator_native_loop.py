@@ -450,13 +450,14 @@ def test_native_loop_mpu_passes_match_the_python_loop(gen, kind, k, n, k2, n2, m
     assert report[6] > 0  # (the MACs: the passes ran)
 
 
-@pytest.mark.parametrize("blas", [True, False])
-def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
+@pytest.mark.parametrize("blas,exact", [(True, True), (True, False), (False, True)])
+def test_native_loop_runs_the_mpu_passes(blas, exact, monkeypatch):
     """The loop, not the Python, issues the passes above (the MACs it counts itself), but the
     empty one and those on the tile the Python loaded; a pass whose proof leaves elements to
-    the exact path is the loop's too, but for those elements (`Emulator._loop_settle`).
-    Without numpy's `cblas_dgemm` (`blas` False) the passes of more than two rows are the
-    Python's."""
+    the exact path is the loop's too, those elements included (native/mpu.c's `mpu_settle`,
+    counted in `mm_settled`), or with `Emulator.loop_settle` off but for those elements
+    (`Emulator._loop_settle`). Without numpy's `cblas_dgemm` (`blas` False) the passes of
+    more than two rows are the Python's."""
     from bertha_helpers import build, small_model, tensor
 
     from legato.types import bf16
@@ -478,7 +479,7 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
     restore = emulator.Emulator._loop_restore
 
     def spy(self, s, queues, held=-1):
-        seen["macs"] = s.macs
+        seen["macs"], seen["settled"] = s.macs, s.mm_settled
         return restore(self, s, queues, held)
 
     monkeypatch.setattr(emulator.Emulator, "_loop_restore", spy)
@@ -491,6 +492,7 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
 
     monkeypatch.setattr(emulator.Emulator, "_loop_settle", spy_settle)
     monkeypatch.setattr(emulator.Emulator, "native_loop", True)
+    monkeypatch.setattr(emulator.Emulator, "loop_settle", exact)
     if not blas:
         monkeypatch.setattr(emulator, "_numpy_dgemm", lambda: (native.ffi.NULL, native.ffi.NULL))
     rng = np.random.default_rng(3)
@@ -508,7 +510,115 @@ def test_native_loop_runs_the_mpu_passes(blas, monkeypatch):
     assert r.mac_count == (1 + 2 + 2 + 2 + 2 + big) * k * n + 2 * 256 * 128
     # the chain's last pass reads the three-row pass's f32 sums as bf16: bit patterns with
     # infinities and NaNs, which the proof leaves to the exact path
-    assert len(settled) == 1 and settled[0] > 0
+    if exact:
+        assert settled == [] and seen["settled"] > 0
+    else:
+        assert len(settled) == 1 and settled[0] > 0 and seen["settled"] == 0
+
+
+# Writes onto a weight tile's bytes after its mpu.ldw, before the passes that use it: a DMA
+# landing, a VPU instruction, a store, a pass into its own tile's bytes and another core's DMA
+# (ordered by queue notifies). Every pass must still use the tile as its ldw read it, and the
+# next ldw the new bytes; one- and three-row passes (`mpu_small` and BLAS). (The loop copies
+# the tile at its ldw, `ldw_issue`. A version that read it in place and copied it out before
+# any such write failed this test without the copy-out; it was dropped, as it gained nothing
+# measurable on GEMV: an ldw's copy reads a tile its DMA has just landed, in the cache.)
+MPU_OVERWRITE = """
+.program top on top
+    halt
+.program c0 on core(0)
+    ld r3, 8(r1)            ; a [3, 16] bf16
+    ld r4, 16(r1)           ; w: three [16, 8] bf16 tiles
+    ld r5, 24(r1)           ; out
+    lsa r6, sram, 0
+    li r7, 96
+    dma r6, r3, r7
+    lsa r8, mpu_buffer, 0
+    li r9, 256
+    dma r8, r4, r9
+    dmawait
+    li r10, 16
+    li r11, 8
+    li r13, 1
+    li r19, 3
+    lsa r12, sram, 4096     ; the passes' f32 outputs, one after another
+    mpu.ldw r8, r10, r11
+    addi r20, r4, 256
+    dma r8, r20, r9         ; a DMA lands on the tile
+    dmawait
+    mpu.mm r12, r6, r19, f32
+    mpu.ldw r8, r10, r11
+    li r21, 16256
+    li r22, 32
+    vpu.fill r8, r22, r21, bf16
+    addi r14, r12, 96
+    mpu.mm r14, r6, r13, f32
+    mpu.ldw r8, r10, r11
+    li r23, 1073758208
+    st r23, 64(r8)          ; a store into the tile
+    addi r15, r12, 128
+    mpu.mm r15, r6, r13, f32
+    mpu.ldw r8, r10, r11
+    addi r24, r8, 128
+    mpu.mm r24, r6, r13, f32 ; a pass into its own tile's bytes
+    addi r16, r12, 160
+    mpu.mm r16, r6, r19, f32
+    mpu.ldw r8, r10, r11
+    addi r25, r5, 640
+    li r26, 8
+    dma r25, r6, r26, core1.sram.q0
+    qwait sram.q1           ; core 1's DMA has landed on the tile
+    addi r17, r12, 256
+    mpu.mm r17, r6, r19, f32
+    mpu.ldw r8, r10, r11
+    addi r18, r12, 352
+    mpu.mm r18, r6, r13, f32
+    li r27, 384
+    dma r5, r12, r27
+    addi r28, r5, 384
+    dma r28, r8, r9
+    dmawait
+    halt
+.program c1 on core(1)
+    qwait sram.q0
+    ld r3, 16(r1)
+    addi r3, r3, 512
+    li r7, 0
+    lsa r8, core(r7).mpu_buffer, 0
+    li r9, 256
+    dma r8, r3, r9, core0.sram.q1
+    dmawait
+    halt
+"""
+
+
+@pytest.mark.parametrize("gen", ["bertha", "bertha-evt1"])
+def test_native_loop_tile_overwritten_after_its_ldw_matches(gen, monkeypatch):
+    from bertha_helpers import build, small_model, tensor
+
+    from legato.types import bf16
+
+    model = small_model(gen)
+    rng = np.random.default_rng(5)
+    a = _mpu_data("normal", rng, (3 * 16,))
+    w = _mpu_data("wide", rng, (3 * 16 * 8,))
+    args = [
+        tensor("a", bf16, [a.size]),
+        tensor("w", bf16, [w.size]),
+        tensor("out", bf16, [324], "write"),
+    ]
+    binary = build(MPU_OVERWRITE, args, model)
+    seen = {}
+    restore = emulator.Emulator._loop_restore
+
+    def spy(self, s, queues, held=-1):
+        seen["macs"] = s.macs
+        return restore(self, s, queues, held)
+
+    monkeypatch.setattr(emulator.Emulator, "_loop_restore", spy)
+    report = _compare(binary, model, [a, w, np.zeros(324, a.dtype)], monkeypatch, False)[0]
+    assert isinstance(report[0], int), report  # the run completed
+    assert seen["macs"] == (3 + 1 + 1 + 1 + 3 + 3 + 1) * 16 * 8  # every pass the loop's
 
 
 # An MPU operand that crosses its extent (`arch.bounds`): the tile of an `mpu.ldw` past its

@@ -129,6 +129,91 @@ def test_the_exact_fallback_runs(monkeypatch):
     assert got[0, 0] == np.float32(1.0)
 
 
+def _c_settle(a, w, acc, todo):
+    """native/mpu.c's `mpu_settle` of the flat indices `todo` of a [M, K] @ w [K, N] (bf16),
+    into an output whose other elements are left at a marker value."""
+    ffi, lib = native.ffi, native.lib
+    m, k = a.shape
+    n = w.shape[1]
+    rs = numerics._line_stats(a, 1)[0] * k
+    cm = numerics._line_stats(w, 0)[0]
+    out = np.full((m, n), 12345.0, np.float32)
+    todo = np.ascontiguousarray(todo, np.int64)
+    lib.mpu_settle(
+        ffi.from_buffer("uint16_t[]", np.ascontiguousarray(a).view(np.uint16)),
+        m,
+        k,
+        ffi.from_buffer("uint16_t[]", np.ascontiguousarray(w).view(np.uint16)),
+        n,
+        ffi.from_buffer("double[]", rs),
+        ffi.from_buffer("double[]", cm),
+        ffi.from_buffer("long[]", todo),
+        todo.size,
+        ffi.NULL if acc is None else ffi.from_buffer("float[]", acc),
+        ffi.from_buffer("float[]", out),
+    )
+    return out
+
+
+def _scaled(rng, shape, lo, hi):
+    return (rng.standard_normal(shape) * 2.0 ** rng.integers(lo, hi, shape)).astype(BF16)
+
+
+@pytest.mark.parametrize("kind", [*KINDS, "overflow", "subnormal"])
+@pytest.mark.parametrize("m,k,n", [(7, 256, 33), (32, 256, 64), (5, 13, 9)])
+def test_compiled_exact_path_matches_reference(kind, m, k, n):
+    """native/mpu.c's exact path (`mpu_settle`, the compiled loop's settling of what the proof
+    leaves) run on *every* element of a pass, not only the ones the proof leaves: each is the
+    definition's value (the reference's bits, with and without an accumulator holding NaNs and
+    infs), on data with infs, NaNs and signed zeros, exact cancellations and f32 ties, sums
+    past f32's largest value and results in f32's subnormals."""
+    rng = np.random.default_rng(zlib.crc32(f"exact {kind} {m} {k} {n}".encode()))
+    if kind == "overflow":
+        a, w = _scaled(rng, (m, k), 60, 127), _scaled(rng, (k, n), -40, 8)
+    elif kind == "subnormal":
+        a, w = _scaled(rng, (m, k), -133, -60), _scaled(rng, (k, n), -80, -10)
+    else:
+        a, w = _data(rng, (m, k), kind), _data(rng, (k, n), kind)
+    acc = rng.standard_normal((m, n)).astype(np.float32)
+    flat = acc.reshape(-1)
+    flat[::7], flat[3::11], flat[5::13] = np.nan, np.inf, -0.0
+    every = np.arange(m * n)
+    for c in (None, acc):
+        with np.errstate(invalid="ignore"):
+            want = numerics.mpu_matmul(a, w, c)
+        np.testing.assert_array_equal(_bits(_c_settle(a, w, c, every)), _bits(want))
+
+
+@pytest.mark.parametrize(
+    "terms,want",
+    [
+        ([2.0**24, 1.0], 2.0**24),  # a tie: to even
+        ([2.0**24, 1.0, 2.0**-30], 2.0**24 + 2.0),  # just past it (a sticky bit far below)
+        ([2.0**24, 2.0, 1.0], 2.0**24 + 4.0),  # a tie to the even neighbour above
+        ([2.0**-149, 2.0**-150], 2.0**-148),  # subnormal tie: to even
+        ([2.0**-150], 0.0),  # half the smallest subnormal: to zero (+0.0)
+        ([2.0**-150, 2.0**-190], 2.0**-149),  # just past it
+        ([-(2.0**-150)], 0.0),  # a negative tiny sum: +0.0
+        ([2.0**100, -(2.0**100)], 0.0),  # an exact cancellation: +0.0
+        ([2.0**127, 2.0**127], np.inf),  # past the largest f32: inf
+        # 2^128 - 2^103, half-way from the largest f32 to 2^128: to inf; just below: the largest
+        ([255 * 2.0**120, 255 * 2.0**112, 255 * 2.0**104, 2.0**103], np.inf),
+        ([255 * 2.0**120, 255 * 2.0**112, 255 * 2.0**104, 2.0**102], 2.0**128 - 2.0**104),
+        ([-(2.0**127), -(2.0**127)], -np.inf),
+    ],
+)
+def test_compiled_exact_path_rounds_at_the_edges(terms, want):
+    """The exact sum's one rounding to f32 at its edges: ties, sticky bits, subnormals,
+    overflow and zero (each term a bf16 value times 1, or times 2^-60 below bf16's range)."""
+    scale = 2.0**-60 if min(abs(t) for t in terms) < 2.0**-120 else 1.0
+    a = np.array([terms], np.float64) / scale
+    a, w = a.astype(BF16), np.full((len(terms), 1), scale, BF16)
+    assert (a.astype(np.float64) * scale).tolist() == [terms]
+    got = _c_settle(a, w, None, [0])
+    np.testing.assert_array_equal(_bits(got), _bits(numerics.mpu_matmul(a, w)))
+    assert _bits(got)[0, 0] == _bits(np.array([[want]], np.float32))[0, 0]
+
+
 def test_a_reused_weight_is_refilled_like_a_new_one():
     """`weight(values, reuse)` refills the tile an `mpu.ldw` replaces (no allocation) with what a
     new weight holds; the caller's array is copied, not kept (memory may change after ldw)."""

@@ -85,7 +85,11 @@ int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
     return finite;
 }
 
-/* The f64 values of n bf16 bits (a weight tile's, on its first pass through BLAS). */
+/* The f64 values of n bf16 bits (a weight tile's, on its first pass through BLAS). (Exact
+ * conversions: the same values in every clone.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void mpu_bf16_f64(const uint16_t *restrict b, long n, double *restrict out) {
     to_f64(b, (size_t)n, out);
 }
@@ -140,7 +144,11 @@ void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restric
 }
 
 /* a[M, K] (bf16 bits) -> its f64 values, rs[i] = max|a[i, :]| * K (>= sum_k |a[i, k]|) and
- * u[i] = rs[i] / 2^la[i]. */
+ * u[i] = rs[i] / 2^la[i]. (Exact conversions and integer reductions, cloned as `mpu_weight`:
+ * baseline x86-64 has no unsigned 16-bit vector max, so the default build's loop is scalar.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
               double *restrict rs, double *restrict u) {
     to_f64(a, (size_t)M * K, f64);
@@ -165,7 +173,13 @@ void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
  * wherever steps 1-2 settle it. A row with u[i] * vmax < 2^52 is exact everywhere (step 1);
  * in the others each element is checked. The flat index of every element neither step settles
  * (a line with an inf or NaN, or an interval that straddles an f32 boundary) goes to `todo`,
- * its out left for the caller (the reference's exact path). Returns how many went there. */
+ * its out left for the caller (the reference's exact path). Returns how many went there.
+ * (Cloned: what its vector loop writes is a finite f32 conversion, + 0.0 and one add of a
+ * finite value to acc, the same IEEE operations as the scalar code; an element whose sum
+ * could be NaN is never written here.) */
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 long mpu_finish(const double *restrict s, int M, int K, int N, const double *restrict rs,
                 const double *restrict u, const double *restrict cm, const double *restrict v,
                 double vmax, const float *restrict acc, float *restrict out,
@@ -211,4 +225,126 @@ long mpu_finish(const double *restrict s, int M, int K, int N, const double *res
         }
     }
     return n;
+}
+
+/* ---- the exact path of the proof, for the elements `mpu_finish` leaves (bf16 operands) ----
+ * `numerics.settle_unproved`'s step 3 (`_f32_round`: `math.fsum`, then a tie check) and its
+ * non-finite lines, in C, so that the compiled loop settles a pass without the Python.
+ *
+ * A finite bf16 value is m * 2^(E' - 134), m an integer < 2^8 (the stored fraction, with the
+ * implicit bit when the exponent field E is nonzero) and E' = max(E, 1). A product of two is
+ * m1 * m2 (< 2^16) times 2^(E1' + E2' - 268) and lies on the grid 2^-266, at bit
+ * pos = E1' + E2' - 2 (0..506) of an integer counted in units of 2^-266. The exact sum of K
+ * of them is that integer, kept in 32-bit digits of signed 64-bit words (each word takes K
+ * additions below 2^32: no overflow for any K below 2^31), then rounded once to f32. */
+enum { EX_DIGITS = 18 }; /* 576 bits: 2^-266 .. 2^310 (products below 2^256 * 2^8, K < 2^31) */
+
+static int ex_bit(const uint32_t *d, int i) { return (int)((d[i >> 5] >> (i & 31)) & 1u); }
+
+/* The f32 nearest (ties to even; past the largest finite value, inf) to the integer
+ * (-1)^neg * d (EX_DIGITS digits, base 2^32) times 2^-266; +0.0 for 0. */
+static float ex_round_f32(const uint32_t *d, int neg) {
+    int h = -1;
+    for (int i = EX_DIGITS - 1; i >= 0 && h < 0; i--)
+        if (d[i])
+            for (int b = 31; b >= 0; b--)
+                if ((d[i] >> b) & 1u) {
+                    h = i * 32 + b;
+                    break;
+                }
+    if (h < 0) return 0.0f;
+    /* the result's lowest bit: 24 significant bits, no finer than f32's 2^-149 (bit 117) */
+    int q = h - 23 > 117 ? h - 23 : 117;
+    uint32_t r = 0;
+    for (int i = h; i >= q; i--) r = (r << 1) | (uint32_t)ex_bit(d, i);
+    int half = ex_bit(d, q - 1), sticky = 0;
+    for (int i = 0; i < (q - 1) >> 5 && !sticky; i++) sticky = d[i] != 0;
+    for (int i = ((q - 1) >> 5) << 5; i < q - 1 && !sticky; i++) sticky = ex_bit(d, i);
+    if (half && (sticky || (r & 1u))) r++;
+    /* r <= 2^24 times 2^(q - 266) is exact in f64; converting it to f32 is exact when it is
+     * an f32 value and gives inf when it is 2^128 or more */
+    double x = ldexp((double)r, q - 266);
+    float f = (float)x;
+    return neg ? -f : f;
+}
+
+/* f32 of the exact sum_k a[k] * w[k * ldw] of finite bf16 values (`_f32_round`). */
+static float ex_dot(const uint16_t *a, const uint16_t *w, int K, long ldw) {
+    int64_t acc[EX_DIGITS] = {0};
+    for (int k = 0; k < K; k++) {
+        uint16_t ua = a[k], uw = w[(size_t)k * (size_t)ldw];
+        uint32_t ea = (ua >> 7) & 0xFFu, ew = (uw >> 7) & 0xFFu;
+        uint32_t ma = (ua & 0x7Fu) | (ea ? 0x80u : 0u), mw = (uw & 0x7Fu) | (ew ? 0x80u : 0u);
+        if (!ma || !mw) continue;
+        int pos = (int)(ea ? ea : 1) + (int)(ew ? ew : 1) - 2;
+        uint64_t p = (uint64_t)(ma * mw) << (pos & 31);
+        int64_t lo = (int64_t)(p & 0xFFFFFFFFu), hi = (int64_t)(p >> 32);
+        if ((ua ^ uw) & 0x8000u) {
+            acc[pos >> 5] -= lo;
+            acc[(pos >> 5) + 1] -= hi;
+        } else {
+            acc[pos >> 5] += lo;
+            acc[(pos >> 5) + 1] += hi;
+        }
+    }
+    /* carries: base-2^32 digits of the two's complement, the sign from the last carry */
+    uint32_t d[EX_DIGITS];
+    int64_t carry = 0;
+    for (int i = 0; i < EX_DIGITS; i++) {
+        int64_t v = acc[i] + carry;
+        d[i] = (uint32_t)((uint64_t)v & 0xFFFFFFFFu);
+        carry = (v - (int64_t)d[i]) / ((int64_t)1 << 32);
+    }
+    int neg = carry < 0;
+    if (neg) { /* magnitude: -d */
+        uint64_t c = 1;
+        for (int i = 0; i < EX_DIGITS; i++) {
+            uint64_t v = (uint64_t)(uint32_t)~d[i] + c;
+            d[i] = (uint32_t)v;
+            c = v >> 32;
+        }
+    }
+    return ex_round_f32(d, neg);
+}
+
+static inline float f32_quiet(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u |= 0x00400000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* Settle the `nt` elements `mpu_finish` left (flat indices `todo` of out[M, N]) of the pass
+ * a[M, K] @ w[K, N] (bf16 bits; `rs`, `cm` the pass's row and column bounds) as
+ * `mpu_fast.settle` does: in a row or column with an inf or NaN the class of the f64 sum (the
+ * same in any order: finite products cannot overflow f64), NaN made 0x7fc00000; elsewhere the
+ * exact sum rounded once to f32; then + 0.0 and, with `acc`, acc + that in f32 (a NaN acc
+ * comes back quieted, as x86 returns its first NaN operand). */
+void mpu_settle(const uint16_t *restrict a, int M, int K, const uint16_t *restrict w, int N,
+                const double *restrict rs, const double *restrict cm,
+                const long *restrict todo, long nt, const float *restrict acc,
+                float *restrict out) {
+    (void)M;
+    for (long t = 0; t < nt; t++) {
+        long e = todo[t], i = e / N, j = e % N;
+        const uint16_t *ai = a + (size_t)i * (size_t)K, *wj = w + j;
+        float r;
+        if (!(isfinite(rs[i]) && isfinite(cm[j]))) {
+            double x = 0.0;
+            for (int k = 0; k < K; k++)
+                x += bf16_to_f64(ai[k]) * bf16_to_f64(wj[(size_t)k * (size_t)N]);
+            if (isnan(x)) {
+                uint32_t u = 0x7FC00000u;
+                memcpy(&r, &u, 4);
+            } else {
+                r = (float)x;
+            }
+        } else {
+            r = ex_dot(ai, wj, K, N);
+        }
+        r += 0.0f;
+        if (acc) r = isnan(acc[e]) ? f32_quiet(acc[e]) : acc[e] + r;
+        out[e] = r;
+    }
 }
