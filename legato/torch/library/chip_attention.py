@@ -64,10 +64,13 @@ ROWS_SCORE_BYTES = 128 * 1024
 TORCH_KV_SPLIT = 512
 NEG_BIG = -3.0e38
 # a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
-# the core-to-core queues of `rows_attention_shared`: SHARE_QUEUE + j from the j-th previous core
-# of a group (apart from chip_linear's 1 ..: a stream of one static type keeps its ring buffers)
-SHARE_QUEUE = 128
-MAX_QUEUE_SHARE = 64  # cores sharing one K/V (queues SHARE_QUEUE + 1 .. below the credit queues)
+# the core-to-core queues of `rows_attention_shared` (SHARE_QUEUE + j from the j-th previous
+# core of a group) and of the decode partials (COMBINE_QUEUE + j): apart from chip_linear's
+# 1 .. 63 and from each other (a stream of one static type keeps its ring buffers), below the
+# credit and barrier queues (taken from 255 down)
+SHARE_QUEUE = 64
+COMBINE_QUEUE = 128
+MAX_QUEUE_SHARE = 64  # cores sharing one K/V or one decode group's partials
 ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
 # --------------------------------------------------------------------------------------------
@@ -362,6 +365,59 @@ def _finish_item(m, lsum, o, split, where, dtype, out, lse, part):
         mlo = legato.tensor.cat((_t(m), _t(lsum), o), 1)  # [rep, 2 + D]
         legato.tensor.memcpy(
             part[g : g + 1, r : r + 1, :, :], legato.tensor.reshape(mlo, (1, 1, rep, 2 + d))
+        )
+
+
+@legato.function
+def _finish_shared(m, lsum, o, split, where, dtype, out, lse):
+    """`_finish_item` of a decode item when every core has one item and its group's `split`
+    cores are consecutive (core = g * split + r): the partial (m, l, o) goes core to core to
+    the group's other cores (queue COMBINE_QUEUE + j to the j-th next: m, l and o in that
+    order, three transfers; a `cat` of them would wait for every DMA of the core, the KV
+    append's copies too), not through a DRAM scratch and a barrier. Each core combines the
+    group's partials (its own first, then the j-th previous core's: o = sum_j e^(m_j - M) o_j
+    / sum_j e^(m_j - M) l_j) and the group's first core writes the result and its logsumexp
+    (a loop of one trip there, none elsewhere)."""
+    f32 = legato.types.float("float32")
+    device = legato.get_context().get_device()
+    g, r, b, h0 = where
+    rep, d = o.shape
+    base = legato.core_id() - r
+    for j in legato.static_range(1, split):
+        to = device.get_core(base + (r + j) % split)
+        legato.tensor.request_load(m, to, "sram", COMBINE_QUEUE + j)
+        legato.tensor.request_load(lsum, to, "sram", COMBINE_QUEUE + j)
+        legato.tensor.request_load(o, to, "sram", COMBINE_QUEUE + j)
+    row = legato.get_model().tensor_type(f32, [1, rep], "sram")
+    ms, ls, os = (m,), (lsum,), (o,)
+    for j in legato.static_range(1, split):
+        ms = ms + (legato.tensor.receive_type(row, COMBINE_QUEUE + j, None, "sram"),)
+        ls = ls + (legato.tensor.receive_type(row, COMBINE_QUEUE + j, None, "sram"),)
+        os = os + (
+            legato.tensor.receive_type(
+                legato.get_model().tensor_type(f32, [rep, d], "sram"),
+                COMBINE_QUEUE + j,
+                None,
+                "sram",
+            ),
+        )
+    mx = ms[0]
+    for j in legato.static_range(1, split):
+        mx = legato.tensor.maximum(mx, ms[j])  # [1, rep]
+    tot = legato.tensor.full((1, rep), 0.0, f32)
+    acc = legato.tensor.full((rep, d), 0.0, f32)
+    for j in legato.static_range(split):
+        w = legato.tensor.exp(ms[j] - mx)
+        tot = tot + ls[j] * w
+        acc = acc + os[j] * _t(w)
+    for _ in range(r, 1):
+        legato.tensor.memcpy(
+            out[b : b + 1, h0 : h0 + rep, 0:1, :],
+            legato.tensor.reshape(legato.tensor.cast(acc / _t(tot), dtype), (1, rep, 1, d)),
+        )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h0 : h0 + rep, 0:1],
+            legato.tensor.reshape(mx + legato.tensor.log(tot), (1, rep, 1)),
         )
 
 
@@ -768,7 +824,17 @@ def _append_item(
     flags = (k_all, v_all, qt, scale, mask, mask_flags)
     for _ in range(split - 1, r + 1):
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
-    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+    if _partials_shared(one, split):
+        _finish_shared(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse)
+    else:
+        _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+def _partials_shared(one, split):
+    """Compile-time helper: whether `_append_item`'s partials go core to core
+    (`_finish_shared`: one item a core, its K and V rows preloaded, a split group) rather than
+    through the DRAM scratch, a barrier and `_combine`."""
+    return one is True and 1 < split <= MAX_QUEUE_SHARE
 
 
 @legato.function
@@ -823,7 +889,7 @@ def decode_attention_append(
     else:
         for i in range(c, items, ncores):
             _append_item(i, *args, None, False)
-    if split > 1:
+    if split > 1 and not (items == ncores and not stream and _partials_shared(True, split)):
         legato.sync.barrier()
         _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
 

@@ -15,6 +15,7 @@ from test_chip_attention import (
     _reference,
     _sdpa_node,
     four_cores,
+    run_append,
     run_rows,
     tt,
 )
@@ -144,3 +145,26 @@ def test_resolver_shares_kv_when_the_items_are_the_cores():
     qlong = torch.randn(1, 4, 1024, 64, dtype=torch.bfloat16)
     impl = ca.resolve_chip_sdpa(_sdpa_node(qlong, qlong, qlong, is_causal=True), _ctx(32))
     assert impl.fn is ca.rows_attention
+
+
+@pytest.mark.parametrize("on_chip", [False, True], ids=["dram", "onchip"])
+def test_decode_partials_go_core_to_core(on_chip):
+    # one KV group (2 query heads) split over the 4 cores, one item a core: the partials go
+    # core to core (`_finish_shared`), so DRAM sees only q, the cache read once, the new rows,
+    # the appended caches, out and lse (no scratch round trip: 4 partials of 2 x 66 f32
+    # written and read back through DRAM before)
+    torch.manual_seed(13)
+    dt = torch.bfloat16
+    q = torch.randn(1, 2, 1, 64, dtype=dt)
+    ko, vo = (torch.randn(1, 1, 128, 64, dtype=dt) for _ in range(2))
+    kn, vn = (torch.randn(1, 1, 1, 64, dtype=dt) for _ in range(2))
+    out, lse, k_all, v_all, run = run_append(q, ko, kn, vo, vn, NC, on_chip=on_chip)
+    k, v = torch.cat([ko, kn], 2), torch.cat([vo, vn], 2)
+    assert torch.equal(k_all, k) and torch.equal(v_all, v)
+    # four chunks of 32 keys, each with its own max (torch: one block of 129): as the split
+    # form through the DRAM scratch, a few elements 5-8 ulps from eager
+    _check(out, lse, *_reference(q, k, v), ulps=8)
+    # every core reads q (its group's query heads), and with `on_chip` the new rows too (the
+    # harness loads them on every core, as a fused prologue computes them on every core)
+    copies = NC * _nbytes(q) + (NC if on_chip else 1) * _nbytes(kn, vn)
+    assert run.dram_bytes == copies + _nbytes(ko, vo, k_all, v_all, out, lse)
