@@ -13,10 +13,14 @@ writes its part of the outputs with `memcpy` and meets the others at barriers.
   partial (max m, sum l of exp(s - m)) and o = exp(s - m) @ V_chunk (p rounded to the input
   dtype as torch's CPU flash kernel rounds it, f32 accumulation). With `split > 1` the partials
   go to a shared-DRAM scratch `[G, split, rep, 2 + D]` and, after a barrier, one core per group
-  combines them (o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j).
+  combines them (o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j); with the KV append fused
+  and one item a core they go core to core instead, and each group combines them on chip
+  (`_finish_shared`).
 - Prefill attention (`rows_attention`): the work is B * Hq * (S / rows) blocks of query rows,
   each computed as the single-core `aten.attention` computes a head (causal mask rows built
-  with runtime offsets).
+  with runtime offsets). When the items are exactly the cores (`rows_attention_shared`), the
+  cores of one key/value head each load a piece of its K and V and send it to the others, so
+  K and V cross DRAM once, not once per core.
 - Prefill attention over a runtime query length (`prefill_attention_dynamic`: causal, no
   mask, a runtime KV length; torch.compile's second prompt length): a work item per (query
   row, KV group), each a decode step over keys 0 .. i with the runtime-length fold
