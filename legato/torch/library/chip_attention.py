@@ -830,6 +830,11 @@ def _append_item(
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
     if _partials_shared(one, split):
         _finish_shared(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse)
+        # the cached rows' buffers kept to the end: reused by the new token's fold while their
+        # copies to the appended caches were in flight, its ops waited for those (~260 cycles
+        # on the group's last core, which every other core of the group waits for)
+        legato.tensor.reshape(kc, (chunk * kc.shape[1],))
+        legato.tensor.reshape(vc, (chunk * vc.shape[1],))
     else:
         _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
 
