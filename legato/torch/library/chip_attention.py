@@ -13,10 +13,14 @@ writes its part of the outputs with `memcpy` and meets the others at barriers.
   partial (max m, sum l of exp(s - m)) and o = exp(s - m) @ V_chunk (p rounded to the input
   dtype as torch's CPU flash kernel rounds it, f32 accumulation). With `split > 1` the partials
   go to a shared-DRAM scratch `[G, split, rep, 2 + D]` and, after a barrier, one core per group
-  combines them (o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j).
+  combines them (o = sum_j e^(m_j - M) o_j / sum_j e^(m_j - M) l_j); with the KV append fused
+  and one item a core they go core to core instead, and each group combines them on chip
+  (`_finish_shared`).
 - Prefill attention (`rows_attention`): the work is B * Hq * (S / rows) blocks of query rows,
   each computed as the single-core `aten.attention` computes a head (causal mask rows built
-  with runtime offsets).
+  with runtime offsets). When the items are exactly the cores (`rows_attention_shared`), the
+  cores of one key/value head each load a piece of its K and V and send it to the others, so
+  K and V cross DRAM once, not once per core.
 - Prefill attention over a runtime query length (`prefill_attention_dynamic`: causal, no
   mask, a runtime KV length; torch.compile's second prompt length): a work item per (query
   row, KV group), each a decode step over keys 0 .. i with the runtime-length fold
@@ -64,6 +68,17 @@ ROWS_SCORE_BYTES = 128 * 1024
 TORCH_KV_SPLIT = 512
 NEG_BIG = -3.0e38
 # a prefill work item computes at most this many row blocks of a head (unrolled), K loaded once
+# the core-to-core queues of `rows_attention_shared` (SHARE_QUEUE + j from the j-th previous
+# core of a group) and of the decode partials (COMBINE_QUEUE + j): apart from chip_linear's
+# 1 .. 63 and from each other (a stream of one static type keeps its ring buffers), below the
+# credit and barrier queues (taken from 255 down)
+SHARE_QUEUE = 64
+COMBINE_QUEUE = 128
+MAX_QUEUE_SHARE = 64  # cores sharing one K/V or one decode group's partials
+# pieces of fewer keys than this are concatenated before the softmax: one op over all keys
+# instead of one per piece (measured: EVT1's 16 pieces of 8 keys 2.6k -> 2.3k cycles a layer;
+# EVT0's 8 of 16 keys 3.1k -> 3.3k, the cat's copies and their DMA wait cost more there)
+SHARE_CAT_KEYS = 16
 ROW_UNROLL = 8  # a finite floor for a fully masked chunk's max (its weight becomes 0)
 
 # --------------------------------------------------------------------------------------------
@@ -358,6 +373,59 @@ def _finish_item(m, lsum, o, split, where, dtype, out, lse, part):
         mlo = legato.tensor.cat((_t(m), _t(lsum), o), 1)  # [rep, 2 + D]
         legato.tensor.memcpy(
             part[g : g + 1, r : r + 1, :, :], legato.tensor.reshape(mlo, (1, 1, rep, 2 + d))
+        )
+
+
+@legato.function
+def _finish_shared(m, lsum, o, split, where, dtype, out, lse):
+    """`_finish_item` of a decode item when every core has one item and its group's `split`
+    cores are consecutive (core = g * split + r): the partial (m, l, o) goes core to core to
+    the group's other cores (queue COMBINE_QUEUE + j to the j-th next: m, l and o in that
+    order, three transfers; a `cat` of them would wait for every DMA of the core, the KV
+    append's copies too), not through a DRAM scratch and a barrier. Each core combines the
+    group's partials (its own first, then the j-th previous core's: o = sum_j e^(m_j - M) o_j
+    / sum_j e^(m_j - M) l_j) and the group's first core writes the result and its logsumexp
+    (a loop of one trip there, none elsewhere)."""
+    f32 = legato.types.float("float32")
+    device = legato.get_context().get_device()
+    g, r, b, h0 = where
+    rep, d = o.shape
+    base = legato.core_id() - r
+    for j in legato.static_range(1, split):
+        to = device.get_core(base + (r + j) % split)
+        legato.tensor.request_load(m, to, "sram", COMBINE_QUEUE + j)
+        legato.tensor.request_load(lsum, to, "sram", COMBINE_QUEUE + j)
+        legato.tensor.request_load(o, to, "sram", COMBINE_QUEUE + j)
+    row = legato.get_model().tensor_type(f32, [1, rep], "sram")
+    ms, ls, os = (m,), (lsum,), (o,)
+    for j in legato.static_range(1, split):
+        ms = ms + (legato.tensor.receive_type(row, COMBINE_QUEUE + j, None, "sram"),)
+        ls = ls + (legato.tensor.receive_type(row, COMBINE_QUEUE + j, None, "sram"),)
+        os = os + (
+            legato.tensor.receive_type(
+                legato.get_model().tensor_type(f32, [rep, d], "sram"),
+                COMBINE_QUEUE + j,
+                None,
+                "sram",
+            ),
+        )
+    mx = ms[0]
+    for j in legato.static_range(1, split):
+        mx = legato.tensor.maximum(mx, ms[j])  # [1, rep]
+    tot = legato.tensor.full((1, rep), 0.0, f32)
+    acc = legato.tensor.full((rep, d), 0.0, f32)
+    for j in legato.static_range(split):
+        w = legato.tensor.exp(ms[j] - mx)
+        tot = tot + ls[j] * w
+        acc = acc + os[j] * _t(w)
+    for _ in range(r, 1):
+        legato.tensor.memcpy(
+            out[b : b + 1, h0 : h0 + rep, 0:1, :],
+            legato.tensor.reshape(legato.tensor.cast(acc / _t(tot), dtype), (1, rep, 1, d)),
+        )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h0 : h0 + rep, 0:1],
+            legato.tensor.reshape(mx + legato.tensor.log(tot), (1, rep, 1)),
         )
 
 
@@ -764,7 +832,22 @@ def _append_item(
     flags = (k_all, v_all, qt, scale, mask, mask_flags)
     for _ in range(split - 1, r + 1):
         m, lsum, o = _append_new(k_new, v_new, *flags, b, hk, h0, m, lsum, o)
-    _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+    if _partials_shared(one, split):
+        _finish_shared(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse)
+        # the cached rows' buffers kept to the end: reused by the new token's fold while their
+        # copies to the appended caches were in flight, its ops waited for those (~260 cycles
+        # on the group's last core, which every other core of the group waits for)
+        legato.tensor.reshape(kc, (chunk * kc.shape[1],))
+        legato.tensor.reshape(vc, (chunk * vc.shape[1],))
+    else:
+        _finish_item(m, lsum, o, split, (g, r, b, h0), q.dtype, out, lse, part)
+
+
+def _partials_shared(one, split):
+    """Compile-time helper: whether `_append_item`'s partials go core to core
+    (`_finish_shared`: one item a core, its K and V rows preloaded, a split group) rather than
+    through the DRAM scratch, a barrier and `_combine`."""
+    return one is True and 1 < split <= MAX_QUEUE_SHARE
 
 
 @legato.function
@@ -819,7 +902,7 @@ def decode_attention_append(
     else:
         for i in range(c, items, ncores):
             _append_item(i, *args, None, False)
-    if split > 1:
+    if split > 1 and not (items == ncores and not stream and _partials_shared(True, split)):
         legato.sync.barrier()
         _combine(part, groups, nkv, rep, q.shape[3], q.dtype, out, lse)
 
@@ -902,9 +985,8 @@ def decode_attention_append_stream_unsplit(
 
 
 @legato.function
-def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
-    """The additive mask rows r0 .. r0 + rows of (batch b, head h), [rows, L] in f32."""
-    f32 = legato.types.float("float32")
+def _rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h):
+    """The additive mask rows r0 .. r0 + rows of (batch b, head h), [rows, L], in DRAM."""
     bb = 0
     if mask_b:
         bb = b
@@ -912,11 +994,17 @@ def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
     if mask_h:
         hh = h
     if mask.ndim == 4:
-        m = mask[bb, hh, r0 : r0 + rows, :]
-    elif mask.ndim == 3:
-        m = mask[hh, r0 : r0 + rows, :]
-    else:
-        m = mask[r0 : r0 + rows, :]
+        return mask[bb, hh, r0 : r0 + rows, :]
+    if mask.ndim == 3:
+        return mask[hh, r0 : r0 + rows, :]
+    return mask[r0 : r0 + rows, :]
+
+
+@legato.function
+def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
+    """The additive mask rows r0 .. r0 + rows of (batch b, head h), [rows, L] in f32."""
+    f32 = legato.types.float("float32")
+    m = _rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h)
     return legato.tensor.cast(legato.tensor.load(m), f32)
 
 
@@ -1015,6 +1103,152 @@ def rows_attention(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows,
     else:
         for i in range(c, items, ncores):
             _rows_item(i, q, k, v, *flags, out, lse)
+
+
+def _shared_plan(nb, nh, nkv, s, rows, ncores):
+    """Compile-time helper: (groups, per, share) of `rows_attention_shared`: each head's row
+    blocks in `groups` items of `per` blocks (`_row_groups`), and the `share` = rep * groups
+    cores of one key/value head (its query heads' items, consecutive cores)."""
+    nrb = s // rows
+    groups = _row_groups(nrb, nb * nh, ncores, ROW_UNROLL)
+    return groups, nrb // groups, (nh // nkv) * groups
+
+
+@legato.function
+def _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask):
+    """The f32 scores [pk, rows] of each K piece (keys src[j] * pk ..; `ks[j]` the piece as
+    the MPU activation, qt = q_rows^T the weight), scaled, plus the causal pattern's rows
+    st + t0 .. (`cpat`) and the transposed mask's rows t0 .. (`mt` [L, rows]): a runtime row
+    offset into an on-chip tensor, a view."""
+    f32 = legato.types.float("float32")
+    pk = ks[0].shape[0]
+    scs = ()
+    for j in legato.static_range(len(ks)):
+        sc = legato.tensor.matmul(ks[j], qt, f32) * scale  # [pk, rows]
+        t0 = src[j] * pk
+        if causal:
+            sc = sc + cpat[st + t0 : st + t0 + pk, :]
+        if has_mask:
+            sc = sc + mt[t0 : t0 + pk, :]
+        scs = scs + (sc,)
+    return scs
+
+
+@legato.function
+def _shared_softmax_v(scs, vts, rows):
+    """(m [1, rows], l [1, rows], o^T [D, rows]) of the keys' scores in pieces (`scs[j]`
+    [pk, rows], f32) and their transposed V pieces (`vts[j]` [D, pk]): the keys are one KV
+    block of torch's (at most TORCH_KV_SPLIT), so m is the max over every piece (floored at
+    NEG_BIG, as `_fold_block` does: a fully masked row gets p = 0), p = exp(s - m) rounded to
+    V's dtype, o^T = sum_j V_j^T @ p_j^T in f32: p_j^T [pk, rows] is the MPU weight (a small
+    staging copy into mpu_buffer), the V piece the activation (in sram, where it arrived).
+    Pieces of fewer than SHARE_CAT_KEYS keys are concatenated first (one softmax over all)."""
+    f32 = legato.types.float("float32")
+    pk = scs[0].shape[0]
+    if pk < SHARE_CAT_KEYS:
+        sc = legato.tensor.cat(scs, 0)  # [L, rows], the keys in the pieces' order
+        m = legato.tensor.maximum(legato.tensor.amax(sc, 0, keepdim=True), NEG_BIG)
+        e = legato.tensor.exp(sc - m)
+        lsum = legato.tensor.sum(e, 0, keepdim=True)
+        pt = e
+        if vts[0].dtype != f32:
+            pt = legato.tensor.cast(e, vts[0].dtype)
+        ot = legato.tensor.full((vts[0].shape[0], rows), 0.0, f32)
+        for j in legato.static_range(len(scs)):
+            ot = ot + legato.tensor.matmul(vts[j], pt[j * pk : (j + 1) * pk, :], f32)
+        return m, lsum, ot
+    m = legato.tensor.full((1, rows), NEG_BIG, f32)
+    for j in legato.static_range(len(scs)):
+        m = legato.tensor.maximum(legato.tensor.amax(scs[j], 0, keepdim=True), m)
+    lsum = legato.tensor.full((1, rows), 0.0, f32)
+    ot = legato.tensor.full((vts[0].shape[0], rows), 0.0, f32)
+    for j in legato.static_range(len(scs)):
+        e = legato.tensor.exp(scs[j] - m)
+        lsum = lsum + legato.tensor.sum(e, 0, keepdim=True)
+        pt = e
+        if vts[j].dtype != f32:
+            pt = legato.tensor.cast(e, vts[j].dtype)
+        ot = ot + legato.tensor.matmul(vts[j], pt, f32)
+    return m, lsum, ot
+
+
+@legato.function
+def rows_attention_shared(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, out, lse):
+    """`rows_attention` with every key/value head's K and V read from DRAM once: its `share`
+    cores (the items of its query heads, one item a core: `_shared_plan`) each load a piece
+    of pk = L / share keys and send it to the others (core-to-core, queue SHARE_QUEUE + j to
+    the j-th next core of the group, K then V^T), so each core holds all L keys in `share`
+    pieces, its own first, then the piece of the j-th previous core. Scores, softmax and p @ V run piece by
+    piece (`_shared_scores`, `_shared_softmax_v`; the causal and additive masks' rows taken
+    at each piece's keys); the keys must be one KV block of torch's (L <= 512). The resolver
+    picks this when the items are exactly the cores and L splits into the pieces."""
+    device = legato.get_context().get_device()
+    nb, nh, s, d = q.shape
+    lk = k.shape[2]
+    rep = nh // k.shape[1]
+    groups, per, share = _shared_plan(nb, nh, k.shape[1], s, rows, device.num_cores)
+    pk = lk // share
+    c = legato.core_id()
+    mem = c % share
+    base = c - mem
+    bh = c // groups
+    g0 = (c % groups) * per
+    b = bh // nh
+    h = bh % nh
+    hk = h // rep
+    kp = legato.tensor.load(k[b, hk, mem * pk : (mem + 1) * pk, :])
+    vp = legato.tensor.load(v[b, hk, mem * pk : (mem + 1) * pk, :])
+    # the first block's q and mask rows in flight before the sends, which wait for kp (and
+    # vtp) to arrive; nothing waits for them before the sends (an instruction issues in order)
+    r0 = g0 * rows
+    qn = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
+    mn = 0.0
+    if has_mask:
+        mn = legato.tensor.load(_rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h))
+    to, src = (), (mem,)
+    for j in legato.static_range(1, share):
+        to = to + (device.get_core(base + (mem + j) % share),)
+        src = src + ((mem + share - j) % share,)
+    for j in legato.static_range(1, share):
+        legato.tensor.request_load(kp, to[j - 1], "sram", SHARE_QUEUE + j)
+    vtp = _t(vp)  # [D, pk]: the MPU activation of o^T (each core transposes its own piece)
+    for j in legato.static_range(1, share):
+        legato.tensor.request_load(vtp, to[j - 1], "sram", SHARE_QUEUE + j)
+    cpat = 0.0
+    if causal:
+        cpat = _causal_pattern_t(lk, rows)
+    kpiece = legato.get_model().tensor_type(k.dtype, [pk, d], "sram")
+    vpiece = legato.get_model().tensor_type(v.dtype, [d, pk], "sram")
+    ks, vts = (kp,), (vtp,)
+    for j in legato.static_range(1, share):
+        ks = ks + (legato.tensor.receive_type(kpiece, SHARE_QUEUE + j, None, "sram"),)
+    for jb in legato.static_range(per):
+        r0 = (g0 + jb) * rows
+        if jb > 0:
+            qn = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
+            if has_mask:
+                mn = legato.tensor.load(_rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h))
+        qt = _t(qn)  # [D, rows]: the MPU weight
+        mt = 0.0
+        if has_mask:
+            mt = _t(legato.tensor.cast(mn, legato.types.float("float32")))  # [L, rows]
+        st = 0
+        if causal:
+            st = max(lk - 1 - r0, 0)
+        scs = _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask)
+        if jb == 0:
+            # the V pieces once the first block's scores are issued (each receive waits)
+            for j in legato.static_range(1, share):
+                vts = vts + (legato.tensor.receive_type(vpiece, SHARE_QUEUE + j, None, "sram"),)
+        m, lsum, ot = _shared_softmax_v(scs, vts, rows)
+        legato.tensor.memcpy(
+            out[b : b + 1, h : h + 1, r0 : r0 + rows, :],
+            legato.tensor.reshape(legato.tensor.cast(_t(ot / lsum), q.dtype), (1, 1, rows, d)),
+        )
+        legato.tensor.memcpy(
+            lse[b : b + 1, h : h + 1, r0 : r0 + rows],
+            legato.tensor.reshape(m + legato.tensor.log(lsum), (1, 1, rows)),
+        )
 
 
 @legato.function
@@ -1334,6 +1568,21 @@ def resolve_chip_sdpa(node, ctx):
         f"prefill attention over {lk} keys needs {need} bytes of SRAM per block of {rows} rows "
         f"(more than half of the {ctx.model.sram_size} of a core; KV tiling not implemented)"
     )
+    groups, _, share = _shared_plan(nb, nh, nkv, s, rows, cores)
+    if (
+        nb * nh * groups == cores
+        and 1 < share <= MAX_QUEUE_SHARE
+        and lk % share == 0
+        and lk <= TORCH_KV_SPLIT
+    ):
+        # one item a core, L in whole pieces of one KV block: K and V read from DRAM once per
+        # key/value head, not once per core (the tiny Llama prefill, EVT0: 8 copies of each)
+        return Impl(
+            rows_attention_shared,
+            (q, k, v, mask, scale, causal and lk > 1, has_mask, mask_b, mask_h, rows),
+            name=f"chip attention ({rows}-row blocks, K/V shared by {share} cores)",
+            spmd=True,
+        )
     return Impl(
         rows_attention,
         (q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, kb),

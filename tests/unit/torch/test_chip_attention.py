@@ -579,8 +579,14 @@ def test_resolver_takes_a_dynamic_kv_length_in_decode_only():
 def test_resolver_prefill_row_blocks_and_refusals():
     q = torch.randn(1, 4, 256, 64, dtype=torch.bfloat16)
     impl = ca.resolve_chip_sdpa(_sdpa_node(q, q, q, is_causal=True), _ctx(32))
-    assert impl.spmd and impl.fn is ca.rows_attention and impl.scratch == ()
-    assert impl.args[-2:] == (32, 256)  # 4 heads x 8 blocks of 32 rows = one per core
+    # 4 heads x 8 blocks of 32 rows = one per core: each head's 8 cores share its K and V
+    # (test_chip_attention_shared.py)
+    assert impl.spmd and impl.fn is ca.rows_attention_shared and impl.scratch == ()
+    assert impl.args[-1] == 32
+    # 3 heads x 16 blocks of 16 rows: 48 items on 32 cores (a loop), each loads its K and V
+    q2 = torch.randn(1, 3, 256, 64, dtype=torch.bfloat16)
+    impl = ca.resolve_chip_sdpa(_sdpa_node(q2, q2, q2, is_causal=True), _ctx(32))
+    assert impl.spmd and impl.fn is ca.rows_attention and impl.args[-2:] == (16, 256)
     small = torch.randn(1, 2, 8, 16, dtype=torch.bfloat16)
     with pytest.raises(AssertionError, match="stays on one core"):
         ca.resolve_chip_sdpa(_sdpa_node(small, small, small), _ctx(32))

@@ -106,7 +106,9 @@ def test_causal_prefill_runs_on_all_cores():
     empty = torch.zeros(1, KV_HEADS, 0, HD, dtype=BF16)  # an empty cache (first forward)
     got, ref = _run(model, x, empty, empty)
     _close(got, ref)
-    _chip_kernels("chip attention (")
+    # 4 heads x 8 blocks of 16 rows, one a core: the 16 cores of each KV head (GQA, 2 query
+    # heads) share its K and V, 8 keys a core (rows_attention_shared)
+    _chip_kernels("chip attention (16-row blocks, K/V shared by 16 cores)")
 
 
 def test_decode_over_a_runtime_cache_length_one_compile():
