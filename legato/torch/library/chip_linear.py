@@ -92,8 +92,20 @@ TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
-# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls
+# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
+# them when they fit WHOLE_PRELOAD_BYTES (the phase then streams no tile of its own): with
+# 64 KiB only, the tiny Llama's gate/up (two [256, 96] tiles a core on EVT0) had one tile
+# preloaded and loaded the other after its RMSNorm prologue (decode EVT0 155.0k -> 152.5k
+# cycles with both)
 PRELOAD_BYTES = 64 * 1024
+WHOLE_PRELOAD_BYTES = 96 * 1024
+
+
+def preload_tiles(kt: int, tile_bytes: int) -> int:
+    """How many of a block's kt weight tiles of tile_bytes each are loaded ahead."""
+    if kt * tile_bytes <= WHOLE_PRELOAD_BYTES:
+        return kt
+    return max(1, min(kt, PRELOAD_BYTES // tile_bytes))
 
 
 @legato.function
@@ -249,6 +261,15 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
         if nb == p:
             acc = _block(xs, wt, c, 0, kt, m, tn, wmem, pre)
             _store(out, acc, bias, c * tn, tn, has_bias, epi, eargs, g)
+        elif nb < p:
+            # one block on each of the first nb cores, the others idle (`_decode_tiles`); its
+            # tiles (`preload_tiles`) loaded before the first matmul, which waits for x
+            for b in range(c, nb, p):
+                ahead = ()
+                for t in legato.static_range(preload_tiles(kt, TK * tn * 2)):
+                    ahead = ahead + (legato.tensor.load(wt[b, t], wmem),)
+                acc = _block(xs, wt, b, 0, kt, m, tn, wmem, ahead)
+                _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
         else:
             # rounds of p blocks, unrolled (a runtime loop over blocks runs out of mpu_buffer:
             # the compiler keeps more tile buffers live in it than mpu_buffer holds); in the
@@ -758,14 +779,20 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
 
 
-def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
+def _decode_tiles(p: int, n: int, kt: int, busy: int = 0) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
-    tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores."""
+    tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
+    `busy` > 0: with fewer MIN_TN-wide blocks than cores, one block per core on n / MIN_TN
+    cores (the others idle) when that is at least `busy` cores (enough DMA ports to keep
+    shared DRAM busy, `_busy_cores`) instead of split K, whose f32 partials go through DRAM
+    and a barrier (EVT1, N = 512 on 64 cores: the tiny Llama's o and down)."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
         # several blocks per core: in unrolled rounds when they fall evenly, else tile ranges
         return 128, (1 if (n // 128) % p == 0 else 0)
+    if busy and n % MIN_TN == 0 and busy <= n // MIN_TN < p:
+        return MIN_TN, 1
     for tn in (128, 64, 32, MIN_TN):
         nb = n // tn
         if nb * tn != n or nb >= p or p % nb:
@@ -777,6 +804,11 @@ def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
+
+
+def _busy_cores(model) -> int:
+    """The fewest cores whose DMA ports together move shared DRAM's bandwidth."""
+    return -(-model.dram_bytes_per_cycle // model.dma_port_bytes_per_cycle)
 
 
 def _gemm_tiles(p: int, n: int, g: int = 1) -> int:
@@ -1080,7 +1112,10 @@ def _linear_impl(projs, ctx, x):
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
         try:
-            tn, split = _decode_tiles(p, n, kt)
+            # (idle cores in place of split K only at a static M below GEMM_ROWS: a decode
+            # step's; from GEMM_ROWS on, `_gemm_beats_split` weighs split K against the GEMM)
+            idle = not (dynamic or rows or m >= GEMM_ROWS)
+            tn, split = _decode_tiles(p, n, kt, _busy_cores(ctx.model) if idle else 0)
         except AssertionError:
             if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
                 raise
@@ -1180,7 +1215,7 @@ def _linear_impl(projs, ctx, x):
         args = (x, layout, bias, has_bias, split, wmem) + ((g,) if g > 1 else ())
         if split == 1 and nb == p and bf16:
             # one block per core: its first tiles (up to PRELOAD_BYTES) are loaded ahead
-            n_pre = max(1, min(kt, PRELOAD_BYTES // (TK * g * tn * esize)))
+            n_pre = preload_tiles(kt, TK * g * tn * esize)
             return Impl(
                 _cols_pre if g == 1 else _cols_group_pre,
                 args,

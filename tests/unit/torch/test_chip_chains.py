@@ -166,6 +166,43 @@ def test_next_phase_weight_tiles_load_in_the_phase_before():
     assert max(pres) < min(steps) and max(pres) < calls[0] < barrier < calls[1], body
 
 
+def _barriers(mod, cores: int) -> int:
+    """The barriers the kernel's last run passed (the emulator's trace: one event per core)."""
+    events = [e for e in mod.kernel.last_run.trace_events if e.get("name") == "barrier"]
+    assert len(events) % cores == 0, len(events)
+    return len(events) // cores
+
+
+def test_evt1_down_projection_idles_cores_instead_of_splitting_k():
+    """EVT1 (64 cores), the MLP block: down's 512 columns are 32 blocks of 16, one on each of
+    32 cores (their DMA ports move more than shared DRAM does) and the other 32 idle, not K
+    split over two cores with its f32 partials through DRAM and a barrier inside the phase
+    (`chip_linear._decode_tiles`): the emulator passes one barrier, the one between the two
+    phases, and no scratch is allocated. Matches eager."""
+    from legato.jit.session import session
+
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    g = _compile(mod, **{"legato.device": "bertha-evt1"})
+    with torch.no_grad():
+        g(x)
+        with session(trace=True):
+            y = g(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert "linear_cols(tn=16, split=1)" in " ".join(k.info.nodes), k.info.nodes
+    assert _phases(k) == 2 and _barriers(k, 64) == 1, k.gen.source
+    assert not any(dt == torch.float32 for _, dt in k.gen.extras), k.gen.extras
+    _every_core(k, 64)
+    # every weight byte read once: idle cores read no weight tile
+    weight = 3 * 512 * 1024 * 2
+    assert k.kernel.last_run.dram_bytes <= weight + 64 * (2 * 512 + 1024) * 2 * 2, (
+        k.kernel.last_run.dram_bytes
+    )
+
+
 def test_tiny_llama_decode_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers, 256 cached tokens), one decode step: the
     embedding gather, the 4 layers and the final norm + lm_head are one all-core kernel, whose
