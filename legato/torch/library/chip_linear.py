@@ -89,7 +89,7 @@ aten = torch.ops.aten
 F32 = legato.types.float("float32")
 BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
-MIN_TN = 16  # narrower column blocks than this: split K instead
+MIN_TN = 16  # narrower column blocks than this: split K instead (a decode step: 8, `_decode_tiles`)
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
 # stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
@@ -782,11 +782,14 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
 def _decode_tiles(p: int, n: int, kt: int, busy: int = 0) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
     tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
-    `busy` > 0: with fewer MIN_TN-wide blocks than cores, one block per core on n / MIN_TN
-    cores (the others idle) when that is at least `busy` cores (enough DMA ports to keep
-    shared DRAM busy, `_busy_cores`) instead of split K, whose f32 partials go through DRAM
-    and a barrier (EVT1, N = 512 on 64 cores: the tiny Llama's o and down)."""
-    if n % p == 0 and MIN_TN <= n // p <= 128:
+    `busy` > 0 (a static decode step): rather than split K, whose f32 partials go through DRAM
+    and a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
+    Llama's o and down), else with fewer MIN_TN-wide blocks than cores one on each of
+    n / MIN_TN cores (the others idle) when that is at least `busy` cores (enough DMA ports to
+    keep shared DRAM busy, `_busy_cores`). The tiny Llama decode on EVT1: 107,052 cycles
+    with split K, 100,568 with 32 cores idle, 96,596 with blocks of 8 (their tiles preloaded
+    in the phase before, `first_tiles`)."""
+    if n % p == 0 and (8 if busy else MIN_TN) <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
         # several blocks per core: in unrolled rounds when they fall evenly, else tile ranges

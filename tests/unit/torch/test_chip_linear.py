@@ -41,10 +41,13 @@ def _cores(run):
         (torch.bfloat16, True, 1, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
         (torch.bfloat16, False, 4, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
         (torch.float32, True, 2, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
-        # 64 cores, 512 columns: 32 blocks of 16 on 32 cores (their ports move more than
-        # shared DRAM does), the other 32 idle, no split K
-        (torch.bfloat16, True, 1, "bertha-evt1", 512, 512, "linear_cols(tn=16, split=1)"),
-        (torch.float32, False, 1, "bertha-evt1", 512, 512, "linear_cols(tn=16, split=1)"),
+        # 64 cores, 512 columns: a block of 8 on each core, no split K
+        (torch.bfloat16, True, 1, "bertha-evt1", 512, 512, "linear_cols(tn=8, split=1)"),
+        (torch.float32, False, 1, "bertha-evt1", 512, 512, "linear_cols(tn=8, split=1)"),
+        # 256 columns: 16 blocks of 16 on 16 cores (their ports move more than shared DRAM
+        # does), the other 48 idle, no split K
+        (torch.bfloat16, True, 1, "bertha-evt1", 512, 256, "linear_cols(tn=16, split=1)"),
+        (torch.float32, False, 3, "bertha-evt1", 1024, 256, "linear_cols(tn=16, split=1)"),
         # 128 columns: 8 blocks of 16, too few ports: K split over 8 cores through the scratch
         (torch.bfloat16, True, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
         (torch.float32, False, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
