@@ -203,6 +203,25 @@ def test_evt1_down_projection_needs_no_split_k_barrier():
     )
 
 
+def test_whole_block_preloaded_when_it_fits():
+    """The tiny Llama's MLP (hidden 512, MLP 1536) on EVT0: gate/up's two [256, 96] weight
+    tiles a core (96 KiB, `chip_linear.WHOLE_PRELOAD_BYTES`) are both loaded ahead, before
+    its RMSNorm prologue's steps, none after them; down's six as well, in the gate/up phase.
+    Matches eager."""
+    torch.manual_seed(0)
+    mod = Block(512, 1536).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    nodes = " ".join(k.info.nodes)
+    assert "linear_cols(2 projections, tn=48, split=1), 2 tiles preloaded" in nodes, nodes
+    assert "linear_cols(tn=16, split=1), 6 tiles preloaded" in nodes, nodes
+    _every_core(k)
+
+
 def test_tiny_llama_decode_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers, 256 cached tokens), one decode step: the
     embedding gather, the 4 layers and the final norm + lm_head are one all-core kernel, whose
