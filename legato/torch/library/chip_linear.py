@@ -261,15 +261,6 @@ def linear_cols(x, wt, bias, out, part, has_bias, split, wmem, epi=None, eargs=(
         if nb == p:
             acc = _block(xs, wt, c, 0, kt, m, tn, wmem, pre)
             _store(out, acc, bias, c * tn, tn, has_bias, epi, eargs, g)
-        elif nb < p:
-            # one block on each of the first nb cores, the others idle (`_decode_tiles`); its
-            # tiles (`preload_tiles`) loaded before the first matmul, which waits for x
-            for b in range(c, nb, p):
-                ahead = ()
-                for t in legato.static_range(preload_tiles(kt, TK * tn * 2)):
-                    ahead = ahead + (legato.tensor.load(wt[b, t], wmem),)
-                acc = _block(xs, wt, b, 0, kt, m, tn, wmem, ahead)
-                _store(out, acc, bias, b * tn, tn, has_bias, epi, eargs, g)
         else:
             # rounds of p blocks, unrolled (a runtime loop over blocks runs out of mpu_buffer:
             # the compiler keeps more tile buffers live in it than mpu_buffer holds); in the
@@ -779,39 +770,31 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
 
 
-def _decode_tiles(p: int, n: int, kt: int, busy: int = 0) -> tuple[int, int]:
+def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
     tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
-    `busy` > 0 (a static decode step): rather than split K, whose f32 partials go through DRAM
-    and a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
-    Llama's o and down), else with fewer MIN_TN-wide blocks than cores one on each of
-    n / MIN_TN cores (the others idle) when that is at least `busy` cores (enough DMA ports to
-    keep shared DRAM busy, `_busy_cores`). The tiny Llama decode on EVT1: 107,052 cycles
-    with split K, 100,568 with 32 cores idle, 96,596 with blocks of 8 (their tiles preloaded
-    in the phase before, `first_tiles`)."""
-    if n % p == 0 and (8 if busy else MIN_TN) <= n // p <= 128:
+    `step` (a static decode step): rather than split K, whose f32 partials go through DRAM and
+    a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
+    Llama's o and down; decode EVT1 107,052 -> 96,596 cycles, their tiles preloaded in the
+    phase before, `first_tiles`)."""
+    if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
         # several blocks per core: in unrolled rounds when they fall evenly, else tile ranges
         return 128, (1 if (n // 128) % p == 0 else 0)
-    if busy and n % MIN_TN == 0 and busy <= n // MIN_TN < p:
-        return MIN_TN, 1
     for tn in (128, 64, 32, MIN_TN):
         nb = n // tn
         if nb * tn != n or nb >= p or p % nb:
             continue
         split = p // nb
         if kt % split == 0 and tn % split == 0:
+            if step and n % p == 0 and n // p >= 8:
+                return n // p, 1  # (only where split K would run: no new spmd node)
             return tn, split
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
-
-
-def _busy_cores(model) -> int:
-    """The fewest cores whose DMA ports together move shared DRAM's bandwidth."""
-    return -(-model.dram_bytes_per_cycle // model.dma_port_bytes_per_cycle)
 
 
 def _gemm_tiles(p: int, n: int, g: int = 1) -> int:
@@ -1115,10 +1098,10 @@ def _linear_impl(projs, ctx, x):
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
         try:
-            # (idle cores in place of split K only at a static M below GEMM_ROWS: a decode
+            # (blocks of 8 in place of split K only at a static M below GEMM_ROWS: a decode
             # step's; from GEMM_ROWS on, `_gemm_beats_split` weighs split K against the GEMM)
-            idle = not (dynamic or rows or m >= GEMM_ROWS)
-            tn, split = _decode_tiles(p, n, kt, _busy_cores(ctx.model) if idle else 0)
+            step = not (dynamic or rows or m >= GEMM_ROWS)
+            tn, split = _decode_tiles(p, n, kt, step)
         except AssertionError:
             if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
                 raise
