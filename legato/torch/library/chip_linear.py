@@ -89,11 +89,23 @@ aten = torch.ops.aten
 F32 = legato.types.float("float32")
 BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
-MIN_TN = 16  # narrower column blocks than this: split K instead
+MIN_TN = 16  # narrower column blocks than this: split K instead (a decode step: 8, `_decode_tiles`)
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
-# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls
+# stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
+# them when they fit WHOLE_PRELOAD_BYTES (the phase then streams no tile of its own): with
+# 64 KiB only, the tiny Llama's gate/up (two [256, 96] tiles a core on EVT0) had one tile
+# preloaded and loaded the other after its RMSNorm prologue (decode EVT0 155.0k -> 152.5k
+# cycles with both)
 PRELOAD_BYTES = 64 * 1024
+WHOLE_PRELOAD_BYTES = 96 * 1024
+
+
+def preload_tiles(kt: int, tile_bytes: int) -> int:
+    """How many of a block's kt weight tiles of tile_bytes each are loaded ahead."""
+    if kt * tile_bytes <= WHOLE_PRELOAD_BYTES:
+        return kt
+    return max(1, min(kt, PRELOAD_BYTES // tile_bytes))
 
 
 @legato.function
@@ -758,9 +770,13 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
 
 
-def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
+def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
-    tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores."""
+    tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
+    `step` (a static decode step): rather than split K, whose f32 partials go through DRAM and
+    a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
+    Llama's o and down; decode EVT1 107,052 -> 96,596 cycles, their tiles preloaded in the
+    phase before, `first_tiles`)."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
@@ -772,6 +788,8 @@ def _decode_tiles(p: int, n: int, kt: int) -> tuple[int, int]:
             continue
         split = p // nb
         if kt % split == 0 and tn % split == 0:
+            if step and n % p == 0 and n // p >= 8:
+                return n // p, 1  # (only where split K would run: no new spmd node)
             return tn, split
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
@@ -1080,7 +1098,10 @@ def _linear_impl(projs, ctx, x):
             scratch = ((n // tn, slots, m, g * tn), torch.float32)
     elif decode:
         try:
-            tn, split = _decode_tiles(p, n, kt)
+            # (blocks of 8 in place of split K only at a static M below GEMM_ROWS: a decode
+            # step's; from GEMM_ROWS on, `_gemm_beats_split` weighs split K against the GEMM)
+            step = not (dynamic or rows or m >= GEMM_ROWS)
+            tn, split = _decode_tiles(p, n, kt, step)
         except AssertionError:
             if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
                 raise
@@ -1180,7 +1201,7 @@ def _linear_impl(projs, ctx, x):
         args = (x, layout, bias, has_bias, split, wmem) + ((g,) if g > 1 else ())
         if split == 1 and nb == p and bf16:
             # one block per core: its first tiles (up to PRELOAD_BYTES) are loaded ahead
-            n_pre = max(1, min(kt, PRELOAD_BYTES // (TK * g * tn * esize)))
+            n_pre = preload_tiles(kt, TK * g * tn * esize)
             return Impl(
                 _cols_pre if g == 1 else _cols_group_pre,
                 args,

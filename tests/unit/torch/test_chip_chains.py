@@ -166,6 +166,62 @@ def test_next_phase_weight_tiles_load_in_the_phase_before():
     assert max(pres) < min(steps) and max(pres) < calls[0] < barrier < calls[1], body
 
 
+def _barriers(mod, cores: int) -> int:
+    """The barriers the kernel's last run passed (the emulator's trace: one event per core)."""
+    events = [e for e in mod.kernel.last_run.trace_events if e.get("name") == "barrier"]
+    assert len(events) % cores == 0, len(events)
+    return len(events) // cores
+
+
+def test_evt1_down_projection_needs_no_split_k_barrier():
+    """EVT1 (64 cores), the MLP block: down's 512 columns are a block of 8 on each core, its
+    tiles preloaded in the gate/up phase, not K split over two cores with its f32 partials
+    through DRAM and a barrier inside the phase (`chip_linear._decode_tiles`): the emulator
+    passes one barrier, the one between the two phases, and no scratch is allocated. Matches
+    eager."""
+    from legato.jit.session import session
+
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    g = _compile(mod, **{"legato.device": "bertha-evt1"})
+    with torch.no_grad():
+        g(x)
+        with session(trace=True):
+            y = g(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    assert "linear_cols(tn=8, split=1), 4 tiles preloaded" in " ".join(k.info.nodes), k.info.nodes
+    assert _phases(k) == 2 and _barriers(k, 64) == 1, k.gen.source
+    assert not any(dt == torch.float32 for _, dt in k.gen.extras), k.gen.extras
+    _every_core(k, 64)
+    # every weight byte read once
+    weight = 3 * 512 * 1024 * 2
+    assert k.kernel.last_run.dram_bytes <= weight + 64 * (2 * 512 + 1024) * 2 * 2, (
+        k.kernel.last_run.dram_bytes
+    )
+
+
+def test_whole_block_preloaded_when_it_fits():
+    """The tiny Llama's MLP (hidden 512, MLP 1536) on EVT0: gate/up's two [256, 96] weight
+    tiles a core (96 KiB, `chip_linear.WHOLE_PRELOAD_BYTES`) are both loaded ahead, before
+    its RMSNorm prologue's steps, none after them; down's six as well, in the gate/up phase.
+    Matches eager."""
+    torch.manual_seed(0)
+    mod = Block(512, 1536).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+    (k,) = wrapper.last_wrapper().kernel_modules()
+    nodes = " ".join(k.info.nodes)
+    assert "linear_cols(2 projections, tn=48, split=1), 2 tiles preloaded" in nodes, nodes
+    assert "linear_cols(tn=16, split=1), 6 tiles preloaded" in nodes, nodes
+    _every_core(k)
+
+
 def test_tiny_llama_decode_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers, 256 cached tokens), one decode step: the
     embedding gather, the 4 layers and the final norm + lm_head are one all-core kernel, whose

@@ -36,26 +36,35 @@ def _cores(run):
 
 
 @pytest.mark.parametrize(
-    ("dtype", "bias", "m", "device", "form"),
+    ("dtype", "bias", "m", "device", "k", "n", "form"),
     [
-        (torch.bfloat16, True, 1, "bertha", "linear_cols(tn=16, split=1)"),
-        (torch.bfloat16, False, 4, "bertha", "linear_cols(tn=16, split=1)"),
-        (torch.float32, True, 2, "bertha", "linear_cols(tn=16, split=1)"),
-        # 64 cores, 512 columns: 32 blocks of 16, K split over 2 cores through the scratch
-        (torch.bfloat16, True, 1, "bertha-evt1", "linear_cols(tn=16, split=2)"),
-        (torch.float32, False, 1, "bertha-evt1", "linear_cols(tn=16, split=2)"),
+        (torch.bfloat16, True, 1, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
+        (torch.bfloat16, False, 4, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
+        (torch.float32, True, 2, "bertha", 512, 512, "linear_cols(tn=16, split=1)"),
+        # 64 cores, 512 columns: a block of 8 on each core, no split K
+        (torch.bfloat16, True, 1, "bertha-evt1", 512, 512, "linear_cols(tn=8, split=1)"),
+        (torch.float32, False, 1, "bertha-evt1", 512, 512, "linear_cols(tn=8, split=1)"),
+        # 128 columns: 2 a core, K split over 8 cores through the scratch
+        (torch.bfloat16, True, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
+        (torch.float32, False, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
     ],
 )
-def test_linear_512_every_core(dtype, bias, m, device, form):
+def test_linear_every_core(dtype, bias, m, device, k, n, form):
     torch.manual_seed(0)
-    lin = torch.nn.Linear(512, 512, bias=bias).to(dtype)
-    x = torch.randn(m, 512, dtype=dtype)
+    lin = torch.nn.Linear(k, n, bias=bias).to(dtype)
+    x = torch.randn(m, k, dtype=dtype)
     _, y, ref, mod = _run(lin, x, device)
     _check(y, ref)
     assert form in " ".join(mod.info.nodes), mod.info.nodes
     cores = _cores(mod.kernel.last_run)
     assert len(cores) == (32 if device == "bertha" else 64)
     assert all(v > 0 for v in cores.values()), cores
+    # every weight byte read once, x by every core
+    weight = k * n * dtype.itemsize
+    run = mod.kernel.last_run
+    assert run.dram_bytes <= weight + len(cores) * (m * k + 2 * m * n) * dtype.itemsize + 8192, (
+        run.dram_bytes
+    )
 
 
 def test_weight_laid_out_once_and_update_seen():
