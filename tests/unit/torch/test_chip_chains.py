@@ -23,6 +23,18 @@ def _compile(mod, **options):
     )
 
 
+def _matches_eager(*sizes) -> None:
+    """`Block(*sizes)` in bf16 on one decode row through the backend (EVT0, strict): as
+    eager."""
+    torch.manual_seed(0)
+    mod = Block(*sizes).bfloat16()
+    x = torch.randn(1, 512, dtype=torch.bfloat16)
+    with torch.no_grad():
+        y = _compile(mod)(x)
+        ref = mod(x)
+    assert_close_bf16(y, ref)
+
+
 def _every_core(mod, n=32):
     cores = {k: v for k, v in mod.kernel.last_run.instructions.items() if k.startswith("core")}
     assert len(cores) == n and all(v > 0 for v in cores.values()), cores
@@ -37,13 +49,7 @@ def test_mlp_block_is_one_kernel_of_two_phases():
     """norm -> gate/up (+ SiLU * up) -> down (+ residual): the two spmd kernels of
     test_chip_fusion's block are one chain; SiLU(gate) * up goes through shared DRAM (a
     kernel extra, not an output)."""
-    torch.manual_seed(0)
-    mod = Block().bfloat16()
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(mod)(x)
-        ref = mod(x)
-    assert_close_bf16(y, ref)
+    _matches_eager()
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.num_extern == 0, str(s)
     (k,) = wrapper.last_wrapper().kernel_modules()
@@ -68,13 +74,7 @@ def test_argument_budget_cuts_the_chain(monkeypatch):
     """A chain whose arguments would exceed `CHAIN_ARGUMENTS` is cut before the phase that
     passes it."""
     monkeypatch.setattr(wrapper, "CHAIN_ARGUMENTS", 4)
-    torch.manual_seed(0)
-    mod = Block().bfloat16()
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(mod)(x)
-        ref = mod(x)
-    assert_close_bf16(y, ref)
+    _matches_eager()
     assert lt.last_summary().num_kernels == 2
 
 
@@ -93,13 +93,7 @@ def test_sram_budget_cuts_the_chain(monkeypatch):
         return real(self, group)
 
     monkeypatch.setattr(wrapper.LegatoGraphWrapper, "_phase_sram", big)
-    torch.manual_seed(0)
-    mod = Block().bfloat16()
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(mod)(x)
-        ref = mod(x)
-    assert_close_bf16(y, ref)
+    _matches_eager()
     assert w is not None and lt.last_summary().num_kernels == 2
 
 
@@ -148,13 +142,7 @@ def test_decoder_layer_kernel_count(chains, kernels):
 def test_next_phase_weight_tiles_load_in_the_phase_before():
     """down's first weight tiles (`chip_linear.first_tiles`, kernel inputs only) are loaded
     in the gate/up phase, before its prologue's steps and its call, not after the barrier."""
-    torch.manual_seed(0)
-    mod = Block().bfloat16()
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(mod)(x)
-        ref = mod(x)
-    assert_close_bf16(y, ref)
+    _matches_eager()
     (k,) = wrapper.last_wrapper().kernel_modules()
     body = k.gen.source.split("with device.get_all_cores():", 1)[1].splitlines()
     pres = [i for i, ln in enumerate(body) if "pre_first_tiles" in ln]
@@ -208,13 +196,7 @@ def test_whole_block_preloaded_when_it_fits():
     tiles a core (96 KiB, `chip_linear.WHOLE_PRELOAD_BYTES`) are both loaded ahead, before
     its RMSNorm prologue's steps, none after them; down's six as well, in the gate/up phase.
     Matches eager."""
-    torch.manual_seed(0)
-    mod = Block(512, 1536).bfloat16()
-    x = torch.randn(1, 512, dtype=torch.bfloat16)
-    with torch.no_grad():
-        y = _compile(mod)(x)
-        ref = mod(x)
-    assert_close_bf16(y, ref)
+    _matches_eager(512, 1536)
     (k,) = wrapper.last_wrapper().kernel_modules()
     nodes = " ".join(k.info.nodes)
     assert "linear_cols(2 projections, tn=48, split=1), 2 tiles preloaded" in nodes, nodes
