@@ -118,3 +118,24 @@ def test_arguments_that_do_not_fit_raise_xdsls_error(kwargs):
         fast = be.AddOp.__new__(be.AddOp)
         FastBuildOperation.__init__(fast, **args)
     assert str(ours.value) == str(theirs.value)
+
+
+def test_op_type_checks_answer_as_abcmeta():
+    """Every op class of the three dialects takes the plain type checks (`_ConcreteOpMeta`),
+    which answer `isinstance`/`issubclass` as `ABCMeta`'s own check does, for ops of every
+    class and for other objects; a virtual subclass is refused instead of being ignored."""
+    import abc
+
+    from legato.dialects.fast_build import _ConcreteOpMeta
+
+    classes = [c for d in (lg.Legato, core.Core, be.Backend) for c in d.operations]
+    assert classes and all(type(c) is _ConcreteOpMeta for c in classes)
+    block, (v,) = _values(1)
+    probes = [lg.YieldOp(), be.LabelOp("l"), lg.ReturnOp(), v, block, 3, None]
+    for cls in classes:
+        for x in probes:
+            assert isinstance(x, cls) is abc.ABCMeta.__instancecheck__(cls, x)
+            assert issubclass(type(x), cls) is abc.ABCMeta.__subclasscheck__(cls, type(x))
+    assert isinstance(be.LabelOp("l"), be.LabelOp) and not isinstance(lg.YieldOp(), be.LabelOp)
+    with pytest.raises(TypeError, match="virtual subclasses of Legato's ops"):
+        be.LabelOp.register(int)
