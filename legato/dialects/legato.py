@@ -249,10 +249,14 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
 
     @property
     def dims(self) -> tuple[Dim, ...]:
-        return tuple(
-            Dim(None if s.data == -1 else s.data, b.data)
-            for s, b in zip(self.shape.data, self.bounds.data, strict=True)
-        )
+        # remembered on the (immutable) type: not a parameter, so neither compared nor printed
+        dims = self.__dict__.get("_dims")
+        if dims is None:
+            dims = self.__dict__["_dims"] = tuple(
+                Dim(None if s.data == -1 else s.data, b.data)
+                for s, b in zip(self.shape.data, self.bounds.data, strict=True)
+            )
+        return dims
 
     @property
     def rank(self) -> int:
