@@ -151,6 +151,18 @@ def _init_flat(op: Operation, operands: list, result_types: list, props: dict, a
     op.__post_init__()
 
 
+def build_flat(
+    cls: type[Operation], operands, result_types, properties: Mapping[str, Attribute] | None = None
+) -> Operation:
+    """`cls.create(operands=..., result_types=..., properties=...)` for an op class without
+    regions or successors (xDSL's own ops too: the frontend's `arith` index arithmetic, whose
+    builders go through xDSL's generic `irdl_op_init`): the same op, without its per-argument
+    dispatch. `operands` are SSA values."""
+    op = cls.__new__(cls)
+    _init_flat(op, list(operands), list(result_types), dict(properties or {}), {})
+    return op
+
+
 def _value(x) -> SSAValue:
     return x if isinstance(x, SSAValue) else SSAValue.get(x)
 

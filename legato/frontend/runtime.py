@@ -30,6 +30,8 @@ from xdsl.ir import Block, Region, SSAValue
 
 import legato.dialects.legato as L
 from legato.context import Device, ExecContext
+from legato.dialects.fast_build import build_flat
+from legato.dialects.shared_attrs import integer_attr
 from legato.frontend.bounds import DimFact, DivFact, Facts, LoopFact, MinFact
 from legato.frontend.language import static_range
 from legato.frontend.values import IRScalar, IRValue
@@ -120,6 +122,26 @@ def _form_key(x: IRScalar | int):
 
 _SCALAR_OPS = {ast.FloorDiv: arith.DivSIOp, ast.Mod: arith.RemSIOp, ast.Mult: arith.MuliOp}
 
+_INDEX = IndexType()
+_NO_OVERFLOW = arith.IntegerOverflowAttr("none")  # the default of the ops with overflow flags
+
+
+def index_constant(value: int) -> arith.ConstantOp:
+    """`arith.ConstantOp.from_int_and_width(value, IndexType())`, built directly (the value
+    attribute shared, `shared_attrs`)."""
+    return build_flat(arith.ConstantOp, (), (_INDEX,), {"value": integer_attr(value, _INDEX)})
+
+
+def index_binary(cls: type, a: SSAValue, b: SSAValue):
+    """`cls(a, b)` for an `arith` binary op on index values (`AddiOp`, `MuliOp`, `DivSIOp`,
+    ...), built directly: the result is of `a`'s type, the overflow flags (of the ops that
+    have them) xDSL's default."""
+    props = {"overflowFlags": _NO_OVERFLOW} if issubclass(cls, _WITH_OVERFLOW) else None
+    return build_flat(cls, (a, b), (a.type,), props)
+
+
+_WITH_OVERFLOW = arith.SignlessIntegerBinaryOperationWithOverflow
+
 
 # --------------------------------------------------------------------------------------------
 # The mixin
@@ -134,7 +156,7 @@ class RuntimeCodegen:
     # -- scalars -------------------------------------------------------------------------------
 
     def index_const(self, value: int, node: ast.AST) -> SSAValue:
-        return self.emit(arith.ConstantOp.from_int_and_width(value, IndexType()), node).results[0]
+        return self.emit(index_constant(value), node).results[0]
 
     def materialize(self, value: IRScalar | int, node: ast.AST) -> SSAValue:
         """An `index` SSA value holding `value` (emits arith ops at the current point)."""
@@ -145,12 +167,20 @@ class RuntimeCodegen:
             term = (
                 ssa
                 if c == 1
-                else self.emit(arith.MuliOp(ssa, self.index_const(c, node)), node).results[0]
+                else self.emit(
+                    index_binary(arith.MuliOp, ssa, self.index_const(c, node)), node
+                ).results[0]
             )
-            acc = term if acc is None else self.emit(arith.AddiOp(acc, term), node).results[0]
+            acc = (
+                term
+                if acc is None
+                else self.emit(index_binary(arith.AddiOp, acc, term), node).results[0]
+            )
         assert acc is not None
         if value.const:
-            acc = self.emit(arith.AddiOp(acc, self.index_const(value.const, node)), node).results[0]
+            acc = self.emit(
+                index_binary(arith.AddiOp, acc, self.index_const(value.const, node)), node
+            ).results[0]
         return acc
 
     def new_scalar(self, ssa: SSAValue) -> IRScalar:
@@ -185,7 +215,10 @@ class RuntimeCodegen:
             atom = self.cached_atom(
                 (cls, _form_key(a), _form_key(b)),
                 lambda: self.emit(
-                    cls(self.materialize(a, left_node), self.materialize(b, right_node)), node
+                    index_binary(
+                        cls, self.materialize(a, left_node), self.materialize(b, right_node)
+                    ),
+                    node,
                 ).results[0],
             )
             if isinstance(b, int) and b > 0 and not isinstance(op, ast.Mult):

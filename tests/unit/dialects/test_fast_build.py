@@ -139,3 +139,21 @@ def test_op_type_checks_answer_as_abcmeta():
     assert isinstance(be.LabelOp("l"), be.LabelOp) and not isinstance(lg.YieldOp(), be.LabelOp)
     with pytest.raises(TypeError, match="virtual subclasses of Legato's ops"):
         be.LabelOp.register(int)
+
+
+@pytest.mark.parametrize(
+    "cls", ["AddiOp", "MuliOp", "SubiOp", "DivSIOp", "RemSIOp", "MinSIOp", "MaxSIOp"]
+)
+def test_the_frontends_index_ops_are_xdsls(cls):
+    """The frontend's index arithmetic built directly (`build_flat`) is the op xDSL's own
+    builders make: operands and their uses, result type, properties (the default overflow
+    flags where the op has them), location."""
+    from xdsl.dialects import arith
+
+    from legato.frontend.runtime import index_binary, index_constant
+
+    _, (a, b) = _values(2)
+    op_cls = getattr(arith, cls)
+    _same(index_binary(op_cls, a, b), op_cls(a, b))
+    for value in (0, 7, -3, 1 << 40):
+        _same(index_constant(value), arith.ConstantOp.from_int_and_width(value, IndexType()))
