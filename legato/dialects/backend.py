@@ -527,7 +527,7 @@ def verify_sync(kernel: KernelOp, num_cores: int | None = None) -> list[Unsettle
         else:
             cores = []
         modules = 1 if not ctx.is_all_cores else (n if n is not None else 0)
-        ops = list(prog.body.block.ops)
+        ops = list(iter(prog.body.block.ops))  # iter: no length hint (a walk of its own)
         loops = cores is None or any(isinstance(op, (LabelOp, JmpOp, BranchOp)) for op in ops)
         if cores is None:
             loop_why = f"program {prog.sym_name.data} runs on all cores of an unknown count"

@@ -269,6 +269,10 @@ class _SegmentAccessor:
 
 
 def _single(field: str, idx: int) -> property:
+    if field in ("_operands", "results"):
+        # xDSL's `SSAValues` (a tuple) indexes in a Python `__getitem__`: tuple's own, in C
+        get = tuple.__getitem__
+        return property(lambda op: get(getattr(op, field), idx))
     return property(lambda op: getattr(op, field)[idx])
 
 

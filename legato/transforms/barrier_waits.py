@@ -41,7 +41,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from legato.dialects import core
 from legato.transforms.diagnostics import inherit_location
-from legato.transforms.ir_walk import ops_of, walk
+from legato.transforms.ir_walk import block_ops, ops_of, walk
 
 #: the queue space of the barrier's waits (any core memory names a queue; docs/isa.md)
 QUEUE_SPACE = "sram"
@@ -150,7 +150,7 @@ class _Segment:
                     _defined_outside(b, outer) for b in (op.lb, op.ub, op.step)
                 ):
                     raise _Keep
-                inner = self.collect(list(op.body.block.ops), outer or op)
+                inner = self.collect(block_ops(op.body.block), outer or op)
                 if not inner.empty():
                     waits.loops.append((op, inner))
             elif op.regions:
@@ -198,7 +198,7 @@ def relax_barrier_waits(kernel: core.KernelOp) -> int:
         if not prog.ctx.is_all_cores:
             continue
         segment: list[Operation] = []
-        for op in list(prog.body.block.ops):
+        for op in block_ops(prog.body.block):
             nxt = op.next_op
             if isinstance(op, core.DmaWaitOp) and isinstance(nxt, core.BarrierOp):
                 if _relax(op, segment, access, queue):

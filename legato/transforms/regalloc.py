@@ -50,7 +50,7 @@ from legato.dialects import backend as be
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, inherit_location
-from legato.transforms.ir_walk import ops_of
+from legato.transforms.ir_walk import block_ops, ops_of
 
 SPILL_SLOT = 8
 SPILL_ALIGN = 64
@@ -364,7 +364,7 @@ class BackendAllocateRegistersPass(ModulePass):
         spiller = _Spiller(program, model)
         pool = list(be.RegType.allocatable_registers())
         for _ in range(10000):
-            ops = list(program.body.block.ops)
+            ops = block_ops(program.body.block)
             ranges, uses = _liveness(ops)
             fixed_busy: dict[int, list[tuple[int, int]]] = {}
             for v, (s, e) in ranges.items():

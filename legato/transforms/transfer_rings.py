@@ -42,7 +42,7 @@ from legato.dialects import core
 from legato.dialects.shared_attrs import integer_attr
 from legato.model.ir import model_of
 from legato.transforms.index_arith import per_core_values
-from legato.transforms.ir_walk import walk
+from legato.transforms.ir_walk import block_ops, walk
 
 RING_SLOTS = 3  # receive buffers of a ring stream
 RING_CREDIT_BYTES = 64  # bytes a credit DMA copies onto themselves
@@ -114,7 +114,7 @@ class _Program:
 
     @staticmethod
     def of(op: core.ProgramOp) -> _Program:
-        ops = list(op.body.block.ops)
+        ops = block_ops(op.body.block)
         start = next(
             (i for i, o in enumerate(ops) if not isinstance(o, core.ArgOp | core.DimOp)), len(ops)
         )
