@@ -148,7 +148,39 @@ def _init_flat(op: Operation, operands: list, result_types: list, props: dict, a
     op._successors = ()  # noqa: SLF001
     op._successor_uses = ()  # noqa: SLF001
     op.regions = ()
-    op.__post_init__()
+    post_init = type(op).__post_init__
+    if post_init is _IRDL_POST_INIT:
+        # IRDL's: the definition's defaults of absent properties and attributes, from a list
+        # derived once per class (xDSL walks the definition, ABC checks, on every op)
+        props_, attrs_ = _defaults(type(op))
+        for name, value in props_:
+            if name not in props:
+                props[name] = value
+        for name, value in attrs_:
+            if name not in attrs:
+                attrs[name] = value
+        _OP_POST_INIT(op)
+    else:
+        post_init(op)
+
+
+_IRDL_POST_INIT = IRDLOperation.__post_init__
+_OP_POST_INIT = Operation.__post_init__
+
+
+@cache
+def _defaults(cls: type) -> tuple[tuple, tuple]:
+    """The (name, default) properties and attributes `IRDLOperation.__post_init__` sets on an op
+    of `cls` that lacks them, in its order."""
+    d = cls.get_irdl_definition()
+    return tuple(
+        tuple(
+            (name, f.default_value)
+            for name, f in fields.items()
+            if not isinstance(f, OptionalDef) and f.default_value is not None
+        )
+        for fields in (d.properties, d.attributes)
+    )
 
 
 def build_flat(
@@ -321,13 +353,13 @@ def _concrete_type_checks(cls: type) -> None:
 
 
 def _identity_hashes() -> None:
-    """xDSL's SSA values, IR nodes (ops, blocks, regions) and uses compare by identity and hash
-    by `id(self)` in a Python `__hash__`, which every dict and set of them (every pass keeps
-    several) calls per lookup. `object.__hash__` is the same identity hash in C (equal exactly
+    """xDSL's SSA values, IR nodes (ops, blocks, regions), IRDL ops (which define it again) and
+    uses compare by identity and hash by `id(self)` in a Python `__hash__`, which every dict and
+    set of them (every pass keeps several) calls per lookup. `object.__hash__` is the same identity hash in C (equal exactly
     when the objects are the same; the order of a set of them was never reproducible across
     runs either way): ~6% of the GEMM's compile."""
     a, b = object(), object()
-    for cls in (ir_core.SSAValue, ir_core._IRNode, ir_core.Use):  # noqa: SLF001
+    for cls in (ir_core.SSAValue, ir_core._IRNode, ir_core.Use, IRDLOperation):  # noqa: SLF001
         eq, hash_ = cls.__eq__, cls.__hash__
         if not (eq(a, a) is True and eq(a, b) is False and hash_(a) == id(a)):  # pragma: no cover
             raise AssertionError(f"xDSL's {cls.__name__} no longer compares and hashes by id")
