@@ -73,7 +73,7 @@ def verify_op(op: Operation) -> None:
         return
     op_def, custom = parts
     key = (
-        tuple(o.type for o in op.operands),
+        tuple(o.type for o in op._operands),  # noqa: SLF001 (what the `operands` view reads)
         tuple(r.type for r in op.results),
         tuple(op.properties.items()),
         tuple(op.attributes.items()),

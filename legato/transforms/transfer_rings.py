@@ -111,6 +111,7 @@ class _Program:
     inserts: list[tuple[int, list[Operation]]] = field(default_factory=list)
     prologue: list[Operation] = field(default_factory=list)  # added at the prologue's end
     _touch: dict[SSAValue, int | None] | None = None
+    _waits: dict[tuple[str, int], list[core.WaitQueueOp]] | None = None
 
     @staticmethod
     def of(op: core.ProgramOp) -> _Program:
@@ -125,6 +126,16 @@ class _Program:
         if self._touch is None:
             self._touch = last_touches(self.ops)
         return self._touch
+
+    def waits(self, space: str, queue: int) -> list[core.WaitQueueOp]:
+        """The program's waits on (space, queue), in program order (indexed once: the ops
+        are the program's as it was read, the inserts are only planned)."""
+        if self._waits is None:
+            self._waits = {}
+            for o in self.ops:
+                if isinstance(o, core.WaitQueueOp):
+                    self._waits.setdefault((o.memory.data, o.queue.data), []).append(o)
+        return self._waits.get((space, queue), [])
 
     def body_pos(self, op: Operation) -> int | None:
         i = self.pos.get(op)
@@ -220,11 +231,7 @@ def _find_receives(s: _Stream, receives: dict[str, list[tuple[_Program, core.All
     prog = found[0][0]
     if any(p is not prog for p, _ in found):
         return
-    waits = [
-        o
-        for o in prog.ops
-        if isinstance(o, core.WaitQueueOp) and (o.memory.data, o.queue.data) == (space, q)
-    ]
+    waits = prog.waits(space, q)
     positions = [prog.pos[a] for _, a in found]
     if len(waits) != len(found) or positions != sorted(positions):
         return
