@@ -220,6 +220,15 @@ def _premap_places(model, name_format: str, spaces: tuple) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def _premap_run(places: tuple) -> tuple | None:
+    """(bytes, bases, sizes) of `places` (`_premap_places`) when they are in ascending
+    address order without overlaps (mapped in one go by `Memory.premap`), else None."""
+    if not places or any(a[0] + a[1] > b[0] for a, b in zip(places, places[1:])):
+        return None
+    return sum(p[1] for p in places), tuple(p[0] for p in places), tuple(p[1] for p in places)
+
+
 def _ascending(regions: list) -> bool:
     return all(a.base + a.size <= b.base for a, b in zip(regions, regions[1:]))
 
@@ -244,6 +253,20 @@ class _CorePool:
                 self._bytes -= size
                 return free.pop()
         return np.zeros(size, np.uint8)
+
+    def take_many(self, sizes: tuple) -> list[np.ndarray]:
+        """`take` of each of `sizes`, in one hold of the lock (`Memory.premap`)."""
+        out: list = []
+        with self._lock:
+            pool = self._free
+            for size in sizes:
+                free = pool.get(size)
+                if free:
+                    self._bytes -= size
+                    out.append(free.pop())
+                else:
+                    out.append(None)
+        return [np.zeros(size, np.uint8) if a is None else a for a, size in zip(out, sizes)]
 
     def give(self, regions: list) -> None:
         """Take back the arrays of `regions` (`_RecycledRegion`s), zeroed where written."""
@@ -323,6 +346,32 @@ class Memory(PhysicalMemory):
         that space's first touch then faults at its instruction, as it would have."""
         places = _premap_places(self.model, self.core_region_name, tuple(spaces))
         regions, bases, limit = self.regions, self._bases, self.host_limit
+        fast = _premap_run(places)  # (ascending places above every mapped region, all fit)
+        if (
+            fast is not None
+            and self.recycle
+            and (not regions or regions[-1].end <= places[0][0])
+            and (limit is None or self.host_bytes + fast[0] <= limit)
+        ):
+            try:
+                arrays = _CORE_POOL.take_many(fast[2])
+            except MemoryError:  # (the slow path below names the space that ran out)
+                arrays = None
+            if arrays is not None:
+                new_region = _RecycledRegion.__new__
+                new = []
+                for (base, size, name), data in zip(places, arrays):
+                    r = new_region(_RecycledRegion)  # (`_RecycledRegion(base, size, name,
+                    r.base, r.size, r.name, r.lazy = base, size, name, False  # data)`'s fields)
+                    r.read_only, r.data, r.chunks, r.lo, r.hi = False, data, {}, size, 0
+                    new.append(r)
+                self.host_bytes += fast[0]
+                regions.extend(new)
+                bases.extend(fast[1])
+                if self.on_add is not None:
+                    for r in new:
+                        self.on_add(r)
+                return
         known = set()
         new = []
         try:
@@ -1166,6 +1215,18 @@ def _pull(m: _LoopModule) -> None:
     m.halted = bool(halted)
 
 
+def _loop_tile_bits(s, i: int) -> np.ndarray:
+    """The bf16 bits [K, N] of the tile module `i`'s last mpu.ldw in the loop loaded, taken
+    over from its struct (`Module._wbits`: `weight` makes the tile of them if it is ever
+    read)."""
+    ffi = native.ffi
+    c = s.mods + i
+    bits = ffi.gc(c.w_vals, native.lib.free)
+    c.w_vals = ffi.NULL
+    k, n = c.w_k, c.w_n
+    return np.frombuffer(ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"]).reshape(k, n)
+
+
 class _LoopWaiting:
     """`Emulator._waiting` while the compiled loop runs: the modules' `waiting` flags."""
 
@@ -1919,8 +1980,7 @@ class Emulator:
             if any(r):  # (a module run before)
                 o = m.index * nregs
                 regs[o : o + nregs] = r
-            d = m.__dict__
-            vm += (d["version"], d["mpu_free"])
+            vm += (m.version, m.mpu_free)  # (plain `Module`s: their fields)
         vm_c = ffi.new("int64_t[]", vm or [0])
         lib.loop_mods_init(s, regs, nregs, *run[:9], table_address, vm_c)
         for m in mods:
@@ -1973,17 +2033,16 @@ class Emulator:
                 if fields is None:
                     flat: list[int] = []
                     for m in mods:
-                        d = m.__dict__
                         flat += (
-                            d["pc"],
-                            d["time"],
-                            d["halted"],
-                            d["halt_time"],
-                            d["count"],
-                            d["vpu_free"],
-                            d["dma_end"],
-                            d["_dma_busy_until"],
-                            d["barrier_token"] is not None,
+                            m.pc,
+                            m.time,
+                            m.halted,
+                            m.halt_time,
+                            m.count,
+                            m.vpu_free,
+                            m.dma_end,
+                            m._dma_busy_until,
+                            m.barrier_token is not None,
                         )
                     fields = native.ffi.new("int64_t[]", flat)
                 st = lib.loop_prologue(s, i, fields)
@@ -2182,56 +2241,53 @@ class Emulator:
             o = i * nf
             (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
             (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
+            if not adopted:  # (its fields set one by one: its `__dict__` is not made)
+                busy = m.busy
+                busy["vpu"] += bv
+                busy["dma"] += bd
+                busy["mpu"] += bm
+                if m.fns is None:  # (`_loop_adopt`'s: the threaded code, found once)
+                    m.fns = setups[i][10]
+                m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
+                m.count, m.vpu_free, m.dma_end, m._dma_busy_until = count, vpu_free, dma_end, dbu
+                m.version, m.mpu_free = version, mpu_free
+                # (a fresh struct's `w_gen` is 0: one past it, the loop loaded a tile)
+                m._wbits = _loop_tile_bits(s, i) if w_has and w_gen else None
+                m.reg_ready = dict(_LoopRegReady(s.mods + i).items()) if nrr else {}
+                m.regs = allregs[i * nregs : (i + 1) * nregs]
+                if unit_end > m.unit_end:
+                    m.unit_end = unit_end
+                m.inflight, m.prog = [], None
+                continue
             d = m.__dict__
-            bits = None
-            if w_has and w_gen != (d["_wgen"] if adopted else 0):
-                # the loop's tile is the last: its bits, taken over (`weight` makes the tile
-                # of them if it is ever read)
-                c = s.mods + i
-                bits = ffi.gc(c.w_vals, lib.free)
-                c.w_vals = ffi.NULL
-                k, n = c.w_k, c.w_n
-                bits = np.frombuffer(ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
-                bits = bits.reshape(k, n)
+            bits = _loop_tile_bits(s, i) if w_has and w_gen != d["_wgen"] else None
             busy = d["busy"]
             busy["vpu"] += bv
             busy["dma"] += bd
             busy["mpu"] += bm
-            if adopted:
-                ready = dict(d["_rr"].items()) if nrr else {}
-                m.__class__ = Module
-                for name in _LOOP_ONLY:
-                    del d[name]
-                plan = d.pop("_plan")
-                if i == held:  # (its fields are the Python's: `_pull`'s are not taken)
-                    pc, time, halted, halt_time = d["pc"], d["time"], d["halted"], d["halt_time"]
-                    count, vpu_free, dma_end, dbu = (
-                        d["count"],
-                        d["vpu_free"],
-                        d["dma_end"],
-                        d["_dma_busy_until"],
-                    )
-            else:
-                ready = dict(_LoopRegReady(s.mods + i).items()) if nrr else {}
-                plan = d["plan"]
-                if m.fns is None:  # (`_loop_adopt`'s: the threaded code, found once)
-                    m.fns = setups[i][10]
+            ready = dict(d["_rr"].items()) if nrr else {}
+            m.__class__ = Module
+            for name in _LOOP_ONLY:
+                del d[name]
+            if i != held:  # (`_pull`'s; `held`'s fields are the Python's)
+                d.update(
+                    pc=pc,
+                    time=time,
+                    halted=bool(halted),
+                    halt_time=halt_time,
+                    count=count,
+                    vpu_free=vpu_free,
+                    dma_end=dma_end,
+                    _dma_busy_until=dbu,
+                )
             d.update(  # (with the class back, these are plain fields again)
-                pc=pc,
-                time=time,
-                halted=bool(halted),
-                halt_time=halt_time,
-                count=count,
-                vpu_free=vpu_free,
-                dma_end=dma_end,
-                _dma_busy_until=dbu,
                 version=version,
-                plan=plan,
+                plan=d.pop("_plan"),
                 mpu_free=mpu_free,
                 _wbits=bits,
                 reg_ready=ready,
                 regs=allregs[i * nregs : (i + 1) * nregs],
-                unit_end=unit_end if unit_end > d["unit_end"] else d["unit_end"],
+                unit_end=max(d["unit_end"], unit_end),
                 inflight=[],
                 prog=None,
             )
@@ -2240,23 +2296,28 @@ class Emulator:
         self.macs += s.macs
         s.macs = 0
         nr, npo = s.nregions, s.norder
-        buf = native.ffi.new("int64_t[]", max(3 * nr + 4 * npo, 1))
-        got = native.ffi.unpack(buf, native.lib.loop_final_shared(s, buf))
+        cap = 3 * nr + (4 + max(self.model.dma_max_in_flight, 0)) * npo
+        buf = ffi.new("int64_t[]", max(cap, 1))
+        n = lib.loop_final_shared(s, buf, cap)
+        if n < 0:  # (more in flight than a port holds at a time: the Python's admits)
+            buf = ffi.new("int64_t[]", -n)
+            n = lib.loop_final_shared(s, buf, -n)
+        got = ffi.unpack(buf, n)
         for i, region in enumerate(self._loop_regions[:nr]):  # the bytes the loop wrote, to
             recycled, lo, hi = got[3 * i : 3 * i + 3]  # zero when released
             if recycled and lo < hi:
                 region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
         ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        port_new, unpack = timing.Port.__new__, native.ffi.unpack
+        port_new = timing.Port.__new__
         names = _port_names(s.nports)
-        for k in range(3 * nr, 3 * nr + 4 * npo, 4):
-            i, free, busy, n = got[k : k + 4]
+        k = 3 * nr
+        while k < n:
+            i, free, busy, count = got[k : k + 4]
             name = names[i]
             p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
-            p.__dict__.update(
-                name=name, free=free, busy=busy, in_flight=unpack(s.ports[i].inf, n) if n else []
-            )
+            p.name, p.free, p.busy, p.in_flight = name, free, busy, got[k + 4 : k + 4 + count]
+            k += 4 + count
         self.dram.ports = ports
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None

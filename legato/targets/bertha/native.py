@@ -147,7 +147,7 @@ void loop_mods_init(lstate *S, int64_t *regs, int64_t nregs, const int64_t *n,
                     int64_t table, const int64_t *vm);
 int loop_prologue(lstate *S, int64_t from, const int64_t *f);
 void loop_final(const lstate *S, int64_t *out);
-int64_t loop_final_shared(const lstate *S, int64_t *out);
+int64_t loop_final_shared(const lstate *S, int64_t *out, int64_t cap);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly);

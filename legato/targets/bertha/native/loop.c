@@ -393,10 +393,15 @@ void loop_final(const lstate *S, int64_t *out) {
 }
 
 /* The written byte range of every region (recycled, lo, hi: 3 per region, in the order the
- * loop was told of them) and every port touched (index, free, busy, in-flight count: 4 per
- * port, in the order of first use) into out, for `_loop_restore` in one call; returns the
- * number of int64 written (3 * nregions + 4 * norder). */
-int64_t loop_final_shared(const lstate *S, int64_t *out) {
+ * loop was told of them) and every port touched (index, free, busy, in-flight count n, then
+ * its n in-flight ends, in the order of first use) into out, for `_loop_restore` in one call;
+ * returns the number of int64 written, or minus the number needed when that is more than
+ * `cap` (nothing written). */
+int64_t loop_final_shared(const lstate *S, int64_t *out, int64_t cap) {
+    int64_t need = 3 * S->nregions;
+    for (int64_t j = 0; j < S->norder; j++) need += 4 + S->ports[S->port_order[j]].n;
+    if (need > cap)
+        return -need;
     int64_t k = 0;
     for (int64_t i = 0; i < S->nregions; i++) {
         const lregion *g = &S->regions[i];
@@ -411,6 +416,7 @@ int64_t loop_final_shared(const lstate *S, int64_t *out) {
         out[k++] = p->free;
         out[k++] = p->busy;
         out[k++] = p->n;
+        for (int64_t e = 0; e < p->n; e++) out[k++] = p->inf[e];
     }
     return k;
 }
