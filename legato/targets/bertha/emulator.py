@@ -1397,7 +1397,6 @@ def _one_blas_thread():
 
 
 @functools.lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=4096)
 def _region_class(base: int, size: int) -> tuple[int, int, int, int]:
     """What native/loop.c is told of a region at `base` of `size` bytes (`_loop_region`): the
     core whose local space holds all of it (else -1), what a DMA end in it is (`RS_*`), its
