@@ -61,6 +61,12 @@ def _child(tree: str, kernel: str, target: str, repeat: int, extra: dict | None 
     return json.loads(out.strip().splitlines()[-1])
 
 
+def _ms(seconds: float) -> str:
+    """Milliseconds, with two decimals below 10 ms (softmax's, RMSNorm's ~1 ms runs)."""
+    ms = seconds * 1e3
+    return f"{ms:.2f}" if ms < 10 else f"{ms:.0f}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("before")
@@ -90,8 +96,8 @@ def main() -> None:
             same = b["cycles"] == f["cycles"] and b["hash"] == f["hash"]
             change = (f["cpu"] / b["cpu"] - 1) * 100
             print(
-                f"| {kernel} | {target} | {f['instructions']} | {b['cpu'] * 1e3:.0f} | "
-                f"{f['cpu'] * 1e3:.0f} | {change:+.0f}% | "
+                f"| {kernel} | {target} | {f['instructions']} | {_ms(b['cpu'])} | "
+                f"{_ms(f['cpu'])} | {change:+.0f}% | "
                 f"{'yes' if same else 'DIFFERENT'} ({f['cycles']} cycles) |",
                 flush=True,
             )

@@ -220,6 +220,15 @@ def _premap_places(model, name_format: str, spaces: tuple) -> tuple:
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def _premap_run(places: tuple) -> tuple | None:
+    """(bytes, bases, sizes) of `places` (`_premap_places`) when they are in ascending
+    address order without overlaps (mapped in one go by `Memory.premap`), else None."""
+    if not places or any(a[0] + a[1] > b[0] for a, b in zip(places, places[1:])):
+        return None
+    return sum(p[1] for p in places), tuple(p[0] for p in places), tuple(p[1] for p in places)
+
+
 def _ascending(regions: list) -> bool:
     return all(a.base + a.size <= b.base for a, b in zip(regions, regions[1:]))
 
@@ -244,6 +253,20 @@ class _CorePool:
                 self._bytes -= size
                 return free.pop()
         return np.zeros(size, np.uint8)
+
+    def take_many(self, sizes: tuple) -> list[np.ndarray]:
+        """`take` of each of `sizes`, in one hold of the lock (`Memory.premap`)."""
+        out: list = []
+        with self._lock:
+            pool = self._free
+            for size in sizes:
+                free = pool.get(size)
+                if free:
+                    self._bytes -= size
+                    out.append(free.pop())
+                else:
+                    out.append(None)
+        return [np.zeros(size, np.uint8) if a is None else a for a, size in zip(out, sizes)]
 
     def give(self, regions: list) -> None:
         """Take back the arrays of `regions` (`_RecycledRegion`s), zeroed where written."""
@@ -323,6 +346,32 @@ class Memory(PhysicalMemory):
         that space's first touch then faults at its instruction, as it would have."""
         places = _premap_places(self.model, self.core_region_name, tuple(spaces))
         regions, bases, limit = self.regions, self._bases, self.host_limit
+        fast = _premap_run(places)  # (ascending places above every mapped region, all fit)
+        if (
+            fast is not None
+            and self.recycle
+            and (not regions or regions[-1].end <= places[0][0])
+            and (limit is None or self.host_bytes + fast[0] <= limit)
+        ):
+            try:
+                arrays = _CORE_POOL.take_many(fast[2])
+            except MemoryError:  # (the slow path below names the space that ran out)
+                arrays = None
+            if arrays is not None:
+                new_region = _RecycledRegion.__new__
+                new = []
+                for (base, size, name), data in zip(places, arrays):
+                    r = new_region(_RecycledRegion)  # (`_RecycledRegion(base, size, name,
+                    r.base, r.size, r.name, r.lazy = base, size, name, False  # data)`'s fields)
+                    r.read_only, r.data, r.chunks, r.lo, r.hi = False, data, {}, size, 0
+                    new.append(r)
+                self.host_bytes += fast[0]
+                regions.extend(new)
+                bases.extend(fast[1])
+                if self.on_add is not None:
+                    for r in new:
+                        self.on_add(r)
+                return
         known = set()
         new = []
         try:
@@ -1129,14 +1178,15 @@ class _LoopInflight:
 
 
 _LOOP_FINAL = 17  # (native/loop.c's LOOP_FINAL: the fields per module of `loop_final`)
-# the fields only a `_LoopModule` has (`Emulator._loop_module`), dropped at `_loop_restore`
+# the fields only a `_LoopModule` has (`Emulator._loop_adopt`), dropped at `_loop_restore`
 _LOOP_ONLY = ("_c", "_f", "_ckb", "_s", "_hot", "_wgen", "_rr", "_rm")
 
 
-def _put(m: _LoopModule) -> None:
-    """`m`'s state, as the Python left it, into its loop struct."""
+def _put(m: Module, s=None) -> None:
+    """`m`'s state, as the Python left it, into its loop struct (in `s`: the run's `lstate`,
+    for a module not adopted yet, `Emulator._loop_adopt`)."""
     native.lib.loop_put(
-        m._s,
+        m._s if s is None else s,
         m.index,
         m.pc,
         m.time,
@@ -1163,6 +1213,18 @@ def _pull(m: _LoopModule) -> None:
         m._dma_busy_until,
     ) = native.ffi.unpack(m._f, 8)
     m.halted = bool(halted)
+
+
+def _loop_tile_bits(s, i: int) -> np.ndarray:
+    """The bf16 bits [K, N] of the tile module `i`'s last mpu.ldw in the loop loaded, taken
+    over from its struct (`Module._wbits`: `weight` makes the tile of them if it is ever
+    read)."""
+    ffi = native.ffi
+    c = s.mods + i
+    bits = ffi.gc(c.w_vals, native.lib.free)
+    c.w_vals = ffi.NULL
+    k, n = c.w_k, c.w_n
+    return np.frombuffer(ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"]).reshape(k, n)
 
 
 class _LoopWaiting:
@@ -1255,6 +1317,12 @@ class _LoopPort:
 def _port_name(i: int) -> str:
     """The name of native/loop.c's port `i` (`_port_index`'s inverse)."""
     return "top" if i == 0 else f"core{i - 1}"
+
+
+@functools.lru_cache(maxsize=8)
+def _port_names(n: int) -> tuple[str, ...]:
+    """`_port_name` of native/loop.c's ports 0 .. n - 1."""
+    return tuple(_port_name(i) for i in range(n))
 
 
 def _port_index(name: str) -> int:
@@ -1650,8 +1718,12 @@ class Emulator:
         the compiled code does not run (`_run_scalars`, which raises a trap's fault), a bound
         crossed (`_check_limits`), an issue with a landing due or a trace event (`_loop_exec`),
         a core space to map on first touch (`_loop_map`).
-        While it runs, the modules are `_LoopModule`s with their registers in C arrays; they
-        are plain `Module`s again afterwards, with the same state the reference leaves."""
+        The modules' state is the loop's for the run (`_loop_modules`: set up in one call, the
+        first plans in one more, `_loop_first_plans`): a run the loop takes to its end without
+        a hand-over (softmax, RMSNorm, GEMV) leaves the modules plain `Module`s, whose final
+        state is read back once (`_loop_restore`); at a first hand-over they become
+        `_LoopModule`s (`_loop_adopt`), with their registers in a C array, and plain `Module`s
+        again afterwards, with the same state the reference leaves."""
         ffi, lib = native.ffi, native.lib
         mods = self.modules
         s = ffi.new("lstate *")
@@ -1675,26 +1747,13 @@ class Emulator:
             self._loop_mpu(s)
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
-            key = self._loop_key(s)
-            for m in mods:
-                self._loop_module(m, ps[m.index], s, keep, key)
+            self._loop_modules(s, keep, table_address)
             for r in list(self.memory.regions):
                 self._loop_region(r)
             self.memory.on_add = self._loop_region
             self._push, self._wake = self._push_native, self._wake_native
             self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
-            for m in mods:
-                m.regs[1] = table_address
-                m.regs[2] = core_id(m.core)
-            for m in mods:  # (`_run`'s first plans: the loop's where it plans them)
-                _put(m)
-                st = lib.loop_sched(s, m.index) if self.loop_prologue else LP_SCHED
-                while st == LP_MAP and self._map_for_loop():
-                    st = lib.loop_sched(s, m.index)
-                if st == LP_NOMEM:
-                    raise MemoryError("the emulator's scheduler")
-                if st:
-                    self._schedule_native(m)
+            self._loop_first_plans(s)
             self._deadline = (
                 None if self.time_limit is None else _time.monotonic() + self.time_limit
             )
@@ -1708,6 +1767,8 @@ class Emulator:
             while True:
                 st = lib.loop_run(s, after)
                 after = -1
+                if st != LP_DONE:
+                    self._loop_adopt()  # (the first hand-over: the Python's modules from here)
                 if st == LP_PYPOP:
                     after = self._loop_pop(mods[s.idx], s.t)
                 elif st == LP_SCHED:
@@ -1889,55 +1950,145 @@ class Emulator:
             except _Trap as e:
                 raise self._fault(self.modules[idx], e, pc) from None
 
-    def _loop_module(self, m: Module, c, s, keep: list, key: tuple) -> None:
-        """Make `m` a `_LoopModule` over its struct `c`: registers in a C array, its program's
-        encoding (`_loop_program`), with the pcs whose operands' bounds are checked (`bounds`)
-        left to the Python's planning. `key`: the run's `_loop_key` (what the program's
-        set-up, `_loop_setup`, depends on besides the extents)."""
-        ffi = native.ffi
-        bounds = m.bounds
-        token = None if not bounds else getattr(bounds, "token", None) or tuple(bounds.items())
-        setup = m.shared.loop
-        got = None if setup is None else setup.get((key, token))
-        if got is None:
-            got = self._loop_setup(m, key, token)
-        code_p, ck_p, vs_p, rm_p, bt, brows, n, rm, ckb, hot, fns = got
-        m._rm = rm
-        regs = ffi.new("int64_t[]", m.regs)
-        keep.append(regs)
-        d = m.__dict__
-        plan = d.pop("plan")
-        native.lib.loop_mod_init(
-            s,
-            m.index,
-            regs,
-            n,
-            code_p,
-            ck_p,
-            vs_p,
-            rm_p,
-            bt,
-            brows,
-            -1 if m.core is None else m.core,
-            d.pop("version"),
-            d.pop("mpu_free"),
+    def _loop_modules(self, s, keep: list, table_address: int) -> None:
+        """Every module's struct in native/loop.c in one call (`loop_mods_init`): its
+        registers in one C array for the run (`table_address` in r1, the core id in r2, as
+        `_run` sets them: the loop sets them), its program's encoding (`_loop_run_setup`),
+        its version, MPU and register scoreboard. The Python modules stay plain `Module`s:
+        the loop runs them to the end unless it hands a step back, when `_loop_adopt` makes
+        them `_LoopModule`s (until then nothing in the Python reads or writes their state)."""
+        ffi, lib = native.ffi, native.lib
+        key = self._loop_key(s)
+        mods, nregs = self.modules, isa.NUM_REGS
+        tokens = tuple(
+            None if not m.bounds else getattr(m.bounds, "token", None) or tuple(m.bounds.items())
+            for m in mods
         )
-        m._rr = _LoopRegReady(c)
-        ready = d.pop("reg_ready")
-        if ready:
-            for r, end in ready.items():
-                native.lib.rr_set(c, r, end)
-        m.regs = regs
-        if m._wbits is not None:
-            m._w = m.weight  # (a tile an earlier run left as bits, made)
-        m.__class__ = _LoopModule
-        m._wgen = c.w_gen
-        m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
-        m._s, m.inflight = s, _LoopInflight(s, m.index)
-        m._hot = hot
-        if m.fns is None:
-            m.fns = fns
-        m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
+        shared = vars(self.binary).get(SHARED_BINARY) if PER_BINARY_MODULES else None
+        runs = None if shared is None else shared.setdefault("loop_runs", {})
+        run = None if runs is None else runs.get((key, tokens))
+        if run is None:
+            run = self._loop_run_setup(key, tokens)
+            if runs is not None and len(runs) < 16:  # (a bound, as `_loop_setup`'s)
+                runs[key, tokens] = run
+        regs = ffi.new("int64_t[]", max(len(mods) * nregs, 1))  # (zeros)
+        keep.append(regs)
+        vm: list[int] = []
+        for m in mods:
+            r = m.regs
+            if any(r):  # (a module run before)
+                o = m.index * nregs
+                regs[o : o + nregs] = r
+            vm += (m.version, m.mpu_free)  # (plain `Module`s: their fields)
+        vm_c = ffi.new("int64_t[]", vm or [0])
+        lib.loop_mods_init(s, regs, nregs, *run[:9], table_address, vm_c)
+        for m in mods:
+            ready = m.reg_ready
+            if ready:
+                c = s.mods + m.index
+                for reg, end in ready.items():
+                    lib.rr_set(c, reg, end)
+        self._loop_regs, self._loop_setups, self._loop_plain = regs, run[9], True
+
+    def _loop_run_setup(self, key: tuple, tokens: tuple) -> tuple:
+        """What `loop_mods_init` takes of every module but its registers, version and MPU
+        (the lengths, the pointers of each program's `_loop_setup`, the cores and their
+        ids) as C arrays,
+        and each module's `_loop_setup` (what the structs point into, and what `_loop_adopt`
+        takes): once per shared binary, `key` and the modules' extents (`tokens`)."""
+        ffi = native.ffi
+        gots = []
+        for m, token in zip(self.modules, tokens):
+            setup = m.shared.loop
+            got = None if setup is None else setup.get((key, token))
+            if got is None:
+                got = self._loop_setup(m, key, token)
+            gots.append(got)
+        columns = [[g[i] for g in gots] or [ffi.NULL] for i in range(7)]
+        cores = [-1 if m.core is None else m.core for m in self.modules]
+        ids = [core_id(m.core) for m in self.modules]
+        return (
+            ffi.new("int64_t[]", [g[6] for g in gots] or [0]),
+            ffi.new("sins *[]", columns[0]),
+            ffi.new("int8_t *[]", columns[1]),
+            ffi.new("lvpu *[]", columns[2]),
+            ffi.new("uint32_t *[]", columns[3]),
+            ffi.new("int64_t *[]", columns[4]),
+            ffi.new("int64_t *[]", columns[5]),
+            ffi.new("int64_t[]", cores or [0]),
+            ffi.new("int64_t[]", ids or [0]),
+            gots,
+        )
+
+    def _loop_first_plans(self, s) -> None:
+        """`_run`'s first plans, in module order: the loop's where it plans them, in one call
+        (`loop_prologue`) while the modules are plain (their fields the Python's, `_put`'s),
+        the Python's (`_schedule_native`) where it hands one back."""
+        lib, mods = native.lib, self.modules
+        fields = None
+        i = 0
+        while i < len(mods):
+            if self._loop_plain and self.loop_prologue:
+                if fields is None:
+                    flat: list[int] = []
+                    for m in mods:
+                        flat += (
+                            m.pc,
+                            m.time,
+                            m.halted,
+                            m.halt_time,
+                            m.count,
+                            m.vpu_free,
+                            m.dma_end,
+                            m._dma_busy_until,
+                            m.barrier_token is not None,
+                        )
+                    fields = native.ffi.new("int64_t[]", flat)
+                st = lib.loop_prologue(s, i, fields)
+                if st == LP_DONE:
+                    return
+                i = s.idx
+                m = mods[i]
+            else:
+                m = mods[i]
+                _put(m, s)
+                st = lib.loop_sched(s, i) if self.loop_prologue else LP_SCHED
+            while st == LP_MAP and self._map_for_loop():
+                st = lib.loop_sched(s, i)
+            if st == LP_NOMEM:
+                raise MemoryError("the emulator's scheduler")
+            if st:
+                self._loop_adopt()
+                self._schedule_native(m)
+            i += 1
+
+    def _loop_adopt(self) -> None:
+        """At the loop's first hand-over: every module a `_LoopModule` over its struct
+        (`_loop_modules`), whose fields the Python reads and writes from here on as it does in
+        a run that hands steps over from the start (`_put`, `_pull`, the properties)."""
+        if not self._loop_plain:
+            return
+        ffi, s, regs = native.ffi, self._loop, self._loop_regs
+        for m, got in zip(self.modules, self._loop_setups):
+            rm, ckb, hot, fns = got[7:]
+            c = s.mods + m.index
+            m._rm = rm
+            d = m.__dict__
+            plan = d.pop("plan")
+            del d["version"], d["mpu_free"], d["reg_ready"]
+            m._rr = _LoopRegReady(c)
+            m.regs = regs + m.index * isa.NUM_REGS
+            if m._wbits is not None:
+                m._w = m.weight  # (a tile an earlier run left as bits, made)
+            m.__class__ = _LoopModule
+            m._wgen = 0  # (a fresh struct's: `weight` takes the loop's tile once it loads one)
+            m._c, m._f, m._plan, m._ckb = c, ffi.cast("int64_t *", c), plan, ckb
+            m._s, m.inflight = s, _LoopInflight(s, m.index)
+            m._hot = hot
+            if m.fns is None:
+                m.fns = fns
+            m.prog = None  # (the Python's scalar runs: threaded code only, on the C registers)
+        self._loop_plain = False
 
     def _loop_key(self, s) -> tuple:
         """What a program's loop set-up (`_loop_setup`) depends on in this run: which of its
@@ -2068,78 +2219,104 @@ class Emulator:
         """Every module a plain `Module` again with the loop's final state (its scoreboard
         entries are dropped), but module `held`, which keeps the Python's (a step of it
         raised), and what the loop counted added to the Python's; the Python paths of `_run`
-        back."""
-        nf = _LOOP_FINAL
-        final = native.ffi.new("int64_t[]", nf * max(len(self.modules), 1))
-        native.lib.loop_final(s, final)
-        final = native.ffi.unpack(final, nf * len(self.modules))
-        unpack, nregs = native.ffi.unpack, isa.NUM_REGS
-        for m in self.modules:
-            if type(m) is _LoopModule:
-                o = m.index * nf
-                (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
-                d = m.__dict__
-                if m.index != held:  # (`_pull`'s)
-                    pc, time, halted, halt_time, count, vpu_free, dma_end, dbu = final[o : o + 8]
-                    d.update(
-                        pc=pc,
-                        time=time,
-                        halted=bool(halted),
-                        halt_time=halt_time,
-                        count=count,
-                        vpu_free=vpu_free,
-                        dma_end=dma_end,
-                        _dma_busy_until=dbu,
-                    )
-                bits = None
-                if w_has and w_gen != d["_wgen"]:  # the loop's tile is the last: its bits,
-                    # taken over (`weight` makes the tile of them if it is ever read)
-                    c = d["_c"]
-                    bits = native.ffi.gc(c.w_vals, native.lib.free)
-                    c.w_vals = native.ffi.NULL
-                    k, n = c.w_k, c.w_n
-                    bits = np.frombuffer(native.ffi.buffer(bits, k * n * 2), _NP_DTYPES["bf16"])
-                    bits = bits.reshape(k, n)
-                ready = dict(d["_rr"].items()) if nrr else {}
-                m.__class__ = Module
-                busy = d["busy"]
+        back. A module never adopted (`_loop_adopt`) takes the same final state from its
+        struct (its Python fields are still the ones it started with)."""
+        ffi, lib = native.ffi, native.lib
+        nf, mods = _LOOP_FINAL, self.modules
+        final = ffi.new("int64_t[]", nf * max(len(mods), 1))
+        lib.loop_final(s, final)
+        final = ffi.unpack(final, nf * len(mods))
+        nregs = isa.NUM_REGS
+        setups = self.__dict__.pop("_loop_setups", None)
+        regs = self.__dict__.pop("_loop_regs", None)
+        plain = self.__dict__.pop("_loop_plain", False)
+        # (no set-ups: an error before the structs were made, and no module ran)
+        allregs = ffi.unpack(regs, nregs * len(mods)) if setups is not None else ()
+        for m in mods if setups is not None else ():
+            adopted = type(m) is _LoopModule
+            if not adopted and not plain:
+                continue
+            i = m.index
+            o = i * nf
+            (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
+            (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
+            if not adopted:  # (its fields set one by one: its `__dict__` is not made)
+                busy = m.busy
                 busy["vpu"] += bv
                 busy["dma"] += bd
                 busy["mpu"] += bm
-                for name in _LOOP_ONLY:
-                    del d[name]
-                d.update(  # (with the class back, these are plain fields again)
-                    version=version,
-                    plan=d.pop("_plan"),
-                    mpu_free=mpu_free,
-                    _wbits=bits,
-                    reg_ready=ready,
-                    regs=unpack(d["regs"], nregs),
-                    unit_end=max(d["unit_end"], unit_end),
-                    inflight=[],
-                    prog=None,
+                if m.fns is None:  # (`_loop_adopt`'s: the threaded code, found once)
+                    m.fns = setups[i][10]
+                m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
+                m.count, m.vpu_free, m.dma_end, m._dma_busy_until = count, vpu_free, dma_end, dbu
+                m.version, m.mpu_free = version, mpu_free
+                # (a fresh struct's `w_gen` is 0: one past it, the loop loaded a tile)
+                m._wbits = _loop_tile_bits(s, i) if w_has and w_gen else None
+                m.reg_ready = dict(_LoopRegReady(s.mods + i).items()) if nrr else {}
+                m.regs = allregs[i * nregs : (i + 1) * nregs]
+                if unit_end > m.unit_end:
+                    m.unit_end = unit_end
+                m.inflight, m.prog = [], None
+                continue
+            d = m.__dict__
+            bits = _loop_tile_bits(s, i) if w_has and w_gen != d["_wgen"] else None
+            busy = d["busy"]
+            busy["vpu"] += bv
+            busy["dma"] += bd
+            busy["mpu"] += bm
+            ready = dict(d["_rr"].items()) if nrr else {}
+            m.__class__ = Module
+            for name in _LOOP_ONLY:
+                del d[name]
+            if i != held:  # (`_pull`'s; `held`'s fields are the Python's)
+                d.update(
+                    pc=pc,
+                    time=time,
+                    halted=bool(halted),
+                    halt_time=halt_time,
+                    count=count,
+                    vpu_free=vpu_free,
+                    dma_end=dma_end,
+                    _dma_busy_until=dbu,
                 )
+            d.update(  # (with the class back, these are plain fields again)
+                version=version,
+                plan=d.pop("_plan"),
+                mpu_free=mpu_free,
+                _wbits=bits,
+                reg_ready=ready,
+                regs=allregs[i * nregs : (i + 1) * nregs],
+                unit_end=max(d["unit_end"], unit_end),
+                inflight=[],
+                prog=None,
+            )
         self.vpu_elems += s.vpu_elems
         self.vpu_trans_elems += s.vpu_trans_elems
         self.macs += s.macs
         s.macs = 0
         nr, npo = s.nregions, s.norder
-        buf = native.ffi.new("int64_t[]", max(3 * nr + 4 * npo, 1))
-        got = native.ffi.unpack(buf, native.lib.loop_final_shared(s, buf))
+        cap = 3 * nr + (4 + max(self.model.dma_max_in_flight, 0)) * npo
+        buf = ffi.new("int64_t[]", max(cap, 1))
+        n = lib.loop_final_shared(s, buf, cap)
+        if n < 0:  # (more in flight than a port holds at a time: the Python's admits)
+            buf = ffi.new("int64_t[]", -n)
+            n = lib.loop_final_shared(s, buf, -n)
+        got = ffi.unpack(buf, n)
         for i, region in enumerate(self._loop_regions[:nr]):  # the bytes the loop wrote, to
             recycled, lo, hi = got[3 * i : 3 * i + 3]  # zero when released
             if recycled and lo < hi:
                 region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
         ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        port_new, unpack = timing.Port.__new__, native.ffi.unpack
-        for k in range(3 * nr, 3 * nr + 4 * npo, 4):
-            i, free, busy, n = got[k : k + 4]
-            name = _port_name(i)
+        port_new = timing.Port.__new__
+        names = _port_names(s.nports)
+        k = 3 * nr
+        while k < n:
+            i, free, busy, count = got[k : k + 4]
+            name = names[i]
             p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
-            p.__dict__.update(
-                name=name, free=free, busy=busy, in_flight=unpack(s.ports[i].inf, n) if n else []
-            )
+            p.name, p.free, p.busy, p.in_flight = name, free, busy, got[k + 4 : k + 4 + count]
+            k += 4 + count
         self.dram.ports = ports
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None

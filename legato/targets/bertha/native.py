@@ -140,8 +140,14 @@ int mm_commit(lstate *S, int64_t idx, int64_t t);
 void loop_mod_init(lstate *S, int64_t idx, int64_t *regs, int64_t n, const sins *code,
                    const int8_t *ck, const lvpu *vs, const uint32_t *rm, const int64_t *bt,
                    const int64_t *brows, int64_t core, int64_t version, int64_t mpu_free);
+void loop_mods_init(lstate *S, int64_t *regs, int64_t nregs, const int64_t *n,
+                    const sins *const *code, const int8_t *const *ck, const lvpu *const *vs,
+                    const uint32_t *const *rm, const int64_t *const *bt,
+                    const int64_t *const *brows, const int64_t *core, const int64_t *cid,
+                    int64_t table, const int64_t *vm);
+int loop_prologue(lstate *S, int64_t from, const int64_t *f);
 void loop_final(const lstate *S, int64_t *out);
-int64_t loop_final_shared(const lstate *S, int64_t *out);
+int64_t loop_final_shared(const lstate *S, int64_t *out, int64_t cap);
 void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
               int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
               int64_t dma_busy_until, int64_t pyonly);

@@ -336,6 +336,46 @@ void loop_mod_init(lstate *S, int64_t idx, int64_t *regs, int64_t n, const sins 
     m->kind = CK_PY;
 }
 
+/* Every module's struct at the start of a run, in one call (`Emulator._loop_modules`): module
+ * i as `loop_mod_init` makes it of regs + i * nregs (the Python's registers, with `table` in
+ * r1 and cid[i], its core id, in r2, as `_run` sets them), n[i], code[i], ck[i], vs[i], rm[i],
+ * bt[i], brows[i], core[i] (the run's constant set-up, made once per cached binary) and vm[2i],
+ * vm[2i + 1] (its version and mpu_free, the Python's). */
+void loop_mods_init(lstate *S, int64_t *regs, int64_t nregs, const int64_t *n,
+                    const sins *const *code, const int8_t *const *ck, const lvpu *const *vs,
+                    const uint32_t *const *rm, const int64_t *const *bt,
+                    const int64_t *const *brows, const int64_t *core, const int64_t *cid,
+                    int64_t table, const int64_t *vm) {
+    for (int64_t i = 0; i < S->nmods; i++) {
+        int64_t *r = regs + i * nregs;
+        r[1] = table, r[2] = cid[i];
+        loop_mod_init(S, i, r, n[i], code[i], ck[i], vs[i], rm[i], bt[i], brows[i], core[i],
+                      vm[2 * i], vm[2 * i + 1]);
+    }
+}
+
+/* `_run_native`'s first plans from module `from` on, in order: module i's fields the Python
+ * keeps (`loop_put`'s nine, f[9i..9i + 8]) into its struct, then its first plan
+ * (`loop_sched`). Returns at the first status but LP_DONE, its module in S->idx, else
+ * LP_DONE after the last module. */
+void loop_put(lstate *S, int64_t idx, int64_t pc, int64_t time, int64_t halted,
+              int64_t halt_time, int64_t count, int64_t vpu_free, int64_t dma_end,
+              int64_t dma_busy_until, int64_t pyonly);
+int loop_sched(lstate *S, int64_t idx);
+
+int loop_prologue(lstate *S, int64_t from, const int64_t *f) {
+    for (int64_t i = from; i < S->nmods; i++) {
+        const int64_t *g = f + 9 * i;
+        loop_put(S, i, g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8]);
+        int st = loop_sched(S, i);
+        if (st) {
+            S->idx = i;
+            return st;
+        }
+    }
+    return LP_DONE;
+}
+
 /* Every module's final fields, LOOP_FINAL of them per module, into out (`_loop_restore`, in
  * one call): the eight `loop_put` takes, then version, mpu_free, unit_end, the VPU, DMA and MPU
  * busy cycles, nrr, w_has, w_gen. */
@@ -353,10 +393,15 @@ void loop_final(const lstate *S, int64_t *out) {
 }
 
 /* The written byte range of every region (recycled, lo, hi: 3 per region, in the order the
- * loop was told of them) and every port touched (index, free, busy, in-flight count: 4 per
- * port, in the order of first use) into out, for `_loop_restore` in one call; returns the
- * number of int64 written (3 * nregions + 4 * norder). */
-int64_t loop_final_shared(const lstate *S, int64_t *out) {
+ * loop was told of them) and every port touched (index, free, busy, in-flight count n, then
+ * its n in-flight ends, in the order of first use) into out, for `_loop_restore` in one call;
+ * returns the number of int64 written, or minus the number needed when that is more than
+ * `cap` (nothing written). */
+int64_t loop_final_shared(const lstate *S, int64_t *out, int64_t cap) {
+    int64_t need = 3 * S->nregions;
+    for (int64_t j = 0; j < S->norder; j++) need += 4 + S->ports[S->port_order[j]].n;
+    if (need > cap)
+        return -need;
     int64_t k = 0;
     for (int64_t i = 0; i < S->nregions; i++) {
         const lregion *g = &S->regions[i];
@@ -371,6 +416,7 @@ int64_t loop_final_shared(const lstate *S, int64_t *out) {
         out[k++] = p->free;
         out[k++] = p->busy;
         out[k++] = p->n;
+        for (int64_t e = 0; e < p->n; e++) out[k++] = p->inf[e];
     }
     return k;
 }
