@@ -1898,7 +1898,10 @@ def causal_attention_masks(gm) -> bool:
         if not isinstance(tq, torch.Tensor) or not isinstance(tk, torch.Tensor):
             continue
         s, lk = tq.shape[2], tk.shape[2]
-        if not isinstance(s, int) or not isinstance(lk, int):
+        tm = m.meta.get("val")
+        if not isinstance(s, int) or not isinstance(lk, int) or s < 2:
+            continue  # one query row (a decode step): nothing to skip
+        if not isinstance(tm, torch.Tensor) or tuple(tm.shape[-2:]) != (s, lk):
             continue
         if (m, s, lk) not in known:
             # real tensors: the backend runs under aot_autograd's fake tensor mode
