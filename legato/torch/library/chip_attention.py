@@ -43,6 +43,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 import legato
@@ -50,7 +51,7 @@ import legato
 # the module, not its names: importing aten first registers its resolvers, whose first
 # `register` loads the built-in libraries (this one among them) while aten is half-initialized
 from legato.torch.library import aten as _aten
-from legato.torch.registry import Impl, register
+from legato.torch.registry import Impl, register, register_graph_pass
 
 aten = torch.ops.aten
 
@@ -1001,6 +1002,27 @@ def _rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h):
 
 
 @legato.function
+def _mask_block(mask, b, h, r0, rows, t0, n, mask_b, mask_h):
+    """The additive mask's rows r0 .. r0 + rows, keys t0 .. t0 + n, of (batch b, head h),
+    loaded: [rows, n] (a block of the mask's leading dims kept, then reshaped on chip)."""
+    bb = 0
+    if mask_b:
+        bb = b
+    hh = 0
+    if mask_h:
+        hh = h
+    if mask.ndim == 4:
+        m = legato.tensor.load(mask[bb : bb + 1, hh : hh + 1, r0 : r0 + rows, t0 : t0 + n])
+    elif mask.ndim == 3:
+        m = legato.tensor.load(mask[hh : hh + 1, r0 : r0 + rows, t0 : t0 + n])
+    else:
+        m = legato.tensor.load(mask[r0 : r0 + rows, t0 : t0 + n])
+    if mask.ndim > 2:
+        m = legato.tensor.reshape(m, (rows, n))
+    return m
+
+
+@legato.function
 def _rows_mask(mask, b, h, r0, rows, mask_b, mask_h):
     """The additive mask rows r0 .. r0 + rows of (batch b, head h), [rows, L] in f32."""
     f32 = legato.types.float("float32")
@@ -1115,21 +1137,30 @@ def _shared_plan(nb, nh, nkv, s, rows, ncores):
 
 
 @legato.function
-def _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask):
+def _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask, diag):
     """The f32 scores [pk, rows] of each K piece (keys src[j] * pk ..; `ks[j]` the piece as
     the MPU activation, qt = q_rows^T the weight), scaled, plus the causal pattern's rows
     st + t0 .. (`cpat`) and the transposed mask's rows t0 .. (`mt` [L, rows]): a runtime row
-    offset into an on-chip tensor, a view."""
+    offset into an on-chip tensor, a view. `diag` (the diagonal form of a causal mask,
+    `rows_attention_shared`): piece 0 is the diagonal block, `cpat` its mask [pk, rows];
+    piece j > 0 is wholly visible or wholly masked: `mt` is then the bias of every key in the
+    pieces' order, [L, 1] (added to each of the piece's rows, broadcast)."""
     f32 = legato.types.float("float32")
     pk = ks[0].shape[0]
     scs = ()
     for j in legato.static_range(len(ks)):
         sc = legato.tensor.matmul(ks[j], qt, f32) * scale  # [pk, rows]
-        t0 = src[j] * pk
-        if causal:
-            sc = sc + cpat[st + t0 : st + t0 + pk, :]
-        if has_mask:
-            sc = sc + mt[t0 : t0 + pk, :]
+        if diag:
+            if j == 0:
+                sc = sc + cpat
+            else:
+                sc = sc + mt[j * pk : (j + 1) * pk, :]
+        else:
+            t0 = src[j] * pk
+            if causal:
+                sc = sc + cpat[st + t0 : st + t0 + pk, :]
+            if has_mask:
+                sc = sc + mt[t0 : t0 + pk, :]
         scs = scs + (sc,)
     return scs
 
@@ -1173,7 +1204,9 @@ def _shared_softmax_v(scs, vts, rows):
 
 
 @legato.function
-def rows_attention_shared(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, out, lse):
+def rows_attention_shared(
+    q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, diag, out, lse
+):
     """`rows_attention` with every key/value head's K and V read from DRAM once: its `share`
     cores (the items of its query heads, one item a core: `_shared_plan`) each load a piece
     of pk = L / share keys and send it to the others (core-to-core, queue SHARE_QUEUE + j to
@@ -1181,7 +1214,9 @@ def rows_attention_shared(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h
     pieces, its own first, then the piece of the j-th previous core. Scores, softmax and p @ V run piece by
     piece (`_shared_scores`, `_shared_softmax_v`; the causal and additive masks' rows taken
     at each piece's keys); the keys must be one KV block of torch's (L <= 512). The resolver
-    picks this when the items are exactly the cores and L splits into the pieces."""
+    picks this when the items are exactly the cores and L splits into the pieces. `diag`:
+    the mask is torch's causal one (`causal_attention_masks`) and each core's rows are its own
+    piece's keys, so only the mask's diagonal block and one row are read (`_shared_scores`)."""
     device = legato.get_context().get_device()
     nb, nh, s, d = q.shape
     lk = k.shape[2]
@@ -1202,8 +1237,16 @@ def rows_attention_shared(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h
     # vtp) to arrive; nothing waits for them before the sends (an instruction issues in order)
     r0 = g0 * rows
     qn = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
-    mn = 0.0
-    if has_mask:
+    mn, md = 0.0, 0.0
+    if diag:
+        # the mask is torch's causal one and this core's rows are its own piece's keys (the
+        # diagonal form): the diagonal block [rows, pk], and the block's last row over every
+        # key, whose key y is 0 iff y < (mem + 1) * pk: the bias of position y in the pieces'
+        # order (the j-th previous core's piece, keys (mem - j) * pk .., is visible iff
+        # j <= mem: every key of it before the block's rows, or every key after them)
+        md = _mask_block(mask, b, h, r0, rows, r0, pk, mask_b, mask_h)
+        mn = _mask_block(mask, b, h, r0 + rows - 1, 1, 0, lk, mask_b, mask_h)
+    elif has_mask:
         mn = legato.tensor.load(_rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h))
     to, src = (), (mem,)
     for j in legato.static_range(1, share):
@@ -1230,12 +1273,16 @@ def rows_attention_shared(q, k, v, mask, scale, causal, has_mask, mask_b, mask_h
                 mn = legato.tensor.load(_rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h))
         qt = _t(qn)  # [D, rows]: the MPU weight
         mt = 0.0
-        if has_mask:
+        if diag:
+            f32 = legato.types.float("float32")
+            cpat = _t(legato.tensor.cast(md, f32))  # [pk, rows]
+            mt = _t(legato.tensor.cast(mn, f32))  # [L, 1]
+        elif has_mask:
             mt = _t(legato.tensor.cast(mn, legato.types.float("float32")))  # [L, rows]
         st = 0
         if causal:
             st = max(lk - 1 - r0, 0)
-        scs = _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask)
+        scs = _shared_scores(ks, src, qt, scale, causal, cpat, st, mt, has_mask, diag)
         if jb == 0:
             # the V pieces once the first block's scores are issued (each receive waits)
             for j in legato.static_range(1, share):
@@ -1577,10 +1624,24 @@ def resolve_chip_sdpa(node, ctx):
     ):
         # one item a core, L in whole pieces of one KV block: K and V read from DRAM once per
         # key/value head, not once per core (the tiny Llama prefill, EVT0: 8 copies of each)
+        # the diagonal form: a recognized causal mask (`causal_attention_masks`), one query
+        # head a KV head, S == L and one row block a core (each core's rows are its own K
+        # piece's keys): the mask's diagonal block and one row are read, not its rows. Not
+        # for pieces of fewer than SHARE_CAT_KEYS keys: measured, EVT1's 16 pieces of 8 keys
+        # (their scores concatenated) 166280 -> 167104 cycles on the tiny Llama prefill
+        diag = (
+            has_mask
+            and node.meta.get(CAUSAL_META, False)
+            and rep == 1
+            and s == lk
+            and s // rows == groups
+            and lk // share >= SHARE_CAT_KEYS
+        )
         return Impl(
             rows_attention_shared,
-            (q, k, v, mask, scale, causal and lk > 1, has_mask, mask_b, mask_h, rows),
-            name=f"chip attention ({rows}-row blocks, K/V shared by {share} cores)",
+            (q, k, v, mask, scale, causal and lk > 1, has_mask, mask_b, mask_h, rows, diag),
+            name=f"chip attention ({rows}-row blocks, K/V shared by {share} cores"
+            + (", causal mask's diagonal blocks)" if diag else ")"),
             spmd=True,
         )
     return Impl(
@@ -1753,3 +1814,100 @@ def resolve_chip_cat(node, ctx):
             spmd=True,
         )
     return Impl(cat_rows, (tuple(xs), pieces), name="chip cat (KV append)", spmd=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Causal masks recognized
+
+SDPA_CPU = aten._scaled_dot_product_flash_attention_for_cpu.default
+# node.meta key: the attention's explicit mask is a compile-time constant equal to torch's
+# top-left causal mask (`causal_attention_masks`)
+CAUSAL_META = "legato_causal_mask"
+# a mask built from constants is evaluated at compile time up to this many elements (each of
+# its intermediates too): transformers' [B, 1, S, L] causal mask of a static prompt
+CONST_MASK_ELEMENTS = 1 << 22
+_CONST_ARG = (int, float, bool, str, type(None), torch.dtype, torch.device, torch.layout)
+_CONST_ARG = _CONST_ARG + (torch.memory_format,)
+
+
+def _constant_value(node, index):
+    """The value of `node` when it depends on no graph input (an FX subgraph of deterministic
+    ATen ops over compile-time arguments: transformers' masking_utils builds its causal mask
+    from `arange`s and comparisons), computed here with torch; else None. Every intermediate
+    is a static tensor of at most CONST_MASK_ELEMENTS elements; `index`: the graph's nodes ->
+    their position (topological)."""
+    order, seen, todo = [], set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op != "call_function" or not isinstance(n.target, torch._ops.OpOverload):
+            return None
+        if n.is_impure() or torch.Tag.nondeterministic_seeded in n.target.tags:
+            return None
+        t = n.meta.get("val")
+        if not isinstance(t, torch.Tensor) or not all(isinstance(d, int) for d in t.shape):
+            return None
+        if t.numel() > CONST_MASK_ELEMENTS:
+            return None
+        leaves = []
+        torch.fx.node.map_aggregate((n.args, n.kwargs), leaves.append)
+        if not all(isinstance(x, (torch.fx.Node, *_CONST_ARG)) for x in leaves):
+            return None  # a SymInt (a runtime length), a tensor constant, ...
+        order.append(n)
+        todo.extend(n.all_input_nodes)
+    env = {}
+    for n in sorted(order, key=index.__getitem__):
+        args, kwargs = torch.fx.node.map_arg((n.args, n.kwargs), lambda a: env[a])
+        env[n] = n.target(*args, **kwargs)
+    return env[node]
+
+
+def is_causal_mask(m, s, lk) -> bool:
+    """Whether the additive float mask `m` (2- to 4-d, broadcasting to [.., s, lk]) is exactly
+    torch's top-left causal mask: 0 where key <= query row, -inf elsewhere, in every batch and
+    head. Anything else (a padding mask, a sliding window, another fill value, a bottom-right
+    mask of s != lk) is not."""
+    if not m.is_floating_point() or m.dim() < 2 or tuple(m.shape[-2:]) != (s, lk) or s < 2:
+        return False
+    keep = torch.ones(s, lk, dtype=torch.bool).tril()
+    want = torch.zeros(s, lk, dtype=m.dtype).masked_fill(~keep, float("-inf"))
+    return bool(torch.equal(m, want.expand(m.shape)))
+
+
+@register_graph_pass
+def causal_attention_masks(gm) -> bool:
+    """Mark `sdpa(q, k, v, attn_mask=M)` (node.meta[CAUSAL_META] = True) when M depends on no
+    graph input and its value (computed at compile time, `_constant_value`) is exactly torch's
+    top-left causal mask (`is_causal_mask`): transformers passes its causal mask explicitly
+    (sdpa attention), so the causal structure is otherwise not visible. `resolve_chip_sdpa`
+    then reads only the parts of M that it needs (`rows_attention_shared`'s diagonal form);
+    M itself is unchanged, and every other reader takes it whole. The graph does not change
+    (returns False)."""
+    known = {}
+    index = {n: i for i, n in enumerate(gm.graph.nodes)}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is not SDPA_CPU:
+            continue
+        m = node.kwargs.get("attn_mask")
+        causal = node.args[4] if len(node.args) > 4 else node.kwargs.get("is_causal", False)
+        if not isinstance(m, torch.fx.Node) or causal:
+            continue
+        tq, tk = (a.meta.get("val") for a in node.args[:2])
+        if not isinstance(tq, torch.Tensor) or not isinstance(tk, torch.Tensor):
+            continue
+        s, lk = tq.shape[2], tk.shape[2]
+        tm = m.meta.get("val")
+        if not isinstance(s, int) or not isinstance(lk, int) or s < 2:
+            continue  # one query row (a decode step): nothing to skip
+        if not isinstance(tm, torch.Tensor) or tuple(tm.shape[-2:]) != (s, lk):
+            continue
+        if (m, s, lk) not in known:
+            # real tensors: the backend runs under aot_autograd's fake tensor mode
+            with unset_fake_temporarily():
+                value = _constant_value(m, index)
+                known[(m, s, lk)] = value is not None and is_causal_mask(value, s, lk)
+        if known[(m, s, lk)]:
+            node.meta[CAUSAL_META] = True
+    return False

@@ -582,7 +582,7 @@ def test_resolver_prefill_row_blocks_and_refusals():
     # 4 heads x 8 blocks of 32 rows = one per core: each head's 8 cores share its K and V
     # (test_chip_attention_shared.py)
     assert impl.spmd and impl.fn is ca.rows_attention_shared and impl.scratch == ()
-    assert impl.args[-1] == 32
+    assert impl.args[-2:] == (32, False)  # no diagonal form: is_causal, no mask
     # 3 heads x 16 blocks of 16 rows: 48 items on 32 cores (a loop), each loads its K and V
     q2 = torch.randn(1, 3, 256, 64, dtype=torch.bfloat16)
     impl = ca.resolve_chip_sdpa(_sdpa_node(q2, q2, q2, is_causal=True), _ctx(32))

@@ -24,7 +24,7 @@ import legato
 from legato.torch.library import chip_attention as ca
 
 
-def run_shared(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
+def run_shared(q, k, v, mask, causal, rows, mask_b=False, mask_h=False, diag=False):
     """(out, lse, the emulator's RunResult) of rows_attention_shared on NC cores."""
     nb, nh, s, d = q.shape
     out, lse = torch.zeros_like(q), torch.zeros(nb, nh, s)
@@ -36,7 +36,7 @@ def run_shared(q, k, v, mask, causal, rows, mask_b=False, mask_h=False):
         device = legato.get_context().get_device()
         with device.get_all_cores():
             ca.rows_attention_shared(
-                qa, ka, va, ma, scale, causal, has_mask, mask_b, mask_h, rows, o, ls
+                qa, ka, va, ma, scale, causal, has_mask, mask_b, mask_h, rows, diag, o, ls
             )
 
     prefill(q, k, v, m, out, lse)
@@ -132,11 +132,12 @@ def test_resolver_shares_kv_when_the_items_are_the_cores():
         False,
         False,
         16,
+        False,
     )
     assert "shared by 8 cores" in impl.name
     # EVT1's 64 cores: 16 blocks of 8 rows a head, pieces of 8 keys
     impl = ca.resolve_chip_sdpa(_sdpa_node(q, q, q, is_causal=True), _ctx(64))
-    assert impl.fn is ca.rows_attention_shared and impl.args[-1] == 8
+    assert impl.fn is ca.rows_attention_shared and impl.args[-2] == 8
     # keys that do not split into the 8 pieces, or more than one KV block of torch's: every
     # core loads its head's K and V (rows_attention)
     k = torch.randn(1, 4, 132, 128, dtype=torch.bfloat16)
