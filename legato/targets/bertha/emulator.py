@@ -1185,9 +1185,13 @@ _LOOP_ONLY = ("_c", "_f", "_ckb", "_s", "_hot", "_wgen", "_rr", "_rm")
 def _put(m: Module, s=None) -> None:
     """`m`'s state, as the Python left it, into its loop struct (in `s`: the run's `lstate`,
     for a module not adopted yet, `Emulator._loop_adopt`)."""
-    native.lib.loop_put(
-        m._s if s is None else s,
-        m.index,
+    native.lib.loop_put(m._s if s is None else s, m.index, *_loop_fields(m))
+
+
+def _loop_fields(m: Module) -> tuple:
+    """`m`'s scheduling state in the order the C loop takes it (`loop_put`, and per module in
+    `loop_prologue`'s flat array)."""
+    return (
         m.pc,
         m.time,
         m.halted,
@@ -2032,17 +2036,7 @@ class Emulator:
                 if fields is None:
                     flat: list[int] = []
                     for m in mods:
-                        flat += (
-                            m.pc,
-                            m.time,
-                            m.halted,
-                            m.halt_time,
-                            m.count,
-                            m.vpu_free,
-                            m.dma_end,
-                            m._dma_busy_until,
-                            m.barrier_token is not None,
-                        )
+                        flat += _loop_fields(m)
                     fields = native.ffi.new("int64_t[]", flat)
                 st = lib.loop_prologue(s, i, fields)
                 if st == LP_DONE:
