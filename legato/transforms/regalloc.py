@@ -121,6 +121,20 @@ def _retype(v: SSAValue, r: be.RegType) -> None:
     v._type = r  # noqa: SLF001
 
 
+def _read_from(v: SSAValue, new_of: dict[Operation, SSAValue]) -> None:
+    """Each use of `v` by an op of `new_of` reads that op's value instead, in one pass over
+    `v`'s uses: what `v.replace_uses_with_if(new, <use by op>)` per op does (the same use
+    lists, in the same order, and the name hint carried over), which walked all of `v`'s uses
+    once per op."""
+    for use in tuple(v.uses):
+        new = new_of.get(use.operation)
+        if new is not None:
+            use.operation.operands[use.index] = new
+    for new in new_of.values():
+        if new.name_hint is None:
+            new.name_hint = v.name_hint
+
+
 def _is_table_load(op: Operation) -> bool:
     if not isinstance(op, be.LdOp):
         return False
@@ -284,10 +298,10 @@ class BackendAllocateRegistersPass(ModulePass):
             for head, tail in loops:
                 if index[d] < head <= lo <= tail:
                     lo = min(lo, head)
-            users = []
+            users: dict[Operation, SSAValue | None] = {}  # in the order of v's uses
             for u in v.uses:
                 if u.operation not in users and index[u.operation] >= lo:
-                    users.append(u.operation)
+                    users[u.operation] = None
             kind = self._kind(v, program, spiller)
             if kind == _RELOAD and not program.ctx.is_top:  # from the table copy
                 if spiller.table is None:
@@ -297,7 +311,8 @@ class BackendAllocateRegistersPass(ModulePass):
                     c = d.clone()
                     c.operands = (la.results[0],)
                     block.insert_ops_before([inherit_location(la, u), c], u)
-                    v.replace_uses_with_if(c.results[0], lambda use, u=u: use.operation is u)
+                    users[u] = c.results[0]
+                _read_from(v, users)
                 if not v.uses:
                     base = d.operands[0]
                     Rewriter.erase_op(d)
@@ -307,7 +322,8 @@ class BackendAllocateRegistersPass(ModulePass):
                 for u in users:
                     c = d.clone()
                     block.insert_op_before(c, u)
-                    v.replace_uses_with_if(c.results[0], lambda use, u=u: use.operation is u)
+                    users[u] = c.results[0]
+                _read_from(v, users)
                 if not v.uses:
                     Rewriter.erase_op(d)
             else:
@@ -323,7 +339,8 @@ class BackendAllocateRegistersPass(ModulePass):
                     ra = be.LsaOp(space, off)
                     ld = be.LdOp(ra.results[0], 0)
                     block.insert_ops_before([inherit_location(o, u) for o in (ra, ld)], u)
-                    v.replace_uses_with_if(ld.results[0], lambda use, u=u: use.operation is u)
+                    users[u] = ld.results[0]
+                _read_from(v, users)
 
     def _pressure_victims(self, ranges, uses, fixed, npool, program, spiller) -> list:
         """Sweep the starts of the ranges; where more values are live than registers are free,
