@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
@@ -32,6 +33,7 @@ from legato.targets.bertha.elf import write_elf
 from legato.transforms import pipelines
 from legato.transforms import verify_sync as verify_sync_pass
 from legato.transforms.diagnostics import error_at, verify_located
+from legato.transforms.ir_walk import block_ops
 from legato.transforms.kernel_abi import arg_layout
 from legato.transforms.registry import get_all_dialects
 
@@ -182,7 +184,10 @@ def compile_kernel(
     `verify_each=True`, or `$LEGATO_VERIFY_EACH=1` when `verify_each` is None (the test suite
     sets it, so every level of every kernel the tests compile is verified): verifying them cost
     10-20% of a bench kernel's compile, and the binary's encoder checks every field it writes
-    (a register, an immediate out of range is an internal compiler error there too).
+    (a register, an immediate out of range is an internal compiler error there too). So do the
+    backend's sync checks (`backend.verify_sync`, ~4% of the GEMM's compile): what they refuse
+    of a kernel lowered from the core level would be a lowering bug, since `prove_sync`
+    proved the core kernel (a backend-level input, `emit_binary` alone, is always checked).
 
     The cyclic garbage collector is paused for the compile (`gc_paused`; ~10% of the GEMM's
     compile)."""
@@ -244,7 +249,9 @@ def _compile(
     pipelines.core_to_backend(model).apply(ctx, module)
     if verify_each:
         _verify(module, "backend")
-    binary = emit_binary(module, model, proven=True)
+    # the backend's sync checks are a check of the lowering (the core level was proven), so
+    # they run with the other verification of the lowering's output
+    binary = emit_binary(module, model, proven=True, check_sync=verify_each)
     (kernel,) = (op for op in module.body.block.ops if isinstance(op, be.KernelOp))
     artifacts = Artifacts(
         name,
@@ -367,12 +374,14 @@ def verify_sync(kernel: be.KernelOp, model: ComputeModel, log: bool = True) -> l
     return unsettled
 
 
-def emit_binary(module: ModuleOp, model: ComputeModel, proven: bool = False) -> bytes:
+def emit_binary(
+    module: ModuleOp, model: ComputeModel, proven: bool = False, check_sync: bool = True
+) -> bytes:
     """The ELF binary of the (allocated) backend kernel in `module`, encoded from its ops (no
     assembly text; `asm.assemble` of `print_assembly(module)` gives the same words). The
-    backend's sync checks run first; `proven`: the kernel was proven at the core level
-    (`prove_sync`), whose report of what is left to the run stands (the backend's is not
-    logged again)."""
+    backend's sync checks run first, when `check_sync`; `proven`: the kernel was proven at the
+    core level (`prove_sync`), whose report of what is left to the run stands (the backend's is
+    not logged again)."""
 
     kernels = [op for op in module.body.block.ops if isinstance(op, be.KernelOp)]
     if len(kernels) != 1:
@@ -381,9 +390,13 @@ def emit_binary(module: ModuleOp, model: ComputeModel, proven: bool = False) -> 
     if kernel.args is None:
         raise CompileError("backend.kernel has no `args`: the binary needs the argument layout")
     layout = arg_layout(kernel)
-    verify_sync(kernel, model, log=not proven)  # what would deadlock or fault: refused
+    # each program's ops listed once, for the encoder and the three tables (a walk of an xDSL
+    # block costs a Python step per op)
+    ops = {p: block_ops(p.body.block) for p in be.programs(kernel)}
+    if check_sync:
+        verify_sync(kernel, model, log=not proven)  # what would deadlock or fault: refused
     try:
-        encoded = be.encode(kernel)
+        encoded = be.encode(kernel, ops)
     except ValueError as e:
         raise CompileError(f"internal compiler error: {e}") from e
     return write_elf(
@@ -392,18 +405,26 @@ def emit_binary(module: ModuleOp, model: ComputeModel, proven: bool = False) -> 
         layout,
         compiler={"pipeline": pipelines.describe()},
         kernel=kernel.sym_name.data,
-        lines=line_table(kernel),
-        bounds=bounds_table(kernel),
-        debug=debug_table(kernel),
+        lines=line_table(kernel, ops),
+        bounds=bounds_table(kernel, ops),
+        debug=debug_table(kernel, ops),
     )
 
 
-def debug_table(kernel: be.KernelOp) -> list[Entry]:
+_ProgramOps = dict[be.ProgramOp, list[Operation]]
+
+
+def _ops_of(program: be.ProgramOp, ops: _ProgramOps | None) -> Iterable[Operation]:
+    return program.body.block.ops if ops is None else ops[program]
+
+
+def debug_table(kernel: be.KernelOp, ops: _ProgramOps | None = None) -> list[Entry]:
     """The kernel's debug entries (`.legato.debug`), indexed as its `dbg.print` / `dbg.assert`
-    instructions name them (their `entry`), each located at its op's source line."""
+    instructions name them (their `entry`), each located at its op's source line. `ops`: each
+    program's ops, when the caller has listed them (as for `bounds_table`, `line_table`)."""
     entries: dict[int, Entry] = {}
     for program in be.programs(kernel):
-        for op in program.body.block.ops:
+        for op in _ops_of(program, ops):
             if isinstance(op, be.DbgOp):
                 try:
                     entries[op.entry.data] = be.debug_entry(op)
@@ -414,14 +435,14 @@ def debug_table(kernel: be.KernelOp) -> list[Entry]:
     return [entries[i] for i in range(len(entries))]
 
 
-def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
+def bounds_table(kernel: be.KernelOp, ops: _ProgramOps | None = None) -> dict[str, dict[int, dict]]:
     """Per program, {pc: {field: Extent}} of the instructions carrying `legato.bounds` (the
     accesses the runtime checks), numbered as `ProgramOp.encode` numbers them."""
     table = {}
     for program in be.programs(kernel):
         rows = {}
         pc = 0
-        for op in program.body.block.ops:
+        for op in _ops_of(program, ops):
             if be.encodes(type(op)):
                 try:
                     marks = be.op_bounds(op)
@@ -435,7 +456,9 @@ def bounds_table(kernel: be.KernelOp) -> dict[str, dict[int, dict]]:
     return table
 
 
-def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | None]]:
+def line_table(
+    kernel: be.KernelOp, ops: _ProgramOps | None = None
+) -> dict[str, list[tuple[str, int, int] | None]]:
     """Per program, the kernel source location (file, line, col) of each instruction, in the
     order `ProgramOp.encode` numbers them (None where the op has none: argument loads, ...)."""
     from xdsl.dialects.builtin import FileLineColLoc
@@ -443,7 +466,7 @@ def line_table(kernel: be.KernelOp) -> dict[str, list[tuple[str, int, int] | Non
     table = {}
     for program in be.programs(kernel):
         locs = []
-        for op in program.body.block.ops:
+        for op in _ops_of(program, ops):
             if be.encodes(type(op)):
                 loc = op.location
                 locs.append(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import functools
 import re
 from abc import ABC
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, ClassVar
 
@@ -778,12 +778,13 @@ class ProgramOp(FastBuildOperation):
                     "(top has no queues, MPU or VPU)"
                 )
 
-    def encode(self) -> AsmProgram:
+    def encode(self, ops: Sequence[Operation] | None = None) -> AsmProgram:
         """The program's instructions, encoded straight from the ops (no assembly text): the
-        same `AsmProgram` that `asm.assemble` makes of `assembly_lines()`."""
+        same `AsmProgram` that `asm.assemble` makes of `assembly_lines()`. `ops`: the ops of
+        its body, when the caller has listed them already."""
         instructions: list[BackendOp] = []
         labels: dict[str, int] = {}
-        for op in self.body.block.ops:
+        for op in self.body.block.ops if ops is None else ops:
             if encodes(type(op)):
                 instructions.append(op)  # type: ignore[arg-type]
             elif isinstance(op, LabelOp):
@@ -843,16 +844,20 @@ def _kernels(root: Operation) -> Iterator[KernelOp]:
                     yield from _kernels(op)
 
 
-def encode(module: ModuleOp | KernelOp | ProgramOp) -> AsmModule:
+def encode(
+    module: ModuleOp | KernelOp | ProgramOp,
+    ops: Mapping[ProgramOp, Sequence[Operation]] | None = None,
+) -> AsmModule:
     """Every backend kernel/program in `module` encoded to instruction words, straight from the
-    ops: equal to `asm.assemble(print_assembly(module))`, without the text."""
+    ops: equal to `asm.assemble(print_assembly(module))`, without the text. `ops`: each
+    program's ops, when the caller has listed them already."""
     kernel: str | None = None
     if isinstance(module, KernelOp):
         kernel = module.sym_name.data
     elif not isinstance(module, ProgramOp):
         kernel = next((op.sym_name.data for op in _kernels(module)), None)
     # the programs, without walking every instruction of them (`module.walk()` did)
-    return AsmModule(kernel, [p.encode() for p in programs(module)])
+    return AsmModule(kernel, [p.encode(None if ops is None else ops[p]) for p in programs(module)])
 
 
 @irdl_op_definition
