@@ -80,6 +80,7 @@ from legato.dialects.legato import (
     parse_scalar,
     parse_shape_elem_space,
     parse_space,
+    remembers_hash,
     verify_memory_space,
 )
 from legato.dialects.shared_attrs import bool_attr
@@ -115,6 +116,7 @@ VPU_REDUCE_KINDS = opset.reduce_kinds()
 # ---------------------------------------------------------------------------------------------
 
 
+@remembers_hash
 @irdl_attr_definition(init=False)
 class BufType(ShapedSpaceType):
     """`!core.buf<[?10, 256], bf16, sram>`: a buffer in one memory space.

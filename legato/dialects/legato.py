@@ -160,6 +160,25 @@ DimLike = int | tuple[int, int] | list[int] | Dim
 _SHAPED_TYPES: dict[tuple, ShapedSpaceType] = {}
 
 
+def remembers_hash(cls: type) -> type:
+    """A concrete `ShapedSpaceType` class (after `irdl_attr_definition`) whose instances
+    remember their hash: the dataclass's value hash (the same value, so every dict and set
+    of them is as before), of the shape's and bounds' attribute arrays, the element type and
+    the memory space, recomputed recursively on every lookup otherwise (the frontend's verify
+    keys and every map of types hash them). The instances are immutable; the remembered
+    value is not pickled (`ShapedSpaceType.__getstate__`)."""
+    value_hash = cls.__hash__
+
+    def __hash__(self) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = value_hash(self)
+        return h
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+    return cls
+
+
 def _to_dim(entry: DimLike) -> Dim:
     if isinstance(entry, Dim):
         return entry
@@ -311,6 +330,13 @@ class ShapedSpaceType(ParametrizedAttribute, TypeAttribute, ABC):
     def dims_str(self) -> str:
         return "[" + ", ".join(str(d) for d in self.dims) + "]"
 
+    def __getstate__(self) -> dict:
+        # the remembered hash (`remembers_hash`) stays in this process: a string's hash, the
+        # memory space's, differs between processes
+        state = dict(self.__dict__)
+        state.pop("_hash", None)
+        return state
+
     # -- syntax ------------------------------------------------------------------------------
 
     @classmethod
@@ -394,6 +420,7 @@ def parse_shape_elem_space(
     )
 
 
+@remembers_hash
 @irdl_attr_definition(init=False)
 class TensorType(ShapedSpaceType):
     """`!legato.tensor<[?10, 256], bf16, shared_dram>`: a value-semantics tensor.
