@@ -153,6 +153,10 @@ def test_equal_shaped_types_are_one_instance_and_a_bad_one_fails_every_time():
     assert b is not t and b != t and b.dims == t.dims
     assert TensorType.new(t.parameters) == t
     assert pickle.loads(pickle.dumps(t)) == t
+    # the remembered hash stays in the process (a string's hash differs between processes)
+    assert hash(t) == t.__dict__["_hash"]
+    fresh = pickle.loads(pickle.dumps(t))
+    assert "_hash" not in fresh.__dict__ and hash(fresh) == hash(t) and {t: 1}[fresh] == 1
     for _ in range(2):  # a type that does not verify is never cached
         with pytest.raises(VerifyException, match="unknown memory space 'nowhere'"):
             TensorType([4], "bf16", "nowhere")
