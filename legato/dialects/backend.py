@@ -80,7 +80,7 @@ from xdsl.utils.exceptions import VerifyException
 from legato import opset
 from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
 from legato.dialects.legato import ContextAttr, context_from_str, parse_context
-from legato.dialects.shared_attrs import UNIT
+from legato.dialects.shared_attrs import UNIT, int_attr, str_attr
 from legato.targets.bertha import isa
 from legato.targets.bertha.arch import debug
 from legato.targets.bertha.arch.bounds import ADDRESS_FIELDS, Extent
@@ -260,8 +260,7 @@ def _check_imm(op: Operation, value: int, lo: int, hi: int, what: str = "immedia
         raise VerifyException(f"{op.name}: {what} {value} out of range [{lo}, {hi}]")
 
 
-def _int(v: int | IntAttr) -> IntAttr:
-    return v if isinstance(v, IntAttr) else IntAttr(v)
+_int = int_attr
 
 
 BOUNDS_ATTR = "legato.bounds"
@@ -1106,7 +1105,7 @@ class LsaOp(BackendOp):
         rd: RegType | None = None,
     ):
         props: dict[str, Attribute | None] = {
-            "space": space if isinstance(space, StringAttr) else StringAttr(space),
+            "space": str_attr(space),
             "offset": _int(offset),
             "core": IntAttr(core) if isinstance(core, int) else None,
         }
@@ -1627,8 +1626,8 @@ class _DmaMixin:
             core, space, queue = notify
             props = {
                 "notify": UNIT,
-                "notify_space": StringAttr(space),
-                "notify_queue": IntAttr(queue),
+                "notify_space": str_attr(space),
+                "notify_queue": int_attr(queue),
                 "notify_core": IntAttr(core) if isinstance(core, int) else None,
             }
             if core is not None and not isinstance(core, int):
@@ -1819,7 +1818,7 @@ class QwaitOp(CoreOnlyOp):
     def __init__(self, space: str | StringAttr, queue: int | IntAttr):
         super().__init__(
             properties={
-                "space": space if isinstance(space, StringAttr) else StringAttr(space),
+                "space": str_attr(space),
                 "queue": _int(queue),
             }
         )
@@ -2006,7 +2005,7 @@ class MpuMmOp(CoreOnlyOp):
     ):
         super().__init__(
             operands=[dst, src, m],
-            properties={"out_dtype": StringAttr(out_dtype), "acc": UNIT if acc else None},
+            properties={"out_dtype": str_attr(out_dtype), "acc": UNIT if acc else None},
         )
 
     @classmethod

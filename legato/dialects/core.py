@@ -83,7 +83,7 @@ from legato.dialects.legato import (
     remembers_hash,
     verify_memory_space,
 )
-from legato.dialects.shared_attrs import bool_attr
+from legato.dialects.shared_attrs import bool_attr, int_attr, str_attr
 from legato.dialects.slicing import DYNAMIC as SLICE_DYNAMIC
 from legato.dialects.slicing import parse_sliced, print_sliced, split_mixed
 from legato.types import CORE_SPACES, Dim
@@ -212,12 +212,7 @@ def _parse_core_or_reg(parser: Parser) -> ContextAttr | Parser.UnresolvedOperand
     return parse_context(parser)
 
 
-def _str(v: str | StringAttr) -> StringAttr:
-    return v if isinstance(v, StringAttr) else StringAttr(v)
-
-
-def _int(v: int | IntAttr) -> IntAttr:
-    return v if isinstance(v, IntAttr) else IntAttr(v)
+_str, _int = str_attr, int_attr
 
 
 def _buf(value: SSAValue, what: str) -> BufType:
@@ -550,7 +545,7 @@ class AllocOp(FastBuildOperation):
             result_types=[result_type],
             properties={
                 "core": core,
-                "memory": StringAttr(memory if memory is not None else result_type.space),
+                "memory": str_attr(memory if memory is not None else result_type.space),
                 "offset": offset,
             },
         )
@@ -838,8 +833,8 @@ class DmaOp(FastBuildOperation):
                 core_reg = [core]
             props = {
                 "notify_core": None if core_reg else _ctx(core),  # type: ignore[arg-type]
-                "notify_space": StringAttr(space),
-                "notify_queue": IntAttr(queue),
+                "notify_space": str_attr(space),
+                "notify_queue": int_attr(queue),
             }
         super().__init__(
             operands=[src, dst, [nbytes] if nbytes is not None else [], core_reg],
@@ -1271,7 +1266,7 @@ class VpuBinaryOp(FastBuildOperation):
         rhs: SSAValue | Operation,
         out: SSAValue | Operation,
     ):
-        super().__init__(operands=[lhs, rhs, out], properties={"kind": StringAttr(kind)})
+        super().__init__(operands=[lhs, rhs, out], properties={"kind": str_attr(kind)})
 
     @classmethod
     def parse(cls, parser: Parser) -> VpuBinaryOp:

@@ -92,6 +92,7 @@ from xdsl.utils.exceptions import VerifyException
 from legato import opset
 from legato.dialects.debug import AssertOpBase, PrintOpBase
 from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
+from legato.dialects.shared_attrs import int_attr, str_attr
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -593,12 +594,7 @@ def parse_defined_operand(parser: Parser, msg: str = "expected an operand") -> S
         return parser.parse_operand(msg)
 
 
-def _int_attr(v: int | IntAttr) -> IntAttr:
-    return v if isinstance(v, IntAttr) else IntAttr(v)
-
-
-def _str_attr(v: str | StringAttr) -> StringAttr:
-    return v if isinstance(v, StringAttr) else StringAttr(v)
+_int_attr, _str_attr = int_attr, str_attr
 
 
 def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from xdsl.dialects.builtin import BoolAttr, IntegerAttr, UnitAttr
+from xdsl.dialects.builtin import BoolAttr, IntAttr, IntegerAttr, StringAttr, UnitAttr
 from xdsl.ir import Attribute
 
 UNIT = UnitAttr()
@@ -23,3 +23,36 @@ def bool_attr(value: bool) -> BoolAttr:
 def integer_attr(value: int, type_: Attribute) -> IntegerAttr:
     """`IntegerAttr(value, type_)` (an out-of-range value raises xDSL's error each time)."""
     return IntegerAttr(value, type_)
+
+
+#: the shared `IntAttr` / `StringAttr` of each value `int_attr` / `str_attr` were asked for
+_INTS: dict[int, IntAttr] = {}
+_STRS: dict[str, StringAttr] = {}
+_MAX_SHARED = 1 << 16  # a bound on memory, not on correctness
+
+
+def int_attr(value: int | IntAttr) -> IntAttr:
+    """`value` as an `IntAttr`: `IntAttr(value)`, one instance per int (the backend's
+    immediates and offsets, the queues and dims of the ops, ~4k per GEMM compile of a few
+    hundred values; each new one ran xDSL's `Attribute.__post_init__`)."""
+    if type(value) is not int:  # an IntAttr, or a bool (kept apart from the equal int)
+        return value if isinstance(value, IntAttr) else IntAttr(value)
+    attr = _INTS.get(value)
+    if attr is None:
+        if len(_INTS) >= _MAX_SHARED:
+            _INTS.clear()
+        attr = _INTS[value] = IntAttr(value)
+    return attr
+
+
+def str_attr(value: str | StringAttr) -> StringAttr:
+    """`value` as a `StringAttr`: `StringAttr(value)`, one instance per string (memory spaces,
+    kinds and dtypes the ops name)."""
+    if type(value) is not str:
+        return value if isinstance(value, StringAttr) else StringAttr(value)
+    attr = _STRS.get(value)
+    if attr is None:
+        if len(_STRS) >= _MAX_SHARED:
+            _STRS.clear()
+        attr = _STRS[value] = StringAttr(value)
+    return attr
