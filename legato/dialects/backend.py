@@ -161,6 +161,8 @@ def _rn(value: SSAValue) -> str:
 def _ri(value: SSAValue) -> int:
     """The register number of a register value (an ISA field); raises when unallocated."""
     t = value.type
+    if type(t) is RegType and type(t.index) is IntAttr and t.index.data >= 0:
+        return t.index.data  # the common case, without the ABC instance checks below
     assert isinstance(t, RegType)
     if not isinstance(t.index, IntAttr) or t.index.data < 0:
         _rn(value)  # raises, naming the op
