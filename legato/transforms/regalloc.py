@@ -55,6 +55,7 @@ from legato.transforms.ir_walk import block_ops, ops_of
 SPILL_SLOT = 8
 SPILL_ALIGN = 64
 _REMAT, _RELOAD, _SPILL = 0, 1, 2
+_FEW = 8  # splits after which the next round tries the scan before the pressure sweep
 
 
 def _loops(ops: list) -> list[tuple[int, int]]:
@@ -380,14 +381,18 @@ class BackendAllocateRegistersPass(ModulePass):
     def _allocate(self, program: be.ProgramOp, model: ComputeModel) -> None:
         spiller = _Spiller(program, model)
         pool = list(be.RegType.allocatable_registers())
+        few_split = False  # the last round split only a few values
         for _ in range(10000):
             ops = block_ops(program.body.block)
             ranges, uses = _liveness(ops)
             fixed_busy: dict[int, list[tuple[int, int]]] = {}
+            all_regs = True  # every value the sweep counts is one the scan allocates
             for v, (s, e) in ranges.items():
                 t = v.type
                 if _pinned(t):
                     fixed_busy.setdefault(t.index.data, []).append((s, e))
+                elif type(t) is not be.RegType:
+                    all_regs = False
             pool_ids = {r.index.data for r in pool}
             fixed_list = sorted(
                 (s, e) for r, iv in fixed_busy.items() if r in pool_ids for s, e in iv
@@ -404,10 +409,24 @@ class BackendAllocateRegistersPass(ModulePass):
                     else 0
                 )
 
+            # A scan that fits shows the pressure sweep would split nothing: each value live at
+            # a start holds a register of its own that no pinned value live there holds, so no
+            # start has more live values than free registers. After a round that split a few
+            # values, the scan is tried first (the same registers, one sweep fewer); when it
+            # does not fit, the round goes on as if it had not been tried.
+            if few_split and all_regs:
+                try:
+                    self._scan(ops, ranges, fixed_busy, pool)
+                except _OutOfRegisters:
+                    pass
+                else:
+                    spiller.finish()
+                    return
             try:
                 victims = self._pressure_victims(ranges, uses, fixed, len(pool), program, spiller)
                 if victims:
                     self._split(victims, ops, program, spiller)
+                    few_split = len(victims) <= _FEW
                     continue
                 self._scan(ops, ranges, fixed_busy, pool)
             except _OutOfRegisters as exc:
@@ -425,6 +444,7 @@ class BackendAllocateRegistersPass(ModulePass):
                         f"registers here ({where}): split the kernel",
                     ) from None
                 self._split([(victim, exc.point)], ops, program, spiller)
+                few_split = True
                 continue
             spiller.finish()
             return
