@@ -2893,20 +2893,23 @@ class Emulator:
             if m.core is None:
                 raise _Trap("top has no VPU")
             return self._vpu_plan(m, ins)
-        return self._planners[kind](m, ins)
+        return self._planners[kind](self, m, ins)
 
     def _make_planners(self) -> list:
-        """`_prepare`'s planner of each instruction kind (`_kind`), bound to this emulator."""
-        p = [self._plan_now] * 14
-        p[K_LD] = p[K_ST] = self._plan_ld_st
-        p[K_DMA], p[K_DMA2D] = self._plan_dma, self._dma2d_plan
+        """`_prepare`'s planner of each instruction kind (`_kind`): this emulator's class's
+        functions, called with it (not methods bound to it: those would make every emulator a
+        reference cycle, freed only by the garbage collector, ~340 objects a run)."""
+        cls = type(self)
+        p = [cls._plan_now] * 14
+        p[K_LD] = p[K_ST] = cls._plan_ld_st
+        p[K_DMA], p[K_DMA2D] = cls._plan_dma, cls._dma2d_plan
         p[K_QWAIT], p[K_DMAWAIT], p[K_SEM_WAIT] = (
-            self._plan_qwait,
-            self._plan_dmawait,
-            self._plan_sem_wait,
+            cls._plan_qwait,
+            cls._plan_dmawait,
+            cls._plan_sem_wait,
         )
-        p[K_LDW], p[K_MM] = self._plan_ldw, self._plan_mm
-        p[K_PIM], p[K_DBG] = self._pim_plan, self._dbg_plan
+        p[K_LDW], p[K_MM] = cls._plan_ldw, cls._plan_mm
+        p[K_PIM], p[K_DBG] = cls._pim_plan, cls._dbg_plan
         return p
 
     def _plan_now(self, m: Module, ins) -> _Plan:
