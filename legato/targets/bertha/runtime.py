@@ -600,9 +600,7 @@ def run_binary(
         device.launches += 1
         device.transfers.count("launch", len(table), "instruction table")
     if binary.bounds:  # the extents the compiler recorded, on this run's allocations
-        resolved = resolved_bounds(binary, extents)
-        for m in emu.modules:
-            m.bounds = resolved.get(m.program.name)
+        emu.set_bounds(resolved_bounds(binary, extents))
 
     launch.protect(True)
     try:
