@@ -1851,8 +1851,7 @@ class Emulator:
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
             self._loop_modules(s, keep, table_address)
-            for r in list(self.memory.regions):
-                self._loop_region(r)
+            self._loop_regions_at_start(self.memory.regions)
             self.memory.on_add = self._loop_region
             self._push, self._wake = self._push_native, self._wake_native
             self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
@@ -2964,6 +2963,32 @@ class Emulator:
             if "_loop" in self.__dict__:
                 self._loop_region(r)
         return found
+
+    def _loop_regions_at_start(self, regions: list) -> None:
+        """`_loop_region` of each of `regions` (the ones mapped when the run starts), in order,
+        told to native/loop.c in one call (`loop_regions`)."""
+        ffi = native.ffi
+        known, local, cptrs = self._loop_known, self._local_of, self._cptrs
+        fields: list[int] = []
+        ptrs, new = [], []
+        for r in regions:
+            if r.lazy or r.size <= 0 or r in known:
+                continue
+            core, kind, owner, sname = _region_class(r.base, r.size)
+            local[r] = core  # (`_local_find`'s, the same test)
+            p = cptrs.get(r)
+            if p is None:
+                p = cptrs[r] = ffi.from_buffer("char[]", r.data)
+            recycled = type(r) is _RecycledRegion
+            fields += (r.base, r.size, core, r.read_only, recycled, kind, owner, sname)
+            ptrs.append(p)
+            known.add(r)
+            new.append(r)
+        if new:
+            f, p = ffi.new("int64_t[]", fields), ffi.new("char *[]", ptrs)
+            if not native.lib.loop_regions(self._loop, len(new), f, p):
+                raise MemoryError("the emulator's scheduler")
+            self._loop_regions += new
 
     def _loop_region(self, r) -> None:
         """Tell native/loop.c of region `r` if it is one array (not lazy), once: the core whose
