@@ -2415,17 +2415,8 @@ class Emulator:
             if recycled and lo < hi:
                 region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
-        ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        port_new = timing.Port.__new__
-        names = _port_names(s.nports)
-        k = 3 * nr
-        while k < n:
-            i, free, busy, count = got[k : k + 4]
-            name = names[i]
-            p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
-            p.name, p.free, p.busy, p.in_flight = name, free, busy, got[k + 4 : k + 4 + count]
-            k += 4 + count
-        self.dram.ports = ports
+        # the ports, made when `dram.ports` is first used (`DramTiming.__getattr__`)
+        self.dram.ports_from(_port_names(s.nports), got, 3 * nr)
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None
         # (landings still due: a run that raised, which lands no more)
@@ -2897,7 +2888,7 @@ class Emulator:
             clock_ghz=self.model.clock_ghz,
             module_cycles=module_cycles,
             unit_busy=unit_busy,
-            port_busy={p.name: p.busy for p in self.dram.ports.values()},
+            port_busy=self.dram.port_busy(),
             dram_bytes_per_channel=list(self.dram.channel_bytes),
             instructions=instructions,
             trace_events=events,
