@@ -20,6 +20,7 @@ scheduling, and turns a `Trap` into an `EmulatorFault` with program, PC, address
 from __future__ import annotations
 
 import bisect
+import contextlib
 import contextvars
 import functools
 import heapq
@@ -1188,6 +1189,17 @@ def _put(m: Module, s=None) -> None:
     native.lib.loop_put(m._s if s is None else s, m.index, *_loop_fields(m))
 
 
+def _bounds_token(bounds) -> object:
+    """What the compiled loop's set-up of a program is keyed on for its extents `bounds`
+    (`Module.bounds`): None for none, else the resolution's token, else its rows."""
+    if not bounds:
+        return None
+    return getattr(bounds, "token", None) or tuple(bounds.items())
+
+
+_FRESH_FIELDS = (0, 0, False, 0, 0, 0, 0, 0, 0)  # (`_loop_fields` of a new `Module`)
+
+
 def _loop_fields(m: Module) -> tuple:
     """`m`'s scheduling state in the order the C loop takes it (`loop_put`, and per module in
     `loop_prologue`'s flat array)."""
@@ -1217,6 +1229,33 @@ def _pull(m: _LoopModule) -> None:
         m._dma_busy_until,
     ) = native.ffi.unpack(m._f, 8)
     m.halted = bool(halted)
+
+
+def _final_into(m: Module, final: list, allregs: list, setups: list, bits, ready: dict) -> None:
+    """A plain `m`'s state as the compiled loop left it (`Emulator._loop_restore`): `final`,
+    `loop_final`'s fields of every module, `allregs` every module's registers, `setups` the
+    run's `_loop_setup`s, `bits` its tile's bits (None: no tile loaded), `ready` its
+    register scoreboard. Its fields are set one by one (its `__dict__` is not made)."""
+    i = m.index
+    o = i * _LOOP_FINAL
+    (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
+    (version, mpu_free, unit_end, bv, bd, bm) = final[o + 8 : o + 14]
+    busy = m.busy
+    busy["vpu"] += bv
+    busy["dma"] += bd
+    busy["mpu"] += bm
+    if m.fns is None:  # (`_loop_adopt`'s: the threaded code, found once)
+        m.fns = setups[i][10]
+    m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
+    m.count, m.vpu_free, m.dma_end, m._dma_busy_until = count, vpu_free, dma_end, dbu
+    m.version, m.mpu_free = version, mpu_free
+    m._wbits = bits
+    m.reg_ready = ready
+    nregs = isa.NUM_REGS
+    m.regs = allregs[i * nregs : (i + 1) * nregs]
+    if unit_end > m.unit_end:
+        m.unit_end = unit_end
+    m.inflight, m.prog = [], None
 
 
 def _loop_tile_bits(s, i: int) -> np.ndarray:
@@ -1478,7 +1517,11 @@ class Emulator:
         self._local_of: dict = {}
         self.prints: list[debug.PrintRecord] = []  # the run's `device_print`s, in order
         self._debug: debug.Collector | None = None
-        self.modules = self._make_modules()
+        # (name, program, core, `_Code`) of every module; the `Module`s themselves are made on
+        # first use of `modules` (`__getattr__`): a run the compiled loop takes to its end
+        # without handing a step back never needs them (`_run_native`)
+        self._specs = self._make_specs()
+        self._bounds_of: dict | None = None  # `set_bounds`' before the modules are made
         self._planners = self._make_planners()
         self._prof = PROFILER.get()
         if self._prof is not None:
@@ -1488,25 +1531,64 @@ class Emulator:
         self._landings: list[tuple] = []
         self._land_seq = 0
         self.hazards = (
-            HazardChecker(len(self.modules), self._describe, self._read_only, self._region_name)
+            HazardChecker(len(self._specs), self._describe, self._read_only, self._region_name)
             if hazards
             else None
         )
 
-    def _make_modules(self) -> list[Module]:
-        """The modules of the binary's programs, in core order (top first). Of a binary
-        `runtime.load_binary(cached=True)` shares (never modified: `SHARED_BINARY`), what
-        they are made of (program, core, decoded code) is found once per chip's core count."""
+    def __getattr__(self, name: str):
+        """`modules`, made on its first use (`_make_modules`); no other attribute is made."""
+        if name == "modules":
+            return self._make_modules()
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _make_specs(self) -> list[tuple]:
+        """`_module_specs`; of a binary `runtime.load_binary(cached=True)` shares (never
+        modified: `SHARED_BINARY`), found once per chip's core count."""
         shared = vars(self.binary).get(SHARED_BINARY) if PER_BINARY_MODULES else None
         if shared is None:
-            return [
-                Module(i, name, p, c, code.ins, code)
-                for i, (name, p, c, code) in enumerate(self._module_specs())
-            ]
+            return self._module_specs()
         specs = shared.get(self.model.num_cores)
         if specs is None:
             specs = shared[self.model.num_cores] = self._module_specs()
-        return [Module(i, name, p, c, code.ins, code) for i, (name, p, c, code) in enumerate(specs)]
+        return specs
+
+    def _make_modules(self) -> list[Module]:
+        """`modules`: the modules of the binary's programs, in core order (top first), with
+        the extents `set_bounds` gave and, after a run that did not need them
+        (`_loop_restore`), the state that run left."""
+        mods = [
+            Module(i, name, p, c, code.ins, code)
+            for i, (name, p, c, code) in enumerate(self._specs)
+        ]
+        bounds = self._bounds_of
+        if bounds is not None:
+            for m in mods:
+                m.bounds = bounds.get(m.program.name)
+        self.modules = mods
+        final = self.__dict__.pop("_final", None)
+        if final is not None:
+            self._final_into_modules(*final)
+        return mods
+
+    def _final_into_modules(
+        self, final: list, regs, setups: list, tiles: dict, ready: dict
+    ) -> None:
+        """The just-made modules' state as a run that did not need them left it
+        (`_loop_restore`'s `_final`)."""
+        allregs = native.ffi.unpack(regs, isa.NUM_REGS * len(self.modules))
+        for m in self.modules:
+            i = m.index
+            _final_into(m, final, allregs, setups, tiles.get(i), ready.get(i, {}))
+
+    def set_bounds(self, bounds: dict) -> None:
+        """Every module's checked extents (`Module.bounds`): program name -> its
+        `arch.bounds.resolve` (a module whose program is not in it: none)."""
+        if "modules" in self.__dict__:
+            for m in self.modules:
+                m.bounds = bounds.get(m.program.name)
+        else:
+            self._bounds_of = bounds
 
     def _module_specs(self) -> list[tuple]:
         """(name, program, core, `_Code`) of every module, in core order (top first)."""
@@ -1599,8 +1681,9 @@ class Emulator:
     # ---- scheduling -----------------------------------------------------------------------
     def run(self, table_address: int = 0) -> timing.RunResult:
         """Run every module from `table_address` to its halt; numpy's BLAS runs on one thread
-        meanwhile (`_one_blas_thread`)."""
-        with _one_blas_thread():
+        meanwhile (`_one_blas_thread`) if any program has an instruction that calls it (an
+        `mpu.mm` or a PIM op; the limit costs ~15 us a run to set and undo)."""
+        with _one_blas_thread() if self._calls_blas() else contextlib.nullcontext():
             if self.premap:
                 self.memory.premap(self._declared_spaces())
             if (
@@ -1613,6 +1696,19 @@ class Emulator:
             ):
                 return self._run_native(table_address)
             return self._run(table_address)
+
+    def _calls_blas(self) -> bool:
+        """Whether a program of the binary has an instruction whose numerics call numpy's
+        BLAS (`mpu.mm`: `mpu_fast.matmul` and the loop's dgemm; a PIM op: `numerics.matmul_acc`);
+        once per shared binary."""
+        shared = vars(self.binary).get(SHARED_BINARY)
+        got = None if shared is None else shared.get("calls_blas")
+        if got is None:
+            codes = {id(spec[3]): spec[3] for spec in self._specs}.values()
+            got = any(K_MM in c.kinds or K_PIM in c.kinds for c in codes)
+            if shared is not None:
+                shared["calls_blas"] = got
+        return got
 
     premap = True
     """Map the core spaces (but lazy ones) that the core programs declare (the binary's
@@ -1729,18 +1825,21 @@ class Emulator:
         `_LoopModule`s (`_loop_adopt`), with their registers in a C array, and plain `Module`s
         again afterwards, with the same state the reference leaves."""
         ffi, lib = native.ffi, native.lib
-        mods = self.modules
+        nmods = len(self._specs)
+        # (the `Module`s, when made: a fresh emulator's are made only if the loop hands a
+        # step back, `_loop_adopt`)
+        mods = self.__dict__.get("modules")
         s = ffi.new("lstate *")
-        cmods = ffi.new("lmod[]", max(len(mods), 1))
-        wake = (ffi.new("int64_t[]", len(mods) + 1), ffi.new("int64_t[]", len(mods) + 1))
-        s.mods, s.nmods, s.num_cores = cmods, len(mods), self.model.num_cores
+        cmods = ffi.new("lmod[]", max(nmods, 1))
+        wake = (ffi.new("int64_t[]", nmods + 1), ffi.new("int64_t[]", nmods + 1))
+        s.mods, s.nmods, s.num_cores = cmods, nmods, self.model.num_cores
         s.window_base, s.window_size = CORE_WINDOW_BASE, CORE_WINDOW_SIZE
         s.trace_on, s.fast_wakes = bool(self.trace_on), bool(self.fast_wakes)
         s.wake_buf, s.wake_out = wake
         if not lib.loop_init(s):
             lib.loop_free(s)
             raise MemoryError("the emulator's scheduler")
-        ps = [cmods + i for i in range(len(mods))]
+        ps = [cmods + i for i in range(nmods)]
         keep = []  # the arrays the structs point into
         queues = self.queues
         held = -1  # on an error: the module the Python was stepping (its state is the Python's)
@@ -1752,8 +1851,7 @@ class Emulator:
             self._loop, self._loop_regions, self._loop_known = s, [], set()
             self._loop_dma(s, keep)
             self._loop_modules(s, keep, table_address)
-            for r in list(self.memory.regions):
-                self._loop_region(r)
+            self._loop_regions_at_start(self.memory.regions)
             self.memory.on_add = self._loop_region
             self._push, self._wake = self._push_native, self._wake_native
             self._waiting, self.queues = _LoopWaiting(ps), _LoopQueues(s)
@@ -1773,6 +1871,7 @@ class Emulator:
                 after = -1
                 if st != LP_DONE:
                     self._loop_adopt()  # (the first hand-over: the Python's modules from here)
+                    mods = self.modules
                 if st == LP_PYPOP:
                     after = self._loop_pop(mods[s.idx], s.t)
                 elif st == LP_SCHED:
@@ -1856,10 +1955,10 @@ class Emulator:
         binary's per-program memory), but lazy ones."""
         lazy = self.memory.lazy_spaces
         return [
-            (m.core, space)
-            for m in self.modules
-            if m.core is not None
-            for space, n in (m.program.memory or {}).items()
+            (core, space)
+            for _name, program, core, _code in self._specs
+            if core is not None
+            for space, n in (program.memory or {}).items()
             if n > 0 and space in CORE_SPACE_OFFSET and space not in lazy
         ]
 
@@ -1960,38 +2059,48 @@ class Emulator:
         `_run` sets them: the loop sets them), its program's encoding (`_loop_run_setup`),
         its version, MPU and register scoreboard. The Python modules stay plain `Module`s:
         the loop runs them to the end unless it hands a step back, when `_loop_adopt` makes
-        them `_LoopModule`s (until then nothing in the Python reads or writes their state)."""
+        them `_LoopModule`s (until then nothing in the Python reads or writes their state).
+        A fresh emulator's modules, not made yet (`__getattr__`), are not made here: their
+        state is a new `Module`'s (zeros), their extents `set_bounds`'."""
         ffi, lib = native.ffi, native.lib
         key = self._loop_key(s)
-        mods, nregs = self.modules, isa.NUM_REGS
-        tokens = tuple(
-            None if not m.bounds else getattr(m.bounds, "token", None) or tuple(m.bounds.items())
-            for m in mods
-        )
+        nregs, nmods = isa.NUM_REGS, len(self._specs)
+        fresh = "modules" not in self.__dict__ and "_final" not in self.__dict__
+        if fresh:
+            bounds = self._bounds_of or {}
+            tokens = tuple(_bounds_token(bounds.get(spec[1].name)) for spec in self._specs)
+        else:
+            tokens = tuple(_bounds_token(m.bounds) for m in self.modules)
         shared = vars(self.binary).get(SHARED_BINARY) if PER_BINARY_MODULES else None
         runs = None if shared is None else shared.setdefault("loop_runs", {})
         run = None if runs is None else runs.get((key, tokens))
         if run is None:
+            fresh = False  # (`_loop_setup` reads the modules)
             run = self._loop_run_setup(key, tokens)
             if runs is not None and len(runs) < 16:  # (a bound, as `_loop_setup`'s)
                 runs[key, tokens] = run
-        regs = ffi.new("int64_t[]", max(len(mods) * nregs, 1))  # (zeros)
+        regs = ffi.new("int64_t[]", max(nmods * nregs, 1))  # (zeros)
         keep.append(regs)
-        vm: list[int] = []
-        for m in mods:
-            r = m.regs
-            if any(r):  # (a module run before)
-                o = m.index * nregs
-                regs[o : o + nregs] = r
-            vm += (m.version, m.mpu_free)  # (plain `Module`s: their fields)
-        vm_c = ffi.new("int64_t[]", vm or [0])
+        if fresh:
+            vm_c = ffi.new("int64_t[]", max(2 * nmods, 1))  # (a new `Module`'s: zeros)
+        else:
+            mods = self.modules
+            vm: list[int] = []
+            for m in mods:
+                r = m.regs
+                if any(r):  # (a module run before)
+                    o = m.index * nregs
+                    regs[o : o + nregs] = r
+                vm += (m.version, m.mpu_free)  # (plain `Module`s: their fields)
+            vm_c = ffi.new("int64_t[]", vm or [0])
         lib.loop_mods_init(s, regs, nregs, *run[:9], table_address, vm_c)
-        for m in mods:
-            ready = m.reg_ready
-            if ready:
-                c = s.mods + m.index
-                for reg, end in ready.items():
-                    lib.rr_set(c, reg, end)
+        if not fresh:
+            for m in mods:
+                ready = m.reg_ready
+                if ready:
+                    c = s.mods + m.index
+                    for reg, end in ready.items():
+                        lib.rr_set(c, reg, end)
         self._loop_regs, self._loop_setups, self._loop_plain = regs, run[9], True
 
     def _loop_run_setup(self, key: tuple, tokens: tuple) -> tuple:
@@ -2026,26 +2135,29 @@ class Emulator:
 
     def _loop_first_plans(self, s) -> None:
         """`_run`'s first plans, in module order: the loop's where it plans them, in one call
-        (`loop_prologue`) while the modules are plain (their fields the Python's, `_put`'s),
-        the Python's (`_schedule_native`) where it hands one back."""
-        lib, mods = native.lib, self.modules
+        (`loop_prologue`) while the modules are plain (their fields the Python's, `_put`'s, or
+        a new `Module`'s when they are not made yet), the Python's (`_schedule_native`) where
+        it hands one back."""
+        lib, nmods = native.lib, len(self._specs)
         fields = None
         i = 0
-        while i < len(mods):
+        while i < nmods:
             if self._loop_plain and self.loop_prologue:
                 if fields is None:
-                    flat: list[int] = []
-                    for m in mods:
-                        flat += _loop_fields(m)
+                    mods = self.__dict__.get("modules")
+                    if mods is None:
+                        flat = list(_FRESH_FIELDS) * nmods
+                    else:
+                        flat = []
+                        for m in mods:
+                            flat += _loop_fields(m)
                     fields = native.ffi.new("int64_t[]", flat)
                 st = lib.loop_prologue(s, i, fields)
                 if st == LP_DONE:
                     return
                 i = s.idx
-                m = mods[i]
             else:
-                m = mods[i]
-                _put(m, s)
+                _put(self.modules[i], s)
                 st = lib.loop_sched(s, i) if self.loop_prologue else LP_SCHED
             while st == LP_MAP and self._map_for_loop():
                 st = lib.loop_sched(s, i)
@@ -2053,7 +2165,7 @@ class Emulator:
                 raise MemoryError("the emulator's scheduler")
             if st:
                 self._loop_adopt()
-                self._schedule_native(m)
+                self._schedule_native(self.modules[i])
             i += 1
 
     def _loop_adopt(self) -> None:
@@ -2214,44 +2326,46 @@ class Emulator:
         entries are dropped), but module `held`, which keeps the Python's (a step of it
         raised), and what the loop counted added to the Python's; the Python paths of `_run`
         back. A module never adopted (`_loop_adopt`) takes the same final state from its
-        struct (its Python fields are still the ones it started with)."""
+        struct (its Python fields are still the ones it started with); when the modules were
+        never made (`_loop_modules`), that state is kept (`_final`, with what of it lives in
+        the structs: the tiles' bits, the scoreboards) for `_make_modules` and `_result`."""
         ffi, lib = native.ffi, native.lib
-        nf, mods = _LOOP_FINAL, self.modules
-        final = ffi.new("int64_t[]", nf * max(len(mods), 1))
+        nf, nmods = _LOOP_FINAL, len(self._specs)
+        final = ffi.new("int64_t[]", nf * max(nmods, 1))
         lib.loop_final(s, final)
-        final = ffi.unpack(final, nf * len(mods))
-        nregs = isa.NUM_REGS
+        final = ffi.unpack(final, nf * nmods)
         setups = self.__dict__.pop("_loop_setups", None)
         regs = self.__dict__.pop("_loop_regs", None)
         plain = self.__dict__.pop("_loop_plain", False)
         # (no set-ups: an error before the structs were made, and no module ran)
-        allregs = ffi.unpack(regs, nregs * len(mods)) if setups is not None else ()
-        for m in mods if setups is not None else ():
+        if setups is not None and plain and "modules" not in self.__dict__:
+            tiles, ready = {}, {}
+            for i in range(nmods):
+                o = i * nf
+                # (a fresh struct's `w_gen` is 0: one past it, the loop loaded a tile)
+                if final[o + 15] and final[o + 16]:
+                    tiles[i] = _loop_tile_bits(s, i)
+                if final[o + 14]:
+                    ready[i] = dict(_LoopRegReady(s.mods + i).items())
+            self._final = (final, regs, setups, tiles, ready)
+            setups = None
+        mods = self.modules if setups is not None else ()
+        nregs = isa.NUM_REGS
+        allregs = ffi.unpack(regs, nregs * nmods) if setups is not None else ()
+        for m in mods:
             adopted = type(m) is _LoopModule
             if not adopted and not plain:
                 continue
             i = m.index
             o = i * nf
+            if not adopted:
+                w_has, w_gen, nrr = final[o + 15], final[o + 16], final[o + 14]
+                bits = _loop_tile_bits(s, i) if w_has and w_gen else None
+                rr = dict(_LoopRegReady(s.mods + i).items()) if nrr else {}
+                _final_into(m, final, allregs, setups, bits, rr)
+                continue
             (pc, time, halted, halt_time, count, vpu_free, dma_end, dbu) = final[o : o + 8]
             (version, mpu_free, unit_end, bv, bd, bm, nrr, w_has, w_gen) = final[o + 8 : o + nf]
-            if not adopted:  # (its fields set one by one: its `__dict__` is not made)
-                busy = m.busy
-                busy["vpu"] += bv
-                busy["dma"] += bd
-                busy["mpu"] += bm
-                if m.fns is None:  # (`_loop_adopt`'s: the threaded code, found once)
-                    m.fns = setups[i][10]
-                m.pc, m.time, m.halted, m.halt_time = pc, time, bool(halted), halt_time
-                m.count, m.vpu_free, m.dma_end, m._dma_busy_until = count, vpu_free, dma_end, dbu
-                m.version, m.mpu_free = version, mpu_free
-                # (a fresh struct's `w_gen` is 0: one past it, the loop loaded a tile)
-                m._wbits = _loop_tile_bits(s, i) if w_has and w_gen else None
-                m.reg_ready = dict(_LoopRegReady(s.mods + i).items()) if nrr else {}
-                m.regs = allregs[i * nregs : (i + 1) * nregs]
-                if unit_end > m.unit_end:
-                    m.unit_end = unit_end
-                m.inflight, m.prog = [], None
-                continue
             d = m.__dict__
             bits = _loop_tile_bits(s, i) if w_has and w_gen != d["_wgen"] else None
             busy = d["busy"]
@@ -2301,17 +2415,8 @@ class Emulator:
             if recycled and lo < hi:
                 region.lo, region.hi = min(region.lo, lo), max(region.hi, hi)
         s.vpu_elems = s.vpu_trans_elems = s.nregions = 0
-        ports = {}  # in the order the Python would have made them (`port_busy`'s)
-        port_new = timing.Port.__new__
-        names = _port_names(s.nports)
-        k = 3 * nr
-        while k < n:
-            i, free, busy, count = got[k : k + 4]
-            name = names[i]
-            p = ports[name] = port_new(timing.Port)  # (`Port(name)`'s fields, set at once)
-            p.name, p.free, p.busy, p.in_flight = name, free, busy, got[k + 4 : k + 4 + count]
-            k += 4 + count
-        self.dram.ports = ports
+        # the ports, made when `dram.ports` is first used (`DramTiming.__getattr__`)
+        self.dram.ports_from(_port_names(s.nports), got, 3 * nr)
         self.dram.__dict__.pop("port", None)
         self.memory.on_add = None
         # (landings still due: a run that raised, which lands no more)
@@ -2757,18 +2862,35 @@ class Emulator:
         return fault
 
     def _result(self) -> timing.RunResult:
-        end = 0
-        for m in self.modules:
-            end = max(end, m.halt_time, m.unit_end, m.dma_end)
+        final = self.__dict__.get("_final") if "modules" not in self.__dict__ else None
+        if final is not None:  # (the modules' state the loop left, not made into them)
+            final, nf = final[0], _LOOP_FINAL
+            names = [spec[0] for spec in self._specs]
+            halts, ends, dmas = final[3::nf], final[10::nf], final[6::nf]
+            end = max(max(halts, default=0), max(ends, default=0), max(dmas, default=0), 0)
+            module_cycles = dict(zip(names, halts))
+            # (a new `Module`'s busy cycles are 0: the loop's, in `Module.busy`'s order)
+            unit_busy = {
+                name: {"dma": bd, "mpu": bm, "vpu": bv}
+                for name, bv, bd, bm in zip(names, final[11::nf], final[12::nf], final[13::nf])
+            }
+            instructions = dict(zip(names, final[4::nf]))
+        else:
+            end = 0
+            for m in self.modules:
+                end = max(end, m.halt_time, m.unit_end, m.dma_end)
+            module_cycles = {m.name: m.halt_time for m in self.modules}
+            unit_busy = {m.name: dict(m.busy) for m in self.modules}
+            instructions = {m.name: m.count for m in self.modules}
         events = self._trace_meta() + self.events if self.trace_on else []
         return timing.RunResult(
             cycles=end,
             clock_ghz=self.model.clock_ghz,
-            module_cycles={m.name: m.halt_time for m in self.modules},
-            unit_busy={m.name: dict(m.busy) for m in self.modules},
-            port_busy={p.name: p.busy for p in self.dram.ports.values()},
+            module_cycles=module_cycles,
+            unit_busy=unit_busy,
+            port_busy=self.dram.port_busy(),
             dram_bytes_per_channel=list(self.dram.channel_bytes),
-            instructions={m.name: m.count for m in self.modules},
+            instructions=instructions,
             trace_events=events,
             mac_count=self.macs,
             vpu_element_ops=self.vpu_elems,
@@ -2833,6 +2955,32 @@ class Emulator:
                 self._loop_region(r)
         return found
 
+    def _loop_regions_at_start(self, regions: list) -> None:
+        """`_loop_region` of each of `regions` (the ones mapped when the run starts), in order,
+        told to native/loop.c in one call (`loop_regions`)."""
+        ffi = native.ffi
+        known, local, cptrs = self._loop_known, self._local_of, self._cptrs
+        fields: list[int] = []
+        ptrs, new = [], []
+        for r in regions:
+            if r.lazy or r.size <= 0 or r in known:
+                continue
+            core, kind, owner, sname = _region_class(r.base, r.size)
+            local[r] = core  # (`_local_find`'s, the same test)
+            p = cptrs.get(r)
+            if p is None:
+                p = cptrs[r] = ffi.from_buffer("char[]", r.data)
+            recycled = type(r) is _RecycledRegion
+            fields += (r.base, r.size, core, r.read_only, recycled, kind, owner, sname)
+            ptrs.append(p)
+            known.add(r)
+            new.append(r)
+        if new:
+            f, p = ffi.new("int64_t[]", fields), ffi.new("char *[]", ptrs)
+            if not native.lib.loop_regions(self._loop, len(new), f, p):
+                raise MemoryError("the emulator's scheduler")
+            self._loop_regions += new
+
     def _loop_region(self, r) -> None:
         """Tell native/loop.c of region `r` if it is one array (not lazy), once: the core whose
         local space holds all of it (`_local_of`: its VPU operands are found there), and what a
@@ -2893,20 +3041,23 @@ class Emulator:
             if m.core is None:
                 raise _Trap("top has no VPU")
             return self._vpu_plan(m, ins)
-        return self._planners[kind](m, ins)
+        return self._planners[kind](self, m, ins)
 
     def _make_planners(self) -> list:
-        """`_prepare`'s planner of each instruction kind (`_kind`), bound to this emulator."""
-        p = [self._plan_now] * 14
-        p[K_LD] = p[K_ST] = self._plan_ld_st
-        p[K_DMA], p[K_DMA2D] = self._plan_dma, self._dma2d_plan
+        """`_prepare`'s planner of each instruction kind (`_kind`): this emulator's class's
+        functions, called with it (not methods bound to it: those would make every emulator a
+        reference cycle, freed only by the garbage collector, ~340 objects a run)."""
+        cls = type(self)
+        p = [cls._plan_now] * 14
+        p[K_LD] = p[K_ST] = cls._plan_ld_st
+        p[K_DMA], p[K_DMA2D] = cls._plan_dma, cls._dma2d_plan
         p[K_QWAIT], p[K_DMAWAIT], p[K_SEM_WAIT] = (
-            self._plan_qwait,
-            self._plan_dmawait,
-            self._plan_sem_wait,
+            cls._plan_qwait,
+            cls._plan_dmawait,
+            cls._plan_sem_wait,
         )
-        p[K_LDW], p[K_MM] = self._plan_ldw, self._plan_mm
-        p[K_PIM], p[K_DBG] = self._pim_plan, self._dbg_plan
+        p[K_LDW], p[K_MM] = cls._plan_ldw, cls._plan_mm
+        p[K_PIM], p[K_DBG] = cls._pim_plan, cls._dbg_plan
         return p
 
     def _plan_now(self, m: Module, ins) -> _Plan:

@@ -131,6 +131,7 @@ int loop_plan(lstate *S, int64_t idx, int64_t ready, int64_t external, int64_t s
               int64_t queue);
 int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t read_only,
                 int64_t recycled, int64_t space, int64_t owner, char *ptr, int64_t sname);
+int loop_regions(lstate *S, int64_t n, const int64_t *f, char *const *ptrs);
 int loop_run(lstate *S, int64_t after);
 int loop_sched(lstate *S, int64_t idx);
 void free(void *p);

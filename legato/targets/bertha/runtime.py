@@ -306,21 +306,61 @@ def _as_array(value, name: str) -> np.ndarray:
     raise ABIError(f"argument {name!r} must be a numpy array, got {type(value).__name__}")
 
 
+def _check_argument(layout: ArgLayout, i: int, path: tuple, t, value) -> None:
+    """Argument `i` (at `path` inside its tuples) is a value of type `t` (ABIError if not)."""
+    name = layout._name(i, path)
+    if isinstance(t, TensorSpec):
+        arr = _as_array(value, name)
+        try:
+            dt = dtype_of(arr)
+        except TypeError as e:
+            raise ABIError(f"argument {name!r}: {e}") from None
+        layout.check_tensor(i, dt, arr.shape, path)
+    elif isinstance(t, TupleSpec):
+        if not isinstance(value, (tuple, list)) or len(value) != len(t.elements):
+            raise ABIError(f"argument {name!r} must be a tuple of {len(t.elements)} elements")
+        for j, e in enumerate(t.elements):
+            _check_argument(layout, i, path + (j,), e, value[j])
+    else:
+        assert isinstance(t, ScalarSpec)
+        scalar_bits(t.dtype, value, name)  # raises ABIError unless it is one
+
+
+def _place(layout: ArgLayout, extents: dict, bind, i: int, path: tuple, t, value) -> tuple:
+    """(table value, shape) of argument `i` at `path` (recursively for tuples), its tensors
+    bound by `bind(i, path, t, array)` -> (address, bytes), a whole argument's extent into
+    `extents`. (A module function: a nested one calling itself is a reference cycle, which
+    the garbage collector would free with every run's objects it reaches.)"""
+    if isinstance(t, TensorSpec):
+        addr, nbytes = bind(i, path, t, value)
+        if not path:
+            extents[i] = (addr, nbytes, _arg_what(layout._name(i, path), t, value.shape))
+        return addr, tuple(value.shape)
+    if isinstance(t, TupleSpec):
+        pairs = [
+            _place(layout, extents, bind, i, path + (j,), e, value[j])
+            for j, e in enumerate(t.elements)
+        ]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    return value, None
+
+
 def _leaves(layout: ArgLayout, args, views) -> list[tuple[str, str, np.ndarray]]:
     """(name, access, array) of every tensor argument, tuples flattened; `views` (same nesting
     as `args`, arrays sharing the caller's memory) replace `args` for the aliasing checks."""
-    out = []
-
-    def walk(i, path, t, value):
-        if isinstance(t, TensorSpec):
-            out.append((layout._name(i, path), layout.args[i].access, value))
-        elif isinstance(t, TupleSpec):
-            for j, e in enumerate(t.elements):
-                walk(i, path + (j,), e, value[j])
-
+    out: list = []
     for i, a in enumerate(layout.args):
-        walk(i, (), a.type, (views if views is not None else args)[i])
+        _leaf(layout, out, i, (), a.type, (views if views is not None else args)[i])
     return out
+
+
+def _leaf(layout: ArgLayout, out: list, i: int, path: tuple, t, value) -> None:
+    """`_leaves`' entries of argument `i` at `path` into `out`."""
+    if isinstance(t, TensorSpec):
+        out.append((layout._name(i, path), layout.args[i].access, value))
+    elif isinstance(t, TupleSpec):
+        for j, e in enumerate(t.elements):
+            _leaf(layout, out, i, path + (j,), e, value[j])
 
 
 def check_aliasing(layout: ArgLayout, args, views=None) -> None:
@@ -490,26 +530,8 @@ def run_binary(
         )
 
     # validate everything before allocating anything
-    def check(i, path, t, value):
-        name = layout._name(i, path)
-        if isinstance(t, TensorSpec):
-            arr = _as_array(value, name)
-            try:
-                dt = dtype_of(arr)
-            except TypeError as e:
-                raise ABIError(f"argument {name!r}: {e}") from None
-            layout.check_tensor(i, dt, arr.shape, path)
-        elif isinstance(t, TupleSpec):
-            if not isinstance(value, (tuple, list)) or len(value) != len(t.elements):
-                raise ABIError(f"argument {name!r} must be a tuple of {len(t.elements)} elements")
-            for j, e in enumerate(t.elements):
-                check(i, path + (j,), e, value[j])
-        else:
-            assert isinstance(t, ScalarSpec)
-            scalar_bits(t.dtype, value, name)  # raises ABIError unless it is one
-
     for i, a in enumerate(layout.args):
-        check(i, (), a.type, args[i])
+        _check_argument(layout, i, (), a.type, args[i])
     check_aliasing(layout, args, views)
 
     if limits is None:
@@ -560,21 +582,9 @@ def run_binary(
             copies.append((arr, addr))
         return addr, data.nbytes
 
-    def place(i, path, t, value):
-        """-> (table value, shape) for one argument (recursively for tuples)."""
-        if isinstance(t, TensorSpec):
-            addr, nbytes = bind_tensor(i, path, t, value)
-            if not path:
-                extents[i] = (addr, nbytes, _arg_what(layout._name(i, path), t, value.shape))
-            return addr, tuple(value.shape)
-        if isinstance(t, TupleSpec):
-            pairs = [place(i, path + (j,), e, value[j]) for j, e in enumerate(t.elements)]
-            return [p[0] for p in pairs], [p[1] for p in pairs]
-        return value, None
-
     values, shapes = [], []
     for i, a in enumerate(layout.args):
-        v, s = place(i, (), a.type, args[i])
+        v, s = _place(layout, extents, bind_tensor, i, (), a.type, args[i])
         values.append(v)
         shapes.append(s)
     table = layout.pack(values, shapes)
@@ -590,9 +600,7 @@ def run_binary(
         device.launches += 1
         device.transfers.count("launch", len(table), "instruction table")
     if binary.bounds:  # the extents the compiler recorded, on this run's allocations
-        resolved = resolved_bounds(binary, extents)
-        for m in emu.modules:
-            m.bounds = resolved.get(m.program.name)
+        emu.set_bounds(resolved_bounds(binary, extents))
 
     launch.protect(True)
     try:

@@ -149,6 +149,41 @@ class DramTiming:
 
             self._book = _book
 
+    def ports_from(self, names: tuple, got: list, k: int) -> None:
+        """`ports` as native/loop.c left them (`loop_final_shared`): from `got[k]` on, per
+        port in the order of first use, its index in `names`, free, busy, n and its n
+        in-flight ends. The `Port`s are made on the first use of `ports` (a run that ends
+        reads only their busy cycles, `port_busy`)."""
+        self.__dict__.pop("ports", None)
+        self._ports_raw = (names, got, k)
+
+    def __getattr__(self, name: str):
+        """`ports` (`ports_from`'s), made on first use; no other attribute is made."""
+        raw = self.__dict__.pop("_ports_raw", None) if name == "ports" else None
+        if raw is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        names, got, k = raw
+        ports = self.ports = {}  # (in the order of first use, `port_busy`'s)
+        port_new = Port.__new__
+        while k < len(got):
+            i, free, busy, count = got[k : k + 4]
+            p = ports[names[i]] = port_new(Port)  # (`Port(name)`'s fields, set at once)
+            p.name, p.free, p.busy, p.in_flight = names[i], free, busy, got[k + 4 : k + 4 + count]
+            k += 4 + count
+        return ports
+
+    def port_busy(self) -> dict[str, int]:
+        """Each port's busy cycles, by name, in the order of first use."""
+        raw = self.__dict__.get("_ports_raw")
+        if raw is None:
+            return {p.name: p.busy for p in self.ports.values()}
+        names, got, k = raw
+        out = {}
+        while k < len(got):
+            out[names[got[k]]] = got[k + 2]
+            k += 4 + got[k + 3]
+        return out
+
     native = native.ENABLED
     """Book contiguous shared-DRAM ranges through native/dram.c when it is built (False: the
     Python loop of `dma` only, the reference a differential test compares it with)."""

@@ -918,3 +918,89 @@ def test_native_loop_runs_the_bench_prologues(name, target, monkeypatch):
     report = _outcome(binary, model, args, True, monkeypatch, False)[0]
     assert isinstance(report[0], int), report
     assert calls == [], calls
+
+
+def _report(binary, model, args, native_loop: bool, monkeypatch) -> tuple:
+    """Every field of one untraced run's report (on copies of `args`) and the arguments'
+    bytes after it, with nothing reading the emulator's modules in between."""
+    monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+    args = [a.copy() if hasattr(a, "copy") else a for a in args]
+    r = run_binary(binary, model, args, trace=False, hazards=False)
+    fields = (
+        r.cycles,
+        list(r.module_cycles.items()),
+        [(k, list(v.items())) for k, v in r.unit_busy.items()],
+        list(r.port_busy.items()),
+        r.dram_bytes_per_channel,
+        list(r.instructions.items()),
+        r.mac_count,
+        r.vpu_element_ops,
+        r.vpu_transcendental_ops,
+        r.roofline,
+    )
+    outs = [np.ascontiguousarray(a).view(np.uint8).tobytes() for a in args if hasattr(a, "view")]
+    return fields, outs
+
+
+@pytest.mark.parametrize("name", ["rmsnorm_32x4096", "softmax_32x4096", "gemv_1x4096x4096"])
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_native_loop_report_without_the_modules_matches(name, target, monkeypatch):
+    """A run the compiled loop takes to its end never makes the Python `Module`s (once the
+    binary's loop set-up is kept: `Emulator.__getattr__`, `_loop_modules`): its report is read from the loop's final state
+    (`Emulator._result`'s `_final`), in the same order, and equals the Python loop's."""
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary(name, target)
+    ref = _report(binary, model, args, False, monkeypatch)
+    assert _report(binary, model, args, True, monkeypatch) == ref  # (its set-up made, kept)
+    made = []
+    orig = emulator.Emulator._make_modules
+
+    def spy(self):
+        made.append(1)
+        return orig(self)
+
+    monkeypatch.setattr(emulator.Emulator, "_make_modules", spy)
+    fast = _report(binary, model, args, True, monkeypatch)
+    assert made == []
+    assert fast == ref
+
+
+def test_native_loop_modules_made_after_the_run_and_run_again(monkeypatch):
+    """The modules of a run that did not make them are made on first use with the state the
+    loop left (the Python loop's), and the same emulator runs again from that state (kept
+    mapped: its memory is not released)."""
+    from bench.emu_speed import bench_binary
+
+    model, binary, args = bench_binary("rmsnorm_32x4096", "bertha")
+    _report(binary, model, args, True, monkeypatch)  # (the loop's set-up, kept)
+    monkeypatch.setattr(emulator.Memory, "release", lambda self: None)
+    runs = []
+    run = emulator.Emulator.run
+
+    def spy(self, table_address=0):
+        runs.append((self, table_address, "modules" in vars(self)))
+        return run(self, table_address)
+
+    monkeypatch.setattr(emulator.Emulator, "run", spy)
+
+    def state(emu):
+        return [
+            (m.name, m.version, list(m.regs), m.pc, m.time, m.count, m.halted, m.halt_time)
+            + (m.unit_end, m.dma_end, m.vpu_free, dict(m.busy), dict(m.reg_ready))
+            for m in emu.modules  # (not `inflight`: the loop drops its scoreboard at the end)
+        ]
+
+    outs = []
+    for native_loop in (False, True):
+        monkeypatch.setattr(emulator.Emulator, "native_loop", native_loop)
+        for touch in (True, False):
+            runs.clear()
+            first = _report(binary, model, args, native_loop, monkeypatch)
+            emu, table, _ = runs[0]
+            made = "modules" in vars(emu)
+            after_first = state(emu) if touch else None  # (else made by the second run)
+            second = emu.run(table)
+            outs.append((first, after_first, second, state(emu)))
+            assert made == (not native_loop)
+    assert outs[2:] == outs[:2]

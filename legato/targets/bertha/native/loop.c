@@ -614,6 +614,17 @@ int loop_region(lstate *S, int64_t base, int64_t size, int64_t core, int64_t rea
     return 1;
 }
 
+/* `loop_region` of n regions in one call (`Emulator._loop_regions`, a run's start): region i's
+ * fields are f[8i .. 8i + 7] (base, size, core, read_only, recycled, space, owner, sname),
+ * its bytes at ptrs[i]. Returns 0 (as `loop_region`) when one could not be added. */
+int loop_regions(lstate *S, int64_t n, const int64_t *f, char *const *ptrs) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t *g = f + 8 * i;
+        if (!loop_region(S, g[0], g[1], g[2], g[3], g[4], g[5], g[6], ptrs[i], g[7])) return 0;
+    }
+    return 1;
+}
+
 /* The region that holds [addr, addr + n) (n > 0), or -1 (the Python's `memory.find` decides) */
 static int64_t find_region(const lstate *S, int64_t addr, int64_t n) {
     for (int64_t i = 0; i < S->nregions; i++) {
