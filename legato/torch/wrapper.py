@@ -1488,7 +1488,11 @@ class LegatoGraphWrapper:
             return False
         inputs, steps, outputs = self._kernel_io(seg)
         plan = self._rows_groups[frozenset(seg)][2]
-        return chip_rows.piece_operand(inputs, steps, outputs, plan, x, r)
+        if not chip_rows.piece_operand(inputs, steps, outputs, plan, x, r):
+            return False
+        # the piece's blocks beside the kernel's own (a chain's `_fits` counts them as well)
+        held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores, r)
+        return self._phase_sram(group) + held <= self.model.sram_size
 
     def _phase(self, group: list):
         """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
