@@ -162,6 +162,27 @@ class RowsPhase:
 
 
 @dataclass
+class PiecePhase:
+    """A phase of a chain (`generate_chain`): the nodes of one chip-scale node's kernel
+    (`nodes`, as a phase given as a list) with the row-local work before it (`rows`, their
+    nodes in graph order; `plan` its `chip_rows.RowPlan`) fused as a prologue that computes the
+    operand the node takes one piece of rows at a time (`Impl.rows_prologue`: each core the
+    rows it reads, `chip_rows.piece_lines`), instead of a row phase of its own, a barrier and
+    the operand's round trip through shared DRAM. `lines(inputs, steps, outputs, x, r, names,
+    ns, fresh, impl_names)` gives `(load fn, run fn, pargs, source lines)` of that prologue
+    (`chip_rows.piece_lines`). `rest`: the row-local work beside it that the operand does not
+    need (the first RMSNorm's neighbours: the rotary's cos/sin tables, the mask), run after the
+    node's call with its rows over every core, as a row phase but with no barrier of its own
+    (`rest_lines`, as `RowsPhase.lines`; its results are read after a later barrier)."""
+
+    nodes: list
+    rows: list
+    lines: object
+    rest: list = field(default_factory=list)
+    rest_lines: object = None
+
+
+@dataclass
 class Generated:
     name: str
     source: str
@@ -227,13 +248,17 @@ def generate(
             if isinstance(nodes, RowsPhase):
                 chain.append((nodes, [by_node[n] for n in nodes.nodes], []))
                 continue
+            rows = None
+            if isinstance(nodes, PiecePhase):
+                rows = (nodes, [by_node[n] for n in nodes.rows], [by_node[n] for n in nodes.rest])
+                nodes = [n for n in nodes.nodes if n not in {*nodes.rows, *nodes.rest}]
             ph = [by_node[n] for n in nodes if n in by_node]
             own = [s for s in ph if s.impl is not None and s.impl.spmd]
             if len(own) != 1:
                 raise AssertionError(
                     f"{ph[0].node.name}: a phase of a chain holds one spmd node, not {len(own)}"
                 )
-            chain.append((own[0], *_around(own[0], ph, epilogue)))
+            chain.append((own[0], *_around(own[0], ph, epilogue), rows))
         return generate_chain(name, inputs, chain, outputs, device, bound, cache_root)
     ns: dict[str, object] = {}
     var: dict[torch.fx.Node, str] = {}
@@ -479,14 +504,20 @@ def generate_spmd(
     implementation (`step.impl.spmd`; see `registry.Impl`), with the small work fused before
     and after it: a chain of one phase (`generate_chain`)."""
     return generate_chain(
-        name, inputs, [(step, list(prologue), list(epilogue))], outputs, device, bound, cache_root
+        name,
+        inputs,
+        [(step, list(prologue), list(epilogue), None)],
+        outputs,
+        device,
+        bound,
+        cache_root,
     )
 
 
 def generate_chain(
     name: str,
     inputs: list,
-    phases: list[tuple[Step, list[Step], list[Step]]],
+    phases: list[tuple],
     outputs: list,
     device: str,
     bound,
@@ -531,7 +562,8 @@ def generate_chain(
     ns: dict[str, object] = {}
     layout_of: dict[torch.fx.Node, Layout] = {}
     part_of: set = set()
-    for step, _, _ in phases:
+    phases = [tuple(p) if len(p) == 4 else (*p, None) for p in phases]
+    for step, _, _, _ in phases:
         if isinstance(step, RowsPhase):
             continue
         for a in step.impl.args:
@@ -544,8 +576,8 @@ def generate_chain(
     # a parameter passed laid out is read by nothing else in the kernel (its argument is the
     # laid-out copy)
     laid = set(layout_of) | part_of
-    for step, pre, post in phases:
-        for s in (*_own(step), *pre, *post):
+    for step, pre, post, rows in phases:
+        for s in (*_own(step), *pre, *post, *_rows(rows)):
             if s.impl is None or _folded(s):
                 continue
             for a in s.impl.args:
@@ -616,19 +648,24 @@ def generate_chain(
     # what each phase computes (its node, getitems of its tuple result, members, writes and
     # fused steps); a value a later phase reads goes through shared DRAM
     made: dict[torch.fx.Node, int] = {}
-    for i, (step, pre, post) in enumerate(phases):
+    for i, (step, pre, post, rows) in enumerate(phases):
         if isinstance(step, RowsPhase):
             for n in step.nodes:
                 made[n] = i
             continue
         node = step.node
-        for n in (node, *step.impl.members, *step.impl.writes, *(s.node for s in (*pre, *post))):
+        for n in (
+            node,
+            *step.impl.members,
+            *step.impl.writes,
+            *(s.node for s in (*pre, *post, *_rows(rows))),
+        ):
             made[n] = i
         for u in node.users:
             if u.target is operator.getitem:
                 made[u] = i
-    for i, (step, pre, post) in enumerate(phases):
-        for s in (*_own(step), *pre, *post):
+    for i, (step, pre, post, rows) in enumerate(phases):
+        for s in (*_own(step), *pre, *post, *_rows(rows)):
             for a in s.node.all_input_nodes:
                 j = made.get(a)
                 if j is not None and j < i and a not in out_names:
@@ -643,7 +680,7 @@ def generate_chain(
     epi_srcs: list[str] = []
     lines: list[str] = []
     ahead = 0  # where in `lines` the next phase's preload goes (after this phase's loads)
-    for i, (step, prologue, epilogue) in enumerate(phases):
+    for i, (step, prologue, epilogue, rows) in enumerate(phases):
         taken.clear()
         if isinstance(step, RowsPhase):
             # row-local work on every core (its blocks of rows from and to shared DRAM): the
@@ -661,7 +698,8 @@ def generate_chain(
             )
             continue
         node, impl = step.node, step.impl
-        fused = {s.node for s in (*prologue, *epilogue)}
+        fused = {s.node for s in (*prologue, *epilogue, *_rows(rows))}
+        after: list[str] = []
         # the node's outputs in the implementation's order: one, or one per tuple element, or
         # the node's and each member's (`Impl.members`, passed as one tuple)
         value = node.meta.get("val")
@@ -729,7 +767,56 @@ def generate_chain(
             lit = _literal(a)
             return lit if lit is not None else _global(ns, fresh, a)
 
-        args = [arg_src(pos, a, impl.values) for pos, a in enumerate(impl.args)]
+        pro_pos = impl.rows_prologue[0] if rows is not None and impl.rows_prologue else None
+        args = [
+            "None" if pos == pro_pos else arg_src(pos, a, impl.values)
+            for pos, a in enumerate(impl.args)
+        ]
+        pro_kw = []
+        if rows is not None:
+            # the row-local work computing operand x one piece of rows per core (`PiecePhase`):
+            # x is never in shared DRAM (unless a later phase reads it: then the writing cores
+            # write it, as every output of that work), the implementation gets None for it
+            if impl.rows_prologue is None:
+                raise AssertionError(f"{node.name}: its implementation takes no piece prologue")
+            pos, r = impl.rows_prologue
+            x = impl.args[pos]
+            inside = {s.node for s in rows[1]}
+            if x not in inside:
+                raise AssertionError(f"{node.name}: operand {pos} is not the piece prologue's")
+            r_in = list(
+                dict.fromkeys(
+                    a
+                    for s in rows[1]
+                    for a in s.node.all_input_nodes
+                    if a not in inside and isinstance(a.meta.get("val"), torch.Tensor)
+                )
+            )
+            r_out = [s.node for s in rows[1] if s.node in out_names]
+            names = {**{a: arg_names[a] for a in r_in}, **{o: out_names[o] for o in r_out}}
+            load_fn, run_fn, pargs, src = rows[0].lines(
+                r_in, rows[1], r_out, x, r, names, ns, fresh, impl_names
+            )
+            epi_srcs += src
+            if rows[2]:
+                inside = {s.node for s in rows[2]}
+                a_in = list(
+                    dict.fromkeys(
+                        a
+                        for s in rows[2]
+                        for a in s.node.all_input_nodes
+                        if a not in inside and isinstance(a.meta.get("val"), torch.Tensor)
+                    )
+                )
+                a_out = [s.node for s in rows[2] if s.node in out_names]
+                names = {**{a: arg_names[a] for a in a_in}, **{o: out_names[o] for o in a_out}}
+                after = rows[0].rest_lines(
+                    a_in, rows[2], a_out, names, ns, fresh, impl_names, "        "
+                )
+            pro_kw = [
+                f"pro=({load_fn}, {run_fn})",
+                "pargs=(" + "".join(f"{a}, " for a in pargs) + ")",
+            ]
         pre_lines = []
         if impl.preload is not None:
             # after the prologue's loads (few bytes, which its first steps wait for), before
@@ -777,12 +864,12 @@ def generate_chain(
         ns[fn_name] = impl.fn
         if members:
             outs = ["(" + ", ".join(outs) + ",)"]
-        call = ", ".join(args + outs + scratch + tail)
+        call = ", ".join(args + outs + scratch + tail + pro_kw)
         if i:
             lines.append("        legato.sync.barrier()  # the previous phase's writes")
         lines += [*load_lines, *pre_lines]
         ahead = len(lines)
-        lines += [*body_lines, f"        {fn_name}({call})  # {node.format_node()[:120]}"]
+        lines += [*body_lines, f"        {fn_name}({call})  # {node.format_node()[:120]}", *after]
     kind = (
         "one chip-scale node" if len(phases) == 1 else f"a chain of {len(phases)} chip-scale nodes"
     )
@@ -818,6 +905,11 @@ def generate_chain(
         extras=extras,
         spmd=True,
     )
+
+
+def _rows(rows) -> list:
+    """The row-local steps fused as a phase's piece prologue (`PiecePhase`), or none."""
+    return [] if rows is None else [*rows[1], *rows[2]]
 
 
 def _own(step) -> tuple:

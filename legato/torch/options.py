@@ -30,6 +30,10 @@ class Options:
     # "legato.fuse_chains": consecutive chip-scale kernels of a partition run as the phases of
     # one kernel while they fit one core's on-chip memory (False: one kernel per chip-scale node)
     fuse_chains: bool = True
+    # "legato.fuse_pieces": in a chain, the row-local work computing a prefill projection's x
+    # (a residual add + RMSNorm) runs as that projection's prologue on the row pieces each core
+    # reads (False: a row phase of its own, x through shared DRAM and a barrier)
+    fuse_pieces: bool = True
 
     @staticmethod
     def parse(options: dict | None) -> Options:

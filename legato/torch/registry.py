@@ -102,6 +102,14 @@ class Impl:
     prologue's steps, an earlier phase of a chain); with none, the implementation gets `()`
     instead and loads those tiles itself (a projection's first weight tiles, loaded before x,
     would only delay x).
+
+    `rows_prologue` (spmd only; None: none) = `(pos, r)`: the implementation reads operand
+    `pos` ([M, K], rows in dim 0) in pieces of r rows and can take, in a chain, the row-local
+    work computing it as a fused prologue (`kernelgen.PiecePhase`): it then gets None for that
+    operand and the keywords `pro=(load, run), pargs=(...)`, and each core calls `ld =
+    load(r0, wcores, *pargs)`, issues its own first loads, then `piece = run(ld, r0, wcores,
+    *pargs)` for the rows [r0, r0 + r) it reads; the cores below `wcores` (one per piece) also
+    write that work's other outputs (a residual sum), each row once.
     """
 
     fn: Any
@@ -122,6 +130,7 @@ class Impl:
     onchip: int | None = None
     preload_bytes: int = 0
     preload_ahead_only: bool = False
+    rows_prologue: tuple | None = None
 
     @property
     def label(self) -> str:

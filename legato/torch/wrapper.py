@@ -800,6 +800,15 @@ def _prologue_read(seg: list, decisions) -> int | None:
     return None if None in sizes else sum(sizes)
 
 
+def _needs(seg: list, x) -> set:
+    """The nodes of `seg` that `x` (one of them) is computed from, x included."""
+    inside, need = set(seg), {x}
+    for n in reversed(seg):
+        if n in need:
+            need.update(a for a in n.all_input_nodes if a in inside)
+    return need
+
+
 def _components(nodes: list) -> list[list]:
     """The weakly connected parts of `nodes` (edges between two of them), each in the order
     of `nodes`."""
@@ -992,6 +1001,10 @@ class LegatoGraphWrapper:
         # row-local segments that may be phases of a chain (`_rows_phase`): their nodes ->
         # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`)
         self._rows_groups: dict[frozenset, tuple] = {}
+        # spmd kernels with the row phase before them fused as a piece prologue
+        # (`_piece_prologues`): their nodes -> (the row phase's nodes, one core's sram it
+        # holds, the nodes the operand needs, the others)
+        self._pieces: dict[frozenset, tuple] = {}
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
         self.summary = PlacementSummary(self.name, options.device)
@@ -1268,6 +1281,10 @@ class LegatoGraphWrapper:
         rows = self._rows_groups.get(frozenset(group))
         if rows is not None:
             return rows[1]
+        piece = self._pieces.get(frozenset(group))
+        if piece is not None:
+            seg = set(piece[0])
+            return self._phase_sram([n for n in group if n not in seg]) + piece[1]
         spmd = next(n for n in group if self._spmd_node(n))
         impl = self.decisions[spmd].impl
         own = {spmd, *impl.members, *_taken(impl)}
@@ -1383,7 +1400,7 @@ class LegatoGraphWrapper:
         chain: list = []  # the groups of the current chain (each one spmd node's kernel)
 
         def close():
-            if len(chain) > 1:
+            if len(chain) > 1 or (chain and frozenset(chain[0]) in self._pieces):
                 merged = [n for g in chain for n in g]
                 self._phases[frozenset(merged)] = [self._phase(g) for g in chain]
                 out.append(merged)
@@ -1391,7 +1408,7 @@ class LegatoGraphWrapper:
                 out.append(chain[0])
             chain.clear()
 
-        for nodes, s in pieces:
+        for nodes, s in self._piece_prologues(pieces):
             if s is None and not (self.options.fuse_chains and self._rows_phase(nodes)):
                 close()
                 out.append(nodes)
@@ -1402,11 +1419,104 @@ class LegatoGraphWrapper:
         close()
         return out
 
-    def _phase(self, group: list):
-        """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
-        a `kernelgen.RowsPhase` for a row-local segment (`_rows_phase`)."""
+    def _piece_prologues(self, pieces: list) -> list:
+        """`pieces` (as `_chains` takes them) with each row-local segment that computes the
+        operand an spmd kernel after it takes one piece of rows at a time (`Impl.rows_prologue`:
+        the prefill projections' x, a residual add + RMSNorm) merged into that kernel as its
+        piece prologue (`kernelgen.PiecePhase`): each core computes the rows it reads on chip,
+        instead of a row phase, a barrier and x's round trip through shared DRAM
+        (`legato.fuse_pieces`)."""
+        if not (self.options.fuse_chains and self.options.fuse_pieces):
+            return pieces
+        out: list = []
+        for nodes, s in pieces:
+            if (
+                s is not None
+                and out
+                and out[-1][1] is None
+                and self._piece_of(out[-1][0], nodes, s)
+            ):
+                seg = out.pop()[0]
+                merged = [*seg, *nodes]
+                pos, r = self.decisions[s].impl.rows_prologue
+                inputs, steps, outputs = self._kernel_io(seg)
+                plan = self._rows_groups[frozenset(seg)][2]
+                from legato.torch.library import chip_rows
+
+                held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores, r)
+                need = _needs(seg, self.decisions[s].impl.args[pos])
+                self._pieces[frozenset(merged)] = (
+                    list(seg),
+                    held,
+                    [n for n in seg if n in need],
+                    [n for n in seg if n not in need],
+                )
+                out.append((merged, s))
+            else:
+                out.append((nodes, s))
+        return out
+
+    def _piece_of(self, seg: list, group: list, s) -> bool:
+        """Whether the row-local segment `seg` before the spmd kernel `group` (of node `s`)
+        can be its piece prologue (`_piece_prologues`): the implementation takes one
+        (`Impl.rows_prologue`), `seg` is a row phase (`_rows_phase`) computing that operand
+        [M, K] with its rows in dim 0, and nothing else of the kernel reads `seg`."""
         from legato.torch.library import chip_rows
 
+        impl = self.decisions[s].impl
+        if impl.rows_prologue is None or s in self._no_chain or s in self._no_fuse:
+            return False
+        if not self._rows_phase(seg):
+            return False
+        pos, r = impl.rows_prologue
+        x = impl.args[pos]
+        inside = set(seg)
+        if x not in inside or any(
+            isinstance(a, torch.fx.Node) and a in inside
+            for k, a in enumerate(impl.args)
+            if k != pos
+        ):
+            return False
+        own = {s, *impl.members}
+        if any(a in inside for n in group if n not in own for a in n.all_input_nodes):
+            return False
+        # the work x does not need runs after the projection, rows over every core (the
+        # first RMSNorm's neighbours: the rotary's cos/sin tables, the mask); none of it may
+        # read what x needs (computed on the piece's cores only)
+        need = _needs(seg, x)
+        if any(a in need for n in seg if n not in need for a in n.all_input_nodes):
+            return False
+        inputs, steps, outputs = self._kernel_io(seg)
+        plan = self._rows_groups[frozenset(seg)][2]
+        if not chip_rows.piece_operand(inputs, steps, outputs, plan, x, r):
+            return False
+        # the piece's blocks beside the kernel's own (a chain's `_fits` counts them as well)
+        held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores, r)
+        return self._phase_sram(group) + held <= self.model.sram_size
+
+    def _phase(self, group: list):
+        """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
+        a `kernelgen.RowsPhase` for a row-local segment (`_rows_phase`), or a
+        `kernelgen.PiecePhase` for an spmd kernel with a piece prologue (`_piece_prologues`)."""
+        from legato.torch.library import chip_rows
+
+        piece = self._pieces.get(frozenset(group))
+        if piece is not None:
+            seg, _, need, rest = piece
+            plan = self._rows_groups[frozenset(seg)][2]
+            ncores = self.model.num_cores
+
+            def piece_lines(inputs, steps, outputs, x, r, names, ns, fresh, impl_names):
+                return chip_rows.piece_lines(
+                    inputs, steps, outputs, plan, x, r, names, ns, fresh, impl_names
+                )
+
+            def rest_lines(inputs, steps, outputs, names, ns, fresh, impl_names, indent):
+                return chip_rows.phase_lines(
+                    inputs, steps, outputs, plan, ncores, names, ns, fresh, impl_names, indent
+                )
+
+            return kernelgen.PiecePhase(list(group), need, piece_lines, rest, rest_lines)
         rows = self._rows_groups.get(frozenset(group))
         if rows is None:
             return list(group)

@@ -522,7 +522,34 @@ def _spmd_epi(outs, epi, eargs, dd, grp, h, r0, rows, j0, pw):
 
 
 @legato.function
-def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
+def _aslab(a, xa, i, r, t, fused):
+    """Slab t ([r, 256]) of the core's row piece i of x: loaded from `a` in shared DRAM, or
+    (`fused`) a slice of the piece `xa` a fused piece prologue computed on chip
+    (`Impl.rows_prologue`)."""
+    if not fused:
+        return legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+    return xa[:, t * TK : (t + 1) * TK]
+
+
+@legato.function
+def _piece(pro, pargs, i, r, grp):
+    """The loads of the fused piece prologue of rows [i*r, (i+1)*r) (`Impl.rows_prologue`),
+    issued first; None without one."""
+    if pro is None:
+        return None
+    return pro[0](i * r, grp, *pargs)
+
+
+@legato.function
+def _piece_run(pro, pargs, ld, i, r, grp):
+    """The fused piece prologue's value (x's rows [i*r, (i+1)*r), on chip), or None."""
+    if pro is None:
+        return None
+    return pro[1](ld, i * r, grp, *pargs)
+
+
+@legato.function
+def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=(), pro=None, pargs=()):
     """Prefill: bench/gemm.py's make_gemm_spmd (see its docstring) with a bias: core c owns the
     output columns [c*tn, (c+1)*tn) and every row; the cores of a group of `grp` read each
     k-slab of `a` once between them (r = M / grp rows each, two slabs ahead) and send their
@@ -544,17 +571,23 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
     An instruction issues in order, so a send waiting for its slab held up the loads behind it
     (DRAM idle meanwhile) and the matmuls behind it: at 16-row pieces (the tiny Llama prefill,
     EVT0, alone) gate/up 14.2k -> 11.7k cycles, q/k/v 8.4k -> 7.2k, down 9.0k -> 8.5k; at 64
-    rows (`torch_gemm_prefill`) 279.9k -> 275.4k."""
+    rows (`torch_gemm_prefill`) 279.9k -> 275.4k.
+
+    `pro` (`Impl.rows_prologue`; `a` is then None): the row-local work computing x (a
+    prefill's residual add + RMSNorm) fused as a prologue: each core computes its piece of x
+    on chip (its loads issued first, then the first weight tiles', then its steps) and sends
+    slices of it; no core reads x from DRAM, and every group starts on slab 0 (the staggered
+    first slab spreads x's reads over the DRAM channels)."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
-    m = a.shape[0]
+    m = out.shape[0] if g == 1 else out[0].shape[0]
     r = m // grp
     spread = max(1, device.model.num_memory_channels // 2 // (num_cores // grp))
     slab = legato.get_model().tensor_type(BF16, [r, TK], "sram")
     c = legato.core_id()
     i = c % grp
     base = c - i
-    off = (c // grp) * spread % kt
+    off = (c // grp) * spread % kt if pro is None else 0
     bb = None
     if has_bias:
         bb = legato.tensor.reshape(
@@ -570,12 +603,20 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
     # the second slab and the second tile: all in flight before the sends of the first slab,
     # which wait for it to arrive (an instruction issues in order: a load after them would
     # leave DRAM idle meanwhile)
-    x0 = legato.tensor.load(a[i * r : (i + 1) * r, off * TK : (off + 1) * TK])
+    ld = _piece(pro, pargs, i, r, grp)
+    if pro is None:
+        x0 = _aslab(a, (), i, r, off, pro is not None)
     w = legato.tensor.load(wt[c, off], "mpu_buffer")
     if kt > 1:
         t = (off + 1) % kt
-        x1 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+        if pro is None:
+            x1 = _aslab(a, (), i, r, t, pro is not None)
         wn = legato.tensor.load(wt[c, t], "mpu_buffer")
+    xa = _piece_run(pro, pargs, ld, i, r, grp)
+    if pro is not None:
+        x0 = _aslab(a, xa, i, r, 0, pro is not None)
+        if kt > 1:
+            x1 = _aslab(a, xa, i, r, 1, pro is not None)
     for d in legato.static_range(1, grp):
         legato.tensor.request_load(x0, to[d - 1], "sram", d)
     for s in legato.static_range(kt):
@@ -583,8 +624,7 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
         if not last and s > 0:
             wn = legato.tensor.load(wt[c, (off + s + 1) % kt], "mpu_buffer")
         if s + 2 < kt:  # a whole slab's matmuls ahead of its sends
-            t = (off + s + 2) % kt
-            x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+            x2 = _aslab(a, xa, i, r, (off + s + 2) % kt, pro is not None)
         accs = _spmd_acc(accs, 0, x0, w)
         for d in legato.static_range(1, grp):
             y = legato.tensor.receive_type(slab, d, None, "sram")
@@ -615,11 +655,13 @@ def linear_rows_cols(a, wt, bias, has_bias, grp, out, g=1, epi=None, eargs=()):
             if s + 2 < kt:
                 x1 = x2
             w = wn
-    assert tk == TK and m == (out.shape[0] if g == 1 else out[0].shape[0])
+    assert tk == TK and (pro is not None or m == a.shape[0])
 
 
 @legato.function
-def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, eargs=()):
+def linear_rows_cols_parts(
+    a, wt, bias, has_bias, grp, g, parts, out, epi=None, eargs=(), pro=None, pargs=()
+):
     """`linear_rows_cols` (its schedule, its arithmetic in the same order) for the g
     projections of a group with each weight tile read and multiplied in `parts` column parts
     (`_rows_cols_parts`; whole projections each): every piece's matmul on part 0, then on part
@@ -631,10 +673,11 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, 
     `linear_rows_cols` at parts = 1: at parts = 1 this one ran the EVT1 tiny Llama prefill
     1.5k cycles slower than `linear_rows_cols` (cause not found). With an epilogue of the g
     results (`Impl.epilogue_own`; parts == g: part p is projection p) each piece's g slices
-    are rounded, kept on chip and handed to `epi` when its last part is done."""
+    are rounded, kept on chip and handed to `epi` when its last part is done. `pro`: a fused
+    piece prologue computing x on chip, as `linear_rows_cols`'."""
     device = legato.get_context().get_device()
     num_cores, kt, tk, tn = wt.shape
-    m = a.shape[0]
+    m = out.shape[0] if g == 1 else out[0].shape[0]
     r = m // grp
     h = parts  # `_rows_cols_parts`: each weight tile in h parts of whole projections
     pw = tn // h
@@ -644,7 +687,7 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, 
     c = legato.core_id()
     i = c % grp
     base = c - i
-    off = (c // grp) * spread % kt
+    off = (c // grp) * spread % kt if pro is None else 0
     bbs = ()
     for p in legato.static_range(h):
         if has_bias:
@@ -668,16 +711,24 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, 
     # parts, the second slab and the second tile's: all in flight before the sends of the first
     # slab, which wait for it to arrive (an instruction issues in order: a load after them
     # would leave DRAM idle meanwhile)
-    x0 = legato.tensor.load(a[i * r : (i + 1) * r, off * TK : (off + 1) * TK])
+    ld = _piece(pro, pargs, i, r, grp)
+    if pro is None:
+        x0 = _aslab(a, (), i, r, off, pro is not None)
     w = ()
     for p in legato.static_range(h):
         w = w + (_wpart(wt, c, off, p, pw),)
     if kt > 1:
         t = (off + 1) % kt
-        x1 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+        if pro is None:
+            x1 = _aslab(a, (), i, r, t, pro is not None)
         wn = ()
         for p in legato.static_range(h):
             wn = wn + (_wpart(wt, c, t, p, pw),)
+    xa = _piece_run(pro, pargs, ld, i, r, grp)
+    if pro is not None:
+        x0 = _aslab(a, xa, i, r, 0, pro is not None)
+        if kt > 1:
+            x1 = _aslab(a, xa, i, r, 1, pro is not None)
     for d in legato.static_range(1, grp):
         legato.tensor.request_load(x0, to[d - 1], "sram", d)
     for s in legato.static_range(kt):
@@ -688,8 +739,7 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, 
             for p in legato.static_range(h):
                 wn = wn + (_wpart(wt, c, t, p, pw),)
         if s + 2 < kt:  # a whole slab's matmuls ahead of its sends
-            t = (off + s + 2) % kt
-            x2 = legato.tensor.load(a[i * r : (i + 1) * r, t * TK : (t + 1) * TK])
+            x2 = _aslab(a, xa, i, r, (off + s + 2) % kt, pro is not None)
         ys = ()  # (parts > 1: the received slabs, for the parts after the first)
         for p in legato.static_range(h):
             for d in legato.static_range(grp):
@@ -762,12 +812,12 @@ def linear_rows_cols_parts(a, wt, bias, has_bias, grp, g, parts, out, epi=None, 
             if s + 2 < kt:
                 x1 = x2
             w = wn
-    assert tk == TK and m == (out.shape[0] if g == 1 else out[0].shape[0])
+    assert tk == TK and (pro is not None or m == a.shape[0])
 
 
 @legato.function
-def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=()):
-    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs)
+def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=(), pro=None, pargs=()):
+    linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs, pro, pargs)
 
 
 def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
@@ -1236,6 +1286,8 @@ def _linear_impl(projs, ctx, x):
         # grouped: an epilogue of the g results alone (SiLU(gate) * up) on each piece on chip
         epilogue=g > 1,
         epilogue_own=True,
+        # x's row pieces computed on chip by the row-local work before it (in a chain)
+        rows_prologue=(0, m // _group(p)),
     )
 
 

@@ -423,11 +423,14 @@ def phase_lines(
     return body
 
 
-def block_bytes(inputs: list, steps: list, outputs: list, plan: RowPlan, ncores: int) -> int:
+def block_bytes(
+    inputs: list, steps: list, outputs: list, plan: RowPlan, ncores: int, r: int | None = None
+) -> int:
     """Bytes of one core's sram a block of `phase_lines` holds at most: every tensor's block
-    (a broadcast one whole), as f32."""
-    widest = max(plan.row_elems(n) * 4 for n in (*inputs, *outputs))
-    r = _block_rows(plan.m, ncores, widest)
+    (a broadcast one whole), as f32 (`r`: a block of that many rows, `piece_lines`)."""
+    if r is None:
+        widest = max(plan.row_elems(n) * 4 for n in (*inputs, *outputs))
+        r = _block_rows(plan.m, ncores, widest)
     total = 0
     for n in dict.fromkeys((*inputs, *(s.node for s in steps), *outputs)):
         for t in _shape(n):
@@ -436,6 +439,94 @@ def block_bytes(inputs: list, steps: list, outputs: list, plan: RowPlan, ncores:
             else:
                 total += t.numel() // t.shape[plan.dims[n]] * r * 4
     return total
+
+
+def piece_operand(inputs: list, steps: list, outputs: list, plan: RowPlan, x, r: int) -> bool:
+    """Whether the row-local work (`plan`) can compute its value `x` one piece of r rows at a
+    time as the fused prologue of the chip-scale node that reads it (`piece_lines`): x is a
+    2-d [M, K] tensor with its M rows in dim 0 and r divides M."""
+    t = _shape(x)
+    return (
+        len(t) == 1
+        and t[0].dim() == 2
+        and plan.dims.get(x) == 0
+        and t[0].shape[0] == plan.m
+        and 0 < r <= plan.m
+        and plan.m % r == 0
+    )
+
+
+def piece_lines(
+    inputs: list,
+    steps: list,
+    outputs: list,
+    plan: RowPlan,
+    x,
+    r: int,
+    names: dict,
+    ns: dict,
+    fresh,
+    impl_names: dict,
+) -> tuple[str, str, list[str], list[str]]:
+    """The row-local work (`plan`) as the fused prologue of the chip-scale node reading its
+    value `x` one piece of r rows per core (`chip_linear.linear_rows_cols`: the rows
+    [r0, r0 + r) a core reads of its group's slabs): two `@legato.function`s, `load(r0, wcores,
+    *pargs)` issuing the loads of the piece's operands (the caller issues its own first loads
+    after them, then computes) and `run(ld, r0, wcores, *pargs)` computing the steps (x and
+    what x needs: `ancestors`) on the piece and returning x's piece on chip. The cores below
+    `wcores` (one for each piece: the group that reads every row once) also write the pieces
+    of every output (`outputs`: a residual sum a later phase reads), each row once. Returns
+    (load name, run name, the shared-DRAM names passed as pargs, the source lines). `names`:
+    each input's and output's shared-DRAM tensor in the kernel."""
+    dims = plan.dims
+    params, pargs = [], []
+    pname: dict = {}
+    for n in (*inputs, *outputs):
+        pname[n] = fresh(f"p_{n.name}")
+        params.append(pname[n])
+        pargs.append(names[n])
+    var: dict = {}
+    loads = []
+    for n in inputs:
+        v = _shape(n)[0]
+        var[n] = fresh(f"v_{n.name}")
+        sub = "" if dims.get(n) is None else _sub(v.shape, dims[n], str(r))
+        loads.append(f"{var[n]} = legato.tensor.load({pname[n]}{sub})")
+    load_fn, run_fn = fresh("pro_load"), fresh("pro")
+    ps = ", ".join(params)
+    src = [
+        "@legato.function",
+        f"def {load_fn}(r0, wcores, {ps}):",
+        *(f"    {ln}" for ln in loads),
+        f"    return ({''.join(f'{var[n]}, ' for n in inputs)})",
+        "",
+        "",
+        "@legato.function",
+        f"def {run_fn}(ld, r0, wcores, {ps}):",
+    ]
+    src += [f"    {var[n]} = ld[{k}]" for k, n in enumerate(inputs)]
+
+    def operand(s, pos, a):
+        return var[a]
+
+    for s in steps:
+        line = kernelgen._step_line(
+            _block_step(s, plan, r), var, operand, ns, fresh, impl_names, "    "
+        )
+        if line is not None:
+            src.append(line)
+    once = []
+    for n in outputs:
+        v = _shape(n)[0]
+        once.append(
+            f"        legato.tensor.memcpy({pname[n]}{_sub(v.shape, dims[n], str(r))}, {var[n]})"
+        )
+    if once:  # (a loop that runs once on each of the cores below wcores)
+        src.append("    device = legato.get_context().get_device()")
+        src.append("    for _ in range(legato.core_id(), wcores, device.num_cores):")
+        src += once
+    src += [f"    return {var[x]}", "", ""]
+    return load_fn, run_fn, pargs, src
 
 
 def generate_rows(

@@ -245,12 +245,14 @@ def test_prefill_block_norm_is_a_row_phase(chains, kernels):
     copies and SiLU(gate) * up, not gate and up too); the residual add (a load of x) is
     row-local. Apart each is a kernel (the row-local ones row-split, `chip_rows`); chained
     they are the 4 phases of one kernel, 2 of them row-local (`kernelgen.RowsPhase`: each core
-    its blocks of rows, then a barrier). Matches eager; every core runs."""
+    its blocks of rows, then a barrier), with the norm's piece prologue off
+    (`legato.fuse_pieces`; on: `test_prefill_norm_is_the_projections_piece_prologue`). Matches
+    eager; every core runs."""
     torch.manual_seed(0)
     mod = Block().bfloat16()
     x = torch.randn(128, 512, dtype=torch.bfloat16)
     with torch.no_grad():
-        y = _compile(mod, **{"legato.fuse_chains": chains})(x)
+        y = _compile(mod, **{"legato.fuse_chains": chains, "legato.fuse_pieces": False})(x)
         ref = mod(x)
     torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
     s = lt.last_summary()
@@ -273,16 +275,51 @@ def test_prefill_block_norm_is_a_row_phase(chains, kernels):
         assert weights + h <= run.dram_bytes <= weights + h + x_copies + 16384, run.dram_bytes
 
 
+@pytest.mark.parametrize("device", ["bertha", "bertha-evt1"])
+def test_prefill_norm_is_the_projections_piece_prologue(device):
+    """test_chip_fusion's MLP block on 128 rows (a prefill), both generations: the RMSNorm
+    before gate/up is not a row phase of its own but gate/up's piece prologue
+    (`Impl.rows_prologue`, `kernelgen.PiecePhase`): each core normalizes the rows of x it
+    reads on chip (`def pro...` in the kernel, called by the projection with `pro=`), so the
+    normalized x never goes through shared DRAM (one activation buffer less) and the chain
+    has one phase (one barrier) less than with `legato.fuse_pieces` off: 3 phases (gate/up +
+    norm, down, the residual add's row phase) against 4. Both match eager."""
+    torch.manual_seed(0)
+    mod = Block().bfloat16()
+    x = torch.randn(128, 512, dtype=torch.bfloat16)
+    got = {}
+    for pieces in (True, False):
+        with torch.no_grad():
+            y = _compile(mod, **{"legato.device": device, "legato.fuse_pieces": pieces})(x)
+            ref = mod(x)
+        torch.testing.assert_close(y.float(), ref.float(), rtol=2e-2, atol=2e-2)
+        assert lt.last_summary().num_kernels == 1, str(lt.last_summary())
+        (k,) = wrapper.last_wrapper().kernel_modules()
+        _every_core(k, 32 if device == "bertha" else 64)
+        got[pieces] = k
+        torch._dynamo.reset()
+    on, off = got[True].gen, got[False].gen
+    assert _phases(got[False]) == 4 and _row_phases(got[False]) == 2, off.source
+    assert _phases(got[True]) == 3 and _row_phases(got[True]) == 1, on.source
+    assert on.source.count("pro=(") == 1 and "pro=(" not in off.source
+    pro = on.source.split("def pro(")[1].split("@legato")[0]
+    assert "rsqrt" in pro and "rsqrt" not in on.source.split("def graph")[1]
+    assert len(on.extras) == len(off.extras) - 1, (on.extras, off.extras)
+
+
 def test_tiny_llama_prefill_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers) on a 128-token prompt without a cache (the
     `torch_tiny_llama_prefill` row): the embedding, the 4 layers and the final norm + lm_head
-    are one all-core kernel of 39 phases (39 kernels before). Per layer 9: the RMSNorm (the
-    first layer's with the rotary's cos/sin tables and the mask, the others with the residual
-    add before it), q/k/v, the head views + rotary, the attention, the transpose back to
-    tokens, o, the residual add + RMSNorm, gate/up with SiLU(gate) * up as its epilogue (on
-    chip, `Impl.epilogue_own`), down (the projections in the prefill form,
-    `linear_rows_cols`); then the residual add + final norm and the lm_head. 17 of them are
-    row-local phases. Logits match eager."""
+    are one all-core kernel of 27 phases (39 kernels before). Per layer 6: q/k/v with the
+    RMSNorm as its piece prologue (`Impl.rows_prologue`: each core normalizes the rows it
+    reads; the first layer's cos/sin tables and mask, which the norm does not need, after the
+    projection on every core's blocks of rows, no barrier of their own; the other layers' with
+    the residual add before the norm), the head views + rotary (a row phase), the attention,
+    o with the transpose back to tokens as its piece prologue, gate/up with the residual add +
+    RMSNorm as its piece prologue and SiLU(gate) * up as its epilogue (on chip,
+    `Impl.epilogue_own`), down (the projections in the prefill form, `linear_rows_cols`); then
+    the residual add + final norm (a row phase) and the lm_head. 12 piece prologues, 5 row
+    phases and the first layer's row loop after q/k/v. Logits match eager."""
     from bench.torch_path import _tiny_llama_prefill
 
     model, fresh = _tiny_llama_prefill(torch)
@@ -295,7 +332,8 @@ def test_tiny_llama_prefill_stack_is_one_kernel():
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.num_extern == 0, str(s)
     (k,) = wrapper.last_wrapper().kernel_modules()
-    assert k.gen.spmd and _phases(k) == 4 * 9 + 3 and _row_phases(k) == 4 * 4 + 1, k.gen.source
+    assert k.gen.spmd and _phases(k) == 4 * 6 + 3 and _row_phases(k) == 4 + 1 + 1, k.gen.source
+    assert k.gen.source.count("pro=(") == 4 * 3
     assert k.gen.source.count("def epi_") >= 4
     _every_core(k)
 
