@@ -1392,7 +1392,9 @@ class LegatoGraphWrapper:
             chain.clear()
 
         for nodes, s in pieces:
-            if s is None and not (self.options.fuse_chains and self._rows_phase(nodes)):
+            if s is None and not (
+                self.options.fuse_chains and (self._rows_phase(nodes) or self._serial_phase(nodes))
+            ):
                 close()
                 out.append(nodes)
                 continue
@@ -1405,13 +1407,15 @@ class LegatoGraphWrapper:
     def _phase(self, group: list):
         """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
         a `kernelgen.RowsPhase` for a row-local segment (`_rows_phase`)."""
-        from legato.torch.library import chip_rows
+        from legato.torch.library import chip_rows, chip_serial
 
         rows = self._rows_groups.get(frozenset(group))
         if rows is None:
             return list(group)
         plan, ncores = rows[2], self.model.num_cores
         inputs, _, outputs = self._kernel_io(group)
+        if plan is None:  # a core-0 phase (`_serial_phase`)
+            return kernelgen.RowsPhase(list(group), inputs, outputs, chip_serial.phase_lines)
 
         def lines(inputs, steps, outputs, names, ns, fresh, impl_names, indent):
             return chip_rows.phase_lines(
@@ -1439,6 +1443,38 @@ class LegatoGraphWrapper:
             return False
         held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores)
         self._rows_groups[key] = (key, held, plan)
+        return True
+
+    def _serial_phase(self, seg: list) -> bool:
+        """Whether the single-core segment `seg` next to chip-scale kernels can be a phase of
+        their chain run by core 0 (`chip_serial`: a decode step's norm, projections too narrow
+        for every core, rotary; the other cores wait at the next barrier): one kernel, not a
+        single-core kernel between two all-core ones. The budget is one core's on-chip
+        memory: every value and loaded input of the segment in sram (`_fits` adds the next
+        phase's preload) and its MPU weights in mpu_buffer. Records its sram as a row
+        phase's (`_rows_groups`, plan None)."""
+        from legato.torch.library import chip_serial
+
+        key = frozenset(seg)
+        if key in self._rows_groups:
+            return True
+        if any(n in self._no_chain for n in seg):
+            return False
+        inputs, steps, _ = self._kernel_io(seg)
+        for st in steps:
+            impl = st.impl
+            if st.node.target in _BOOKKEEPING:
+                continue
+            if impl is None or impl.spmd or impl.rows_only:
+                return False
+            if impl.fn is None and not kernelgen._prepared_step(st):
+                return False  # (folded into a layout, or computed by another kernel)
+            if impl.fn is None and any(u not in key for u in st.node.users):
+                return False  # a prepared weight is an input of its reader's phase only
+        held = chip_serial.onchip_bytes(inputs, steps, self.bounds)
+        if held is None or held[0] > self.model.sram_size or held[1] > self.model.mpu_buffer_size:
+            return False
+        self._rows_groups[key] = (key, held[0], None)
         return True
 
     def _split_rows(self, partitions):
@@ -1503,9 +1539,15 @@ class LegatoGraphWrapper:
             self.decisions[n].impl is None
             or self.decisions[n].impl.spmd
             or any(m not in ("sram", "shared_dram") for m in self.decisions[n].impl.memory.values())
+            or kernelgen._prepared_step(kernelgen.Step(n, self.decisions[n].impl))
             for n in seg
             if n.target not in _BOOKKEEPING
         ):
+            # a matmul's weight (an MPU weight, or f32's prepared t(W)) would be read by every
+            # core: the segment is a core-0 phase of the chain instead (`_serial_phase`;
+            # measured on the tiny Llama's f32 decode step, its first q/k/v projections as the
+            # attention's prologue: 21674 / 19181 cycles EVT0 / EVT1, as a core-0 phase
+            # 20997 / 18432)
             return
         read = _prologue_read(seg, self.decisions)
         if read is None or read > PROLOGUE_BYTES:
