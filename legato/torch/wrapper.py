@@ -1391,9 +1391,11 @@ class LegatoGraphWrapper:
                 out.append(chain[0])
             chain.clear()
 
+        inside = {n for nodes, _ in pieces for n in nodes}
         for nodes, s in pieces:
             if s is None and not (
-                self.options.fuse_chains and (self._rows_phase(nodes) or self._serial_phase(nodes))
+                self.options.fuse_chains
+                and (self._rows_phase(nodes) or self._serial_phase(nodes, inside))
             ):
                 close()
                 out.append(nodes)
@@ -1445,14 +1447,17 @@ class LegatoGraphWrapper:
         self._rows_groups[key] = (key, held, plan)
         return True
 
-    def _serial_phase(self, seg: list) -> bool:
+    def _serial_phase(self, seg: list, inside: set) -> bool:
         """Whether the single-core segment `seg` next to chip-scale kernels can be a phase of
         their chain run by core 0 (`chip_serial`: a decode step's norm, projections too narrow
         for every core, rotary; the other cores wait at the next barrier): one kernel, not a
         single-core kernel between two all-core ones. The budget is one core's on-chip
         memory: every value and loaded input of the segment in sram (`_fits` adds the next
-        phase's preload) and its MPU weights in mpu_buffer. Records its sram as a row
-        phase's (`_rows_groups`, plan None)."""
+        phase's preload) and its MPU weights in mpu_buffer. Not when a value of a dynamic
+        shape would cross to or from another phase of the partition (`inside`): a chain's
+        activation buffers have the bound's static size (Gemma2's sliding-window slices of the
+        cache an attention appended). Records its sram as a row phase's (`_rows_groups`, plan
+        None)."""
         from legato.torch.library import chip_serial
 
         key = frozenset(seg)
@@ -1460,7 +1465,12 @@ class LegatoGraphWrapper:
             return True
         if any(n in self._no_chain for n in seg):
             return False
-        inputs, steps, _ = self._kernel_io(seg)
+        inputs, steps, outputs = self._kernel_io(seg)
+        crossing = [a for a in inputs if a in inside] + [
+            o for o in outputs if any(u in inside and u not in key for u in o.users)
+        ]
+        if any(_nbytes(a) is None for a in crossing):
+            return False
         for st in steps:
             impl = st.impl
             if st.node.target in _BOOKKEEPING:
