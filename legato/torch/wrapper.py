@@ -990,7 +990,8 @@ class LegatoGraphWrapper:
         self._phases: dict[frozenset, list[list]] = {}
         self._no_chain: set = set()  # spmd nodes whose chain failed to compile: apart
         # row-local segments that may be phases of a chain (`_rows_phase`): their nodes ->
-        # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`)
+        # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`); and segments
+        # that may be core-0 phases (`_serial_phase`): plan None, the sram core 0 holds
         self._rows_groups: dict[frozenset, tuple] = {}
         self.model = resolve_backend(options.device)(CompileContext(None, self.name))
         self.ctx = registry.ResolveContext(self.model, options, self.bounds)
@@ -1377,8 +1378,10 @@ class LegatoGraphWrapper:
         (`kernelgen.generate_chain`: a barrier between two), while the chain fits one core's
         on-chip memory (`_fits`): a launch, the first loads' DRAM latency and a drain per
         node saved (a decoder layer's q/k/v, attention, o, gate/up and down: one kernel, not
-        five). A single-core segment between two ends the chain. Convex: `pieces` are in an
-        order every path follows (`_slots`), and a chain is a run of consecutive pieces."""
+        five). A single-core segment before, between or after them joins the chain as a row
+        phase (`_rows_phase`) or a core-0 phase (`_serial_phase`), else it ends it. Convex:
+        `pieces` are in an order every path follows (`_slots`), and a chain is a run of
+        consecutive pieces."""
         out: list[list] = []
         chain: list = []  # the groups of the current chain (each one spmd node's kernel)
 
