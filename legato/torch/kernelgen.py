@@ -563,7 +563,16 @@ def generate_chain(
     layout_of: dict[torch.fx.Node, Layout] = {}
     part_of: set = set()
     phases = [tuple(p) if len(p) == 4 else (*p, None) for p in phases]
-    for step, _, _, _ in phases:
+    for step, pre, post, _ in phases:
+        # an MPU weight prepared once per parameter version (`_prepared_step`) that a phase's
+        # single-core work reads (a core-0 phase, `chip_serial`): the kernel takes the
+        # prepared tensor as the parameter's input, as `generate` does
+        for s in (*pre, *post):
+            if _prepared_step(s):
+                lay = s.impl.args[0]
+                if layout_of.get(lay.node, lay) is not lay:
+                    raise AssertionError(f"{s.node.name}: two layouts of {lay.node.name}")
+                layout_of[lay.node] = lay
         if isinstance(step, RowsPhase):
             continue
         for a in step.impl.args:
@@ -666,7 +675,11 @@ def generate_chain(
                 made[u] = i
     for i, (step, pre, post, rows) in enumerate(phases):
         for s in (*_own(step), *pre, *post, *_rows(rows)):
-            for a in s.node.all_input_nodes:
+            # (an spmd node's operands: the new K/V rows of an attention's KV appends too)
+            spmd_args = s.impl.args if s.impl is not None and s.impl.spmd else ()
+            for a in dict.fromkeys(
+                (*s.node.all_input_nodes, *(a for a in spmd_args if isinstance(a, torch.fx.Node)))
+            ):
                 j = made.get(a)
                 if j is not None and j < i and a not in out_names:
                     out_names[a] = extra(f"act_{a.name}", _tensor_val(a), a.name)

@@ -999,7 +999,8 @@ class LegatoGraphWrapper:
         self._phases: dict[frozenset, list[list]] = {}
         self._no_chain: set = set()  # spmd nodes whose chain failed to compile: apart
         # row-local segments that may be phases of a chain (`_rows_phase`): their nodes ->
-        # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`)
+        # (the nodes, one core's sram a block holds, their `chip_rows.RowPlan`); and segments
+        # that may be core-0 phases (`_serial_phase`): plan None, the sram core 0 holds
         self._rows_groups: dict[frozenset, tuple] = {}
         # spmd kernels with the row phase before them fused as a piece prologue
         # (`_piece_prologues`): their nodes -> (the row phase's nodes, one core's sram it
@@ -1394,8 +1395,10 @@ class LegatoGraphWrapper:
         (`kernelgen.generate_chain`: a barrier between two), while the chain fits one core's
         on-chip memory (`_fits`): a launch, the first loads' DRAM latency and a drain per
         node saved (a decoder layer's q/k/v, attention, o, gate/up and down: one kernel, not
-        five). A single-core segment between two ends the chain. Convex: `pieces` are in an
-        order every path follows (`_slots`), and a chain is a run of consecutive pieces."""
+        five). A single-core segment before, between or after them joins the chain as a row
+        phase (`_rows_phase`) or a core-0 phase (`_serial_phase`), else it ends it. Convex:
+        `pieces` are in an order every path follows (`_slots`), and a chain is a run of
+        consecutive pieces."""
         out: list[list] = []
         chain: list = []  # the groups of the current chain (each one spmd node's kernel)
 
@@ -1408,8 +1411,12 @@ class LegatoGraphWrapper:
                 out.append(chain[0])
             chain.clear()
 
+        inside = {n for nodes, _ in pieces for n in nodes}
         for nodes, s in self._piece_prologues(pieces):
-            if s is None and not (self.options.fuse_chains and self._rows_phase(nodes)):
+            if s is None and not (
+                self.options.fuse_chains
+                and (self._rows_phase(nodes) or self._serial_phase(nodes, inside))
+            ):
                 close()
                 out.append(nodes)
                 continue
@@ -1498,7 +1505,7 @@ class LegatoGraphWrapper:
         """A phase of a chain for `kernelgen.generate`: the nodes of one spmd node's kernel, or
         a `kernelgen.RowsPhase` for a row-local segment (`_rows_phase`), or a
         `kernelgen.PiecePhase` for an spmd kernel with a piece prologue (`_piece_prologues`)."""
-        from legato.torch.library import chip_rows
+        from legato.torch.library import chip_rows, chip_serial
 
         piece = self._pieces.get(frozenset(group))
         if piece is not None:
@@ -1522,6 +1529,8 @@ class LegatoGraphWrapper:
             return list(group)
         plan, ncores = rows[2], self.model.num_cores
         inputs, _, outputs = self._kernel_io(group)
+        if plan is None:  # a core-0 phase (`_serial_phase`)
+            return kernelgen.RowsPhase(list(group), inputs, outputs, chip_serial.phase_lines)
 
         def lines(inputs, steps, outputs, names, ns, fresh, impl_names, indent):
             return chip_rows.phase_lines(
@@ -1540,7 +1549,7 @@ class LegatoGraphWrapper:
 
         key = frozenset(seg)
         if key in self._rows_groups:
-            return True
+            return self._rows_groups[key][2] is not None  # (None: a core-0 phase)
         if any(n in self._no_chain for n in seg):
             return False
         inputs, steps, outputs = self._kernel_io(seg)
@@ -1549,6 +1558,46 @@ class LegatoGraphWrapper:
             return False
         held = chip_rows.block_bytes(inputs, steps, outputs, plan, self.model.num_cores)
         self._rows_groups[key] = (key, held, plan)
+        return True
+
+    def _serial_phase(self, seg: list, inside: set) -> bool:
+        """Whether the single-core segment `seg` next to chip-scale kernels can be a phase of
+        their chain run by core 0 (`chip_serial`: a decode step's norm, projections too narrow
+        for every core, rotary; the other cores wait at the next barrier): one kernel, not a
+        single-core kernel between two all-core ones. The budget is one core's on-chip
+        memory: every value and loaded input of the segment in sram (`_fits` adds the next
+        phase's preload) and its MPU weights in mpu_buffer. Not when a value of a dynamic
+        shape would cross to or from another phase of the partition (`inside`): a chain's
+        activation buffers have the bound's static size (Gemma2's sliding-window slices of the
+        cache an attention appended). Records its sram as a row phase's (`_rows_groups`, plan
+        None)."""
+        from legato.torch.library import chip_serial
+
+        key = frozenset(seg)
+        if key in self._rows_groups:
+            return self._rows_groups[key][2] is None
+        if any(n in self._no_chain for n in seg):
+            return False
+        inputs, steps, outputs = self._kernel_io(seg)
+        crossing = [a for a in inputs if a in inside] + [
+            o for o in outputs if any(u in inside and u not in key for u in o.users)
+        ]
+        if any(_nbytes(a) is None for a in crossing):
+            return False
+        for st in steps:
+            impl = st.impl
+            if st.node.target in _BOOKKEEPING:
+                continue
+            if impl is None or impl.spmd or impl.rows_only:
+                return False
+            if impl.fn is None and not kernelgen._prepared_step(st):
+                return False  # (folded into a layout, or computed by another kernel)
+            if impl.fn is None and any(u not in key for u in st.node.users):
+                return False  # a prepared weight is an input of its reader's phase only
+        held = chip_serial.onchip_bytes(inputs, steps, self.bounds)
+        if held is None or held[0] > self.model.sram_size or held[1] > self.model.mpu_buffer_size:
+            return False
+        self._rows_groups[key] = (key, held[0], None)
         return True
 
     def _split_rows(self, partitions):
@@ -1613,9 +1662,15 @@ class LegatoGraphWrapper:
             self.decisions[n].impl is None
             or self.decisions[n].impl.spmd
             or any(m not in ("sram", "shared_dram") for m in self.decisions[n].impl.memory.values())
+            or kernelgen._prepared_step(kernelgen.Step(n, self.decisions[n].impl))
             for n in seg
             if n.target not in _BOOKKEEPING
         ):
+            # a matmul's weight (an MPU weight, or f32's prepared t(W)) would be read by every
+            # core: the segment is a core-0 phase of the chain instead (`_serial_phase`;
+            # measured on the tiny Llama's f32 decode step, its first q/k/v projections as the
+            # attention's prologue: 21674 / 19181 cycles EVT0 / EVT1, as a core-0 phase
+            # 20997 / 18432)
             return
         read = _prologue_read(seg, self.decisions)
         if read is None or read > PROLOGUE_BYTES:

@@ -92,7 +92,9 @@ def _per_core_instructions(run):
 
 def test_spmd_node_is_an_all_core_kernel_of_its_own(toy_resolvers):
     """relu(a) + b, then * 2: the add is an spmd partition of its own between the relu's and the
-    mul's kernels; every core runs it; scratch and barrier carry the result."""
+    mul's kernels (without chains); every core runs it; scratch and barrier carry the result.
+    With chains (the default) the relu and the mul are core-0 phases of its kernel
+    (`wrapper._serial_phase`): one kernel."""
 
     def f(a, b):
         return (torch.relu(a) + b) * 2
@@ -100,6 +102,15 @@ def test_spmd_node_is_an_all_core_kernel_of_its_own(toy_resolvers):
     a, b = torch.randn(64, 128), torch.randn(64, 128)
     with torch.no_grad():
         y = torch.compile(f, backend="legato", options={"legato.strict": True})(a, b)
+    torch.testing.assert_close(y, f(a, b), rtol=1e-6, atol=1e-6)
+    s = lt.last_summary()
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    (mod,) = wrapper.last_wrapper().kernel_modules()
+    assert mod.gen.spmd and mod.gen.source.count("# core 0") == 2, mod.gen.source
+    torch._dynamo.reset()
+    opts = {"legato.strict": True, "legato.fuse_chains": False}
+    with torch.no_grad():
+        y = torch.compile(f, backend="legato", options=opts)(a, b)
     torch.testing.assert_close(y, f(a, b), rtol=1e-6, atol=1e-6)
     s = lt.last_summary()
     assert s.num_kernels == 3 and s.num_extern == 0, str(s)
