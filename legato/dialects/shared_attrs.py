@@ -31,28 +31,27 @@ _STRS: dict[str, StringAttr] = {}
 _MAX_SHARED = 1 << 16  # a bound on memory, not on correctness
 
 
+def _shared(table: dict, value, cls: type, raw: type):
+    """`cls(value)`, one instance per `raw` value in `table`; an instance of `cls` as it is, and
+    a value of another type (a bool for an int: kept apart from the equal int) unshared."""
+    if type(value) is not raw:
+        return value if isinstance(value, cls) else cls(value)
+    attr = table.get(value)
+    if attr is None:
+        if len(table) >= _MAX_SHARED:
+            table.clear()
+        attr = table[value] = cls(value)
+    return attr
+
+
 def int_attr(value: int | IntAttr) -> IntAttr:
     """`value` as an `IntAttr`: `IntAttr(value)`, one instance per int (the backend's
     immediates and offsets, the queues and dims of the ops, ~4k per GEMM compile of a few
     hundred values; each new one ran xDSL's `Attribute.__post_init__`)."""
-    if type(value) is not int:  # an IntAttr, or a bool (kept apart from the equal int)
-        return value if isinstance(value, IntAttr) else IntAttr(value)
-    attr = _INTS.get(value)
-    if attr is None:
-        if len(_INTS) >= _MAX_SHARED:
-            _INTS.clear()
-        attr = _INTS[value] = IntAttr(value)
-    return attr
+    return _shared(_INTS, value, IntAttr, int)
 
 
 def str_attr(value: str | StringAttr) -> StringAttr:
     """`value` as a `StringAttr`: `StringAttr(value)`, one instance per string (memory spaces,
     kinds and dtypes the ops name)."""
-    if type(value) is not str:
-        return value if isinstance(value, StringAttr) else StringAttr(value)
-    attr = _STRS.get(value)
-    if attr is None:
-        if len(_STRS) >= _MAX_SHARED:
-            _STRS.clear()
-        attr = _STRS[value] = StringAttr(value)
-    return attr
+    return _shared(_STRS, value, StringAttr, str)

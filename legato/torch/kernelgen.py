@@ -794,35 +794,15 @@ def generate_chain(
                 raise AssertionError(f"{node.name}: its implementation takes no piece prologue")
             pos, r = impl.rows_prologue
             x = impl.args[pos]
-            inside = {s.node for s in rows[1]}
-            if x not in inside:
+            if x not in {s.node for s in rows[1]}:
                 raise AssertionError(f"{node.name}: operand {pos} is not the piece prologue's")
-            r_in = list(
-                dict.fromkeys(
-                    a
-                    for s in rows[1]
-                    for a in s.node.all_input_nodes
-                    if a not in inside and isinstance(a.meta.get("val"), torch.Tensor)
-                )
-            )
-            r_out = [s.node for s in rows[1] if s.node in out_names]
-            names = {**{a: arg_names[a] for a in r_in}, **{o: out_names[o] for o in r_out}}
+            r_in, r_out, names = _segment_io(rows[1], arg_names, out_names)
             load_fn, run_fn, pargs, src = rows[0].lines(
                 r_in, rows[1], r_out, x, r, names, ns, fresh, impl_names
             )
             epi_srcs += src
             if rows[2]:
-                inside = {s.node for s in rows[2]}
-                a_in = list(
-                    dict.fromkeys(
-                        a
-                        for s in rows[2]
-                        for a in s.node.all_input_nodes
-                        if a not in inside and isinstance(a.meta.get("val"), torch.Tensor)
-                    )
-                )
-                a_out = [s.node for s in rows[2] if s.node in out_names]
-                names = {**{a: arg_names[a] for a in a_in}, **{o: out_names[o] for o in a_out}}
+                a_in, a_out, names = _segment_io(rows[2], arg_names, out_names)
                 after = rows[0].rest_lines(
                     a_in, rows[2], a_out, names, ns, fresh, impl_names, "        "
                 )
@@ -1157,6 +1137,23 @@ def _tensor_val(node):
     if not isinstance(v, torch.Tensor):
         raise AssertionError(f"node {node.name} has no tensor value")  # noqa: TRY004
     return v
+
+
+def _segment_io(steps: list, arg_names: dict, out_names: dict) -> tuple[list, list, dict]:
+    """A piece prologue's segment of `steps` in a chain (`PiecePhase`): the tensors it reads
+    from outside it (in order of first use), its nodes the kernel writes out, and the
+    parameter name of each."""
+    inside = {s.node for s in steps}
+    ins = list(
+        dict.fromkeys(
+            a
+            for s in steps
+            for a in s.node.all_input_nodes
+            if a not in inside and isinstance(a.meta.get("val"), torch.Tensor)
+        )
+    )
+    outs = [s.node for s in steps if s.node in out_names]
+    return ins, outs, {**{a: arg_names[a] for a in ins}, **{o: out_names[o] for o in outs}}
 
 
 def _prepared_step(step: Step) -> bool:

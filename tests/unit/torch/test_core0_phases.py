@@ -66,6 +66,15 @@ def _check(got, ref, dtype):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
 
 
+def _run_against_eager(compiled, model, dtype, lengths=(7, 8)):
+    """Calls of `compiled` at each KV length (the second makes it dynamic), each checked
+    against eager."""
+    with torch.no_grad():
+        for length in lengths:
+            args = _block_args(length, dtype)
+            _check(compiled(*args), model(*args), dtype)
+
+
 def _failed_compiles(caplog) -> list[str]:
     return [r.getMessage() for r in caplog.records if "fails to compile" in r.getMessage()]
 
@@ -76,10 +85,7 @@ def test_block_is_one_kernel_with_core0_phases(dtype, caplog):
     model = Block(dtype)
     compiled = torch.compile(model, backend="legato", options={"legato.strict": True})
     caplog.set_level(logging.WARNING, logger="legato.torch")
-    with torch.no_grad():
-        for length in (7, 8, 40):  # the second length makes it dynamic
-            args = _block_args(length, dtype)
-            _check(compiled(*args), model(*args), dtype)
+    _run_against_eager(compiled, model, dtype, (7, 8, 40))
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.num_extern == 0, str(s)
     (mod,) = wrapper.last_wrapper().kernel_modules()
@@ -98,13 +104,10 @@ def test_block_follows_a_weight_update():
     torch.manual_seed(1)
     model = Block(F32)
     compiled = torch.compile(model, backend="legato")
+    _run_against_eager(compiled, model, F32)
     with torch.no_grad():
-        for length in (7, 8):
-            args = _block_args(length, F32)
-            _check(compiled(*args), model(*args), F32)
         model.o.weight.mul_(-2.0)
-        args = _block_args(9, F32)
-        _check(compiled(*args), model(*args), F32)
+    _run_against_eager(compiled, model, F32, (9,))
     assert lt.last_summary().num_kernels == 1, str(lt.last_summary())
 
 
@@ -114,10 +117,7 @@ def test_without_chains_every_segment_is_a_kernel():
     torch.manual_seed(0)
     model = Block(BF16)
     compiled = torch.compile(model, backend="legato", options={"legato.fuse_chains": False})
-    with torch.no_grad():
-        for length in (7, 8):
-            args = _block_args(length, BF16)
-            _check(compiled(*args), model(*args), BF16)
+    _run_against_eager(compiled, model, BF16)
     assert lt.last_summary().num_kernels == 3, str(lt.last_summary())
 
 
@@ -128,10 +128,7 @@ def test_a_segment_over_one_cores_memory_is_a_kernel_of_its_own(monkeypatch):
     torch.manual_seed(0)
     model = Block(BF16)
     compiled = torch.compile(model, backend="legato")
-    with torch.no_grad():
-        for length in (7, 8):
-            args = _block_args(length, BF16)
-            _check(compiled(*args), model(*args), BF16)
+    _run_against_eager(compiled, model, BF16)
     assert lt.last_summary().num_kernels == 3, str(lt.last_summary())
 
 
