@@ -25,6 +25,7 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from legato.dialects import core
 from legato.dialects import legato as lg
+from legato.dialects.fast_build import build_flat
 from legato.model.compute_model import ComputeModel
 from legato.transforms.diagnostics import error_at, inherit_location
 
@@ -206,10 +207,11 @@ class LoweringState:
     def cast(self, prog: ProgramState, buf: Buffer, like: SSAValue) -> SSAValue:
         """A value of `like`'s (legato) type standing for `buf` (an unrealized cast, erased once
         the kernel is lowered)."""
-        # `create`, not `get`: the IRDL builder's generic argument checks were a tenth of this
+        # `build_flat` (what `create` makes, without `Operation.__init__`'s generic setters),
+        # not `get`: the IRDL builder's generic argument checks were a tenth of this
         # conversion's time (one cast per tensor result), and these two lists are its whole
         # signature.
-        cast = UnrealizedConversionCastOp.create(operands=[buf.value], result_types=[like.type])
+        cast = build_flat(UnrealizedConversionCastOp, [buf.value], [like.type])
         prog.emit(cast)
         result = cast.results[0]
         prog.values[result] = buf

@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from legato.dialects import backend as be
+from legato.dialects.fast_build import clone_flat
 from legato.model.compute_model import ComputeModel
 from legato.model.ir import model_of
 from legato.transforms.diagnostics import error_at, inherit_location
@@ -309,7 +310,7 @@ class BackendAllocateRegistersPass(ModulePass):
                     spiller.copy_table()
                 for u in users:
                     la = be.LsaOp(*spiller.table)
-                    c = d.clone()
+                    c = clone_flat(d)
                     c.operands = (la.results[0],)
                     block.insert_ops_before([inherit_location(la, u), c], u)
                     users[u] = c.results[0]
@@ -321,7 +322,7 @@ class BackendAllocateRegistersPass(ModulePass):
                         Rewriter.erase_op(base.owner)
             elif kind in (_REMAT, _RELOAD):
                 for u in users:
-                    c = d.clone()
+                    c = clone_flat(d)
                     block.insert_op_before(c, u)
                     users[u] = c.results[0]
                 _read_from(v, users)

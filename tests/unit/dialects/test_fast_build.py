@@ -2,7 +2,7 @@
 xDSL's error when the arguments do not fit the definition."""
 
 import pytest
-from xdsl.dialects.builtin import IndexType, StringAttr
+from xdsl.dialects.builtin import IndexType, IntAttr, StringAttr, UnrealizedConversionCastOp
 from xdsl.ir import Block, Region
 from xdsl.irdl import IRDLOperation
 from xdsl.printer import Printer
@@ -33,10 +33,18 @@ def _same(a, b) -> None:
     assert len(a.regions) == len(b.regions) and list(a.successors) == list(b.successors)
     # the same fields, each operand's use registered at its index, results owned in order
     assert sorted(vars(a)) == sorted(vars(b)) and a.location == b.location
+    # the results and uses have xDSL's fields, in its order
+    assert [list(vars(r)) for r in a.results] == [list(vars(r)) for r in b.results]
+    assert [list(vars(u)) for u in a._operand_uses] == [list(vars(u)) for u in b._operand_uses]
     for op in (a, b):
         for i, v in enumerate(op.operands):
             assert any(u.operation is op and u.index == i for u in v.uses)
         assert [(r.owner, r.index) for r in op.results] == [(op, i) for i in range(len(op.results))]
+    # each op's uses in its operands' use lists in the same order (the newest use first)
+    for va, vb in zip(a.operands, b.operands, strict=True):
+        assert [u.index for u in va.uses if u.operation is a] == [
+            u.index for u in vb.uses if u.operation is b
+        ]
 
 
 def _text(op) -> str:
@@ -69,6 +77,11 @@ def _text(op) -> str:
         ),
         # single operands given bare and as one-element lists, an optional one empty
         (be.AddOp, lambda v: dict(operands=[v[0], [v[1]]], result_types=[be.reg()])),
+        # every operand and result single and given bare (the builder's shortest path)
+        (be.AddOp, lambda v: dict(operands=[v[0], v[1]], result_types=[be.reg()])),
+        (be.AddOp, lambda v: dict(operands=[v[0], v[0]], result_types=[be.reg()])),
+        (be.AddOp, lambda v: dict(operands=(v[0], v[1]), result_types=[[be.reg()]])),
+        (be.LiOp, lambda v: dict(properties={"imm": IntAttr(3)}, result_types=[be.reg()])),
         (be.DmaOp, lambda v: dict(operands=[v[0], v[1], v[2], []])),
         (be.DmaOp, lambda v: dict(operands=[v[0], v[1], v[2], [v[3]]])),
     ],
@@ -157,3 +170,39 @@ def test_the_frontends_index_ops_are_xdsls(cls):
     _same(index_binary(op_cls, a, b), op_cls(a, b))
     for value in (0, 7, -3, 1 << 40):
         _same(index_constant(value), arith.ConstantOp.from_int_and_width(value, IndexType()))
+
+
+def test_build_flat_makes_creates_op():
+    """`build_flat` of an xDSL op (the lowering's unrealized casts) is `create`'s op."""
+    from legato.dialects.fast_build import build_flat
+
+    _, (a,) = _values(1)
+    t = core.BufType([8], "f32", "sram")
+    _same(
+        build_flat(UnrealizedConversionCastOp, [a], [t]),
+        UnrealizedConversionCastOp.create(operands=[a], result_types=[t]),
+    )
+
+
+def test_clone_flat_is_xdsls_clone():
+    """`clone_flat` (the register allocator's re-emitted values) makes `op.clone()`'s op: the
+    operands and their uses, the properties and attributes (copies), the location, the
+    results' name hints and the printed text; an op with a region is xDSL's clone."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    from legato.dialects.fast_build import clone_flat
+
+    _, (a, b) = _values(2)
+    li = be.LiOp(7)
+    li.results[0].name_hint = "seven"
+    li.attributes["tag"] = StringAttr("x")
+    li.location = FileLineColLoc(StringAttr("k.py"), IntAttr(3), IntAttr(4))
+    ld = be.LdOp(a, 8)
+    for op in (li, ld, be.AddOp(a, b), be.LsaOp("sram", 64)):
+        ours, theirs = clone_flat(op), op.clone()
+        _same(ours, theirs)
+        assert ours.properties is not op.properties and ours.attributes is not op.attributes
+        assert [r.name_hint for r in ours.results] == [r.name_hint for r in theirs.results]
+        assert _text(ours) == _text(theirs) and ours.location is op.location
+    on = lg.OnOp(lg.ContextAttr.core(0), [], [], Region(Block([lg.YieldOp()])))
+    assert _text(clone_flat(on)) == _text(on.clone())
