@@ -83,7 +83,7 @@ from legato.dialects.legato import (
     remembers_hash,
     verify_memory_space,
 )
-from legato.dialects.shared_attrs import bool_attr, int_attr, str_attr
+from legato.dialects.shared_attrs import bool_attr, i64_array, int_attr, str_attr
 from legato.dialects.slicing import DYNAMIC as SLICE_DYNAMIC
 from legato.dialects.slicing import parse_sliced, print_sliced, split_mixed
 from legato.types import CORE_SPACES, Dim
@@ -664,8 +664,8 @@ class SubviewOp(FastBuildOperation):
             operands=[source, dyn_off, dyn_size],
             result_types=[result_type],
             properties={
-                "static_offsets": DenseArrayBase.from_list(i64, st_off),
-                "static_sizes": DenseArrayBase.from_list(i64, st_size),
+                "static_offsets": i64_array(st_off),
+                "static_sizes": i64_array(st_size),
             },
         )
 

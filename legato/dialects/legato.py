@@ -92,7 +92,7 @@ from xdsl.utils.exceptions import VerifyException
 from legato import opset
 from legato.dialects.debug import AssertOpBase, PrintOpBase
 from legato.dialects.fast_build import FastBuildOperation, install_fast_accessors
-from legato.dialects.shared_attrs import int_attr, str_attr
+from legato.dialects.shared_attrs import i64_array, int_attr, str_attr
 from legato.dialects.slicing import DYNAMIC, join_mixed, parse_sliced, print_sliced, split_mixed
 from legato.types import (
     CORE_SPACES,
@@ -464,15 +464,15 @@ class ContextAttr(ParametrizedAttribute):
 
     @staticmethod
     def top() -> ContextAttr:
-        return ContextAttr("top")
+        return _shared_context("top", None)
 
     @staticmethod
     def core(i: int) -> ContextAttr:
-        return ContextAttr("core", i)
+        return _shared_context("core", i) if type(i) is int else ContextAttr("core", i)
 
     @staticmethod
     def all_cores() -> ContextAttr:
-        return ContextAttr("all_cores")
+        return _shared_context("all_cores", None)
 
     @property
     def is_top(self) -> bool:
@@ -519,6 +519,20 @@ class ContextAttr(ParametrizedAttribute):
                 raise VerifyException(f"core index must be non-negative, got {self.index.data}")
         elif isinstance(self.index, IntAttr):
             raise VerifyException(f"context '{kind}' takes no core index")
+
+
+#: one `ContextAttr` per (kind, core index) the builders were asked for (an immutable value:
+#: the lowering names a core per op it emits, and each new attribute ran xDSL's checks)
+_CONTEXTS: dict[tuple[str, int | None], ContextAttr] = {}
+
+
+def _shared_context(kind: str, index: int | None) -> ContextAttr:
+    attr = _CONTEXTS.get((kind, index))
+    if attr is None:
+        if len(_CONTEXTS) >= 1 << 12:
+            _CONTEXTS.clear()
+        attr = _CONTEXTS[(kind, index)] = ContextAttr(kind, index)
+    return attr
 
 
 def parse_context(parser: AttrParser) -> ContextAttr:
@@ -600,7 +614,7 @@ _int_attr, _str_attr = int_attr, str_attr
 def _i64_array(values: Sequence[int] | DenseArrayBase) -> DenseArrayBase:
     if isinstance(values, DenseArrayBase):
         return values
-    return DenseArrayBase.from_list(i64, list(values))
+    return i64_array(values)
 
 
 def _parse_int_list(parser: Parser, allow_question: bool = False) -> list[int]:

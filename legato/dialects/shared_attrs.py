@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from xdsl.dialects.builtin import BoolAttr, IntAttr, IntegerAttr, StringAttr, UnitAttr
+from xdsl.dialects.builtin import (
+    BoolAttr,
+    DenseArrayBase,
+    IntAttr,
+    IntegerAttr,
+    StringAttr,
+    UnitAttr,
+    i64,
+)
 from xdsl.ir import Attribute
 
 UNIT = UnitAttr()
@@ -55,3 +63,22 @@ def str_attr(value: str | StringAttr) -> StringAttr:
     """`value` as a `StringAttr`: `StringAttr(value)`, one instance per string (memory spaces,
     kinds and dtypes the ops name)."""
     return _shared(_STRS, value, StringAttr, str)
+
+
+_I64_ARRAYS: dict[tuple[int, ...], DenseArrayBase] = {}
+
+
+def i64_array(values) -> DenseArrayBase:
+    """`DenseArrayBase.from_list(i64, values)`, one instance per tuple of ints (the static
+    offsets, sizes and shapes of the ops: each new one packed its bytes and ran xDSL's
+    attribute checks, ~1.5% of the GEMM's compile); a list holding anything but ints (a bool,
+    equal to an int as a key) is not shared."""
+    key = tuple(values)
+    if not all(type(v) is int for v in key):
+        return DenseArrayBase.from_list(i64, list(key))
+    attr = _I64_ARRAYS.get(key)
+    if attr is None:
+        if len(_I64_ARRAYS) >= _MAX_SHARED:
+            _I64_ARRAYS.clear()
+        attr = _I64_ARRAYS[key] = DenseArrayBase.from_list(i64, list(key))
+    return attr
