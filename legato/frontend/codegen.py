@@ -208,12 +208,20 @@ def _file_line_col(file: str, line: int, col: int) -> FileLineColLoc:
     return FileLineColLoc(StringAttr(file), IntAttr(line), IntAttr(col))
 
 
-@functools.cache
-def _signature_names(sig) -> tuple[tuple[str, ...], dict]:
-    """(parameter names, defaults) of a builtin's signature; callers only read them."""
-    names = tuple(sig.parameters)
-    defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
-    return names, defaults
+def _signature_names(op: str, sig) -> tuple[tuple[str, ...], dict]:
+    """(parameter names, defaults) of builtin `op`'s signature `sig`; callers only read them.
+    Remembered per op name while its signature is the same object (hashing an
+    `inspect.Signature` for a cache key hashes every parameter: ~1% of a big kernel's
+    frontend)."""
+    got = _SIGNATURE_NAMES.get(op)
+    if got is None or got[0] is not sig:
+        names = tuple(sig.parameters)
+        defaults = {n: p.default for n, p in sig.parameters.items() if p.default is not p.empty}
+        got = _SIGNATURE_NAMES[op] = (sig, names, defaults)
+    return got[1], got[2]
+
+
+_SIGNATURE_NAMES: dict[str, tuple] = {}
 
 
 @dataclass(frozen=True)
@@ -1127,7 +1135,7 @@ class CodeGenerator(RuntimeCodegen):
         sig = BUILTIN_SIGNATURES.get(op)
         if names is None:
             assert sig is not None, f"legato.tensor.{op} has no registered signature"
-            names, defaults = _signature_names(sig)
+            names, defaults = _signature_names(op, sig)
         defaults = defaults or {}
         what = _SignatureText(op, sig)
         bound: dict = {}
