@@ -112,14 +112,19 @@ def _build(kinds: tuple[int, ...], args, convert) -> tuple[list, list[int]]:
     out: list = []
     sizes: list[int] = []
     for kind, a in zip(kinds, args):
-        if type(a) is OpResult or type(a) is BlockArgument:  # one value (not a Sequence)
+        t = type(a)
+        if t is OpResult or t is BlockArgument:  # one value (not a Sequence)
             out.append(a)
             sizes.append(1)
         elif a is None:
             if kind == _SINGLE:
                 raise _Fallback
             sizes.append(0)
-        elif type(a) is list or type(a) is tuple or isinstance(a, Sequence):
+        elif (
+            t is list
+            or t is tuple
+            or not (_ONE_ITEM[t] if t in _ONE_ITEM else _ONE_ITEM.setdefault(t, _one_item(a)))
+        ):
             n = len(a)
             if (kind == _SINGLE and n != 1) or (kind == _OPTIONAL and n > 1):
                 raise _Fallback

@@ -20,7 +20,7 @@ def walk(op: Operation) -> Iterator[Operation]:
         for block in region.blocks:
             inner = block.first_op
             while inner is not None:
-                after = inner.next_op
+                after = inner._next_op  # noqa: SLF001 (what the `next_op` property reads)
                 if inner.regions:
                     yield from walk(inner)
                 else:
@@ -44,7 +44,7 @@ def ops_of(root: Operation, cls: type | tuple[type, ...]) -> Iterator[Operation]
         for block in region.blocks:
             inner = block.first_op
             while inner is not None:
-                after = inner.next_op
+                after = inner._next_op  # noqa: SLF001 (what the `next_op` property reads)
                 if isinstance(inner, cls):
                     yield inner
                 elif inner.regions:
