@@ -120,9 +120,14 @@ ELEMENT_TYPES: dict[str, TypeAttribute] = {
 }
 """The builtin element types a tensor or buffer may hold, by their IR spelling."""
 
+#: the classes of ELEMENT_TYPES' attributes (type attributes all)
+_ELEMENT_TYPE_CLASSES = frozenset(type(t) for t in ELEMENT_TYPES.values())
+
 
 def element_type(dtype: DType | str | Attribute) -> TypeAttribute:
     """The builtin type attribute of a `DType` (or of its name, `"bf16"`); attributes pass."""
+    if type(dtype) in _ELEMENT_TYPE_CLASSES:  # one of ELEMENT_TYPES' (the common case)
+        return dtype
     if isinstance(dtype, Attribute):
         assert isinstance(dtype, TypeAttribute)
         return dtype
@@ -136,6 +141,9 @@ def element_type(dtype: DType | str | Attribute) -> TypeAttribute:
 
 def element_type_name(attr: Attribute) -> str:
     """The IR spelling (`bf16`, `f32`, ...) of a builtin element type."""
+    for name, t in ELEMENT_TYPES.items():
+        if t is attr:  # the shared instance (the types are distinct: the same answer)
+            return name
     for name, t in ELEMENT_TYPES.items():
         if t == attr:
             return name
