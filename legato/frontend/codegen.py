@@ -197,8 +197,7 @@ if hasattr(ast, "Match"):
 
 
 def location(src: FunctionSource, node: ast.AST | None) -> FileLineColLoc:
-    loc = src.loc(node)
-    return _file_line_col(loc.file, loc.line, loc.col)
+    return _file_line_col(src.file, *src.line_col(node))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -328,7 +327,9 @@ class CodeGenerator(RuntimeCodegen):
         self.region: RegionState | None = None
         self.frames: list[Frame] = []
         self.inline_stack: list[object] = []
-        self.inlined: dict[object, tuple] = {}  # function -> (signature, scope) (`inline`)
+        self.inlined: dict[
+            object, tuple
+        ] = {}  # function -> (signature, scope, plain names) (`inline`)
         # (core index, memory, queue) -> nodes, to check that every receive has a sender.
         self.sends: dict[tuple, list] = {}
         self.receives: dict[tuple, list] = {}
@@ -1682,14 +1683,26 @@ class CodeGenerator(RuntimeCodegen):
         # finding its closure's names per call was ~10% of a big kernel's frontend
         known = self.inlined.get(fn.fn)
         if known is None:
-            known = self.inlined[fn.fn] = (inspect.signature(fn.fn), _scope_of(fn.fn))
-        signature, scope = known
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise self.error(node, f"{fn.__qualname__}(): {e}") from None
-        bound.apply_defaults()
-        env = dict(bound.arguments)
+            signature = inspect.signature(fn.fn)
+            params = signature.parameters.values()
+            # plain parameters (no `*`, `**`, `/` or keyword-only ones): a call giving each one
+            # positionally binds them in order, as `bind` does
+            plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in params)
+            known = self.inlined[fn.fn] = (
+                signature,
+                _scope_of(fn.fn),
+                tuple(signature.parameters) if plain else None,
+            )
+        signature, scope, names = known
+        if names is not None and not kwargs and len(args) == len(names):
+            env = dict(zip(names, args))
+        else:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise self.error(node, f"{fn.__qualname__}(): {e}") from None
+            bound.apply_defaults()
+            env = dict(bound.arguments)
         self.inline_stack.append(fn)
         self.frames.append(Frame(src, env, scope, loop_depth=self.loop_depth))
         try:

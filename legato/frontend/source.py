@@ -53,11 +53,13 @@ class FunctionSource:
 
     def loc(self, node: ast.AST | None) -> SourceLocation:
         """Absolute file:line:col (1-based col) of `node`; the `def` line when `node` is None."""
+        return SourceLocation(self.file, *self.line_col(node))
+
+    def line_col(self, node: ast.AST | None) -> tuple[int, int]:
+        """`loc(node)`'s line and column."""
         if node is None or not hasattr(node, "lineno"):
             node = self.tree
-        line = self.first_line + node.lineno - 1
-        col = node.col_offset + self.indent + 1
-        return SourceLocation(self.file, line, col)
+        return self.first_line + node.lineno - 1, node.col_offset + self.indent + 1
 
     @property
     def def_location(self) -> SourceLocation:
