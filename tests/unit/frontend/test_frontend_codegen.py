@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from frontend_helpers import SEED_KERNEL, line_of, load_kernel, load_source
 from xdsl.context import Context
 from xdsl.dialects.builtin import Builtin, FileLineColLoc
@@ -261,3 +262,49 @@ def test_shape_ops_slices_and_casts(tmp_path):
     assert "legato.cat" in text and "legato.reshape" in text
     assert "legato.transpose %" in text and "[1, 0]" in text
     assert "-> !legato.tensor<[64, 4], f32, sram>" in text
+
+
+def test_helper_arguments_bind_as_python_binds_them(tmp_path):
+    """A helper's parameters bound as Python binds a call (`inline`: all positional arguments of
+    plain parameters zipped, any other call through `Signature.bind`): each way of passing
+    the same values inlines the same ops, and a call Python refuses is refused."""
+    source = """
+        @legato.function
+        def scaled(x, times=2):
+            y = x
+            for _ in legato.static_range(times - 1):
+                y = y + x
+            return y
+
+        @legato.function
+        def first(x, *rest):
+            return x if not rest else rest[0]
+
+        @legato.compile(backend="bertha")
+        def k(a: tt([8, 64], "shared_dram"), out: tt([8, 64], "shared_dram"), how: legato.constexpr = 0):
+            device = legato.get_context().get_device()
+            with device.get_core(0):
+                legato.tensor.request_load(a, device.get_core(0), "sram")
+                x = legato.tensor.receive(a, 0, "sram")
+                if how == 0:
+                    y = scaled(x, 3)
+                elif how == 1:
+                    y = scaled(x, times=3)
+                elif how == 2:
+                    y = scaled(times=3, x=x)
+                elif how == 3:
+                    y = first(scaled(x), scaled(x, 3))
+                elif how == 4:
+                    y = scaled(x)
+                else:
+                    y = scaled(x, 3, 4)
+                legato.tensor.memcpy(out, y)
+        """
+    mod, _ = load_kernel(tmp_path, source)
+    texts = [mod.k.to_mlir(debuginfo=False, how=h) for h in range(5)]
+    assert texts[0].count("legato.add") == 2
+    assert texts[1] == texts[0] and texts[2] == texts[0]
+    assert texts[3].count("legato.add") == 3  # both arguments inlined, the second returned
+    assert texts[4].count("legato.add") == 1  # the default
+    with pytest.raises(legato.LegatoError, match=r"scaled\(\): too many positional arguments"):
+        mod.k.to_mlir(debuginfo=False, how=5)
