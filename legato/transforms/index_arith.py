@@ -23,6 +23,8 @@ INDEX_OPS: dict[str, Callable[[int, int], int]] = {
     "arith.maxsi": max,
 }
 DIVISIONS = ("arith.divsi", "arith.remsi", "arith.floordivsi")  # undefined for a zero divisor
+#: the signed divisions on non-negative dividends and positive divisors: the floor ones (C)
+_NON_NEGATIVE = {"arith.divsi": operator.floordiv, "arith.remsi": operator.mod}
 
 
 def per_core_values(
@@ -52,6 +54,9 @@ def per_core_values(
     elif (fn := INDEX_OPS.get(op.name)) is not None and len(op.operands) == 2:
         a, b = (per_core_values(v, num_cores, core_id_op, memo) for v in op.operands)
         if a is not None and b is not None and not (0 in b and op.name in DIVISIONS):
+            floor = _NON_NEGATIVE.get(op.name)
+            if floor is not None and a and min(a) >= 0 and min(b) > 0:
+                fn = floor  # truncating and flooring agree there (`% n` of a core's ring)
             result = tuple(map(fn, a, b))
     memo[value] = result
     return result
