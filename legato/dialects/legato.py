@@ -1118,7 +1118,7 @@ class OnOp(FastBuildOperation):
             )
         # The scoping rule.
         for op in self.body.walk():
-            for operand in op.operands:
+            for operand in op._operands:  # noqa: SLF001 (the tuple `operands` views)
                 anchor = _value_anchor(operand)
                 if anchor is not None and _is_inside(anchor, self):
                     continue

@@ -244,7 +244,7 @@ class _Selector:
         """Record on each instruction `op` emitted from `start` the extent of every address
         operand derived from a runtime-addressed buffer of `op` (`be.BOUNDS_ATTR`): the runtime
         checks those accesses; static ones the verifiers proved in bounds."""
-        bufs = [v for v in op.operands if v in self.runtime and v in self.root]
+        bufs = [v for v in op._operands if v in self.runtime and v in self.root]  # noqa: SLF001
         if not bufs:
             return
         by_reg = {self.regs[v]: v for v in reversed(bufs)}

@@ -158,7 +158,7 @@ def _lifetimes(program: core.ProgramOp, prog_id: int) -> dict[core.AllocOp, Live
             spans[op] = ([pos[h], end[h]], [pos[op], end[op]])
             continue
         touched: set[core.AllocOp] = set()
-        for v in op.operands:
+        for v in op._operands:  # noqa: SLF001 (the tuple `operands` views)
             touched |= roots.get(v, set())
         if not touched:
             continue

@@ -187,7 +187,7 @@ def _collect(block: Block, reused: set[str], own: dict, steps: list[_Step]) -> N
             continue
         # a use of a reused receive buffer comes first: a DMA out of it reads it before its
         # completion notifies anyone (a transfer ring's credit)
-        for name in sorted({own[v] for v in op.operands if v in own}):
+        for name in sorted({own[v] for v in op._operands if v in own}):  # noqa: SLF001
             steps.append(_Step(_TOUCH, op, buffer=name))
         if isinstance(op, core.DmaOp) and op.has_notify:
             name = _buffer_name(op.dst)
