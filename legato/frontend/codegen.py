@@ -207,6 +207,14 @@ def _file_line_col(file: str, line: int, col: int) -> FileLineColLoc:
     return FileLineColLoc(StringAttr(file), IntAttr(line), IntAttr(col))
 
 
+@functools.cache
+def _handler(cls: type, prefix: str, node_type: type):
+    """The method of class `cls` that handles an AST node of `node_type` (`_stmt_If`,
+    `_expr_Name`, ...), or None: found once per class and node type, not by formatting its
+    name and looking it up on every node (the classes' methods are not changed at run time)."""
+    return getattr(cls, f"{prefix}{node_type.__name__}", None)
+
+
 def _signature_names(op: str, sig) -> tuple[tuple[str, ...], dict]:
     """(parameter names, defaults) of builtin `op`'s signature `sig`; callers only read them.
     Remembered per op name while its signature is the same object (hashing an
@@ -444,11 +452,11 @@ class CodeGenerator(RuntimeCodegen):
             self.visit_stmt(stmt)
 
     def visit_stmt(self, node: ast.stmt) -> None:
-        method = getattr(self, f"_stmt_{type(node).__name__}", None)
+        method = _handler(type(self), "_stmt_", type(node))
         if method is None:
             what = _STATEMENT_NAMES.get(type(node), f"`{type(node).__name__}` statement")
             raise self.error(node, f"{what} is not supported in a Legato kernel")
-        method(node)
+        method(self, node)
 
     def _stmt_Pass(self, node: ast.Pass) -> None:
         pass
@@ -674,12 +682,12 @@ class CodeGenerator(RuntimeCodegen):
     # -- expressions ---------------------------------------------------------------------------
 
     def eval(self, node: ast.expr):
-        method = getattr(self, f"_expr_{type(node).__name__}", None)
+        method = _handler(type(self), "_expr_", type(node))
         if method is None:
             raise self.error(
                 node, f"`{type(node).__name__}` expressions are not supported in a Legato kernel"
             )
-        return method(node)
+        return method(self, node)
 
     def _expr_Constant(self, node: ast.Constant):
         return node.value
