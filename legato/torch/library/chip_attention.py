@@ -1313,6 +1313,10 @@ def _shared_attention(
     if heads:
         ck = _tables(cos, sin, mem * pk, pk)
     kp = legato.tensor.load(_head_rows(k, b, hk, mem * pk, pk, heads))
+    if heads:
+        # rotated once, by the core that loads it, before any other load is issued: the
+        # rotary's cat waits for every DMA in flight on this core (`lower_tensor_ops.cat`)
+        kp = _rotary(kp, ck)
     vp = legato.tensor.load(_head_rows(v, b, hk, mem * pk, pk, heads))
     # the first block's q and mask rows in flight before the sends, which wait for kp (and
     # vtp) to arrive; nothing waits for them before the sends (an instruction issues in order)
@@ -1335,8 +1339,6 @@ def _shared_attention(
     for j in legato.static_range(1, share):
         to = to + (device.get_core(base + (mem + j) % share),)
         src = src + ((mem + share - j) % share,)
-    if heads:
-        kp = _rotary(kp, ck)  # rotated once, by the core that loads it
     for j in legato.static_range(1, share):
         legato.tensor.request_load(kp, to[j - 1], "sram", SHARE_QUEUE + j)
     vtp = _t(vp)  # [D, pk]: the MPU activation of o^T (each core transposes its own piece)
