@@ -43,17 +43,20 @@ def _rope(x, cos, sin):
     return (x * c) + (_rotate_half(x) * s)
 
 
-@pytest.mark.parametrize("heads, s, rows", [(4, 64, 16), (2, 64, 8)])
-def test_rotary_form_matches_the_shared_form_on_torchs_rotary(heads, s, rows):
+@pytest.mark.parametrize("heads, kv, s, rows", [(4, 4, 64, 16), (2, 2, 64, 8), (4, 2, 64, 16)])
+def test_rotary_form_matches_the_shared_form_on_torchs_rotary(heads, kv, s, rows):
     """rows_attention_rotary on the flat projection results and cos / sin equals
     rows_attention_shared on the heads torch rotated (the same single-core implementations
-    of mul / neg / cat / add: the same bits), causal, on 4 cores."""
+    of mul / neg / cat / add: the same bits), causal, on 4 cores: query rows among the core's
+    own K piece's keys (their cos / sin rows reused) and, with 2 query heads a KV head, not
+    (loaded for them)."""
     torch.manual_seed(3)
     dt, d = torch.bfloat16, 32
-    yq, yk, yv = (torch.randn(s, heads * d, dtype=dt) for _ in range(3))
+    yq = torch.randn(s, heads * d, dtype=dt)
+    yk, yv = (torch.randn(s, kv * d, dtype=dt) for _ in range(2))
     cos, sin = _tables(s, d)
-    q, k = _rope(_heads(yq, heads), cos, sin), _rope(_heads(yk, heads), cos, sin)
-    v = _heads(yv, heads)
+    q, k = _rope(_heads(yq, heads), cos, sin), _rope(_heads(yk, kv), cos, sin)
+    v = _heads(yv, kv)
     want, want_lse, _ = run_shared(q.contiguous(), k.contiguous(), v.contiguous(), None, True, rows)
     out, lse = torch.zeros(1, heads, s, d, dtype=dt), torch.zeros(1, heads, s)
     cu, su = cos.unsqueeze(1).contiguous(), sin.unsqueeze(1).contiguous()
@@ -68,7 +71,7 @@ def test_rotary_form_matches_the_shared_form_on_torchs_rotary(heads, s, rows):
         with device.get_all_cores():
             ca.rows_attention_rotary(
                 qa, ka, va, ca_, sa, ma, d**-0.5, True, False, False, False, rows,
-                (heads, heads, d), False, o, ls,
+                (heads, kv, d), False, o, ls,
             )  # fmt: skip
 
     prefill(yq, yk, yv, cu, su, m, out, lse)
