@@ -72,6 +72,11 @@ class Impl:
     the implementation's pieces after it). `writes` lists other graph nodes the
     implementation computes itself (an attention's KV-cache `cat` operands): they join its
     partition, never run on their own, and their outputs follow the node's own in `outs`.
+    `takes` lists graph nodes between the implementation's operands and the node that it
+    computes on chip and nothing outside it reads (a prefill attention's head views and rotary
+    of q and k, `chip_attention.rows_attention_rotary`): they join its partition, never run and
+    are never written (their values exist only inside its kernel; if the kernel fails, they get
+    their own decisions back).
 
     Several spmd nodes in one kernel (issue 14): `group_key` (hashable, None: never) says
     which nodes of one partition the implementation can compute together (equal keys: e.g.
@@ -125,6 +130,7 @@ class Impl:
     merge: Any = None
     members: tuple = ()
     writes: tuple = ()
+    takes: tuple = ()
     rows_only: str | None = None
     preload: Any = None
     onchip: int | None = None

@@ -158,8 +158,9 @@ def _install_prepared(fused, names) -> None:
 
 def _taken(impl) -> list:
     """The nodes an spmd implementation takes over: its folded nodes and the nodes it computes
-    and writes itself (`Impl.writes`); none of them runs on its own."""
-    return _folds(impl) + list(impl.writes)
+    and writes itself (`Impl.writes`) or computes on chip (`Impl.takes`); none of them runs on
+    its own."""
+    return _folds(impl) + list(impl.writes) + list(impl.takes)
 
 
 def _is_host(node) -> bool:
@@ -1139,7 +1140,7 @@ class LegatoGraphWrapper:
                     ),
                     None,
                 )
-            for w in d.impl.writes:
+            for w in (*d.impl.writes, *d.impl.takes):
                 decisions[w] = NodeDecision(
                     registry.Impl(None, (), name=f"computed by the kernel of {node.name}"), None
                 )

@@ -1204,8 +1204,78 @@ def _shared_softmax_v(scs, vts, rows):
 
 
 @legato.function
+def _head_rows(x, b, h, r0, n, heads):
+    """Rows r0 .. r0 + n of head h of batch b, [n, D], in DRAM: of x [B, H, S, D], or (`heads`
+    = (Hq, Hkv, D), the rotary form) of the projection's result x [S, H * D] whose head views
+    the attention takes over (`_rotary_sources`: batch 1)."""
+    if heads:
+        d = heads[2]
+        return x[r0 : r0 + n, h * d : (h + 1) * d]
+    return x[b, h, r0 : r0 + n, :]
+
+
+@legato.function
+def _tables(cos, sin, t0, n):
+    """The cos / sin rows [n, D] of positions t0 .. t0 + n (tables [1, 1, S, D]), loaded."""
+    return (
+        legato.tensor.load(cos[0, 0, t0 : t0 + n, :]),
+        legato.tensor.load(sin[0, 0, t0 : t0 + n, :]),
+    )
+
+
+@legato.function
+def _rotary(x, cs):
+    """HF's rotary embedding of the rows x [n, D] at the positions of `cs` (their cos / sin
+    rows, `_tables`): x * cos + cat(-x2, x1) * sin (x1, x2 the halves of D), with the
+    single-core implementations the row phase runs (`aten.mul`, `unary`, `concat`, `add`):
+    the same bits."""
+    d = x.shape[1]
+    rot = _aten.concat((_aten.unary(x[:, d // 2 : d], "neg"), x[:, 0 : d // 2]), 1)
+    return _aten.add(_aten.mul(x, cs[0]), _aten.mul(rot, cs[1]))
+
+
+@legato.function
 def rows_attention_shared(
     q, k, v, mask, scale, causal, has_mask, mask_b, mask_h, rows, diag, out, lse
+):
+    """`_shared_attention` on [B, H, S, D] operands (no rotary)."""
+    _shared_attention(
+        q, k, v, 0.0, 0.0, mask, scale, causal, has_mask, mask_b, mask_h, rows, (), diag, out, lse
+    )
+
+
+@legato.function
+def rows_attention_rotary(
+    q, k, v, cos, sin, mask, scale, causal, has_mask, mask_b, mask_h, rows, heads, diag, out, lse
+):
+    """`_shared_attention` in its rotary form (`_rotary_sources`): q, k and v are the
+    projections' [S, H * D] results (`heads` = (Hq, Hkv, D)), each core loads its rows of its
+    head straight from them, and q's rows and each K piece are rotated on chip as loaded
+    (`_rotary`, cos / sin [1, 1, S, D]): no row phase computes the head views and the rotary
+    through shared DRAM before the attention."""
+    _shared_attention(
+        q,
+        k,
+        v,
+        cos,
+        sin,
+        mask,
+        scale,
+        causal,
+        has_mask,
+        mask_b,
+        mask_h,
+        rows,
+        heads,
+        diag,
+        out,
+        lse,
+    )
+
+
+@legato.function
+def _shared_attention(
+    q, k, v, cos, sin, mask, scale, causal, has_mask, mask_b, mask_h, rows, heads, diag, out, lse
 ):
     """`rows_attention` with every key/value head's K and V read from DRAM once: its `share`
     cores (the items of its query heads, one item a core: `_shared_plan`) each load a piece
@@ -1218,10 +1288,14 @@ def rows_attention_shared(
     the mask is torch's causal one (`causal_attention_masks`) and each core's rows are its own
     piece's keys, so only the mask's diagonal block and one row are read (`_shared_scores`)."""
     device = legato.get_context().get_device()
-    nb, nh, s, d = q.shape
-    lk = k.shape[2]
-    rep = nh // k.shape[1]
-    groups, per, share = _shared_plan(nb, nh, k.shape[1], s, rows, device.num_cores)
+    if heads:
+        nb, nh, nkv, d = 1, heads[0], heads[1], heads[2]
+        s, lk = q.shape[0], k.shape[0]
+    else:
+        nb, nh, s, d = q.shape
+        nkv, lk = k.shape[1], k.shape[2]
+    rep = nh // nkv
+    groups, per, share = _shared_plan(nb, nh, nkv, s, rows, device.num_cores)
     pk = lk // share
     c = legato.core_id()
     mem = c % share
@@ -1231,12 +1305,25 @@ def rows_attention_shared(
     b = bh // nh
     h = bh % nh
     hk = h // rep
-    kp = legato.tensor.load(k[b, hk, mem * pk : (mem + 1) * pk, :])
-    vp = legato.tensor.load(v[b, hk, mem * pk : (mem + 1) * pk, :])
+    # the rotary form: the K piece's cos / sin rows first (its rotary is on the path of the
+    # sends); a core's query rows among its own piece's keys (one query head a KV head, S ==
+    # L) take theirs from the same rows
+    same = rep == 1 and per * rows == pk
+    ck, cq = (), ()
+    if heads:
+        ck = _tables(cos, sin, mem * pk, pk)
+    kp = legato.tensor.load(_head_rows(k, b, hk, mem * pk, pk, heads))
+    if heads:
+        # rotated once, by the core that loads it, before any other load is issued: the
+        # rotary's cat waits for every DMA in flight on this core (`lower_tensor_ops.cat`)
+        kp = _rotary(kp, ck)
+    vp = legato.tensor.load(_head_rows(v, b, hk, mem * pk, pk, heads))
     # the first block's q and mask rows in flight before the sends, which wait for kp (and
     # vtp) to arrive; nothing waits for them before the sends (an instruction issues in order)
     r0 = g0 * rows
-    qn = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
+    qn = legato.tensor.load(_head_rows(q, b, h, r0, rows, heads))
+    if heads and not same:
+        cq = _tables(cos, sin, r0, rows)
     mn, md = 0.0, 0.0
     if diag:
         # the mask is torch's causal one and this core's rows are its own piece's keys (the
@@ -1268,9 +1355,15 @@ def rows_attention_shared(
     for jb in legato.static_range(per):
         r0 = (g0 + jb) * rows
         if jb > 0:
-            qn = legato.tensor.load(q[b, h, r0 : r0 + rows, :])
+            qn = legato.tensor.load(_head_rows(q, b, h, r0, rows, heads))
+            if heads and not same:
+                cq = _tables(cos, sin, r0, rows)
             if has_mask:
                 mn = legato.tensor.load(_rows_mask_rows(mask, b, h, r0, rows, mask_b, mask_h))
+        if heads:
+            if same:
+                cq = (ck[0][jb * rows : (jb + 1) * rows, :], ck[1][jb * rows : (jb + 1) * rows, :])
+            qn = _rotary(qn, cq)
         qt = _t(qn)  # [D, rows]: the MPU weight
         mt = 0.0
         if diag:
@@ -1637,9 +1730,22 @@ def resolve_chip_sdpa(node, ctx):
             and s // rows == groups
             and lk // share >= SHARE_CAT_KEYS
         )
+        flags = (mask, scale, causal and lk > 1, has_mask, mask_b, mask_h, rows)
+        rot = _rotary_sources(node) if nb == 1 else None
+        if rot is not None:
+            (q2, k2, v2, cos, sin), taken = rot
+            return Impl(
+                rows_attention_rotary,
+                (q2, k2, v2, cos, sin, *flags, (nh, nkv, d), diag),
+                name=f"chip attention ({rows}-row blocks, K/V shared by {share} cores, "
+                "rotary and head views on chip"
+                + (", causal mask's diagonal blocks)" if diag else ")"),
+                spmd=True,
+                takes=taken,
+            )
         return Impl(
             rows_attention_shared,
-            (q, k, v, mask, scale, causal and lk > 1, has_mask, mask_b, mask_h, rows, diag),
+            (q, k, v, *flags, diag),
             name=f"chip attention ({rows}-row blocks, K/V shared by {share} cores"
             + (", causal mask's diagonal blocks)" if diag else ")"),
             spmd=True,
@@ -1650,6 +1756,138 @@ def resolve_chip_sdpa(node, ctx):
         name=f"chip attention ({rows}-row blocks)",
         spmd=True,
     )
+
+
+_VIEWS = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
+
+
+def _flat_heads(t, taken: list):
+    """The projection result Y [S, H * D] when `t` is its head view transpose(view(Y, [1, S,
+    H, D]), 1, 2) (through views that keep Y's layout: HF's q/k/v views); the view nodes are
+    appended to `taken`. None otherwise."""
+    tv = t.meta.get("val") if isinstance(t, torch.fx.Node) else None
+    if not (
+        isinstance(tv, torch.Tensor)
+        and t.op == "call_function"
+        and t.target is aten.transpose.int
+        and sorted(d % 4 for d in t.args[1:3]) == [1, 2]
+    ):
+        return None
+    _, nh, s, d = tv.shape
+    chain, y = [t], t.args[0]
+    while isinstance(y, torch.fx.Node) and y.op == "call_function" and y.target in _VIEWS:
+        chain.append(y)
+        y = y.args[0]
+    yv = y.meta.get("val") if isinstance(y, torch.fx.Node) else None
+    if not (
+        isinstance(yv, torch.Tensor)
+        and tuple(yv.shape) == (s, nh * d)
+        and yv.is_contiguous()
+        and tuple(chain[1].meta["val"].shape) == (1, s, nh, d)
+    ):
+        return None
+    taken += chain
+    return y
+
+
+def _rotate_half_of(r, x) -> list | None:
+    """The nodes of rotate_half(x) = cat([-x[..., D/2:], x[..., :D/2]], -1) when `r` is that
+    (HF's), None otherwise."""
+    d = x.meta["val"].shape[-1]
+
+    def half(n, lo):
+        return (
+            isinstance(n, torch.fx.Node)
+            and n.target is aten.slice.Tensor
+            and n.args[0] is x
+            and n.args[1] % 4 == 3
+            and n.args[2] == lo
+            and n.args[3] >= lo + d // 2
+            and (len(n.args) < 5 or n.args[4] == 1)
+            and n.meta["val"].shape[-1] == d // 2
+        )
+
+    if not (r.target is aten.cat.default and len(r.args[0]) == 2 and r.args[1] % 4 == 3):
+        return None
+    neg, lo = r.args[0]
+    if not (isinstance(neg, torch.fx.Node) and neg.target is aten.neg.default):
+        return None
+    if not (half(neg.args[0], d // 2) and half(lo, 0)):
+        return None
+    return [r, neg, neg.args[0], lo]
+
+
+def _rotary_of(t, taken: list):
+    """(Y, cos, sin) when the attention operand `t` is HF's rotary embedding of a head view of
+    a projection's result Y (`_flat_heads`): t = x * cos + rotate_half(x) * sin, cos and sin
+    [1, 1, S, D] of t's dtype; its nodes are appended to `taken`. None otherwise."""
+    if not (
+        isinstance(t, torch.fx.Node)
+        and t.target is aten.add.Tensor
+        and len(t.args) == 2
+        and t.kwargs.get("alpha", 1) == 1
+    ):
+        return None
+    tv = t.meta["val"]
+    mc, ms = t.args
+    muls = [m for m in (mc, ms) if isinstance(m, torch.fx.Node) and m.target is aten.mul.Tensor]
+    if len(muls) != 2 or mc is ms:
+        return None
+
+    def table(n):
+        v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+        return (
+            isinstance(v, torch.Tensor)
+            and v.dtype == tv.dtype
+            and tuple(v.shape) == (1, 1, tv.shape[2], tv.shape[3])
+        )
+
+    # x * cos: x the head view (each mul's operands in either order: a product commutes)
+    for x, cos in (mc.args, mc.args[::-1]):
+        for r, sin in (ms.args, ms.args[::-1]):
+            if not (table(cos) and table(sin) and isinstance(r, torch.fx.Node)):
+                continue
+            rot = _rotate_half_of(r, x) if isinstance(x, torch.fx.Node) else None
+            if rot is None:
+                continue
+            mine: list = [t, mc, ms, *rot]
+            y = _flat_heads(x, mine)
+            if y is not None:
+                taken += mine
+                return y, cos, sin
+    return None
+
+
+def _rotary_sources(sdpa):
+    """((Yq, Yk, Yv, cos, sin), nodes) when the prefill attention `sdpa` reads q and k as HF's
+    rotary embedding (one cos / sin for both) of head views of projection results Yq, Yk and v
+    as a head view of Yv, [S, H * D] each, and nothing else reads those rotary and view nodes:
+    `rows_attention_rotary` then takes them over (`Impl.takes`), each core loading its head's
+    rows of Y and rotating them on chip, instead of a row phase writing the rotated heads to
+    shared DRAM for the attention to read back. None otherwise."""
+    q, k, v = sdpa.args[:3]
+    taken: list = []
+    rq, rk = _rotary_of(q, taken), _rotary_of(k, taken)
+    yv = _flat_heads(v, taken)
+    if rq is None or rk is None or yv is None:
+        return None
+    for a, b in zip(rq[1:], rk[1:], strict=True):
+        if a is b:
+            continue
+        # one table viewed twice (q's and k's own unsqueeze of it): k's view is taken too
+        if not (
+            a.op == b.op == "call_function"
+            and a.target is b.target
+            and a.target in (aten.unsqueeze.default, *_VIEWS)
+            and a.args == b.args
+            and a.kwargs == b.kwargs
+        ):
+            return None
+        taken.append(b)
+    inside = {*taken, sdpa}
+    if len(set(taken)) != len(taken) or any(u not in inside for n in taken for u in n.users):
+        return None
+    return (rq[0], rk[0], yv, *rq[1:]), tuple(taken)
 
 
 # appended rows (a decode step's new keys) folded in by one core per group: at most this many

@@ -5,6 +5,8 @@ largest phase fits one core's sram and the chain's arguments stay within
 `wrapper.CHAIN_ARGUMENTS`. Results match eager; every core executes instructions; the
 kernel count of a layer is read from the placement summary."""
 
+import re
+
 import pytest
 import torch
 
@@ -310,16 +312,17 @@ def test_prefill_norm_is_the_projections_piece_prologue(device):
 def test_tiny_llama_prefill_stack_is_one_kernel():
     """bench's tiny HF Llama (hidden 512, 4 layers) on a 128-token prompt without a cache (the
     `torch_tiny_llama_prefill` row): the embedding, the 4 layers and the final norm + lm_head
-    are one all-core kernel of 27 phases (39 kernels before). Per layer 6: q/k/v with the
+    are one all-core kernel of 23 phases (39 kernels before, 27 with the head views + rotary
+    as a row phase of each layer). Per layer 5: q/k/v with the
     RMSNorm as its piece prologue (`Impl.rows_prologue`: each core normalizes the rows it
     reads; the first layer's cos/sin tables and mask, which the norm does not need, after the
     projection on every core's blocks of rows, no barrier of their own; the other layers' with
-    the residual add before the norm), the head views + rotary (a row phase), the attention,
-    o with the transpose back to tokens as its piece prologue, gate/up with the residual add +
+    the residual add before the norm), the attention with the head views + rotary on chip
+    (`rows_attention_rotary`, `Impl.takes`), o with the transpose back to tokens as its piece prologue, gate/up with the residual add +
     RMSNorm as its piece prologue and SiLU(gate) * up as its epilogue (on chip,
     `Impl.epilogue_own`), down (the projections in the prefill form, `linear_rows_cols`); then
-    the residual add + final norm (a row phase) and the lm_head. 12 piece prologues, 5 row
-    phases and the first layer's row loop after q/k/v. Logits match eager."""
+    the residual add + final norm (a row phase) and the lm_head. 12 piece prologues, 1 row
+    phase and the first layer's row loop after q/k/v. Logits match eager."""
     from bench.torch_path import _tiny_llama_prefill
 
     model, fresh = _tiny_llama_prefill(torch)
@@ -332,8 +335,9 @@ def test_tiny_llama_prefill_stack_is_one_kernel():
     s = lt.last_summary()
     assert s.num_kernels == 1 and s.num_extern == 0, str(s)
     (k,) = wrapper.last_wrapper().kernel_modules()
-    assert k.gen.spmd and _phases(k) == 4 * 6 + 3 and _row_phases(k) == 4 + 1 + 1, k.gen.source
+    assert k.gen.spmd and _phases(k) == 4 * 5 + 3 and _row_phases(k) == 1 + 1, k.gen.source
     assert k.gen.source.count("pro=(") == 4 * 3
+    assert len(re.findall(r"impl_rows_attention_rotary(_\d+)?\(", k.gen.source)) == 4
     assert k.gen.source.count("def epi_") >= 4
     _every_core(k)
 
