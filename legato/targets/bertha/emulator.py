@@ -223,11 +223,22 @@ def _premap_places(model, name_format: str, spaces: tuple) -> tuple:
 
 @functools.lru_cache(maxsize=256)
 def _premap_run(places: tuple) -> tuple | None:
-    """(bytes, bases, sizes) of `places` (`_premap_places`) when they are in ascending
-    address order without overlaps (mapped in one go by `Memory.premap`), else None."""
-    if not places or any(a[0] + a[1] > b[0] for a, b in zip(places, places[1:])):
+    """(bytes, bases, sizes, places) of `places` (`_premap_places`) in ascending address
+    order, when they do not overlap (mapped in one go by `Memory.premap`), else None. A
+    program's spaces come in its declaration order (GEMV: each core's mpu_buffer, then its
+    sram, above it); `premap` takes this run only when every space fits the host-memory
+    bound, and then it maps them all whatever their order, as the space-by-space path would."""
+    if not places:
         return None
-    return sum(p[1] for p in places), tuple(p[0] for p in places), tuple(p[1] for p in places)
+    places = tuple(sorted(places))
+    if any(a[0] + a[1] > b[0] for a, b in zip(places, places[1:])):
+        return None
+    return (
+        sum(p[1] for p in places),
+        tuple(p[0] for p in places),
+        tuple(p[1] for p in places),
+        places,
+    )
 
 
 def _ascending(regions: list) -> bool:
@@ -347,11 +358,11 @@ class Memory(PhysicalMemory):
         that space's first touch then faults at its instruction, as it would have."""
         places = _premap_places(self.model, self.core_region_name, tuple(spaces))
         regions, bases, limit = self.regions, self._bases, self.host_limit
-        fast = _premap_run(places)  # (ascending places above every mapped region, all fit)
+        fast = _premap_run(places)  # (sorted places above every mapped region, all fit)
         if (
             fast is not None
             and self.recycle
-            and (not regions or regions[-1].end <= places[0][0])
+            and (not regions or regions[-1].end <= fast[1][0])
             and (limit is None or self.host_bytes + fast[0] <= limit)
         ):
             try:
@@ -361,7 +372,7 @@ class Memory(PhysicalMemory):
             if arrays is not None:
                 new_region = _RecycledRegion.__new__
                 new = []
-                for (base, size, name), data in zip(places, arrays):
+                for (base, size, name), data in zip(fast[3], arrays):
                     r = new_region(_RecycledRegion)  # (`_RecycledRegion(base, size, name,
                     r.base, r.size, r.name, r.lazy = base, size, name, False  # data)`'s fields)
                     r.read_only, r.data, r.chunks, r.lo, r.hi = False, data, {}, size, 0

@@ -91,6 +91,50 @@ def test_compiled_mpu_matches_reference(kind, m, k, n):
     _weights_equal(got_w, ref_w)
 
 
+@pytest.mark.parametrize("kind", ["randn", "wide", "ties", "zeros"])
+@pytest.mark.parametrize(
+    "m,k,n", [(1, 256, 64), (1, 256, 128), (2, 256, 128), (1, 256, 200), (2, 37, 72), (1, 5, 7)]
+)
+def test_mpu_small_sums_are_the_sequential_f64_sums(kind, m, k, n):
+    """`mpu_small`'s f64 sums (its AVX-512 code: blocks of 128, 64 and 8 columns, a scalar
+    tail) are bit for bit each column's sum in increasing k from 0.0, one IEEE multiply and
+    add per step (numpy's elementwise f64 ops), on finite data: the same `s` as the scalar
+    loop it replaces, so the proof sees the same values."""
+    rng = np.random.default_rng(zlib.crc32(f"small {kind} {m} {k} {n}".encode()))
+    a, w = _data(rng, (m, k), kind), _data(rng, (k, n), kind)
+    if kind == "zeros":  # a column of -0.0 products only: its sum from 0.0 is +0.0
+        a, w[:, 0] = abs(a), -0.0
+    a64, w64 = a.astype(np.float64), w.astype(np.float64)
+    want = np.zeros((m, n))
+    for kk in range(k):
+        want = want + a64[:, kk : kk + 1] * w64[kk]
+    ffi = native.ffi
+    s = np.empty((m, n))
+    wb = np.ascontiguousarray(w).view(np.uint16)
+    native.lib.mpu_small(
+        ffi.from_buffer("double[]", a64),
+        m,
+        k,
+        ffi.from_buffer("uint16_t[]", wb),
+        n,
+        ffi.from_buffer("double[]", s),
+    )
+    np.testing.assert_array_equal(_bits(s, np.uint64), _bits(want, np.uint64))
+
+
+def test_weight_statistics_of_every_column_block():
+    """`mpu_weight`'s vector reductions (blocks of 64 and 16 columns, else the clone's loop)
+    give `numerics.MpuWeight`'s statistics for widths that take each path, with a column of
+    zeros, one holding an inf and one a subnormal as its lowest magnitude."""
+    rng = np.random.default_rng(5)
+    for n in (64, 128, 80, 16, 200, 7, 512):
+        w = _data(rng, (256, n), "wide")
+        w[:, 0] = 0.0
+        w[3, n - 1] = np.inf
+        w[5, n // 2] = np.float32(2.0**-130)
+        _weights_equal(mpu_fast.weight(w), numerics.MpuWeight(w))
+
+
 def test_few_and_many_row_passes_over_one_tile():
     """A tile read by a few-row pass, then a many-row one (which converts it), then a few-row
     one again (which now uses the f64 copy through BLAS): every pass gives the reference's bits,

@@ -41,6 +41,73 @@ static void to_f64(const uint16_t *restrict b, size_t n, double *restrict out) {
     }
 }
 
+/* x * 2^-l, for the exponents `line_stats` gives (l in [-133, 121]: 2^-l is a normal f64)
+ * and x a line's max |v| (times K < 2^31): the product is a power-of-two scaling that neither
+ * overflows nor underflows, exact, so it is `ldexp(x, -l)` bit for bit (an inf or NaN x comes
+ * back as it is) without the libm call (65,536 a run in the EVT1 GEMV's tiles). */
+static inline double pow2_down(double x, int l) {
+    uint64_t b = (uint64_t)(1023 - l) << 52;
+    double p;
+    memcpy(&p, &b, 8);
+    return x * p;
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+#include <immintrin.h>
+#define MPU_X86 1
+static int has_avx2 = -1, has_avx512f = -1; /* the host's (found on first use) */
+static void find_isa(void) {
+    __builtin_cpu_init();
+    has_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    has_avx512f = __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+/* `mpu_weight`'s two reductions over the columns [j0, j0 + nj) of w[K, N], nj a multiple of
+ * 16, for AVX2 hosts: the same integer max and min as its loop (so the same mx, lom1), with a
+ * block's 64 (or 16) running values in registers over the whole k loop; gcc's clones keep
+ * them in the stack arrays, a load and a store per step. */
+__attribute__((target("avx2"))) static void weight_reduce_v(const uint16_t *restrict w, int K,
+                                                            int N, int j0, int nj,
+                                                            uint16_t *restrict mx,
+                                                            uint16_t *restrict lom1) {
+    const __m256i mag = _mm256_set1_epi16(0x7FFF), one = _mm256_set1_epi16(1);
+    int j = 0;
+    for (; j + 64 <= nj; j += 64) {
+        __m256i h0 = _mm256_setzero_si256(), h1 = h0, h2 = h0, h3 = h0;
+        __m256i l0 = _mm256_set1_epi16(-1), l1 = l0, l2 = l0, l3 = l0;
+        const uint16_t *p = w + j0 + j;
+        for (int k = 0; k < K; k++, p += N) {
+            __m256i m0 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)p), mag);
+            __m256i m1 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 16)), mag);
+            __m256i m2 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 32)), mag);
+            __m256i m3 = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + 48)), mag);
+            h0 = _mm256_max_epu16(h0, m0), l0 = _mm256_min_epu16(l0, _mm256_sub_epi16(m0, one));
+            h1 = _mm256_max_epu16(h1, m1), l1 = _mm256_min_epu16(l1, _mm256_sub_epi16(m1, one));
+            h2 = _mm256_max_epu16(h2, m2), l2 = _mm256_min_epu16(l2, _mm256_sub_epi16(m2, one));
+            h3 = _mm256_max_epu16(h3, m3), l3 = _mm256_min_epu16(l3, _mm256_sub_epi16(m3, one));
+        }
+        _mm256_storeu_si256((__m256i *)(mx + j), h0);
+        _mm256_storeu_si256((__m256i *)(mx + j + 16), h1);
+        _mm256_storeu_si256((__m256i *)(mx + j + 32), h2);
+        _mm256_storeu_si256((__m256i *)(mx + j + 48), h3);
+        _mm256_storeu_si256((__m256i *)(lom1 + j), l0);
+        _mm256_storeu_si256((__m256i *)(lom1 + j + 16), l1);
+        _mm256_storeu_si256((__m256i *)(lom1 + j + 32), l2);
+        _mm256_storeu_si256((__m256i *)(lom1 + j + 48), l3);
+    }
+    for (; j + 16 <= nj; j += 16) {
+        __m256i h = _mm256_setzero_si256(), l = _mm256_set1_epi16(-1);
+        const uint16_t *p = w + j0 + j;
+        for (int k = 0; k < K; k++, p += N) {
+            __m256i m = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)p), mag);
+            h = _mm256_max_epu16(h, m), l = _mm256_min_epu16(l, _mm256_sub_epi16(m, one));
+        }
+        _mm256_storeu_si256((__m256i *)(mx + j), h);
+        _mm256_storeu_si256((__m256i *)(lom1 + j), l);
+    }
+}
+#endif
+
 /* Weight tile w[K, N] (bf16 bits): its f64 values (into `f64`, unless it is NULL: a tile whose
  * passes all take `mpu_small` never needs them), per column max |w| (cm), v = cm / 2^lw and
  * the NaN-propagating max of v (vmax, as numpy's max). Returns 1 when every cm is finite.
@@ -56,23 +123,31 @@ int mpu_weight(const uint16_t *restrict w, int K, int N, double *restrict f64,
     double vm = -INFINITY;
     for (int j0 = 0; j0 < N; j0 += CHUNK) {
         int nj = N - j0 < CHUNK ? N - j0 : CHUNK;
-        for (int j = 0; j < nj; j++) {
-            mx[j] = 0;
-            lom1[j] = 0xFFFF;
-        }
-        for (int k = 0; k < K; k++) {
-            const uint16_t *row = w + (size_t)k * N + j0;
+#ifdef MPU_X86
+        if (has_avx2 < 0) find_isa();
+        if (has_avx2 && nj % 16 == 0) {
+            weight_reduce_v(w, K, N, j0, nj, mx, lom1);
+        } else
+#endif
+        {
             for (int j = 0; j < nj; j++) {
-                uint16_t m = row[j] & 0x7FFF;
-                uint16_t m1 = (uint16_t)(m - 1);
-                mx[j] = m > mx[j] ? m : mx[j];
-                lom1[j] = m1 < lom1[j] ? m1 : lom1[j];
+                mx[j] = 0;
+                lom1[j] = 0xFFFF;
+            }
+            for (int k = 0; k < K; k++) {
+                const uint16_t *row = w + (size_t)k * N + j0;
+                for (int j = 0; j < nj; j++) {
+                    uint16_t m = row[j] & 0x7FFF;
+                    uint16_t m1 = (uint16_t)(m - 1);
+                    mx[j] = m > mx[j] ? m : mx[j];
+                    lom1[j] = m1 < lom1[j] ? m1 : lom1[j];
+                }
             }
         }
         for (int j = 0; j < nj; j++) {
             int l;
             double h = line_stats(mx[j], lom1[j], &l);
-            double vj = ldexp(h, -l);
+            double vj = pow2_down(h, l);
             cm[j0 + j] = h;
             v[j0 + j] = vj;
             if (!isfinite(h)) finite = 0;
@@ -103,8 +178,8 @@ void mpu_bf16_f64(const uint16_t *restrict b, long n, double *restrict out) {
  * are the same IEEE operations in the same order in every clone: no contraction, -std=c99) */
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
-void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restrict w, int N,
-               double *restrict s) {
+static void mpu_small_c(const double *restrict a64, int M, int K,
+                        const uint16_t *restrict w, int N, double *restrict s) {
     /* (columns in blocks of SB whose sums stay in registers over the whole k loop; each
      * column's sum is the same adds in the same order, from 0.0, as one column at a time) */
     enum { SB = 64 };
@@ -143,6 +218,70 @@ void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restric
     }
 }
 
+#ifdef MPU_X86
+/* `mpu_small_c` for AVX-512F hosts, written out: gcc's clone of it keeps the 64 sums of a
+ * block in 256-bit halves on the stack, two or three memory operations per multiply-add.
+ * Here the 64 (a 128-column block: 128) sums stay in 8 (16) zmm registers over the whole k
+ * loop, and each step is an FMA: a64[i, k] * w[k, j] is the product of two bf16 values
+ * (8-bit significands, exponents within f64's), exact in f64, so fma(x, w, acc) rounds once
+ * the same exact value acc + x * w rounds: the same bits, column by column in the same order
+ * (NaN payloads aside: a sum of a line with an inf or NaN never reaches the output,
+ * `mpu_finish` leaves it to the exact path, which computes its own). Columns past the last
+ * block of 8 take the scalar code. */
+__attribute__((target("avx512f"))) static inline __m512d bf16x8_f64(const uint16_t *p) {
+    __m256i u = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16);
+    return _mm512_cvtps_pd(_mm256_castsi256_ps(u));
+}
+
+#define SMALL_BLOCK(NB)                                                                    \
+    do {                                                                                   \
+        __m512d acc[NB];                                                                   \
+        for (int b = 0; b < NB; b++) acc[b] = _mm512_setzero_pd();                         \
+        const uint16_t *restrict wp = w + j0;                                              \
+        for (int k = 0; k < K; k++, wp += N) {                                             \
+            const __m512d x = _mm512_set1_pd(ai[k]);                                       \
+            for (int b = 0; b < NB; b++)                                                   \
+                acc[b] = _mm512_fmadd_pd(x, bf16x8_f64(wp + 8 * b), acc[b]);               \
+        }                                                                                  \
+        for (int b = 0; b < NB; b++) _mm512_storeu_pd(si + j0 + 8 * b, acc[b]);            \
+        j0 += 8 * NB;                                                                      \
+    } while (0)
+
+__attribute__((target("avx512f"))) static void mpu_small_e(const double *restrict a64, int M,
+                                                            int K, const uint16_t *restrict w,
+                                                            int N, double *restrict s) {
+    for (int i = 0; i < M; i++) {
+        double *restrict si = s + (size_t)i * N;
+        const double *ai = a64 + (size_t)i * K;
+        int j0 = 0;
+        while (j0 + 128 <= N) SMALL_BLOCK(16);
+        while (j0 + 64 <= N) SMALL_BLOCK(8);
+        while (j0 + 8 <= N) SMALL_BLOCK(1);
+        if (j0 < N) {
+            for (int j = j0; j < N; j++) si[j] = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double x = ai[k];
+                const uint16_t *restrict row = w + (size_t)k * N;
+                for (int j = j0; j < N; j++) si[j] += x * bf16_to_f64(row[j]);
+            }
+        }
+    }
+}
+#undef SMALL_BLOCK
+#endif
+
+void mpu_small(const double *restrict a64, int M, int K, const uint16_t *restrict w, int N,
+               double *restrict s) {
+#ifdef MPU_X86
+    if (has_avx512f < 0) find_isa();
+    if (has_avx512f) {
+        mpu_small_e(a64, M, K, w, N, s);
+        return;
+    }
+#endif
+    mpu_small_c(a64, M, K, w, N, s);
+}
+
 /* a[M, K] (bf16 bits) -> its f64 values, rs[i] = max|a[i, :]| * K (>= sum_k |a[i, k]|) and
  * u[i] = rs[i] / 2^la[i]. (Exact conversions and integer reductions, cloned as `mpu_weight`:
  * baseline x86-64 has no unsigned 16-bit vector max, so the default build's loop is scalar.) */
@@ -164,7 +303,7 @@ void mpu_rows(const uint16_t *restrict a, int M, int K, double *restrict f64,
         int l;
         double h = line_stats(mx, lom1, &l);
         rs[i] = h * (double)K;
-        u[i] = ldexp(rs[i], -l);
+        u[i] = pow2_down(rs[i], l);
     }
 }
 
