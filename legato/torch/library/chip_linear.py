@@ -90,6 +90,8 @@ F32 = legato.types.float("float32")
 BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead (a decode step: 8, `_decode_tiles`)
+# the narrowest block per core of a static decode step with no split-K tiling (`_decode_tiles`)
+MIN_STEP_TN = 4
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
 # stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
@@ -826,7 +828,12 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     `step` (a static decode step): rather than split K, whose f32 partials go through DRAM and
     a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
     Llama's o and down; decode EVT1 107,052 -> 96,596 cycles, their tiles preloaded in the
-    phase before, `first_tiles`)."""
+    phase before, `first_tiles`). Where neither split K nor tile ranges tile N (one K-tile,
+    fewer blocks than cores: a 256-wide layer's [256, 256] projections), a static step still
+    takes one block of n / p columns per core, down to `MIN_STEP_TN` (EVT0 8, EVT1 4): the
+    single-core matmul it replaced streamed each 128 KiB weight through one core's DMA port and
+    transposed it twice on the VPU (session 19: that layer's decode EVT0 / EVT1 32,683 /
+    18,830 -> 8,473 / 12,076 cycles)."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
@@ -844,6 +851,8 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
+    if step and n % p == 0 and n // p >= MIN_STEP_TN:
+        return n // p, 1  # (no split K either: still one narrow block per core)
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
 

@@ -1,16 +1,18 @@
 """A decoder layer whose single-core projections do not fit one core's mpu_buffer together
 (issue 14, session 19): a Llama-shaped layer at hidden 256, 2 heads, MLP 256, 128 cached tokens
-in decode. Its [256, 256] projections are too narrow for the chip-scale linear, so they run on
-core 0 (core-0 phases of the layer's chain, `wrapper._serial_phase`); their prepared t(W)
-(128 KiB each) are loaded into core 0's mpu_buffer. EVT0's 256 KiB does not hold q, k and v
-(nor o, gate, up and down) at once: the segment was a single-core kernel of its own that could
-not compile, bisected until 4 of the 7 matmuls ran eagerly and their prepared t(W), left
-without their reader, failed as kernels of their own ("an MPU weight prepared once per
-parameter version is read by mm_2 in another kernel") and ran eagerly too: 4 kernels, half of
-the matmul FLOPs on the host. Now the segment is cut into core-0 phases whose weights fit
-(`wrapper._serial_runs`): one kernel on both generations, every matmul and every prepared
-weight on Legato. And if a matmul still runs eagerly after a failed compile, its t(W) is a view
-on the host (`wrapper._host_views`), not a second culprit."""
+in decode. Its [256, 256] projections (one K-tile, 256 columns: no split-K nor tile-range
+tiling over 32 or 64 cores) ran on core 0, as core-0 phases of the layer's chain
+(`wrapper._serial_phase`), their prepared t(W) (128 KiB each) loaded into core 0's mpu_buffer.
+EVT0's 256 KiB does not hold q, k and v (nor o, gate, up and down) at once: the segment was a
+single-core kernel of its own that could not compile, bisected until 4 of the 7 matmuls ran
+eagerly and their prepared t(W), left without their reader, failed as kernels of their own
+("an MPU weight prepared once per parameter version is read by mm_2 in another kernel") and ran
+eagerly too: 4 kernels, half of the matmul FLOPs on the host. Now such a segment is cut into
+core-0 phases whose weights fit (`wrapper._serial_runs`), and if a matmul still runs eagerly
+after a failed compile, its t(W) is a view on the host (`wrapper._host_views`), not a second
+culprit. Since the same session the projections are chip-scale at this shape
+(`chip_linear._decode_tiles`: a block of n / p columns on each core, down to
+`MIN_STEP_TN`); the single-core placement is tested with that limit raised."""
 
 import pytest
 import torch
@@ -18,6 +20,7 @@ import torch
 import legato.torch as lt
 from bench.torch_path import _llama_layer
 from legato.torch import wrapper
+from legato.torch.library import chip_linear
 
 SHAPE = (256, 2, 256, 128)  # hidden, heads, MLP, cached tokens
 EAGER_VIEW = "a view of a graph input that only eagerly run nodes read"
@@ -47,8 +50,14 @@ def _transposes(summary):
     return [e for e in summary.extern if e.op == "aten.t.default"]
 
 
+def _single_core_projections(monkeypatch):
+    """The placement before `MIN_STEP_TN`: the layer's projections on core 0."""
+    monkeypatch.setattr(chip_linear, "MIN_STEP_TN", 1 << 30)
+
+
 @pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
-def test_layer_is_one_kernel_with_every_prepared_weight(target):
+def test_layer_is_one_kernel_with_every_prepared_weight(target, monkeypatch):
+    _single_core_projections(monkeypatch)
     # strict: a kernel that fails to compile raises instead of running eagerly
     got, ref, s = _run(target, {"legato.strict": True})
     _check(got, ref)
@@ -68,6 +77,7 @@ def test_an_eager_matmul_leaves_its_weight_on_the_host(monkeypatch):
     """Without the cut into phases that fit (simulated), the segment's kernel fails and the
     bisection makes matmuls eager; each one's t(W) is then a free view on the host, never a
     prepared step that fails in another kernel."""
+    _single_core_projections(monkeypatch)
     monkeypatch.setattr(wrapper.LegatoGraphWrapper, "_serial_runs", lambda self, seg, inside: None)
     got, ref, s = _run("bertha")
     _check(got, ref)
@@ -76,3 +86,18 @@ def test_an_eager_matmul_leaves_its_weight_on_the_host(monkeypatch):
     ts = _transposes(s)
     assert len(ts) == len(eager_mm), str(s)
     assert all(e.reason.startswith(EAGER_VIEW) for e in ts), str(s)
+
+
+@pytest.mark.parametrize("target", ["bertha", "bertha-evt1"])
+def test_layer_projections_on_every_core(target):
+    """The projections as chip-scale linears (q/k/v and gate/up grouped): one kernel, every
+    t(W) folded into a parameter layout, no matmul left on core 0."""
+    got, ref, s = _run(target, {"legato.strict": True})
+    _check(got, ref)
+    assert s.num_kernels == 1 and s.num_extern == 0, str(s)
+    assert s.matmul_flop_share == 1.0, str(s)
+    (mod,) = wrapper.last_wrapper().kernel_modules()
+    nodes = mod.info.nodes
+    assert sum("folded into the parameter layout" in n for n in nodes) == 7, nodes
+    assert not any("aten.matmul" in n for n in nodes), nodes
+    assert sum("chip_linear." in n for n in nodes) == 4, nodes  # q/k/v, o, gate/up, down
