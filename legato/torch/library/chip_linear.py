@@ -833,7 +833,8 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     takes one block of n / p columns per core, down to `MIN_STEP_TN` (EVT0 8, EVT1 4): the
     single-core matmul it replaced streamed each 128 KiB weight through one core's DMA port and
     transposed it twice on the VPU (session 19: that layer's decode EVT0 / EVT1 32,683 /
-    18,830 -> 8,473 / 12,076 cycles)."""
+    18,830 -> 8,473 / 12,076 cycles; 10,236 on EVT1 with its q/k/v and gate/up grouped so
+    too, `_group_tiles`)."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
@@ -950,12 +951,16 @@ def _weight(node, w_arg):
     return w
 
 
-def _group_tiles(p: int, n: int, g: int) -> tuple[int, int]:
+def _group_tiles(p: int, n: int, g: int, step: bool = False) -> tuple[int, int]:
     """(per-projection tile width tn, split) for g projections of n columns each in one
     kernel (`_merge`): a weight tile holds tn columns of each (g * tn <= 128), so every block a
     core finalizes holds whole slices of every result. split 1: one block per core or rounds
-    of p blocks; 0: the tile-range form. AssertionError when no width fits."""
+    of p blocks; 0: the tile-range form. AssertionError when no width fits. `step` (a static
+    decode step, as `_decode_tiles`): one block per core down to `MIN_STEP_TN` columns of each
+    projection (EVT1's 256-wide q/k/v: 4 of each on all 64 cores, not 32 of each on 8)."""
     if n % p == 0 and MIN_TN <= g * (n // p) <= 128:
+        return n // p, 1
+    if step and n % p == 0 and n // p >= MIN_STEP_TN and g * (n // p) <= 128:
         return n // p, 1
     for tn in (128, 64, 32, MIN_TN, MIN_TN // 2):
         if g * tn > 128 or n % tn:
@@ -1147,7 +1152,7 @@ def _linear_impl(projs, ctx, x):
     if gemm:
         split, impl, scratch = 1, linear_gemm, None
     elif decode and g > 1:
-        tn, split = _group_tiles(p, n, g)
+        tn, split = _group_tiles(p, n, g, not (dynamic or rows or m >= GEMM_ROWS))
         impl = linear_cols if split else linear_tiles
         scratch = None
         if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):

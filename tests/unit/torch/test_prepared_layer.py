@@ -101,3 +101,7 @@ def test_layer_projections_on_every_core(target):
     assert sum("folded into the parameter layout" in n for n in nodes) == 7, nodes
     assert not any("aten.matmul" in n for n in nodes), nodes
     assert sum("chip_linear." in n for n in nodes) == 4, nodes  # q/k/v, o, gate/up, down
+    # a block of 256 / cores columns of each projection on every core (EVT0 8, EVT1 4)
+    tn = 256 // (32 if target == "bertha" else 64)
+    for form in (f"(3 projections, tn={tn}, ", f"(2 projections, tn={tn}, ", f"(tn={tn}, "):
+        assert any(f"linear_cols{form}" in n for n in nodes), nodes
