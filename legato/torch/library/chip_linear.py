@@ -92,6 +92,7 @@ TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead (a decode step: 8, `_decode_tiles`)
 # the narrowest block per core of a static decode step with no split-K tiling (`_decode_tiles`)
 MIN_STEP_TN = 4
+SINGLE_TILE_N = 128  # the MPU weight tile's N: a one-tile weight is one MPU load on one core
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
 # stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
@@ -822,6 +823,14 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=(), pr
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs, pro, pargs)
 
 
+def _narrow_step(p: int, n: int, kt: int) -> bool:
+    """A static decode step's weight of one K-tile and more columns than one MPU tile, whose
+    n / p columns per core are at least `MIN_STEP_TN`: no split K (one K-tile) nor tile range
+    (fewer blocks than cores) tiles it, and on one core the matmul tiles it (a transposed copy,
+    a column block at a time). A one-tile weight stays single-core: one MPU load there."""
+    return kt == 1 and n > SINGLE_TILE_N and n % p == 0 and n // p >= MIN_STEP_TN
+
+
 def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
     tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
@@ -830,7 +839,8 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     Llama's o and down; decode EVT1 107,052 -> 96,596 cycles, their tiles preloaded in the
     phase before, `first_tiles`). Where neither split K nor tile ranges tile N (one K-tile,
     fewer blocks than cores: a 256-wide layer's [256, 256] projections), a static step still
-    takes one block of n / p columns per core, down to `MIN_STEP_TN` (EVT0 8, EVT1 4): the
+    takes one block of n / p columns per core, down to `MIN_STEP_TN` (EVT0 8, EVT1 4), when
+    the weight is wider than one MPU tile (`_narrow_step`): the
     single-core matmul it replaced streamed each 128 KiB weight through one core's DMA port and
     transposed it twice on the VPU (session 19: that layer's decode EVT0 / EVT1 32,683 /
     18,830 -> 8,473 / 12,076 cycles; 10,236 on EVT1 with its q/k/v and gate/up grouped so
@@ -852,7 +862,7 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
-    if step and n % p == 0 and n // p >= MIN_STEP_TN:
+    if step and _narrow_step(p, n, kt):
         return n // p, 1  # (no split K either: still one narrow block per core)
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
@@ -951,16 +961,17 @@ def _weight(node, w_arg):
     return w
 
 
-def _group_tiles(p: int, n: int, g: int, step: bool = False) -> tuple[int, int]:
+def _group_tiles(p: int, n: int, g: int, step: bool = False, kt: int = 0) -> tuple[int, int]:
     """(per-projection tile width tn, split) for g projections of n columns each in one
     kernel (`_merge`): a weight tile holds tn columns of each (g * tn <= 128), so every block a
     core finalizes holds whole slices of every result. split 1: one block per core or rounds
     of p blocks; 0: the tile-range form. AssertionError when no width fits. `step` (a static
-    decode step, as `_decode_tiles`): one block per core down to `MIN_STEP_TN` columns of each
-    projection (EVT1's 256-wide q/k/v: 4 of each on all 64 cores, not 32 of each on 8)."""
+    decode step, `kt` its K-tiles): one block per core down to `MIN_STEP_TN` columns of each
+    projection where `_decode_tiles` takes such blocks alone (`_narrow_step`; EVT1's 256-wide
+    q/k/v: 4 of each on all 64 cores, not 32 of each on 8)."""
     if n % p == 0 and MIN_TN <= g * (n // p) <= 128:
         return n // p, 1
-    if step and n % p == 0 and n // p >= MIN_STEP_TN and g * (n // p) <= 128:
+    if step and _narrow_step(p, n, kt) and g * (n // p) <= 128:
         return n // p, 1
     for tn in (128, 64, 32, MIN_TN, MIN_TN // 2):
         if g * tn > 128 or n % tn:
@@ -1152,7 +1163,7 @@ def _linear_impl(projs, ctx, x):
     if gemm:
         split, impl, scratch = 1, linear_gemm, None
     elif decode and g > 1:
-        tn, split = _group_tiles(p, n, g, not (dynamic or rows or m >= GEMM_ROWS))
+        tn, split = _group_tiles(p, n, g, not (dynamic or rows or m >= GEMM_ROWS), kt)
         impl = linear_cols if split else linear_tiles
         scratch = None
         if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
