@@ -823,15 +823,23 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=(), pr
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs, pro, pargs)
 
 
-def _narrow_step(p: int, n: int, kt: int) -> bool:
+def _narrow_step(p: int, n: int, kt: int, wbytes: int) -> bool:
     """A static decode step's weight of one K-tile and more columns than one MPU tile, whose
     n / p columns per core are at least `MIN_STEP_TN`: no split K (one K-tile) nor tile range
     (fewer blocks than cores) tiles it, and on one core the matmul tiles it (a transposed copy,
-    a column block at a time). A one-tile weight stays single-core: one MPU load there."""
-    return kt == 1 and n > SINGLE_TILE_N and n % p == 0 and n // p >= MIN_STEP_TN
+    a column block at a time). Only from `wbytes` of one whole MPU tile (64 KiB) on: a smaller
+    weight (a one-tile weight, the tiny test Llama's [64, 256] LM head) stays single-core, one
+    load of about the DRAM latency there."""
+    return (
+        kt == 1
+        and n > SINGLE_TILE_N
+        and wbytes >= TK * SINGLE_TILE_N * 2
+        and n % p == 0
+        and n // p >= MIN_STEP_TN
+    )
 
 
-def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
+def _decode_tiles(p: int, n: int, kt: int, step: bool = False, wbytes: int = 0) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
     tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
     `step` (a static decode step): rather than split K, whose f32 partials go through DRAM and
@@ -862,7 +870,7 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
-    if step and _narrow_step(p, n, kt):
+    if step and _narrow_step(p, n, kt, wbytes):
         return n // p, 1  # (no split K either: still one narrow block per core)
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
@@ -961,17 +969,19 @@ def _weight(node, w_arg):
     return w
 
 
-def _group_tiles(p: int, n: int, g: int, step: bool = False, kt: int = 0) -> tuple[int, int]:
+def _group_tiles(
+    p: int, n: int, g: int, step: bool = False, kt: int = 0, wbytes: int = 0
+) -> tuple[int, int]:
     """(per-projection tile width tn, split) for g projections of n columns each in one
     kernel (`_merge`): a weight tile holds tn columns of each (g * tn <= 128), so every block a
     core finalizes holds whole slices of every result. split 1: one block per core or rounds
     of p blocks; 0: the tile-range form. AssertionError when no width fits. `step` (a static
-    decode step, `kt` its K-tiles): one block per core down to `MIN_STEP_TN` columns of each
+    decode step, `kt` its K-tiles, `wbytes` one projection's weight): one block per core down to `MIN_STEP_TN` columns of each
     projection where `_decode_tiles` takes such blocks alone (`_narrow_step`; EVT1's 256-wide
     q/k/v: 4 of each on all 64 cores, not 32 of each on 8)."""
     if n % p == 0 and MIN_TN <= g * (n // p) <= 128:
         return n // p, 1
-    if step and _narrow_step(p, n, kt) and g * (n // p) <= 128:
+    if step and _narrow_step(p, n, kt, wbytes) and g * (n // p) <= 128:
         return n // p, 1
     for tn in (128, 64, 32, MIN_TN, MIN_TN // 2):
         if g * tn > 128 or n % tn:
@@ -1163,7 +1173,8 @@ def _linear_impl(projs, ctx, x):
     if gemm:
         split, impl, scratch = 1, linear_gemm, None
     elif decode and g > 1:
-        tn, split = _group_tiles(p, n, g, not (dynamic or rows or m >= GEMM_ROWS), kt)
+        step = not (dynamic or rows or m >= GEMM_ROWS)
+        tn, split = _group_tiles(p, n, g, step, kt, kw * n * esize)
         impl = linear_cols if split else linear_tiles
         scratch = None
         if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
@@ -1176,7 +1187,7 @@ def _linear_impl(projs, ctx, x):
             # (blocks of 8 in place of split K only at a static M below GEMM_ROWS: a decode
             # step's; from GEMM_ROWS on, `_gemm_beats_split` weighs split K against the GEMM)
             step = not (dynamic or rows or m >= GEMM_ROWS)
-            tn, split = _decode_tiles(p, n, kt, step)
+            tn, split = _decode_tiles(p, n, kt, step, kw * n * esize)
         except AssertionError:
             if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
                 raise
