@@ -1413,17 +1413,23 @@ class LegatoGraphWrapper:
             chain.clear()
 
         inside = {n for nodes, _ in pieces for n in nodes}
-        for nodes, s in self._piece_prologues(pieces):
+        for piece, s in self._piece_prologues(pieces):
+            runs = [piece]
             if s is None and not (
                 self.options.fuse_chains
-                and (self._rows_phase(nodes) or self._serial_phase(nodes, inside))
+                and (self._rows_phase(piece) or self._serial_phase(piece, inside))
             ):
-                close()
-                out.append(nodes)
-                continue
-            if not (chain and self.options.fuse_chains and self._fits(chain, nodes)):
-                close()
-            chain.append(nodes)
+                runs = self._serial_runs(piece, inside) if self.options.fuse_chains else None
+                if runs is None:
+                    close()
+                    out.append(piece)
+                    continue
+                for r in runs:
+                    self._serial_phase(r, inside)  # (records each run's sram)
+            for nodes in runs:
+                if not (chain and self.options.fuse_chains and self._fits(chain, nodes)):
+                    close()
+                chain.append(nodes)
         close()
         return out
 
@@ -1572,34 +1578,97 @@ class LegatoGraphWrapper:
         activation buffers have the bound's static size (Gemma2's sliding-window slices of the
         cache an attention appended). Records its sram as a row phase's (`_rows_groups`, plan
         None)."""
-        from legato.torch.library import chip_serial
-
         key = frozenset(seg)
         if key in self._rows_groups:
             return self._rows_groups[key][2] is None
-        if any(n in self._no_chain for n in seg):
+        held = self._serial_sram(seg, inside)
+        if held is None:
             return False
+        self._rows_groups[key] = (key, held, None)
+        return True
+
+    def _serial_sram(self, seg: list, inside: set) -> int | None:
+        """The sram core 0 holds for `seg` as a core-0 phase (`_serial_phase`), or None when it
+        cannot be one. Records nothing."""
+        from legato.torch.library import chip_serial
+
+        key = frozenset(seg)
+        if any(n in self._no_chain for n in seg):
+            return None
         inputs, steps, outputs = self._kernel_io(seg)
         crossing = [a for a in inputs if a in inside] + [
             o for o in outputs if any(u in inside and u not in key for u in o.users)
         ]
         if any(_nbytes(a) is None for a in crossing):
-            return False
+            return None
         for st in steps:
             impl = st.impl
             if st.node.target in _BOOKKEEPING:
                 continue
             if impl is None or impl.spmd or impl.rows_only:
-                return False
+                return None
             if impl.fn is None and not kernelgen._prepared_step(st):
-                return False  # (folded into a layout, or computed by another kernel)
+                return None  # (folded into a layout, or computed by another kernel)
             if impl.fn is None and any(u not in key for u in st.node.users):
-                return False  # a prepared weight is an input of its reader's phase only
+                return None  # a prepared weight is an input of its reader's phase only
         held = chip_serial.onchip_bytes(inputs, steps, self.bounds)
         if held is None or held[0] > self.model.sram_size or held[1] > self.model.mpu_buffer_size:
-            return False
-        self._rows_groups[key] = (key, held[0], None)
-        return True
+            return None
+        return held[0]
+
+    def _serial_runs(self, seg: list, inside: set) -> list[list] | None:
+        """`seg` (a single-core segment of a chain, in graph order) cut into consecutive runs
+        that are each a core-0 phase (`_serial_phase`), as few as graph order allows (each run
+        as long as it fits), when `seg` is not one as a whole because its MPU weights do not
+        fit one core's mpu_buffer together (a 256-wide layer's q, k and v projections on EVT0:
+        3 x 128 KiB against 256 KiB; the column block the compiler stages to multiply by a
+        weight wider than the MPU tile takes the space of that weight, dead once transposed
+        into sram, so the weights alone are the budget). A prepared MPU weight
+        (`_prepared_reader`) and a getitem go with the node that reads / makes them. None when
+        the segment has no MPU weight over budget or some run would not be a phase: the
+        segment then ends the chain as a single-core kernel, as before (one whose weights do
+        not fit could only compile with its matmuls eager, each splitting the kernels
+        further). Graph-order runs keep the partition acyclic: every edge goes from a run to
+        itself or a later one, and a path leaving the partition cannot come back into it (it
+        is convex)."""
+        from legato.torch.library import chip_serial
+
+        inputs, steps, _ = self._kernel_io(seg)
+        weights = [
+            st for st in steps if st.impl is not None and "mpu_weight" in st.impl.memory.values()
+        ]
+        if len(weights) < 2:
+            return None  # (one run would hold them all)
+        held = chip_serial.onchip_bytes(inputs, steps, self.bounds)
+        if held is None or held[1] <= self.model.mpu_buffer_size:
+            return None  # (not a phase for another reason than its MPU weights)
+        key = set(seg)
+        follow = {}
+        for n in seg:
+            r = _prepared_reader(n, self.decisions)
+            if r in key:
+                follow[n] = r
+            elif n.target in _BOOKKEEPING and n.args[0] in key:
+                follow[n] = n.args[0]
+        heads = [n for n in seg if n not in follow]
+
+        def run(nodes):
+            take = set(nodes)
+            return [n for n in seg if n in take or follow.get(n) in take]
+
+        runs: list[list] = []
+        cur: list = []
+        for n in heads:
+            if cur and self._serial_sram(run([*cur, n]), inside) is not None:
+                cur.append(n)
+                continue
+            if cur:
+                runs.append(run(cur))
+            if self._serial_sram(run([n]), inside) is None:
+                return None
+            cur = [n]
+        runs.append(run(cur))
+        return runs
 
     def _split_rows(self, partitions):
         """A single-core partition made of independent parts (no edge between them: a
@@ -1765,6 +1834,10 @@ class LegatoGraphWrapper:
                     why,
                 )
                 self.decisions[culprit] = NodeDecision(None, f"kernel failed: {why}")
+                # a prepared t(W) the culprit read is now read by an eager node only: a view
+                # on the host (free), not a prepared step left without its reader, which
+                # would fail in the next kernel and be bisected out as a culprit of its own
+                _host_views(gm, self.decisions)
                 culprits += 1
                 retry = True
             if not retry:

@@ -90,6 +90,9 @@ F32 = legato.types.float("float32")
 BF16 = legato.types.float("bfloat16")
 TK = 256  # the MPU weight tile's K
 MIN_TN = 16  # narrower column blocks than this: split K instead (a decode step: 8, `_decode_tiles`)
+# the narrowest block per core of a static decode step with no split-K tiling (`_decode_tiles`)
+MIN_STEP_TN = 4
+SINGLE_TILE_N = 128  # the MPU weight tile's N: a one-tile weight is one MPU load on one core
 GEMM_ROWS = 32  # from this many rows (the bound of a runtime M) on: `linear_gemm`
 # the weight tiles of a core's block `linear_cols` loads ahead (`first_tiles`), at most: they
 # stay in mpu_buffer (a quarter of EVT0's) from the preload to the block's matmuls; all of
@@ -820,13 +823,36 @@ def _rows_cols_group(a, wt, bias, has_bias, grp, g, outs, epi=None, eargs=(), pr
     linear_rows_cols(a, wt, bias, has_bias, grp, outs, g, epi, eargs, pro, pargs)
 
 
-def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int]:
+def _narrow_step(p: int, n: int, kt: int, wbytes: int) -> bool:
+    """A static decode step's weight of one K-tile and more columns than one MPU tile, whose
+    n / p columns per core are at least `MIN_STEP_TN`: no split K (one K-tile) nor tile range
+    (fewer blocks than cores) tiles it, and on one core the matmul tiles it (a transposed copy,
+    a column block at a time). Only from `wbytes` of one whole MPU tile (64 KiB) on: a smaller
+    weight (a one-tile weight, the tiny test Llama's [64, 256] LM head) stays single-core, one
+    load of about the DRAM latency there."""
+    return (
+        kt == 1
+        and n > SINGLE_TILE_N
+        and wbytes >= TK * SINGLE_TILE_N * 2
+        and n % p == 0
+        and n // p >= MIN_STEP_TN
+    )
+
+
+def _decode_tiles(p: int, n: int, kt: int, step: bool = False, wbytes: int = 0) -> tuple[int, int]:
     """(tile width tn, split) for the decode form on p cores, or AssertionError. split 0: the
     tile-range form (`linear_tiles`), for column blocks that do not fall evenly on the cores.
     `step` (a static decode step): rather than split K, whose f32 partials go through DRAM and
     a barrier, one block per core down to 8 columns (EVT1, N = 512 on 64 cores: the tiny
     Llama's o and down; decode EVT1 107,052 -> 96,596 cycles, their tiles preloaded in the
-    phase before, `first_tiles`)."""
+    phase before, `first_tiles`). Where neither split K nor tile ranges tile N (one K-tile,
+    fewer blocks than cores: a 256-wide layer's [256, 256] projections), a static step still
+    takes one block of n / p columns per core, down to `MIN_STEP_TN` (EVT0 8, EVT1 4), when
+    the weight is wider than one MPU tile (`_narrow_step`): the
+    single-core matmul it replaced streamed each 128 KiB weight through one core's DMA port and
+    transposed it twice on the VPU (session 19: that layer's decode EVT0 / EVT1 32,683 /
+    18,830 -> 8,473 / 12,076 cycles; 10,236 on EVT1 with its q/k/v and gate/up grouped so
+    too, `_group_tiles`)."""
     if n % p == 0 and MIN_TN <= n // p <= 128:
         return n // p, 1  # one block per core
     if n % 128 == 0 and n // 128 >= p:
@@ -844,6 +870,8 @@ def _decode_tiles(p: int, n: int, kt: int, step: bool = False) -> tuple[int, int
     for tn in (128, 64, 32, MIN_TN):
         if n % tn == 0 and (n // tn) * kt >= p:
             return tn, 0
+    if step and _narrow_step(p, n, kt, wbytes):
+        return n // p, 1  # (no split K either: still one narrow block per core)
     raise AssertionError(f"no tiling of {n} output columns over {p} cores (whole columns each)")
 
 
@@ -941,12 +969,19 @@ def _weight(node, w_arg):
     return w
 
 
-def _group_tiles(p: int, n: int, g: int) -> tuple[int, int]:
+def _group_tiles(
+    p: int, n: int, g: int, step: bool = False, kt: int = 0, wbytes: int = 0
+) -> tuple[int, int]:
     """(per-projection tile width tn, split) for g projections of n columns each in one
     kernel (`_merge`): a weight tile holds tn columns of each (g * tn <= 128), so every block a
     core finalizes holds whole slices of every result. split 1: one block per core or rounds
-    of p blocks; 0: the tile-range form. AssertionError when no width fits."""
+    of p blocks; 0: the tile-range form. AssertionError when no width fits. `step` (a static
+    decode step, `kt` its K-tiles, `wbytes` one projection's weight): one block per core down to `MIN_STEP_TN` columns of each
+    projection where `_decode_tiles` takes such blocks alone (`_narrow_step`; EVT1's 256-wide
+    q/k/v: 4 of each on all 64 cores, not 32 of each on 8)."""
     if n % p == 0 and MIN_TN <= g * (n // p) <= 128:
+        return n // p, 1
+    if step and _narrow_step(p, n, kt, wbytes) and g * (n // p) <= 128:
         return n // p, 1
     for tn in (128, 64, 32, MIN_TN, MIN_TN // 2):
         if g * tn > 128 or n % tn:
@@ -1138,7 +1173,8 @@ def _linear_impl(projs, ctx, x):
     if gemm:
         split, impl, scratch = 1, linear_gemm, None
     elif decode and g > 1:
-        tn, split = _group_tiles(p, n, g)
+        step = not (dynamic or rows or m >= GEMM_ROWS)
+        tn, split = _group_tiles(p, n, g, step, kt, kw * n * esize)
         impl = linear_cols if split else linear_tiles
         scratch = None
         if not split and not dynamic and not rows and _blocks_even(n // tn, kt, p):
@@ -1151,7 +1187,7 @@ def _linear_impl(projs, ctx, x):
             # (blocks of 8 in place of split K only at a static M below GEMM_ROWS: a decode
             # step's; from GEMM_ROWS on, `_gemm_beats_split` weighs split K against the GEMM)
             step = not (dynamic or rows or m >= GEMM_ROWS)
-            tn, split = _decode_tiles(p, n, kt, step)
+            tn, split = _decode_tiles(p, n, kt, step, kw * n * esize)
         except AssertionError:
             if not dynamic or g > 1 or _single_core_fits(projs[0][0], ctx, x, projs[0][2]):
                 raise

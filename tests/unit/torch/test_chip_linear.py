@@ -47,6 +47,12 @@ def _cores(run):
         # 128 columns: 2 a core, K split over 8 cores through the scratch
         (torch.bfloat16, True, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
         (torch.float32, False, 1, "bertha-evt1", 2048, 128, "linear_cols(tn=16, split=8)"),
+        # 256 columns, one K-tile (neither split K nor tile ranges tile it): a block of 8 / 4
+        # columns on each core (`_decode_tiles`, MIN_STEP_TN), not one core for the weight
+        (torch.bfloat16, False, 1, "bertha", 256, 256, "linear_cols(tn=8, split=1)"),
+        (torch.bfloat16, True, 3, "bertha-evt1", 256, 256, "linear_cols(tn=4, split=1)"),
+        (torch.float32, True, 1, "bertha", 256, 256, "linear_cols(tn=8, split=1)"),
+        (torch.float32, False, 2, "bertha-evt1", 256, 256, "linear_cols(tn=4, split=1)"),
     ],
 )
 def test_linear_every_core(dtype, bias, m, device, k, n, form):
